@@ -1,0 +1,26 @@
+"""ascend-memsim: the Ascend CANN runtime's device memory, simulated in pure Python.
+
+Layering, arrows pointing one way: the faces ``acl`` (pyacl) and ``aclrt`` (C names) call
+``runtime`` (devices, current device per thread, init/config), which calls ``device``
+(policies, pages, rounding rules, accounting), which calls ``allocator`` (first-fit over a
+sorted free list) and reads ``profiles`` and ``constants``. The core never imports a face.
+"""
+
+from .acl import install_acl, uninstall_acl
+from .allocator import Allocator
+from .constants import GiB, KiB, MallocPolicy, MemAttr, MemcpyKind, MemType, MiB, ErrorCode
+from .device import Api, Block, Device, Page
+from .errors import *  # noqa: F403  (every exception class, listed in errors.__all__)
+from .errors import __all__ as _error_names
+from .explain import Explanation, explain
+from .profiles import PROFILES, Profile, get_profile, register_profile
+from .runtime import Runtime, UsageInfo, current_runtime
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "install_acl", "uninstall_acl", "Allocator", "KiB", "MiB", "GiB", "MallocPolicy",
+    "MemAttr", "MemcpyKind", "MemType", "ErrorCode", "Api", "Block", "Device", "Page",
+    "Explanation", "explain", "PROFILES", "Profile", "get_profile", "register_profile",
+    "Runtime", "UsageInfo", "current_runtime", *_error_names,
+]

@@ -1,0 +1,61 @@
+"""Argument checks for the public entry points: each raises with the argument's name.
+
+Public methods call these once and then work on plain ints; internals never re-check.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from .errors import InvalidArgument, InvalidArgumentType
+
+__all__ = ["as_int", "as_size", "as_ptr", "SIZE_MAX"]
+
+#: The largest value a C ``size_t`` (and a 64-bit pointer) can hold.
+SIZE_MAX = (1 << 64) - 1
+
+
+def as_int(value: object, name: str, lo: int = 0, hi: int = SIZE_MAX) -> int:
+    """``value`` as an int in ``[lo, hi]``; bool, float, str and None are refused.
+
+    Anything with ``__index__`` (numpy integers, IntEnum members) is accepted.
+
+    Raises:
+        InvalidArgumentType: not an integer.
+        InvalidArgument: out of range.
+    """
+    if isinstance(value, bool):
+        raise InvalidArgumentType(f"{name} must be an int, got bool {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise InvalidArgumentType(
+            f"{name} must be an int, got {type(value).__name__} {value!r}") from None
+    if not lo <= number <= hi:
+        raise InvalidArgument(f"{name}={number} is outside [{lo}, {hi}]")
+    return number
+
+
+def as_size(value: object, name: str = "size") -> int:
+    """A byte count for an allocation: an int in ``[1, SIZE_MAX]``.
+
+    Raises:
+        InvalidArgumentType, InvalidArgument: as :func:`as_int`; size 0 is InvalidArgument.
+    """
+    size = as_int(value, name)
+    if size == 0:
+        raise InvalidArgument(f"{name} must be > 0 (got 0)")
+    return size
+
+
+def as_ptr(value: object, name: str = "ptr") -> int:
+    """A pointer argument: a non-NULL int in ``[1, SIZE_MAX]``.
+
+    Raises:
+        InvalidArgumentType: not an int (a str, None, a float).
+        InvalidArgument: NULL (0) or out of the 64-bit range.
+    """
+    ptr = as_int(value, name)
+    if ptr == 0:
+        raise InvalidArgument(f"{name} is NULL")
+    return ptr

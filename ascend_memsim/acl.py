@@ -1,0 +1,190 @@
+"""The pyacl face: ``import acl`` for programs written for Ascend hardware.
+
+Functions return pyacl's shapes: out-values first, the aclError code last
+(``ptr, ret = acl.rt.malloc(size, policy)``; ``ret = acl.rt.free(ptr)``). They never raise
+for a bad argument: :func:`_face` turns the core's exceptions into codes, in one place. A bug
+in the simulator (any exception that is not an :class:`~ascend_memsim.errors.AclError`)
+still raises.
+
+The vendor constants are exported flat (``ACL_MEM_MALLOC_HUGE_FIRST``, ``ACL_HBM_MEM``,
+``ACL_ERROR_RT_MEMORY_ALLOCATION``, ...), which the real module does not do.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import types
+from typing import Any, Callable
+
+from .constants import FLAT_NAMES
+from .errors import AclError
+from .runtime import acl_finalize, acl_init, current_runtime
+
+__all__ = ["init", "finalize", "rt", "util", "get_recent_err_msg", *FLAT_NAMES]
+
+globals().update(FLAT_NAMES)
+
+_last = threading.local()
+
+
+def _face(*defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a core call in pyacl's return convention.
+
+    With no ``defaults`` the wrapped call returns just the code. With one, ``(value, code)``;
+    with several, the call's tuple then the code. On an AclError the defaults stand in for
+    the out-values and the error's code is returned; its message is kept for
+    :func:`get_recent_err_msg`.
+    """
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                out = fn(*args, **kwargs)
+            except AclError as error:
+                _last.message = str(error)
+                return (*defaults, int(error.code)) if defaults else int(error.code)
+            if not defaults:
+                return 0
+            return (*out, 0) if len(defaults) > 1 else (out, 0)
+
+        return call
+
+    return wrap
+
+
+def get_recent_err_msg() -> str:
+    """The message of the last error a face call on this thread returned ('' if none)."""
+    return getattr(_last, "message", "")
+
+
+def _namespace(name: str, doc: str, *functions: Callable[..., Any]) -> types.ModuleType:
+    module = types.ModuleType(name, doc)
+    for fn in functions:
+        setattr(module, fn.__name__, fn)
+    module.__all__ = [fn.__name__ for fn in functions]
+    return module
+
+
+@_face()
+def init(config_path: str | None = None) -> None:
+    """aclInit: start a simulated runtime from the JSON config (see Runtime.from_config)."""
+    acl_init(config_path)
+
+
+@_face()
+def finalize() -> None:
+    """aclFinalize: discard the simulated runtime."""
+    acl_finalize()
+
+
+# -- acl.rt ------------------------------------------------------------------------------------
+
+@_face()
+def set_device(device_id: int) -> None:
+    current_runtime().set_device(device_id)
+
+
+@_face()
+def reset_device(device_id: int) -> None:
+    current_runtime().reset_device(device_id)
+
+
+@_face(-1)
+def get_device() -> int:
+    return current_runtime().get_device()
+
+
+@_face(0)
+def get_device_count() -> int:
+    return current_runtime().device_count
+
+
+@_face(0)
+def malloc(size: int, policy: int) -> int:
+    return current_runtime().malloc(size, policy)
+
+
+@_face(0)
+def malloc_align32(size: int, policy: int) -> int:
+    return current_runtime().malloc_align32(size, policy)
+
+
+@_face(0)
+def malloc_cached(size: int, policy: int) -> int:
+    return current_runtime().malloc_cached(size, policy)
+
+
+@_face(0)
+def malloc_with_cfg(size: int, policy: int, cfg: Any = None) -> int:
+    return current_runtime().malloc_with_cfg(size, policy, cfg)
+
+
+@_face(0)
+def malloc_for_task_scheduler(size: int, policy: int, cfg: Any = None) -> int:
+    return current_runtime().malloc_for_task_scheduler(size, policy, cfg)
+
+
+@_face()
+def free(dev_ptr: int) -> None:
+    current_runtime().free(dev_ptr)
+
+
+@_face()
+def free_with_dev_sync(dev_ptr: int) -> None:
+    current_runtime().free_with_dev_sync(dev_ptr)
+
+
+@_face(0, 0)
+def get_mem_info(attr: int) -> tuple[int, int]:
+    return current_runtime().get_mem_info(attr)
+
+
+@_face([])
+def get_mem_usage_info(device_id: int, input_num: int) -> list:
+    return current_runtime().get_mem_usage_info(device_id, input_num)
+
+
+@_face(0)
+def check_mem_type(addr_list: list, mem_type: int, reserve: int = 0) -> int:
+    return current_runtime().check_mem_type(addr_list, mem_type, reserve)
+
+
+rt = _namespace(
+    "acl.rt", "Runtime calls: devices and device memory.",
+    set_device, reset_device, get_device, get_device_count, malloc, malloc_align32,
+    malloc_cached, malloc_with_cfg, malloc_for_task_scheduler, free, free_with_dev_sync,
+    get_mem_info, get_mem_usage_info, check_mem_type,
+)
+util = _namespace("acl.util", "Conversions between host objects and pointers.")
+
+# The names above live on acl.rt; keep the module namespace as pyacl's.
+for _name in rt.__all__:
+    del globals()[_name]
+del _name
+
+
+def install_acl() -> types.ModuleType:
+    """Make ``import acl`` (and ``acl.rt``, ``acl.util``) resolve to this module.
+
+    Returns the module that ``acl`` named before, or None; pass it to
+    :func:`uninstall_acl` to restore.
+    """
+    previous = sys.modules.get("acl")
+    me = sys.modules[__name__]
+    sys.modules["acl"] = me
+    sys.modules["acl.rt"] = rt
+    sys.modules["acl.util"] = util
+    return previous
+
+
+def uninstall_acl(previous: types.ModuleType | None = None) -> None:
+    """Undo :func:`install_acl`, restoring ``previous`` as ``acl`` if given."""
+    for name in ("acl.rt", "acl.util"):
+        sys.modules.pop(name, None)
+    if previous is None:
+        sys.modules.pop("acl", None)
+    else:
+        sys.modules["acl"] = previous

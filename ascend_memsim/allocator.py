@@ -1,0 +1,277 @@
+"""Exact first-fit with per-request alignment over one address range.
+
+The allocator knows nothing of products, policies or pages: it places ``size`` bytes at the
+lowest address, aligned to ``align``, where a free run can hold them, and gives them back.
+
+Free runs are kept three ways, all in step:
+
+* ``_run_end[start] = end`` and ``_run_start[end] = start``: O(1) coalescing on release;
+* a segregated index: runs grouped by length into classes (four per power of two, as in
+  TLSF), each class a ``SortedList`` of run starts, with an int bitmask of non-empty classes.
+
+First-fit search therefore never walks small holes. A class whose shortest possible run is
+at least ``size + align - 64`` always fits at its lowest run, so its head is a candidate in
+O(1); only the classes that straddle the request size are walked, in address order and only
+below the best candidate so far. Costs, with n free runs and C = 4 classes per power of two:
+
+* :meth:`allocate`: O(C log n) typical; O(C log n + k) where k counts the runs of the
+  request's own size class that lie below the answer and are too short once aligned.
+* :meth:`release`: O(log n).
+
+>>> a = Allocator(1 << 20)
+>>> a.allocate(100, 64), a.allocate(64, 4096)
+(0, 4096)
+>>> a.release(0)
+100
+>>> a.check_invariants()
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from sortedcontainers import SortedList
+
+__all__ = ["Allocator", "size_class"]
+
+_SUB_BITS = 2  # four classes per power of two
+_NCLASSES = 64 << _SUB_BITS
+
+
+def size_class(length: int) -> int:
+    """The class of a run of ``length`` bytes; classes grow with length.
+
+    >>> [size_class(n) for n in (64, 80, 96, 112, 128)]
+    [24, 25, 26, 27, 28]
+    """
+    top = length.bit_length() - 1
+    if top < _SUB_BITS:
+        return length
+    return (top << _SUB_BITS) | ((length >> (top - _SUB_BITS)) & ((1 << _SUB_BITS) - 1))
+
+
+def _class_floor(cls: int) -> int:
+    """The shortest run length in class ``cls``."""
+    top = cls >> _SUB_BITS
+    if top < _SUB_BITS:
+        return cls
+    return ((1 << _SUB_BITS) | (cls & ((1 << _SUB_BITS) - 1))) << (top - _SUB_BITS)
+
+
+class Allocator:
+    """First-fit allocator over ``[base, base + capacity)``.
+
+    All sizes, alignments and the base must be multiples of ``granule`` (64 bytes by
+    default); alignments are powers of two.
+    """
+
+    __slots__ = ("base", "capacity", "granule", "_run_end", "_run_start", "_classes", "_mask",
+                 "_live", "_free_bytes")
+
+    def __init__(self, capacity: int, *, base: int = 0, granule: int = 64) -> None:
+        if capacity < 0 or capacity % granule or base % granule:
+            raise ValueError("capacity and base must be non-negative multiples of the granule")
+        self.base = base
+        self.capacity = capacity
+        self.granule = granule
+        self._run_end: dict[int, int] = {}
+        self._run_start: dict[int, int] = {}
+        self._classes: list[SortedList] = [SortedList() for _ in range(_NCLASSES)]
+        self._mask = 0
+        #: live extents: start -> end
+        self._live: dict[int, int] = {}
+        self._free_bytes = capacity
+        if capacity:
+            self._add_run(base, base + capacity)
+
+    # -- free-run bookkeeping ---------------------------------------------------------------
+
+    def _add_run(self, start: int, end: int) -> None:
+        self._run_end[start] = end
+        self._run_start[end] = start
+        cls = size_class(end - start)
+        self._classes[cls].add(start)
+        self._mask |= 1 << cls
+
+    def _remove_run(self, start: int, end: int) -> None:
+        del self._run_end[start]
+        del self._run_start[end]
+        cls = size_class(end - start)
+        members = self._classes[cls]
+        members.remove(start)
+        if not members:
+            self._mask &= ~(1 << cls)
+
+    # -- the two hot operations -------------------------------------------------------------
+
+    def find(self, size: int, align: int) -> int | None:
+        """The address first-fit would give ``size`` bytes aligned to ``align``, or None.
+
+        Changes nothing. Complexity as :meth:`allocate`.
+        """
+        found = self._search(size, align)
+        return None if found is None else found[0]
+
+    def _search(self, size: int, align: int) -> tuple[int, int] | None:
+        """(aligned address, start of the run holding it) of the first fit, or None."""
+        classes = self._classes
+        run_end = self._run_end
+        # Runs start on granule boundaries, so aligning wastes at most align - granule bytes.
+        sure = size + align - self.granule if align > self.granule else size
+        first_sure = size_class(sure)
+        if _class_floor(first_sure) < sure:
+            first_sure += 1
+        best = None
+        sure_mask = self._mask >> first_sure
+        cls = first_sure
+        while sure_mask:
+            if sure_mask & 1:
+                head = classes[cls][0]
+                if best is None or head < best:
+                    best = head
+            sure_mask >>= 1
+            cls += 1
+        best_run = best
+        if best is not None and align > self.granule:
+            best = -(-best // align) * align
+        # The classes that straddle the request: walk them in address order, below best.
+        nonempty = self._mask
+        for cls in range(size_class(size), first_sure):
+            if not nonempty >> cls & 1:
+                continue
+            for start in classes[cls].irange(maximum=best_run, inclusive=(True, False)):
+                placed = -(-start // align) * align
+                if placed + size <= run_end[start]:
+                    if best is None or placed < best:
+                        best, best_run = placed, start
+                    break
+        return None if best is None else (best, best_run)
+
+    def allocate(self, size: int, align: int = 64) -> int | None:
+        """Place ``size`` bytes at the lowest address aligned to ``align``; None when none fits.
+
+        A failed call changes nothing. Complexity: O(C log n) typical, see the module doc.
+        """
+        found = self._search(size, align)
+        if found is None:
+            return None
+        placed, start = found
+        end = self._run_end[start]
+        self._remove_run(start, end)
+        if placed > start:
+            self._add_run(start, placed)
+        if placed + size < end:
+            self._add_run(placed + size, end)
+        self._live[placed] = placed + size
+        self._free_bytes -= size
+        return placed
+
+    def release(self, start: int) -> int | None:
+        """Give back the extent that begins at ``start``; its size, or None if none begins there.
+
+        Coalesces with the free neighbours. O(log n).
+        """
+        end = self._live.pop(start, None)
+        if end is None:
+            return None
+        size = end - start
+        self._free_bytes += size
+        run_start = self._run_start
+        run_end = self._run_end
+        lo, hi = start, end
+        prev = run_start.get(lo)
+        if prev is not None:
+            self._remove_run(prev, lo)
+            lo = prev
+        nxt = run_end.get(hi)
+        if nxt is not None:
+            self._remove_run(hi, nxt)
+            hi = nxt
+        self._add_run(lo, hi)
+        return size
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @property
+    def free_bytes(self) -> int:
+        """Bytes in free runs (kept current, O(1))."""
+        return self._free_bytes
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes in live extents (O(1))."""
+        return self.capacity - self._free_bytes
+
+    def __len__(self) -> int:
+        """The number of live extents."""
+        return len(self._live)
+
+    def extent(self, start: int) -> int | None:
+        """The end of the live extent that begins at ``start``, or None."""
+        return self._live.get(start)
+
+    def free_runs(self) -> Iterator[tuple[int, int]]:
+        """Free runs ``(start, end)`` in address order. O(n log n)."""
+        return iter(sorted(self._run_end.items()))
+
+    def live_extents(self) -> Iterator[tuple[int, int]]:
+        """Live extents ``(start, end)`` in address order. O(m log m)."""
+        return iter(sorted(self._live.items()))
+
+    def largest_free_run(self) -> int:
+        """Length of the longest free run (0 when full). O(C + runs of the top class)."""
+        if not self._mask:
+            return 0
+        top = self._mask.bit_length() - 1
+        run_end = self._run_end
+        return max(run_end[s] - s for s in self._classes[top])
+
+    def free_aligned_pages(self, page: int) -> int:
+        """How many whole, ``page``-aligned pages lie in free runs. O(n).
+
+        This is what a huge-page figure of aclrtGetMemInfo counts.
+        """
+        count = 0
+        for start, end in self._run_end.items():
+            first = -(-start // page)
+            last = end // page
+            if last > first:
+                count += last - first
+        return count
+
+    def check_invariants(self) -> None:
+        """Assert the free list is sorted, disjoint, coalesced, aligned and accounts for all.
+
+        For tests; production never calls it. Raises AssertionError on the first breach.
+        """
+        g = self.granule
+        runs = sorted(self._run_end.items())
+        assert len(runs) == len(self._run_start), "run maps out of step"
+        indexed = 0
+        for cls, members in enumerate(self._classes):
+            assert bool(members) == bool(self._mask >> cls & 1), f"mask wrong at class {cls}"
+            for start in members:
+                assert size_class(self._run_end[start] - start) == cls, "run in wrong class"
+            indexed += len(members)
+        assert indexed == len(runs), "class index out of step with the runs"
+        free = 0
+        prev_end = None
+        for start, end in runs:
+            assert self._run_start[end] == start, "run maps disagree"
+            assert self.base <= start < end <= self.base + self.capacity, "run out of range"
+            assert start % g == 0 and end % g == 0, "run not on the granule"
+            if prev_end is not None:
+                assert start > prev_end, "free runs overlap or are not coalesced"
+            prev_end = end
+            free += end - start
+        live = sorted(self._live.items())
+        used = 0
+        for start, end in live:
+            assert start % g == 0 and end % g == 0 and start < end, "live extent misaligned"
+            used += end - start
+        assert free == self._free_bytes, "free byte count wrong"
+        assert free + used == self.capacity, "free + live != capacity"
+        # No live extent overlaps another or a free run: merge both lists and walk them.
+        merged = sorted(runs + live)
+        for (s0, e0), (s1, _) in zip(merged, merged[1:]):
+            assert e0 <= s1, f"overlap at {s1:#x}"

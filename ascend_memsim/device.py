@@ -1,0 +1,528 @@
+"""One simulated device: policies, page kinds, rounding rules, blocks and accounting.
+
+A request becomes a block in three documented steps (see :mod:`ascend_memsim.explain`):
+
+1. the *rule size*: the product's rounding of the requested size for the API
+   (seed chapter, aclrtMalloc / aclrtMallocAlign32);
+2. the *page kinds* to try, in order, from the policy (acl_rt.h, aclrtMemMallocPolicy);
+3. the *footprint*: the rule size rounded up to the page size, placed on a page boundary
+   (the project's memory model, SPEC.md section 4).
+
+Each memory type (HBM, DDR) is one :class:`~ascend_memsim.allocator.Allocator`. Every
+public method checks its arguments, then takes the device lock; a failed call changes
+nothing. Observers (statistics, traces, the sanitizer) see each event after it happened.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Iterable, Iterator
+
+from sortedcontainers import SortedList
+
+from ._checks import SIZE_MAX, as_int, as_ptr, as_size
+from .allocator import Allocator
+from .constants import (
+    GiB, MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MallocFlag, MallocPolicy, MemAttr, MemType,
+    MiB,
+)
+from .errors import (
+    FeatureNotSupported, InvalidArgument, InvalidMemoryType, InvalidPointer, OutOfDeviceMemory,
+)
+from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
+
+__all__ = [
+    "Page", "Api", "Block", "Request", "Device", "align_up", "rule_size", "page_order",
+    "parse_policy", "policy_name", "device_base", "device_of", "DEVICE_SPAN", "HUGE_FIRST_THRESHOLD",
+    "PAGE_BYTES",
+]
+
+
+class Page(str, Enum):
+    """The page kind backing a block."""
+
+    NORMAL = "normal"
+    HUGE = "huge"
+    HUGE1G = "huge1g"
+
+
+#: Page granularity: a block's footprint is a multiple of this and starts on it. Normal pages
+#: are modelled at 64 bytes, the documented sub-allocation rule (start = ALIGN_UP(m, 64)).
+PAGE_BYTES = {Page.NORMAL: 64, Page.HUGE: 2 * MiB, Page.HUGE1G: 1 * GiB}
+
+#: HUGE_FIRST gives normal pages to a request of at most this many bytes (acl_rt.h comment
+#: on ACL_MEM_MALLOC_HUGE_FIRST).
+HUGE_FIRST_THRESHOLD = 1 * MiB
+
+#: DECISION (SPEC.md 4): a policy outside the enum is a hint; huge pages from this size up.
+OUT_OF_RANGE_HUGE_FROM = 2 * MiB
+
+
+class Api(str, Enum):
+    """Which allocation entry point made a block; the API decides the rounding rule."""
+
+    MALLOC = "aclrtMalloc"
+    MALLOC_ALIGN32 = "aclrtMallocAlign32"
+    MALLOC_CACHED = "aclrtMallocCached"
+    MALLOC_WITH_CFG = "aclrtMallocWithCfg"
+    MALLOC_FOR_TASK_SCHEDULER = "aclrtMallocForTaskScheduler"
+
+    @classmethod
+    def parse(cls, name: "str | Api") -> "Api":
+        """An API from its C name or pyacl name (``"aclrtMallocAlign32"``, ``"malloc_align32"``).
+
+        Raises:
+            InvalidArgument: no such allocation API.
+        """
+        if isinstance(name, Api):
+            return name
+        for api in cls:
+            if name in (api.value, api.pyacl_name, api.name.lower()):
+                return api
+        raise InvalidArgument(f"unknown allocation API {name!r}; known: "
+                              f"{[a.pyacl_name for a in cls]}")
+
+    @property
+    def pyacl_name(self) -> str:
+        """``malloc_align32`` for aclrtMallocAlign32."""
+        return self.name.lower()
+
+
+#: DECISION (SPEC.md 4): aclrtMallocCached accepts only these four policies.
+CACHED_POLICIES = frozenset({MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_ONLY,
+                             MallocPolicy.NORMAL_ONLY, MallocPolicy.HUGE1G_ONLY})
+
+_FLAG_BITS = int(MallocFlag.LOW_BAND_WIDTH | MallocFlag.HIGH_BAND_WIDTH
+                 | MallocFlag.USER_SPACE_READONLY)
+
+# Address layout (DECISION): device d owns [DEVICE_SPAN * (d + 1), DEVICE_SPAN * (d + 2));
+# inside it HBM starts at offset 0 and DDR at MEMORY_SPAN. So a pointer names its device.
+DEVICE_SPAN = 2 * MEMORY_SPAN
+_MEMORY_OFFSET = {Memory.HBM: 0, Memory.DDR: MEMORY_SPAN}
+
+
+def device_base(device_id: int) -> int:
+    """The first address of device ``device_id``'s window."""
+    return DEVICE_SPAN * (device_id + 1)
+
+
+def device_of(ptr: int) -> int:
+    """The device whose window holds ``ptr`` (-1 below the first device)."""
+    return ptr // DEVICE_SPAN - 1
+
+
+def align_up(n: int, k: int) -> int:
+    """ALIGN_UP[n, k] of the vendor docs: ((n - 1) // k + 1) * k, for n >= 1.
+
+    >>> align_up(100, 32), align_up(96, 32)
+    (128, 96)
+    """
+    return -(-n // k) * k
+
+
+def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
+    """Split a checked policy word into (base policy or None if outside the enum, readonly).
+
+    Raises:
+        InvalidArgument: aclrtMallocCached with a policy other than its four.
+    """
+    readonly = bool(policy & MallocFlag.USER_SPACE_READONLY)
+    value = policy & ~_FLAG_BITS
+    base = MallocPolicy(value) if value in _POLICY_VALUES else None
+    if api is Api.MALLOC_CACHED and (policy != value or base not in CACHED_POLICIES):
+        raise InvalidArgument(
+            f"aclrtMallocCached takes HUGE_FIRST, HUGE_ONLY, NORMAL_ONLY or HUGE1G_ONLY, "
+            f"got policy={policy:#x}")
+    return base, readonly
+
+
+_POLICY_VALUES = frozenset(int(p) for p in MallocPolicy)
+_HUGE_FIRST = (MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_FIRST_P2P)
+_HUGE_ONLY = (MallocPolicy.HUGE_ONLY, MallocPolicy.HUGE_ONLY_P2P)
+_NORMAL_ONLY = (MallocPolicy.NORMAL_ONLY, MallocPolicy.NORMAL_ONLY_P2P)
+_P2P = frozenset({MallocPolicy.HUGE_FIRST_P2P, MallocPolicy.HUGE_ONLY_P2P,
+                  MallocPolicy.NORMAL_ONLY_P2P, MallocPolicy.HUGE1G_ONLY_P2P})
+
+
+def page_order(profile: Profile, size: int, base: MallocPolicy | None) -> tuple[Page, ...]:
+    """The page kinds to try, in order, for ``size`` bytes under ``base`` policy.
+
+    Raises:
+        FeatureNotSupported: 1 GB pages on a product without them.
+    """
+    if base in _HUGE_FIRST:
+        # acl_rt.h: HUGE_FIRST uses normal pages up to 1 MiB, else huge pages falling back.
+        return (Page.NORMAL,) if size <= HUGE_FIRST_THRESHOLD else (Page.HUGE, Page.NORMAL)
+    if base in _HUGE_ONLY:
+        return (Page.HUGE,)
+    if base in _NORMAL_ONLY:
+        return (Page.NORMAL,)
+    if base is None:
+        # DECISION: an out-of-enum policy behaves as HUGE_FIRST with a 2 MiB threshold.
+        return (Page.HUGE, Page.NORMAL) if size >= OUT_OF_RANGE_HUGE_FROM else (Page.NORMAL,)
+    if not profile.huge1g:
+        raise FeatureNotSupported(
+            f"{base.name} needs 1 GB huge pages, which {profile.description} does not have")
+    return (Page.HUGE1G,)
+
+
+def rule_size(profile: Profile, size: int, page: Page, api: Api) -> int:
+    """The size after the product's rounding rule for ``api`` (seed chapter, aclrtMalloc).
+
+    >>> from ascend_memsim.profiles import get_profile
+    >>> rule_size(get_profile("A2"), 2 * MiB, Page.HUGE, Api.MALLOC) - 2 * MiB
+    32
+    """
+    aligned = -(-size // 32) * 32
+    if (api is Api.MALLOC_ALIGN32 or profile.size_rule is SizeRule.ALIGN32
+            or page is Page.HUGE1G):
+        return aligned
+    return aligned + 32
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One allocation request, as checked, before it is placed."""
+
+    device_id: int
+    api: Api
+    size: int
+    policy: int
+    module: int
+
+
+@dataclass(slots=True, eq=False)
+class Block:
+    """A live allocation. ``ptr`` is its first byte; ``footprint`` bytes are reserved."""
+
+    ptr: int
+    size: int
+    rule_size: int
+    footprint: int
+    page: Page
+    memory: Memory
+    api: Api
+    policy: int
+    module: int
+    device_id: int
+    serial: int
+    readonly: bool = False
+    p2p: bool = False
+    fallback: bool = False
+    mem_type: MemType = MemType.DEV
+    #: Free-form slot for later layers (allocation stack, contents); None by default.
+    extra: dict | None = field(default=None, repr=False)
+
+    @property
+    def end(self) -> int:
+        """One past the last byte of the footprint."""
+        return self.ptr + self.footprint
+
+    @property
+    def aligned_size(self) -> int:
+        """ALIGN_UP(size, 32)."""
+        return -(-self.size // 32) * 32
+
+    @property
+    def padding(self) -> int:
+        """Bytes the rounding rule adds beyond the request (hidden from the user)."""
+        return self.rule_size - self.size
+
+    @property
+    def page_rounding(self) -> int:
+        """Bytes page granularity adds beyond the rule size."""
+        return self.footprint - self.rule_size
+
+    @property
+    def module_name(self) -> str:
+        return MODULE_NAMES[self.module]
+
+    def describe(self) -> str:
+        """``100-byte block at 0x... (aclrtMalloc, normal pages, footprint 192)``."""
+        return (f"{self.size}-byte block at {self.ptr:#x} ({self.api.value}, {self.page.value} "
+                f"pages, {self.memory.value}, footprint {self.footprint})")
+
+
+#: (memory family, figure) per aclrtMemAttr; family "main" means the part's own memory.
+_ATTR_FIGURE: dict[int, tuple[str, str, bool]] = {
+    MemAttr.DDR_MEM: ("DDR", "all", False),
+    MemAttr.HBM_MEM: ("HBM", "all", False),
+    MemAttr.DDR_MEM_HUGE: ("DDR", "huge", False),
+    MemAttr.DDR_MEM_NORMAL: ("DDR", "normal", False),
+    MemAttr.HBM_MEM_HUGE: ("HBM", "huge", False),
+    MemAttr.HBM_MEM_NORMAL: ("HBM", "normal", False),
+    MemAttr.DDR_MEM_P2P_HUGE: ("DDR", "huge", True),
+    MemAttr.DDR_MEM_P2P_NORMAL: ("DDR", "normal", True),
+    MemAttr.HBM_MEM_P2P_HUGE: ("HBM", "huge", True),
+    MemAttr.HBM_MEM_P2P_NORMAL: ("HBM", "normal", True),
+    MemAttr.HBM_MEM_HUGE1G: ("HBM", "huge1g", False),
+    MemAttr.HBM_MEM_P2P_HUGE1G: ("HBM", "huge1g", True),
+    MemAttr.MEM_NORMAL: ("main", "normal", False),
+    MemAttr.MEM_HUGE: ("main", "huge", False),
+    MemAttr.MEM_HUGE1G: ("main", "huge1g", False),
+    MemAttr.MEM_P2P_NORMAL: ("main", "normal", True),
+    MemAttr.MEM_P2P_HUGE: ("main", "huge", True),
+    MemAttr.MEM_P2P_HUGE1G: ("main", "huge1g", True),
+}
+
+Observer = Callable[[str, "Device", dict], None]
+
+
+class Device:
+    """A simulated device of a product: memory ranges, live blocks, usage per component.
+
+    Thread-safe: one lock per device guards every change.
+    """
+
+    def __init__(self, profile: Profile, device_id: int = 0) -> None:
+        self.profile = profile
+        self.device_id = device_id
+        self.lock = threading.RLock()
+        #: Called as ``observer(event, device, info)`` after each change; see :meth:`_emit`.
+        self.observers: list[Observer] = []
+        #: Called with each :class:`Request` before it is placed; may raise an AclError to
+        #: fail it (fault injection) or return page kinds to refuse (e.g. huge pages spent).
+        self.interceptors: list[Callable[[Request], Iterable[Page] | None]] = []
+        self._reset_state()
+
+    def __repr__(self) -> str:
+        return (f"Device({self.device_id}, {self.profile.name}, blocks={len(self._blocks)}, "
+                f"free={self._main.free_bytes})")
+
+    def _reset_state(self) -> None:
+        base = device_base(self.device_id)
+        self.allocators: dict[Memory, Allocator] = {
+            memory: Allocator(self.profile.capacity(memory), base=base + _MEMORY_OFFSET[memory])
+            for memory in Memory if self.profile.capacity(memory)
+        }
+        self._main = self.allocators[self.profile.main_memory]
+        self._blocks: dict[int, Block] = {}
+        self._ptrs = SortedList()
+        self._serial = 0
+        #: module id -> [current footprint bytes, peak footprint bytes]
+        self._usage: dict[int, list[int]] = {}
+
+    # -- allocation ---------------------------------------------------------------------------
+
+    def malloc(self, size: object, policy: object = MallocPolicy.HUGE_FIRST, *,
+               api: Api = Api.MALLOC, module: object = MODULE_APP) -> int:
+        """Allocate ``size`` bytes as ``api`` would; the block's device address.
+
+        O(C log n) in the number of free runs (see the allocator).
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: a bad size, policy or module id.
+            FeatureNotSupported: 1 GB pages on a product without them.
+            OutOfDeviceMemory: no free run holds the footprint (the message says why).
+        """
+        return self.allocate(size, policy, api=api, module=module).ptr
+
+    def allocate(self, size: object, policy: object = MallocPolicy.HUGE_FIRST, *,
+                 api: Api = Api.MALLOC, module: object = MODULE_APP) -> Block:
+        """As :meth:`malloc`, but returns the whole :class:`Block` record."""
+        size = as_size(size)
+        policy = as_int(policy, "policy", 0, 0xFFFF_FFFF)
+        module = as_int(module, "module id", 0, SIZE_MAX)
+        if module > MODULE_ID_MAX:
+            # api_error.cc: the runtime counts an id above 255 as APP.
+            module = MODULE_APP
+        elif module not in MODULE_NAMES:
+            # DECISION: an id with no name in log_types.h has nothing to report under.
+            raise InvalidArgument(f"module id {module} has no entry in the runtime's module "
+                                  f"table (log_types.h); APP is {MODULE_APP}")
+        base, readonly = parse_policy(policy, api)
+        pages = page_order(self.profile, size, base)
+        return self._place(Request(self.device_id, api, size, policy, module), pages, base,
+                           readonly)
+
+    def _place(self, request: Request, pages: tuple[Page, ...], base: MallocPolicy | None,
+               readonly: bool) -> Block:
+        profile = self.profile
+        size, api = request.size, request.api
+        with self.lock:
+            refused: frozenset[Page] = frozenset()
+            for intercept in self.interceptors:
+                denied = intercept(request)
+                if denied:
+                    refused = refused.union(denied)
+            alloc = self._main
+            for page in pages:
+                if page in refused:
+                    continue
+                rule = rule_size(profile, size, page, api)
+                granule = PAGE_BYTES[page]
+                footprint = -(-rule // granule) * granule
+                ptr = alloc.allocate(footprint, granule)
+                if ptr is not None:
+                    break
+            else:
+                error = OutOfDeviceMemory(self._oom_message(request, pages, refused))
+                if self.observers:
+                    self._emit("malloc_failed", request=request, error=error)
+                raise error
+            self._serial += 1
+            block = Block(ptr, size, rule, footprint, page, profile.main_memory, api,
+                          request.policy, request.module, self.device_id, self._serial,
+                          readonly=readonly, p2p=base in _P2P, fallback=page is not pages[0])
+            self._blocks[ptr] = block
+            self._ptrs.add(ptr)
+            usage = self._usage.get(request.module)
+            if usage is None:
+                usage = self._usage[request.module] = [0, 0]
+            usage[0] += footprint
+            if usage[0] > usage[1]:
+                usage[1] = usage[0]
+            if self.observers:
+                self._emit("malloc", block=block, request=request)
+            return block
+
+    def _oom_message(self, request: Request, pages: tuple[Page, ...],
+                     refused: frozenset[Page]) -> str:
+        alloc = self._main
+        memory = self.profile.main_memory.value
+        lines = [f"out of {memory} memory on device {self.device_id}: {request.api.value}"
+                 f"(size={request.size}, policy={policy_name(request.policy)})"]
+        for page in pages:
+            rule = rule_size(self.profile, request.size, page, request.api)
+            footprint = align_up(rule, PAGE_BYTES[page])
+            why = ("refused by fault injection" if page in refused else
+                   f"no free run holds {footprint} bytes aligned to {PAGE_BYTES[page]}")
+            lines.append(f"  {page.value} pages: footprint {footprint} bytes: {why}")
+        if len(pages) == 1 and request.size > HUGE_FIRST_THRESHOLD:
+            lines.append("  no fallback: the policy allows one page kind only")
+        lines.append(f"  free {alloc.free_bytes} of {alloc.capacity} bytes; "
+                     f"largest free run {alloc.largest_free_run()} bytes; "
+                     f"{len(self._blocks)} live blocks")
+        return "\n".join(lines)
+
+    # -- release ------------------------------------------------------------------------------
+
+    def free(self, ptr: object) -> Block:
+        """Release the block that starts at ``ptr``, at once (aclrtFree); the released block.
+
+        O(log n).
+
+        Raises:
+            InvalidArgument: NULL. InvalidArgumentType: not an int.
+            InvalidPointer: not the start of a live block (never allocated, interior, freed).
+        """
+        ptr = as_ptr(ptr)
+        with self.lock:
+            block = self._blocks.pop(ptr, None)
+            if block is None:
+                raise InvalidPointer(self._not_a_block(ptr))
+            self._ptrs.remove(ptr)
+            self.allocators[block.memory].release(ptr)
+            self._usage[block.module][0] -= block.footprint
+            if self.observers:
+                self._emit("free", block=block)
+            return block
+
+    def _not_a_block(self, ptr: int) -> str:
+        inside = self.block_at(ptr)
+        if inside is not None:
+            return (f"{ptr:#x} is {ptr - inside.ptr} bytes inside the {inside.describe()}, "
+                    f"not its start")
+        return f"{ptr:#x} is not the start of a live block on device {self.device_id}"
+
+    def reset(self) -> list[Block]:
+        """Discard every block and start afresh (aclrtResetDevice); the blocks still live."""
+        with self.lock:
+            leaked = sorted(self._blocks.values(), key=lambda b: b.serial)
+            if self.observers:
+                self._emit("reset", blocks=leaked)
+            self._reset_state()
+            return leaked
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def block(self, ptr: int) -> Block | None:
+        """The live block that starts at ``ptr``, or None. O(1)."""
+        return self._blocks.get(ptr)
+
+    def block_at(self, addr: int) -> Block | None:
+        """The live block whose footprint holds ``addr``, or None. O(log n)."""
+        with self.lock:
+            i = self._ptrs.bisect_right(addr)
+            if not i:
+                return None
+            block = self._blocks[self._ptrs[i - 1]]
+            return block if addr < block.end else None
+
+    def blocks(self) -> Iterator[Block]:
+        """The live blocks in address order (a snapshot)."""
+        with self.lock:
+            return iter([self._blocks[p] for p in self._ptrs])
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def mem_info(self, attr: object) -> tuple[int, int]:
+        """(free, total) bytes for an aclrtMemAttr, as aclrtGetMemInfo reports them.
+
+        HBM attributes on a part without HBM are answered from DDR (aclrtGetMemInfo docs);
+        any other memory the part lacks gives (0, 0). _HUGE figures count whole free 2 MiB
+        pages and _HUGE1G whole free 1 GiB pages (O(free runs)); the others are O(1).
+
+        Raises:
+            InvalidMemoryType: attr outside 0..17.
+        """
+        attr = as_int(attr, "attr", 0, SIZE_MAX)
+        figure = _ATTR_FIGURE.get(attr)
+        if figure is None:
+            raise InvalidMemoryType(f"attr={attr} is not an aclrtMemAttr (0..{len(MemAttr) - 1})")
+        family, kind, p2p = figure
+        profile = self.profile
+        if family == "main":
+            memory = profile.main_memory
+        elif family == "HBM" and not profile.hbm_bytes:
+            memory = Memory.DDR
+        else:
+            memory = Memory(family)
+        alloc = self.allocators.get(memory)
+        if alloc is None or (p2p and not profile.p2p) or (kind == "huge1g" and not profile.huge1g):
+            return 0, 0
+        with self.lock:
+            if kind in ("all", "normal"):
+                return alloc.free_bytes, alloc.capacity
+            page = PAGE_BYTES[Page.HUGE if kind == "huge" else Page.HUGE1G]
+            return alloc.free_aligned_pages(page) * page, alloc.capacity // page * page
+
+    def usage(self) -> list[tuple[str, int, int]]:
+        """(component name, current bytes, peak bytes), current descending, then by name."""
+        with self.lock:
+            rows = [(MODULE_NAMES[m], cur, peak) for m, (cur, peak) in self._usage.items()]
+        rows.sort(key=lambda r: (-r[1], r[0]))
+        return rows
+
+    def check_invariants(self) -> None:
+        """Assert the allocators are sound and the blocks agree with them (for tests)."""
+        with self.lock:
+            for memory, alloc in self.allocators.items():
+                alloc.check_invariants()
+                mine = [b for b in self._blocks.values() if b.memory is memory]
+                assert len(mine) == len(alloc), "block table and allocator disagree"
+                for b in mine:
+                    assert alloc.extent(b.ptr) == b.end, f"block {b.ptr:#x} extent wrong"
+                    assert b.ptr % 64 == 0 and b.ptr % PAGE_BYTES[b.page] == 0
+                    assert b.footprint % PAGE_BYTES[b.page] == 0 and b.footprint >= b.rule_size
+            assert list(self._ptrs) == sorted(self._blocks), "pointer index out of step"
+            by_module: dict[int, int] = {}
+            for b in self._blocks.values():
+                by_module[b.module] = by_module.get(b.module, 0) + b.footprint
+            for module, (cur, peak) in self._usage.items():
+                assert cur == by_module.get(module, 0) and peak >= cur, "usage figures wrong"
+
+    def _emit(self, event: str, **info: object) -> None:
+        for observer in list(self.observers):
+            observer(event, self, info)
+
+
+def policy_name(policy: int) -> str:
+    """``HUGE_FIRST|USER_SPACE_READONLY`` for a policy word."""
+    base = policy & ~_FLAG_BITS
+    name = MallocPolicy(base).name if base in _POLICY_VALUES else f"{base:#x} (outside the enum)"
+    flags = [f.name for f in MallocFlag if policy & f]
+    return "|".join([name, *flags])

@@ -1,0 +1,132 @@
+"""Exceptions of the Pythonic core, each carrying the aclError code the pyacl face returns.
+
+Each class is named for a condition and has exactly one ``code``. Classes inherit the
+built-in exception whose meaning matches (a wrong argument type is a ``TypeError``), so
+``except ValueError`` works as a Python user expects. Running out of *device* memory is not
+``MemoryError``: that means the host ran out.
+"""
+
+from __future__ import annotations
+
+from .constants import ErrorCode
+
+__all__ = [
+    "AclError", "InvalidArgument", "InvalidArgumentType", "NotInitialized", "AlreadyInitialized",
+    "AlreadyFinalized", "InvalidRuntimeParam", "InvalidPointer", "InvalidDevice", "DeviceNotSet", "InvalidMemoryType",
+    "FeatureNotSupported", "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle",
+    "InternalError", "error_classes",
+]
+
+
+class AclError(Exception):
+    """Base of every simulator error; ``code`` is the vendor aclError value."""
+
+    code: ErrorCode = ErrorCode.RT_INTERNAL_ERROR
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.code.vendor_name} {int(self.code)}]"
+
+
+class InvalidArgument(AclError, ValueError):
+    """An argument has the right type but a value the API rejects (size 0, NULL, bad policy)."""
+
+    code = ErrorCode.INVALID_PARAM
+
+
+class InvalidArgumentType(AclError, TypeError):
+    """An argument has a type the API cannot take (a float size, a str pointer, None)."""
+
+    code = ErrorCode.INVALID_PARAM
+
+
+class NotInitialized(AclError, RuntimeError):
+    """A call needs ``acl.init`` (or an active :class:`~ascend_memsim.Runtime`) first."""
+
+    code = ErrorCode.UNINITIALIZE
+
+
+class AlreadyInitialized(AclError, RuntimeError):
+    """``acl.init`` was called twice without ``acl.finalize`` in between."""
+
+    code = ErrorCode.REPEAT_INITIALIZE
+
+
+class AlreadyFinalized(AclError, RuntimeError):
+    """``acl.finalize`` was called with no runtime initialised."""
+
+    code = ErrorCode.REPEAT_FINALIZE
+
+
+class InvalidRuntimeParam(AclError, ValueError):
+    """An argument the runtime layer rejects (ACL_ERROR_RT_PARAM_INVALID): a count past
+    dest_max, an unknown malloc-config attribute, a config device other than the current."""
+
+    code = ErrorCode.RT_PARAM_INVALID
+
+
+class InvalidPointer(InvalidRuntimeParam):
+    """A pointer that is not what the call needs: not the start of a live block, freed, unknown,
+    or an access that leaves its block."""
+
+
+class InvalidDevice(AclError, ValueError):
+    """A device id outside ``[0, device_count)``."""
+
+    code = ErrorCode.RT_INVALID_DEVICEID
+
+
+class DeviceNotSet(AclError, RuntimeError):
+    """The calling thread has no current device (``acl.rt.set_device`` was not called)."""
+
+    code = ErrorCode.RT_CONTEXT_NULL
+
+
+class InvalidMemoryType(AclError, ValueError):
+    """An ``aclrtMemAttr`` value outside the enum."""
+
+    code = ErrorCode.RT_INVALID_MEMORY_TYPE
+
+
+class FeatureNotSupported(AclError, RuntimeError):
+    """The product does not have the feature (1 GB pages on 950, usage info on 950)."""
+
+    code = ErrorCode.RT_FEATURE_NOT_SUPPORT
+
+
+class OutOfDeviceMemory(AclError):
+    """No free run of device memory can host the block (ACL_ERROR_RT_MEMORY_ALLOCATION)."""
+
+    code = ErrorCode.RT_MEMORY_ALLOCATION
+
+
+class OutOfHostMemory(AclError, MemoryError):
+    """A simulated host allocation failed (ACL_ERROR_BAD_ALLOC)."""
+
+    code = ErrorCode.BAD_ALLOC
+
+
+class InvalidHandle(AclError, ValueError):
+    """A stream, context or other handle that does not exist or was destroyed."""
+
+    code = ErrorCode.RT_INVALID_HANDLE
+
+
+class InternalError(AclError, RuntimeError):
+    """A condition the simulated runtime itself reports as internal."""
+
+    code = ErrorCode.RT_INTERNAL_ERROR
+
+
+def error_classes() -> list[type[AclError]]:
+    """Every concrete exception class, found by walking the subclasses of :class:`AclError`."""
+    found: list[type[AclError]] = []
+    pending = list(AclError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found

@@ -1,0 +1,143 @@
+"""How a request becomes a footprint, step by step, each step naming the rule that did it.
+
+>>> print(explain(2 * 1024 * 1024, 0, product="A2"))  # doctest: +NORMALIZE_WHITESPACE
+aclrtMalloc(size=2097152, policy=HUGE_FIRST) on Atlas A2 training/inference series (Ascend 910B)
+  1. size rule: ALIGN_UP(2097152, 32) + 32 = 2097184  [seed chapter, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32]
+  2. pages: size 2097152 > 1 MiB, so 2 MiB huge pages first, normal pages if none can be had  [acl_rt.h, ACL_MEM_MALLOC_HUGE_FIRST]
+  3. huge pages: footprint ALIGN_UP(2097184, 2 MiB) = 4194304 (4 MiB), start aligned to 2 MiB  [memory model: footprint = rule size rounded up to the page size]
+  4. fallback, normal pages: footprint ALIGN_UP(2097184, 64 B) = 2097216 (2 MiB + 64 B), start aligned to 64 B  [memory model: footprint = rule size rounded up to the page size]
+  => 4194304 bytes of HBM on huge pages (2097152 requested; 32 B of rounding padding, 2097120 B of page rounding)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._checks import as_int, as_size
+from .constants import MallocPolicy
+from .device import (
+    HUGE_FIRST_THRESHOLD, OUT_OF_RANGE_HUGE_FROM, PAGE_BYTES, Api, Page, align_up, page_order,
+    parse_policy, policy_name, rule_size,
+)
+from .profiles import DEFAULT_PRODUCT, Profile, SizeRule, get_profile
+
+__all__ = ["explain", "Explanation", "Step", "format_bytes"]
+
+
+def format_bytes(n: int) -> str:
+    """``4 MiB``, ``2 MiB + 64 B``, ``96 B``: exact, in the largest units that fit.
+
+    >>> format_bytes(2 * 1024 * 1024 + 64)
+    '2 MiB + 64 B'
+    """
+    parts = []
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)):
+        if n >= scale or (not parts and scale == 1):
+            count, n = divmod(n, scale)
+            parts.append(f"{count} {unit}")
+    return " + ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of an explanation: what happened and the rule that made it happen."""
+
+    text: str
+    rule: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The result of :func:`explain`: steps, and the block the request would get first."""
+
+    request: str
+    steps: tuple[Step, ...]
+    size: int
+    rule_size: int
+    page: Page
+    footprint: int
+    memory: str
+
+    def __str__(self) -> str:
+        lines = [self.request]
+        lines += [f"  {i}. {s.text}  [{s.rule}]" for i, s in enumerate(self.steps, 1)]
+        lines.append(
+            f"  => {self.footprint} bytes of {self.memory} on {self.page.value} pages "
+            f"({self.size} requested; {self.rule_size - self.size} B of rounding padding, "
+            f"{self.footprint - self.rule_size} B of page rounding)")
+        return "\n".join(lines)
+
+
+_MODEL = "memory model: footprint = rule size rounded up to the page size"
+
+
+def _rule_step(profile: Profile, size: int, page: Page, api: Api) -> Step:
+    aligned = align_up(size, 32)
+    result = rule_size(profile, size, page, api)
+    if api is Api.MALLOC_ALIGN32:
+        return Step(f"size rule: ALIGN_UP({size}, 32) = {result}",
+                    "seed chapter, aclrtMallocAlign32: round up to 32 bytes only")
+    if profile.size_rule is SizeRule.ALIGN32:
+        return Step(f"size rule: ALIGN_UP({size}, 32) = {result}",
+                    "seed chapter, aclrtMalloc: Ascend 950PR/950DT round up to 32 bytes")
+    if page is Page.HUGE1G:
+        return Step(f"size rule: ALIGN_UP({size}, 32) = {result} (no +32 on 1 GB pages)",
+                    "seed chapter, aclrtMalloc: 1 GB huge pages skip the extra 32 bytes")
+    return Step(f"size rule: ALIGN_UP({size}, 32) + 32 = {aligned + 32}",
+                "seed chapter, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32")
+
+
+def _page_step(size: int, base: MallocPolicy | None, policy: int,
+               pages: tuple[Page, ...]) -> Step:
+    name = policy_name(policy)
+    if base is None:
+        kind = "huge pages, normal if none" if pages[0] is Page.HUGE else "normal pages"
+        return Step(f"pages: policy {name} is outside the enum, so {kind} "
+                    f"(huge from {format_bytes(OUT_OF_RANGE_HUGE_FROM)})",
+                    "SPEC.md DECISION: an out-of-enum policy is a hint, not an error")
+    rule = f"acl_rt.h, ACL_MEM_MALLOC_{base.name}"
+    if base.name.startswith("HUGE_FIRST"):
+        if pages == (Page.NORMAL,):
+            return Step(f"pages: size {size} <= 1 MiB, so normal pages", rule)
+        return Step(f"pages: size {size} > {format_bytes(HUGE_FIRST_THRESHOLD)}, so 2 MiB huge "
+                    f"pages first, normal pages if none can be had", rule)
+    labels = {Page.NORMAL: "normal pages only", Page.HUGE: "2 MiB huge pages only, else OOM",
+              Page.HUGE1G: "1 GiB huge pages only, else OOM"}
+    return Step(f"pages: {labels[pages[0]]}", rule)
+
+
+def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
+            product: str | Profile = DEFAULT_PRODUCT, api: str | Api = Api.MALLOC) -> Explanation:
+    """Show how ``size`` bytes under ``policy`` become a footprint on ``product`` via ``api``.
+
+    Uses the very functions the simulated device uses, so it cannot disagree with it.
+
+    Raises:
+        InvalidArgument, InvalidArgumentType: a bad size, policy, product or API.
+        FeatureNotSupported: 1 GB pages on a product without them.
+    """
+    profile = get_profile(product)
+    api = Api.parse(api)
+    size = as_size(size)
+    policy = as_int(policy, "policy", 0, 0xFFFF_FFFF)
+    base, readonly = parse_policy(policy, api)
+    pages = page_order(profile, size, base)
+    request = f"{api.value}(size={size}, policy={policy_name(policy)}) on {profile.description}"
+    steps = [_rule_step(profile, size, pages[0], api), _page_step(size, base, policy, pages)]
+    for i, page in enumerate(pages):
+        rule = rule_size(profile, size, page, api)
+        if i and rule != rule_size(profile, size, pages[0], api):
+            steps.append(_rule_step(profile, size, page, api))
+        granule = PAGE_BYTES[page]
+        footprint = align_up(rule, granule)
+        label = f"{page.value} pages" if i == 0 else f"fallback, {page.value} pages"
+        steps.append(Step(
+            f"{label}: footprint ALIGN_UP({rule}, {format_bytes(granule)}) = {footprint} "
+            f"({format_bytes(footprint)}), start aligned to {format_bytes(granule)}", _MODEL))
+    if readonly:
+        steps.append(Step("USER_SPACE_READONLY: host writes to the block are refused",
+                          "acl_rt.h, ACL_MEM_ACCESS_USER_SPACE_READONLY"))
+    first = pages[0]
+    first_rule = rule_size(profile, size, first, api)
+    return Explanation(request, tuple(steps), size, first_rule, first,
+                       align_up(first_rule, PAGE_BYTES[first]), profile.main_memory.value)

@@ -1,0 +1,219 @@
+"""Products: what each simulated Ascend part has, and where each number comes from.
+
+A :class:`Profile` is frozen; :meth:`Profile.with_overrides` makes a changed copy (tests
+want a 64 MiB device). The registry is read-only to readers; :func:`register_profile` adds
+a user's own product.
+
+Capacities and system-reserved sizes are *not* in the vendor documentation. The figures
+below are the totals ``aclrtGetMemInfo`` reports in the simulator (system-reserved memory is
+already left out, as the vendor API does); each says its source.
+
+>>> get_profile("atlas a2").name
+'A2'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+from typing import Mapping
+
+from .constants import GiB
+from .errors import InvalidArgument, InvalidArgumentType
+
+__all__ = [
+    "Memory", "SizeRule", "Profile", "PROFILES", "DEFAULT_PRODUCT", "get_profile",
+    "register_profile", "MEMORY_SPAN",
+]
+
+
+class Memory(str, Enum):
+    """A kind of device memory; each is one address range per device."""
+
+    HBM = "HBM"
+    DDR = "DDR"
+
+
+class SizeRule(str, Enum):
+    """How aclrtMalloc rounds the requested size (seed chapter, aclrtMalloc)."""
+
+    #: ALIGN_UP(size, 32): Ascend 950PR/950DT.
+    ALIGN32 = "align32"
+    #: ALIGN_UP(size, 32) + 32, but only ALIGN_UP(size, 32) for 1 GB pages: Atlas A2/A3.
+    ALIGN32_PLUS32 = "align32+32"
+
+
+#: Each memory type of a device gets an address window this large; capacities must fit.
+MEMORY_SPAN = 1 << 43
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One product as the simulator sees it. All sizes in bytes."""
+
+    name: str
+    description: str
+    hbm_bytes: int
+    ddr_bytes: int
+    size_rule: SizeRule
+    huge1g: bool
+    usage_info: bool
+    p2p: bool = True
+    device_count: int = 1
+    aliases: tuple[str, ...] = ()
+    #: Where each number came from, by field name.
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("hbm_bytes", "ddr_bytes", "device_count"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidArgumentType(f"profile {self.name}: {name} must be an int, "
+                                          f"got {type(value).__name__}")
+            if value < 0 or value > MEMORY_SPAN:
+                raise InvalidArgument(f"profile {self.name}: {name}={value} is outside "
+                                      f"[0, {MEMORY_SPAN}]")
+        if self.hbm_bytes % 64 or self.ddr_bytes % 64:
+            raise InvalidArgument(f"profile {self.name}: capacities must be multiples of 64 bytes")
+        if self.hbm_bytes == 0 and self.ddr_bytes == 0:
+            raise InvalidArgument(f"profile {self.name}: a device needs some memory "
+                                  f"(hbm_bytes or ddr_bytes)")
+        if not 1 <= self.device_count <= 64:
+            raise InvalidArgument(f"profile {self.name}: device_count={self.device_count} "
+                                  f"is outside [1, 64]")
+        object.__setattr__(self, "size_rule", SizeRule(self.size_rule))
+
+    @property
+    def main_memory(self) -> Memory:
+        """The memory aclrtMalloc draws from: HBM where the part has it, else DDR."""
+        return Memory.HBM if self.hbm_bytes else Memory.DDR
+
+    def capacity(self, memory: Memory) -> int:
+        """Total bytes of ``memory`` per device (0 when the part lacks it)."""
+        return self.hbm_bytes if memory is Memory.HBM else self.ddr_bytes
+
+    def with_overrides(self, **changes: object) -> "Profile":
+        """A copy with some fields changed, e.g. ``with_overrides(hbm_bytes=64 * MiB)``.
+
+        Raises:
+            InvalidArgument: a field that does not exist, or a value out of range.
+        """
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise InvalidArgument(f"unknown profile field(s) {unknown}; known: {sorted(known)}")
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if not changes:
+            return self
+        sources = dict(self.sources)
+        sources.update({k: "overridden for this simulation" for k in changes})
+        return dataclasses.replace(self, sources=MappingProxyType(sources), **changes)
+
+
+_THIRD_PARTY = "third-party figure (vendor docs give none); reported total, reserve not modelled"
+
+_BUILTIN = (
+    Profile(
+        name="950PR", description="Ascend 950PR", hbm_bytes=128 * GiB, ddr_bytes=0,
+        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False,
+        aliases=("ascend950pr", "950pr", "ascend 950pr"),
+        sources=MappingProxyType({
+            "hbm_bytes": "128 GB: " + _THIRD_PARTY,
+            "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
+            "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
+            "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
+        })),
+    Profile(
+        name="950DT", description="Ascend 950DT", hbm_bytes=144 * GiB, ddr_bytes=0,
+        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False,
+        aliases=("ascend950dt", "950dt", "ascend 950dt"),
+        sources=MappingProxyType({
+            "hbm_bytes": "144 GB: " + _THIRD_PARTY,
+            "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
+            "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
+            "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
+        })),
+    Profile(
+        name="A2", description="Atlas A2 training/inference series (Ascend 910B)",
+        hbm_bytes=64 * GiB, ddr_bytes=0, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=True,
+        usage_info=True, aliases=("atlas a2", "atlasa2", "910b", "ascend910b"),
+        sources=MappingProxyType({
+            "hbm_bytes": "64 GB: " + _THIRD_PARTY,
+            "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
+            "huge1g": "acl_rt.h aclrtMemMallocPolicy HUGE1G_ONLY; docs list A2/A3",
+        })),
+    Profile(
+        name="A3", description="Atlas A3 training/inference series (per die; each die a device)",
+        hbm_bytes=64 * GiB, ddr_bytes=0, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=True,
+        usage_info=True, device_count=2, aliases=("atlas a3", "atlasa3", "910c", "ascend910c"),
+        sources=MappingProxyType({
+            "hbm_bytes": "64 GB per die: commonly cited, unverified; " + _THIRD_PARTY,
+            "device_count": "simulator default: one package of two dies",
+            "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
+            "huge1g": "acl_rt.h aclrtMemMallocPolicy HUGE1G_ONLY; docs list A2/A3",
+        })),
+    Profile(
+        name="310P", description="DDR-only inference part (Ascend 310P, Atlas 300I)",
+        hbm_bytes=0, ddr_bytes=24 * GiB, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=False,
+        usage_info=True, aliases=("ascend310p", "310p", "atlas 300i", "atlas300i"),
+        sources=MappingProxyType({
+            "ddr_bytes": "24 GB LPDDR4X (Atlas 300I Pro card): " + _THIRD_PARTY,
+            "size_rule": "SPEC.md DECISION: as Atlas A2",
+            "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
+        })),
+)
+
+_registry: dict[str, Profile] = {}
+_alias: dict[str, str] = {}
+
+#: The registered profiles by name (read-only view).
+PROFILES: Mapping[str, Profile] = MappingProxyType(_registry)
+
+#: The product used when a simulation names none (acl.init without a memsim config).
+DEFAULT_PRODUCT = "A2"
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", name.strip().lower())
+
+
+def register_profile(profile: Profile, *, replace: bool = False) -> Profile:
+    """Add a product to the registry under its name and aliases.
+
+    Raises:
+        InvalidArgument: the name or an alias is taken and ``replace`` is false.
+    """
+    if not isinstance(profile, Profile):
+        raise InvalidArgumentType(f"register_profile takes a Profile, got {type(profile).__name__}")
+    keys = {_key(profile.name), *(_key(a) for a in profile.aliases)}
+    taken = sorted(k for k in keys if k in _alias and _alias[k] != profile.name)
+    if (taken or profile.name in _registry) and not replace:
+        raise InvalidArgument(f"profile name(s) already registered: {taken or [profile.name]}")
+    _registry[profile.name] = profile
+    for key in keys:
+        _alias[key] = profile.name
+    return profile
+
+
+def get_profile(product: "str | Profile") -> Profile:
+    """The profile named ``product`` (short name or vendor spelling, any case).
+
+    Raises:
+        InvalidArgument: no such product; the message lists the known ones.
+    """
+    if isinstance(product, Profile):
+        return product
+    if not isinstance(product, str):
+        raise InvalidArgumentType(f"product must be a str or Profile, got {type(product).__name__}")
+    name = _alias.get(_key(product))
+    if name is None:
+        raise InvalidArgument(f"unknown product {product!r}; known: {sorted(_registry)}")
+    return _registry[name]
+
+
+for _profile in _BUILTIN:
+    register_profile(_profile)
+del _profile

@@ -1,0 +1,459 @@
+"""The simulated runtime of one process: devices, the current device per thread, init/config.
+
+>>> from ascend_memsim import Runtime, MiB
+>>> with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+...     _ = rt.set_device(0)
+...     ptr = rt.malloc(100)
+...     rt.block(ptr).footprint, rt.get_mem_info(1)
+...     rt.free(ptr)
+(192, (67108672, 67108864))
+
+A :class:`Runtime` used as a context manager becomes the *active* one: the pyacl face
+(:mod:`ascend_memsim.acl`) talks to it. ``acl.init`` creates and activates one from its JSON
+config; ``acl.finalize`` discards it. Activations nest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from ._checks import SIZE_MAX, as_int, as_size
+from .constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType
+from .device import Api, Block, Device, device_of
+from .errors import (
+    AlreadyFinalized, AlreadyInitialized, DeviceNotSet, FeatureNotSupported, InvalidArgument,
+    InvalidArgumentType, InvalidDevice, InvalidRuntimeParam, NotInitialized,
+)
+from .profiles import DEFAULT_PRODUCT, Profile, get_profile
+
+__all__ = [
+    "Runtime", "UsageInfo", "current_runtime", "acl_init", "acl_finalize", "CONFIG_KEYS",
+    "parse_malloc_config",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageInfo:
+    """One row of aclrtGetMemUsageInfo (aclrtMemUsageInfo): a component's bytes."""
+
+    name: str
+    cur_mem_size: int
+    mem_peak_size: int
+
+
+_ALL_MEM_TYPES = int(MemType.DEV | MemType.DVPP | MemType.RSVD)
+
+#: Keys a ``"memsim"`` config object may hold, each with the function that applies it to the
+#: keyword arguments of :class:`Runtime`. Later layers (sanitizer, faults) add their own.
+CONFIG_KEYS: dict[str, Callable[[dict, Any], None]] = {
+    "product": lambda kw, v: kw.__setitem__("product", v),
+    "device_count": lambda kw, v: kw.__setitem__("device_count", v),
+    "hbm_bytes": lambda kw, v: kw.__setitem__("hbm_bytes", v),
+    "ddr_bytes": lambda kw, v: kw.__setitem__("ddr_bytes", v),
+}
+
+
+def parse_malloc_config(cfg: object) -> dict[int, int]:
+    """An aclrtMallocConfig given as ``{attr_type: value}`` or ``[(attr_type, value), ...]``.
+
+    Raises:
+        InvalidArgument, InvalidArgumentType: an unknown attribute type or a bad value.
+    """
+    if cfg is None:
+        return {}
+    if isinstance(cfg, Mapping):
+        pairs: Iterable = cfg.items()
+    elif isinstance(cfg, (list, tuple)):
+        pairs = cfg
+    else:
+        raise InvalidArgumentType(
+            f"cfg must be a dict {{attr_type: value}} or a list of pairs, got {type(cfg).__name__}")
+    attrs: dict[int, int] = {}
+    for pair in pairs:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidArgumentType(f"cfg entry {pair!r} is not an (attr_type, value) pair")
+        kind = as_int(pair[0], "cfg attr_type", 0, SIZE_MAX)
+        if kind not in MallocAttrType._value2member_map_:
+            # memory.cpp: an unknown attribute type is ACL_ERROR_RT_PARAM_INVALID.
+            raise InvalidRuntimeParam(f"cfg attr_type {kind} is not an aclrtMallocAttrType "
+                                  f"({', '.join(f'{m.name}={m.value}' for m in MallocAttrType)})")
+        attrs[kind] = as_int(pair[1], f"cfg {MallocAttrType(kind).name}", 0, SIZE_MAX)
+    return attrs
+
+
+class Runtime:
+    """A fresh simulated runtime: one product, its devices, reference-counted contexts.
+
+    Keyword arguments override the product's profile for this simulation only
+    (``hbm_bytes``, ``ddr_bytes``, ``device_count``, ``huge1g``, ...).
+    ``default_device`` makes that device current for threads that never set one
+    (aclInit's ``defaultDevice`` config).
+    """
+
+    def __init__(self, product: str | Profile = DEFAULT_PRODUCT, *,
+                 default_device: int | None = None, **overrides: Any) -> None:
+        self.profile = get_profile(product).with_overrides(**overrides)
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._devices: dict[int, Device] = {}
+        self._refs: dict[int, int] = {}
+        #: set by acl.init / cleared by acl.finalize
+        self.acl_initialized = False
+        self._owned_by_acl = False
+        self.default_device: int | None = None
+        #: observers given to every device this runtime creates (see Device.observers)
+        self.observers: list = []
+        self.interceptors: list = []
+        if default_device is not None:
+            self.default_device = self._check_id(default_device)
+            self.set_device(self.default_device, _thread=False)
+
+    def __repr__(self) -> str:
+        return f"Runtime({self.profile.name!r}, devices={self.device_count})"
+
+    # -- activation (the face talks to the active runtime) -----------------------------------
+
+    def __enter__(self) -> "Runtime":
+        with _active_lock:
+            _active.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with _active_lock:
+            if self in _active:
+                _active.remove(self)
+        self.close()
+
+    def close(self) -> list[Block]:
+        """Reset every device (as aclFinalize does); the blocks that were still live."""
+        leaked: list[Block] = []
+        with self._lock:
+            for device_id in sorted(self._devices):
+                leaked.extend(self._devices[device_id].reset())
+            self._refs.clear()
+            self._local = threading.local()
+        return leaked
+
+    # -- devices and contexts ------------------------------------------------------------------
+
+    @property
+    def device_count(self) -> int:
+        return self.profile.device_count
+
+    def _check_id(self, device_id: object) -> int:
+        number = as_int(device_id, "device id", -(1 << 31), (1 << 31) - 1)
+        if not 0 <= number < self.profile.device_count:
+            raise InvalidDevice(f"device id {number} is outside [0, {self.profile.device_count})"
+                                f" on {self.profile.description}")
+        return number
+
+    def device(self, device_id: object) -> Device:
+        """The simulated device ``device_id`` (made on first use).
+
+        Raises:
+            InvalidDevice: an id outside ``[0, device_count)``.
+        """
+        number = self._check_id(device_id)
+        device = self._devices.get(number)
+        if device is None:
+            with self._lock:
+                device = self._devices.get(number)
+                if device is None:
+                    device = Device(self.profile, number)
+                    device.observers.extend(self.observers)
+                    device.interceptors.extend(self.interceptors)
+                    self._devices[number] = device
+        return device
+
+    def devices(self) -> list[Device]:
+        """The devices made so far, by id."""
+        with self._lock:
+            return [self._devices[i] for i in sorted(self._devices)]
+
+    def set_device(self, device_id: object, *, _thread: bool = True) -> Device:
+        """Make ``device_id`` the calling thread's current device (aclrtSetDevice).
+
+        Reference counted: each call needs one :meth:`reset_device`.
+        """
+        device = self.device(device_id)
+        with self._lock:
+            self._refs[device.device_id] = self._refs.get(device.device_id, 0) + 1
+        if _thread:
+            self._local.device = device.device_id
+        return device
+
+    def reset_device(self, device_id: object) -> None:
+        """Drop one reference (aclrtResetDevice); the last one discards the device's blocks.
+
+        Resetting a device that holds no reference does nothing (DECISION).
+        """
+        number = self._check_id(device_id)
+        with self._lock:
+            refs = self._refs.get(number, 0)
+            if refs == 0:
+                return
+            if refs == 1:
+                del self._refs[number]
+                self._devices[number].reset()
+            else:
+                self._refs[number] = refs - 1
+        if getattr(self._local, "device", None) == number and number not in self._refs:
+            self._local.device = None
+
+    def get_device(self) -> int:
+        """The calling thread's current device id (aclrtGetDevice).
+
+        Raises:
+            DeviceNotSet: none set.
+        """
+        return self.current_device().device_id
+
+    def current_device(self) -> Device:
+        """The calling thread's current :class:`Device`.
+
+        Raises:
+            DeviceNotSet: no set_device on this thread (and no default device).
+        """
+        number = getattr(self._local, "device", None)
+        if number is None:
+            number = self.default_device
+        if number is None or number not in self._refs:
+            raise DeviceNotSet("no current device on this thread: call set_device(device_id) "
+                               "first")
+        return self._devices[number]
+
+    # -- allocation ----------------------------------------------------------------------------
+
+    def malloc(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
+        """aclrtMalloc on the current device: the block's address. See :meth:`Device.malloc`."""
+        return self.current_device().malloc(size, policy, api=Api.MALLOC)
+
+    def malloc_align32(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
+        """aclrtMallocAlign32: size rounded to 32 bytes only, on every product."""
+        return self.current_device().malloc(size, policy, api=Api.MALLOC_ALIGN32)
+
+    def malloc_cached(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
+        """aclrtMallocCached: as aclrtMalloc, four policies only."""
+        return self.current_device().malloc(size, policy, api=Api.MALLOC_CACHED)
+
+    def malloc_with_cfg(self, size: object, policy: object = MallocPolicy.HUGE_FIRST,
+                        cfg: object = None) -> int:
+        """aclrtMallocWithCfg: ``cfg`` may name the module id and the device id."""
+        return self._malloc_cfg(size, policy, cfg, Api.MALLOC_WITH_CFG)
+
+    def malloc_for_task_scheduler(self, size: object,
+                                  policy: object = MallocPolicy.HUGE_FIRST,
+                                  cfg: object = None) -> int:
+        """aclrtMallocForTaskScheduler: as aclrtMallocWithCfg (DECISION: same rounding)."""
+        return self._malloc_cfg(size, policy, cfg, Api.MALLOC_FOR_TASK_SCHEDULER)
+
+    def _malloc_cfg(self, size: object, policy: object, cfg: object, api: Api) -> int:
+        attrs = parse_malloc_config(cfg)
+        device = self.current_device()
+        if MallocAttrType.DEVICE_ID in attrs:
+            named = self._check_id(attrs[MallocAttrType.DEVICE_ID])
+            if named != device.device_id:
+                # memory.cpp: a config device other than the current one is refused.
+                raise InvalidRuntimeParam(f"cfg DEVICE_ID {named} is not the current device "
+                                          f"{device.device_id}")
+        module = attrs.get(MallocAttrType.MODULE_ID, MODULE_APP)
+        return device.malloc(size, policy, api=api, module=module)
+
+    def free(self, ptr: object) -> None:
+        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`."""
+        self._owner(ptr).free(ptr)
+
+    def free_with_dev_sync(self, ptr: object) -> None:
+        """aclrtFreeWithDevSync: synchronise the device, then free."""
+        device = self._owner(ptr)
+        self.synchronize_device_of(device)
+        device.free(ptr)
+
+    def synchronize_device_of(self, device: Device) -> None:
+        """Wait for the device's queued work. The core has no queues; streams extend this."""
+
+    def _owner(self, ptr: object) -> Device:
+        """The device whose window holds ``ptr`` (checked), with a current device required."""
+        current = self.current_device()
+        if isinstance(ptr, int) and not isinstance(ptr, bool) and ptr > 0:
+            device = self._devices.get(device_of(ptr))
+            if device is not None:
+                return device
+        return current
+
+    def block(self, ptr: int) -> Block | None:
+        """The live block starting at ``ptr`` on any device, or None."""
+        device = self._devices.get(device_of(ptr)) if isinstance(ptr, int) else None
+        return None if device is None else device.block(ptr)
+
+    def block_at(self, addr: int) -> Block | None:
+        """The live block whose footprint holds ``addr`` on any device, or None."""
+        device = self._devices.get(device_of(addr)) if isinstance(addr, int) else None
+        return None if device is None else device.block_at(addr)
+
+    def blocks(self) -> list[Block]:
+        """Every live block of every device, by device then address."""
+        return [b for d in self.devices() for b in d.blocks()]
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def get_mem_info(self, attr: object) -> tuple[int, int]:
+        """aclrtGetMemInfo on the current device: (free, total). See :meth:`Device.mem_info`."""
+        return self.current_device().mem_info(attr)
+
+    def get_mem_usage_info(self, device_id: object, input_num: object) -> list[UsageInfo]:
+        """aclrtGetMemUsageInfo: components by current bytes, descending, at most input_num.
+
+        Raises:
+            InvalidDevice: bad id. InvalidArgument: input_num < 1.
+            FeatureNotSupported: a product without usage info (950PR/DT).
+        """
+        device = self.device(device_id)
+        count = as_int(input_num, "input_num", 1, SIZE_MAX)
+        if not self.profile.usage_info:
+            raise FeatureNotSupported(
+                f"aclrtGetMemUsageInfo is not supported on {self.profile.description}")
+        return [UsageInfo(*row) for row in device.usage()[:count]]
+
+    def check_mem_type(self, addr_list: object, mem_type: object, reserve: object = 0) -> int:
+        """aclrtCheckMemType: 1 when every address lies in a live block of a type in mem_type.
+
+        An address counts when it lies inside a block's footprint (DECISION).
+
+        Raises:
+            InvalidArgument: empty list, a mem_type with unknown or no bits, reserve != 0.
+        """
+        self.current_device()
+        if not isinstance(addr_list, (list, tuple)):
+            raise InvalidArgumentType(f"addr_list must be a list of ints, got "
+                                      f"{type(addr_list).__name__}")
+        if not addr_list:
+            raise InvalidArgument("addr_list is empty")
+        addrs = [as_int(a, f"addr_list[{i}]") for i, a in enumerate(addr_list)]
+        kinds = as_int(mem_type, "mem_type", 0, 0xFFFF_FFFF)
+        if not kinds or kinds & ~_ALL_MEM_TYPES:
+            raise InvalidArgument(f"mem_type={kinds:#x} must be a non-empty OR of "
+                                  f"ACL_RT_MEM_TYPE_DEV/DVPP/RSVD (0x2, 0x8, 0x10)")
+        if as_int(reserve, "reserve", 0, 0xFFFF_FFFF) != 0:
+            raise InvalidArgument("reserve must be 0")
+        for addr in addrs:
+            block = self.block_at(addr)
+            if block is None or not block.mem_type & kinds:
+                return 0
+        return 1
+
+    # -- configuration -------------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> "Runtime":
+        """A runtime from an aclInit JSON config (already parsed).
+
+        ``{"memsim": {"product": "A2", "device_count": 2, "hbm_bytes": 67108864}}`` picks the
+        product and overrides; ``{"defaultDevice": {"default_device": "0"}}`` sets a default
+        device. Other top-level keys belong to the real runtime and are ignored.
+
+        Raises:
+            InvalidArgument: an unknown memsim key or product, a bad value.
+        """
+        config = config or {}
+        if not isinstance(config, Mapping):
+            raise InvalidArgument("the aclInit config must be a JSON object")
+        section = config.get("memsim", {})
+        if not isinstance(section, Mapping):
+            raise InvalidArgument('"memsim" in the aclInit config must be a JSON object')
+        kwargs: dict[str, Any] = {}
+        for key, value in section.items():
+            apply = CONFIG_KEYS.get(key)
+            if apply is None:
+                raise InvalidArgument(f'unknown "memsim" config key {key!r}; known: '
+                                      f"{sorted(CONFIG_KEYS)}")
+            apply(kwargs, value)
+        default = config.get("defaultDevice", {})
+        if isinstance(default, Mapping) and "default_device" in default:
+            text = default["default_device"]
+            try:
+                kwargs["default_device"] = int(text)
+            except (TypeError, ValueError):
+                raise InvalidArgument(f"defaultDevice.default_device {text!r} is not a device "
+                                      f"id") from None
+        return cls(**kwargs)
+
+
+# The active runtimes, innermost last. Process-global, as the real runtime is.
+_active: list[Runtime] = []
+_active_lock = threading.RLock()
+
+
+def current_runtime() -> Runtime:
+    """The active runtime (innermost ``with Runtime()`` or the one acl.init made).
+
+    Raises:
+        NotInitialized: none is active.
+    """
+    try:
+        return _active[-1]
+    except IndexError:
+        raise NotInitialized("no simulated runtime: call acl.init() or enter "
+                             "`with ascend_memsim.Runtime(...)`") from None
+
+
+def _load_config(config_path: object) -> dict:
+    if config_path is None or config_path == "":
+        return {}
+    if not isinstance(config_path, (str, os.PathLike)):
+        raise InvalidArgumentType(f"config_path must be a str path, got "
+                                  f"{type(config_path).__name__}")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InvalidArgument(f"cannot read aclInit config {config_path!r}: {e.strerror}") from None
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidArgument(f"aclInit config {config_path!r} is not valid JSON: {e}") from None
+
+
+def acl_init(config_path: object = None) -> Runtime:
+    """aclInit: make (or adopt) the active runtime from the JSON config at ``config_path``.
+
+    Inside ``with Runtime(...)`` the active runtime is adopted as it is.
+
+    Raises:
+        AlreadyInitialized: aclInit twice without aclFinalize.
+        InvalidArgument: an unreadable or invalid config.
+    """
+    with _active_lock:
+        if _active and _active[-1].acl_initialized:
+            raise AlreadyInitialized("acl.init was already called; call acl.finalize first")
+        config = _load_config(config_path)
+        if _active:
+            runtime = _active[-1]
+        else:
+            runtime = Runtime.from_config(config)
+            runtime._owned_by_acl = True
+            _active.append(runtime)
+        runtime.acl_initialized = True
+        return runtime
+
+
+def acl_finalize() -> None:
+    """aclFinalize: discard the runtime acl.init made (or release an adopted one's hold).
+
+    Raises:
+        AlreadyFinalized: no acl.init is in force.
+    """
+    with _active_lock:
+        if not _active or not _active[-1].acl_initialized:
+            raise AlreadyFinalized("acl.finalize without a matching acl.init")
+        runtime = _active[-1]
+        runtime.acl_initialized = False
+        if runtime._owned_by_acl:
+            _active.pop()
+            runtime.close()
