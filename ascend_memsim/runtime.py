@@ -169,6 +169,45 @@ class Runtime:
                     self._devices[number] = device
         return device
 
+    def add_observer(self, observer: Callable) -> None:
+        """Call ``observer(event, device, info)`` for every event of every device, now and
+        later, and for the runtime's own events (``set_device``, ``reset_device``).
+
+        Device events: ``malloc`` (block, request), ``malloc_failed`` (request, error),
+        ``free`` (block), ``reset`` (blocks still live).
+        """
+        with self._lock:
+            self.observers.append(observer)
+            for device in self._devices.values():
+                device.observers.append(observer)
+
+    def remove_observer(self, observer: Callable) -> None:
+        """Stop calling ``observer``."""
+        with self._lock:
+            self.observers.remove(observer)
+            for device in self._devices.values():
+                device.observers.remove(observer)
+
+    def add_interceptor(self, interceptor: Callable) -> None:
+        """Call ``interceptor(request)`` before every allocation on every device (see
+        :attr:`Device.interceptors`): raise an AclError to fail it, or return pages to refuse.
+        """
+        with self._lock:
+            self.interceptors.append(interceptor)
+            for device in self._devices.values():
+                device.interceptors.append(interceptor)
+
+    def remove_interceptor(self, interceptor: Callable) -> None:
+        """Stop calling ``interceptor``."""
+        with self._lock:
+            self.interceptors.remove(interceptor)
+            for device in self._devices.values():
+                device.interceptors.remove(interceptor)
+
+    def _emit(self, event: str, device: Device, **info: object) -> None:
+        for observer in list(self.observers):
+            observer(event, device, info)
+
     def devices(self) -> list[Device]:
         """The devices made so far, by id."""
         with self._lock:
@@ -184,6 +223,8 @@ class Runtime:
             self._refs[device.device_id] = self._refs.get(device.device_id, 0) + 1
         if _thread:
             self._local.device = device.device_id
+        if self.observers:
+            self._emit("set_device", device)
         return device
 
     def reset_device(self, device_id: object) -> None:
@@ -203,6 +244,8 @@ class Runtime:
                 self._refs[number] = refs - 1
         if getattr(self._local, "device", None) == number and number not in self._refs:
             self._local.device = None
+        if self.observers:
+            self._emit("reset_device", self._devices[number])
 
     def get_device(self) -> int:
         """The calling thread's current device id (aclrtGetDevice).

@@ -1,0 +1,23 @@
+"""Shared test set-up: Hypothesis profiles chosen by HYPOTHESIS_PROFILE (dev, ci, thorough)."""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture
+def a2():
+    """A fresh, active A2 runtime with a 64 MiB device 0 set on this thread."""
+    from ascend_memsim import MiB, Runtime
+
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        yield rt
