@@ -32,6 +32,7 @@ from .errors import (
     FeatureNotSupported, InvalidArgument, InvalidMemoryType, InvalidPointer, OutOfDeviceMemory,
 )
 from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
+from .sites import capture_site
 
 __all__ = [
     "Page", "Api", "Block", "Request", "Device", "align_up", "rule_size", "page_order",
@@ -285,6 +286,8 @@ class Device:
         #: Called with each :class:`Request` before it is placed; may raise an AclError to
         #: fail it (fault injection) or return page kinds to refuse (e.g. huge pages spent).
         self.interceptors: list[Callable[[Request], Iterable[Page] | None]] = []
+        #: When true, each block keeps its allocation site in ``block.extra["site"]``.
+        self.record_sites = False
         self._reset_state()
 
     def __repr__(self) -> str:
@@ -366,6 +369,8 @@ class Device:
             block = Block(ptr, size, rule, footprint, page, profile.main_memory, api,
                           request.policy, request.module, self.device_id, self._serial,
                           readonly=readonly, p2p=base in _P2P, fallback=page is not pages[0])
+            if self.record_sites:
+                block.extra = {"site": capture_site()}
             self._blocks[ptr] = block
             self._ptrs.add(ptr)
             usage = self._usage.get(request.module)

@@ -108,6 +108,8 @@ class Runtime:
         #: observers given to every device this runtime creates (see Device.observers)
         self.observers: list = []
         self.interceptors: list = []
+        #: passed to every device: keep each block's allocation site (see ascend_memsim.sites)
+        self.record_sites = False
         if default_device is not None:
             self.default_device = self._check_id(default_device)
             self.set_device(self.default_device, _thread=False)
@@ -166,8 +168,16 @@ class Runtime:
                     device = Device(self.profile, number)
                     device.observers.extend(self.observers)
                     device.interceptors.extend(self.interceptors)
+                    device.record_sites = self.record_sites
                     self._devices[number] = device
         return device
+
+    def set_record_sites(self, on: bool = True) -> None:
+        """Make every device (now and later) keep each block's allocation site."""
+        with self._lock:
+            self.record_sites = on
+            for device in self._devices.values():
+                device.record_sites = on
 
     def add_observer(self, observer: Callable) -> None:
         """Call ``observer(event, device, info)`` for every event of every device, now and
