@@ -1,0 +1,293 @@
+"""The pyacl face: return shapes, error codes, init/finalize, config, contexts, queries."""
+
+import json
+import sys
+import threading
+
+import pytest
+
+from ascend_memsim import MiB, GiB, Runtime, acl, aclrt, install_acl, uninstall_acl
+from ascend_memsim.constants import ErrorCode, MallocAttrType
+
+E = ErrorCode
+
+
+@pytest.fixture
+def initialised(tmp_path):
+    """acl.init with a 64 MiB A2 device 0 set; finalized afterwards."""
+    config = tmp_path / "acl.json"
+    config.write_text(json.dumps({"memsim": {"product": "A2", "hbm_bytes": 64 * MiB}}))
+    assert acl.init(str(config)) == 0
+    assert acl.rt.set_device(0) == 0
+    yield
+    acl.finalize()
+
+
+def test_the_pyacl_shapes(initialised):
+    ptr, ret = acl.rt.malloc(100, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    assert ret == 0 and isinstance(ptr, int) and ptr % 64 == 0
+    free, total, ret = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
+    assert (free, total, ret) == (64 * MiB - 192, 64 * MiB, 0)
+    assert acl.rt.get_device() == (0, 0)
+    assert acl.rt.get_device_count() == (1, 0)
+    assert acl.rt.free(ptr) == 0
+
+
+@pytest.mark.parametrize("call, expected", [
+    (lambda: acl.rt.malloc(0, 0), (0, E.INVALID_PARAM)),
+    (lambda: acl.rt.malloc(1.5, 0), (0, E.INVALID_PARAM)),
+    (lambda: acl.rt.malloc(128 * MiB, 0), (0, E.RT_MEMORY_ALLOCATION)),
+    (lambda: acl.rt.malloc(100, acl.ACL_MEM_MALLOC_HUGE1G_ONLY), (0, E.RT_MEMORY_ALLOCATION)),
+    (lambda: acl.rt.malloc_cached(100, acl.ACL_MEM_MALLOC_HUGE_FIRST_P2P), (0, E.INVALID_PARAM)),
+    (lambda: acl.rt.free(0), E.INVALID_PARAM),
+    (lambda: acl.rt.free("ptr"), E.INVALID_PARAM),
+    (lambda: acl.rt.free(0x1234), E.RT_PARAM_INVALID),
+    (lambda: acl.rt.get_mem_info(18), (0, 0, E.RT_INVALID_MEMORY_TYPE)),
+    (lambda: acl.rt.get_mem_info(-1), (0, 0, E.INVALID_PARAM)),
+    (lambda: acl.rt.set_device(1), E.RT_INVALID_DEVICEID),
+    (lambda: acl.rt.set_device("0"), E.INVALID_PARAM),
+    (lambda: acl.rt.get_mem_usage_info(0, 0), ([], E.INVALID_PARAM)),
+    (lambda: acl.rt.get_mem_usage_info(3, 1), ([], E.RT_INVALID_DEVICEID)),
+    (lambda: acl.rt.check_mem_type([], 2, 0), (0, E.INVALID_PARAM)),
+    (lambda: acl.rt.check_mem_type([1], 0x4, 0), (0, E.INVALID_PARAM)),
+    (lambda: acl.rt.check_mem_type([1], 0x2, 1), (0, E.INVALID_PARAM)),
+    (lambda: acl.rt.malloc_with_cfg(100, 0, {9: 1}), (0, E.RT_PARAM_INVALID)),
+    (lambda: acl.init(), E.REPEAT_INITIALIZE),
+])
+def test_bad_calls_return_vendor_codes(initialised, call, expected):
+    assert call() == expected
+    assert acl.get_recent_err_msg()
+
+
+def test_calls_before_init_are_uninitialize():
+    assert acl.rt.malloc(100, 0) == (0, E.UNINITIALIZE)
+    assert acl.rt.set_device(0) == E.UNINITIALIZE
+    assert acl.finalize() == E.REPEAT_FINALIZE
+
+
+def test_memory_calls_need_a_current_device():
+    with Runtime("A2", hbm_bytes=64 * MiB):
+        assert acl.rt.malloc(100, 0) == (0, E.RT_CONTEXT_NULL)
+        assert acl.rt.get_mem_info(1) == (0, 0, E.RT_CONTEXT_NULL)
+        assert acl.rt.get_device() == (-1, E.RT_CONTEXT_NULL)
+
+
+def test_finalize_discards_the_runtime_and_init_starts_fresh(tmp_path):
+    assert acl.init() == 0
+    acl.rt.set_device(0)
+    first, _ = acl.rt.malloc(100, 0)
+    acl.rt.malloc(100, 0)
+    assert acl.finalize() == 0
+    assert acl.rt.malloc(100, 0) == (0, E.UNINITIALIZE)
+    assert acl.init() == 0
+    acl.rt.set_device(0)
+    again, _ = acl.rt.malloc(100, 0)
+    assert again == first
+    assert acl.finalize() == 0
+
+
+def test_config_product_count_and_default_device(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({
+        "memsim": {"product": "Atlas A3", "device_count": 4, "hbm_bytes": 256 * MiB},
+        "defaultDevice": {"default_device": "2"},
+        "dump": {"dump_path": "/tmp"},
+    }))
+    assert acl.init(str(config)) == 0
+    try:
+        assert acl.rt.get_device_count() == (4, 0)
+        assert acl.rt.get_device() == (2, 0)  # no set_device needed
+        ptr, ret = acl.rt.malloc(100, 0)
+        assert ret == 0
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM) == (256 * MiB - 192, 256 * MiB, 0)
+    finally:
+        acl.finalize()
+
+
+@pytest.mark.parametrize("text", ['{"memsim": {"product": "H100"}}', '{"memsim": {"colour": 1}}',
+                                  '{"memsim": [1]}', "not json", '{"memsim": {"hbm_bytes": -64}}',
+                                  '{"defaultDevice": {"default_device": "x"}}'])
+def test_bad_configs_are_invalid_param_and_leave_nothing(tmp_path, text):
+    config = tmp_path / "bad.json"
+    config.write_text(text)
+    assert acl.init(str(config)) == E.INVALID_PARAM
+    assert acl.rt.malloc(100, 0) == (0, E.UNINITIALIZE)
+
+
+def test_missing_config_file_is_invalid_param(tmp_path):
+    assert acl.init(str(tmp_path / "absent.json")) == E.INVALID_PARAM
+    assert acl.init(42) == E.INVALID_PARAM
+
+
+def test_init_inside_an_active_runtime_adopts_it():
+    with Runtime("950PR", hbm_bytes=64 * MiB) as rt:
+        assert acl.init() == 0
+        assert acl.init() == E.REPEAT_INITIALIZE
+        acl.rt.set_device(0)
+        ptr, _ = acl.rt.malloc(100, 0)
+        assert rt.block(ptr).rule_size == 128  # the 950 rule: the adopted runtime
+        assert acl.finalize() == 0
+        assert rt.block(ptr) is not None  # finalize did not discard the adopted runtime
+
+
+def test_set_device_is_reference_counted():
+    with Runtime("A2", hbm_bytes=64 * MiB):
+        acl.rt.set_device(0)
+        acl.rt.set_device(0)
+        ptr, _ = acl.rt.malloc(100, 0)
+        assert acl.rt.reset_device(0) == 0
+        assert acl.rt.get_mem_info(1)[0] == 64 * MiB - 192  # still set: one reference left
+        assert acl.rt.reset_device(0) == 0
+        assert acl.rt.get_device() == (-1, E.RT_CONTEXT_NULL)
+        acl.rt.set_device(0)
+        assert acl.rt.get_mem_info(1)[0] == 64 * MiB  # the last reset discarded the blocks
+        assert acl.rt.free(ptr) == E.RT_PARAM_INVALID
+
+
+def test_current_device_is_per_thread():
+    with Runtime("A3", hbm_bytes=64 * MiB):
+        acl.rt.set_device(0)
+        seen = {}
+
+        def worker():
+            seen["before"] = acl.rt.get_device()
+            acl.rt.set_device(1)
+            seen["after"] = acl.rt.get_device()
+            seen["ptr"] = acl.rt.malloc(100, 0)[0]
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        assert seen["before"] == (-1, E.RT_CONTEXT_NULL)
+        assert seen["after"] == (1, 0)
+        assert acl.rt.get_device() == (0, 0)
+        # a pointer names its device: freeing from device 0's thread finds device 1's block
+        assert acl.rt.free(seen["ptr"]) == 0
+
+
+# -- get_mem_info ------------------------------------------------------------------------------
+
+ALL_ATTRS = range(18)
+
+
+@pytest.mark.parametrize("attr", ALL_ATTRS)
+def test_every_attribute_answers_on_every_product(attr):
+    for product in ("950PR", "950DT", "A2", "A3", "310P"):
+        with Runtime(product) as rt:
+            rt.set_device(0)
+            free, total, ret = acl.rt.get_mem_info(attr)
+            assert ret == 0 and 0 <= free <= total
+
+
+def test_hbm_attributes_on_a_ddr_only_part_are_answered_from_ddr():
+    with Runtime("310P", ddr_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        rt.malloc(100)
+        ddr = acl.rt.get_mem_info(acl.ACL_DDR_MEM)
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM) == ddr == (64 * MiB - 192, 64 * MiB, 0)
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM_HUGE1G) == (0, 0, 0)  # no 1 GB pages
+
+
+def test_ddr_attributes_on_an_hbm_part_are_zero():
+    with Runtime("A2") as rt:
+        rt.set_device(0)
+        for attr in (acl.ACL_DDR_MEM, acl.ACL_DDR_MEM_HUGE, acl.ACL_DDR_MEM_P2P_NORMAL):
+            assert acl.rt.get_mem_info(attr) == (0, 0, 0)
+
+
+def test_huge_figures_count_whole_free_pages():
+    with Runtime("A2", hbm_bytes=3 * GiB) as rt:
+        rt.set_device(0)
+        rt.malloc(100, acl.ACL_MEM_MALLOC_NORMAL_ONLY)  # spoils the first 2 MiB and 1 GiB page
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM_HUGE) == (3 * GiB - 2 * MiB, 3 * GiB, 0)
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM_HUGE1G) == (2 * GiB, 3 * GiB, 0)
+        assert acl.rt.get_mem_info(acl.ACL_MEM_HUGE1G) == (2 * GiB, 3 * GiB, 0)
+    with Runtime("950PR") as rt:
+        rt.set_device(0)
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM_HUGE1G) == (0, 0, 0)
+
+
+# -- usage info and check_mem_type --------------------------------------------------------------
+
+def test_usage_info_by_component(initialised):
+    acl.rt.malloc_with_cfg(1000, 0, {MallocAttrType.MODULE_ID: 3})
+    acl.rt.malloc_with_cfg(5000, 0, [(MallocAttrType.MODULE_ID, 45), (MallocAttrType.VA_FLAG, 0)])
+    acl.rt.malloc(100, 0)
+    infos, ret = acl.rt.get_mem_usage_info(0, 2)
+    assert ret == 0
+    assert [(i.name, i.cur_mem_size, i.mem_peak_size) for i in infos] == [
+        ("GE", 5056, 5056), ("HCCL", 1088, 1088)]
+
+
+def test_usage_info_is_not_supported_on_950():
+    with Runtime("950PR") as rt:
+        rt.set_device(0)
+        assert acl.rt.get_mem_usage_info(0, 4) == ([], E.RT_FEATURE_NOT_SUPPORT)
+
+
+def test_malloc_with_cfg_device_must_be_current(initialised):
+    assert acl.rt.malloc_with_cfg(100, 0, {MallocAttrType.DEVICE_ID: 0})[1] == 0
+    assert acl.rt.malloc_with_cfg(100, 0, {MallocAttrType.DEVICE_ID: 5}) == (
+        0, E.RT_INVALID_DEVICEID)
+    assert acl.rt.malloc_with_cfg(100, 0, "module=3") == (0, E.INVALID_PARAM)
+
+
+def test_check_mem_type(initialised):
+    a, _ = acl.rt.malloc(100, 0)
+    b, _ = acl.rt.malloc(4 * MiB, 0)
+    dev = acl.ACL_RT_MEM_TYPE_DEV
+    assert acl.rt.check_mem_type([a, a + 100, b + 4 * MiB - 1], dev, 0) == (1, 0)
+    assert acl.rt.check_mem_type([a, 0x1000], dev, 0) == (0, 0)
+    assert acl.rt.check_mem_type([a], acl.ACL_RT_MEM_TYPE_DVPP, 0) == (0, 0)
+    acl.rt.free(a)
+    assert acl.rt.check_mem_type([a], dev, 0) == (0, 0)
+
+
+# -- the C names and install_acl ----------------------------------------------------------------
+
+def test_c_names_are_the_same_functions(initialised):
+    assert aclrt.aclrtMalloc is acl.rt.malloc
+    ptr, ret = aclrt.aclrtMallocAlign32(2 * MiB, aclrt.ACL_MEM_MALLOC_HUGE_FIRST)
+    assert ret == 0
+    assert aclrt.aclrtFreeWithDevSync(ptr) == 0
+    assert set(aclrt.C_NAMES) >= {
+        "aclrtMalloc", "aclrtMallocAlign32", "aclrtMallocCached", "aclrtMallocWithCfg",
+        "aclrtMallocForTaskScheduler", "aclrtFree", "aclrtFreeWithDevSync", "aclrtGetMemInfo",
+        "aclrtGetMemUsageInfo", "aclrtCheckMemType"}
+
+
+def test_install_acl_makes_import_acl_the_simulator():
+    previous = install_acl()
+    try:
+        import acl as real_looking
+
+        assert real_looking is acl
+        from acl import rt  # noqa: F401  (the submodule import form works too)
+
+        assert real_looking.init() == 0
+        real_looking.rt.set_device(0)
+        assert real_looking.rt.malloc(100, 0)[1] == 0
+        assert real_looking.finalize() == 0
+    finally:
+        uninstall_acl(previous)
+    assert "acl" not in sys.modules or sys.modules["acl"] is previous
+
+
+def test_constants_have_vendor_values():
+    assert (acl.ACL_MEM_MALLOC_HUGE_FIRST, acl.ACL_MEM_MALLOC_HUGE1G_ONLY_P2P) == (0, 7)
+    assert acl.ACL_MEM_ACCESS_USER_SPACE_READONLY == 0x100000
+    assert (acl.ACL_HBM_MEM, acl.ACL_MEM_P2P_HUGE1G) == (1, 17)
+    assert acl.ACL_ERROR_RT_MEMORY_ALLOCATION == 207001
+    assert acl.ACL_MEMCPY_INTER_DEVICE_TO_DEVICE == 7
+    assert acl.ACL_RT_MEM_TYPE_RSVD == 0x10
+
+
+def test_a_bug_in_the_core_still_raises(monkeypatch, initialised):
+    from ascend_memsim import runtime
+
+    def broken(self, *args, **kwargs):
+        raise KeyError("bug")
+
+    monkeypatch.setattr(runtime.Runtime, "malloc", broken)
+    with pytest.raises(KeyError):
+        acl.rt.malloc(100, 0)

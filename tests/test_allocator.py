@@ -1,0 +1,98 @@
+"""Example tests of the first-fit allocator: placement, alignment, splitting, coalescing."""
+
+import pytest
+
+from ascend_memsim.allocator import Allocator, size_class
+
+
+def test_first_fit_takes_the_lowest_hole_that_fits():
+    a = Allocator(64 * 1024)
+    p = [a.allocate(1024) for _ in range(4)]
+    assert p == [0, 1024, 2048, 3072]
+    a.release(p[0])  # a 1 KiB hole at 0
+    a.release(p[2])  # a 1 KiB hole at 2048
+    assert a.allocate(2048) == 4096  # neither hole holds 2 KiB
+    assert a.allocate(512) == 0  # the lowest hole wins
+    assert a.allocate(1024) == 2048
+    a.check_invariants()
+
+
+def test_alignment_leaves_the_gap_before_the_block_free():
+    a = Allocator(8 * 4096)
+    assert a.allocate(64) == 0
+    assert a.allocate(64, 4096) == 4096
+    assert list(a.free_runs())[0] == (64, 4096)
+    assert a.allocate(4096 - 64) == 64  # the gap is usable
+    a.check_invariants()
+
+
+def test_release_coalesces_both_neighbours():
+    a = Allocator(4096)
+    x, y, z = a.allocate(64), a.allocate(64), a.allocate(64)
+    a.release(x)
+    a.release(z)
+    assert len(list(a.free_runs())) == 2
+    a.release(y)
+    assert list(a.free_runs()) == [(0, 4096)]
+    assert a.free_bytes == 4096
+    a.check_invariants()
+
+
+def test_failed_allocation_changes_nothing():
+    a = Allocator(4096)
+    a.allocate(64)
+    before = (list(a.free_runs()), list(a.live_extents()), a.free_bytes)
+    assert a.allocate(8192) is None
+    assert a.allocate(64, 8192) is None
+    assert (list(a.free_runs()), list(a.live_extents()), a.free_bytes) == before
+
+
+def test_release_of_an_unknown_start_returns_none():
+    a = Allocator(4096)
+    p = a.allocate(128)
+    assert a.release(p + 64) is None
+    assert a.release(p) == 128
+    assert a.release(p) is None
+    a.check_invariants()
+
+
+def test_base_offsets_every_address():
+    a = Allocator(1 << 20, base=1 << 40)
+    assert a.allocate(64) == 1 << 40
+    assert a.allocate(64, 1 << 16) == (1 << 40) + (1 << 16)
+    a.check_invariants()
+
+
+def test_huge_alignment_skips_small_misaligned_runs():
+    # Free runs of 2 MiB that are misaligned cannot host an aligned 2 MiB page.
+    mib = 1 << 20
+    a = Allocator(16 * mib)
+    a.allocate(mib)  # [0, 1M)
+    hole = a.allocate(2 * mib)  # [1M, 3M)
+    a.allocate(mib)  # [3M, 4M)
+    a.release(hole)
+    assert a.find(2 * mib, 2 * mib) == 4 * mib
+    assert a.find(2 * mib, 64) == hole
+
+
+def test_largest_free_run_and_free_aligned_pages():
+    mib = 1 << 20
+    a = Allocator(8 * mib)
+    a.allocate(64)
+    assert a.largest_free_run() == 8 * mib - 64
+    assert a.free_aligned_pages(2 * mib) == 3
+    full = Allocator(128)
+    full.allocate(128)
+    assert full.largest_free_run() == 0
+
+
+def test_size_classes_are_monotonic():
+    lengths = list(range(64, 1 << 16, 64)) + [1 << 30, (1 << 30) + 64, 1 << 40]
+    classes = [size_class(n) for n in lengths]
+    assert classes == sorted(classes)
+
+
+@pytest.mark.parametrize("bad", [dict(capacity=100), dict(capacity=-64), dict(capacity=64, base=1)])
+def test_constructor_rejects_unaligned_ranges(bad):
+    with pytest.raises(ValueError):
+        Allocator(**bad)
