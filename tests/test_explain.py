@@ -1,0 +1,45 @@
+"""explain(): every step names its rule, and it agrees with the simulated device."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ascend_memsim import Api, Device, FeatureNotSupported, GiB, MiB, explain, get_profile
+
+
+def test_the_two_mib_gotcha_on_a2():
+    text = str(explain(2 * MiB, 0, product="A2"))
+    assert "ALIGN_UP(2097152, 32) + 32 = 2097184" in text
+    assert "= 4194304 (4 MiB)" in text and "fallback, normal pages" in text
+    assert "seed chapter" in text and "acl_rt.h" in text
+
+
+def test_align32_avoids_it():
+    e = explain(2 * MiB, 0, product="A2", api="malloc_align32")
+    assert (e.rule_size, e.footprint) == (2 * MiB, 2 * MiB)
+
+
+def test_one_gib_pages_step_says_no_plus_32():
+    assert "no +32 on 1 GB pages" in str(explain(GiB, 6, product="A3"))
+
+
+def test_out_of_enum_policy_is_explained():
+    assert "outside the enum" in str(explain(3 * MiB, 42))
+
+
+def test_errors_are_the_core_errors():
+    with pytest.raises(FeatureNotSupported):
+        explain(GiB, 6, product="950PR")
+    with pytest.raises(ValueError):
+        explain(0)
+
+
+@given(size=st.integers(1, 8 * MiB), policy=st.sampled_from([0, 1, 2, 3, 4, 5, 9]),
+       product=st.sampled_from(["A2", "950PR", "310P"]), api=st.sampled_from(list(Api)))
+def test_explain_agrees_with_the_device(size, policy, product, api):
+    if api is Api.MALLOC_CACHED and policy not in (0, 1, 2):
+        return
+    e = explain(size, policy, product=product, api=api)
+    profile = get_profile(product)
+    capacity = {"hbm_bytes": 64 * MiB} if profile.hbm_bytes else {"ddr_bytes": 64 * MiB}
+    block = Device(profile.with_overrides(**capacity)).allocate(size, policy, api=api)
+    assert (e.page, e.rule_size, e.footprint) == (block.page, block.rule_size, block.footprint)

@@ -1,0 +1,70 @@
+"""Products: names, rules, sources, overrides and user-defined profiles."""
+
+import pytest
+
+from ascend_memsim import GiB, InvalidArgument, MiB, Profile, Runtime, get_profile
+from ascend_memsim.profiles import PROFILES, SizeRule, register_profile
+
+
+@pytest.mark.parametrize("spelling, name", [
+    ("950PR", "950PR"), ("Ascend 950PR", "950PR"), ("ascend950dt", "950DT"),
+    ("A2", "A2"), ("Atlas A2", "A2"), ("atlas-a3", "A3"), ("910B", "A2"), ("310P", "310P"),
+    ("Atlas 300I", "310P"),
+])
+def test_short_and_vendor_spellings(spelling, name):
+    assert get_profile(spelling).name == name
+
+
+@pytest.mark.parametrize("bad", ["H100", "", "A9"])
+def test_unknown_products_list_the_known(bad):
+    with pytest.raises(InvalidArgument, match="known"):
+        get_profile(bad)
+
+
+def test_rules_per_product():
+    assert {n: (p.size_rule, p.huge1g, p.usage_info) for n, p in PROFILES.items()
+            if n in ("950PR", "950DT", "A2", "A3", "310P")} == {
+        "950PR": (SizeRule.ALIGN32, False, False),
+        "950DT": (SizeRule.ALIGN32, False, False),
+        "A2": (SizeRule.ALIGN32_PLUS32, True, True),
+        "A3": (SizeRule.ALIGN32_PLUS32, True, True),
+        "310P": (SizeRule.ALIGN32_PLUS32, False, True),
+    }
+    assert get_profile("310P").hbm_bytes == 0 and get_profile("310P").ddr_bytes > 0
+
+
+def test_every_capacity_says_its_source():
+    for profile in PROFILES.values():
+        for field in ("hbm_bytes", "ddr_bytes"):
+            if getattr(profile, field):
+                assert profile.sources.get(field), (profile.name, field)
+
+
+def test_overrides_are_per_simulation():
+    small = get_profile("A2").with_overrides(hbm_bytes=64 * MiB)
+    assert small.hbm_bytes == 64 * MiB and get_profile("A2").hbm_bytes == 64 * GiB
+    assert small.sources["hbm_bytes"] == "overridden for this simulation"
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=3) as rt:
+        assert rt.device_count == 3 and rt.profile.hbm_bytes == 64 * MiB
+
+
+@pytest.mark.parametrize("change", [dict(hbm_bytes=100), dict(hbm_bytes=-64), dict(colour=1),
+                                    dict(device_count=0), dict(hbm_bytes=1 << 50),
+                                    dict(hbm_bytes=0)])
+def test_bad_overrides_are_refused(change):
+    with pytest.raises(Exception) as info:
+        get_profile("A2").with_overrides(**change)
+    assert info.value.code == 100000
+
+
+def test_users_can_register_their_own_product():
+    mine = Profile(name="TestChip", description="a test chip", hbm_bytes=32 * MiB,
+                   ddr_bytes=16 * MiB, size_rule="align32", huge1g=False, usage_info=True,
+                   aliases=("test chip",))
+    register_profile(mine, replace=True)
+    with Runtime("test chip") as rt:
+        rt.set_device(0)
+        assert rt.block(rt.malloc(100)).rule_size == 128
+        assert rt.get_mem_info(0) == (16 * MiB, 16 * MiB)
+    with pytest.raises(InvalidArgument, match="already registered"):
+        register_profile(mine)
