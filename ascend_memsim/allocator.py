@@ -66,7 +66,7 @@ class Allocator:
     """
 
     __slots__ = ("base", "capacity", "granule", "_run_end", "_run_start", "_classes", "_mask",
-                 "_live", "_free_bytes")
+                 "_by_length", "_lengths", "_live", "_free_bytes")
 
     def __init__(self, capacity: int, *, base: int = 0, granule: int = 64) -> None:
         if capacity < 0 or capacity % granule or base % granule:
@@ -78,6 +78,10 @@ class Allocator:
         self._run_start: dict[int, int] = {}
         self._classes: list[SortedList] = [SortedList() for _ in range(_NCLASSES)]
         self._mask = 0
+        #: run length -> start of the one run that long, or a SortedList of starts if several
+        self._by_length: dict[int, int | SortedList] = {}
+        #: class -> the distinct run lengths present in it
+        self._lengths: list[SortedList] = [SortedList() for _ in range(_NCLASSES)]
         #: live extents: start -> end
         self._live: dict[int, int] = {}
         self._free_bytes = capacity
@@ -87,20 +91,40 @@ class Allocator:
     # -- free-run bookkeeping ---------------------------------------------------------------
 
     def _add_run(self, start: int, end: int) -> None:
+        length = end - start
         self._run_end[start] = end
         self._run_start[end] = start
-        cls = size_class(end - start)
+        cls = size_class(length)
         self._classes[cls].add(start)
         self._mask |= 1 << cls
+        # A length held by one run maps to its start (an int): most lengths are unique, and a
+        # SortedList per length would cost more than the search it serves.
+        starts = self._by_length.get(length)
+        if starts is None:
+            self._by_length[length] = start
+            self._lengths[cls].add(length)
+        elif starts.__class__ is int:
+            self._by_length[length] = SortedList((starts, start))
+        else:
+            starts.add(start)
 
     def _remove_run(self, start: int, end: int) -> None:
+        length = end - start
         del self._run_end[start]
         del self._run_start[end]
-        cls = size_class(end - start)
+        cls = size_class(length)
         members = self._classes[cls]
         members.remove(start)
         if not members:
             self._mask &= ~(1 << cls)
+        starts = self._by_length[length]
+        if starts.__class__ is int:
+            del self._by_length[length]
+            self._lengths[cls].remove(length)
+        else:
+            starts.remove(start)
+            if len(starts) == 1:
+                self._by_length[length] = starts[0]
 
     # -- the two hot operations -------------------------------------------------------------
 
@@ -115,37 +139,45 @@ class Allocator:
     def _search(self, size: int, align: int) -> tuple[int, int] | None:
         """(aligned address, start of the run holding it) of the first fit, or None."""
         classes = self._classes
-        run_end = self._run_end
-        # Runs start on granule boundaries, so aligning wastes at most align - granule bytes.
+        # Runs start on granule boundaries, so aligning wastes at most align - granule bytes:
+        # a run at least `sure` long always fits, at its aligned start.
         sure = size + align - self.granule if align > self.granule else size
         first_sure = size_class(sure)
         if _class_floor(first_sure) < sure:
             first_sure += 1
-        best = None
-        sure_mask = self._mask >> first_sure
-        cls = first_sure
-        while sure_mask:
-            if sure_mask & 1:
-                head = classes[cls][0]
-                if best is None or head < best:
-                    best = head
-            sure_mask >>= 1
-            cls += 1
-        best_run = best
-        if best is not None and align > self.granule:
-            best = -(-best // align) * align
-        # The classes that straddle the request: walk them in address order, below best.
-        nonempty = self._mask
-        for cls in range(size_class(size), first_sure):
-            if not nonempty >> cls & 1:
-                continue
-            for start in classes[cls].irange(maximum=best_run, inclusive=(True, False)):
-                placed = -(-start // align) * align
-                if placed + size <= run_end[start]:
-                    if best is None or placed < best:
-                        best, best_run = placed, start
-                    break
-        return None if best is None else (best, best_run)
+        best_run = None
+        pending = self._mask >> first_sure << first_sure
+        while pending:
+            low = pending & -pending
+            head = classes[low.bit_length() - 1][0]
+            if best_run is None or head < best_run:
+                best_run = head
+            pending ^= low
+        # The classes that straddle [size, sure): look at each run length present there.
+        pending = self._mask & ((1 << first_sure) - 1) & ~((1 << size_class(size)) - 1)
+        while pending:
+            low = pending & -pending
+            pending ^= low
+            for length in self._lengths[low.bit_length() - 1].irange(minimum=size):
+                starts = self._by_length[length]
+                single = starts.__class__ is int
+                if length >= sure:
+                    head = starts if single else starts[0]
+                    if best_run is None or head < best_run:
+                        best_run = head
+                    continue
+                # Too short for some alignments: walk this length's runs in address order.
+                if single:
+                    starts = (starts,) if best_run is None or starts < best_run else ()
+                else:
+                    starts = starts.irange(maximum=best_run, inclusive=(True, False))
+                for start in starts:
+                    if -(-start // align) * align + size <= start + length:
+                        best_run = start
+                        break
+        if best_run is None:
+            return None
+        return -(-best_run // align) * align, best_run
 
     def allocate(self, size: int, align: int = 64) -> int | None:
         """Place ``size`` bytes at the lowest address aligned to ``align``; None when none fits.
@@ -254,6 +286,13 @@ class Allocator:
                 assert size_class(self._run_end[start] - start) == cls, "run in wrong class"
             indexed += len(members)
         assert indexed == len(runs), "class index out of step with the runs"
+        by_length = {n: [v] if v.__class__ is int else list(v) for n, v in self._by_length.items()}
+        assert sum(len(v) for v in by_length.values()) == len(runs), "length index wrong"
+        for length, starts in by_length.items():
+            assert starts and length in self._lengths[size_class(length)], "length index stale"
+            assert len(starts) == 1 or self._by_length[length].__class__ is SortedList
+            for start in starts:
+                assert self._run_end[start] - start == length, "run under the wrong length"
         free = 0
         prev_end = None
         for start, end in runs:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from sortedcontainers import SortedList
 
@@ -131,7 +131,7 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
     """
     readonly = bool(policy & MallocFlag.USER_SPACE_READONLY)
     value = policy & ~_FLAG_BITS
-    base = MallocPolicy(value) if value in _POLICY_VALUES else None
+    base = _POLICY_BY_VALUE.get(value)
     if api is Api.MALLOC_CACHED and (policy != value or base not in CACHED_POLICIES):
         raise InvalidArgument(
             f"aclrtMallocCached takes HUGE_FIRST, HUGE_ONLY, NORMAL_ONLY or HUGE1G_ONLY, "
@@ -139,7 +139,7 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
     return base, readonly
 
 
-_POLICY_VALUES = frozenset(int(p) for p in MallocPolicy)
+_POLICY_BY_VALUE = {int(p): p for p in MallocPolicy}
 _HUGE_FIRST = (MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_FIRST_P2P)
 _HUGE_ONLY = (MallocPolicy.HUGE_ONLY, MallocPolicy.HUGE_ONLY_P2P)
 _NORMAL_ONLY = (MallocPolicy.NORMAL_ONLY, MallocPolicy.NORMAL_ONLY_P2P)
@@ -183,8 +183,7 @@ def rule_size(profile: Profile, size: int, page: Page, api: Api) -> int:
     return aligned + 32
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
     """One allocation request, as checked, before it is placed."""
 
     device_id: int
@@ -528,6 +527,6 @@ class Device:
 def policy_name(policy: int) -> str:
     """``HUGE_FIRST|USER_SPACE_READONLY`` for a policy word."""
     base = policy & ~_FLAG_BITS
-    name = MallocPolicy(base).name if base in _POLICY_VALUES else f"{base:#x} (outside the enum)"
+    name = _POLICY_BY_VALUE[base].name if base in _POLICY_BY_VALUE else f"{base:#x} (outside the enum)"
     flags = [f.name for f in MallocFlag if policy & f]
     return "|".join([name, *flags])
