@@ -193,12 +193,13 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
            policy: int | None = None, api: str | None = None, stop_at_failure: bool = False,
            stop_after: int | None = None, timeline: bool = False,
            progress: Progress | None = None, keep_runtime: bool = False,
-           **overrides: Any) -> ReplayResult:
+           observers: list | None = None, **overrides: Any) -> ReplayResult:
     """Run ``trace`` on a fresh runtime of ``product`` with ``capacity`` bytes of main memory.
 
     ``policy`` / ``api`` replace the recorded ones for every malloc. ``stop_at_failure`` ends
     at the first failed malloc; ``stop_after`` after that event index (for a map at a given
-    moment, with ``keep_runtime``). O(events x allocator cost).
+    moment, with ``keep_runtime``). ``observers`` are added to the fresh runtime (e.g. a
+    :class:`~ascend_memsim.stats.MemoryStats`). O(events x allocator cost).
 
     Raises:
         InvalidArgument: an unknown product, a bad capacity or API.
@@ -215,6 +216,8 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
     if devices > profile.device_count:
         settings["device_count"] = min(devices, 64)
     rt = Runtime(profile, **settings)
+    for observer in observers or ():
+        rt.add_observer(observer)
     forced_api = Api.parse(api) if api is not None else None
     result = ReplayResult(trace.name, rt.profile.name, rt.profile.capacity(
         rt.profile.main_memory), policy, len(trace.events))

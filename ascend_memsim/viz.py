@@ -446,8 +446,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         return "N" if normal >= cell * 0.95 else "n"
 
     lines = [f"{snapshot.title}: {len(snapshot.blocks)} blocks, "
-             f"{format_bytes(snapshot.used_bytes)} used of {format_bytes(snapshot.capacity)}, "
-             f"largest free run {format_bytes(snapshot.largest_free_run)}"]
+             f"{approx_bytes(snapshot.used_bytes)} used of {approx_bytes(snapshot.capacity)}, "
+             f"largest free run {approx_bytes(snapshot.largest_free_run)}"]
     folded = 0
     for row in range(-(-cells // columns)):
         text = "".join(char(c) for c in range(row * columns, min(cells, (row + 1) * columns)))
