@@ -34,8 +34,8 @@ def parse_policy_arg(text: str) -> int:
     """A policy from a name (``HUGE_ONLY``, ``huge-only``, ``ACL_MEM_MALLOC_HUGE_ONLY``) or a
     number (``1``, ``0x1``).
 
-    >>> parse_policy_arg("huge-only"), parse_policy_arg("ACL_MEM_MALLOC_NORMAL_ONLY"), parse_policy_arg("0x3")
-    (1, 2, 3)
+    >>> [parse_policy_arg(p) for p in ("huge-only", "ACL_MEM_MALLOC_NORMAL_ONLY", "0x3")]
+    [1, 2, 3]
 
     Raises:
         InvalidArgument: neither a policy name nor a number.
@@ -178,7 +178,8 @@ def cmd_profiles(args: argparse.Namespace, out: TextIO) -> int:
     print(header, file=out)
     print("-" * len(header), file=out)
     for profile in PROFILES.values():
-        memory = f"{profile.main_memory.value} {approx_bytes(profile.capacity(profile.main_memory))}"
+        main = profile.main_memory
+        memory = f"{main.value} {approx_bytes(profile.capacity(main))}"
         rule = ("ALIGN_UP(size, 32)" if profile.size_rule.value == "align32"
                 else "ALIGN_UP(size, 32) + 32")
         print(f"{profile.name:7} {memory:14} {rule:32} {'yes' if profile.huge1g else 'no':9} "

@@ -17,7 +17,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
-from .constants import MODULE_NAMES, MiB
+from .constants import MiB
 from .device import PAGE_BYTES, Block, Page
 from .explain import format_bytes
 
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from .device import Device
     from .replay import Timeline
 
-__all__ = ["MapSnapshot", "approx_bytes", "map_svg", "timeline_svg", "text_map", "html_page", "save_png",
-           "save_picture", "PAGE_COLORS"]
+__all__ = ["MapSnapshot", "approx_bytes", "map_svg", "timeline_svg", "text_map", "html_page",
+           "save_png", "save_picture", "PAGE_COLORS"]
 
 ROW_BYTES = PAGE_BYTES[Page.HUGE]
 
