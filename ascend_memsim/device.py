@@ -388,17 +388,21 @@ class Device:
         memory = self.profile.main_memory.value
         lines = [f"out of {memory} memory on device {self.device_id}: {request.api.value}"
                  f"(size={request.size}, policy={policy_name(request.policy)})"]
+        smallest = None
         for page in pages:
             rule = rule_size(self.profile, request.size, page, request.api)
             footprint = align_up(rule, PAGE_BYTES[page])
+            smallest = footprint if smallest is None else min(smallest, footprint)
             why = ("refused by fault injection" if page in refused else
                    f"no free run holds {footprint} bytes aligned to {PAGE_BYTES[page]}")
             lines.append(f"  {page.value} pages: footprint {footprint} bytes: {why}")
-        if len(pages) == 1 and request.size > HUGE_FIRST_THRESHOLD:
-            lines.append("  no fallback: the policy allows one page kind only")
+        lines.append("  " + _fallback_note(request, pages))
         lines.append(f"  free {alloc.free_bytes} of {alloc.capacity} bytes; "
                      f"largest free run {alloc.largest_free_run()} bytes; "
                      f"{len(self._blocks)} live blocks")
+        if smallest is not None and alloc.free_bytes >= smallest:
+            lines.append(f"  fragmentation: {alloc.free_bytes} bytes are free, but no single "
+                         f"suitably aligned run holds {smallest}")
         return "\n".join(lines)
 
     # -- release ------------------------------------------------------------------------------
@@ -522,6 +526,22 @@ class Device:
     def _emit(self, event: str, **info: object) -> None:
         for observer in list(self.observers):
             observer(event, self, info)
+
+
+def _fallback_note(request: Request, pages: tuple[Page, ...]) -> str:
+    """Why a fallback to another page kind did or did not happen, for the OOM message."""
+    if len(pages) > 1:
+        return (f"fallback tried: {pages[0].value} pages first, then "
+                f"{', '.join(p.value for p in pages[1:])} pages; none could be had")
+    base = request.policy & ~_FLAG_BITS
+    name = policy_name(base)
+    if base in (MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_FIRST_P2P):
+        return (f"no fallback: {name} gives a request of at most {HUGE_FIRST_THRESHOLD} bytes "
+                f"normal pages only")
+    if base not in _POLICY_VALUES:
+        return (f"no fallback: a policy outside the enum gives a request below "
+                f"{OUT_OF_RANGE_HUGE_FROM} bytes normal pages only")
+    return f"no fallback: {name} allows {pages[0].value} pages only"
 
 
 def policy_name(policy: int) -> str:

@@ -1,0 +1,455 @@
+"""Replay a trace on any product, policy and capacity; find the smallest capacity that fits.
+
+:func:`replay` runs a :class:`~ascend_memsim.trace.Trace` against a fresh
+:class:`~ascend_memsim.runtime.Runtime` and reports, unlike RMM's replay benchmark, *which*
+event failed first and why (the request, the live bytes per stream, the largest free run, why
+no fallback happened), and keeps each stream's bytes apart. :func:`smallest_capacity` finds by
+bisection the smallest capacity on which the whole trace fits.
+
+The simulator gives every block its own address, so a recorded pointer is only a name: replay
+maps it to the block the simulated device gives. A trace that frees a pointer twice, or frees
+one it never allocated, is reported in :attr:`ReplayResult.problems` with the line number and
+the replay goes on.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .constants import ErrorCode, MiB
+from .device import Api, Block, policy_name
+from .errors import AclError, InvalidArgument
+from .explain import format_bytes
+from .profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
+from .runtime import Runtime
+from .trace import Trace
+
+__all__ = ["replay", "smallest_capacity", "ReplayResult", "Failure", "Bisection", "Timeline",
+           "tty_progress", "parse_size"]
+
+#: progress(done, total) is called about this many times per replay
+_PROGRESS_STEPS = 100
+
+Progress = Callable[[int, int], None]
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from ``123``, ``64B``, ``4KiB``, ``2MiB``, ``1GiB``, ``1.5GiB`` or ``2M``.
+
+    >>> parse_size("2MiB"), parse_size("1GiB"), parse_size("123"), parse_size("4k")
+    (2097152, 1073741824, 123, 4096)
+
+    Raises:
+        InvalidArgument: not a size.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    s = str(text).strip().replace("_", "").replace(" ", "")
+    units = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+             "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+             "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+    i = len(s)
+    while i and s[i - 1].isalpha():
+        i -= 1
+    number, unit = s[:i], s[i:].lower()
+    if unit not in units or not number:
+        raise InvalidArgument(f"size {text!r} is not a size (examples: 123, 64B, 2MiB, 1GiB)")
+    try:
+        value = float(number) * units[unit] if "." in number else int(number, 0) * units[unit]
+    except ValueError:
+        raise InvalidArgument(f"size {text!r} is not a size (examples: 123, 2MiB)") from None
+    if value != int(value):
+        raise InvalidArgument(f"size {text!r} is not a whole number of bytes")
+    return int(value)
+
+
+@dataclass
+class Failure:
+    """The first event that could not be replayed, and the state of its device then."""
+
+    index: int
+    line: int
+    event: dict
+    message: str
+    code: int
+    live_bytes: int
+    live_by_stream: dict[Any, int]
+    free_bytes: int
+    largest_free_run: int
+    capacity: int
+
+    def __str__(self) -> str:
+        e = self.event
+        named = {s: b for s, b in self.live_by_stream.items() if s is not None}
+        streams = ", ".join(f"stream {s}: {format_bytes(b)}"
+                            for s, b in sorted(self.live_by_stream.items(), key=str)) if named \
+            else ""
+        lines = [f"first failure: event {self.index} (line {self.line}): {e.get('api')}"
+                 f"(size={e.get('size')}, policy={policy_name(e.get('policy', 0))}) on device "
+                 f"{e.get('device', 0)}" + (f", stream {e['stream']}"
+                                            if e.get("stream") is not None else ""),
+                 *("    " + m for m in self.message.splitlines()),
+                 f"    live: {format_bytes(self.live_bytes)}" + (f" ({streams})" if streams
+                                                                  else ""),
+                 f"    free: {format_bytes(self.free_bytes)} of {format_bytes(self.capacity)};"
+                 f" largest free run {format_bytes(self.largest_free_run)}"]
+        return "\n".join(lines)
+
+
+@dataclass
+class Timeline:
+    """Bytes in use (footprints) per component after each event that changed them."""
+
+    #: (event index, {component: bytes}) — one point per change, first point at -1 (empty)
+    points: list[tuple[int, dict[str, int]]] = field(default_factory=lambda: [(-1, {})])
+    #: event indices of failed mallocs
+    failures: list[int] = field(default_factory=list)
+    capacity: int = 0
+    events: int = 0
+
+    def components(self) -> list[str]:
+        """Every component seen, largest peak first."""
+        peak: dict[str, int] = {}
+        for _, by in self.points:
+            for name, n in by.items():
+                peak[name] = max(peak.get(name, 0), n)
+        return sorted(peak, key=lambda c: (-peak[c], c))
+
+
+@dataclass
+class ReplayResult:
+    """What a replay did: counts, peak, the first failure, problems in the trace."""
+
+    name: str
+    product: str
+    capacity: int
+    policy: int | None
+    total: int
+    replayed: int = 0
+    mallocs: int = 0
+    frees: int = 0
+    failures: int = 0
+    first_failure: Failure | None = None
+    recorded_failures: int = 0
+    recorded_failures_now_fit: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    peak_bytes: int = 0
+    peak_index: int = -1
+    peak_by_stream: dict[Any, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    timeline: Timeline | None = None
+    #: the runtime after the replay, when ``keep_runtime`` (the caller closes it)
+    runtime: Runtime | None = None
+
+    @property
+    def fits(self) -> bool:
+        """True when every malloc of the trace succeeded."""
+        return self.failures == 0
+
+    def __str__(self) -> str:
+        policy = "as recorded" if self.policy is None else policy_name(self.policy)
+        lines = [f"replayed {self.replayed} of {self.total} events of {self.name} on "
+                 f"{self.product} (capacity {format_bytes(self.capacity)}, policy {policy})",
+                 f"  {self.mallocs} mallocs, {self.frees} frees, {self.failures} failed; peak "
+                 f"footprint {format_bytes(self.peak_bytes)} at event {self.peak_index}"]
+        if len(self.peak_by_stream) > 1:
+            lines.append("  peak per stream: " + ", ".join(
+                f"{s}: {format_bytes(b)}" for s, b in sorted(self.peak_by_stream.items(),
+                                                               key=str)))
+        if self.recorded_failures:
+            lines.append(f"  {self.recorded_failures} recorded malloc failures probed; "
+                         f"{self.recorded_failures_now_fit} would succeed here")
+        if self.skipped:
+            lines.append("  not replayed: " + ", ".join(f"{n} {k}" for k, n in
+                                                        sorted(self.skipped.items())))
+        lines.append("  the whole trace fits" if self.fits else "  " + str(
+            self.first_failure).replace("\n", "\n  "))
+        if self.problems:
+            lines.append(f"  {len(self.problems)} problem(s) in the trace:")
+            lines += [f"    {p}" for p in self.problems[:20]]
+            if len(self.problems) > 20:
+                lines.append(f"    ... and {len(self.problems) - 20} more")
+        return "\n".join(lines)
+
+
+def _capacity_key(product: str) -> str:
+    return "hbm_bytes" if get_profile(product).hbm_bytes else "ddr_bytes"
+
+
+def _default_capacity(trace: Trace, product: str) -> int | None:
+    """DECISION: on the product it was recorded on, a trace replays on the recorded capacity;
+    on another product, on that product's own capacity."""
+    recorded = trace.header.get("product")
+    if recorded and get_profile(recorded).name == get_profile(product).name:
+        value = trace.header.get(_capacity_key(product))
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def replay(trace: Trace, product: str | None = None, *, capacity: int | None = None,
+           policy: int | None = None, api: str | None = None, stop_at_failure: bool = False,
+           stop_after: int | None = None, timeline: bool = False,
+           progress: Progress | None = None, keep_runtime: bool = False,
+           observers: list | None = None, **overrides: Any) -> ReplayResult:
+    """Run ``trace`` on a fresh runtime of ``product`` with ``capacity`` bytes of main memory.
+
+    ``policy`` / ``api`` replace the recorded ones for every malloc. ``stop_at_failure`` ends
+    at the first failed malloc; ``stop_after`` after that event index (for a map at a given
+    moment, with ``keep_runtime``). ``observers`` are added to the fresh runtime (e.g. a
+    :class:`~ascend_memsim.stats.MemoryStats`). O(events x allocator cost).
+
+    Raises:
+        InvalidArgument: an unknown product, a bad capacity or API.
+    """
+    product = product or trace.header.get("product") or DEFAULT_PRODUCT
+    profile = get_profile(product)
+    if capacity is None:
+        capacity = _default_capacity(trace, profile.name)
+    devices = max([e.get("device", 0) for e in trace.events if isinstance(e.get("device"), int)]
+                  + [0]) + 1
+    settings = dict(overrides)
+    if capacity is not None:
+        settings[_capacity_key(profile.name)] = capacity
+    if devices > profile.device_count:
+        settings["device_count"] = min(devices, 64)
+    rt = Runtime(profile, **settings)
+    for observer in observers or ():
+        rt.add_observer(observer)
+    forced_api = Api.parse(api) if api is not None else None
+    result = ReplayResult(trace.name, rt.profile.name, rt.profile.capacity(
+        rt.profile.main_memory), policy, len(trace.events))
+    line = trace.line_of
+    # (device, recorded ptr) -> (block, stream)
+    live: dict[tuple[int, int], tuple[Block, Any]] = {}
+    failed: set[tuple[int, int]] = set()
+    stream_bytes: dict[Any, int] = {}
+    total = 0
+    track = Timeline(capacity=result.capacity) if timeline else None
+    by_component: dict[str, int] = {}
+    every = max(1, len(trace.events) // _PROGRESS_STEPS)
+
+    def changed(index: int, block: Block, sign: int) -> None:
+        nonlocal total
+        total += sign * block.footprint
+        if total > result.peak_bytes:
+            result.peak_bytes, result.peak_index = total, index
+        if track is not None:
+            name = block.module_name
+            by_component[name] = by_component.get(name, 0) + sign * block.footprint
+            track.points.append((index, dict(by_component)))
+
+    def stream_add(stream: Any, n: int) -> None:
+        stream_bytes[stream] = stream_bytes.get(stream, 0) + n
+        if stream_bytes[stream] > result.peak_by_stream.get(stream, 0):
+            result.peak_by_stream[stream] = stream_bytes[stream]
+
+    for index, event in enumerate(trace.events):
+        if progress is not None and index % every == 0:
+            progress(index, len(trace.events))
+        if stop_after is not None and index > stop_after:
+            break
+        kind = event.get("event")
+        result.replayed += 1
+        device_id = event.get("device", 0)
+        try:
+            device = rt.device(device_id)
+        except AclError as e:
+            result.problems.append(f"{trace.name}:{line(index)}: {e}")
+            continue
+        if kind in ("malloc", "malloc_failed"):
+            try:
+                call_api = forced_api or Api.parse(event.get("api", "aclrtMalloc"))
+            except AclError as e:
+                result.problems.append(f"{trace.name}:{line(index)}: {e}")
+                continue
+            call_policy = event.get("policy", 0) if policy is None else policy
+            key = (device_id, event.get("ptr"))
+            try:
+                block = device.allocate(event.get("size"), call_policy, api=call_api,
+                                        module=event.get("module", 33))
+            except AclError as e:
+                if kind == "malloc_failed":
+                    result.recorded_failures += 1
+                    continue
+                result.failures += 1
+                failed.add(key)
+                if track is not None:
+                    track.failures.append(index)
+                if result.first_failure is None:
+                    alloc = device.allocators[rt.profile.main_memory]
+                    shown = dict(event, api=call_api.value, policy=call_policy)
+                    result.first_failure = Failure(
+                        index, line(index), shown, getattr(e, "message", str(e)),
+                        int(getattr(e, "code", ErrorCode.RT_MEMORY_ALLOCATION)),
+                        sum(b.footprint for b in device.blocks()),
+                        {s: n for s, n in stream_bytes.items() if n}, alloc.free_bytes,
+                        alloc.largest_free_run(), alloc.capacity)
+                if stop_at_failure:
+                    break
+                continue
+            if kind == "malloc_failed":
+                # DECISION: a recorded failure is probed, then released: the program never
+                # had that memory, so it must not stay live.
+                result.recorded_failures += 1
+                result.recorded_failures_now_fit += 1
+                device.free(block.ptr)
+                continue
+            result.mallocs += 1
+            if key in live:
+                result.problems.append(
+                    f"{trace.name}:{line(index)}: pointer {key[1]:#x} allocated again while "
+                    f"live (a free is missing from the trace); the old block stays live")
+            stream = event.get("stream")
+            live[key] = (block, stream)
+            stream_add(stream, block.footprint)
+            changed(index, block, +1)
+        elif kind == "free":
+            key = (device_id, event.get("ptr"))
+            entry = live.pop(key, None)
+            if entry is None:
+                if key in failed:
+                    failed.discard(key)
+                else:
+                    ptr = key[1]
+                    shown = f"{ptr:#x}" if isinstance(ptr, int) else repr(ptr)
+                    result.problems.append(
+                        f"{trace.name}:{line(index)}: free of {shown}, which is not live "
+                        f"(freed twice, or never allocated in this trace)")
+                continue
+            block, stream = entry
+            device.free(block.ptr)
+            result.frees += 1
+            stream_add(stream, -block.footprint)
+            changed(index, block, -1)
+        elif kind == "reset":
+            # DECISION: replay acts on the device's "reset" event (blocks discarded), not on
+            # reset_device reference counts.
+            for block in device.reset():
+                for key, (b, stream) in list(live.items()):
+                    if b is block:
+                        del live[key]
+                        stream_add(stream, -block.footprint)
+                        changed(index, block, -1)
+        elif kind in ("set_device", "reset_device"):
+            continue
+        else:
+            result.skipped[str(kind)] = result.skipped.get(str(kind), 0) + 1
+    if progress is not None:
+        progress(len(trace.events), len(trace.events))
+    if track is not None:
+        track.events = len(trace.events)
+        result.timeline = track
+    if keep_runtime:
+        result.runtime = rt
+    else:
+        rt.close()
+    return result
+
+
+@dataclass
+class Bisection:
+    """The result of :func:`smallest_capacity`."""
+
+    product: str
+    step: int
+    #: the smallest capacity found that fits, or None when no capacity does
+    capacity: int | None
+    runs: int
+    #: the replay at ``capacity - step`` (the failure that one step less causes), if run
+    below: ReplayResult | None
+    reason: str = ""
+
+    def __str__(self) -> str:
+        if self.capacity is None:
+            return f"the trace does not fit on {self.product} at any capacity: {self.reason}"
+        text = (f"smallest capacity on {self.product} that fits the whole trace: "
+                f"{format_bytes(self.capacity)} ({self.capacity} bytes; searched in steps of "
+                f"{format_bytes(self.step)}, {self.runs} replays)")
+        if self.below is not None and self.below.first_failure is not None:
+            text += (f"\nwith {format_bytes(self.capacity - self.step)}:\n  "
+                     + str(self.below.first_failure).replace("\n", "\n  "))
+        return text
+
+
+def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2 * MiB,
+                      policy: int | None = None, progress: Progress | None = None,
+                      **overrides: Any) -> Bisection:
+    """The smallest multiple of ``step`` bytes of main memory on which ``trace`` fits.
+
+    Doubling from a lower bound (the peak of the requested bytes), then bisection: about
+    2 log2(capacity / step) replays, each stopping at its first failure. First-fit placement
+    is not strictly monotone in the capacity, so the answer is the smallest capacity the
+    search saw fit with one step less failing (DECISION: 2 MiB steps by default, the huge
+    page; 64 B steps on request).
+
+    Raises:
+        InvalidArgument: a step that is not a positive multiple of 64 bytes.
+    """
+    if not isinstance(step, int) or step <= 0 or step % 64:
+        raise InvalidArgument(f"step must be a positive multiple of 64 bytes, got {step!r}")
+    product = get_profile(product or trace.header.get("product") or DEFAULT_PRODUCT).name
+    runs = 0
+
+    def attempt(capacity: int) -> ReplayResult:
+        nonlocal runs
+        runs += 1
+        if progress is not None:
+            progress(runs, 0)
+        return replay(trace, product, capacity=capacity, policy=policy, stop_at_failure=True,
+                      **overrides)
+
+    # the requested bytes live at their peak: no smaller device can hold them
+    live: dict[tuple[int, Any], int] = {}
+    now = peak = 0
+    for event in trace.events:
+        key = (event.get("device", 0), event.get("ptr"))
+        if event.get("event") == "malloc" and isinstance(event.get("size"), int):
+            now += event["size"] - live.get(key, 0)
+            live[key] = event["size"]
+            peak = max(peak, now)
+        elif event.get("event") == "free":
+            now -= live.pop(key, 0)
+    lo = peak // step * step
+    hi = max(step, -(-peak // step) * step)
+    result = attempt(hi)
+    while not result.fits:
+        failure = result.first_failure
+        if failure is not None and failure.code != ErrorCode.RT_MEMORY_ALLOCATION:
+            return Bisection(product, step, None, runs, result, failure.message)
+        if hi * 2 > MEMORY_SPAN:
+            return Bisection(product, step, None, runs, result,
+                             "not even the largest simulated capacity holds it")
+        lo, hi = hi, hi * 2
+        result = attempt(hi)
+    below: ReplayResult | None = None
+    while hi - lo > step:
+        mid = (lo + hi) // 2 // step * step
+        trial = attempt(mid)
+        if trial.fits:
+            hi = mid
+        else:
+            lo, below = mid, trial
+    if below is None or lo != hi - step:
+        below = attempt(hi - step) if hi - step > 0 else None
+    return Bisection(product, step, hi, runs, below)
+
+
+def tty_progress(stream: Any = None) -> Progress | None:
+    """A progress callback drawing ``replay 42%`` on ``stream`` if it is a terminal, else None."""
+    stream = stream or sys.stderr
+    if not getattr(stream, "isatty", lambda: False)():
+        return None
+
+    def show(done: int, total: int) -> None:
+        if total:
+            stream.write(f"\rreplay {100 * done // total:3d}% ({done}/{total} events)")
+            if done >= total:
+                stream.write("\n")
+        else:
+            stream.write(f"\rbisection: replay {done}")
+        stream.flush()
+
+    return show

@@ -1,0 +1,208 @@
+"""Memory statistics per device, in the spirit of ``torch.npu.memory_stats``.
+
+A :class:`MemoryStats` is a device observer: attach it to a runtime and it keeps, per device,
+counters named like PyTorch's (``"<stat>.<pool>.<metric>"``):
+
+- stats: ``allocation`` (block count), ``footprint_bytes`` (bytes the blocks occupy, what
+  aclrtGetMemInfo subtracts), ``requested_bytes`` (bytes the program asked for);
+- pools: ``all``, ``memory.HBM``/``memory.DDR``, ``page.normal``/``page.huge``/``page.huge1g``,
+  ``component.<module name>`` (``component.APP`` by default);
+- metrics: ``current``, ``peak``, ``allocated`` (running total), ``freed`` (running total);
+
+plus ``num_ooms`` (failed mallocs), ``num_fallbacks`` (HUGE_FIRST blocks placed on normal
+pages), ``num_resets`` and ``reset_blocks`` (blocks still live when the device was reset).
+
+>>> from ascend_memsim import Runtime, MiB
+>>> with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+...     stats = MemoryStats.attach(rt)
+...     _ = rt.set_device(0)
+...     ptr = rt.malloc(2 * MiB)
+...     snap = stats.snapshot(0)
+>>> snap["requested_bytes.all.current"], snap["footprint_bytes.all.current"]
+(2097152, 4194304)
+
+Updating costs a few dict operations per event, and nothing at all when no observer is
+attached (the device checks ``if self.observers`` first).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from .constants import MODULE_NAMES
+
+if TYPE_CHECKING:
+    from .device import Block, Device
+    from .runtime import Runtime
+
+__all__ = ["MemoryStats", "STATS", "METRICS", "memory_summary"]
+
+#: The counted quantities and the metrics kept for each pool.
+STATS = ("allocation", "footprint_bytes", "requested_bytes")
+METRICS = ("current", "peak", "allocated", "freed")
+
+
+class _Counter:
+    """current / peak / allocated / freed of one quantity in one pool."""
+
+    __slots__ = ("current", "peak", "allocated", "freed")
+
+    def __init__(self) -> None:
+        self.current = self.peak = self.allocated = self.freed = 0
+
+    def add(self, n: int) -> None:
+        self.current += n
+        self.allocated += n
+        if self.current > self.peak:
+            self.peak = self.current
+
+    def sub(self, n: int) -> None:
+        self.current -= n
+        self.freed += n
+
+
+class _DeviceStats:
+    """The counters of one device, by (stat, pool)."""
+
+    def __init__(self) -> None:
+        self.counters: dict[tuple[str, str], _Counter] = {}
+        self.num_ooms = 0
+        self.num_fallbacks = 0
+        self.num_resets = 0
+        self.reset_blocks = 0
+
+    def _counter(self, stat: str, pool: str) -> _Counter:
+        counter = self.counters.get((stat, pool))
+        if counter is None:
+            counter = self.counters[(stat, pool)] = _Counter()
+        return counter
+
+    @staticmethod
+    def _pools(block: "Block") -> tuple[str, ...]:
+        return ("all", f"memory.{block.memory.value}", f"page.{block.page.value}",
+                f"component.{MODULE_NAMES.get(block.module, block.module)}")
+
+    def allocated(self, block: "Block") -> None:
+        for pool in self._pools(block):
+            self._counter("allocation", pool).add(1)
+            self._counter("footprint_bytes", pool).add(block.footprint)
+            self._counter("requested_bytes", pool).add(block.size)
+        if block.fallback:
+            self.num_fallbacks += 1
+
+    def freed(self, block: "Block") -> None:
+        for pool in self._pools(block):
+            self._counter("allocation", pool).sub(1)
+            self._counter("footprint_bytes", pool).sub(block.footprint)
+            self._counter("requested_bytes", pool).sub(block.size)
+
+
+class MemoryStats:
+    """A device observer that keeps torch-style memory statistics for every device.
+
+    Thread-safe: device events arrive under the device lock; the stats have a lock of their
+    own for readers.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._devices: dict[int, _DeviceStats] = {}
+
+    @classmethod
+    def attach(cls, runtime: "Runtime") -> "MemoryStats":
+        """A new MemoryStats observing every device of ``runtime`` from now on."""
+        stats = cls()
+        runtime.add_observer(stats)
+        return stats
+
+    def __call__(self, event: str, device: "Device", info: dict) -> None:
+        """Observer entry point; unknown events are ignored."""
+        if event not in ("malloc", "free", "malloc_failed", "reset"):
+            return
+        with self._lock:
+            stats = self._devices.get(device.device_id)
+            if stats is None:
+                stats = self._devices[device.device_id] = _DeviceStats()
+            if event == "malloc":
+                stats.allocated(info["block"])
+            elif event == "free":
+                stats.freed(info["block"])
+            elif event == "malloc_failed":
+                stats.num_ooms += 1
+            else:
+                # DECISION: blocks discarded by a reset count as freed, so current bytes
+                # return to zero as the device's free memory does.
+                stats.num_resets += 1
+                for block in info["blocks"]:
+                    stats.freed(block)
+                    stats.reset_blocks += 1
+
+    def device_ids(self) -> list[int]:
+        """The devices that have had an event so far."""
+        with self._lock:
+            return sorted(self._devices)
+
+    def snapshot(self, device_id: int = 0) -> dict[str, int]:
+        """All counters of one device as a flat dict (keys sorted), zeros before any event.
+
+        The ``.all`` pool always appears; the others appear once they have been used.
+        """
+        with self._lock:
+            stats = self._devices.get(device_id) or _DeviceStats()
+            out: dict[str, int] = {}
+            pools = {pool for _, pool in stats.counters} | {"all"}
+            for stat in STATS:
+                for pool in pools:
+                    counter = stats.counters.get((stat, pool)) or _Counter()
+                    for metric in METRICS:
+                        out[f"{stat}.{pool}.{metric}"] = getattr(counter, metric)
+            out["num_ooms"] = stats.num_ooms
+            out["num_fallbacks"] = stats.num_fallbacks
+            out["num_resets"] = stats.num_resets
+            out["reset_blocks"] = stats.reset_blocks
+            current = out["requested_bytes.all.current"]
+            # what the rounding rule and page granularity cost right now
+            out["overhead_bytes.all.current"] = out["footprint_bytes.all.current"] - current
+            return dict(sorted(out.items()))
+
+    def reset_peak(self, device_id: int | None = None) -> None:
+        """Set every peak to its current value (torch.npu.reset_peak_memory_stats)."""
+        with self._lock:
+            targets = (self._devices.values() if device_id is None
+                       else [self._devices[device_id]] if device_id in self._devices else [])
+            for stats in targets:
+                for counter in stats.counters.values():
+                    counter.peak = counter.current
+
+    def summary(self, device_id: int = 0) -> str:
+        """A table of the snapshot for terminals (see :func:`memory_summary`)."""
+        return memory_summary(self.snapshot(device_id), device_id)
+
+
+def _fmt(n: int, is_bytes: bool) -> str:
+    if not is_bytes:
+        return str(n)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def memory_summary(snapshot: dict[str, int], device_id: int = 0) -> str:
+    """A torch.memory_summary-like table of a :meth:`MemoryStats.snapshot`."""
+    pools = sorted({k.split(".", 1)[1].rsplit(".", 1)[0] for k in snapshot
+                    if k.startswith("allocation.")}, key=lambda p: (p != "all", p))
+    lines = [f"memory statistics of device {device_id}",
+             f"{'':32}{'current':>14}{'peak':>14}{'allocated':>14}{'freed':>14}"]
+    for stat in STATS:
+        is_bytes = stat.endswith("bytes")
+        for pool in pools:
+            row = [_fmt(snapshot[f"{stat}.{pool}.{m}"], is_bytes) for m in METRICS]
+            lines.append(f"{stat + ' ' + pool:32}" + "".join(f"{v:>14}" for v in row))
+    lines.append(f"out-of-memory failures: {snapshot['num_ooms']}; huge-page fallbacks: "
+                 f"{snapshot['num_fallbacks']}; resets: {snapshot['num_resets']} "
+                 f"({snapshot['reset_blocks']} blocks still live)")
+    lines.append(f"padding and page rounding now: "
+                 f"{_fmt(snapshot['overhead_bytes.all.current'], True)}")
+    return "\n".join(lines)

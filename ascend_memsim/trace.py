@@ -1,0 +1,357 @@
+"""Allocation traces: record every event of a runtime, save it as JSON Lines, load it back.
+
+A trace is a list of plain dicts, one per event, each with ``seq`` (0, 1, 2, ...),
+``event`` (``malloc``, ``malloc_failed``, ``free``, ``reset``, ``set_device``,
+``reset_device``, ``memcpy``, ``memset`` or any later event, recorded generically),
+``device``, ``thread`` (threads numbered in order of first appearance), ``stream`` (when
+the event names one, else None) and the event's own fields:
+
+- ``malloc``: api, policy, size, module, ptr, rule_size, footprint, page, memory, fallback
+  (true when HUGE_FIRST fell back to normal pages: the "fallback" event is this flag);
+- ``malloc_failed``: api, policy, size, module, code, error (the explaining message);
+- ``free``: ptr, size, footprint; ``reset``: leaked (pointers still live).
+
+With ``stacks=True`` each event also carries ``stack``: the user's frames as
+``file:line in function`` strings (:mod:`ascend_memsim.sites`).
+
+The file starts with a header line ``{"format": "ascend-memsim-trace", "version": 1, ...}``
+naming the product and capacity it was recorded on. :func:`load` also reads RAPIDS RMM's
+CSV allocation log (``Thread,Time,Action,Pointer,Size,Stream``, from
+``rmm::mr::logging_resource_adaptor``).
+
+Bad input never crashes a load: a line that cannot be read is left out and described, with
+its line number, in :attr:`Trace.problems` (``strict=True`` raises :class:`TraceFormatError`
+at the first one instead).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import threading
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .errors import InvalidArgument
+from .sites import capture_site
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .runtime import Runtime
+
+__all__ = ["Trace", "Recorder", "TraceFormatError", "load", "loads", "read_rmm_csv",
+           "FORMAT", "KNOWN_EVENTS"]
+
+FORMAT = "ascend-memsim-trace"
+VERSION = 1
+
+#: The events replay acts on; any other event is kept and skipped.
+KNOWN_EVENTS = ("malloc", "malloc_failed", "free", "reset", "set_device", "reset_device")
+
+_RMM_COLUMNS = ("Thread", "Time", "Action", "Pointer", "Size", "Stream")
+
+
+class TraceFormatError(InvalidArgument):
+    """A trace line that cannot be read; the message starts with ``file:line:``."""
+
+
+@dataclass
+class Trace:
+    """Events (dicts), the header, the source line of each event and the load problems."""
+
+    events: list[dict] = field(default_factory=list)
+    header: dict = field(default_factory=dict)
+    #: source line number of each event (1-based), parallel to ``events``
+    lines: list[int] = field(default_factory=list)
+    #: ``"name:line: what is wrong"`` for every line left out when loading
+    problems: list[str] = field(default_factory=list)
+    name: str = "<trace>"
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def line_of(self, index: int) -> int:
+        """The source line of event ``index`` (its position + 2 when recorded in memory)."""
+        return self.lines[index] if index < len(self.lines) else index + 2
+
+    def dumps(self) -> str:
+        """The trace as JSON Lines text, header first."""
+        header = {"format": FORMAT, "version": VERSION, **{
+            k: v for k, v in self.header.items() if k not in ("format", "version")}}
+        out = [json.dumps(header, sort_keys=True)]
+        out += [json.dumps(e, sort_keys=True) for e in self.events]
+        return "\n".join(out) + "\n"
+
+    def save(self, path: str) -> None:
+        """Write the trace as JSON Lines to ``path``."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.dumps())
+
+    def counts(self) -> dict[str, int]:
+        """How many events of each kind."""
+        out: dict[str, int] = {}
+        for event in self.events:
+            out[event["event"]] = out.get(event["event"], 0) + 1
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON value for an event field: numbers, strings, enums by value, others by repr."""
+    if isinstance(value, Enum):
+        return value.value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    # a stream or event object: its integer handle when it has one
+    for attr in ("handle", "stream_id", "id"):
+        number = getattr(value, attr, None)
+        if isinstance(number, int) and not isinstance(number, bool):
+            return number
+    return repr(value)
+
+
+class Recorder:
+    """A runtime observer that records every event into a :class:`Trace`.
+
+    >>> from ascend_memsim import Runtime, MiB
+    >>> with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
+    ...     _ = rt.set_device(0)
+    ...     rt.free(rt.malloc(100))
+    >>> [e["event"] for e in rec.trace.events]
+    ['set_device', 'malloc', 'free']
+    """
+
+    def __init__(self, runtime: "Runtime", *, stacks: bool = False) -> None:
+        self.runtime = runtime
+        self.stacks = stacks
+        profile = runtime.profile
+        self.trace = Trace(header={"product": profile.name, "hbm_bytes": profile.hbm_bytes,
+                                   "ddr_bytes": profile.ddr_bytes,
+                                   "device_count": profile.device_count})
+        self._lock = threading.Lock()
+        self._threads: dict[int, int] = {}
+        self._attached = False
+
+    def __enter__(self) -> "Recorder":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Begin recording (idempotent)."""
+        if not self._attached:
+            self.runtime.add_observer(self)
+            self._attached = True
+
+    def stop(self) -> None:
+        """Stop recording; the trace stays in :attr:`trace`."""
+        if self._attached:
+            self.runtime.remove_observer(self)
+            self._attached = False
+
+    def __call__(self, event: str, device: "Device", info: dict) -> None:
+        record: dict[str, Any] = {"event": event, "device": device.device_id,
+                                  "stream": _jsonable(info.get("stream"))}
+        if event == "malloc":
+            block, request = info["block"], info["request"]
+            record.update(api=request.api.value, policy=request.policy, size=request.size,
+                          module=request.module, ptr=block.ptr, rule_size=block.rule_size,
+                          footprint=block.footprint, page=block.page.value,
+                          memory=block.memory.value, fallback=block.fallback)
+        elif event == "malloc_failed":
+            request, error = info["request"], info["error"]
+            record.update(api=request.api.value, policy=request.policy, size=request.size,
+                          module=request.module, code=int(getattr(error, "code", 0)),
+                          error=str(error))
+        elif event == "free":
+            block = info["block"]
+            record.update(ptr=block.ptr, size=block.size, footprint=block.footprint)
+        elif event == "reset":
+            record["leaked"] = [b.ptr for b in info["blocks"]]
+        else:
+            for key, value in info.items():
+                if key != "stream":
+                    record[key] = _jsonable(value)
+        if self.stacks:
+            site = capture_site()
+            record["stack"] = [f"{f.filename}:{f.lineno} in {f.name}" for f in site]
+        ident = threading.get_ident()
+        with self._lock:
+            thread = self._threads.get(ident)
+            if thread is None:
+                thread = self._threads[ident] = len(self._threads)
+            record["thread"] = thread
+            record["seq"] = len(self.trace.events)
+            self.trace.events.append(record)
+
+
+# -- loading -------------------------------------------------------------------------------
+
+def _int_field(record: dict, key: str, where: str, *, minimum: int = 0) -> int:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TraceFormatError(f"{where}: {key!r} must be an integer, got {value!r}")
+    if value < minimum:
+        raise TraceFormatError(f"{where}: {key}={value} is below {minimum}")
+    return value
+
+
+def _check_event(record: Any, where: str) -> dict:
+    """The event ``record`` with its fields checked, or TraceFormatError."""
+    if not isinstance(record, dict):
+        raise TraceFormatError(f"{where}: an event must be a JSON object, got "
+                               f"{type(record).__name__}")
+    kind = record.get("event")
+    if not isinstance(kind, str) or not kind:
+        raise TraceFormatError(f"{where}: no 'event' name")
+    record.setdefault("device", 0)
+    _int_field(record, "device", where)
+    if kind in ("malloc", "malloc_failed"):
+        _int_field(record, "size", where, minimum=0)
+        record.setdefault("policy", 0)
+        _int_field(record, "policy", where)
+        record.setdefault("api", "aclrtMalloc")
+    if kind in ("malloc", "free"):
+        _int_field(record, "ptr", where, minimum=1)
+    return record
+
+
+def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
+    """Parse JSON Lines trace text (or RMM CSV text, recognised by its header).
+
+    Raises:
+        TraceFormatError: with ``strict``, at the first bad line.
+    """
+    first = text.lstrip().split("\n", 1)[0]
+    if first.replace(" ", "").startswith("Thread,Time,Action"):
+        return read_rmm_csv(io.StringIO(text), name, strict=strict)
+    trace = Trace(name=name)
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        try:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TraceFormatError(f"{where}: not a JSON object ({e.msg}; truncated line?)"
+                                       ) from None
+            if isinstance(record, dict) and record.get("format") == FORMAT:
+                if record.get("version") != VERSION:
+                    raise TraceFormatError(f"{where}: trace version {record.get('version')!r}"
+                                           f" is not {VERSION}")
+                trace.header = record
+                continue
+            record = _check_event(record, where)
+        except TraceFormatError as e:
+            if strict:
+                raise
+            trace.problems.append(str(e))
+            continue
+        trace.events.append(record)
+        trace.lines.append(number)
+    return trace
+
+
+def load(path: str, *, strict: bool = False) -> Trace:
+    """Read a trace file: JSON Lines as written by :meth:`Trace.save`, or an RMM CSV log.
+
+    Raises:
+        TraceFormatError: with ``strict``, at the first bad line.
+        InvalidArgument: the file cannot be read.
+    """
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
+    return loads(text, path, strict=strict)
+
+
+def _parse_int(text: str, base_guess: bool = True) -> int:
+    text = text.strip()
+    if text.lower() in ("", "nil", "(nil)", "null", "nullptr"):
+        return 0
+    return int(text, 16) if text.lower().startswith("0x") or (
+        base_guess and any(c in "abcdefABCDEF" for c in text)) else int(text)
+
+
+def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
+                 strict: bool = False) -> Trace:
+    """Read RMM's CSV allocation log into a trace of ``malloc``/``free`` events.
+
+    Actions: ``allocate`` and ``free`` (also ``deallocate``), ``allocate failure``. Pointers
+    and streams may be hexadecimal (``0x7f...``) or decimal; thread ids are renumbered in order
+    of appearance. RMM logs no policy: events get HUGE_FIRST (replay may override it).
+
+    Raises:
+        TraceFormatError: with ``strict``, at the first bad line.
+    """
+    trace = Trace(name=name, header={"source": "rmm-csv"})
+    reader = csv.reader(source)
+    threads: dict[str, int] = {}
+    columns: dict[str, int] | None = None
+    for row in reader:
+        number = reader.line_num
+        where = f"{name}:{number}"
+        if not row or not "".join(row).strip():
+            continue
+        try:
+            if columns is None:
+                found = [c.strip() for c in row]
+                missing = [c for c in _RMM_COLUMNS if c not in found]
+                if missing:
+                    raise TraceFormatError(f"{where}: RMM log header must name "
+                                           f"{','.join(_RMM_COLUMNS)}; missing {missing}")
+                columns = {c: found.index(c) for c in _RMM_COLUMNS}
+                continue
+            if len(row) < len(columns):
+                raise TraceFormatError(f"{where}: {len(row)} fields, expected "
+                                       f"{len(_RMM_COLUMNS)} (truncated line?)")
+            action = row[columns["Action"]].strip().lower()
+            try:
+                ptr = _parse_int(row[columns["Pointer"]])
+                size = int(row[columns["Size"]].strip())
+                stream = _parse_int(row[columns["Stream"]])
+            except ValueError:
+                raise TraceFormatError(f"{where}: cannot read the pointer, size or stream in "
+                                       f"{','.join(row)!r}") from None
+            if size < 0:
+                raise TraceFormatError(f"{where}: negative size {size}")
+            thread = threads.setdefault(row[columns["Thread"]].strip(), len(threads))
+            common = {"device": 0, "thread": thread, "stream": stream,
+                      "time": row[columns["Time"]].strip()}
+            if action == "allocate":
+                if ptr <= 0:
+                    raise TraceFormatError(f"{where}: allocate with a null pointer")
+                event = {"event": "malloc", "api": "aclrtMalloc", "policy": 0, "size": size,
+                         "ptr": ptr, **common}
+            elif action in ("free", "deallocate"):
+                event = {"event": "free", "ptr": ptr, "size": size, **common}
+            elif action in ("allocate failure", "allocate_failure", "failure"):
+                event = {"event": "malloc_failed", "api": "aclrtMalloc", "policy": 0,
+                         "size": size, **common}
+            else:
+                raise TraceFormatError(f"{where}: unknown action {action!r} (expected "
+                                       f"allocate, free or allocate failure)")
+        except TraceFormatError as e:
+            if strict:
+                raise
+            trace.problems.append(str(e))
+            continue
+        event["seq"] = len(trace.events)
+        trace.events.append(event)
+        trace.lines.append(number)
+    if columns is None:
+        problem = f"{name}:1: empty RMM log (no header line)"
+        if strict:
+            raise TraceFormatError(problem)
+        trace.problems.append(problem)
+    return trace

@@ -1,0 +1,592 @@
+"""Pictures of device memory: a memory map, a timeline, a text map; SVG, HTML, PNG.
+
+- :func:`map_svg`: the device's address range as rows of 2 MiB (the huge page), each block
+  drawn in three parts: the bytes requested, the rounding padding (the +32 rule) and the page
+  rounding (a huge page's unused tail), so the cost of each rule is visible at a glance.
+- :func:`timeline_svg`: bytes in use (footprints) over the events of a replay, stacked by
+  component, with the capacity and each failed malloc marked.
+- :func:`text_map`: one character per 2 MiB page, for terminals.
+- :func:`html_page`: self-contained HTML (inline SVG, no script, no network) around them.
+- :func:`save_png`: the same pictures through matplotlib (the ``plot`` extra), imported only
+  when a PNG is asked for.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator
+
+from .constants import MiB
+from .device import PAGE_BYTES, Block, Page
+from .explain import format_bytes
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .replay import Timeline
+
+__all__ = ["MapSnapshot", "approx_bytes", "map_svg", "timeline_svg", "text_map", "html_page",
+           "save_png", "save_picture", "PAGE_COLORS"]
+
+ROW_BYTES = PAGE_BYTES[Page.HUGE]
+
+#: Fill colours of requested bytes, by page kind (colour-blind-safe Okabe-Ito hues).
+PAGE_COLORS = {"normal": "#0072B2", "huge": "#E69F00", "huge1g": "#CC79A7"}
+_COMPONENT_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
+                     "#F0E442", "#999999")
+PADDING_COLOR = "#D55E00"
+FREE_COLOR = "#F4F4F4"
+_FONT = "font-family:DejaVu Sans,Verdana,sans-serif"
+
+
+@dataclass
+class MapSnapshot:
+    """The live blocks of one device's main memory at a moment, for drawing."""
+
+    title: str
+    base: int
+    capacity: int
+    blocks: list[Block] = field(default_factory=list)
+    free_bytes: int = 0
+    largest_free_run: int = 0
+
+    @classmethod
+    def of(cls, device: "Device", title: str | None = None) -> "MapSnapshot":
+        """A snapshot of ``device`` now (takes the device lock)."""
+        with device.lock:
+            memory = device.profile.main_memory
+            alloc = device.allocators[memory]
+            blocks = [b for b in device.blocks() if b.memory is memory]
+            return cls(title or f"{device.profile.name} device {device.device_id}, "
+                                f"{memory.value}", alloc.base, alloc.capacity, blocks,
+                       alloc.free_bytes, alloc.largest_free_run())
+
+    def segments(self) -> Iterator[tuple[int, int, str, Block]]:
+        """(start offset, end offset, part, block) with part "data", "padding", "rounding"."""
+        for b in self.blocks:
+            start = b.ptr - self.base
+            yield start, start + b.size, "data", b
+            if b.rule_size > b.size:
+                yield start + b.size, start + b.rule_size, "padding", b
+            if b.footprint > b.rule_size:
+                yield start + b.rule_size, start + b.footprint, "rounding", b
+
+    @property
+    def used_bytes(self) -> int:
+        return self.capacity - self.free_bytes
+
+
+def approx_bytes(n: int) -> str:
+    """``21.9 MiB``: three significant figures, for summaries (exact sizes stay exact).
+
+    >>> approx_bytes(22_938_880), approx_bytes(512), approx_bytes(4 * MiB)
+    ('21.9 MiB', '512 B', '4 MiB')
+    """
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            value = n / scale
+            text = f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+            return f"{text} {unit}"
+    return f"{n} B"
+
+
+def component_colors(names: "set[str] | list[str]") -> dict[str, str]:
+    """A colour per component name, the same in every picture: APP first, then by name."""
+    ordered = sorted(set(names), key=lambda n: (n != "APP", n))
+    return {n: _COMPONENT_COLORS[i % len(_COMPONENT_COLORS)] for i, n in enumerate(ordered)}
+
+
+def _rows(snapshot: MapSnapshot, max_rows: int) -> tuple[int, list[tuple[int, int]]]:
+    """(bytes per row, [(first row, row count)] of runs to draw; gaps between are free)."""
+    row_bytes = ROW_BYTES
+    total_rows = -(-snapshot.capacity // row_bytes)
+    used = sorted({r for s, e, _, _ in snapshot.segments()
+                   for r in range(s // row_bytes, (e - 1) // row_bytes + 1)})
+    while len(used) > max_rows:
+        row_bytes *= 2
+        total_rows = -(-snapshot.capacity // row_bytes)
+        used = sorted({r // 2 for r in used})
+    # show used rows, free gaps of up to 2 rows drawn, longer gaps folded
+    runs: list[tuple[int, int]] = []
+    for r in used:
+        if runs and r - (runs[-1][0] + runs[-1][1]) <= 2:
+            first, _ = runs[-1]
+            runs[-1] = (first, r - first + 1)
+        else:
+            runs.append((r, 1))
+    if not runs:
+        runs = [(0, min(total_rows, 4))]
+    else:
+        # one free row after the last used one, if there is room, to show where free begins
+        first, count = runs[-1]
+        if first + count < total_rows:
+            runs[-1] = (first, count + 1)
+    return row_bytes, runs
+
+
+def _offset_label(offset: int) -> str:
+    return f"+{offset // MiB} MiB" if offset % MiB == 0 else f"+{format_bytes(offset)}"
+
+
+def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
+            max_rows: int = 160) -> str:
+    """An SVG memory map: rows of 2 MiB, blocks split into requested / padding / rounding.
+
+    ``color_by`` is ``"page"`` (normal, huge, 1 GiB pages) or ``"component"`` (module).
+    Hovering a block shows its description (an SVG ``<title>``). Rows double in size when
+    more than ``max_rows`` would be needed; long free stretches fold into one line.
+    """
+    if color_by not in ("page", "component"):
+        raise ValueError(f"color_by must be 'page' or 'component', got {color_by!r}")
+    row_bytes, runs = _rows(snapshot, max_rows)
+    left, right, row_h, gap, top = 78, 14, 16, 3, 92
+    bar_w = width - left - right
+    scale = bar_w / row_bytes
+    comp = component_colors({b.module_name for b in snapshot.blocks})
+
+    def color(b: Block) -> str:
+        return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
+
+    body: list[str] = []
+    y = top
+    row_y: dict[int, float] = {}
+    previous_end = 0
+    for first, count in runs:
+        if first > previous_end:
+            skipped = first - previous_end
+            body.append(f'<text x="{left + bar_w / 2}" y="{y + 11}" text-anchor="middle" '
+                        f'class="fold">… {format_bytes(skipped * row_bytes)} free '
+                        f'({_offset_label(previous_end * row_bytes)} to '
+                        f'{_offset_label(first * row_bytes)}) …</text>')
+            y += row_h + gap
+        for r in range(first, first + count):
+            if r * row_bytes >= snapshot.capacity:
+                break
+            row_y[r] = y
+            row_w = min(row_bytes, snapshot.capacity - r * row_bytes) * scale
+            body.append(f'<rect x="{left}" y="{y}" width="{row_w:.2f}" height="{row_h}" '
+                        f'class="free"/>')
+            body.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end" class="addr">'
+                        f'{_offset_label(r * row_bytes)}</text>')
+            y += row_h + gap
+        previous_end = first + count
+    total_rows = -(-snapshot.capacity // row_bytes)
+    if previous_end < total_rows:
+        body.append(f'<text x="{left + bar_w / 2}" y="{y + 11}" text-anchor="middle" '
+                    f'class="fold">… {format_bytes(snapshot.capacity - previous_end * row_bytes)}'
+                    f' free to the end ({format_bytes(snapshot.capacity)}) …</text>')
+        y += row_h + gap
+    # the blocks, cut at row boundaries
+    for start, end, part, b in snapshot.segments():
+        tip = html.escape(f"{b.describe()}; {b.module_name}; rule size {b.rule_size}, "
+                          f"padding {b.padding} B, page rounding {b.page_rounding} B"
+                          + ("; fell back to normal pages" if b.fallback else ""))
+        pos = start
+        while pos < end:
+            r = pos // row_bytes
+            stop = min(end, (r + 1) * row_bytes)
+            if r in row_y:
+                x = left + (pos - r * row_bytes) * scale
+                # padding is tiny next to a page: draw it at least 2 px so the rule shows
+                w = max((stop - pos) * scale, 2.0 if part == "padding" else 1.0)
+                fill = {"data": color(b), "padding": PADDING_COLOR,
+                        "rounding": "url(#rounding)"}[part]
+                extra = ' stroke="#C00000" stroke-width="1.2"' if b.fallback and part == "data" \
+                    else ""
+                body.append(f'<rect x="{x:.2f}" y="{row_y[r] + 1}" width="{w:.2f}" '
+                            f'height="{row_h - 2}" fill="{fill}"{extra}>'
+                            f'<title>{tip}</title></rect>')
+                if part == "rounding":
+                    body.append(f'<rect x="{x:.2f}" y="{row_y[r] + 1}" width="{w:.2f}" '
+                                f'height="{row_h - 2}" fill="none" stroke="{color(b)}" '
+                                f'stroke-width="0.8"/>')
+                label = ""
+                if part == "data" and pos == start:
+                    label = f"{approx_bytes(b.size)} requested, {b.api.value}"
+                    if len(label) * 5.6 > w - 8:
+                        label = approx_bytes(b.size)
+                elif part == "rounding" and pos == start:
+                    label = f"page rounding: {approx_bytes(end - start)} unused"
+                if label and len(label) * 5.6 <= w - 8:
+                    cls = "inl" if part == "data" else "inr"
+                    body.append(f'<text x="{x + 5:.2f}" y="{row_y[r] + 11.5}" class="{cls}">'
+                                f'{html.escape(label)}</text>')
+            pos = stop
+    # the 2 MiB grid: ticks inside a row when rows are larger than a huge page
+    grid: list[str] = []
+    if row_bytes > ROW_BYTES and row_bytes // ROW_BYTES <= 64:
+        for r, ry in row_y.items():
+            for k in range(1, row_bytes // ROW_BYTES):
+                gx = left + k * ROW_BYTES * scale
+                grid.append(f'<line x1="{gx:.2f}" y1="{ry}" x2="{gx:.2f}" y2="{ry + row_h}" '
+                            f'class="grid"/>')
+    # legend
+    if color_by == "page":
+        kinds = sorted({b.page.value for b in snapshot.blocks}) or ["normal", "huge"]
+        swatches = [(PAGE_COLORS[k], f"requested, {k} pages") for k in kinds]
+    else:
+        swatches = [(c, f"component {n}") for n, c in comp.items()]
+    swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
+                 ("url(#rounding)", "page rounding (unused tail of a page)"),
+                 (FREE_COLOR, "free")]
+    legend = []
+    lx, ly = left, 44.0
+    for fill, label in swatches:
+        legend.append(f'<rect x="{lx}" y="{ly}" width="14" height="12" fill="{fill}" '
+                      f'stroke="#555" stroke-width="0.5"/><text x="{lx + 19}" y="{ly + 10}" '
+                      f'class="legend">{html.escape(label)}</text>')
+        lx += 30 + 6.3 * len(label)
+        if lx > width - 200:
+            lx, ly = left, ly + 18
+    if any(b.fallback for b in snapshot.blocks):
+        legend.append(f'<rect x="{lx}" y="{ly}" width="14" height="12" fill="none" '
+                      f'stroke="#C00000" stroke-width="1.5"/><text x="{lx + 19}" y="{ly + 10}"'
+                      f' class="legend">huge-page fallback</text>')
+    row_note = (f"each row {format_bytes(row_bytes)}"
+                + (f", ticks every {format_bytes(ROW_BYTES)}" if grid else " (one huge page)"))
+    summary = (f"{len(snapshot.blocks)} blocks use {approx_bytes(snapshot.used_bytes)} of "
+               f"{approx_bytes(snapshot.capacity)}; free {approx_bytes(snapshot.free_bytes)}, "
+               f"largest free run {approx_bytes(snapshot.largest_free_run)}; {row_note}")
+    height = max(y, ly + 30) + 10
+    return "\n".join([
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">',
+        "<defs>",
+        '<pattern id="rounding" width="6" height="6" patternUnits="userSpaceOnUse" '
+        'patternTransform="rotate(45)"><rect width="6" height="6" fill="#FFFFFF"/>'
+        '<line x1="0" y1="0" x2="0" y2="6" stroke="#888888" stroke-width="2"/></pattern>',
+        f"<style>text{{{_FONT};fill:#222}} .title{{font-size:15px;font-weight:bold}} "
+        ".sub{font-size:11.5px;fill:#444} .addr{font-size:10px;fill:#555} "
+        ".legend{font-size:11px} .fold{font-size:10.5px;fill:#777;font-style:italic} "
+        f".free{{fill:{FREE_COLOR};stroke:#CCCCCC;stroke-width:0.5}} "
+        ".grid{stroke:#FFFFFF;stroke-width:1} .inl{font-size:10px;fill:#000} "
+        ".inr{font-size:10px;fill:#444;font-style:italic}</style>",
+        "</defs>",
+        f'<rect width="{width}" height="{height}" fill="#FFFFFF"/>',
+        f'<text x="{left}" y="20" class="title">Memory map: {html.escape(snapshot.title)}</text>',
+        f'<text x="{left}" y="36" class="sub">{html.escape(summary)}</text>',
+        *legend, *body, *grid, "</svg>"])
+
+
+def _nice_step(top: int) -> int:
+    """A round tick step (1, 2, 5 x a power of two unit) giving 4 to 8 ticks up to ``top``."""
+    unit = 1
+    for scale in (1 << 30, 1 << 20, 1 << 10):
+        if top >= 4 * scale:
+            unit = scale
+            break
+    for mult in (1, 2, 4, 5, 8, 10, 16, 20, 32, 50, 64, 100, 128, 256, 512, 1024):
+        step = mult * unit
+        if top / step <= 8:
+            return step
+    return max(1, top // 8)
+
+
+def timeline_svg(timeline: "Timeline", *, title: str = "Bytes in use", width: int = 760,
+                 height: int = 320, show_capacity: bool | None = None) -> str:
+    """An SVG stacked-area chart of footprint bytes per component over the event index.
+
+    Failed mallocs are red marks on the axis. The capacity is drawn as a dashed line when it
+    is within 4x of the peak (``show_capacity`` forces it on or off).
+    """
+    names = timeline.components()
+    colors = component_colors(names)
+    points = timeline.points
+    n_events = max(timeline.events, 1)
+    peak = max((sum(by.values()) for _, by in points), default=0)
+    cap = timeline.capacity
+    if show_capacity is None:
+        show_capacity = bool(cap) and cap <= 4 * max(peak, 1)
+    top_value = max(peak, cap if show_capacity else 0, 1)
+    step = _nice_step(top_value)
+    top_value = -(-top_value // step) * step
+    left, right, top, bottom = 78, 20, 56, 42
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def px(index: float) -> float:
+        return left + (index + 1) / n_events * plot_w
+
+    def py(value: float) -> float:
+        return top + plot_h - value / top_value * plot_h
+
+    # one sample per pixel column at most: keep the column's highest total (peaks survive)
+    columns: dict[int, tuple[int, dict[str, int]]] = {}
+    for index, by in points:
+        col = int(px(index))
+        kept = columns.get(col)
+        if kept is None or sum(by.values()) >= sum(kept[1].values()):
+            columns[col] = (index, by)
+    samples = [columns[c] for c in sorted(columns)]
+    parts: list[str] = []
+    # stacked step areas, largest component at the bottom
+    below = [0] * len(samples)
+    for name in names:
+        upper = [below[i] + samples[i][1].get(name, 0) for i in range(len(samples))]
+        outline: list[tuple[float, float]] = []
+        for i, (index, _) in enumerate(samples):
+            x_next = px(samples[i + 1][0]) if i + 1 < len(samples) else px(n_events - 1)
+            outline += [(px(index), py(upper[i])), (x_next, py(upper[i]))]
+        back = []
+        for i in reversed(range(len(samples))):
+            x_next = px(samples[i + 1][0]) if i + 1 < len(samples) else px(n_events - 1)
+            back += [(x_next, py(below[i])), (px(samples[i][0]), py(below[i]))]
+        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in outline + back)
+        parts.append(f'<polygon points="{coords}" fill="{colors[name]}" fill-opacity="0.85" '
+                     f'stroke="{colors[name]}" stroke-width="0.6"><title>{html.escape(name)}'
+                     f'</title></polygon>')
+        below = upper
+    # axes and ticks
+    axis = [f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
+            f'class="axis"/>', f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" '
+            f'class="axis"/>']
+    value = 0
+    while value <= top_value:
+        y = py(value)
+        axis.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
+                    f'class="gridline"/><text x="{left - 6}" y="{y + 4:.1f}" '
+                    f'text-anchor="end" class="tick">{format_bytes(value)}</text>')
+        value += step
+    x_step = max(1, _nice_count(n_events))
+    index = 0
+    while index <= n_events:
+        x = left + index / n_events * plot_w
+        axis.append(f'<text x="{x:.1f}" y="{top + plot_h + 15}" text-anchor="middle" '
+                    f'class="tick">{index}</text>')
+        index += x_step
+    axis.append(f'<text x="{left + plot_w / 2}" y="{height - 8}" text-anchor="middle" '
+                f'class="tick">event number</text>')
+    if show_capacity and cap:
+        y = py(cap)
+        axis.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
+                    f'class="cap"/><text x="{left + plot_w - 4}" y="{y - 4:.1f}" '
+                    f'text-anchor="end" class="capt">capacity {format_bytes(cap)}</text>')
+    marks = []
+    for index in timeline.failures[:200]:
+        x = px(index)
+        marks.append(f'<path d="M{x:.1f},{top + plot_h - 9} l-5,9 h10 z" class="fail">'
+                    f'<title>malloc failed at event {index}</title></path>')
+    legend = []
+    lx = left
+    items = [(colors[n], n) for n in names]
+    if timeline.failures:
+        items.append(("#C00000", f"failed malloc ({len(timeline.failures)})"))
+    for fill, label in items:
+        legend.append(f'<rect x="{lx}" y="34" width="14" height="12" fill="{fill}"/>'
+                      f'<text x="{lx + 19}" y="44" class="legend">{html.escape(label)}</text>')
+        lx += 34 + 6.3 * len(label)
+    sub = f"peak {approx_bytes(peak)} over {timeline.events} events"
+    return "\n".join([
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">',
+        f"<defs><style>text{{{_FONT};fill:#222}} .title{{font-size:15px;font-weight:bold}} "
+        ".tick{font-size:10px;fill:#555} .legend{font-size:11px} "
+        ".axis{stroke:#333;stroke-width:1} .gridline{stroke:#E4E4E4;stroke-width:1} "
+        ".cap{stroke:#C00000;stroke-width:1.2;stroke-dasharray:6 4} "
+        ".capt{font-size:10.5px;fill:#C00000} .fail{fill:#C00000}</style></defs>",
+        f'<rect width="{width}" height="{height}" fill="#FFFFFF"/>',
+        f'<text x="{left}" y="20" class="title">{html.escape(title)} '
+        f'<tspan class="tick">({html.escape(sub)})</tspan></text>',
+        *legend, *axis[2:], *parts, *axis[:2], *marks, "</svg>"])
+
+
+def _nice_count(n: int) -> int:
+    """A round step for event-number ticks (about 8 ticks)."""
+    raw = max(1, n // 8)
+    magnitude = 10 ** (len(str(raw)) - 1)
+    for mult in (1, 2, 5, 10):
+        if mult * magnitude >= raw:
+            return mult * magnitude
+    return raw
+
+
+#: Text map characters: the cell's strongest content wins, in this order.
+TEXT_LEGEND = (("G", "1 GiB pages"), ("H", "huge page with requested bytes"),
+               ("h", "huge page holding only padding / page rounding"),
+               ("N", "normal-page blocks fill the 2 MiB"),
+               ("n", "normal-page blocks, partly"), (".", "free"))
+
+
+def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
+    """One character per 2 MiB of the device, ``columns`` per line; free lines fold.
+
+    >>> from ascend_memsim import Runtime, MiB
+    >>> with Runtime("A2", hbm_bytes=16 * MiB) as rt:
+    ...     _ = rt.set_device(0)
+    ...     _ = rt.malloc(2 * MiB)
+    ...     print(text_map(MapSnapshot.of(rt.device(0))).splitlines()[1])
+    +0 MiB      Hh......
+    """
+    cell = ROW_BYTES
+    cells = -(-snapshot.capacity // cell)
+    while cells > 4096 * 64:
+        cell *= 2
+        cells = -(-snapshot.capacity // cell)
+    data: dict[int, dict[str, int]] = {}
+    for start, end, part, b in snapshot.segments():
+        pos = start
+        while pos < end:
+            c = pos // cell
+            stop = min(end, (c + 1) * cell)
+            key = ("G" if b.page is Page.HUGE1G else "H" if b.page is Page.HUGE else "n")
+            slot = data.setdefault(c, {})
+            slot[key + part] = slot.get(key + part, 0) + stop - pos
+            pos = stop
+
+    def char(c: int) -> str:
+        slot = data.get(c)
+        if not slot:
+            return "."
+        if any(k.startswith("G") for k in slot):
+            return "G"
+        if slot.get("Hdata"):
+            return "H"
+        if any(k.startswith("H") for k in slot) and not any(k.startswith("n") for k in slot):
+            return "h"
+        normal = sum(v for k, v in slot.items() if k.startswith("n"))
+        return "N" if normal >= cell * 0.95 else "n"
+
+    lines = [f"{snapshot.title}: {len(snapshot.blocks)} blocks, "
+             f"{approx_bytes(snapshot.used_bytes)} used of {approx_bytes(snapshot.capacity)}, "
+             f"largest free run {approx_bytes(snapshot.largest_free_run)}"]
+    folded = 0
+    for row in range(-(-cells // columns)):
+        text = "".join(char(c) for c in range(row * columns, min(cells, (row + 1) * columns)))
+        if set(text) == {"."} and row > 0:
+            folded += len(text)
+            continue
+        if folded:
+            lines.append(f"{'':11} ... {format_bytes(folded * cell)} free ...")
+            folded = 0
+        lines.append(f"{_offset_label(row * columns * cell):11} {text}")
+    if folded:
+        lines.append(f"{'':11} ... {format_bytes(folded * cell)} free to the end ...")
+    lines.append(f"one character = {format_bytes(cell)}: " + ", ".join(
+        f"{ch} {label}" for ch, label in TEXT_LEGEND))
+    return "\n".join(lines)
+
+
+def html_page(title: str, *sections: tuple[str, str]) -> str:
+    """A self-contained HTML page: (heading, content) sections; content is SVG or text.
+
+    Text content (not starting with ``<svg``) is shown preformatted. No scripts, no links.
+    """
+    body = []
+    for heading, content in sections:
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        if content.lstrip().startswith("<svg"):
+            body.append(f'<div class="fig">{content}</div>')
+        else:
+            body.append(f"<pre>{html.escape(content)}</pre>")
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        "<style>body{font-family:DejaVu Sans,Verdana,sans-serif;margin:24px;color:#222;"
+        "max-width:900px} h1{font-size:22px} h2{font-size:17px;margin-top:28px} "
+        "pre{background:#F6F6F6;padding:10px;overflow-x:auto;font-size:12px} "
+        ".fig{border:1px solid #DDD;display:inline-block}</style>",
+        "</head>", "<body>", f"<h1>{html.escape(title)}</h1>", *body, "</body>", "</html>", ""])
+
+
+def save_png(path: str, *, snapshot: MapSnapshot | None = None,
+             timeline: "Timeline | None" = None, title: str = "") -> None:
+    """Draw the map and/or the timeline into a PNG with matplotlib (the ``plot`` extra).
+
+    Raises:
+        ImportError: matplotlib is not installed (the message says how to get it).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        raise ImportError("PNG output needs matplotlib: pip install 'ascend-memsim[plot]' "
+                          "(or write .svg / .html, which need nothing)") from None
+    panels = [p for p in (timeline, snapshot) if p is not None]
+    if not panels:
+        raise ValueError("save_png needs a snapshot or a timeline")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4 * len(panels)), squeeze=False)
+    ax_iter = iter(axes[:, 0])
+    if timeline is not None:
+        ax = next(ax_iter)
+        names = timeline.components()
+        xs = [i for i, _ in timeline.points]
+        ys = [[by.get(n, 0) / MiB for _, by in timeline.points] for n in names]
+        if names:
+            ax.stackplot(xs, ys, labels=names, step="post",
+                         colors=[component_colors(names)[n] for n in names])
+        for index in timeline.failures:
+            ax.axvline(index, color="#C00000", linewidth=0.8)
+        ax.set_xlabel("event number")
+        ax.set_ylabel("MiB in use (footprint)")
+        ax.set_title(title or "Bytes in use")
+        if names:
+            ax.legend(loc="upper left")
+    if snapshot is not None:
+        ax = next(ax_iter)
+        row_bytes, runs = _rows(snapshot, 64)
+        rows = [r for first, count in runs for r in range(first, first + count)]
+        position = {r: i for i, r in enumerate(rows)}
+        parts = {"data": None, "padding": PADDING_COLOR, "rounding": "#DDDDDD"}
+        for start, end, part, b in snapshot.segments():
+            pos = start
+            while pos < end:
+                r = pos // row_bytes
+                stop = min(end, (r + 1) * row_bytes)
+                if r in position:
+                    ax.broken_barh([((pos - r * row_bytes) / MiB, (stop - pos) / MiB)],
+                                   (position[r] - 0.4, 0.8),
+                                   facecolors=parts[part] or PAGE_COLORS[b.page.value],
+                                   hatch="//" if part == "rounding" else None)
+                pos = stop
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([_offset_label(r * row_bytes) for r in rows], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0, row_bytes / MiB)
+        ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)})")
+        ax.set_title(f"Memory map: {snapshot.title}")
+        ax.legend(handles=[Patch(color=c, label=f"{k} pages") for k, c in PAGE_COLORS.items()]
+                  + [Patch(color=PADDING_COLOR, label="padding"),
+                     Patch(facecolor="#DDDDDD", hatch="//", label="page rounding")],
+                  loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
+                 timeline: "Timeline | None" = None, title: str = "ascend-memsim",
+                 text: str = "", color_by: str = "page") -> None:
+    """Write ``path`` by its extension: ``.svg`` (map, else timeline), ``.html`` (both and
+    ``text``), ``.png`` (matplotlib).
+
+    Raises:
+        ValueError: another extension, or nothing to draw.
+    """
+    lower = path.lower()
+    if lower.endswith(".png"):
+        save_png(path, snapshot=snapshot, timeline=timeline, title=title)
+        return
+    if lower.endswith(".svg"):
+        if snapshot is not None:
+            content = map_svg(snapshot, color_by=color_by)
+        elif timeline is not None:
+            content = timeline_svg(timeline, title=title)
+        else:
+            raise ValueError("nothing to draw")
+    elif lower.endswith((".html", ".htm")):
+        sections = []
+        if timeline is not None:
+            sections.append(("Timeline", timeline_svg(timeline)))
+        if snapshot is not None:
+            sections.append(("Memory map", map_svg(snapshot, color_by=color_by)))
+            sections.append(("Text map", text_map(snapshot)))
+        if text:
+            sections.append(("Report", text))
+        content = html_page(title, *sections)
+    else:
+        raise ValueError(f"{path!r}: the picture format comes from the extension: .svg, "
+                         f".html or .png")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(content)

@@ -1,0 +1,154 @@
+"""The command line, through its entry point main(argv) (and once as python -m)."""
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+from ascend_memsim import MiB, Runtime
+from ascend_memsim.cli import main, parse_policy_arg, sanitizer_report_count
+from ascend_memsim.trace import Recorder, load
+
+
+def run(*argv):
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_demo_shows_the_rules():
+    code, text = run("demo")
+    assert code == 0
+    assert "footprint 192" in text                       # +32 rule on 100 bytes
+    assert "footprint 4194304 (4 MiB)" in text and "footprint 2097152 (2 MiB)" in text
+    assert "<- huge-page fallback" in text
+    assert "ret 207001" in text and "no fallback: HUGE_ONLY" in text
+    assert "live footprints) ==" in text and ": True" in text
+
+
+def test_explain_accepts_size_and_policy_forms():
+    code, text = run("explain", "2MiB", "--policy", "huge-only")
+    assert code == 0 and "HUGE_ONLY" in text and "4194304" in text
+    code, text = run("explain", "2MiB", "--api", "malloc_align32", "--policy", "0")
+    assert code == 0 and "=> 2097152 bytes" in text
+    assert run("explain", "123", "--product", "950PR")[0] == 0
+    assert run("explain", "12x")[0] == 2
+    assert run("explain", "1GiB", "--policy", "HUGE1G_ONLY", "--product", "950PR")[0] == 2
+    assert parse_policy_arg("ACL_MEM_MALLOC_NORMAL_ONLY_P2P") == 5
+
+
+def test_profiles_table():
+    code, text = run("profiles")
+    assert code == 0
+    for name in ("950PR", "A2", "A3", "310P"):
+        assert f"\n{name} " in text
+    assert "sources:" in text and "ALIGN_UP(size, 32) + 32" in text
+
+
+def _script(tmp_path, body):
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+LEAKY = """
+    import sys
+    import acl
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    ptr, ret = acl.rt.malloc(int(sys.argv[1]), 0)
+    assert ret == 0
+    if sys.argv[2] == "free":
+        assert acl.rt.free(ptr) == 0
+    acl.rt.reset_device(0)
+    acl.finalize()
+"""
+
+
+def test_run_reports_leaks_and_exits_nonzero(tmp_path):
+    script = _script(tmp_path, LEAKY)
+    code, text = run("run", script, "100", "keep")
+    assert code == 1
+    assert "LEAK: 100-byte block" in text and "prog.py:6 in <module>" in text
+    assert run("run", "--error-exitcode", "7", script, "100", "keep")[0] == 7
+    code, text = run("run", script, "100", "free")
+    assert code == 0 and "LEAK" not in text
+    assert run("run", "--no-leak-check", script, "100", "keep")[0] == 0
+
+
+def test_run_records_a_trace_and_passes_the_scripts_status(tmp_path):
+    script = _script(tmp_path, LEAKY)
+    trace_path = str(tmp_path / "t.jsonl")
+    code, _ = run("run", "--trace", trace_path, script, "2097152", "free")
+    assert code == 0
+    kinds = [e["event"] for e in load(trace_path).events]
+    assert kinds[:3] == ["set_device", "malloc", "free"]
+    failing = _script(tmp_path, "import sys\nsys.exit(3)\n")
+    assert run("run", failing)[0] == 3
+    crashing = _script(tmp_path, "raise RuntimeError('boom')\n")
+    assert run("run", crashing)[0] == 1
+    assert run("run", str(tmp_path / "missing.py"))[0] == 2
+
+
+def test_sanitizer_hook_counts_reports():
+    rt = types.SimpleNamespace()
+    assert sanitizer_report_count(rt) == 0
+    rt.sanitizer = types.SimpleNamespace(reports=["double free", "use after free"])
+    assert sanitizer_report_count(rt) == 2
+    rt.sanitizer = types.SimpleNamespace(report_count=lambda: 5)
+    assert sanitizer_report_count(rt) == 5
+
+
+def _trace_file(tmp_path):
+    with Runtime("A2", hbm_bytes=32 * MiB) as rt, Recorder(rt) as rec:
+        rt.set_device(0)
+        for _ in range(3):
+            rt.malloc(2 * MiB)
+        rt.malloc_with_cfg(100, 2, {1: 3})
+    path = str(tmp_path / "t.jsonl")
+    rec.trace.save(path)
+    return path
+
+
+def test_replay_bisect_plot_map_stats(tmp_path):
+    path = _trace_file(tmp_path)
+    code, text = run("replay", path, "--quiet")
+    assert code == 0 and "the whole trace fits" in text
+    code, text = run("replay", path, "--capacity", "10MiB", "--quiet")
+    assert code == 1 and "first failure: event 3" in text
+    code, text = run("replay", path, "--bisect", "--quiet")
+    assert code == 0 and "12 MiB + 192 B" not in text and "14 MiB" in text
+    code, text = run("replay", path, "--bisect", "--product", "950PR", "--quiet")
+    assert "8 MiB" in text
+    out = str(tmp_path / "p.html")
+    code, text = run("plot", path, "--capacity", "10MiB", "-o", out, "--quiet")
+    assert code == 0 and os.path.exists(out) and "a malloc failed" in text
+    assert "first failure" in open(out).read()
+    svg = str(tmp_path / "p.svg")
+    assert run("plot", path, "-o", svg, "--what", "timeline", "--quiet")[0] == 0
+    code, text = run("map", path, "--at", "end", "--quiet")
+    assert code == 0 and "HhHhHhn" in text
+    code, text = run("stats", path, "--quiet")
+    assert code == 0 and "footprint_bytes all" in text and "12.00 MiB" in text
+
+
+def test_bad_trace_reports_line_numbers(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"event": "malloc", "size": 64, "ptr": 64}\n{"event": "free", "pt\n'
+                    '{"event": "free", "ptr": 64}\n{"event": "free", "ptr": 64}\n')
+    code, text = run("replay", str(path), "--quiet")
+    assert code == 0
+    assert "bad.jsonl:2: not a JSON object" in text
+    assert "bad.jsonl:4: free of 0x40, which is not live" in text
+    assert run("replay", str(tmp_path / "none.jsonl"))[0] == 2
+
+
+def test_no_command_prints_help_and_python_dash_m_runs_the_demo():
+    code, text = run()
+    assert code == 0 and "demo" in text
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
+    done = subprocess.run([sys.executable, "-m", "ascend_memsim", "demo"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "huge-page fallback" in done.stdout

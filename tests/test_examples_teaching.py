@@ -1,0 +1,23 @@
+"""Each teaching example runs to completion (each asserts its own lesson)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = ["plus32_gotcha.py", "hugepage_fallback.py", "ddr_only_310p.py", "leak_hunt.py",
+            "same_trace_a2_950pr.py"]
+EXPECT = {"plus32_gotcha.py": "footprint 4 MiB", "hugepage_fallback.py": "fallback=True",
+          "ddr_only_310p.py": "get_mem_info(ACL_HBM_MEM", "leak_hunt.py": "in step",
+          "same_trace_a2_950pr.py": "A2 needs"}
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_runs(name):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert EXPECT[name] in done.stdout

@@ -1,0 +1,137 @@
+"""Replay: first failing event, bisected capacity, streams, bad traces."""
+
+import pytest
+
+from ascend_memsim import MiB, Runtime
+from ascend_memsim.errors import InvalidArgument
+from ascend_memsim.replay import parse_size, replay, smallest_capacity
+from ascend_memsim.trace import Recorder, Trace, loads
+
+
+def _trace(*events, product="A2"):
+    out = []
+    for i, (kind, ptr, size, *rest) in enumerate(events):
+        e = {"event": kind, "ptr": ptr, "size": size, "device": 0, "policy": 0,
+             "api": "aclrtMalloc", "seq": i}
+        if rest:
+            e["stream"] = rest[0]
+        out.append(e)
+    return Trace(out, header={"product": product})
+
+
+THREE_2MIB = _trace(("malloc", 1, 2 * MiB), ("malloc", 2, 2 * MiB), ("malloc", 3, 2 * MiB))
+
+
+def test_first_failing_event_is_reported():
+    result = replay(THREE_2MIB, "A2", capacity=10 * MiB)
+    assert not result.fits and result.failures == 1 and result.mallocs == 2
+    failure = result.first_failure
+    assert failure.index == 2 and failure.line == 4
+    assert failure.live_bytes == 8 * MiB and failure.free_bytes == 2 * MiB
+    assert failure.largest_free_run == 2 * MiB and failure.code == 207001
+    assert "fallback tried" in failure.message
+    text = str(result)
+    assert "first failure: event 2 (line 4)" in text
+
+
+def test_same_trace_fits_on_950pr_and_with_align32():
+    assert replay(THREE_2MIB, "950PR", capacity=6 * MiB).fits
+    assert replay(THREE_2MIB, "A2", capacity=6 * MiB, api="aclrtMallocAlign32").fits
+    assert not replay(THREE_2MIB, "A2", capacity=6 * MiB).fits
+
+
+def test_bisection_finds_the_smallest_capacity():
+    coarse = smallest_capacity(THREE_2MIB, "A2")
+    assert coarse.capacity == 12 * MiB and coarse.step == 2 * MiB
+    assert coarse.below is not None and not coarse.below.fits
+    # in 64-byte steps the third request falls back to normal pages: 2 MiB + 64 B
+    fine = smallest_capacity(THREE_2MIB, "A2", step=64)
+    assert fine.capacity == 10 * MiB + 64
+    assert replay(THREE_2MIB, "A2", capacity=fine.capacity).fits
+    assert not replay(THREE_2MIB, "A2", capacity=fine.capacity - 64).fits
+    assert smallest_capacity(THREE_2MIB, "950PR").capacity == 6 * MiB
+    assert "12 MiB" in str(coarse)
+
+
+def test_policy_override_changes_the_outcome():
+    # HUGE_ONLY: no fallback, so 10 MiB + 64 B is not enough any more
+    assert not replay(THREE_2MIB, "A2", capacity=10 * MiB + 64, policy=1).fits
+    assert replay(THREE_2MIB, "A2", capacity=10 * MiB + 64, policy=0).fits
+
+
+def test_a_trace_that_fits_nowhere_says_why():
+    trace = _trace(("malloc", 1, 2 * MiB))
+    trace.events[0]["policy"] = 6   # HUGE1G_ONLY: not on 950PR
+    result = smallest_capacity(trace, "950PR")
+    assert result.capacity is None and "1 GB" in result.reason
+
+
+def test_double_free_and_unknown_events_are_reported_not_fatal():
+    trace = _trace(("malloc", 1, 100), ("free", 1, 100), ("free", 1, 100), ("free", 9, 1),
+                   ("malloc", 2, 100))
+    trace.events.append({"event": "memcpy", "device": 0, "count": 4})
+    result = replay(trace, "A2", capacity=4 * MiB)
+    assert result.fits and result.mallocs == 2 and result.frees == 1
+    assert len(result.problems) == 2
+    assert result.problems[0].startswith("<trace>:4: free of 0x1, which is not live")
+    assert ":5:" in result.problems[1]
+    assert result.skipped == {"memcpy": 1}
+
+
+def test_free_of_a_failed_malloc_is_not_a_problem():
+    trace = _trace(("malloc", 1, 8 * MiB), ("free", 1, 8 * MiB))
+    result = replay(trace, "A2", capacity=4 * MiB)
+    assert result.failures == 1 and not result.problems
+
+
+def test_streams_are_kept_apart():
+    trace = _trace(("malloc", 1, 1 * MiB, 0xA), ("malloc", 2, 3 * MiB, 0xB),
+                   ("free", 1, 1 * MiB, 0xA), ("malloc", 3, 1 * MiB, 0xA),
+                   ("malloc", 4, 3 * MiB, 0xB))
+    result = replay(trace, "A2", capacity=64 * MiB)
+    one_mib, three_mib_huge = 1 * MiB + 64, 4 * MiB
+    assert result.peak_by_stream == {0xA: one_mib, 0xB: 2 * three_mib_huge}
+    failing = replay(trace, "A2", capacity=8 * MiB)
+    assert failing.first_failure.live_by_stream == {0xA: one_mib, 0xB: three_mib_huge}
+    assert "stream 10" in str(failing.first_failure)
+
+
+def test_recorded_failures_are_probed_and_released():
+    trace = _trace(("malloc_failed", 0, 3 * MiB), ("malloc", 1, 3 * MiB))
+    result = replay(trace, "A2", capacity=4 * MiB)
+    assert result.fits and result.recorded_failures == 1
+    assert result.recorded_failures_now_fit == 1
+
+
+def test_recorded_trace_replays_identically_and_progress_is_reported():
+    with Runtime("A2", hbm_bytes=32 * MiB) as rt, Recorder(rt) as rec:
+        rt.set_device(0)
+        ptrs = [rt.malloc(s) for s in (100, 2 * MiB, 3 * MiB, 5000)]
+        rt.free(ptrs[1])
+        rt.malloc(1 * MiB)
+    calls = []
+    result = replay(loads(rec.trace.dumps()), progress=lambda d, t: calls.append((d, t)),
+                    timeline=True, keep_runtime=True)
+    try:
+        assert result.capacity == 32 * MiB and result.fits
+        replayed = sorted((b.size, b.footprint, b.page.value)
+                          for b in result.runtime.device(0).blocks())
+        recorded = sorted((e["size"], e["footprint"], e["page"]) for e in rec.trace.events
+                          if e["event"] == "malloc" and e["ptr"] != ptrs[1])
+        assert replayed == recorded
+    finally:
+        result.runtime.close()
+    assert calls[-1] == (len(rec.trace), len(rec.trace))
+    final = result.timeline.points[-1][1]
+    assert final["APP"] == sum(f for _, f, _ in recorded)
+    assert max(sum(by.values()) for _, by in result.timeline.points) == result.peak_bytes
+
+
+def test_parse_size_forms():
+    assert parse_size("2MiB") == 2 * MiB and parse_size("1GiB") == 1 << 30
+    assert parse_size("123") == 123 and parse_size("0x40") == 64 and parse_size("1.5KiB") == 1536
+    for bad in ("", "12x", "MiB", "1.3B"):
+        with pytest.raises(InvalidArgument):
+            parse_size(bad)
+    with pytest.raises(InvalidArgument):
+        smallest_capacity(THREE_2MIB, step=100)

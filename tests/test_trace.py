@@ -1,0 +1,133 @@
+"""Traces: recording, JSON Lines round trip, RMM CSV import, bad input."""
+
+import json
+
+import pytest
+
+from ascend_memsim import MiB, OutOfDeviceMemory, Runtime
+from ascend_memsim.trace import Recorder, TraceFormatError, load, loads, read_rmm_csv
+
+
+def _record(stacks=False):
+    with Runtime("A2", hbm_bytes=16 * MiB) as rt, Recorder(rt, stacks=stacks) as rec:
+        rt.set_device(0)
+        a = rt.malloc(100)
+        b = rt.malloc(3 * MiB, 1)
+        with pytest.raises(OutOfDeviceMemory):
+            rt.malloc(64 * MiB, 1)
+        rt.free(a)
+        rt.reset_device(0)
+    return rec.trace, b
+
+
+def test_recorder_records_every_event_with_sequence_numbers():
+    trace, b = _record()
+    kinds = [e["event"] for e in trace.events]
+    assert kinds == ["set_device", "malloc", "malloc", "malloc_failed", "free", "reset",
+                     "reset_device"]
+    assert [e["seq"] for e in trace.events] == list(range(7))
+    malloc = trace.events[2]
+    assert malloc["api"] == "aclrtMalloc" and malloc["policy"] == 1
+    assert malloc["footprint"] == 4 * MiB and malloc["page"] == "huge" and malloc["ptr"] == b
+    assert malloc["fallback"] is False and malloc["thread"] == 0 and malloc["device"] == 0
+    failed = trace.events[3]
+    assert failed["code"] == 207001 and "no fallback" in failed["error"]
+    assert trace.events[5]["leaked"] == [b]
+    assert trace.header["product"] == "A2" and trace.header["hbm_bytes"] == 16 * MiB
+
+
+def test_save_load_round_trip(tmp_path):
+    trace, _ = _record()
+    path = tmp_path / "t.jsonl"
+    trace.save(str(path))
+    again = load(str(path))
+    assert again.events == trace.events
+    assert again.header["product"] == "A2" and not again.problems
+    assert again.lines == list(range(2, 2 + len(trace.events)))
+
+
+def test_stacks_name_the_callers_file():
+    trace, _ = _record(stacks=True)
+    malloc = trace.events[1]
+    assert any("test_trace.py" in frame for frame in malloc["stack"])
+    assert not any("ascend_memsim" in frame for frame in malloc["stack"])
+
+
+def test_unknown_events_are_recorded_generically(a2):
+    class Stream:
+        handle = 7
+
+    with Recorder(a2) as rec:
+        rec("memcpy", a2.device(0), {"dst": 1, "src": 2, "count": 3, "kind": 1,
+                                     "stream": Stream()})
+        rec("something_new", a2.device(0), {"what": object()})
+    memcpy, other = rec.trace.events
+    assert memcpy["stream"] == 7 and memcpy["count"] == 3 and memcpy["event"] == "memcpy"
+    assert other["what"].startswith("<object")
+    json.loads(rec.trace.dumps().splitlines()[-1])
+
+
+RMM_SAMPLE = """Thread,Time,Action,Pointer,Size,Stream
+140573312345856,10:30:45.123456,allocate,0x7f8a40000000,1024,0x7f8a38001020
+140573312345856,10:30:45.234567,allocate,0x7f8a40000400,2048,0x0
+140573312345999,10:30:45.245678,allocate failure,0x0,4096,0x7f8a38001020
+140573312345856,10:30:45.345678,free,0x7f8a40000000,1024,0x7f8a38001020
+"""
+
+
+def test_rmm_csv_import(tmp_path):
+    path = tmp_path / "rmm_log.csv"
+    path.write_text(RMM_SAMPLE)
+    trace = load(str(path))
+    assert not trace.problems
+    kinds = [e["event"] for e in trace.events]
+    assert kinds == ["malloc", "malloc", "malloc_failed", "free"]
+    first = trace.events[0]
+    assert first["ptr"] == 0x7F8A40000000 and first["size"] == 1024
+    assert first["stream"] == 0x7F8A38001020 and trace.events[1]["stream"] == 0
+    assert [e["thread"] for e in trace.events] == [0, 0, 1, 0]
+    assert trace.lines == [2, 3, 4, 5]
+
+
+def test_rmm_deallocate_spelling_is_read():
+    trace = read_rmm_csv(["Thread,Time,Action,Pointer,Size,Stream",
+                          "1,0.5,allocate,0x40,64,0", "1,0.6,deallocate,0x40,64,0"])
+    assert [e["event"] for e in trace.events] == ["malloc", "free"]
+
+
+def test_bad_rmm_lines_are_reported_with_line_numbers():
+    text = ("Thread,Time,Action,Pointer,Size,Stream\n"
+            "1,t,allocate,0x40,64,0\n"
+            "1,t,allocate,0x80\n"             # truncated
+            "1,t,explode,0x80,64,0\n"         # unknown action
+            "1,t,allocate,0x80,-5,0\n"        # negative size
+            "1,t,allocate,zzz,64,0\n")        # bad pointer
+    trace = loads(text, "log.csv")
+    assert len(trace.events) == 1
+    assert [p.split(":")[1] for p in trace.problems] == ["3", "4", "5", "6"]
+    assert "truncated" in trace.problems[0] and "unknown action 'explode'" in trace.problems[1]
+    assert "negative size -5" in trace.problems[2]
+    with pytest.raises(TraceFormatError, match="log.csv:3"):
+        loads(text, "log.csv", strict=True)
+
+
+def test_bad_json_lines_are_reported_with_line_numbers():
+    good = json.dumps({"event": "malloc", "size": 64, "ptr": 4096, "device": 0})
+    text = "\n".join([good, '{"event": "malloc", "size": 6', '[1, 2]',
+                      json.dumps({"event": "malloc", "size": -1, "ptr": 1}),
+                      json.dumps({"size": 3}), json.dumps({"event": "free", "ptr": "x"}),
+                      json.dumps({"format": "ascend-memsim-trace", "version": 99})])
+    trace = loads(text, "t.jsonl")
+    assert len(trace.events) == 1
+    assert [p.split(":")[1] for p in trace.problems] == ["2", "3", "4", "5", "6", "7"]
+    assert "truncated" in trace.problems[0]
+    assert "size=-1 is below 0" in trace.problems[2]
+    with pytest.raises(TraceFormatError, match="t.jsonl:2"):
+        loads(text, "t.jsonl", strict=True)
+
+
+def test_unreadable_file_is_a_clear_error(tmp_path):
+    with pytest.raises(Exception, match="cannot read trace"):
+        load(str(tmp_path / "missing.jsonl"))
+    empty = loads("Thread,Time,Action,Pointer,Size,Stream\n")
+    assert not empty.events and not empty.problems
