@@ -538,7 +538,7 @@ def _fallback_note(request: Request, pages: tuple[Page, ...]) -> str:
     if base in (MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_FIRST_P2P):
         return (f"no fallback: {name} gives a request of at most {HUGE_FIRST_THRESHOLD} bytes "
                 f"normal pages only")
-    if base not in _POLICY_VALUES:
+    if base not in _POLICY_BY_VALUE:
         return (f"no fallback: a policy outside the enum gives a request below "
                 f"{OUT_OF_RANGE_HUGE_FROM} bytes normal pages only")
     return f"no fallback: {name} allows {pages[0].value} pages only"

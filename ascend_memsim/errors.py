@@ -11,7 +11,7 @@ from __future__ import annotations
 from .constants import ErrorCode
 
 __all__ = [
-    "AclError", "InvalidArgument", "InvalidArgumentType", "NotInitialized", "AlreadyInitialized",
+    "AclError", "InvalidArgument", "TraceFormatError", "InvalidArgumentType", "NotInitialized", "AlreadyInitialized",
     "AlreadyFinalized", "InvalidRuntimeParam", "InvalidPointer", "InvalidDevice", "DeviceNotSet", "InvalidMemoryType",
     "FeatureNotSupported", "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle",
     "InternalError", "error_classes",
@@ -35,6 +35,10 @@ class InvalidArgument(AclError, ValueError):
     """An argument has the right type but a value the API rejects (size 0, NULL, bad policy)."""
 
     code = ErrorCode.INVALID_PARAM
+
+
+class TraceFormatError(InvalidArgument):
+    """A trace line that cannot be read; the message starts with ``file:line:``."""
 
 
 class InvalidArgumentType(AclError, TypeError):

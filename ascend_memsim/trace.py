@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, TraceFormatError
 from .sites import capture_site
 
 if TYPE_CHECKING:
@@ -51,10 +51,6 @@ VERSION = 1
 KNOWN_EVENTS = ("malloc", "malloc_failed", "free", "reset", "set_device", "reset_device")
 
 _RMM_COLUMNS = ("Thread", "Time", "Action", "Pointer", "Size", "Stream")
-
-
-class TraceFormatError(InvalidArgument):
-    """A trace line that cannot be read; the message starts with ``file:line:``."""
 
 
 @dataclass

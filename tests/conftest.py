@@ -1,4 +1,7 @@
-"""Shared test set-up: Hypothesis profiles chosen by HYPOTHESIS_PROFILE (dev, ci, thorough)."""
+"""Shared test set-up: Hypothesis profiles chosen by HYPOTHESIS_PROFILE (dev, ci, thorough).
+
+Without HYPOTHESIS_PROFILE the profile is ``ci`` when the CI variable is set, else ``dev``.
+"""
 
 import os
 
@@ -10,7 +13,8 @@ settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")
+                                                              else "dev"))
 
 
 @pytest.fixture
