@@ -449,17 +449,20 @@ class _SiteRecorder:
 
 
 class _FailSite:
-    """An interceptor that fails the first call made from one site."""
+    """An interceptor that fails the first ``times`` calls made from one site (None: all)."""
 
-    def __init__(self, key: tuple, error: type[AclError]) -> None:
+    def __init__(self, key: tuple, error: type[AclError], times: int | None) -> None:
         self.key = key
         self.error = error
-        self.fired = False
+        self.times = times
+        self.fired = 0
 
     def __call__(self, request: Request) -> None:
-        if self.fired or _site_key(capture_site()) != self.key:
+        if self.times is not None and self.fired >= self.times:
             return
-        self.fired = True
+        if _site_key(capture_site()) != self.key:
+            return
+        self.fired += 1
         raise self.error(f"injected fault (exhaustive mode) at this site: "
                          f"{request.api.value}(size={request.size}, "
                          f"policy={policy_name(request.policy)})")
@@ -525,7 +528,8 @@ def _fresh(make_runtime: Callable[[], Runtime]) -> Runtime:
 
 def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
                expected: Sequence[type[BaseException]] | type[BaseException] = (AclError,),
-               error: object = OutOfDeviceMemory, device: int | None = 0,
+               error: object = OutOfDeviceMemory, times: int | None = 1,
+               device: int | None = 0,
                make_runtime: Callable[[], Runtime] | None = None,
                **overrides: Any) -> ExhaustiveReport:
     """Run ``fn(runtime)`` once per allocation site, with that site's first call failing.
@@ -534,7 +538,8 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
     the allocation, simulator frames left out); it must finish without raising and without
     leaving blocks live. Then, for each site, a fresh active runtime (product and profile
     ``overrides``, ``device`` set; or ``make_runtime()``) runs ``fn`` with the first call from
-    that site failing with ``error``. The code *handled* it when ``fn`` returned or raised one
+    that site failing with ``error`` (``times`` calls from the site fail; None: every one, so
+    a retry from the same line fails too). The code *handled* it when ``fn`` returned or raised one
     of ``expected`` and left no block live; it *crashed* when it raised anything else; it
     *leaked* when blocks were live afterwards (listed with their allocation sites).
 
@@ -544,6 +549,10 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
         InvalidArgument: a bad ``error``.
     """
     error_cls = _error_class(error)
+    if times is not None and (isinstance(times, bool) or not isinstance(times, int)
+                              or times < 1):
+        raise InvalidArgument(f"times={times!r}: write a count >= 1, or None for every call "
+                              f"from the site")
     expected = (expected,) if isinstance(expected, type) else tuple(expected)
 
     def make() -> Runtime:
@@ -566,7 +575,7 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
                                  + "\n".join(b.describe() for b in live))
     outcomes = []
     for key, (site, request) in recorder.sites.items():
-        failer = _FailSite(key, error_cls)
+        failer = _FailSite(key, error_cls, times)
         raised: BaseException | None = None
         with make() as runtime:
             runtime.add_interceptor(failer)
