@@ -37,8 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .constants import MallocPolicy
 from .device import Api, Block, Page, Request, policy_name
-from .errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory
-from .errors import error_classes
+from .errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory, error_classes
 from .runtime import CONFIG_KEYS, Runtime, current_runtime
 from .sites import Site, capture_site, format_site
 

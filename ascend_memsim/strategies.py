@@ -124,9 +124,11 @@ def programs(draw, *, max_steps: int = 30, max_size: int = 8 * MiB,
              free_all: bool = False) -> list:
     """A list of :class:`Malloc` and :class:`Free` steps; each Free names an earlier Malloc
     not yet freed. ``free_all`` ends with a Free for every block still live."""
-    sizes_ = size_strategy or sizes(max_size=max_size)
-    policies_ = policy_strategy or policies(flags=False, out_of_range=False)
-    apis_ = api_strategy or st.sampled_from([Api.MALLOC, Api.MALLOC_ALIGN32])
+    sizes_ = sizes(max_size=max_size) if size_strategy is None else size_strategy
+    policies_ = (policies(flags=False, out_of_range=False) if policy_strategy is None
+                 else policy_strategy)
+    apis_ = (st.sampled_from([Api.MALLOC, Api.MALLOC_ALIGN32]) if api_strategy is None
+             else api_strategy)
     steps: list = []
     live: list[int] = []
     for _ in range(draw(st.integers(0, max_steps))):

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, consumes, invariant, multiple, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    Bundle,
+    consumes,
+    invariant,
+    multiple,
+    rule,
+    run_state_machine_as_test,
+)
 
 from ascend_memsim import MiB, Page, install_acl, uninstall_acl
 from ascend_memsim.faults import FailWhen, exhaustive

@@ -6,8 +6,20 @@ import threading
 import pytest
 
 from ascend_memsim import (
-    AclError, FailNth, FailRandomly, FailWhen, FeatureNotSupported, HugePagesExhausted,
-    InvalidArgument, InvalidPointer, MallocPolicy, MiB, OutOfDeviceMemory, Page, Runtime, acl,
+    AclError,
+    FailNth,
+    FailRandomly,
+    FailWhen,
+    FeatureNotSupported,
+    HugePagesExhausted,
+    InvalidArgument,
+    InvalidPointer,
+    MallocPolicy,
+    MiB,
+    OutOfDeviceMemory,
+    Page,
+    Runtime,
+    acl,
     exhaustive,
 )
 from ascend_memsim.faults import inject, parse_fault, parse_faults
@@ -158,7 +170,8 @@ def test_fresh_copy_has_new_counters_and_the_same_seed(a2):
                 pass
     twin = fault.fresh()
     assert (twin.calls, twin.injected, twin.probability, twin.seed) == (0, [], 0.5, 3)
-    assert twin.api == fault.api and twin._random.random() == FailRandomly(0.5, seed=3)._random.random()
+    assert twin.api == fault.api
+    assert twin._random.random() == FailRandomly(0.5, seed=3)._random.random()
     with pytest.raises(InvalidArgument, match="already installed"):
         FailNth(1).install(a2).install(a2)
 
