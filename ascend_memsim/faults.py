@@ -46,9 +46,6 @@ __all__ = [
     "parse_fault", "inject", "exhaustive", "ExhaustiveReport", "SiteOutcome", "SPEC_KEYS",
 ]
 
-#: A size filter: an exact size, a range, an inclusive (lo, hi) pair, or a predicate.
-SizeFilter = "int | range | tuple[int, int] | Callable[[int], bool] | None"
-
 
 def _error_class(error: object) -> type[AclError]:
     """An AclError subclass from a class, a class name or an aclError code."""
