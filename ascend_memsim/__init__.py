@@ -13,6 +13,7 @@ from .device import Api, Block, Device, Page
 from .errors import *  # noqa: F403  (every exception class, listed in errors.__all__)
 from .errors import __all__ as _error_names
 from .explain import Explanation, explain
+from .faults import FailNth, FailRandomly, FailWhen, HugePagesExhausted, exhaustive
 from .profiles import PROFILES, Profile, get_profile, register_profile
 from .runtime import Runtime, UsageInfo, current_runtime
 
@@ -23,4 +24,5 @@ __all__ = [
     "MemAttr", "MemcpyKind", "MemType", "ErrorCode", "Api", "Block", "Device", "Page",
     "Explanation", "explain", "PROFILES", "Profile", "get_profile", "register_profile",
     "Runtime", "UsageInfo", "current_runtime", *_error_names,
+    "FailNth", "FailRandomly", "FailWhen", "HugePagesExhausted", "exhaustive",
 ]

@@ -91,11 +91,13 @@ class Runtime:
     Keyword arguments override the product's profile for this simulation only
     (``hbm_bytes``, ``ddr_bytes``, ``device_count``, ``huge1g``, ...).
     ``default_device`` makes that device current for threads that never set one
-    (aclInit's ``defaultDevice`` config).
+    (aclInit's ``defaultDevice`` config). ``interceptors`` are added as by
+    :meth:`add_interceptor` (the ``faults`` config key uses it).
     """
 
     def __init__(self, product: str | Profile = DEFAULT_PRODUCT, *,
-                 default_device: int | None = None, **overrides: Any) -> None:
+                 default_device: int | None = None, interceptors: Iterable[Callable] = (),
+                 **overrides: Any) -> None:
         self.profile = get_profile(product).with_overrides(**overrides)
         self._lock = threading.RLock()
         self._local = threading.local()
@@ -107,7 +109,7 @@ class Runtime:
         self.default_device: int | None = None
         #: observers given to every device this runtime creates (see Device.observers)
         self.observers: list = []
-        self.interceptors: list = []
+        self.interceptors: list = list(interceptors)
         #: passed to every device: keep each block's allocation site (see ascend_memsim.sites)
         self.record_sites = False
         if default_device is not None:

@@ -1,0 +1,593 @@
+"""Fault injection: make chosen allocations fail with the runtime's real error codes.
+
+A fault is a device interceptor (see :attr:`ascend_memsim.device.Device.interceptors`): it sees
+each checked allocation :class:`~ascend_memsim.device.Request` before it is placed and either
+raises an :class:`~ascend_memsim.errors.AclError` (the call fails, the device is unchanged, the
+pyacl face returns the error's code) or refuses huge pages (HUGE_FIRST then falls back to
+normal pages; HUGE_ONLY fails with ACL_ERROR_RT_MEMORY_ALLOCATION).
+
+>>> from ascend_memsim import Runtime, OutOfDeviceMemory
+>>> with Runtime("A2", hbm_bytes=64 * 2**20) as rt, FailNth(2, api="malloc").installed(rt):
+...     _ = rt.set_device(0)
+...     first = rt.malloc(100)
+...     try:
+...         rt.malloc(100)
+...     except OutOfDeviceMemory as e:
+...         print(e.code.vendor_name)
+ACL_ERROR_RT_MEMORY_ALLOCATION
+
+Four kinds, each with the filters ``api``, ``size``, ``policy`` and ``device``:
+:class:`FailNth` (the Nth matching call), :class:`FailWhen` (every matching call),
+:class:`FailRandomly` (a seeded probability) and :class:`HugePagesExhausted`.
+:func:`parse_faults` builds them from JSON-like specs, as the acl.init config
+(``{"memsim": {"faults": [{"nth": 3, "api": "malloc"}]}}``) and the pytest marker give them.
+:func:`exhaustive` runs a callable once per allocation site with that site failing and reports
+where the code crashed or leaked instead of handling the error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import difflib
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from .constants import MallocPolicy
+from .device import Api, Block, Page, Request, policy_name
+from .errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory, error_classes
+from .runtime import CONFIG_KEYS, Runtime, current_runtime
+from .sites import Site, capture_site, format_site
+
+__all__ = [
+    "Fault", "FailNth", "FailWhen", "FailRandomly", "HugePagesExhausted", "parse_faults",
+    "parse_fault", "inject", "exhaustive", "ExhaustiveReport", "SiteOutcome", "SPEC_KEYS",
+]
+
+
+def _error_class(error: object) -> type[AclError]:
+    """An AclError subclass from a class, a class name or an aclError code."""
+    if isinstance(error, type) and issubclass(error, AclError):
+        return error
+    classes = {cls.__name__: cls for cls in error_classes()}
+    if isinstance(error, str) and error in classes:
+        return classes[error]
+    if isinstance(error, int) and not isinstance(error, bool):
+        # Several classes may share a code (InvalidPointer is an InvalidRuntimeParam): take
+        # the most general one, the class whose base does not carry the same code.
+        matching = [c for c in classes.values() if int(c.code) == error
+                    and not (issubclass(c.__base__, AclError) and int(c.__base__.code) == error)]
+        if matching:
+            return sorted(matching, key=lambda c: c.__name__)[0]
+    known = sorted(f"{n} ({int(c.code)})" for n, c in classes.items())
+    raise InvalidArgument(f"error={error!r} is not an AclError class, class name or aclError "
+                          f"code; write one of {known}, e.g. error='OutOfDeviceMemory'")
+
+
+def _size_predicate(size: object) -> Callable[[int], bool] | None:
+    if size is None:
+        return None
+    if callable(size):
+        return size
+    if isinstance(size, bool):
+        pass
+    elif isinstance(size, int):
+        return lambda n: n == size
+    elif isinstance(size, range):
+        return size.__contains__
+    elif isinstance(size, (tuple, list)) and len(size) == 2:
+        lo, hi = size
+        if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in size):
+            return lambda n: (lo is None or n >= lo) and (hi is None or n <= hi)
+    elif isinstance(size, Mapping) and set(size) <= {"min", "max"}:
+        return _size_predicate((size.get("min"), size.get("max")))
+    raise InvalidArgument(f"size={size!r} is not a size filter; write an int (exact size), "
+                          f"[lo, hi] or {{'min': lo, 'max': hi}} (inclusive), a range, or a "
+                          f"callable size -> bool")
+
+
+def _policy_predicate(policy: object) -> Callable[[int], bool] | None:
+    if policy is None:
+        return None
+    if callable(policy):
+        return policy
+    values = [policy] if isinstance(policy, int) else policy
+    if isinstance(values, (list, tuple, set, frozenset)) and values and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in values):
+        wanted = frozenset(int(v) for v in values)
+        return wanted.__contains__
+    raise InvalidArgument(f"policy={policy!r} is not a policy filter; write a policy word "
+                          f"(e.g. {int(MallocPolicy.HUGE_ONLY)} for HUGE_ONLY), a list of them, "
+                          f"or a callable policy -> bool")
+
+
+def _apis(api: object) -> frozenset[Api] | None:
+    if api is None:
+        return None
+    names = [api] if isinstance(api, (str, Api)) else api
+    if not isinstance(names, (list, tuple, set, frozenset)) or not names:
+        raise InvalidArgument(f"api={api!r}: write an API name such as 'malloc' or "
+                              f"'aclrtMallocAlign32', or a list of them")
+    return frozenset(Api.parse(n) for n in names)
+
+
+class Fault:
+    """Base of the fault kinds: the filters, the counters, install/uninstall.
+
+    ``api`` (a name or list: ``"malloc"``, ``"aclrtMallocAlign32"``), ``size`` (exact int,
+    ``(lo, hi)`` inclusive, range or predicate), ``policy`` (a policy word, a list of them, or
+    a predicate on the whole word, flags included) and ``device`` narrow which calls the fault
+    considers; ``error`` is the AclError raised (class, class name or code; default
+    :class:`~ascend_memsim.errors.OutOfDeviceMemory`, ACL_ERROR_RT_MEMORY_ALLOCATION).
+
+    ``calls`` counts the matching calls seen, ``injected`` the requests failed (or refused
+    huge pages). Thread-safe. A fault may be installed in one runtime at a time.
+
+    Raises:
+        InvalidArgument: an unknown API, error or filter (the message says what to write).
+    """
+
+    def __init__(self, *, api: object = None, size: object = None, policy: object = None,
+                 device: int | None = None, error: object = OutOfDeviceMemory) -> None:
+        self.api = _apis(api)
+        self._size = _size_predicate(size)
+        self._policy = _policy_predicate(policy)
+        if device is not None and (not isinstance(device, int) or isinstance(device, bool)
+                                   or device < 0):
+            raise InvalidArgument(f"device={device!r}: write a device id >= 0, or None for all")
+        self.device = device
+        self.error = _error_class(error)
+        self._runtime: Runtime | None = None
+        self.calls = 0
+        #: The requests this fault failed (or refused pages to), in order.
+        self.injected: list[Request] = []
+        self._reset()
+
+    def fresh(self) -> "Fault":
+        """A copy with the same settings, fresh counters, not installed."""
+        twin = copy.copy(self)
+        twin._reset()
+        return twin
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._runtime = None
+        self.calls = 0
+        self.injected = []
+
+    def matches(self, request: Request) -> bool:
+        """Whether ``request`` passes the filters (api, size, policy, device)."""
+        return ((self.api is None or request.api in self.api)
+                and (self.device is None or request.device_id == self.device)
+                and (self._size is None or self._size(request.size))
+                and (self._policy is None or self._policy(request.policy)))
+
+    def __call__(self, request: Request) -> Iterable[Page] | None:
+        if not self.matches(request):
+            return None
+        with self._lock:
+            self.calls += 1
+            if not self._fires(self.calls):
+                return None
+            self.injected.append(request)
+        return self._act(request)
+
+    def _fires(self, call: int) -> bool:
+        """Whether the ``call``-th matching call is hit (called under the fault's lock)."""
+        return True
+
+    def _act(self, request: Request) -> Iterable[Page] | None:
+        raise self.error(f"injected fault {self!r} failed call #{self.calls} to "
+                         f"{request.api.value}(size={request.size}, "
+                         f"policy={policy_name(request.policy)}) on device {request.device_id}")
+
+    def install(self, runtime: Runtime | None = None) -> "Fault":
+        """Add this fault to ``runtime`` (default: the active one), for every device; self."""
+        runtime = current_runtime() if runtime is None else runtime
+        if self._runtime is not None:
+            raise InvalidArgument(f"{self!r} is already installed; uninstall() it first or "
+                                  f"make a second fault")
+        runtime.add_interceptor(self)
+        self._runtime = runtime
+        return self
+
+    def uninstall(self) -> None:
+        """Remove this fault from the runtime it was installed in (no-op if none)."""
+        if self._runtime is not None:
+            self._runtime.remove_interceptor(self)
+            self._runtime = None
+
+    @contextlib.contextmanager
+    def installed(self, runtime: Runtime | None = None) -> Iterator["Fault"]:
+        """``with fault.installed(rt):`` install for the block's duration."""
+        self.install(runtime)
+        try:
+            yield self
+        finally:
+            self.uninstall()
+
+    def __enter__(self) -> "Fault":
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def _filters(self) -> str:
+        parts = []
+        if self.api is not None:
+            parts.append(f"api={sorted(a.pyacl_name for a in self.api)}")
+        if self._size is not None:
+            parts.append("size=<filter>")
+        if self._policy is not None:
+            parts.append("policy=<filter>")
+        if self.device is not None:
+            parts.append(f"device={self.device}")
+        if self.error is not OutOfDeviceMemory:
+            parts.append(f"error={self.error.__name__}")
+        return ", ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._filters()})"
+
+
+class FailNth(Fault):
+    """Fail the ``n``-th matching call (1-based), and the ``times - 1`` after it.
+
+    ``times=None`` fails every matching call from the n-th on (memory "runs out").
+
+    Raises:
+        InvalidArgument: n < 1 or times < 1.
+    """
+
+    def __init__(self, n: int, *, times: int | None = 1, **filters: Any) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidArgument(f"n={n!r} (\"nth\" in a spec): calls are counted from 1; "
+                                  f"write 1 for the first matching call")
+        if times is not None and (isinstance(times, bool) or not isinstance(times, int)
+                                  or times < 1):
+            raise InvalidArgument(f"times={times!r}: write a count >= 1, or None for every "
+                                  f"call from the n-th on")
+        super().__init__(**filters)
+        self.n = n
+        self.times = times
+
+    def _fires(self, call: int) -> bool:
+        return call >= self.n and (self.times is None or call < self.n + self.times)
+
+    def __repr__(self) -> str:
+        extra = "" if self.times == 1 else f", times={self.times}"
+        filters = self._filters()
+        return f"FailNth({self.n}{extra}{', ' + filters if filters else ''})"
+
+
+class FailWhen(Fault):
+    """Fail every call that matches the filters, e.g. ``FailWhen(size=(2 * MiB, None))``."""
+
+
+class FailRandomly(Fault):
+    """Fail each matching call with ``probability``, from a private ``random.Random(seed)``.
+
+    The same seed and the same program fail the same calls.
+
+    Raises:
+        InvalidArgument: a probability outside [0, 1], or a seed that is not an int.
+    """
+
+    def __init__(self, probability: float, *, seed: int = 0, **filters: Any) -> None:
+        if (isinstance(probability, bool) or not isinstance(probability, (int, float))
+                or not 0.0 <= probability <= 1.0):
+            raise InvalidArgument(f"probability={probability!r} is outside [0, 1]; write e.g. "
+                                  f"probability=0.1 to fail one call in ten")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InvalidArgument(f"seed={seed!r}: write an int seed, e.g. seed=0")
+        self.probability = float(probability)
+        self.seed = seed
+        super().__init__(**filters)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._random = random.Random(self.seed)
+
+    def _fires(self, call: int) -> bool:
+        return self._random.random() < self.probability
+
+    def __repr__(self) -> str:
+        filters = self._filters()
+        return (f"FailRandomly({self.probability}, seed={self.seed}"
+                f"{', ' + filters if filters else ''})")
+
+
+class HugePagesExhausted(Fault):
+    """Refuse 2 MiB huge pages to matching calls: HUGE_FIRST falls back to normal pages,
+    HUGE_ONLY fails with ACL_ERROR_RT_MEMORY_ALLOCATION. ``pages`` may add ``Page.HUGE1G``."""
+
+    def __init__(self, *, pages: Iterable[Page | str] = (Page.HUGE,), **filters: Any) -> None:
+        try:
+            refused = frozenset(Page(p) for p in pages)
+        except (ValueError, TypeError):
+            raise InvalidArgument(f"pages={pages!r}: write a list of 'huge' and/or "
+                                  f"'huge1g'") from None
+        if not refused or Page.NORMAL in refused:
+            raise InvalidArgument(f"pages={pages!r}: write a non-empty list of 'huge' and/or "
+                                  f"'huge1g' (refusing normal pages is FailWhen)")
+        super().__init__(**filters)
+        self.pages = refused
+
+    def _act(self, request: Request) -> Iterable[Page]:
+        return self.pages
+
+
+# -- specs (acl.init config, pytest marker) ------------------------------------------------------
+
+#: The keys a fault spec may hold: one of the kind keys, then filters and options.
+SPEC_KEYS = ("nth", "times", "probability", "seed", "huge_pages_exhausted", "pages", "api",
+             "size", "policy", "device", "error")
+_FILTER_KEYS = ("api", "size", "policy", "device", "error")
+
+
+def parse_fault(spec: object) -> Fault:
+    """One :class:`Fault` from a spec: a Fault is returned as it is; a mapping picks the kind.
+
+    ``{"nth": 3, "api": "malloc"}`` is FailNth, ``{"probability": 0.1, "seed": 7}``
+    FailRandomly, ``{"huge_pages_exhausted": true}`` HugePagesExhausted, and a mapping with
+    only filters (``{"size": {"min": 2097152}}``) FailWhen. Filters: api, size, policy,
+    device, error.
+
+    Raises:
+        InvalidArgument: an unknown key, two kinds at once, or a bad value (the message says
+            what to write).
+    """
+    if isinstance(spec, Fault):
+        return spec
+    if not isinstance(spec, Mapping):
+        raise InvalidArgumentType(f"a fault spec must be a mapping such as "
+                                  f"{{'nth': 1, 'api': 'malloc'}} or a Fault, got {spec!r}")
+    unknown = [k for k in spec if k not in SPEC_KEYS]
+    if unknown:
+        hints = {k: difflib.get_close_matches(str(k), SPEC_KEYS, n=1) for k in unknown}
+        said = "; ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
+                         for k, h in hints.items())
+        raise InvalidArgument(f"unknown fault spec key(s) {said}; known: {list(SPEC_KEYS)}")
+    kinds = [k for k in ("nth", "probability", "huge_pages_exhausted") if k in spec]
+    if len(kinds) > 1:
+        raise InvalidArgument(f"a fault spec names one kind, got {kinds}; write one spec per "
+                              f"fault in a list")
+    filters = {k: spec[k] for k in _FILTER_KEYS if k in spec}
+    kind = kinds[0] if kinds else "when"
+    allowed = {"nth": {"times"}, "probability": {"seed"},
+               "huge_pages_exhausted": {"pages"}, "when": set()}[kind]
+    owner = {"times": "nth", "seed": "probability", "pages": "huge_pages_exhausted"}
+    stray = [k for k in owner if k in spec and k not in allowed]
+    if stray:
+        raise InvalidArgument(f"{stray[0]!r} only goes with {owner[stray[0]]!r}; remove it or "
+                              f"add {owner[stray[0]]!r}")
+    if kind == "nth":
+        return FailNth(spec["nth"], times=spec.get("times", 1), **filters)
+    if kind == "probability":
+        return FailRandomly(spec["probability"], seed=spec.get("seed", 0), **filters)
+    if kind == "huge_pages_exhausted":
+        if spec["huge_pages_exhausted"] is not True:
+            raise InvalidArgument("write \"huge_pages_exhausted\": true (or leave it out)")
+        if "error" in filters:
+            raise InvalidArgument("huge_pages_exhausted refuses pages and raises nothing; "
+                                  "remove 'error'")
+        return HugePagesExhausted(pages=spec.get("pages", (Page.HUGE,)), **filters)
+    if not filters:
+        raise InvalidArgument("an empty fault spec would fail every call; write "
+                              "{'api': 'malloc'} (every aclrtMalloc fails) or add 'nth', "
+                              "'probability' or 'huge_pages_exhausted'")
+    return FailWhen(**filters)
+
+
+def parse_faults(specs: object) -> list[Fault]:
+    """Faults from one spec or a list of specs (see :func:`parse_fault`).
+
+    Raises:
+        InvalidArgument: any bad spec; the message names its position.
+    """
+    if specs is None:
+        return []
+    if isinstance(specs, (Fault, Mapping)):
+        specs = [specs]
+    if not isinstance(specs, (list, tuple)):
+        raise InvalidArgumentType(f"faults must be a list of fault specs, got "
+                                  f"{type(specs).__name__}")
+    faults = []
+    for i, spec in enumerate(specs):
+        try:
+            faults.append(parse_fault(spec))
+        except AclError as e:
+            raise type(e)(f"faults[{i}]: {e.message}") from None
+    return faults
+
+
+def _config_faults(kwargs: dict, value: object) -> None:
+    # The aclInit "memsim" config: {"faults": [spec, ...]}; checked now, at acl.init.
+    kwargs.setdefault("interceptors", []).extend(parse_faults(value))
+
+
+CONFIG_KEYS["faults"] = _config_faults
+
+
+@contextlib.contextmanager
+def inject(*faults: object, runtime: Runtime | None = None) -> Iterator[list[Fault]]:
+    """``with inject(FailNth(2), {"huge_pages_exhausted": True}):`` install faults (objects or
+    specs) in ``runtime`` (default: the active one) for the block; yields the Fault objects."""
+    made = parse_faults(list(faults))
+    runtime = current_runtime() if runtime is None else runtime
+    done: list[Fault] = []
+    try:
+        for fault in made:
+            done.append(fault.install(runtime))
+        yield made
+    finally:
+        for fault in done:
+            fault.uninstall()
+
+
+# -- exhaustive mode ----------------------------------------------------------------------------
+
+def _site_key(site: Site) -> tuple:
+    return tuple((f.filename, f.lineno, f.name) for f in site)
+
+
+class _SiteRecorder:
+    """An interceptor that lists the distinct allocation sites, in first-call order."""
+
+    def __init__(self) -> None:
+        self.sites: dict[tuple, tuple[Site, Request]] = {}
+
+    def __call__(self, request: Request) -> None:
+        site = capture_site()
+        self.sites.setdefault(_site_key(site), (site, request))
+
+
+class _FailSite:
+    """An interceptor that fails the first ``times`` calls made from one site (None: all)."""
+
+    def __init__(self, key: tuple, error: type[AclError], times: int | None) -> None:
+        self.key = key
+        self.error = error
+        self.times = times
+        self.fired = 0
+
+    def __call__(self, request: Request) -> None:
+        if self.times is not None and self.fired >= self.times:
+            return
+        if _site_key(capture_site()) != self.key:
+            return
+        self.fired += 1
+        raise self.error(f"injected fault (exhaustive mode) at this site: "
+                         f"{request.api.value}(size={request.size}, "
+                         f"policy={policy_name(request.policy)})")
+
+
+@dataclass
+class SiteOutcome:
+    """What the code did when one allocation site failed."""
+
+    site: Site
+    request: Request
+    #: "handled", "crashed", "leaked" or "not reached"
+    outcome: str
+    exception: BaseException | None = None
+    leaked: list[Block] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """The outcome, the failed call, the site and the evidence, several lines."""
+        lines = [f"{self.outcome}: {self.request.api.value}(size={self.request.size}, "
+                 f"policy={policy_name(self.request.policy)}) failing at",
+                 format_site(self.site, "    ")]
+        if self.exception is not None:
+            lines.append(f"  raised {type(self.exception).__name__}: {self.exception}")
+        for block in self.leaked:
+            lines.append(f"  leaked {block.describe()}")
+            where = format_site((block.extra or {}).get("site"), "      ")
+            if where:
+                lines.append("    allocated at\n" + where)
+        return "\n".join(lines)
+
+
+@dataclass
+class ExhaustiveReport:
+    """The outcome of each allocation site of an :func:`exhaustive` run."""
+
+    outcomes: list[SiteOutcome]
+
+    @property
+    def failures(self) -> list[SiteOutcome]:
+        """The sites where the code crashed or leaked."""
+        return [o for o in self.outcomes if o.outcome in ("crashed", "leaked")]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def __str__(self) -> str:
+        head = (f"{len(self.outcomes)} allocation site(s) failed one at a time: "
+                f"{len(self.failures)} crashed or leaked")
+        return "\n".join([head, *(o.describe() for o in self.failures)])
+
+    def raise_if_failed(self) -> None:
+        """Raise AssertionError listing the failures, if any."""
+        if self.failures:
+            raise AssertionError(str(self))
+
+
+def _fresh(make_runtime: Callable[[], Runtime]) -> Runtime:
+    runtime = make_runtime()
+    runtime.set_record_sites(True)
+    return runtime
+
+
+def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
+               expected: Sequence[type[BaseException]] | type[BaseException] = (AclError,),
+               error: object = OutOfDeviceMemory, times: int | None = 1,
+               device: int | None = 0,
+               make_runtime: Callable[[], Runtime] | None = None,
+               **overrides: Any) -> ExhaustiveReport:
+    """Run ``fn(runtime)`` once per allocation site, with that site's first call failing.
+
+    First ``fn`` runs without faults to find the sites (a site is the user's call stack at
+    the allocation, simulator frames left out); it must finish without raising and without
+    leaving blocks live. Then, for each site, a fresh active runtime (product and profile
+    ``overrides``, ``device`` set; or ``make_runtime()``) runs ``fn`` with the first call from
+    that site failing with ``error`` (``times`` calls from the site fail; None: every one, so
+    a retry from the same line fails too). The code *handled* it when ``fn`` returned or raised one
+    of ``expected`` and left no block live; it *crashed* when it raised anything else; it
+    *leaked* when blocks were live afterwards (listed with their allocation sites).
+
+    Raises:
+        AssertionError: the fault-free run leaked (nothing to compare against); whatever the
+            fault-free run raises propagates.
+        InvalidArgument: a bad ``error``.
+    """
+    error_cls = _error_class(error)
+    if times is not None and (isinstance(times, bool) or not isinstance(times, int)
+                              or times < 1):
+        raise InvalidArgument(f"times={times!r}: write a count >= 1, or None for every call "
+                              f"from the site")
+    expected = (expected,) if isinstance(expected, type) else tuple(expected)
+
+    def make() -> Runtime:
+        if make_runtime is not None:
+            return _fresh(make_runtime)
+        runtime = _fresh(lambda: Runtime(product, **overrides))
+        if device is not None:
+            runtime.set_device(device)
+        return runtime
+
+    recorder = _SiteRecorder()
+    with make() as runtime:
+        runtime.add_interceptor(recorder)
+        fn(runtime)
+        live = runtime.blocks()
+        if live:
+            raise AssertionError("exhaustive: without faults the callable leaves "
+                                 f"{len(live)} block(s) live; it must free what it allocates "
+                                 "so that leaks on error paths can be told apart:\n"
+                                 + "\n".join(b.describe() for b in live))
+    outcomes = []
+    for key, (site, request) in recorder.sites.items():
+        failer = _FailSite(key, error_cls, times)
+        raised: BaseException | None = None
+        with make() as runtime:
+            runtime.add_interceptor(failer)
+            try:
+                fn(runtime)
+            except Exception as e:  # noqa: BLE001  (classifying the code's exception is the job)
+                raised = e
+            leaked = runtime.blocks()
+        if not failer.fired:
+            outcome = "not reached"
+        elif raised is not None and not isinstance(raised, expected):
+            outcome = "crashed"
+        elif leaked:
+            outcome = "leaked"
+        else:
+            outcome = "handled"
+        outcomes.append(SiteOutcome(site, request, outcome, raised, leaked))
+    return ExhaustiveReport(outcomes)
+

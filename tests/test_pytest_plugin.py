@@ -1,0 +1,221 @@
+"""The pytest plugin, run in-process by pytester: fixture, leak check, marker, options, xdist."""
+
+from importlib.metadata import entry_points
+
+import pytest
+
+# Inner runs load the plugin through its entry point when the package is installed, else by name.
+_INSTALLED = any(ep.value == "ascend_memsim.pytest_plugin" for ep in entry_points(group="pytest11"))
+PLUGIN = () if _INSTALLED else ("-p", "ascend_memsim.pytest_plugin")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider", *args)
+
+
+def test_leaking_test_fails_with_each_block_and_its_site(pytester):
+    pytester.makepyfile(test_leaky="""
+        def helper(rt):
+            return rt.malloc(100)
+
+        def test_leak(memsim):
+            helper(memsim)
+            keep = memsim.malloc_align32(4096)
+            other = memsim.malloc(64)
+            memsim.free(other)
+        """)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "*memsim: test_leaky.py::test_leak leaked 2 device block(s)*",
+        "*100-byte block at 0x*(aclrtMalloc, normal pages, HBM, footprint 192)*",
+        "*test_leaky.py:5 in test_leak",
+        "*test_leaky.py:2 in helper",
+        "*4096-byte block at 0x*(aclrtMallocAlign32*",
+        "*test_leaky.py:6 in test_leak",
+    ])
+    out = result.stdout.str()
+    assert out.count("-byte block at") == 2 and "_pytest" not in out
+
+
+def test_clean_test_passes_and_leak_check_can_be_turned_off(pytester):
+    pytester.makepyfile("""
+        import pytest
+        from ascend_memsim import acl
+
+        def test_clean(memsim):
+            ptr, ret = acl.rt.malloc(1 << 20, 0)
+            assert ret == 0 and memsim.block(ptr).size == 1 << 20
+            assert acl.rt.free(ptr) == 0
+
+        @pytest.mark.memsim(leak_check=False)
+        def test_keeps_memory_on_purpose(memsim):
+            memsim.malloc(100)
+
+        def test_fresh_runtime_each_time(memsim):
+            assert memsim.blocks() == []
+            assert memsim.get_device() == 0
+        """)
+    run(pytester).assert_outcomes(passed=3)
+
+
+def test_failing_test_is_not_also_reported_as_leaking(pytester):
+    pytester.makepyfile("""
+        def test_fails_midway(memsim):
+            memsim.malloc(100)
+            assert False, "the test's own failure"
+        """)
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    assert "leaked" not in result.stdout.str()
+
+
+def test_marker_sets_product_and_overrides_and_requests_the_fixture(pytester):
+    pytester.makepyfile("""
+        import pytest
+        from ascend_memsim import current_runtime
+
+        pytestmark = pytest.mark.memsim(product="950PR")
+
+        def test_module_marker(memsim):
+            assert memsim.profile.name == "950PR"
+            # 950PR rounds to 32 bytes only: 100 -> 128 (A2 would give 160).
+            assert memsim.block(memsim.malloc_align32(100)).rule_size == 128
+            assert memsim.block(memsim.malloc(100)).rule_size == 128
+            memsim.close()
+
+        @pytest.mark.memsim("A2", hbm_bytes=64 * 2**20, device_count=2)
+        def test_closer_marker_wins(memsim):
+            assert memsim.profile.name == "A2"
+            assert memsim.get_mem_info(1) == (64 * 2**20, 64 * 2**20)
+            assert memsim.device_count == 2
+
+        @pytest.mark.memsim(device=None)
+        def test_marker_alone_gives_a_runtime():
+            rt = current_runtime()
+            assert rt.profile.name == "950PR" and rt.devices() == []
+        """)
+    run(pytester).assert_outcomes(passed=3)
+
+
+def test_product_option_ini_and_indirect_parameter(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        def test_option(memsim):
+            assert memsim.profile.name == "310P"
+
+        @pytest.mark.parametrize("memsim", ["950DT", {"product": "A3", "hbm_bytes": 2**26}],
+                                 indirect=True)
+        def test_param(memsim):
+            assert memsim.profile.name in ("950DT", "A3")
+            if memsim.profile.name == "A3":
+                assert memsim.profile.hbm_bytes == 2**26
+        """)
+    run(pytester, "--memsim-product", "310P").assert_outcomes(passed=3)
+    pytester.makeini("[pytest]\nmemsim_product = 310P\n")
+    run(pytester).assert_outcomes(passed=3)
+
+
+def test_unknown_product_option_is_a_usage_error(pytester):
+    pytester.makepyfile("def test_x(memsim): pass")
+    result = run(pytester, "--memsim-product", "910Z")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'910Z' is not a product; write one of *'A2'*"])
+
+
+def test_bad_marker_arguments_fail_at_setup_saying_what_to_write(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.memsim(prodcut="A2")
+        def test_typo(memsim): pass
+
+        @pytest.mark.memsim(product="910Z")
+        def test_unknown_product(memsim): pass
+
+        @pytest.mark.memsim(leak_check="no")
+        def test_bad_flag(memsim): pass
+
+        @pytest.mark.memsim(faults=[{"nth": 0, "api": "malloc"}])
+        def test_impossible_fault(memsim): pass
+
+        @pytest.mark.memsim(faults=[{"nth": 1, "api": "mallok"}])
+        def test_unknown_api(memsim): pass
+
+        @pytest.mark.parametrize("memsim", [3], indirect=True)
+        def test_bad_param(memsim): pass
+        """)
+    result = run(pytester)
+    result.assert_outcomes(errors=6)
+    result.stdout.fnmatch_lines_random([
+        "*unknown keyword 'prodcut' (did you mean 'product'?)*",
+        "*unknown product '910Z'; known: *",
+        "*leak_check='no': write True or False*",
+        "*faults[[]0[]]: n=0 (\"nth\" in a spec): calls are counted from 1; write 1*",
+        "*unknown allocation API 'mallok'; known: *'malloc'*",
+        "*neither a product name nor a dict*",
+    ])
+
+
+def test_marker_faults_fail_the_nth_call_with_the_real_code(pytester):
+    pytester.makepyfile("""
+        import pytest
+        from ascend_memsim import acl
+
+        @pytest.mark.memsim(faults=[{"nth": 2, "api": "malloc"},
+                                    {"huge_pages_exhausted": True}])
+        def test_second_malloc_fails(memsim, memsim_faults):
+            a, ret = acl.rt.malloc(100, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+            assert ret == 0
+            b, ret = acl.rt.malloc(100, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+            assert (b, ret) == (0, acl.ACL_ERROR_RT_MEMORY_ALLOCATION)
+            # huge pages refused: a 4 MiB HUGE_FIRST request falls back to normal pages
+            c, ret = acl.rt.malloc(4 << 20, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+            assert ret == 0 and memsim.block(c).fallback
+            # the second call failed before the huge-page fault saw it
+            assert [f.calls for f in memsim_faults] == [3, 2]
+            acl.rt.free(a)
+            acl.rt.free(c)
+        """)
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_memsim_acl_option_makes_import_acl_the_simulator(pytester):
+    pytester.makepyfile(mycode="""
+        import acl  # written for Ascend hardware
+
+        def roundtrip(size):
+            ptr, ret = acl.rt.malloc(size, 0)
+            assert ret == 0
+            return acl.rt.free(ptr)
+        """)
+    pytester.makepyfile(test_code="""
+        import mycode
+
+        def test_runs_unchanged(memsim):
+            assert mycode.roundtrip(1000) == 0
+        """)
+    pytester.syspathinsert()
+    run(pytester, "--memsim-acl").assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\nmemsim_acl = true\n")
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_xdist_workers_share_no_state(pytester):
+    pytest.importorskip("xdist", reason="pytest-xdist (the test extra) runs -n 2")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.parametrize("i", range(8))
+        def test_each_gets_a_fresh_device(memsim, i):
+            # Addresses are deterministic: a fresh runtime always hands out the same first one.
+            first = memsim.malloc(100)
+            assert first == memsim.device(0).allocators[memsim.profile.main_memory].base
+            if i == 5:
+                return  # leaks: only this test may report it
+            memsim.free(first)
+        """)
+    result = run(pytester, "-n", "2")
+    result.assert_outcomes(passed=8, errors=1)
+    result.stdout.fnmatch_lines(["*test_each_gets_a_fresh_device?5? leaked 1 device block*"])

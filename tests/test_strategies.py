@@ -1,0 +1,185 @@
+"""The shipped Hypothesis strategies and the AllocatorMachine base, exercised on the simulator."""
+
+import pytest
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis.stateful import Bundle, consumes, rule, run_state_machine_as_test
+
+from ascend_memsim import (
+    AclError,
+    Api,
+    GiB,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidMemoryType,
+    MiB,
+    Runtime,
+    acl,
+)
+from ascend_memsim import strategies as ms
+from ascend_memsim.testing import AllocatorMachine
+
+
+def test_boundary_sizes_sit_on_the_rule_edges():
+    near = ms.boundary_sizes()
+    assert {1, 31, 32, 33, 63, 64, 65} <= set(near)
+    for edge in (1 * MiB, 2 * MiB, 1 * GiB):
+        assert {edge - 33, edge - 32, edge - 1, edge, edge + 1, edge + 32, edge + 33} <= set(near)
+    assert ms.boundary_sizes(100, 200) == [
+        n for n in near if 100 <= n <= 200] and min(ms.boundary_sizes(5, 100)) >= 5
+
+
+def test_sizes_reach_the_edges_and_multiples_of_32_plus_minus_1():
+    assert find(ms.sizes(), lambda n: n == 2 * MiB + 33) == 2 * MiB + 33
+    assert find(ms.sizes(), lambda n: n > 4096 and n % 32 == 31) % 32 == 31
+    assert find(ms.sizes(max_size=64 * MiB), lambda n: n > 1 * MiB) == 1 * MiB + 1
+    with pytest.raises(ValueError):
+        ms.sizes(min_size=10, max_size=5)
+
+
+@given(size=ms.sizes(max_size=96 * MiB), policy=ms.policies(), api=ms.apis())
+def test_any_size_and_policy_either_allocates_or_fails_cleanly(size, policy, api):
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        before = rt.get_mem_info(1)
+        call = {Api.MALLOC: rt.malloc, Api.MALLOC_ALIGN32: rt.malloc_align32,
+                Api.MALLOC_CACHED: rt.malloc_cached, Api.MALLOC_WITH_CFG: rt.malloc_with_cfg,
+                Api.MALLOC_FOR_TASK_SCHEDULER: rt.malloc_for_task_scheduler}[api]
+        try:
+            ptr = call(size, policy)
+        except AclError:
+            assert rt.get_mem_info(1) == before and rt.blocks() == []
+        else:
+            block = rt.block(ptr)
+            assert block.size == size and block.rule_size >= size and block.rule_size % 32 == 0
+            free, total = rt.get_mem_info(1)
+            assert free + block.footprint == total
+        rt.current_device().check_invariants()
+
+
+@given(ms.bad_sizes())
+def test_bad_sizes_are_refused_by_the_core_and_the_face(size):
+    with Runtime("950PR", hbm_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        with pytest.raises((InvalidArgument, InvalidArgumentType)):
+            rt.malloc(size)
+        assert acl.rt.malloc(size, 0) == (0, acl.ACL_ERROR_INVALID_PARAM)
+
+
+@given(ms.policies())
+def test_every_policy_word_is_accepted_by_malloc(policy):
+    # Out-of-enum values are hints and flags are ignored by aclrtMalloc; only 1 GB pages
+    # cannot fit a 64 MiB device.
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        ptr, ret = acl.rt.malloc(4096, policy)
+        huge1g = policy & ~0x101100 in (6, 7)
+        assert ret == (acl.ACL_ERROR_RT_MEMORY_ALLOCATION if huge1g else 0)
+        if not ret:
+            rt.free(ptr)
+
+
+@given(ms.products(), ms.mem_attrs(out_of_range=True))
+def test_products_and_mem_attrs(product, attr):
+    with Runtime(product) as rt:
+        rt.set_device(0)
+        if attr > 17:
+            with pytest.raises(InvalidMemoryType):
+                rt.get_mem_info(attr)
+        else:
+            free, total = rt.get_mem_info(attr)
+            assert 0 <= free <= total
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(ms.programs(max_steps=25, max_size=16 * MiB, free_all=True,
+                   api_strategy=ms.apis(), policy_strategy=ms.policies()))
+def test_whole_programs_free_everything_they_allocate(program):
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        results = ms.run_program(rt, program)
+        assert len(results) == len(program)
+        assert rt.blocks() == [] and rt.get_mem_info(1) == (64 * MiB, 64 * MiB)
+        rt.current_device().check_invariants()
+
+
+@given(ms.programs(max_steps=10))
+def test_program_frees_name_an_earlier_live_malloc(program):
+    live = set()
+    for i, step in enumerate(program):
+        if isinstance(step, ms.Free):
+            assert step.index in live
+            live.remove(step.index)
+        else:
+            live.add(i)
+
+
+class RuntimeMachine(AllocatorMachine):
+    """The simulator itself through the pyacl face; the base class checks the invariants."""
+
+    ptrs = Bundle("ptrs")
+
+    def setup(self):
+        self.live = {}
+
+    def user_extents(self):
+        return self.live.items()
+
+    @rule(target=ptrs, size=ms.sizes(max_size=24 * MiB), policy=ms.policies(flags=False))
+    def malloc(self, size, policy):
+        ptr, ret = acl.rt.malloc(size, policy)
+        if ret:
+            assert ret == acl.ACL_ERROR_RT_MEMORY_ALLOCATION and ptr == 0
+            ptr = None
+        else:
+            self.live[ptr] = size
+        return ptr
+
+    @rule(ptr=consumes(ptrs))
+    def free(self, ptr):
+        if ptr is not None:
+            assert acl.rt.free(ptr) == 0
+            del self.live[ptr]
+
+    @rule(ptr=ptrs)
+    def double_free_or_interior_is_refused(self, ptr):
+        if ptr is not None:
+            assert acl.rt.free(ptr + 1) == acl.ACL_ERROR_RT_PARAM_INVALID
+
+    def cleanup(self):
+        for ptr in self.live:
+            assert acl.rt.free(ptr) == 0
+
+
+TestRuntimeMachine = RuntimeMachine.TestCase
+TestRuntimeMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+class ForgetfulMachine(RuntimeMachine):
+    """Frees device memory but keeps reporting it as handed out: the base must object."""
+
+    product = "950PR"
+
+    @rule(ptr=consumes(RuntimeMachine.ptrs))
+    def free(self, ptr):
+        if ptr is not None:
+            assert acl.rt.free(ptr) == 0  # and forgets to drop it from self.live
+
+    def cleanup(self):
+        pass
+
+
+def test_the_base_machine_catches_memory_used_after_it_went_back_to_the_device():
+    with pytest.raises(AssertionError, match="which no live device block holds"):
+        run_state_machine_as_test(ForgetfulMachine, settings=settings(
+            max_examples=100, derandomize=True, database=None, phases=[Phase.generate],
+            report_multiple_bugs=False, deadline=None, print_blob=False))
+
+
+def test_the_machine_leaves_no_runtime_active():
+    from ascend_memsim.runtime import _active
+
+    depth = len(_active)
+    run_state_machine_as_test(RuntimeMachine, settings=settings(
+        max_examples=3, database=None, deadline=None))
+    assert len(_active) == depth
+
