@@ -1,0 +1,446 @@
+"""What device memory holds: sparse byte storage per block, and the copies that move bytes.
+
+A device block's bytes live in a :class:`Contents`: a dict of 64 KiB chunks made on first
+write, so a 60 GB allocation with a few MB written costs the host about what was written.
+A chunk filled by ``memset`` is kept as one int (the fill byte) until it is partly
+overwritten. Each :class:`Contents` also keeps the :class:`Runs` of bytes ever written, which
+the sanitizer's initcheck reads.
+
+:class:`DataPlane` carries out ``memcpy`` and ``memset`` for a runtime: it checks the
+arguments (vendor rules of aclrtMemcpy / aclrtMemset, vendor_facts 3.2), resolves each
+address to a *region* (a device block here, a host block or registered host buffer in
+:mod:`ascend_memsim.host`), lets the sanitizer look at the access, and only then moves bytes.
+A failed call changes nothing. Copies move memoryview slices, never single bytes in Python.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left, bisect_right
+
+from ._checks import SIZE_MAX, as_int
+from .constants import MemcpyKind
+from .device import Block, device_of
+from .errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
+
+__all__ = ["Runs", "Contents", "DeviceRegion", "DataPlane", "CHUNK_BYTES", "contents_of"]
+
+CHUNK_SHIFT = 16
+#: Bytes per storage chunk; a chunk is made on the first write that touches it.
+CHUNK_BYTES = 1 << CHUNK_SHIFT
+_CHUNK_MASK = CHUNK_BYTES - 1
+_ZEROS = memoryview(bytes(CHUNK_BYTES))
+
+#: aclrtMemcpyKind values aclrtMemcpy accepts: memory.cpp MemcpyKindTranslate maps 0..5 only.
+_MEMCPY_KINDS = range(0, 6)
+
+
+class Runs:
+    """Disjoint, coalesced ``[start, end)`` runs of offsets: the bytes ever written.
+
+    Adding and querying are O(log r + merged runs) in the number of runs r.
+
+    >>> r = Runs(); r.add(0, 10); r.add(20, 30); r.add(10, 20)
+    >>> r.runs(), r.first_gap(0, 30), r.first_gap(25, 40)
+    ([(0, 30)], None, (30, 40))
+    """
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, start: int, end: int) -> None:
+        """Mark ``[start, end)`` as covered."""
+        starts, ends = self.starts, self.ends
+        i = bisect_left(ends, start)
+        j = bisect_right(starts, end)
+        if i < j:
+            start = min(start, starts[i])
+            end = max(end, ends[j - 1])
+        starts[i:j] = [start]
+        ends[i:j] = [end]
+
+    def first_gap(self, start: int, end: int) -> tuple[int, int] | None:
+        """The first uncovered sub-range of ``[start, end)``, or None if all is covered."""
+        starts, ends = self.starts, self.ends
+        i = bisect_right(starts, start) - 1
+        gap = start
+        if i >= 0 and ends[i] > start:
+            if ends[i] >= end:
+                return None
+            gap = ends[i]
+        nxt = i + 1
+        stop = min(starts[nxt], end) if nxt < len(starts) else end
+        return gap, stop
+
+    def covered(self) -> int:
+        """Total bytes covered."""
+        return sum(e - s for s, e in zip(self.starts, self.ends))
+
+    def runs(self) -> list[tuple[int, int]]:
+        return list(zip(self.starts, self.ends))
+
+
+class Contents:
+    """The bytes of one block: sparse chunks, zero where never written.
+
+    Chunk ``i`` covers offsets ``[i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES)`` clipped to
+    ``limit`` (the block's footprint), so a small block costs only its own size.
+    DECISION: bytes never written read as zeros (the hardware gives whatever was there; the
+    sanitizer's initcheck reports such reads).
+    """
+
+    __slots__ = ("limit", "chunks", "written")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        #: chunk index -> bytearray, or an int: the chunk is that byte throughout
+        self.chunks: dict[int, bytearray | int] = {}
+        self.written = Runs()
+
+    def _chunk_len(self, index: int) -> int:
+        return min(CHUNK_BYTES, self.limit - (index << CHUNK_SHIFT))
+
+    def materialised_bytes(self) -> int:
+        """Host bytes held by chunks (a filled int chunk costs nothing)."""
+        return sum(len(c) for c in self.chunks.values() if not isinstance(c, int))
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        """Copy ``len(out)`` bytes from ``offset`` into ``out``. O(bytes / CHUNK_BYTES)."""
+        chunks = self.chunks
+        n = len(out)
+        pos = 0
+        while pos < n:
+            at = offset + pos
+            index = at >> CHUNK_SHIFT
+            lo = at & _CHUNK_MASK
+            take = min(CHUNK_BYTES - lo, n - pos)
+            chunk = chunks.get(index)
+            if chunk is None:
+                out[pos:pos + take] = _ZEROS[:take]
+            elif isinstance(chunk, int):
+                out[pos:pos + take] = bytes((chunk,)) * take
+            else:
+                out[pos:pos + take] = memoryview(chunk)[lo:lo + take]
+            pos += take
+
+    def read(self, offset: int, count: int) -> bytearray:
+        """``count`` bytes from ``offset`` as a new bytearray."""
+        out = bytearray(count)
+        self.read_into(offset, memoryview(out))
+        return out
+
+    def _materialise(self, index: int) -> bytearray:
+        chunk = self.chunks.get(index)
+        if chunk is None:
+            chunk = self.chunks[index] = bytearray(self._chunk_len(index))
+        elif isinstance(chunk, int):
+            chunk = self.chunks[index] = bytearray(bytes((chunk,)) * self._chunk_len(index))
+        return chunk
+
+    def write(self, offset: int, data: memoryview) -> None:
+        """Store ``data`` at ``offset``. O(bytes / CHUNK_BYTES)."""
+        chunks = self.chunks
+        n = len(data)
+        pos = 0
+        while pos < n:
+            at = offset + pos
+            index = at >> CHUNK_SHIFT
+            lo = at & _CHUNK_MASK
+            take = min(CHUNK_BYTES - lo, n - pos)
+            if lo == 0 and take == self._chunk_len(index):
+                # A whole chunk: one copy, no zero-fill first.
+                chunks[index] = bytearray(data[pos:pos + take])
+            else:
+                self._materialise(index)[lo:lo + take] = data[pos:pos + take]
+            pos += take
+        if n:
+            self.written.add(offset, offset + n)
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        """Set ``count`` bytes from ``offset`` to ``value`` (0..255); whole chunks stay ints."""
+        chunks = self.chunks
+        pos = 0
+        while pos < count:
+            at = offset + pos
+            index = at >> CHUNK_SHIFT
+            lo = at & _CHUNK_MASK
+            take = min(CHUNK_BYTES - lo, count - pos)
+            if lo == 0 and take == self._chunk_len(index):
+                chunks[index] = value
+            else:
+                self._materialise(index)[lo:lo + take] = bytes((value,)) * take
+            pos += take
+        if count:
+            self.written.add(offset, offset + count)
+
+
+def contents_of(block: Block) -> Contents:
+    """The block's :class:`Contents`, made on first use (kept in ``block.extra``)."""
+    extra = block.extra
+    if extra is None:
+        extra = block.extra = {}
+    contents = extra.get("contents")
+    if contents is None:
+        contents = extra["contents"] = Contents(block.footprint)
+    return contents
+
+
+class DeviceRegion:
+    """A device block seen as a region: what the data plane and the sanitizer need."""
+
+    __slots__ = ("block",)
+    host = False
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+
+    @property
+    def base(self) -> int:
+        return self.block.ptr
+
+    @property
+    def size(self) -> int:
+        return self.block.size
+
+    @property
+    def limit(self) -> int:
+        return self.block.footprint
+
+    @property
+    def readonly(self) -> bool:
+        return self.block.readonly
+
+    def describe(self) -> str:
+        return self.block.describe()
+
+    def site(self):
+        extra = self.block.extra
+        return None if extra is None else extra.get("site")
+
+    def view(self, offset: int, count: int) -> None:
+        """Device bytes are not directly addressable (see :meth:`write`)."""
+        return None
+
+    def source(self, offset: int, count: int) -> None:
+        """Device bytes are not directly addressable (see :meth:`read`)."""
+        return None
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        contents = self.block.extra.get("contents") if self.block.extra else None
+        if contents is None:
+            out[:] = bytes(len(out))
+        else:
+            contents.read_into(offset, out)
+
+    def read(self, offset: int, count: int) -> bytearray:
+        out = bytearray(count)
+        self.read_into(offset, memoryview(out))
+        return out
+
+    def write(self, offset: int, data: memoryview) -> None:
+        contents_of(self.block).write(offset, data)
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        contents_of(self.block).fill(offset, count, value)
+
+    def first_gap(self, offset: int, count: int) -> tuple[int, int] | None:
+        extra = self.block.extra
+        contents = None if extra is None else extra.get("contents")
+        if contents is None:
+            return offset, offset + count
+        return contents.written.first_gap(offset, offset + count)
+
+
+class DataPlane:
+    """memcpy / memset for one runtime: checks, address resolution, then the byte moves.
+
+    The runtime supplies ``host`` (a :class:`~ascend_memsim.host.HostMemory`), its devices
+    and its ``sanitizer``. Thread-safe: one lock serialises the byte moves.
+    """
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+        self.lock = threading.RLock()
+
+    # -- argument checks (vendor rules) ---------------------------------------------------------
+
+    @staticmethod
+    def check_memcpy(dst: object, dest_max: object, src: object, count: object,
+                     kind: object) -> tuple[int, int, int, int] | None:
+        """Checked (dst, src, count, kind), or None when there is nothing to do.
+
+        Rules (vendor_facts 3.2, memory.cpp and api_error.cc): count 0 succeeds before any other
+        check; NULL dst/src and kinds outside 0..5 are ACL_ERROR_INVALID_PARAM; count past
+        dest_max is ACL_ERROR_RT_PARAM_INVALID; dst == src succeeds without copying.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL pointer, bad kind, bad types.
+            InvalidRuntimeParam: count > dest_max.
+        """
+        count = as_int(count, "count")
+        if count == 0:
+            return None
+        dst = as_int(dst, "dst")
+        src = as_int(src, "src")
+        if dst == 0 or src == 0:
+            raise InvalidArgument(f"{'dst' if dst == 0 else 'src'} is NULL")
+        kind = as_int(kind, "kind", -(1 << 31), (1 << 32) - 1)
+        if kind not in _MEMCPY_KINDS:
+            names = ", ".join(f"{k.name}={k.value}" for k in MemcpyKind if k.value in _MEMCPY_KINDS)
+            raise InvalidArgument(f"kind={kind} is not a kind aclrtMemcpy accepts ({names})")
+        dest_max = as_int(dest_max, "dest_max")
+        if count > dest_max:
+            raise InvalidRuntimeParam(f"count={count} is more than dest_max={dest_max}")
+        if dst == src:
+            return None
+        return dst, src, count, kind
+
+    @staticmethod
+    def check_memset(ptr: object, max_count: object, value: object,
+                     count: object) -> tuple[int, int, int] | None:
+        """Checked (ptr, count, low byte of value), or None when count is 0.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL ptr, bad types.
+            InvalidRuntimeParam: count > max_count (DECISION: 107000, as memcpy; vendor_facts).
+        """
+        count = as_int(count, "count")
+        if count == 0:
+            return None
+        ptr = as_int(ptr, "ptr")
+        if ptr == 0:
+            raise InvalidArgument("ptr is NULL")
+        value = as_int(value, "value", -(1 << 63), SIZE_MAX)
+        max_count = as_int(max_count, "max_count")
+        if count > max_count:
+            raise InvalidRuntimeParam(f"count={count} is more than max_count={max_count}")
+        return ptr, count, value & 0xFF
+
+    # -- resolution ---------------------------------------------------------------------------
+
+    def region_at(self, addr: int):
+        """The region (device block, host block, registered buffer) holding ``addr``, or None."""
+        runtime = self.runtime
+        if addr >= runtime.host_limit:
+            device = runtime._devices.get(device_of(addr))
+            block = None if device is None else device.block_at(addr)
+            return None if block is None else DeviceRegion(block)
+        return runtime.host.region_at(addr)
+
+    def resolve(self, call: str, addr: int, count: int, write: bool, *,
+                deferred: bool = False):
+        """(region, offset) for an access of ``count`` bytes at ``addr``, after the checks.
+
+        ``deferred``: the access is queued, not done now; only check that the address is live
+        and the access stays in its footprint (the rest is checked when it runs).
+
+        Raises:
+            InvalidPointer: no live region holds ``addr``, or the access leaves its footprint.
+            SanitizerError: a finding the strict sanitizer refuses.
+        """
+        region = self.region_at(addr)
+        sanitizer = self.runtime.sanitizer
+        if region is None or (sanitizer.on and sanitizer.quarantined(region)):
+            sanitizer.bad_address(call, addr, count, write)
+            raise InvalidPointer(f"{call}: {addr:#x} is not in any live block or registered "
+                                 f"host buffer")
+        offset = addr - region.base
+        end = offset + count
+        if end > region.size:
+            if end > region.limit:
+                sanitizer.out_of_bounds(call, addr, count, write, region)
+                raise InvalidPointer(
+                    f"{call}: {count} bytes at {addr:#x} run {end - region.limit} bytes past "
+                    f"the end of the {region.describe()}")
+            if sanitizer.on and not deferred:
+                sanitizer.padding_access(call, addr, count, write, region)
+        if sanitizer.on and not deferred:
+            if write and region.readonly:
+                sanitizer.readonly_write(call, addr, count, region)
+            if not write and sanitizer.initcheck:
+                gap = region.first_gap(offset, count)
+                if gap is not None:
+                    sanitizer.uninitialized_read(call, addr, count, region, gap)
+        return region, offset
+
+    # -- operations ---------------------------------------------------------------------------
+
+    def memcpy(self, dst: object, dest_max: object, src: object, count: object, kind: object,
+               *, call: str = "aclrtMemcpy", stream: object = None) -> None:
+        """aclrtMemcpy: copy ``count`` bytes from ``src`` to ``dst``, direction from the addresses.
+
+        DECISION: the kind is checked (0..5) but the direction comes from the addresses, as
+        with ACL_MEMCPY_DEFAULT; the vendor's own samples pass a host buffer with DEVICE_TO_HOST.
+
+        Raises:
+            InvalidArgument, InvalidRuntimeParam, InvalidPointer: see :meth:`check_memcpy`
+            and :meth:`resolve`.
+        """
+        checked = self.check_memcpy(dst, dest_max, src, count, kind)
+        if checked is None:
+            return
+        self.copy(*checked, call=call, stream=stream)
+
+    def copy(self, dst: int, src: int, count: int, kind: int, *, call: str = "aclrtMemcpy",
+             stream: object = None) -> None:
+        """A checked copy (see :meth:`memcpy`): resolve both ends, then move the bytes."""
+        with self.lock:
+            src_region, src_off = self.resolve(call, src, count, write=False)
+            dst_region, dst_off = self.resolve(call, dst, count, write=True)
+            if not (src_region.host or dst_region.host):
+                a, b = src_region.block, dst_region.block
+                if a.device_id != b.device_id and not (a.p2p and b.p2p):
+                    # DECISION: copies between devices need P2P blocks at both ends (107000).
+                    raise InvalidRuntimeParam(
+                        f"{call}: device {a.device_id} to device {b.device_id} needs P2P memory "
+                        f"at both ends (a *_P2P policy); got {a.describe()} and {b.describe()}")
+            out = dst_region.view(dst_off, count)
+            if out is not None:
+                src_region.read_into(src_off, out)
+            else:
+                source = src_region.source(src_off, count)
+                if source is None:
+                    source = memoryview(src_region.read(src_off, count))
+                dst_region.write(dst_off, source)
+        self._emit((dst_region, src_region), "memcpy", dst=dst, src=src, count=count,
+                   kind=kind, stream=stream)
+
+    def memset(self, ptr: object, max_count: object, value: object, count: object, *,
+               call: str = "aclrtMemset", stream: object = None) -> None:
+        """aclrtMemset: set ``count`` bytes at ``ptr`` to the low byte of ``value``.
+
+        Raises:
+            InvalidArgument, InvalidRuntimeParam, InvalidPointer: see :meth:`check_memset`.
+        """
+        checked = self.check_memset(ptr, max_count, value, count)
+        if checked is None:
+            return
+        self.fill(*checked, call=call, stream=stream)
+
+    def fill(self, ptr: int, count: int, value: int, *, call: str = "aclrtMemset",
+             stream: object = None) -> None:
+        """A checked memset (see :meth:`memset`)."""
+        with self.lock:
+            region, offset = self.resolve(call, ptr, count, write=True)
+            region.fill(offset, count, value)
+        self._emit((region,), "memset", ptr=ptr, count=count, value=value, stream=stream)
+
+    def _emit(self, regions: tuple, event: str, **info: object) -> None:
+        """Tell the observers of the device involved (for host-only moves: the current one)."""
+        runtime = self.runtime
+        device = None
+        for region in regions:
+            if not region.host:
+                device = runtime._devices.get(region.block.device_id)
+                break
+        else:
+            number = getattr(runtime._local, "device", None)
+            if number is None:
+                number = runtime.default_device
+            device = runtime._devices.get(number) if number is not None else None
+        if device is not None and device.observers:
+            for observer in list(device.observers):
+                observer(event, device, info)
