@@ -15,6 +15,7 @@ A failed call changes nothing. Copies move memoryview slices, never single bytes
 
 from __future__ import annotations
 
+import mmap
 import threading
 from bisect import bisect_left, bisect_right
 
@@ -23,13 +24,16 @@ from .constants import MemcpyKind
 from .device import Block, device_of
 from .errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
 
-__all__ = ["Runs", "Contents", "DeviceRegion", "DataPlane", "CHUNK_BYTES", "contents_of"]
+__all__ = ["Runs", "Contents", "DeviceRegion", "DataPlane", "CHUNK_BYTES", "DENSE_LIMIT",
+           "contents_of"]
 
-CHUNK_SHIFT = 16
-#: Bytes per storage chunk; a chunk is made on the first write that touches it.
-CHUNK_BYTES = 1 << CHUNK_SHIFT
-_CHUNK_MASK = CHUNK_BYTES - 1
-_ZEROS = memoryview(bytes(CHUNK_BYTES))
+#: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy).
+DENSE_LIMIT = 1 << 30
+#: Larger blocks are cut into chunks of this many bytes, each made on first write.
+CHUNK_BYTES = 1 << 26
+# Chunks up to this size are bytearrays; larger ones are anonymous memory maps, which the
+# operating system backs page by page on first touch (so an untouched page costs nothing).
+_MAP_FROM = 256 << 10
 
 #: aclrtMemcpyKind values aclrtMemcpy accepts: memory.cpp MemcpyKindTranslate maps 0..5 only.
 _MEMCPY_KINDS = range(0, 6)
@@ -86,45 +90,55 @@ class Runs:
 class Contents:
     """The bytes of one block: sparse chunks, zero where never written.
 
-    Chunk ``i`` covers offsets ``[i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES)`` clipped to
-    ``limit`` (the block's footprint), so a small block costs only its own size.
+    A block whose footprint is at most :data:`DENSE_LIMIT` is one chunk; a larger one is cut
+    into :data:`CHUNK_BYTES` chunks. Chunks are made on the first write that touches them;
+    big ones are anonymous memory maps, so even inside a chunk only touched pages cost host
+    memory. A chunk that a memset fills whole is kept as one int until partly overwritten.
     DECISION: bytes never written read as zeros (the hardware gives whatever was there; the
     sanitizer's initcheck reports such reads).
     """
 
-    __slots__ = ("limit", "chunks", "written")
+    __slots__ = ("limit", "shift", "chunks", "written")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        #: chunk index -> bytearray, or an int: the chunk is that byte throughout
-        self.chunks: dict[int, bytearray | int] = {}
+        self.shift = (max(limit - 1, 1).bit_length() if limit <= DENSE_LIMIT
+                      else CHUNK_BYTES.bit_length() - 1)
+        #: chunk index -> buffer (bytearray or mmap), or an int: the chunk is that byte
+        self.chunks: dict[int, object] = {}
         self.written = Runs()
 
     def _chunk_len(self, index: int) -> int:
-        return min(CHUNK_BYTES, self.limit - (index << CHUNK_SHIFT))
+        return min(1 << self.shift, self.limit - (index << self.shift))
 
     def materialised_bytes(self) -> int:
-        """Host bytes held by chunks (a filled int chunk costs nothing)."""
+        """Bytes of the chunks made so far (an int chunk costs nothing; a map's untouched
+        pages cost nothing either, so this is an upper bound on host memory)."""
         return sum(len(c) for c in self.chunks.values() if not isinstance(c, int))
 
-    def read_into(self, offset: int, out: memoryview) -> None:
-        """Copy ``len(out)`` bytes from ``offset`` into ``out``. O(bytes / CHUNK_BYTES)."""
-        chunks = self.chunks
-        n = len(out)
+    def _pieces(self, offset: int, count: int):
+        """(position in the access, chunk index, offset in the chunk, bytes) per chunk."""
+        shift = self.shift
+        mask = (1 << shift) - 1
         pos = 0
-        while pos < n:
+        while pos < count:
             at = offset + pos
-            index = at >> CHUNK_SHIFT
-            lo = at & _CHUNK_MASK
-            take = min(CHUNK_BYTES - lo, n - pos)
+            lo = at & mask
+            take = min((1 << shift) - lo, count - pos)
+            yield pos, at >> shift, lo, take
+            pos += take
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        """Copy ``len(out)`` bytes from ``offset`` into ``out``. O(bytes / chunk) steps."""
+        chunks = self.chunks
+        for pos, index, lo, take in self._pieces(offset, len(out)):
             chunk = chunks.get(index)
             if chunk is None:
-                out[pos:pos + take] = _ZEROS[:take]
+                out[pos:pos + take] = bytes(take)
             elif isinstance(chunk, int):
                 out[pos:pos + take] = bytes((chunk,)) * take
             else:
                 out[pos:pos + take] = memoryview(chunk)[lo:lo + take]
-            pos += take
 
     def read(self, offset: int, count: int) -> bytearray:
         """``count`` bytes from ``offset`` as a new bytearray."""
@@ -132,47 +146,31 @@ class Contents:
         self.read_into(offset, memoryview(out))
         return out
 
-    def _materialise(self, index: int) -> bytearray:
+    def _materialise(self, index: int) -> memoryview:
         chunk = self.chunks.get(index)
-        if chunk is None:
-            chunk = self.chunks[index] = bytearray(self._chunk_len(index))
-        elif isinstance(chunk, int):
-            chunk = self.chunks[index] = bytearray(bytes((chunk,)) * self._chunk_len(index))
-        return chunk
+        if chunk is None or isinstance(chunk, int):
+            size = self._chunk_len(index)
+            fresh = mmap.mmap(-1, size) if size > _MAP_FROM else bytearray(size)
+            if chunk:
+                memoryview(fresh)[:] = bytes((chunk,)) * size
+            self.chunks[index] = chunk = fresh
+        return memoryview(chunk)
 
     def write(self, offset: int, data: memoryview) -> None:
-        """Store ``data`` at ``offset``. O(bytes / CHUNK_BYTES)."""
-        chunks = self.chunks
-        n = len(data)
-        pos = 0
-        while pos < n:
-            at = offset + pos
-            index = at >> CHUNK_SHIFT
-            lo = at & _CHUNK_MASK
-            take = min(CHUNK_BYTES - lo, n - pos)
-            if lo == 0 and take == self._chunk_len(index):
-                # A whole chunk: one copy, no zero-fill first.
-                chunks[index] = bytearray(data[pos:pos + take])
-            else:
-                self._materialise(index)[lo:lo + take] = data[pos:pos + take]
-            pos += take
-        if n:
-            self.written.add(offset, offset + n)
+        """Store ``data`` at ``offset``. O(bytes / chunk) steps."""
+        for pos, index, lo, take in self._pieces(offset, len(data)):
+            self._materialise(index)[lo:lo + take] = data[pos:pos + take]
+        if len(data):
+            self.written.add(offset, offset + len(data))
 
     def fill(self, offset: int, count: int, value: int) -> None:
         """Set ``count`` bytes from ``offset`` to ``value`` (0..255); whole chunks stay ints."""
         chunks = self.chunks
-        pos = 0
-        while pos < count:
-            at = offset + pos
-            index = at >> CHUNK_SHIFT
-            lo = at & _CHUNK_MASK
-            take = min(CHUNK_BYTES - lo, count - pos)
+        for _, index, lo, take in self._pieces(offset, count):
             if lo == 0 and take == self._chunk_len(index):
                 chunks[index] = value
             else:
                 self._materialise(index)[lo:lo + take] = bytes((value,)) * take
-            pos += take
         if count:
             self.written.add(offset, offset + count)
 
