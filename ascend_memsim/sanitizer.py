@@ -110,13 +110,25 @@ class Report:
         return self.format()
 
 
-@dataclass(eq=False)
 class _Freed:
-    ptr: int
-    limit: int
-    description: str
-    alloc_site: Site | None
-    free_site: Site | None
+    """A freed block or host block, remembered for later reports (described lazily)."""
+
+    __slots__ = ("ptr", "limit", "block", "free_site")
+
+    def __init__(self, ptr: int, limit: int, block: Any, free_site: Site | None) -> None:
+        self.ptr = ptr
+        self.limit = limit
+        self.block = block
+        self.free_site = free_site
+
+    @property
+    def description(self) -> str:
+        return self.block.describe()
+
+    @property
+    def alloc_site(self) -> Site | None:
+        extra = self.block.extra
+        return None if extra is None else extra.get("site")
 
 
 class Sanitizer:
@@ -125,8 +137,6 @@ class Sanitizer:
     def __init__(self, mode: str = "report", *, output: TextIO | None | str = "stderr",
                  quarantine_bytes: int = 0, initcheck: bool = True, history: int = 4096,
                  record_sites: bool = True, site_depth: int = 8) -> None:
-        if mode not in MODES:
-            raise InvalidArgument(f"sanitizer mode {mode!r} is not one of {MODES}")
         self.mode = mode
         self.output = output
         self.quarantine_bytes = int(quarantine_bytes)
@@ -145,12 +155,18 @@ class Sanitizer:
         return f"Sanitizer({self.mode!r}, {self.summary()})"
 
     @property
-    def on(self) -> bool:
-        return self.mode != "off"
+    def mode(self) -> str:
+        """``"off"``, ``"report"`` or ``"strict"``; may be changed at any time."""
+        return self._mode
 
-    @property
-    def strict(self) -> bool:
-        return self.mode == "strict"
+    @mode.setter
+    def mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise InvalidArgument(f"sanitizer mode {mode!r} is not one of {MODES}")
+        self._mode = mode
+        #: plain attributes: read on every free and access
+        self.on = mode != "off"
+        self.strict = mode == "strict"
 
     @classmethod
     def make(cls, spec: Any) -> "Sanitizer":
@@ -348,14 +364,12 @@ class Sanitizer:
                 block.extra["quarantined"] = True
                 self._quarantine.append((device, block))
                 self._quarantined += block.footprint
-                self._remember(block.ptr, block.footprint, block.describe(),
-                               (block.extra or {}).get("site"), free_site)
+                self._remember(block.ptr, block.footprint, block, free_site)
                 while self._quarantined > self.quarantine_bytes and self._quarantine:
                     self._release_oldest()
             return None
         released = device.free(ptr)
-        self._remember(block.ptr, block.footprint, block.describe(),
-                       (block.extra or {}).get("site"), free_site)
+        self._remember(block.ptr, block.footprint, block, free_site)
         return released
 
     def free_host(self, host: Any, ptr: Any, call: str = "aclrtFreeHost") -> Any:
@@ -365,7 +379,7 @@ class Sanitizer:
         except InvalidPointer:
             self._bad_free(call, ptr)
             raise
-        self._remember(block.ptr, block.footprint, block.describe(), block.site(),
+        self._remember(block.ptr, block.footprint, block,
                        self.capture() if self.record_sites else None)
         return block
 
@@ -379,12 +393,11 @@ class Sanitizer:
         else:
             self._report("invalid-free", call, ptr, 0, self._nearest(ptr), fail=False)
 
-    def _remember(self, ptr: int, limit: int, description: str, alloc_site: Site | None,
-                  free_site: Site | None) -> None:
+    def _remember(self, ptr: int, limit: int, block: Any, free_site: Site | None) -> None:
         with self.lock:
             freed = self._freed
             freed.pop(ptr, None)
-            freed[ptr] = _Freed(ptr, limit, description, alloc_site, free_site)
+            freed[ptr] = _Freed(ptr, limit, block, free_site)
             if len(freed) > self._history:
                 freed.popitem(last=False)
 
