@@ -24,8 +24,15 @@ from .constants import MemcpyKind
 from .device import Block, device_of
 from .errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
 
-__all__ = ["Runs", "Contents", "DeviceRegion", "DataPlane", "CHUNK_BYTES", "DENSE_LIMIT",
-           "contents_of"]
+__all__ = [
+    "CHUNK_BYTES",
+    "DENSE_LIMIT",
+    "Contents",
+    "DataPlane",
+    "DeviceRegion",
+    "Runs",
+    "contents_of",
+]
 
 #: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy).
 DENSE_LIMIT = 1 << 30
@@ -36,7 +43,7 @@ CHUNK_BYTES = 1 << 26
 _MAP_FROM = 256 << 10
 
 #: aclrtMemcpyKind values aclrtMemcpy accepts: memory.cpp MemcpyKindTranslate maps 0..5 only.
-_MEMCPY_KINDS = range(0, 6)
+_MEMCPY_KINDS = range(6)
 
 
 class Runs:
@@ -49,7 +56,7 @@ class Runs:
     ([(0, 30)], None, (30, 40))
     """
 
-    __slots__ = ("starts", "ends")
+    __slots__ = ("ends", "starts")
 
     def __init__(self) -> None:
         self.starts: list[int] = []
@@ -98,7 +105,7 @@ class Contents:
     sanitizer's initcheck reports such reads).
     """
 
-    __slots__ = ("limit", "shift", "chunks", "written")
+    __slots__ = ("chunks", "limit", "shift", "written")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -220,11 +227,11 @@ class DeviceRegion:
 
     def view(self, offset: int, count: int) -> None:
         """Device bytes are not directly addressable (see :meth:`write`)."""
-        return None
+        return
 
     def source(self, offset: int, count: int) -> None:
         """Device bytes are not directly addressable (see :meth:`read`)."""
-        return None
+        return
 
     def read_into(self, offset: int, out: memoryview) -> None:
         contents = self.block.extra.get("contents") if self.block.extra else None

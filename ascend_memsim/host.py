@@ -35,8 +35,14 @@ from .device import DEVICE_SPAN
 from .errors import InternalError, InvalidArgumentType, InvalidPointer, OutOfHostMemory
 from .sites import capture_site
 
-__all__ = ["HostMemory", "HostBlock", "Registration", "HOST_BASE", "REGISTERED_BASE",
-           "HOST_ALIGN"]
+__all__ = [
+    "HOST_ALIGN",
+    "HOST_BASE",
+    "REGISTERED_BASE",
+    "HostBlock",
+    "HostMemory",
+    "Registration",
+]
 
 #: First aclrtMallocHost address; the window is ``2**42`` bytes wide.
 HOST_BASE = 1 << 42
@@ -174,7 +180,7 @@ class Registration:
 
     def first_gap(self, offset: int, count: int) -> None:
         """A buffer user code made counts as written throughout."""
-        return None
+        return
 
 
 def _bytes_address(obj: bytes) -> int:

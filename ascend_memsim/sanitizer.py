@@ -42,7 +42,7 @@ from .errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
 from .runtime import CONFIG_KEYS
 from .sites import Site, capture_site, format_site
 
-__all__ = ["Sanitizer", "Report", "SanitizerError", "MODES", "KINDS"]
+__all__ = ["KINDS", "MODES", "Report", "Sanitizer", "SanitizerError"]
 
 MODES = ("off", "report", "strict")
 
@@ -60,7 +60,7 @@ _BAR = "========="
 class SanitizerError(InvalidRuntimeParam):
     """A call the strict sanitizer refused; ``report`` is the finding."""
 
-    def __init__(self, report: "Report") -> None:
+    def __init__(self, report: Report) -> None:
         super().__init__(f"sanitizer: {report.kind} in {report.call}: {report.where}")
         self.report = report
 
@@ -113,7 +113,7 @@ class Report:
 class _Freed:
     """A freed block or host block, remembered for later reports (described lazily)."""
 
-    __slots__ = ("ptr", "limit", "block", "free_site")
+    __slots__ = ("block", "free_site", "limit", "ptr")
 
     def __init__(self, ptr: int, limit: int, block: Any, free_site: Site | None) -> None:
         self.ptr = ptr
@@ -169,7 +169,7 @@ class Sanitizer:
         self.strict = mode == "strict"
 
     @classmethod
-    def make(cls, spec: Any) -> "Sanitizer":
+    def make(cls, spec: Any) -> Sanitizer:
         """A sanitizer from ``None``/``"report"``/``"strict"``/``"off"``, a dict of keyword
         arguments (``{"mode": "strict", "quarantine_bytes": 1 << 26}``) or an instance.
 
@@ -427,11 +427,11 @@ class Sanitizer:
     def _relieve(self, request: Any) -> None:
         """Interceptor: release the device's quarantine when a malloc might not fit."""
         if not self._quarantine:
-            return None
+            return
         device = self.runtime.device(request.device_id)
         if device._main.largest_free_run() < request.size + (4 << 20):
             self.flush_quarantine(device)
-        return None
+        return
 
     # -- leaks ---------------------------------------------------------------------------------
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ._checks import as_int
 from .errors import AclError, InvalidHandle
 
-__all__ = ["Stream", "Context", "Operation", "Streams", "STREAM_BASE", "CONTEXT_BASE"]
+__all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Streams"]
 
 #: Stream handles are ints from here, 64 apart; none is a memory address.
 STREAM_BASE = 0x1_0000_0000

@@ -13,7 +13,7 @@ import time
 # Use the checkout this file lives in, not an installed copy.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ascend_memsim import GiB, MemcpyKind, MiB, Runtime  # noqa: E402
+from ascend_memsim import GiB, MemcpyKind, MiB, Runtime
 
 
 def best(fn, repeat: int = 5) -> float:

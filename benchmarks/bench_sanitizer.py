@@ -12,8 +12,8 @@ import time
 # Use the checkout this file lives in, not an installed copy.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ascend_memsim import MiB, Runtime  # noqa: E402
-from ascend_memsim.sanitizer import Sanitizer  # noqa: E402
+from ascend_memsim import MiB, Runtime
+from ascend_memsim.sanitizer import Sanitizer
 
 
 def run(spec, pairs: int) -> float:

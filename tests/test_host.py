@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 from ascend_memsim import (
-    InvalidArgument, InvalidArgumentType, InvalidHandle, InvalidPointer, MemType, MiB, Runtime,
-    acl, install_acl, uninstall_acl,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidPointer,
+    MemType,
+    MiB,
+    Runtime,
+    acl,
+    install_acl,
+    uninstall_acl,
 )
 from ascend_memsim.constants import ErrorCode, RunMode
 from ascend_memsim.device import DEVICE_SPAN

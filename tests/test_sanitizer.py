@@ -313,6 +313,5 @@ def test_default_output_is_stderr(capsys):
         rt.set_device(0)
         ptr = rt.malloc(64)
         rt.free(ptr)
-        rt.free_host
         acl.rt.free(ptr)
     assert "[double-free]" in capsys.readouterr().err
