@@ -157,7 +157,7 @@ class Contents:
         chunk = self.chunks.get(index)
         if chunk is None or isinstance(chunk, int):
             size = self._chunk_len(index)
-            fresh = mmap.mmap(-1, size) if size > _MAP_FROM else bytearray(size)
+            fresh = _anonymous_map(size) if size > _MAP_FROM else bytearray(size)
             if chunk:
                 memoryview(fresh)[:] = bytes((chunk,)) * size
             self.chunks[index] = chunk = fresh
@@ -180,6 +180,19 @@ class Contents:
                 self._materialise(index)[lo:lo + take] = bytes((value,)) * take
         if count:
             self.written.add(offset, offset + count)
+
+
+def _anonymous_map(size: int) -> object:
+    """``size`` zero bytes that the OS backs page by page on first touch.
+
+    Falls back to a bytearray when the process may map no more (vm.max_map_count).
+    """
+    try:
+        if hasattr(mmap, "MAP_PRIVATE"):
+            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        return mmap.mmap(-1, size)
+    except OSError:
+        return bytearray(size)
 
 
 def contents_of(block: Block) -> Contents:
