@@ -215,6 +215,8 @@ class HostMemory:
         self._sweep_at = 64
         #: keep each block's allocation site in ``extra["site"]`` (the sanitizer turns it on)
         self.record_sites = False
+        #: called with each registration dropped because user code let go of its buffer
+        self.on_forget = None
 
     # -- aclrtMallocHost / aclrtFreeHost -------------------------------------------------------
 
@@ -315,6 +317,8 @@ class HostMemory:
             gone = [r for r in self._by_id.values() if r.orphaned()]
             for reg in gone:
                 self.unregister(reg)
+                if self.on_forget is not None:
+                    self.on_forget(reg)
             self._sweep_at = max(64, 2 * len(self._by_id))
             return gone
 
@@ -331,6 +335,8 @@ class HostMemory:
                 return None
             if isinstance(region, Registration) and region.orphaned():
                 self.unregister(region)
+                if self.on_forget is not None:
+                    self.on_forget(region)
                 return None
             return region
 
@@ -348,9 +354,9 @@ class HostMemory:
         """Forget everything (aclFinalize); the aclrtMallocHost blocks still live."""
         with self.lock:
             live = self.blocks()
-            record_sites = self.record_sites
+            record_sites, on_forget = self.record_sites, self.on_forget
             self.__init__()
-            self.record_sites = record_sites
+            self.record_sites, self.on_forget = record_sites, on_forget
             return live
 
     def _add(self, region: HostBlock | Registration) -> None:

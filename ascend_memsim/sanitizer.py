@@ -197,6 +197,8 @@ class Sanitizer:
         if self.on and self.record_sites:
             runtime.set_record_sites(True)
             runtime.host.record_sites = True
+        if self.on:
+            runtime.host.on_forget = self._forget_buffer
         if self.on and self.quarantine_bytes:
             runtime.add_interceptor(self._relieve)
 
@@ -296,8 +298,9 @@ class Sanitizer:
             return
         freed = self._freed_at(addr)
         if freed is not None:
-            where = (f"{addr:#x} is {addr - freed.ptr} bytes inside the {freed.description}, "
-                     f"which was freed")
+            how = ("which user code no longer holds" if freed.free_site is None
+                   and getattr(freed.block, "kind", None) else "which was freed")
+            where = f"{addr:#x} is {addr - freed.ptr} bytes inside the {freed.description}, {how}"
             self._report("use-after-free", call, addr, count, where, write=write, freed=freed)
         else:
             self._report("invalid-address", call, addr, count, self._nearest(addr), write=write)
@@ -400,6 +403,11 @@ class Sanitizer:
             freed[ptr] = _Freed(ptr, limit, block, free_site)
             if len(freed) > self._history:
                 freed.popitem(last=False)
+
+    def _forget_buffer(self, registration: Any) -> None:
+        """A registered host buffer that user code let go of counts as freed (no free site)."""
+        registration.obj = None
+        self._remember(registration.ptr, registration.size, registration, None)
 
     def _release_oldest(self) -> None:
         device, block = self._quarantine.popleft()

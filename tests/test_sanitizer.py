@@ -315,3 +315,15 @@ def test_default_output_is_stderr(capsys):
         rt.free(ptr)
         acl.rt.free(ptr)
     assert "[double-free]" in capsys.readouterr().err
+
+
+def test_a_dropped_host_buffer_is_a_use_after_free(rt):
+    buf = bytearray(64)
+    ptr = acl.util.bytes_to_ptr(buf)
+    dev = rt.malloc(64)
+    rt.memset(dev, 64, 1, 64)
+    del buf
+    assert acl.rt.memcpy(ptr, 64, dev, 64, D2H) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    assert report.kind == "use-after-free"
+    assert "registered host buffer" in report.where and "no longer holds" in report.where
