@@ -15,7 +15,7 @@ from .errors import __all__ as _error_names
 from .explain import Explanation, explain
 from .profiles import PROFILES, Profile, get_profile, register_profile
 from .runtime import Runtime, UsageInfo, current_runtime
-from .sanitizer import Report, Sanitizer, SanitizerError
+from .sanitizer import Report, Sanitizer
 
 __version__ = "0.1.0"
 
@@ -23,6 +23,5 @@ __all__ = [
     "install_acl", "uninstall_acl", "Allocator", "KiB", "MiB", "GiB", "MallocPolicy",
     "MemAttr", "MemcpyKind", "MemType", "ErrorCode", "Api", "Block", "Device", "Page",
     "Explanation", "explain", "PROFILES", "Profile", "get_profile", "register_profile",
-    "Runtime", "UsageInfo", "current_runtime", "Report", "Sanitizer", "SanitizerError",
-    *_error_names,
+    "Runtime", "UsageInfo", "current_runtime", "Report", "Sanitizer", *_error_names,
 ]

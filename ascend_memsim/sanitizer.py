@@ -38,7 +38,7 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
+from .errors import InvalidArgument, InvalidPointer, SanitizerError
 from .runtime import CONFIG_KEYS
 from .sites import Site, capture_site, format_site
 
@@ -55,14 +55,6 @@ KINDS = {
 }
 
 _BAR = "========="
-
-
-class SanitizerError(InvalidRuntimeParam):
-    """A call the strict sanitizer refused; ``report`` is the finding."""
-
-    def __init__(self, report: Report) -> None:
-        super().__init__(f"sanitizer: {report.kind} in {report.call}: {report.where}")
-        self.report = report
 
 
 @dataclass(eq=False)
@@ -136,13 +128,16 @@ class Sanitizer:
 
     def __init__(self, mode: str = "report", *, output: TextIO | None | str = "stderr",
                  quarantine_bytes: int = 0, initcheck: bool = True, history: int = 4096,
-                 record_sites: bool = True, site_depth: int = 8) -> None:
+                 record_sites: bool = True, site_depth: int = 8, leaks: bool = True) -> None:
         self.mode = mode
         self.output = output
         self.quarantine_bytes = int(quarantine_bytes)
         self.initcheck = initcheck
         self.record_sites = record_sites
         self.site_depth = site_depth
+        #: report blocks still live at reset_device / finalize (tools with a leak check of
+        #: their own turn this off)
+        self.leak_check = leaks
         self.reports: list[Report] = []
         self.lock = threading.RLock()
         self._history = history
@@ -244,7 +239,8 @@ class Sanitizer:
         if out is not None:
             print(report.format(), file=out)
         if fail and self.strict and report.severity == "error":
-            raise SanitizerError(report)
+            raise SanitizerError(f"sanitizer: {report.kind} in {report.call}: {report.where}",
+                                 report)
         return report
 
     # -- where an address is ----------------------------------------------------------------
@@ -451,7 +447,7 @@ class Sanitizer:
 
     def leaks(self, call: str, blocks: list) -> None:
         """Report each block still live at ``call`` (reset_device, finalize)."""
-        if not self.on:
+        if not (self.on and self.leak_check):
             return
         for block in blocks:
             if block.extra and "quarantined" in block.extra:

@@ -327,3 +327,19 @@ def test_a_dropped_host_buffer_is_a_use_after_free(rt):
     report, = rt.sanitizer.reports
     assert report.kind == "use-after-free"
     assert "registered host buffer" in report.where and "no longer holds" in report.where
+
+
+def test_leak_reports_can_be_turned_off():
+    rt, _ = make(leaks=False)
+    with rt:
+        rt.malloc(64)
+        rt.malloc_host(64)
+    assert kinds(rt) == []
+
+
+def test_sanitizer_error_is_an_exported_error_class():
+    from ascend_memsim import errors
+
+    assert SanitizerError in errors.error_classes()
+    assert "SanitizerError" in errors.__all__
+    assert SanitizerError("x").code == ErrorCode.RT_PARAM_INVALID
