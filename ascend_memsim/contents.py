@@ -88,10 +88,10 @@ class Runs:
 
     def covered(self) -> int:
         """Total bytes covered."""
-        return sum(e - s for s, e in zip(self.starts, self.ends))
+        return sum(e - s for s, e in zip(self.starts, self.ends, strict=True))
 
     def runs(self) -> list[tuple[int, int]]:
-        return list(zip(self.starts, self.ends))
+        return list(zip(self.starts, self.ends, strict=True))
 
 
 class Contents:

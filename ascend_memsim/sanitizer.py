@@ -126,7 +126,7 @@ class _Freed:
 class Sanitizer:
     """Checks and reports for one runtime. See the module docstring for the findings."""
 
-    def __init__(self, mode: str = "report", *, output: TextIO | None | str = "stderr",
+    def __init__(self, mode: str = "report", *, output: TextIO | str | None = "stderr",
                  quarantine_bytes: int = 0, initcheck: bool = True, history: int = 4096,
                  record_sites: bool = True, site_depth: int = 8, leaks: bool = True) -> None:
         self.mode = mode
