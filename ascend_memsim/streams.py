@@ -208,9 +208,10 @@ class Streams:
         """
         data = self.runtime.data
         checked = data.check_memcpy(dst, dest_max, src, count, kind)
-        handle = self.stream(stream).handle
         if checked is None:
+            # memory.cpp (newer): count 0 succeeds before any other check.
             return
+        handle = self.stream(stream).handle
         dst, src, count, kind = checked
         call = "aclrtMemcpyAsync"
         with data.lock:
@@ -229,9 +230,9 @@ class Streams:
         """
         data = self.runtime.data
         checked = data.check_memset(ptr, max_count, value, count)
-        handle = self.stream(stream).handle
         if checked is None:
             return
+        handle = self.stream(stream).handle
         ptr, count, value = checked
         call = "aclrtMemsetAsync"
         with data.lock:

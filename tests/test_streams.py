@@ -89,6 +89,8 @@ def test_bad_async_calls_queue_nothing(rt):
     assert acl.rt.memcpy_async(dev, 64, dev, 16, 6, stream) == ErrorCode.INVALID_PARAM
     assert acl.rt.memset_async(dev, 64, 1, 4096, stream) == ErrorCode.RT_PARAM_INVALID
     assert acl.rt.memset_async(dev, 64, 1, 0, stream) == 0
+    # count 0 succeeds before any other check, even of the stream (memory.cpp, newer).
+    assert acl.rt.memcpy_async(0, 0, 0, 0, 1, 0x999) == 0
     assert rt.streams.pending == 0
 
 
