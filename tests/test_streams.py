@@ -75,7 +75,7 @@ def test_invalid_and_destroyed_streams(rt):
     assert acl.rt.destroy_stream(stream) == ErrorCode.RT_INVALID_HANDLE
     assert acl.rt.synchronize_stream(stream) == ErrorCode.RT_INVALID_HANDLE
     assert acl.rt.memset_async(dev, 64, 1, 64, stream) == ErrorCode.RT_INVALID_HANDLE
-    assert acl.rt.memcpy_async(dev, 64, dev, 8, D2D, 0x1234) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.memcpy_async(dev, 64, dev + 8, 8, D2D, 0x1234) == ErrorCode.RT_INVALID_HANDLE
     assert acl.rt.synchronize_stream("s") == ErrorCode.INVALID_PARAM
     assert acl.rt.destroy_stream(0) == ErrorCode.RT_INVALID_HANDLE
     assert rt.streams.pending == 0
