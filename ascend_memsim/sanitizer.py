@@ -71,6 +71,8 @@ class Report:
     call_site: Site | None = field(default=None, repr=False)
     alloc_site: Site | None = field(default=None, repr=False)
     free_site: Site | None = field(default=None, repr=False)
+    #: for queued work that faulted when it ran: where it was queued
+    queued_site: Site | None = field(default=None, repr=False)
 
     @property
     def severity(self) -> str:
@@ -90,8 +92,8 @@ class Report:
                     f"{self.call}")
         lines = [f"{_BAR} {self.severity.upper()}: {head} [{self.kind}]",
                  f"{_BAR}     {self.where}"]
-        for title, site in (("at", self.call_site), ("allocated at", self.alloc_site),
-                            ("freed at", self.free_site)):
+        for title, site in (("at", self.call_site), ("queued at", self.queued_site),
+                            ("allocated at", self.alloc_site), ("freed at", self.free_site)):
             if site:
                 lines.append(f"{_BAR}     {title}:")
                 lines.append(format_site(site, indent=f"{_BAR}         "))
@@ -233,6 +235,11 @@ class Sanitizer:
                         alloc_site=(region.site() if region is not None else
                                     freed.alloc_site if freed is not None else None),
                         free_site=freed.free_site if freed is not None else None)
+        runtime = self.runtime
+        if runtime is not None:
+            op = runtime.streams.running()
+            if op is not None:
+                report.queued_site = op.site
         with self.lock:
             self.reports.append(report)
         out = sys.stderr if self.output == "stderr" else self.output

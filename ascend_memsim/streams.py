@@ -93,6 +93,7 @@ class Streams:
         self._seq = itertools.count(1)
         #: queued operations not yet run, over all streams
         self.pending = 0
+        self._running = threading.local()
 
     # -- handles -------------------------------------------------------------------------------
 
@@ -174,14 +175,22 @@ class Streams:
                 s.queue = []
             self.pending -= len(work)
         first: AclError | None = None
+        running = self._running
         for op in work:
+            running.op = op
             try:
                 op.run()
             except AclError as error:
                 if first is None:
                     first = error
+            finally:
+                running.op = None
         if first is not None:
             raise first
+
+    def running(self) -> Operation | None:
+        """The queued operation this thread is running now, if any (for reports)."""
+        return getattr(self._running, "op", None)
 
     def enqueue(self, handle: object, call: str, ranges: tuple[tuple[int, int], ...],
                 run: Callable[[], None]) -> Operation:

@@ -114,6 +114,9 @@ def test_free_releases_at_once_and_the_queued_work_fails_later(rt):
     assert kinds == ["free-with-pending-work", "use-after-free"]
     assert "aclrtMemsetAsync" in rt.sanitizer.reports[0].where
     assert rt.sanitizer.reports[1].call == "aclrtMemsetAsync"
+    queued = rt.sanitizer.reports[1].queued_site
+    assert queued[-1].name == "test_free_releases_at_once_and_the_queued_work_fails_later"
+    assert queued[-1].lineno != rt.sanitizer.reports[1].call_site[-1].lineno
 
 
 def test_failed_work_surfaces_as_the_code_of_synchronize(rt):
