@@ -1,16 +1,19 @@
 """What device memory holds: sparse byte storage per block, and the copies that move bytes.
 
-A device block's bytes live in a :class:`Contents`: a dict of 64 KiB chunks made on first
-write, so a 60 GB allocation with a few MB written costs the host about what was written.
-A chunk filled by ``memset`` is kept as one int (the fill byte) until it is partly
-overwritten. Each :class:`Contents` also keeps the :class:`Runs` of bytes ever written, which
-the sanitizer's initcheck reads.
+A device block's bytes live in a :class:`Contents`, made on the first write: one chunk for a
+block of up to 1 GiB (so a memcpy of a whole block is one copy), 64 MiB chunks beyond that.
+Big chunks are anonymous memory maps, which the operating system backs page by page on first
+touch, so a 60 GB allocation with a few MB written costs the host about what was written. A
+chunk filled whole by ``memset`` is kept as one int (the fill byte) until partly overwritten.
+Each :class:`Contents` also keeps the :class:`Runs` of bytes ever written, which the
+sanitizer's initcheck reads.
 
 :class:`DataPlane` carries out ``memcpy`` and ``memset`` for a runtime: it checks the
-arguments (vendor rules of aclrtMemcpy / aclrtMemset, vendor_facts 3.2), resolves each
-address to a *region* (a device block here, a host block or registered host buffer in
-:mod:`ascend_memsim.host`), lets the sanitizer look at the access, and only then moves bytes.
-A failed call changes nothing. Copies move memoryview slices, never single bytes in Python.
+arguments (the rules of aclrtMemcpy / aclrtMemset in the runtime's memory.cpp and
+api_error.cc), resolves each address to a *region* (a device block here, a host block or a
+registered host buffer in :mod:`ascend_memsim.host`), lets the sanitizer look at the access,
+and only then moves bytes. A failed call changes nothing. Copies move memoryview slices,
+never single bytes in Python.
 """
 
 from __future__ import annotations
@@ -290,7 +293,7 @@ class DataPlane:
                      kind: object) -> tuple[int, int, int, int] | None:
         """Checked (dst, src, count, kind), or None when there is nothing to do.
 
-        Rules (vendor_facts 3.2, memory.cpp and api_error.cc): count 0 succeeds before any other
+        Rules (runtime memory.cpp and api_error.cc): count 0 succeeds before any other
         check; NULL dst/src and kinds outside 0..5 are ACL_ERROR_INVALID_PARAM; count past
         dest_max is ACL_ERROR_RT_PARAM_INVALID; dst == src succeeds without copying.
 
@@ -323,7 +326,8 @@ class DataPlane:
 
         Raises:
             InvalidArgument, InvalidArgumentType: NULL ptr, bad types.
-            InvalidRuntimeParam: count > max_count (DECISION: 107000, as memcpy; vendor_facts).
+            InvalidRuntimeParam: count > max_count (DECISION: 107000, as memcpy; the runtime
+                check was not found, its unit-test stub refuses it as an invalid value).
         """
         count = as_int(count, "count")
         if count == 0:

@@ -120,7 +120,7 @@ def test_round_trip_host_device_host(rt):
 
 
 def test_count_zero_succeeds_and_does_nothing(rt):
-    # vendor_facts 3.2: count 0 returns ACL_SUCCESS before any other check (even NULL).
+    # memory.cpp (newer): count 0 returns ACL_SUCCESS before any other check (even NULL).
     rt.memcpy(0, 0, 0, 0, 99)
     rt.memset(0, 0, 7, 0)
 
