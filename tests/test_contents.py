@@ -267,3 +267,30 @@ def test_failed_copy_emits_nothing(rt):
     with pytest.raises(InvalidPointer):
         rt.memcpy(ptr, 64, 99, 8, H2D)
     assert "memcpy" not in seen
+
+
+def test_threads_copying_to_their_own_blocks_do_not_mix(rt):
+    import threading
+
+    errors = []
+
+    def worker(value: int) -> None:
+        try:
+            rt.set_device(0)
+            for _ in range(50):
+                ptr = rt.malloc(3000)
+                rt.memset(ptr, 3000, value, 3000)
+                data = get(rt, ptr, 3000)
+                if data != bytes((value,)) * 3000:
+                    errors.append(value)
+                rt.free(ptr)
+        except Exception as e:  # reported through the list
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(v,)) for v in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    rt.device(0).check_invariants()
