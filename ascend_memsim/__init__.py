@@ -16,6 +16,7 @@ from .explain import Explanation, explain
 from .faults import FailNth, FailRandomly, FailWhen, HugePagesExhausted, exhaustive
 from .profiles import PROFILES, Profile, get_profile, register_profile
 from .runtime import Runtime, UsageInfo, current_runtime
+from .sanitizer import Report, Sanitizer
 
 __version__ = "0.1.0"
 
@@ -23,6 +24,6 @@ __all__ = [
     "install_acl", "uninstall_acl", "Allocator", "KiB", "MiB", "GiB", "MallocPolicy",
     "MemAttr", "MemcpyKind", "MemType", "ErrorCode", "Api", "Block", "Device", "Page",
     "Explanation", "explain", "PROFILES", "Profile", "get_profile", "register_profile",
-    "Runtime", "UsageInfo", "current_runtime", *_error_names,
+    "Runtime", "UsageInfo", "current_runtime", "Report", "Sanitizer", *_error_names,
     "FailNth", "FailRandomly", "FailWhen", "HugePagesExhausted", "exhaustive",
 ]

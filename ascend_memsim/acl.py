@@ -13,16 +13,19 @@ The vendor constants are exported flat (``ACL_MEM_MALLOC_HUGE_FIRST``, ``ACL_HBM
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 import threading
 import types
 from typing import Any, Callable
 
+from . import host as _host
 from .constants import FLAT_NAMES
 from .errors import AclError
 from .runtime import acl_finalize, acl_init, current_runtime
 
-__all__ = ["init", "finalize", "rt", "util", "get_recent_err_msg", *FLAT_NAMES]
+__all__ = ["init", "finalize", "rt", "util", "media", "app_log", "get_recent_err_msg",
+           *FLAT_NAMES]
 
 globals().update(FLAT_NAMES)
 
@@ -152,16 +155,144 @@ def check_mem_type(addr_list: list, mem_type: int, reserve: int = 0) -> int:
     return current_runtime().check_mem_type(addr_list, mem_type, reserve)
 
 
+@_face()
+def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
+    current_runtime().memcpy(dst, dest_max, src, count, kind)
+
+
+@_face()
+def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
+    current_runtime().memset(dev_ptr, max_count, value, count)
+
+
+@_face()
+def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
+                 stream: int = 0) -> None:
+    current_runtime().memcpy_async(dst, dest_max, src, count, kind, stream)
+
+
+@_face()
+def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int = 0) -> None:
+    current_runtime().memset_async(dev_ptr, max_count, value, count, stream)
+
+
+@_face(0)
+def malloc_host(size: int) -> int:
+    return current_runtime().malloc_host(size)
+
+
+@_face()
+def free_host(host_ptr: int) -> None:
+    current_runtime().free_host(host_ptr)
+
+
+@_face(0)
+def create_stream() -> int:
+    return current_runtime().streams.create_stream()
+
+
+@_face()
+def destroy_stream(stream: int) -> None:
+    current_runtime().streams.destroy_stream(stream)
+
+
+@_face()
+def synchronize_stream(stream: int) -> None:
+    current_runtime().streams.synchronize_stream(stream)
+
+
+@_face()
+def synchronize_device() -> None:
+    current_runtime().synchronize_device()
+
+
+@_face(0)
+def create_context(device_id: int) -> int:
+    return current_runtime().streams.create_context(device_id)
+
+
+@_face()
+def destroy_context(context: int) -> None:
+    current_runtime().streams.destroy_context(context)
+
+
+@_face()
+def set_context(context: int) -> None:
+    current_runtime().streams.set_context(context)
+
+
+@_face(0)
+def get_context() -> int:
+    return current_runtime().streams.get_context()
+
+
+@_face(1)
+def get_run_mode() -> int:
+    return int(current_runtime().get_run_mode())
+
+
 rt = _namespace(
     "acl.rt", "Runtime calls: devices and device memory.",
     set_device, reset_device, get_device, get_device_count, malloc, malloc_align32,
     malloc_cached, malloc_with_cfg, malloc_for_task_scheduler, free, free_with_dev_sync,
     get_mem_info, get_mem_usage_info, check_mem_type,
+    memcpy, memset, memcpy_async, memset_async, malloc_host, free_host, create_stream,
+    destroy_stream, synchronize_stream, synchronize_device, create_context, destroy_context,
+    set_context, get_context, get_run_mode,
 )
-util = _namespace("acl.util", "Conversions between host objects and pointers.")
+
+
+# -- acl.util: plain values, no code (pyacl's shapes); errors raise ----------------------------
+
+def bytes_to_ptr(data: bytes) -> int:
+    """The address of a bytes object's buffer (registered; see ascend_memsim.host)."""
+    return _host.bytes_to_ptr(current_runtime(), data)
+
+
+def numpy_to_ptr(array: Any) -> int:
+    """The address of a numpy array's data."""
+    return _host.numpy_to_ptr(current_runtime(), array)
+
+
+def ptr_to_bytes(ptr: int, size: int) -> bytes:
+    """``size`` bytes of host memory at ``ptr``."""
+    return _host.ptr_to_bytes(current_runtime(), ptr, size)
+
+
+def ptr_to_numpy(ptr: int, shape: Any, np_type: Any) -> Any:
+    """A numpy array over host memory at ``ptr`` (pyacl type code or dtype)."""
+    return _host.ptr_to_numpy(current_runtime(), ptr, shape, np_type)
+
+
+util = _namespace("acl.util", "Conversions between host objects and pointers.",
+                  bytes_to_ptr, numpy_to_ptr, ptr_to_bytes, ptr_to_numpy)
+
+
+# -- acl.media: DVPP memory ------------------------------------------------------------------
+
+@_face(0)
+def dvpp_malloc(size: int) -> int:
+    return current_runtime().dvpp_malloc(size)
+
+
+@_face()
+def dvpp_free(dev_ptr: int) -> None:
+    current_runtime().dvpp_free(dev_ptr)
+
+
+media = _namespace("acl.media", "DVPP (media) memory.", dvpp_malloc, dvpp_free)
+
+_app_logger = logging.getLogger("acl.app")
+_APP_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
+
+
+def app_log(level: int, message: str) -> None:
+    """ACL_APP_LOG: log ``message`` at level 0 DEBUG, 1 INFO, 2 WARNING, 3 ERROR (returns
+    nothing, as pyacl) to the Python logger ``acl.app``. DECISION: other levels log as ERROR."""
+    _app_logger.log(_APP_LEVELS.get(level, logging.ERROR), "%s", message)
 
 # The names above live on acl.rt; keep the module namespace as pyacl's.
-for _name in rt.__all__:
+for _name in (*rt.__all__, *util.__all__, *media.__all__):
     del globals()[_name]
 del _name
 
@@ -177,12 +308,13 @@ def install_acl() -> types.ModuleType:
     sys.modules["acl"] = me
     sys.modules["acl.rt"] = rt
     sys.modules["acl.util"] = util
+    sys.modules["acl.media"] = media
     return previous
 
 
 def uninstall_acl(previous: types.ModuleType | None = None) -> None:
     """Undo :func:`install_acl`, restoring ``previous`` as ``acl`` if given."""
-    for name in ("acl.rt", "acl.util"):
+    for name in ("acl.rt", "acl.util", "acl.media"):
         sys.modules.pop(name, None)
     if previous is None:
         sys.modules.pop("acl", None)

@@ -30,6 +30,23 @@ C_NAMES = {
     "aclrtGetMemInfo": acl.rt.get_mem_info,
     "aclrtGetMemUsageInfo": acl.rt.get_mem_usage_info,
     "aclrtCheckMemType": acl.rt.check_mem_type,
+    "aclrtMemcpy": acl.rt.memcpy,
+    "aclrtMemset": acl.rt.memset,
+    "aclrtMemcpyAsync": acl.rt.memcpy_async,
+    "aclrtMemsetAsync": acl.rt.memset_async,
+    "aclrtMallocHost": acl.rt.malloc_host,
+    "aclrtFreeHost": acl.rt.free_host,
+    "aclrtCreateStream": acl.rt.create_stream,
+    "aclrtDestroyStream": acl.rt.destroy_stream,
+    "aclrtSynchronizeStream": acl.rt.synchronize_stream,
+    "aclrtSynchronizeDevice": acl.rt.synchronize_device,
+    "aclrtCreateContext": acl.rt.create_context,
+    "aclrtDestroyContext": acl.rt.destroy_context,
+    "aclrtSetCurrentContext": acl.rt.set_context,
+    "aclrtGetCurrentContext": acl.rt.get_context,
+    "aclrtGetRunMode": acl.rt.get_run_mode,
+    "acldvppMalloc": acl.media.dvpp_malloc,
+    "acldvppFree": acl.media.dvpp_free,
 }
 
 globals().update(C_NAMES)

@@ -231,7 +231,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     previous = install_acl()
     saved_argv, saved_path = sys.argv, list(sys.path)
     status = 0
-    with Runtime(args.product, **overrides) as rt:
+    # `run` lists leaks itself (with their sites); the sanitizer reports everything else.
+    with Runtime(args.product, sanitizer={"mode": "report", "leaks": False},
+                 **overrides) as rt:
         rt.set_record_sites(True)
         recorder = Recorder(rt, stacks=args.stacks) if args.trace else None
         if recorder is not None:

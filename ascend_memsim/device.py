@@ -241,7 +241,8 @@ class Block:
 
     def describe(self) -> str:
         """``100-byte block at 0x... (aclrtMalloc, normal pages, footprint 192)``."""
-        return (f"{self.size}-byte block at {self.ptr:#x} ({self.api.value}, {self.page.value} "
+        api = "acldvppMalloc" if self.mem_type == MemType.DVPP else self.api.value
+        return (f"{self.size}-byte block at {self.ptr:#x} ({api}, {self.page.value} "
                 f"pages, {self.memory.value}, footprint {self.footprint})")
 
 

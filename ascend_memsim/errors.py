@@ -14,7 +14,7 @@ __all__ = [
     "AclError", "InvalidArgument", "TraceFormatError", "InvalidArgumentType", "NotInitialized", "AlreadyInitialized",
     "AlreadyFinalized", "InvalidRuntimeParam", "InvalidPointer", "InvalidDevice", "DeviceNotSet", "InvalidMemoryType",
     "FeatureNotSupported", "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle",
-    "InternalError", "error_classes",
+    "InternalError", "SanitizerError", "error_classes",
 ]
 
 
@@ -123,6 +123,18 @@ class InternalError(AclError, RuntimeError):
     """A condition the simulated runtime itself reports as internal."""
 
     code = ErrorCode.RT_INTERNAL_ERROR
+
+
+class SanitizerError(InvalidRuntimeParam):
+    """A call the strict sanitizer refused; ``report`` is the finding (see sanitizer.py).
+
+    DECISION: ACL_ERROR_RT_PARAM_INVALID, the code of the runtime's own pointer checks; the
+    vendor has no code for "the sanitizer refused".
+    """
+
+    def __init__(self, message: str = "", report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 def error_classes() -> list[type[AclError]]:

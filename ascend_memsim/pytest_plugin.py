@@ -42,7 +42,8 @@ __all__ = ["memsim", "memsim_faults", "MARKER_KEYS"]
 PROFILE_KEYS = tuple(f.name for f in dataclasses.fields(Profile)
                      if f.name not in ("name", "description", "aliases", "sources"))
 #: Every keyword the ``memsim`` marker takes.
-MARKER_KEYS = ("product", "leak_check", "faults", "device", "record_sites", *PROFILE_KEYS)
+MARKER_KEYS = ("product", "leak_check", "faults", "device", "record_sites", "sanitizer",
+               *PROFILE_KEYS)
 
 _MARKER_DOC = ("memsim(product=None, *, leak_check=True, faults=None, device=0, "
                "record_sites=None, hbm_bytes=None, ddr_bytes=None, device_count=None, ...): "
@@ -186,6 +187,8 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         record_sites = settings.pop("record_sites", None)
         device = settings.pop("device", 0)
         faults = _fresh_faults(settings.pop("faults", None))
+        # The fixture lists leaks itself, as a test failure; the sanitizer reports the rest.
+        settings.setdefault("sanitizer", {"mode": "report", "leaks": False})
         runtime = Runtime(product, **settings)
         if device is not None:
             runtime.set_device(device)

@@ -21,14 +21,17 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from ._checks import SIZE_MAX, as_int, as_size
-from .constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType
-from .device import Api, Block, Device, device_of
+from ._checks import SIZE_MAX, as_int, as_ptr, as_size
+from .constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
+from .contents import DataPlane
+from .device import DEVICE_SPAN, Api, Block, Device, device_of
 from .errors import (
     AlreadyFinalized, AlreadyInitialized, DeviceNotSet, FeatureNotSupported, InvalidArgument,
-    InvalidArgumentType, InvalidDevice, InvalidRuntimeParam, NotInitialized,
+    InvalidArgumentType, InvalidDevice, InvalidPointer, InvalidRuntimeParam, NotInitialized,
 )
+from .host import HostMemory
 from .profiles import DEFAULT_PRODUCT, Profile, get_profile
+from .streams import Streams
 
 __all__ = [
     "Runtime", "UsageInfo", "current_runtime", "acl_init", "acl_finalize", "CONFIG_KEYS",
@@ -92,11 +95,14 @@ class Runtime:
     (``hbm_bytes``, ``ddr_bytes``, ``device_count``, ``huge1g``, ...).
     ``default_device`` makes that device current for threads that never set one
     (aclInit's ``defaultDevice`` config). ``interceptors`` are added as by
-    :meth:`add_interceptor` (the ``faults`` config key uses it).
+    :meth:`add_interceptor` (the ``faults`` config key uses it). ``sanitizer`` is a mode
+    (``"report"``, the default, ``"strict"``, ``"off"``), a dict of options or a
+    :class:`~ascend_memsim.sanitizer.Sanitizer`.
     """
 
     def __init__(self, product: str | Profile = DEFAULT_PRODUCT, *,
                  default_device: int | None = None, interceptors: Iterable[Callable] = (),
+                 sanitizer: Any = "report",
                  **overrides: Any) -> None:
         self.profile = get_profile(product).with_overrides(**overrides)
         self._lock = threading.RLock()
@@ -112,6 +118,15 @@ class Runtime:
         self.interceptors: list = list(interceptors)
         #: passed to every device: keep each block's allocation site (see ascend_memsim.sites)
         self.record_sites = False
+        #: host memory, byte moves, streams and contexts (host.py, contents.py, streams.py)
+        self.host = HostMemory()
+        self.host_limit = DEVICE_SPAN
+        self.data = DataPlane(self)
+        self.streams = Streams(self)
+        # Imported here: the sanitizer module registers its config key in CONFIG_KEYS.
+        from .sanitizer import Sanitizer
+        self.sanitizer = Sanitizer.make(sanitizer)
+        self.sanitizer.attach(self)
         if default_device is not None:
             self.default_device = self._check_id(default_device)
             self.set_device(self.default_device, _thread=False)
@@ -137,9 +152,13 @@ class Runtime:
         leaked: list[Block] = []
         with self._lock:
             for device_id in sorted(self._devices):
+                self.streams.drop_device(device_id)
+                self.sanitizer.forget_device(self._devices[device_id])
                 leaked.extend(self._devices[device_id].reset())
             self._refs.clear()
             self._local = threading.local()
+            host_leaked = self.host.clear()
+        self.sanitizer.leaks("aclFinalize", [*leaked, *host_leaked])
         return leaked
 
     # -- devices and contexts ------------------------------------------------------------------
@@ -251,7 +270,10 @@ class Runtime:
                 return
             if refs == 1:
                 del self._refs[number]
-                self._devices[number].reset()
+                device = self._devices[number]
+                self.streams.drop_device(number)
+                self.sanitizer.forget_device(device)
+                self.sanitizer.leaks("aclrtResetDevice", device.reset())
             else:
                 self._refs[number] = refs - 1
         if getattr(self._local, "device", None) == number and number not in self._refs:
@@ -320,16 +342,92 @@ class Runtime:
 
     def free(self, ptr: object) -> None:
         """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`."""
+        if self.sanitizer.on:
+            self.sanitizer.free(self._owner(ptr), ptr)
+            return
         self._owner(ptr).free(ptr)
 
     def free_with_dev_sync(self, ptr: object) -> None:
         """aclrtFreeWithDevSync: synchronise the device, then free."""
         device = self._owner(ptr)
         self.synchronize_device_of(device)
+        if self.sanitizer.on:
+            self.sanitizer.free(device, ptr, "aclrtFreeWithDevSync")
+            return
         device.free(ptr)
 
     def synchronize_device_of(self, device: Device) -> None:
-        """Wait for the device's queued work. The core has no queues; streams extend this."""
+        """Run the device's queued work (see :meth:`Streams.synchronize_device`)."""
+        self.streams.synchronize_device(device.device_id)
+
+    # -- memory contents, host memory, streams (contents.py, host.py, streams.py) -----------
+
+    def memcpy(self, dst: object, dest_max: object, src: object, count: object,
+               kind: object) -> None:
+        """aclrtMemcpy. See :meth:`DataPlane.memcpy`."""
+        self.current_device()
+        self.data.memcpy(dst, dest_max, src, count, kind)
+
+    def memset(self, ptr: object, max_count: object, value: object, count: object) -> None:
+        """aclrtMemset. See :meth:`DataPlane.memset`."""
+        self.current_device()
+        self.data.memset(ptr, max_count, value, count)
+
+    def memcpy_async(self, dst: object, dest_max: object, src: object, count: object,
+                     kind: object, stream: object = 0) -> None:
+        """aclrtMemcpyAsync: checked now, run at synchronisation. See :mod:`.streams`."""
+        self.current_device()
+        self.streams.memcpy_async(dst, dest_max, src, count, kind, stream)
+
+    def memset_async(self, ptr: object, max_count: object, value: object, count: object,
+                     stream: object = 0) -> None:
+        """aclrtMemsetAsync: checked now, run at synchronisation."""
+        self.current_device()
+        self.streams.memset_async(ptr, max_count, value, count, stream)
+
+    def synchronize_device(self) -> None:
+        """aclrtSynchronizeDevice: run the current device's queued work."""
+        self.synchronize_device_of(self.current_device())
+
+    def malloc_host(self, size: object) -> int:
+        """aclrtMallocHost: 64-byte aligned host memory. See :class:`HostMemory`."""
+        return self.host.malloc_host(size).ptr
+
+    def free_host(self, ptr: object) -> None:
+        """aclrtFreeHost."""
+        ptr = as_ptr(ptr)
+        if self.sanitizer.on:
+            self.sanitizer.free_host(self.host, ptr)
+        else:
+            self.host.free_host(ptr)
+
+    def dvpp_malloc(self, size: object) -> int:
+        """acldvppMalloc: device memory of type DVPP (aclrtCheckMemType's ACL_RT_MEM_TYPE_DVPP).
+
+        DECISION: placed and rounded as aclrtMalloc with HUGE_FIRST.
+        """
+        device = self.current_device()
+        with device.lock:
+            block = device.allocate(size, MallocPolicy.HUGE_FIRST, api=Api.MALLOC)
+            block.mem_type = MemType.DVPP
+        return block.ptr
+
+    def dvpp_free(self, ptr: object) -> None:
+        """acldvppFree: free a block made by dvpp_malloc.
+
+        Raises:
+            InvalidPointer: a live block that is not DVPP memory (DECISION), or as free.
+        """
+        block = self.block(ptr)
+        if block is not None and block.mem_type != MemType.DVPP:
+            raise InvalidPointer(f"dvpp_free of the {block.describe()}, which is not DVPP "
+                                 f"memory (use free)")
+        self.free(ptr)
+
+    def get_run_mode(self) -> RunMode:
+        """aclrtGetRunMode: DECISION: ACL_HOST, the program runs on a host with the device
+        attached (the simulator has no on-device mode)."""
+        return RunMode.HOST
 
     def _owner(self, ptr: object) -> Device:
         """The device whose window holds ``ptr`` (checked), with a current device required."""

@@ -18,14 +18,26 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 Site = tuple[traceback.FrameSummary, ...]
 
 
+# co_filename -> True for the simulator's own files; saves an abspath per frame (hot path).
+_OWN_FILE: dict[str, bool] = {}
+
+
 def capture_site(limit: int = 16) -> Site:
-    """The calling stack, innermost ``limit`` user frames, simulator frames left out."""
+    """The calling stack, innermost ``limit`` user frames, simulator frames left out.
+
+    O(stack depth); each file name is classified once.
+    """
     frames = []
+    own_file = _OWN_FILE
     frame = sys._getframe(1)
     while frame is not None and len(frames) < limit:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR):
-            frames.append(traceback.FrameSummary(filename, frame.f_lineno, frame.f_code.co_name,
+        code = frame.f_code
+        filename = code.co_filename
+        own = own_file.get(filename)
+        if own is None:
+            own = own_file[filename] = os.path.abspath(filename).startswith(_PACKAGE_DIR)
+        if not own:
+            frames.append(traceback.FrameSummary(filename, frame.f_lineno, code.co_name,
                                                  lookup_line=False))
         frame = frame.f_back
     frames.reverse()

@@ -1,0 +1,468 @@
+"""What device memory holds: sparse byte storage per block, and the copies that move bytes.
+
+A device block's bytes live in a :class:`Contents`, made on the first write: one chunk for a
+block of up to 1 GiB (so a memcpy of a whole block is one copy), 64 MiB chunks beyond that.
+Big chunks are anonymous memory maps, which the operating system backs page by page on first
+touch, so a 60 GB allocation with a few MB written costs the host about what was written. A
+chunk filled whole by ``memset`` is kept as one int (the fill byte) until partly overwritten.
+Each :class:`Contents` also keeps the :class:`Runs` of bytes ever written, which the
+sanitizer's initcheck reads.
+
+:class:`DataPlane` carries out ``memcpy`` and ``memset`` for a runtime: it checks the
+arguments (the rules of aclrtMemcpy / aclrtMemset in the runtime's memory.cpp and
+api_error.cc), resolves each address to a *region* (a device block here, a host block or a
+registered host buffer in :mod:`ascend_memsim.host`), lets the sanitizer look at the access,
+and only then moves bytes. A failed call changes nothing. Copies move memoryview slices,
+never single bytes in Python.
+"""
+
+from __future__ import annotations
+
+import mmap
+import threading
+from bisect import bisect_left, bisect_right
+
+from ._checks import SIZE_MAX, as_int
+from .constants import MemcpyKind
+from .device import Block, device_of
+from .errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
+
+__all__ = [
+    "CHUNK_BYTES",
+    "DENSE_LIMIT",
+    "Contents",
+    "DataPlane",
+    "DeviceRegion",
+    "Runs",
+    "contents_of",
+]
+
+#: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy).
+DENSE_LIMIT = 1 << 30
+#: Larger blocks are cut into chunks of this many bytes, each made on first write.
+CHUNK_BYTES = 1 << 26
+# Chunks up to this size are bytearrays; larger ones are anonymous memory maps, which the
+# operating system backs page by page on first touch (so an untouched page costs nothing).
+_MAP_FROM = 256 << 10
+
+#: aclrtMemcpyKind values aclrtMemcpy accepts: memory.cpp MemcpyKindTranslate maps 0..5 only.
+_MEMCPY_KINDS = range(6)
+
+
+class Runs:
+    """Disjoint, coalesced ``[start, end)`` runs of offsets: the bytes ever written.
+
+    Adding and querying are O(log r + merged runs) in the number of runs r.
+
+    >>> r = Runs(); r.add(0, 10); r.add(20, 30); r.add(10, 20)
+    >>> r.runs(), r.first_gap(0, 30), r.first_gap(25, 40)
+    ([(0, 30)], None, (30, 40))
+    """
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, start: int, end: int) -> None:
+        """Mark ``[start, end)`` as covered."""
+        starts, ends = self.starts, self.ends
+        i = bisect_left(ends, start)
+        j = bisect_right(starts, end)
+        if i < j:
+            start = min(start, starts[i])
+            end = max(end, ends[j - 1])
+        starts[i:j] = [start]
+        ends[i:j] = [end]
+
+    def first_gap(self, start: int, end: int) -> tuple[int, int] | None:
+        """The first uncovered sub-range of ``[start, end)``, or None if all is covered."""
+        starts, ends = self.starts, self.ends
+        i = bisect_right(starts, start) - 1
+        gap = start
+        if i >= 0 and ends[i] > start:
+            if ends[i] >= end:
+                return None
+            gap = ends[i]
+        nxt = i + 1
+        stop = min(starts[nxt], end) if nxt < len(starts) else end
+        return gap, stop
+
+    def covered(self) -> int:
+        """Total bytes covered."""
+        return sum(e - s for s, e in zip(self.starts, self.ends, strict=True))
+
+    def runs(self) -> list[tuple[int, int]]:
+        return list(zip(self.starts, self.ends, strict=True))
+
+
+class Contents:
+    """The bytes of one block: sparse chunks, zero where never written.
+
+    A block whose footprint is at most :data:`DENSE_LIMIT` is one chunk; a larger one is cut
+    into :data:`CHUNK_BYTES` chunks. Chunks are made on the first write that touches them;
+    big ones are anonymous memory maps, so even inside a chunk only touched pages cost host
+    memory. A chunk that a memset fills whole is kept as one int until partly overwritten.
+    DECISION: bytes never written read as zeros (the hardware gives whatever was there; the
+    sanitizer's initcheck reports such reads).
+    """
+
+    __slots__ = ("chunks", "limit", "shift", "written")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.shift = (max(limit - 1, 1).bit_length() if limit <= DENSE_LIMIT
+                      else CHUNK_BYTES.bit_length() - 1)
+        #: chunk index -> buffer (bytearray or mmap), or an int: the chunk is that byte
+        self.chunks: dict[int, object] = {}
+        self.written = Runs()
+
+    def _chunk_len(self, index: int) -> int:
+        return min(1 << self.shift, self.limit - (index << self.shift))
+
+    def materialised_bytes(self) -> int:
+        """Bytes of the chunks made so far (an int chunk costs nothing; a map's untouched
+        pages cost nothing either, so this is an upper bound on host memory)."""
+        return sum(len(c) for c in self.chunks.values() if not isinstance(c, int))
+
+    def _pieces(self, offset: int, count: int):
+        """(position in the access, chunk index, offset in the chunk, bytes) per chunk."""
+        shift = self.shift
+        mask = (1 << shift) - 1
+        pos = 0
+        while pos < count:
+            at = offset + pos
+            lo = at & mask
+            take = min((1 << shift) - lo, count - pos)
+            yield pos, at >> shift, lo, take
+            pos += take
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        """Copy ``len(out)`` bytes from ``offset`` into ``out``. O(bytes / chunk) steps."""
+        chunks = self.chunks
+        for pos, index, lo, take in self._pieces(offset, len(out)):
+            chunk = chunks.get(index)
+            if chunk is None:
+                out[pos:pos + take] = bytes(take)
+            elif isinstance(chunk, int):
+                out[pos:pos + take] = bytes((chunk,)) * take
+            else:
+                out[pos:pos + take] = memoryview(chunk)[lo:lo + take]
+
+    def read(self, offset: int, count: int) -> bytearray:
+        """``count`` bytes from ``offset`` as a new bytearray."""
+        out = bytearray(count)
+        self.read_into(offset, memoryview(out))
+        return out
+
+    def _materialise(self, index: int) -> memoryview:
+        chunk = self.chunks.get(index)
+        if chunk is None or isinstance(chunk, int):
+            size = self._chunk_len(index)
+            fresh = _anonymous_map(size) if size > _MAP_FROM else bytearray(size)
+            if chunk:
+                memoryview(fresh)[:] = bytes((chunk,)) * size
+            self.chunks[index] = chunk = fresh
+        return memoryview(chunk)
+
+    def write(self, offset: int, data: memoryview) -> None:
+        """Store ``data`` at ``offset``. O(bytes / chunk) steps."""
+        for pos, index, lo, take in self._pieces(offset, len(data)):
+            self._materialise(index)[lo:lo + take] = data[pos:pos + take]
+        if len(data):
+            self.written.add(offset, offset + len(data))
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        """Set ``count`` bytes from ``offset`` to ``value`` (0..255); whole chunks stay ints."""
+        chunks = self.chunks
+        for _, index, lo, take in self._pieces(offset, count):
+            if lo == 0 and take == self._chunk_len(index):
+                chunks[index] = value
+            else:
+                self._materialise(index)[lo:lo + take] = bytes((value,)) * take
+        if count:
+            self.written.add(offset, offset + count)
+
+
+def _anonymous_map(size: int) -> object:
+    """``size`` zero bytes that the OS backs page by page on first touch.
+
+    Falls back to a bytearray when the process may map no more (vm.max_map_count).
+    """
+    try:
+        if hasattr(mmap, "MAP_PRIVATE"):
+            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        return mmap.mmap(-1, size)
+    except OSError:
+        return bytearray(size)
+
+
+def contents_of(block: Block) -> Contents:
+    """The block's :class:`Contents`, made on first use (kept in ``block.extra``)."""
+    extra = block.extra
+    if extra is None:
+        extra = block.extra = {}
+    contents = extra.get("contents")
+    if contents is None:
+        contents = extra["contents"] = Contents(block.footprint)
+    return contents
+
+
+class DeviceRegion:
+    """A device block seen as a region: what the data plane and the sanitizer need."""
+
+    __slots__ = ("block",)
+    host = False
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+
+    @property
+    def base(self) -> int:
+        return self.block.ptr
+
+    @property
+    def size(self) -> int:
+        return self.block.size
+
+    @property
+    def limit(self) -> int:
+        return self.block.footprint
+
+    @property
+    def readonly(self) -> bool:
+        return self.block.readonly
+
+    def describe(self) -> str:
+        return self.block.describe()
+
+    def site(self):
+        extra = self.block.extra
+        return None if extra is None else extra.get("site")
+
+    def view(self, offset: int, count: int) -> None:
+        """Device bytes are not directly addressable (see :meth:`write`)."""
+        return
+
+    def source(self, offset: int, count: int) -> None:
+        """Device bytes are not directly addressable (see :meth:`read`)."""
+        return
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        contents = self.block.extra.get("contents") if self.block.extra else None
+        if contents is None:
+            out[:] = bytes(len(out))
+        else:
+            contents.read_into(offset, out)
+
+    def read(self, offset: int, count: int) -> bytearray:
+        out = bytearray(count)
+        self.read_into(offset, memoryview(out))
+        return out
+
+    def write(self, offset: int, data: memoryview) -> None:
+        contents_of(self.block).write(offset, data)
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        contents_of(self.block).fill(offset, count, value)
+
+    def first_gap(self, offset: int, count: int) -> tuple[int, int] | None:
+        extra = self.block.extra
+        contents = None if extra is None else extra.get("contents")
+        if contents is None:
+            return offset, offset + count
+        return contents.written.first_gap(offset, offset + count)
+
+
+class DataPlane:
+    """memcpy / memset for one runtime: checks, address resolution, then the byte moves.
+
+    The runtime supplies ``host`` (a :class:`~ascend_memsim.host.HostMemory`), its devices
+    and its ``sanitizer``. Thread-safe: one lock serialises the byte moves.
+    """
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+        self.lock = threading.RLock()
+
+    # -- argument checks (vendor rules) ---------------------------------------------------------
+
+    @staticmethod
+    def check_memcpy(dst: object, dest_max: object, src: object, count: object,
+                     kind: object) -> tuple[int, int, int, int] | None:
+        """Checked (dst, src, count, kind), or None when there is nothing to do.
+
+        Rules (runtime memory.cpp and api_error.cc): count 0 succeeds before any other
+        check; NULL dst/src and kinds outside 0..5 are ACL_ERROR_INVALID_PARAM; count past
+        dest_max is ACL_ERROR_RT_PARAM_INVALID; dst == src succeeds without copying.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL pointer, bad kind, bad types.
+            InvalidRuntimeParam: count > dest_max.
+        """
+        count = as_int(count, "count")
+        if count == 0:
+            return None
+        dst = as_int(dst, "dst")
+        src = as_int(src, "src")
+        if dst == 0 or src == 0:
+            raise InvalidArgument(f"{'dst' if dst == 0 else 'src'} is NULL")
+        kind = as_int(kind, "kind", -(1 << 31), (1 << 32) - 1)
+        if kind not in _MEMCPY_KINDS:
+            names = ", ".join(f"{k.name}={k.value}" for k in MemcpyKind if k.value in _MEMCPY_KINDS)
+            raise InvalidArgument(f"kind={kind} is not a kind aclrtMemcpy accepts ({names})")
+        dest_max = as_int(dest_max, "dest_max")
+        if count > dest_max:
+            raise InvalidRuntimeParam(f"count={count} is more than dest_max={dest_max}")
+        if dst == src:
+            return None
+        return dst, src, count, kind
+
+    @staticmethod
+    def check_memset(ptr: object, max_count: object, value: object,
+                     count: object) -> tuple[int, int, int] | None:
+        """Checked (ptr, count, low byte of value), or None when count is 0.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL ptr, bad types.
+            InvalidRuntimeParam: count > max_count (DECISION: 107000, as memcpy; the runtime
+                check was not found, its unit-test stub refuses it as an invalid value).
+        """
+        count = as_int(count, "count")
+        if count == 0:
+            return None
+        ptr = as_int(ptr, "ptr")
+        if ptr == 0:
+            raise InvalidArgument("ptr is NULL")
+        value = as_int(value, "value", -(1 << 63), SIZE_MAX)
+        max_count = as_int(max_count, "max_count")
+        if count > max_count:
+            raise InvalidRuntimeParam(f"count={count} is more than max_count={max_count}")
+        return ptr, count, value & 0xFF
+
+    # -- resolution ---------------------------------------------------------------------------
+
+    def region_at(self, addr: int):
+        """The region (device block, host block, registered buffer) holding ``addr``, or None."""
+        runtime = self.runtime
+        if addr >= runtime.host_limit:
+            device = runtime._devices.get(device_of(addr))
+            block = None if device is None else device.block_at(addr)
+            return None if block is None else DeviceRegion(block)
+        return runtime.host.region_at(addr)
+
+    def resolve(self, call: str, addr: int, count: int, write: bool, *,
+                deferred: bool = False):
+        """(region, offset) for an access of ``count`` bytes at ``addr``, after the checks.
+
+        ``deferred``: the access is queued, not done now; only check that the address is live
+        and the access stays in its footprint (the rest is checked when it runs).
+
+        Raises:
+            InvalidPointer: no live region holds ``addr``, or the access leaves its footprint.
+            SanitizerError: a finding the strict sanitizer refuses.
+        """
+        region = self.region_at(addr)
+        sanitizer = self.runtime.sanitizer
+        if region is None or (sanitizer.on and sanitizer.quarantined(region)):
+            sanitizer.bad_address(call, addr, count, write)
+            raise InvalidPointer(f"{call}: {addr:#x} is not in any live block or registered "
+                                 f"host buffer")
+        offset = addr - region.base
+        end = offset + count
+        if end > region.size:
+            if end > region.limit:
+                sanitizer.out_of_bounds(call, addr, count, write, region)
+                raise InvalidPointer(
+                    f"{call}: {count} bytes at {addr:#x} run {end - region.limit} bytes past "
+                    f"the end of the {region.describe()}")
+            if sanitizer.on and not deferred:
+                sanitizer.padding_access(call, addr, count, write, region)
+        if sanitizer.on and not deferred:
+            if write and region.readonly:
+                sanitizer.readonly_write(call, addr, count, region)
+            if not write and sanitizer.initcheck:
+                gap = region.first_gap(offset, count)
+                if gap is not None:
+                    sanitizer.uninitialized_read(call, addr, count, region, gap)
+        return region, offset
+
+    # -- operations ---------------------------------------------------------------------------
+
+    def memcpy(self, dst: object, dest_max: object, src: object, count: object, kind: object,
+               *, call: str = "aclrtMemcpy", stream: object = None) -> None:
+        """aclrtMemcpy: copy ``count`` bytes from ``src`` to ``dst``, direction from the addresses.
+
+        DECISION: the kind is checked (0..5) but the direction comes from the addresses, as
+        with ACL_MEMCPY_DEFAULT; the vendor's own samples pass a host buffer with DEVICE_TO_HOST.
+
+        Raises:
+            InvalidArgument, InvalidRuntimeParam, InvalidPointer: see :meth:`check_memcpy`
+            and :meth:`resolve`.
+        """
+        checked = self.check_memcpy(dst, dest_max, src, count, kind)
+        if checked is None:
+            return
+        self.copy(*checked, call=call, stream=stream)
+
+    def copy(self, dst: int, src: int, count: int, kind: int, *, call: str = "aclrtMemcpy",
+             stream: object = None) -> None:
+        """A checked copy (see :meth:`memcpy`): resolve both ends, then move the bytes."""
+        with self.lock:
+            src_region, src_off = self.resolve(call, src, count, write=False)
+            dst_region, dst_off = self.resolve(call, dst, count, write=True)
+            if not (src_region.host or dst_region.host):
+                a, b = src_region.block, dst_region.block
+                if a.device_id != b.device_id and not (a.p2p and b.p2p):
+                    # DECISION: copies between devices need P2P blocks at both ends (107000).
+                    raise InvalidRuntimeParam(
+                        f"{call}: device {a.device_id} to device {b.device_id} needs P2P memory "
+                        f"at both ends (a *_P2P policy); got {a.describe()} and {b.describe()}")
+            out = dst_region.view(dst_off, count)
+            if out is not None:
+                src_region.read_into(src_off, out)
+            else:
+                source = src_region.source(src_off, count)
+                if source is None:
+                    source = memoryview(src_region.read(src_off, count))
+                dst_region.write(dst_off, source)
+        self._emit((dst_region, src_region), "memcpy", dst=dst, src=src, count=count,
+                   kind=kind, stream=stream)
+
+    def memset(self, ptr: object, max_count: object, value: object, count: object, *,
+               call: str = "aclrtMemset", stream: object = None) -> None:
+        """aclrtMemset: set ``count`` bytes at ``ptr`` to the low byte of ``value``.
+
+        Raises:
+            InvalidArgument, InvalidRuntimeParam, InvalidPointer: see :meth:`check_memset`.
+        """
+        checked = self.check_memset(ptr, max_count, value, count)
+        if checked is None:
+            return
+        self.fill(*checked, call=call, stream=stream)
+
+    def fill(self, ptr: int, count: int, value: int, *, call: str = "aclrtMemset",
+             stream: object = None) -> None:
+        """A checked memset (see :meth:`memset`)."""
+        with self.lock:
+            region, offset = self.resolve(call, ptr, count, write=True)
+            region.fill(offset, count, value)
+        self._emit((region,), "memset", ptr=ptr, count=count, value=value, stream=stream)
+
+    def _emit(self, regions: tuple, event: str, **info: object) -> None:
+        """Tell the observers of the device involved (for host-only moves: the current one)."""
+        runtime = self.runtime
+        device = None
+        for region in regions:
+            if not region.host:
+                device = runtime._devices.get(region.block.device_id)
+                break
+        else:
+            number = getattr(runtime._local, "device", None)
+            if number is None:
+                number = runtime.default_device
+            device = runtime._devices.get(number) if number is not None else None
+        if device is not None and device.observers:
+            for observer in list(device.observers):
+                observer(event, device, info)

@@ -1,0 +1,468 @@
+"""Host memory: aclrtMallocHost blocks and the host buffers user code hands in.
+
+Host addresses live below the first device window (``DEVICE_SPAN``, 2**44), so an address
+names its side: ``[HOST_BASE, REGISTERED_BASE)`` for aclrtMallocHost blocks and
+``[REGISTERED_BASE, DEVICE_SPAN)`` for registered buffers.
+
+DECISION: a buffer handed in with ``bytes_to_ptr`` or ``numpy_to_ptr`` gets a *simulated*
+address in the registered window, not its real one: real process addresses (around 2**46 on
+Linux) would fall into device windows. The simulator only ever touches a buffer through its
+registration, so it never dereferences an address it did not hand out or register; a
+program that passes a real address (``arr.ctypes.data``) gets an error code.
+
+A registration holds the buffer object, keeping it alive. When user code has dropped every
+reference of its own (the registration holds the last one), the buffer counts as freed: the
+next access through its address is a use after free and the registration is dropped.
+
+The vendor's samples copy device data into an immutable ``bytes`` object reached through
+``bytes_to_ptr`` and read it back with ``np.frombuffer``; real pyacl writes there, so the
+simulator does too, through ctypes at the object's verified data address.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
+
+from ._checks import as_size
+from .allocator import Allocator
+from .contents import Runs
+from .device import DEVICE_SPAN
+from .errors import InternalError, InvalidArgumentType, InvalidPointer, OutOfHostMemory
+from .sites import capture_site
+
+__all__ = [
+    "HOST_ALIGN",
+    "HOST_BASE",
+    "REGISTERED_BASE",
+    "HostBlock",
+    "HostMemory",
+    "Registration",
+]
+
+#: First aclrtMallocHost address; the window is ``2**42`` bytes wide.
+HOST_BASE = 1 << 42
+#: First registered-buffer address; the window runs up to the first device (2**44).
+REGISTERED_BASE = 1 << 43
+#: aclrtMallocHost memory is 64-byte aligned (SPEC.md 6).
+HOST_ALIGN = 64
+# Registered buffers start on a page and are kept a page apart, so an overrun lands nowhere.
+_REG_ALIGN = 4096
+_BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
+
+
+@dataclass(eq=False)
+class HostBlock:
+    """An aclrtMallocHost block: real host bytes, 64-byte aligned."""
+
+    ptr: int
+    size: int
+    footprint: int
+    serial: int
+    buf: bytearray = field(repr=False)
+    written: Runs = field(default_factory=Runs, repr=False)
+    extra: dict | None = field(default=None, repr=False)
+    host = True
+    readonly = False
+
+    @property
+    def base(self) -> int:
+        return self.ptr
+
+    @property
+    def limit(self) -> int:
+        return self.footprint
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.footprint
+
+    def describe(self) -> str:
+        return f"{self.size}-byte host block at {self.ptr:#x} (aclrtMallocHost)"
+
+    def site(self):
+        return None if self.extra is None else self.extra.get("site")
+
+    def view(self, offset: int, count: int) -> memoryview:
+        self.written.add(offset, offset + count)
+        return memoryview(self.buf)[offset:offset + count]
+
+    def source(self, offset: int, count: int) -> memoryview:
+        return memoryview(self.buf)[offset:offset + count]
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        out[:] = memoryview(self.buf)[offset:offset + len(out)]
+
+    def read(self, offset: int, count: int) -> bytes:
+        return bytes(memoryview(self.buf)[offset:offset + count])
+
+    def write(self, offset: int, data: memoryview) -> None:
+        self.view(offset, len(data))[:] = data
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        self.view(offset, count)[:] = bytes((value,)) * count
+
+    def first_gap(self, offset: int, count: int) -> tuple[int, int] | None:
+        return self.written.first_gap(offset, offset + count)
+
+
+@dataclass(eq=False)
+class Registration:
+    """A host buffer (bytes, bytearray, numpy array) that user code handed in."""
+
+    ptr: int
+    size: int
+    obj: object = field(repr=False)
+    kind: str = "bytes"
+    serial: int = 0
+    extra: dict | None = field(default=None, repr=False)
+    host = True
+    readonly = False
+
+    @property
+    def base(self) -> int:
+        return self.ptr
+
+    @property
+    def limit(self) -> int:
+        return self.size
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.size
+
+    def describe(self) -> str:
+        return f"{self.size}-byte registered host buffer at {self.ptr:#x} ({self.kind})"
+
+    def site(self):
+        return None if self.extra is None else self.extra.get("site")
+
+    def orphaned(self) -> bool:
+        """True when only the registration still refers to the buffer (user code dropped it).
+
+        Counts: the ``obj`` attribute, and getrefcount's own argument. Immortal objects
+        (CPython 3.12+) never look orphaned.
+        """
+        return sys.getrefcount(self.obj) <= 2
+
+    def _memory(self) -> memoryview:
+        obj = self.obj
+        if type(obj) is bytes:
+            # Real pyacl writes into the bytes object's buffer; so do we (bounds: self.size).
+            array = (ctypes.c_char * self.size).from_address(id(obj) + _BYTES_DATA_OFFSET)
+            return memoryview(array).cast("B")
+        return memoryview(obj).cast("B")
+
+    def view(self, offset: int, count: int) -> memoryview:
+        view = self._memory()
+        if view.readonly:
+            raise InvalidPointer(f"the {self.describe()} is read-only")
+        return view[offset:offset + count]
+
+    def source(self, offset: int, count: int) -> memoryview:
+        return self._memory()[offset:offset + count]
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        out[:] = self._memory()[offset:offset + len(out)]
+
+    def read(self, offset: int, count: int) -> bytes:
+        return bytes(self._memory()[offset:offset + count])
+
+    def write(self, offset: int, data: memoryview) -> None:
+        self.view(offset, len(data))[:] = data
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        self.view(offset, count)[:] = bytes((value,)) * count
+
+    def first_gap(self, offset: int, count: int) -> None:
+        """A buffer user code made counts as written throughout."""
+        return
+
+
+def _bytes_address(obj: bytes) -> int:
+    """The data address of a bytes object, checked two ways.
+
+    Raises:
+        InternalError: the interpreter lays bytes out differently than expected.
+    """
+    by_ctypes = ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value
+    by_layout = id(obj) + _BYTES_DATA_OFFSET
+    if by_ctypes != by_layout:
+        raise InternalError("cannot locate the data of a bytes object on this interpreter "
+                            f"({by_ctypes:#x} != {by_layout:#x})")
+    return by_layout
+
+
+class HostMemory:
+    """The host side of one runtime: aclrtMallocHost blocks and registered buffers.
+
+    Thread-safe (one lock). Lookups are O(log n) in the live regions.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.allocator = Allocator(REGISTERED_BASE - HOST_BASE, base=HOST_BASE,
+                                   granule=HOST_ALIGN)
+        self._regions: dict[int, HostBlock | Registration] = {}
+        self._starts = SortedList()
+        self._by_id: dict[int, Registration] = {}
+        self._next_reg = REGISTERED_BASE
+        self._serial = 0
+        self._sweep_at = 64
+        #: keep each block's allocation site in ``extra["site"]`` (the sanitizer turns it on)
+        self.record_sites = False
+        #: called with each registration dropped because user code let go of its buffer
+        self.on_forget = None
+
+    # -- aclrtMallocHost / aclrtFreeHost -------------------------------------------------------
+
+    def malloc_host(self, size: object) -> HostBlock:
+        """aclrtMallocHost: ``size`` bytes of host memory, 64-byte aligned.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: size 0 or not an int.
+            OutOfHostMemory: the host window or the process is out of memory.
+        """
+        size = as_size(size)
+        footprint = -(-size // HOST_ALIGN) * HOST_ALIGN
+        try:
+            buf = bytearray(footprint)
+        except (MemoryError, OverflowError):
+            raise OutOfHostMemory(f"cannot allocate {size} bytes of host memory") from None
+        with self.lock:
+            ptr = self.allocator.allocate(footprint, HOST_ALIGN)
+            if ptr is None:
+                raise OutOfHostMemory(f"the simulated host window has no {footprint} free bytes")
+            self._serial += 1
+            block = HostBlock(ptr, size, footprint, self._serial, buf)
+            if self.record_sites:
+                block.extra = {"site": capture_site()}
+            self._add(block)
+            return block
+
+    def free_host(self, ptr: int) -> HostBlock:
+        """aclrtFreeHost: release the host block that starts at ``ptr``.
+
+        Raises:
+            InvalidPointer: not the start of a live aclrtMallocHost block.
+        """
+        with self.lock:
+            block = self._regions.get(ptr)
+            if not isinstance(block, HostBlock):
+                raise InvalidPointer(f"{ptr:#x} is not the start of a live aclrtMallocHost "
+                                     f"block")
+            self._remove(block)
+            self.allocator.release(ptr)
+            return block
+
+    # -- registered buffers --------------------------------------------------------------------
+
+    def register(self, obj: object) -> Registration:
+        """The registration of a bytes, bytearray or C-contiguous numpy array (made once).
+
+        Raises:
+            InvalidArgumentType: another type, or a numpy array that is not C-contiguous.
+        """
+        kind = type(obj).__name__
+        if type(obj) is bytes:
+            size = len(obj)
+            if size < 2:
+                # CPython shares b"" and one-byte bytes objects: writing them would change
+                # every such constant in the process.
+                raise InvalidArgumentType("bytes_to_ptr needs a bytes object of at least "
+                                          "2 bytes (shorter ones are shared singletons)")
+            _bytes_address(obj)
+        elif isinstance(obj, bytearray):
+            size = len(obj)
+        elif kind == "ndarray":
+            if not obj.flags["C_CONTIGUOUS"]:
+                raise InvalidArgumentType("numpy array must be C-contiguous")
+            size = obj.nbytes
+        else:
+            raise InvalidArgumentType(f"expected bytes, bytearray or numpy.ndarray, got {kind}")
+        with self.lock:
+            found = self._by_id.get(id(obj))
+            if found is not None and found.obj is obj and found.size == size:
+                return found
+            if len(self._by_id) >= self._sweep_at:
+                self.sweep()
+            ptr = self._next_reg
+            span = max(size, 1)
+            self._next_reg = ptr + -(-span // _REG_ALIGN) * _REG_ALIGN + _REG_ALIGN
+            if self._next_reg >= DEVICE_SPAN:
+                raise OutOfHostMemory("the registered host window is used up")
+            self._serial += 1
+            reg = Registration(ptr, size, obj, kind, self._serial)
+            if self.record_sites:
+                reg.extra = {"site": capture_site()}
+            self._by_id[id(obj)] = reg
+            self._add(reg)
+            return reg
+
+    def unregister(self, reg: Registration) -> None:
+        """Forget a registration (its address becomes unknown)."""
+        with self.lock:
+            if self._regions.get(reg.ptr) is reg:
+                self._remove(reg)
+            if self._by_id.get(id(reg.obj)) is reg:
+                del self._by_id[id(reg.obj)]
+
+    def sweep(self) -> list[Registration]:
+        """Drop registrations whose buffer user code no longer holds; the dropped ones."""
+        with self.lock:
+            gone = [r for r in self._by_id.values() if r.orphaned()]
+            for reg in gone:
+                self.unregister(reg)
+                if self.on_forget is not None:
+                    self.on_forget(reg)
+            self._sweep_at = max(64, 2 * len(self._by_id))
+            return gone
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def region_at(self, addr: int) -> HostBlock | Registration | None:
+        """The live host region whose footprint holds ``addr``, or None. O(log n)."""
+        with self.lock:
+            i = self._starts.bisect_right(addr)
+            if not i:
+                return None
+            region = self._regions[self._starts[i - 1]]
+            if addr >= region.ptr + max(region.limit, 1):
+                return None
+            if isinstance(region, Registration) and region.orphaned():
+                self.unregister(region)
+                if self.on_forget is not None:
+                    self.on_forget(region)
+                return None
+            return region
+
+    def blocks(self) -> list[HostBlock]:
+        """Live aclrtMallocHost blocks, by address."""
+        with self.lock:
+            return [r for r in (self._regions[p] for p in self._starts)
+                    if isinstance(r, HostBlock)]
+
+    def registrations(self) -> list[Registration]:
+        with self.lock:
+            return list(self._by_id.values())
+
+    def clear(self) -> list[HostBlock]:
+        """Forget everything (aclFinalize); the aclrtMallocHost blocks still live."""
+        with self.lock:
+            live = self.blocks()
+            record_sites, on_forget = self.record_sites, self.on_forget
+            self.__init__()
+            self.record_sites, self.on_forget = record_sites, on_forget
+            return live
+
+    def _add(self, region: HostBlock | Registration) -> None:
+        self._regions[region.ptr] = region
+        self._starts.add(region.ptr)
+
+    def _remove(self, region: HostBlock | Registration) -> None:
+        del self._regions[region.ptr]
+        self._starts.remove(region.ptr)
+
+
+# -- pyacl's acl.util conversions ----------------------------------------------------------------
+
+#: ptr_to_numpy type codes (pyacl docs, function-ptr_to_numpy) -> numpy dtype names.
+NPY_TYPES = {0: "bool", 1: "int8", 2: "uint8", 3: "int16", 4: "uint16", 5: "int32",
+             6: "uint32", 7: "int64", 8: "uint64", 9: "longlong", 10: "ulonglong",
+             11: "float32", 12: "float64", 23: "float16"}
+
+
+def bytes_to_ptr(runtime, data: object) -> int:
+    """acl.util.bytes_to_ptr: the (simulated) address of a bytes or bytearray buffer.
+
+    The buffer stays registered, and alive, while user code holds it.
+
+    Raises:
+        InvalidArgumentType: not bytes or bytearray (or a bytes object shorter than 2).
+    """
+    if not isinstance(data, (bytes, bytearray)):
+        raise InvalidArgumentType(f"bytes_to_ptr takes bytes, got {type(data).__name__}")
+    return runtime.host.register(data).ptr
+
+
+def numpy_to_ptr(runtime, array: object) -> int:
+    """acl.util.numpy_to_ptr: the (simulated) address of a numpy array's data.
+
+    As pyacl does, an array that is not C-contiguous is copied first; the copy is held by
+    no one, so its address dangles at once (as on hardware).
+
+    Raises:
+        InvalidArgumentType: not a numpy array.
+    """
+    if type(array).__name__ != "ndarray":
+        raise InvalidArgumentType(f"numpy_to_ptr takes a numpy.ndarray, got "
+                                  f"{type(array).__name__}")
+    if not array.flags["C_CONTIGUOUS"]:
+        import numpy
+
+        array = numpy.ascontiguousarray(array)
+    return runtime.host.register(array).ptr
+
+
+def _host_region(runtime, call: str, ptr: object, size: int, write: bool):
+    from ._checks import as_ptr
+
+    ptr = as_ptr(ptr)
+    region, offset = runtime.data.resolve(call, ptr, size, write=write)
+    if not region.host:
+        raise InvalidPointer(f"{call}: {ptr:#x} is device memory; the host cannot read it "
+                             f"directly (copy it with memcpy first)")
+    return region, offset
+
+
+def ptr_to_bytes(runtime, ptr: object, size: object) -> bytes:
+    """acl.util.ptr_to_bytes: ``size`` bytes of host memory at ``ptr``, as a new bytes object.
+
+    Raises:
+        InvalidPointer: not inside a live host block or registered buffer, or past its end.
+    """
+    from ._checks import as_int
+
+    size = as_int(size, "size")
+    if size == 0:
+        return b""
+    region, offset = _host_region(runtime, "ptr_to_bytes", ptr, size, write=False)
+    return bytes(region.source(offset, size))
+
+
+def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
+    """acl.util.ptr_to_numpy: a numpy array over host memory at ``ptr`` (shares the memory).
+
+    ``type_code`` is pyacl's int code (11 = float32, see :data:`NPY_TYPES`) or a dtype.
+    DECISION: the returned array is writable, so the host block counts as written.
+
+    Raises:
+        InvalidArgument: an unknown type code or a bad shape. InvalidPointer: as ptr_to_bytes.
+    """
+    import numpy
+
+    from ._checks import as_int
+    from .errors import InvalidArgument
+
+    if isinstance(type_code, int) and not isinstance(type_code, bool):
+        if type_code not in NPY_TYPES:
+            raise InvalidArgument(f"type code {type_code} is not one of {sorted(NPY_TYPES)}")
+        dtype = numpy.dtype(NPY_TYPES[type_code])
+    else:
+        try:
+            dtype = numpy.dtype(type_code)
+        except TypeError:
+            raise InvalidArgument(f"{type_code!r} is not a numpy type") from None
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = 1
+    for i, d in enumerate(dims):
+        count *= as_int(d, f"shape[{i}]")
+    size = count * dtype.itemsize
+    if size == 0:
+        return numpy.empty(dims, dtype)
+    region, offset = _host_region(runtime, "ptr_to_numpy", ptr, size, write=True)
+    return numpy.frombuffer(region.view(offset, size), dtype=dtype).reshape(dims)

@@ -1,0 +1,352 @@
+"""Streams, contexts and queued asynchronous work.
+
+``memcpy_async`` and ``memset_async`` check their arguments and addresses at once (a bad call
+returns its code and queues nothing), then queue the work on the stream. Queued work runs
+only when the program synchronises (``synchronize_stream``, ``synchronize_device``,
+``free_with_dev_sync``, ``destroy_stream``), in submission order. So the ordering bugs of real
+code show: ``free`` releases at once even while queued work still targets the block, and that
+work then fails when it runs (the sanitizer names both).
+
+DECISIONs (the vendor documents no code for these in the sources read):
+
+* an unknown or destroyed stream or context handle is ACL_ERROR_RT_INVALID_HANDLE (107017);
+* a queued operation that fails when it runs makes the synchronising call return its error
+  (the first one); the rest of the queue still runs;
+* ``synchronize_device`` runs the work of all the device's streams in submission order;
+* ``destroy_stream`` runs the stream's queued work first; ``reset_device`` (last reference)
+  discards the device's streams and their queued work;
+* stream 0 (or None) is the default stream of the current device;
+* each device has a default context; ``create_context`` takes a device reference as
+  ``set_device`` does and ``destroy_context`` drops it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ._checks import as_int
+from .errors import AclError, InvalidHandle
+
+__all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Streams"]
+
+#: Stream handles are ints from here, 64 apart; none is a memory address.
+STREAM_BASE = 0x1_0000_0000
+#: Context handles likewise.
+CONTEXT_BASE = 0x2_0000_0000
+
+
+@dataclass(eq=False)
+class Operation:
+    """One queued piece of work: what it touches and how to run it."""
+
+    seq: int
+    call: str
+    #: (first address, one past the last) of each range it reads or writes
+    ranges: tuple[tuple[int, int], ...]
+    run: Callable[[], None] = field(repr=False)
+    site: object = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        spans = ", ".join(f"[{a:#x}, {b:#x})" for a, b in self.ranges)
+        return f"{self.call} #{self.seq} on {spans}"
+
+
+@dataclass(eq=False)
+class Stream:
+    """A stream of one device: a FIFO of queued operations."""
+
+    handle: int
+    device_id: int
+    context: int
+    queue: list[Operation] = field(default_factory=list)
+    destroyed: bool = False
+
+
+@dataclass(eq=False)
+class Context:
+    """A context: a device, and whether it is the device's default one."""
+
+    handle: int
+    device_id: int
+    default: bool = False
+    destroyed: bool = False
+
+
+class Streams:
+    """The streams and contexts of one runtime, and the work queued on them.
+
+    Thread-safe: one lock guards the tables; queued work runs outside it, in order.
+    """
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+        self.lock = threading.RLock()
+        self._streams: dict[int, Stream] = {}
+        self._defaults: dict[int, Stream] = {}
+        self._contexts: dict[int, Context] = {}
+        self._default_contexts: dict[int, Context] = {}
+        self._handles = itertools.count()
+        self._seq = itertools.count(1)
+        #: queued operations not yet run, over all streams
+        self.pending = 0
+        self._running = threading.local()
+
+    # -- handles -------------------------------------------------------------------------------
+
+    def stream(self, handle: object) -> Stream:
+        """The live stream for ``handle`` (0 or None: the current device's default stream).
+
+        Raises:
+            InvalidHandle: unknown or destroyed. DeviceNotSet: no current device.
+        """
+        if handle is None or (isinstance(handle, int) and not isinstance(handle, bool)
+                              and handle == 0):
+            device_id = self.runtime.current_device().device_id
+            with self.lock:
+                stream = self._defaults.get(device_id)
+                if stream is None:
+                    stream = self._defaults[device_id] = Stream(0, device_id, 0)
+                return stream
+        number = as_int(handle, "stream")
+        stream = self._streams.get(number)
+        if stream is None or stream.destroyed:
+            raise InvalidHandle(f"stream {number:#x} does not exist or was destroyed")
+        return stream
+
+    def create_stream(self) -> int:
+        """aclrtCreateStream: a new stream on the current device; its handle."""
+        device_id = self.runtime.current_device().device_id
+        context = self.get_context()
+        with self.lock:
+            handle = STREAM_BASE + 64 * next(self._handles)
+            self._streams[handle] = Stream(handle, device_id, context)
+            return handle
+
+    def destroy_stream(self, handle: object) -> None:
+        """aclrtDestroyStream: run the stream's queued work, then destroy it.
+
+        Raises:
+            InvalidHandle: unknown, destroyed, or the default stream (0).
+            AclError: the first queued operation that failed.
+        """
+        if handle is None or handle == 0:
+            raise InvalidHandle("the default stream cannot be destroyed")
+        stream = self.stream(handle)
+        try:
+            self._run([stream])
+        finally:
+            with self.lock:
+                stream.destroyed = True
+                self._streams.pop(stream.handle, None)
+
+    def synchronize_stream(self, handle: object) -> None:
+        """aclrtSynchronizeStream: run the stream's queued work in order.
+
+        Raises:
+            InvalidHandle: unknown or destroyed stream.
+            AclError: the first queued operation that failed (the others still ran).
+        """
+        self._run([self.stream(handle)])
+
+    def synchronize_device(self, device_id: int | None = None) -> None:
+        """aclrtSynchronizeDevice: run every stream's work on the device, in submission order.
+
+        Raises:
+            AclError: the first queued operation that failed.
+        """
+        if device_id is None:
+            device_id = self.runtime.current_device().device_id
+        with self.lock:
+            streams = [s for s in (*self._defaults.values(), *self._streams.values())
+                       if s.device_id == device_id]
+        self._run(streams)
+
+    def _run(self, streams: list[Stream]) -> None:
+        with self.lock:
+            queues = [s.queue for s in streams if s.queue]
+            if not queues:
+                return
+            work = list(heapq.merge(*queues, key=lambda op: op.seq))
+            for s in streams:
+                s.queue = []
+            self.pending -= len(work)
+        first: AclError | None = None
+        running = self._running
+        for op in work:
+            running.op = op
+            try:
+                op.run()
+            except AclError as error:
+                if first is None:
+                    first = error
+            finally:
+                running.op = None
+        if first is not None:
+            raise first
+
+    def running(self) -> Operation | None:
+        """The queued operation this thread is running now, if any (for reports)."""
+        return getattr(self._running, "op", None)
+
+    def enqueue(self, handle: object, call: str, ranges: tuple[tuple[int, int], ...],
+                run: Callable[[], None]) -> Operation:
+        """Queue ``run`` on the stream; it touches ``ranges``."""
+        stream = self.stream(handle)
+        with self.lock:
+            if stream.destroyed:
+                raise InvalidHandle(f"stream {stream.handle:#x} was destroyed")
+            op = Operation(next(self._seq), call, ranges, run)
+            sanitizer = self.runtime.sanitizer
+            if sanitizer.on and sanitizer.record_sites:
+                op.site = sanitizer.capture()
+            stream.queue.append(op)
+            self.pending += 1
+            return op
+
+    def memcpy_async(self, dst: object, dest_max: object, src: object, count: object,
+                     kind: object, stream: object = 0) -> None:
+        """aclrtMemcpyAsync: check now (as aclrtMemcpy, and the stream), copy at synchronisation.
+
+        Raises:
+            InvalidArgument, InvalidRuntimeParam, InvalidPointer: as aclrtMemcpy.
+            InvalidHandle: an unknown or destroyed stream.
+        """
+        data = self.runtime.data
+        checked = data.check_memcpy(dst, dest_max, src, count, kind)
+        if checked is None:
+            # memory.cpp (newer): count 0 succeeds before any other check.
+            return
+        handle = self.stream(stream).handle
+        dst, src, count, kind = checked
+        call = "aclrtMemcpyAsync"
+        with data.lock:
+            data.resolve(call, src, count, write=False, deferred=True)
+            data.resolve(call, dst, count, write=True, deferred=True)
+        self.enqueue(stream, call, ((src, src + count), (dst, dst + count)),
+                     lambda: data.copy(dst, src, count, kind, call=call, stream=handle))
+
+    def memset_async(self, ptr: object, max_count: object, value: object, count: object,
+                     stream: object = 0) -> None:
+        """aclrtMemsetAsync: check now, set at synchronisation.
+
+        Raises:
+            InvalidArgument, InvalidRuntimeParam, InvalidPointer: as aclrtMemset.
+            InvalidHandle: an unknown or destroyed stream.
+        """
+        data = self.runtime.data
+        checked = data.check_memset(ptr, max_count, value, count)
+        if checked is None:
+            return
+        handle = self.stream(stream).handle
+        ptr, count, value = checked
+        call = "aclrtMemsetAsync"
+        with data.lock:
+            data.resolve(call, ptr, count, write=True, deferred=True)
+        self.enqueue(stream, call, ((ptr, ptr + count),),
+                     lambda: data.fill(ptr, count, value, call=call, stream=handle))
+
+    def pending_on(self, start: int, end: int) -> list[Operation]:
+        """Queued operations that touch ``[start, end)``. O(queued operations)."""
+        if not self.pending:
+            return []
+        with self.lock:
+            return [op for s in (*self._defaults.values(), *self._streams.values())
+                    for op in s.queue
+                    if any(a < end and start < b for a, b in op.ranges)]
+
+    def drop_device(self, device_id: int) -> None:
+        """Discard the device's streams and queued work, and its contexts (aclrtResetDevice)."""
+        with self.lock:
+            for table in (self._streams, self._defaults):
+                for key, stream in list(table.items()):
+                    if stream.device_id == device_id:
+                        self.pending -= len(stream.queue)
+                        stream.queue = []
+                        stream.destroyed = True
+                        del table[key]
+            for key, context in list(self._contexts.items()):
+                if context.device_id == device_id:
+                    context.destroyed = True
+                    del self._contexts[key]
+            self._default_contexts.pop(device_id, None)
+
+    # -- contexts ------------------------------------------------------------------------------
+
+    def _context(self, handle: object) -> Context:
+        number = as_int(handle, "context")
+        context = self._contexts.get(number)
+        if context is None or context.destroyed:
+            raise InvalidHandle(f"context {number:#x} does not exist or was destroyed")
+        return context
+
+    def create_context(self, device_id: object) -> int:
+        """aclrtCreateContext: a context on ``device_id``, made current on this thread.
+
+        Raises:
+            InvalidDevice: a bad device id.
+        """
+        device = self.runtime.set_device(device_id)
+        with self.lock:
+            handle = CONTEXT_BASE + 64 * next(self._handles)
+            self._contexts[handle] = Context(handle, device.device_id)
+        self.runtime._local.context = handle
+        return handle
+
+    def destroy_context(self, handle: object) -> None:
+        """aclrtDestroyContext: destroy a context made by create_context (and its streams).
+
+        Raises:
+            InvalidHandle: unknown, destroyed, or a default context.
+        """
+        with self.lock:
+            context = self._context(handle)
+            if context.default:
+                raise InvalidHandle("a device's default context cannot be destroyed")
+            context.destroyed = True
+            del self._contexts[context.handle]
+            for key, stream in list(self._streams.items()):
+                if stream.context == context.handle:
+                    self.pending -= len(stream.queue)
+                    stream.queue = []
+                    stream.destroyed = True
+                    del self._streams[key]
+        local = self.runtime._local
+        if getattr(local, "context", None) == context.handle:
+            local.context = None
+        self.runtime.reset_device(context.device_id)
+
+    def set_context(self, handle: object) -> None:
+        """aclrtSetCurrentContext: make the context (and its device) current on this thread.
+
+        Raises:
+            InvalidHandle: unknown or destroyed.
+        """
+        with self.lock:
+            context = self._context(handle)
+        local = self.runtime._local
+        local.device = context.device_id
+        local.context = context.handle
+
+    def get_context(self) -> int:
+        """aclrtGetCurrentContext: this thread's context, else its device's default context.
+
+        Raises:
+            DeviceNotSet: no current device.
+        """
+        device_id = self.runtime.current_device().device_id
+        handle = getattr(self.runtime._local, "context", None)
+        with self.lock:
+            context = self._contexts.get(handle) if handle is not None else None
+            if context is not None and context.device_id == device_id:
+                return context.handle
+            context = self._default_contexts.get(device_id)
+            if context is None:
+                handle = CONTEXT_BASE + 64 * next(self._handles)
+                context = Context(handle, device_id, default=True)
+                self._default_contexts[device_id] = context
+                self._contexts[handle] = context
+            return context.handle

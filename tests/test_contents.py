@@ -1,0 +1,296 @@
+"""Memory contents: sparse storage, memcpy and memset rules, observer events."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ascend_memsim import (
+    GiB,
+    InvalidArgument,
+    InvalidPointer,
+    InvalidRuntimeParam,
+    MallocPolicy,
+    MemcpyKind,
+    MiB,
+    Runtime,
+    acl,
+)
+from ascend_memsim.constants import ErrorCode
+from ascend_memsim.contents import CHUNK_BYTES, Contents, Runs
+
+H2D, D2H, D2D, H2H = (MemcpyKind.HOST_TO_DEVICE, MemcpyKind.DEVICE_TO_HOST,
+                      MemcpyKind.DEVICE_TO_DEVICE, MemcpyKind.HOST_TO_HOST)
+
+
+@pytest.fixture
+def rt():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as runtime:
+        runtime.set_device(0)
+        yield runtime
+
+
+def put(rt, data: bytes) -> int:
+    """A device block holding ``data``."""
+    ptr = rt.malloc(len(data))
+    buf = bytearray(data)
+    rt.memcpy(ptr, len(data), rt.host.register(buf).ptr, len(data), H2D)
+    return ptr
+
+
+def get(rt, ptr: int, count: int) -> bytes:
+    out = bytearray(count)
+    reg = rt.host.register(out)
+    rt.memcpy(reg.ptr, count, ptr, count, D2H)
+    return bytes(out)
+
+
+# -- Runs and Contents ---------------------------------------------------------------------------
+
+def test_runs_merge_and_gaps():
+    r = Runs()
+    r.add(10, 20)
+    r.add(30, 40)
+    assert r.first_gap(10, 20) is None
+    assert r.first_gap(0, 15) == (0, 10)
+    assert r.first_gap(15, 35) == (20, 30)
+    r.add(20, 30)
+    assert r.runs() == [(10, 40)] and r.covered() == 30
+    r.add(0, 5)
+    r.add(5, 10)
+    assert r.runs() == [(0, 40)]
+
+
+def test_contents_reads_zero_where_never_written_and_back_what_was():
+    c = Contents(1000)
+    c.write(100, memoryview(b"abc"))
+    assert c.read(98, 7) == b"\0\0abc\0\0"
+    c.fill(0, 2, 0x1FF & 0xFF)
+    assert c.read(0, 3) == b"\xff\xff\0"
+    assert c.written.runs() == [(0, 2), (100, 103)]
+
+
+def test_big_block_is_sparse_and_whole_chunk_fill_costs_nothing():
+    c = Contents(8 * GiB)
+    c.write(5 * GiB + 7, memoryview(b"x" * 100))
+    assert c.materialised_bytes() == CHUNK_BYTES
+    c.fill(0, 4 * CHUNK_BYTES, 9)
+    assert c.materialised_bytes() == CHUNK_BYTES
+    assert c.read(CHUNK_BYTES - 2, 4) == b"\x09" * 4
+    # A write across a chunk boundary lands in both chunks.
+    c.write(CHUNK_BYTES - 1, memoryview(b"ab"))
+    assert c.read(CHUNK_BYTES - 2, 4) == b"\x09ab\x09"
+
+
+def test_64_gb_device_with_60_gb_allocated_stays_small(tmp_path):
+    """RSS of a fresh interpreter: 60 GB allocated, 16 MiB written, under 100 MiB."""
+    script = textwrap.dedent("""
+        import resource, sys
+        from ascend_memsim import GiB, MiB, Runtime
+        with Runtime("A2", hbm_bytes=64 * GiB, sanitizer="off") as rt:
+            rt.set_device(0)
+            ptrs = [rt.malloc(4 * GiB) for _ in range(15)]
+            data = bytearray(b"\\x5a" * MiB)
+            src = rt.host.register(data).ptr
+            for i in range(16):
+                rt.memcpy(ptrs[i % 15] + i * 3 * MiB, MiB, src, MiB, 1)
+            out = bytearray(MiB)
+            rt.memcpy(rt.host.register(out).ptr, MiB, ptrs[3] + 3 * 3 * MiB, MiB, 2)
+            assert out == data
+            scale = 1 if sys.platform == "darwin" else 1024
+            print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1024 // scale) // 1024)
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=root, env={**os.environ, "PYTHONPATH": root}, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    rss_kib = int(done.stdout.split()[-1])
+    assert rss_kib < 100 * 1024, f"peak RSS {rss_kib} KiB"
+
+
+# -- memcpy rules --------------------------------------------------------------------------------
+
+def test_round_trip_host_device_host(rt):
+    data = bytes(range(256)) * 5
+    ptr = put(rt, data)
+    assert get(rt, ptr, len(data)) == data
+
+
+def test_count_zero_succeeds_and_does_nothing(rt):
+    # memory.cpp (newer): count 0 returns ACL_SUCCESS before any other check (even NULL).
+    rt.memcpy(0, 0, 0, 0, 99)
+    rt.memset(0, 0, 7, 0)
+
+
+def test_count_past_dest_max_is_rt_param_invalid(rt):
+    ptr = put(rt, b"a" * 64)
+    buf = bytearray(b"b" * 64)
+    src = rt.host.register(buf).ptr
+    with pytest.raises(InvalidRuntimeParam) as info:
+        rt.memcpy(ptr, 32, src, 64, H2D)
+    assert info.value.code == ErrorCode.RT_PARAM_INVALID
+    assert get(rt, ptr, 64) == b"a" * 64
+
+
+@pytest.mark.parametrize("kind", [6, 7, 8, -1])
+def test_kinds_outside_0_to_5_are_invalid_param(rt, kind):
+    ptr = put(rt, b"a" * 64)
+    with pytest.raises(InvalidArgument) as info:
+        rt.memcpy(ptr, 64, ptr + 1, 8, kind)
+    assert info.value.code == ErrorCode.INVALID_PARAM
+
+
+@pytest.mark.parametrize("which", ["dst", "src"])
+def test_null_pointer_is_invalid_param(rt, which):
+    ptr = put(rt, b"a" * 64)
+    dst, src = (0, ptr) if which == "dst" else (ptr, 0)
+    with pytest.raises(InvalidArgument, match=which):
+        rt.memcpy(dst, 64, src, 8, D2D)
+
+
+def test_direction_comes_from_the_addresses(rt):
+    # The vendor's async sample passes a host buffer with DEVICE_TO_HOST; it works there.
+    buf = bytearray(b"q" * 32)
+    src = rt.host.register(buf).ptr
+    out = bytearray(32)
+    rt.memcpy(rt.host.register(out).ptr, 32, src, 32, D2H)
+    assert out == b"q" * 32
+
+
+def test_host_to_host_and_device_to_device(rt):
+    a = rt.malloc_host(64)
+    rt.memset(a, 64, 0x41, 64)
+    b = rt.malloc_host(64)
+    rt.memcpy(b, 64, a, 64, H2H)
+    d1 = rt.malloc(64)
+    d2 = rt.malloc(64)
+    rt.memcpy(d1, 64, b, 64, H2D)
+    rt.memcpy(d2 + 10, 54, d1, 20, D2D)
+    assert get(rt, d2 + 10, 20) == b"A" * 20
+
+
+def test_same_src_and_dst_succeeds(rt):
+    ptr = put(rt, b"xy" * 32)
+    rt.memcpy(ptr, 64, ptr, 64, D2D)
+    assert get(rt, ptr, 64) == b"xy" * 32
+
+
+def test_copies_between_devices_need_p2p_memory():
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer="off") as rt:
+        rt.set_device(1)
+        plain1 = rt.malloc(64, MallocPolicy.NORMAL_ONLY)
+        p2p1 = rt.malloc(64, MallocPolicy.NORMAL_ONLY_P2P)
+        rt.set_device(0)
+        p2p0 = put(rt, b"z" * 64)
+        rt.free(p2p0)
+        p2p0 = rt.malloc(64, MallocPolicy.NORMAL_ONLY_P2P)
+        rt.memset(p2p0, 64, 0x33, 64)
+        with pytest.raises(InvalidRuntimeParam, match="P2P"):
+            rt.memcpy(plain1, 64, p2p0, 64, D2D)
+        rt.memcpy(p2p1, 64, p2p0, 64, D2D)
+        assert get(rt, p2p1, 64) == b"\x33" * 64
+
+
+def test_copy_leaving_the_footprint_fails_and_changes_nothing(rt):
+    ptr = put(rt, b"k" * 100)
+    block = rt.block(ptr)
+    buf = bytearray(b"w" * 300)
+    src = rt.host.register(buf).ptr
+    with pytest.raises(InvalidPointer, match="past the end"):
+        rt.memcpy(ptr, 300, src, block.footprint + 1, H2D)
+    assert get(rt, ptr, 100) == b"k" * 100
+
+
+def test_unknown_addresses_are_errors_not_crashes(rt):
+    ptr = put(rt, b"k" * 64)
+    for addr in (1, 12345, 1 << 40, (1 << 44) + (1 << 42), id(object())):
+        with pytest.raises(InvalidPointer):
+            rt.memcpy(ptr, 64, addr, 8, H2D)
+        assert acl.rt.memcpy(addr, 64, ptr, 8, D2H) == ErrorCode.RT_PARAM_INVALID
+
+
+def test_memcpy_needs_a_current_device():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off"):
+        assert acl.rt.memcpy(1, 1, 2, 1, 0) == ErrorCode.RT_CONTEXT_NULL
+
+
+# -- memset ---------------------------------------------------------------------------------------
+
+def test_memset_uses_the_low_byte(rt):
+    ptr = rt.malloc(64)
+    rt.memset(ptr, 64, 0x1234, 64)
+    assert get(rt, ptr, 64) == b"\x34" * 64
+    rt.memset(ptr, 64, -1, 8)
+    assert get(rt, ptr, 9) == b"\xff" * 8 + b"\x34"
+
+
+def test_memset_count_past_max_count(rt):
+    ptr = rt.malloc(64)
+    with pytest.raises(InvalidRuntimeParam):
+        rt.memset(ptr, 16, 1, 17)
+    assert acl.rt.memset(ptr, 16, 1, 17) == ErrorCode.RT_PARAM_INVALID
+    assert acl.rt.memset(0, 16, 1, 1) == ErrorCode.INVALID_PARAM
+
+
+def test_face_shapes(rt):
+    ptr, ret = acl.rt.malloc(64, 0)
+    assert ret == 0
+    assert acl.rt.memset(ptr, 64, 1, 64) == 0
+    assert acl.rt.memcpy(ptr, 64, ptr, 64, 3) == 0
+    assert acl.rt.memcpy(ptr, 64, ptr, 64, 7) == ErrorCode.INVALID_PARAM
+    assert acl.rt.memcpy(ptr, "64", ptr, 64, 3) == ErrorCode.INVALID_PARAM
+
+
+# -- observer events -----------------------------------------------------------------------------
+
+def test_memcpy_and_memset_events(rt):
+    seen = []
+    rt.add_observer(lambda event, device, info: seen.append((event, info)))
+    ptr = rt.malloc(64)
+    host = rt.malloc_host(64)
+    rt.memset(ptr, 64, 5, 32)
+    rt.memcpy(host, 64, ptr, 32, D2H)
+    events = [(e, i) for e, i in seen if e in ("memcpy", "memset")]
+    assert events == [
+        ("memset", {"ptr": ptr, "count": 32, "value": 5, "stream": None}),
+        ("memcpy", {"dst": host, "src": ptr, "count": 32, "kind": int(D2H), "stream": None}),
+    ]
+
+
+def test_failed_copy_emits_nothing(rt):
+    seen = []
+    rt.add_observer(lambda event, device, info: seen.append(event))
+    ptr = rt.malloc(64)
+    with pytest.raises(InvalidPointer):
+        rt.memcpy(ptr, 64, 99, 8, H2D)
+    assert "memcpy" not in seen
+
+
+def test_threads_copying_to_their_own_blocks_do_not_mix(rt):
+    import threading
+
+    errors = []
+
+    def worker(value: int) -> None:
+        try:
+            rt.set_device(0)
+            for _ in range(50):
+                ptr = rt.malloc(3000)
+                rt.memset(ptr, 3000, value, 3000)
+                data = get(rt, ptr, 3000)
+                if data != bytes((value,)) * 3000:
+                    errors.append(value)
+                rt.free(ptr)
+        except Exception as e:  # reported through the list
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(v,)) for v in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    rt.device(0).check_invariants()

@@ -1,0 +1,232 @@
+"""Host memory, registered host buffers, acl.util conversions, contexts, DVPP, run mode."""
+
+import gc
+import logging
+
+import numpy as np
+import pytest
+
+from ascend_memsim import (
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidPointer,
+    MemType,
+    MiB,
+    Runtime,
+    acl,
+    install_acl,
+    uninstall_acl,
+)
+from ascend_memsim.constants import ErrorCode, RunMode
+from ascend_memsim.device import DEVICE_SPAN
+from ascend_memsim.host import HOST_BASE, REGISTERED_BASE
+
+D2H, H2D = 2, 1
+
+
+@pytest.fixture
+def rt():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as runtime:
+        runtime.set_device(0)
+        yield runtime
+
+
+# -- malloc_host / free_host --------------------------------------------------------------------
+
+def test_malloc_host_is_64_byte_aligned_in_the_host_window(rt):
+    ptrs = [rt.malloc_host(n) for n in (1, 63, 64, 65, 1000)]
+    assert all(p % 64 == 0 and HOST_BASE <= p < REGISTERED_BASE for p in ptrs)
+    assert len(set(ptrs)) == 5
+    for p in ptrs:
+        rt.free_host(p)
+
+
+def test_malloc_host_size_zero_and_bad_types(rt):
+    assert acl.rt.malloc_host(0) == (0, ErrorCode.INVALID_PARAM)
+    assert acl.rt.malloc_host(-1) == (0, ErrorCode.INVALID_PARAM)
+    assert acl.rt.malloc_host(1.5) == (0, ErrorCode.INVALID_PARAM)
+
+
+def test_free_host_twice_and_of_unknown_pointers(rt):
+    ptr = rt.malloc_host(64)
+    assert acl.rt.free_host(ptr) == 0
+    assert acl.rt.free_host(ptr) == ErrorCode.RT_PARAM_INVALID
+    assert acl.rt.free_host(0) == ErrorCode.INVALID_PARAM
+    assert acl.rt.free_host(12345) == ErrorCode.RT_PARAM_INVALID
+    dev = rt.malloc(64)
+    assert acl.rt.free_host(dev) == ErrorCode.RT_PARAM_INVALID
+
+
+def test_host_memory_keeps_what_is_written(rt):
+    ptr = rt.malloc_host(100)
+    rt.memset(ptr, 100, 3, 100)
+    assert acl.util.ptr_to_bytes(ptr, 100) == b"\x03" * 100
+    with pytest.raises(InvalidPointer):
+        acl.util.ptr_to_bytes(ptr, 129)
+
+
+# -- registered buffers ---------------------------------------------------------------------------
+
+def test_bytes_to_ptr_writes_into_the_bytes_object(rt):
+    """The vendor samples' pattern: copy into bytes from bytes_to_ptr, read with frombuffer."""
+    data = np.ones(1000, dtype=np.byte).tobytes()
+    ptr = acl.util.bytes_to_ptr(data)
+    assert REGISTERED_BASE <= ptr < DEVICE_SPAN
+    dev = rt.malloc(1000)
+    rt.memset(dev, 1000, 7, 1000)
+    assert acl.rt.memcpy(ptr, 1000, dev, 1000, D2H) == 0
+    assert (np.frombuffer(data, dtype=np.byte) == 7).all()
+    assert acl.util.bytes_to_ptr(data) == ptr
+
+
+def test_writes_stay_inside_the_registered_buffer(rt):
+    guard = bytearray(b"g" * 64)
+    buf = bytearray(b"b" * 64)
+    ptr = acl.util.bytes_to_ptr(buf)
+    dev = rt.malloc(256)
+    rt.memset(dev, 256, 0, 256)
+    assert acl.rt.memcpy(ptr, 256, dev, 65, D2H) == ErrorCode.RT_PARAM_INVALID
+    assert buf == b"b" * 64 and guard == b"g" * 64
+    assert acl.rt.memcpy(ptr + 64, 8, dev, 1, D2H) == ErrorCode.RT_PARAM_INVALID
+
+
+def test_numpy_to_ptr_and_ptr_to_numpy_share_memory(rt):
+    arr = np.arange(16, dtype=np.float32)
+    ptr = acl.util.numpy_to_ptr(arr)
+    view = acl.util.ptr_to_numpy(ptr, (4, 4), 11)
+    assert view.shape == (4, 4) and view.dtype == np.float32
+    assert (view.ravel() == arr).all()
+    view[0, 0] = 42
+    assert arr[0] == 42
+    dev = rt.malloc(64)
+    rt.memcpy(dev, 64, ptr, 64, H2D)
+    out = np.zeros(16, dtype=np.float32)
+    rt.memcpy(acl.util.numpy_to_ptr(out), 64, dev, 64, D2H)
+    assert (out == arr).all()
+
+
+def test_ptr_to_numpy_over_malloc_host_memory(rt):
+    ptr = rt.malloc_host(64)
+    arr = acl.util.ptr_to_numpy(ptr, (16,), np.int32)
+    arr[:] = np.arange(16)
+    assert np.frombuffer(acl.util.ptr_to_bytes(ptr, 64), dtype=np.int32).tolist() == list(
+        range(16))
+    with pytest.raises(InvalidArgument):
+        acl.util.ptr_to_numpy(ptr, (16,), 99)
+
+
+def test_util_refuses_device_pointers_and_unknown_ones(rt):
+    dev = rt.malloc(64)
+    with pytest.raises(InvalidPointer, match="device memory"):
+        acl.util.ptr_to_bytes(dev, 8)
+    with pytest.raises(InvalidPointer):
+        acl.util.ptr_to_bytes(REGISTERED_BASE + 12345, 8)
+    with pytest.raises(InvalidArgumentType):
+        acl.util.bytes_to_ptr("text")
+    with pytest.raises(InvalidArgumentType):
+        acl.util.numpy_to_ptr([1, 2, 3])
+
+
+def test_non_contiguous_arrays_are_copied_and_singletons_refused(rt):
+    arr = np.arange(20, dtype=np.int8)[::2]
+    ptr = acl.util.numpy_to_ptr(arr)
+    # pyacl copies a non-contiguous array; nobody holds the copy, so its address dangles.
+    with pytest.raises(InvalidPointer):
+        acl.util.ptr_to_bytes(ptr, 10)
+    with pytest.raises(InvalidArgumentType):
+        acl.util.bytes_to_ptr(b"x")
+
+
+def test_a_buffer_dropped_by_user_code_is_forgotten(rt):
+    buf = bytearray(b"z" * 64)
+    ptr = acl.util.bytes_to_ptr(buf)
+    assert acl.util.ptr_to_bytes(ptr, 4) == b"zzzz"
+    del buf
+    gc.collect()
+    with pytest.raises(InvalidPointer):
+        acl.util.ptr_to_bytes(ptr, 4)
+    assert rt.host.registrations() == []
+
+
+def test_registrations_are_swept(rt):
+    keep = bytearray(8)
+    acl.util.bytes_to_ptr(keep)
+    for _ in range(200):
+        acl.util.bytes_to_ptr(bytearray(8))
+    assert len(rt.host.registrations()) < 100
+    assert any(r.obj is keep for r in rt.host.registrations())
+
+
+def test_util_names_are_listed_for_feature_detection():
+    for name in ("bytes_to_ptr", "numpy_to_ptr", "ptr_to_bytes", "ptr_to_numpy"):
+        assert name in dir(acl.util)
+
+
+# -- contexts, run mode, DVPP, app_log -------------------------------------------------------------
+
+def test_contexts(rt):
+    default, ret = acl.rt.get_context()
+    assert ret == 0 and default
+    ctx, ret = acl.rt.create_context(0)
+    assert ret == 0 and ctx != default
+    assert acl.rt.get_context() == (ctx, 0)
+    assert acl.rt.set_context(default) == 0
+    assert acl.rt.get_context() == (default, 0)
+    assert acl.rt.set_context(ctx) == 0
+    assert acl.rt.destroy_context(ctx) == 0
+    assert acl.rt.destroy_context(ctx) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.set_context(ctx) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.destroy_context(default) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.create_context(5) == (0, ErrorCode.RT_INVALID_DEVICEID)
+
+
+def test_create_context_holds_a_device_reference():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        ctx = rt.streams.create_context(0)
+        ptr = rt.malloc(64)
+        rt.streams.destroy_context(ctx)
+        assert rt.block(ptr) is not None
+        rt.reset_device(0)
+        assert rt.block(ptr) is None
+
+
+def test_get_context_without_a_device():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off"):
+        assert acl.rt.get_context() == (0, ErrorCode.RT_CONTEXT_NULL)
+
+
+def test_run_mode_is_host(rt):
+    assert acl.rt.get_run_mode() == (RunMode.HOST, 0) == (1, 0)
+
+
+def test_dvpp_memory_is_its_own_type(rt):
+    ptr, ret = acl.media.dvpp_malloc(1000)
+    assert ret == 0
+    plain = rt.malloc(64)
+    assert rt.check_mem_type([ptr], MemType.DVPP) == 1
+    assert rt.check_mem_type([ptr], MemType.DEV) == 0
+    assert rt.check_mem_type([plain], MemType.DVPP) == 0
+    assert acl.media.dvpp_free(plain) == ErrorCode.RT_PARAM_INVALID
+    assert acl.media.dvpp_free(ptr) == 0
+    assert acl.media.dvpp_free(ptr) == ErrorCode.RT_PARAM_INVALID
+    assert acl.media.dvpp_malloc(0) == (0, ErrorCode.INVALID_PARAM)
+
+
+def test_app_log(caplog):
+    with caplog.at_level(logging.DEBUG, logger="acl.app"):
+        assert acl.app_log(1, "hello") is None
+        acl.app_log(3, "bad")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, "hello"), (logging.ERROR, "bad")]
+
+
+def test_install_acl_provides_media():
+    previous = install_acl()
+    try:
+        import acl as imported
+        import acl.media
+
+        assert imported.media.dvpp_malloc is acl.media.dvpp_malloc
+    finally:
+        uninstall_acl(previous)

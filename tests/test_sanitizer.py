@@ -1,0 +1,345 @@
+"""The sanitizer: one test per finding, the modes, the text form, configuration."""
+
+import io
+import json
+
+import pytest
+
+from ascend_memsim import InvalidPointer, MiB, Runtime, acl
+from ascend_memsim.constants import ErrorCode, MallocFlag, MallocPolicy
+from ascend_memsim.sanitizer import KINDS, Sanitizer, SanitizerError
+
+H2D, D2H = 1, 2
+
+
+def make(mode="report", **options):
+    out = io.StringIO()
+    rt = Runtime("A2", hbm_bytes=64 * MiB, sanitizer=Sanitizer(mode, output=out, **options))
+    rt.set_device(0)
+    rt.out = out
+    return rt, out
+
+
+@pytest.fixture
+def rt():
+    with make()[0] as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def strict():
+    with make("strict")[0] as runtime:
+        yield runtime
+
+
+def kinds(rt):
+    return [r.kind for r in rt.sanitizer.reports]
+
+
+def site_names(site):
+    return [frame.name for frame in site]
+
+
+def allocate_here(rt, size=100):
+    return rt.malloc(size)
+
+
+def free_here(rt, ptr):
+    rt.free(ptr)
+
+
+# -- frees ----------------------------------------------------------------------------------------
+
+def test_invalid_free(rt):
+    ptr = rt.malloc(100)
+    with pytest.raises(InvalidPointer):
+        rt.free(ptr + 64)
+    report, = rt.sanitizer.reports
+    assert report.kind == "invalid-free" and report.call == "aclrtFree"
+    assert "64 bytes inside the 100-byte block" in report.where
+    assert acl.rt.free(123456789) == ErrorCode.RT_PARAM_INVALID
+    assert kinds(rt) == ["invalid-free", "invalid-free"]
+
+
+def test_double_free_names_the_alloc_and_free_sites(rt):
+    ptr = allocate_here(rt)
+    free_here(rt, ptr)
+    assert acl.rt.free(ptr) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    assert report.kind == "double-free"
+    assert "allocate_here" in site_names(report.alloc_site)
+    assert "free_here" in site_names(report.free_site)
+    assert "test_double_free_names_the_alloc_and_free_sites" in site_names(report.call_site)
+    text = rt.out.getvalue()
+    assert "ERROR: Invalid free" in text and "[double-free]" in text
+    assert "allocated at:" in text and "freed at:" in text and "in allocate_here" in text
+
+
+def test_double_free_of_host_memory(rt):
+    ptr = rt.malloc_host(64)
+    rt.free_host(ptr)
+    assert acl.rt.free_host(ptr) == ErrorCode.RT_PARAM_INVALID
+    assert kinds(rt) == ["double-free"]
+
+
+# -- accesses -------------------------------------------------------------------------------------
+
+def test_use_after_free(rt):
+    ptr = allocate_here(rt)
+    rt.memset(ptr, 100, 0, 100)
+    free_here(rt, ptr)
+    host = rt.malloc_host(100)
+    assert acl.rt.memcpy(host, 100, ptr + 8, 50, D2H) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    assert report.kind == "use-after-free" and report.write is False
+    assert "8 bytes inside the 100-byte block" in report.where and "freed" in report.where
+    assert "free_here" in site_names(report.free_site)
+
+
+def test_without_quarantine_a_stale_pointer_is_silently_reused(rt):
+    ptr = rt.malloc(100)
+    rt.free(ptr)
+    assert rt.malloc(100) == ptr
+    rt.memset(ptr, 100, 1, 100)
+    assert kinds(rt) == []
+
+
+def test_quarantine_keeps_freed_blocks_from_reuse():
+    rt, _ = make(quarantine_bytes=1 * MiB)
+    with rt:
+        ptr = rt.malloc(100)
+        rt.free(ptr)
+        other = rt.malloc(100)
+        assert other != ptr
+        assert acl.rt.memset(ptr, 100, 1, 100) == ErrorCode.RT_PARAM_INVALID
+        assert acl.rt.free(ptr) == ErrorCode.RT_PARAM_INVALID
+        assert kinds(rt) == ["use-after-free", "double-free"]
+        # Over budget, the oldest are really released.
+        big = rt.malloc(2 * MiB)
+        rt.free(big)
+        assert rt.block(ptr) is None
+        rt.free(other)
+    assert "leak" not in kinds(rt)
+
+
+def test_quarantine_gives_way_when_memory_runs_short():
+    rt, _ = make(quarantine_bytes=1 << 40)
+    with rt:
+        ptrs = [rt.malloc(8 * MiB) for _ in range(5)]
+        for p in ptrs:
+            rt.free(p)
+        again = rt.malloc(48 * MiB)
+        rt.free(again)
+        assert not any(k == "leak" for k in kinds(rt))
+
+
+def test_invalid_address_names_the_nearest_block(rt):
+    ptr = rt.malloc(100)
+    block = rt.block(ptr)
+    assert block.footprint == 192
+    host = rt.malloc_host(8)
+    assert acl.rt.memcpy(host, 8, ptr + 196, 8, D2H) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    assert report.kind == "invalid-address"
+    assert report.where == (f"{ptr + 196:#x} is 96 bytes past the end of the "
+                            f"{block.describe()}")
+
+
+def test_out_of_bounds_past_the_footprint(rt):
+    ptr = rt.malloc(100)
+    rt.memset(ptr, 100, 0, 100)
+    host = rt.malloc_host(256)
+    assert acl.rt.memcpy(host, 256, ptr + 100, 96, D2H) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    assert report.kind == "out-of-bounds" and report.severity == "error"
+    assert report.where.startswith("96 bytes past the end of the 100-byte block at")
+
+
+def test_padding_access_is_a_warning_even_when_strict(strict):
+    ptr = strict.malloc(100)
+    strict.memset(ptr, 160, 0, 160)
+    report, = strict.sanitizer.reports
+    assert report.kind == "padding-access" and report.severity == "warning"
+    assert "60 bytes past the end of the 100-byte block" in report.where
+    assert "WARNING: Invalid write of 160 bytes" in strict.out.getvalue()
+
+
+def test_uninitialized_read(rt):
+    ptr = rt.malloc(100)
+    rt.memset(ptr, 100, 1, 40)
+    rt.memset(ptr + 60, 40, 1, 40)
+    host = rt.malloc_host(100)
+    rt.memcpy(host, 100, ptr, 40, D2H)
+    assert kinds(rt) == []
+    rt.memcpy(host, 100, ptr, 100, D2H)
+    report, = rt.sanitizer.reports
+    assert report.kind == "uninitialized-read"
+    assert "bytes [40, 60) of the 100-byte block" in report.where
+
+
+def test_uninitialized_read_of_host_memory(rt):
+    host = rt.malloc_host(64)
+    dev = rt.malloc(64)
+    rt.memcpy(dev, 64, host, 64, H2D)
+    assert kinds(rt) == ["uninitialized-read"]
+
+
+def test_initcheck_can_be_turned_off():
+    rt, _ = make(initcheck=False)
+    with rt:
+        ptr = rt.malloc(64)
+        host = rt.malloc_host(64)
+        rt.memcpy(host, 64, ptr, 64, D2H)
+        rt.free(ptr)
+        rt.free_host(host)
+        assert kinds(rt) == []
+
+
+def test_readonly_write(rt):
+    policy = MallocPolicy.HUGE_FIRST | MallocFlag.USER_SPACE_READONLY
+    ptr = rt.malloc_with_cfg(64, policy)
+    assert acl.rt.memset(ptr, 64, 1, 64) == 0
+    assert kinds(rt) == ["readonly-write"]
+
+
+def test_readonly_write_is_refused_when_strict(strict):
+    ptr = strict.malloc_with_cfg(64, MallocFlag.USER_SPACE_READONLY)
+    assert acl.rt.memset(ptr, 64, 1, 64) == ErrorCode.RT_PARAM_INVALID
+    assert "readonly-write" in acl.get_recent_err_msg()
+
+
+def test_free_with_pending_work_refused_when_strict(strict):
+    stream = strict.streams.create_stream()
+    ptr = strict.malloc(64)
+    strict.memset_async(ptr, 64, 1, 64, stream)
+    with pytest.raises(SanitizerError) as info:
+        strict.free(ptr)
+    assert info.value.report.kind == "free-with-pending-work"
+    assert strict.block(ptr) is not None
+    strict.streams.synchronize_stream(stream)
+    strict.free(ptr)
+
+
+def test_strict_failure_changes_nothing(strict):
+    ptr = strict.malloc(64)
+    host = strict.malloc_host(64)
+    strict.memset(host, 64, 5, 64)
+    with pytest.raises(SanitizerError) as info:
+        strict.memcpy(host, 64, ptr, 64, D2H)
+    assert info.value.code == ErrorCode.RT_PARAM_INVALID
+    assert acl.util.ptr_to_bytes(host, 64) == b"\x05" * 64
+
+
+# -- leaks ----------------------------------------------------------------------------------------
+
+def test_leak_at_reset_device_with_the_allocation_site(rt):
+    allocate_here(rt, 100)
+    rt.reset_device(0)
+    report, = rt.sanitizer.reports
+    assert report.kind == "leak" and report.call == "aclrtResetDevice" and report.size == 100
+    assert "allocate_here" in site_names(report.alloc_site)
+    assert "Leaked 100 bytes" in rt.out.getvalue()
+
+
+def test_leaks_at_finalize_include_host_memory(tmp_path):
+    config = tmp_path / "acl.json"
+    config.write_text(json.dumps({"memsim": {"hbm_bytes": 64 * MiB,
+                                             "sanitizer": {"mode": "report", "output": None}}}))
+    assert acl.init(str(config)) == 0
+    from ascend_memsim import current_runtime
+
+    rt = current_runtime()
+    acl.rt.set_device(0)
+    acl.rt.malloc(64, 0)
+    acl.rt.malloc_host(64)
+    assert acl.finalize() == 0
+    assert [r.kind for r in rt.sanitizer.reports] == ["leak", "leak"]
+    assert [r.call for r in rt.sanitizer.reports] == ["aclFinalize", "aclFinalize"]
+
+
+# -- modes, summary, configuration -----------------------------------------------------------------
+
+def test_off_reports_nothing_and_still_refuses_what_the_runtime_refuses():
+    rt, out = make("off")
+    with rt:
+        ptr = rt.malloc(100)
+        rt.free(ptr)
+        assert acl.rt.free(ptr) == ErrorCode.RT_PARAM_INVALID
+        host = rt.malloc_host(64)
+        assert acl.rt.memcpy(host, 64, ptr, 64, D2H) == ErrorCode.RT_PARAM_INVALID
+        rt.malloc(64)
+    assert rt.sanitizer.reports == [] and out.getvalue() == ""
+
+
+def test_summary_counts_errors_and_warnings(rt):
+    ptr = rt.malloc(100)
+    rt.memset(ptr, 160, 0, 160)
+    rt.free(ptr)
+    acl.rt.free(ptr)
+    assert rt.sanitizer.summary() == (
+        "ERROR SUMMARY: 1 error, 1 warning (double-free: 1, padding-access: 1)")
+    assert rt.sanitizer.counts()["double-free"] == 1
+    assert len(rt.sanitizer.clear()) == 2 and rt.sanitizer.reports == []
+
+
+def test_each_kind_has_a_severity():
+    assert set(KINDS.values()) == {"error", "warning"}
+    assert len(KINDS) == 10
+
+
+@pytest.mark.parametrize("spec, mode", [("strict", "strict"), ("off", "off"), (None, "report"),
+                                        ({"mode": "strict"}, "strict"), (False, "off")])
+def test_runtime_takes_a_mode_or_options(spec, mode):
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer=spec) as rt:
+        assert rt.sanitizer.mode == mode
+
+
+def test_acl_init_config_selects_the_mode(tmp_path):
+    config = tmp_path / "acl.json"
+    config.write_text(json.dumps({"memsim": {"hbm_bytes": 64 * MiB, "sanitizer": "strict"}}))
+    assert acl.init(str(config)) == 0
+    from ascend_memsim import current_runtime
+
+    assert current_runtime().sanitizer.mode == "strict"
+    assert acl.finalize() == 0
+    config.write_text(json.dumps({"memsim": {"sanitizer": "loud"}}))
+    assert acl.init(str(config)) == ErrorCode.INVALID_PARAM
+    config.write_text(json.dumps({"memsim": {"sanitizer": {"colour": 1}}}))
+    assert acl.init(str(config)) == ErrorCode.INVALID_PARAM
+
+
+def test_default_output_is_stderr(capsys):
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        ptr = rt.malloc(64)
+        rt.free(ptr)
+        acl.rt.free(ptr)
+    assert "[double-free]" in capsys.readouterr().err
+
+
+def test_a_dropped_host_buffer_is_a_use_after_free(rt):
+    buf = bytearray(64)
+    ptr = acl.util.bytes_to_ptr(buf)
+    dev = rt.malloc(64)
+    rt.memset(dev, 64, 1, 64)
+    del buf
+    assert acl.rt.memcpy(ptr, 64, dev, 64, D2H) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    assert report.kind == "use-after-free"
+    assert "registered host buffer" in report.where and "no longer holds" in report.where
+
+
+def test_leak_reports_can_be_turned_off():
+    rt, _ = make(leaks=False)
+    with rt:
+        rt.malloc(64)
+        rt.malloc_host(64)
+    assert kinds(rt) == []
+
+
+def test_sanitizer_error_is_an_exported_error_class():
+    from ascend_memsim import errors
+
+    assert SanitizerError in errors.error_classes()
+    assert "SanitizerError" in errors.__all__
+    assert SanitizerError("x").code == ErrorCode.RT_PARAM_INVALID

@@ -1,0 +1,168 @@
+"""Streams: queued async work runs at synchronisation, in order; handles are checked."""
+
+import pytest
+
+from ascend_memsim import InvalidHandle, InvalidPointer, MiB, Runtime, acl
+from ascend_memsim.constants import ErrorCode
+
+H2D, D2H, D2D = 1, 2, 3
+
+
+@pytest.fixture
+def rt():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"mode": "report", "output": None}) as r:
+        r.set_device(0)
+        yield r
+
+
+def read(rt, ptr, count):
+    out = bytearray(count)
+    rt.memcpy(rt.host.register(out).ptr, count, ptr, count, D2H)
+    return bytes(out)
+
+
+def test_async_work_waits_for_synchronisation(rt):
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    rt.memset(dev, 64, 1, 64)
+    rt.memset_async(dev, 64, 9, 64, stream)
+    assert read(rt, dev, 4) == b"\x01" * 4
+    rt.streams.synchronize_stream(stream)
+    assert read(rt, dev, 4) == b"\x09" * 4
+
+
+def test_stream_order_is_kept(rt):
+    stream, ret = acl.rt.create_stream()
+    assert ret == 0
+    host = rt.malloc_host(64)
+    dev = rt.malloc(64)
+    out = bytearray(64)
+    out_ptr = acl.util.bytes_to_ptr(out)
+    assert acl.rt.memset_async(host, 64, 7, 64, stream) == 0
+    assert acl.rt.memcpy_async(dev, 64, host, 64, H2D, stream) == 0
+    assert acl.rt.memset_async(host, 64, 1, 32, stream) == 0
+    assert acl.rt.memcpy_async(out_ptr, 64, dev, 64, D2H, stream) == 0
+    assert out == bytes(64)
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert out == b"\x07" * 64
+    assert acl.util.ptr_to_bytes(host, 64) == b"\x01" * 32 + b"\x07" * 32
+    assert rt.sanitizer.reports == []
+
+
+def test_default_stream_is_0_or_none(rt):
+    dev = rt.malloc(64)
+    rt.memset_async(dev, 64, 4, 64, 0)
+    rt.memset_async(dev, 64, 5, 8, None)
+    assert acl.rt.synchronize_stream(0) == 0
+    assert read(rt, dev, 9) == b"\x05" * 8 + b"\x04"
+
+
+def test_synchronize_device_runs_every_stream_in_submission_order(rt):
+    s1 = rt.streams.create_stream()
+    s2 = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    rt.memset_async(dev, 64, 1, 64, s1)
+    rt.memset_async(dev, 64, 2, 32, s2)
+    rt.memset_async(dev, 64, 3, 16, s1)
+    assert acl.rt.synchronize_device() == 0
+    assert read(rt, dev, 64) == b"\x03" * 16 + b"\x02" * 16 + b"\x01" * 32
+
+
+def test_invalid_and_destroyed_streams(rt):
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.destroy_stream(stream) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.synchronize_stream(stream) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.memset_async(dev, 64, 1, 64, stream) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.memcpy_async(dev, 64, dev + 8, 8, D2D, 0x1234) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.synchronize_stream("s") == ErrorCode.INVALID_PARAM
+    assert acl.rt.destroy_stream(0) == ErrorCode.RT_INVALID_HANDLE
+    assert rt.streams.pending == 0
+
+
+def test_bad_async_calls_queue_nothing(rt):
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    assert acl.rt.memcpy_async(dev, 8, dev + 8, 16, D2D, stream) == ErrorCode.RT_PARAM_INVALID
+    assert acl.rt.memcpy_async(dev, 64, 77, 16, D2D, stream) == ErrorCode.RT_PARAM_INVALID
+    assert acl.rt.memcpy_async(dev, 64, dev, 16, 6, stream) == ErrorCode.INVALID_PARAM
+    assert acl.rt.memset_async(dev, 64, 1, 4096, stream) == ErrorCode.RT_PARAM_INVALID
+    assert acl.rt.memset_async(dev, 64, 1, 0, stream) == 0
+    # count 0 succeeds before any other check, even of the stream (memory.cpp, newer).
+    assert acl.rt.memcpy_async(0, 0, 0, 0, 1, 0x999) == 0
+    assert rt.streams.pending == 0
+
+
+def test_destroy_stream_runs_its_work_first(rt):
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    rt.memset_async(dev, 64, 6, 64, stream)
+    rt.streams.destroy_stream(stream)
+    assert read(rt, dev, 2) == b"\x06\x06"
+
+
+def test_free_releases_at_once_and_the_queued_work_fails_later(rt):
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    rt.memset_async(dev, 64, 6, 64, stream)
+    rt.free(dev)
+    assert rt.block(dev) is None
+    with pytest.raises(InvalidPointer):
+        rt.streams.synchronize_stream(stream)
+    kinds = [r.kind for r in rt.sanitizer.reports]
+    assert kinds == ["free-with-pending-work", "use-after-free"]
+    assert "aclrtMemsetAsync" in rt.sanitizer.reports[0].where
+    assert rt.sanitizer.reports[1].call == "aclrtMemsetAsync"
+    queued = rt.sanitizer.reports[1].queued_site
+    assert queued[-1].name == "test_free_releases_at_once_and_the_queued_work_fails_later"
+    assert queued[-1].lineno != rt.sanitizer.reports[1].call_site[-1].lineno
+
+
+def test_failed_work_surfaces_as_the_code_of_synchronize(rt):
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.memset_async(dev, 64, 1, 64, stream) == 0
+    assert acl.rt.free(dev) == 0
+    assert acl.rt.synchronize_stream(stream) == ErrorCode.RT_PARAM_INVALID
+    assert acl.rt.synchronize_stream(stream) == 0
+
+
+def test_free_with_dev_sync_drains_the_device_first(rt):
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    host = rt.malloc_host(64)
+    rt.memset(dev, 64, 8, 64)
+    rt.memcpy_async(host, 64, dev, 64, D2H, stream)
+    rt.free_with_dev_sync(dev)
+    assert acl.util.ptr_to_bytes(host, 64) == b"\x08" * 64
+    assert rt.sanitizer.reports == []
+
+
+def test_reset_device_discards_streams_and_work(rt):
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    rt.memset_async(dev, 64, 1, 64, stream)
+    rt.free(dev)
+    rt.reset_device(0)
+    assert rt.streams.pending == 0
+    rt.set_device(0)
+    with pytest.raises(InvalidHandle):
+        rt.streams.synchronize_stream(stream)
+
+
+def test_streams_need_a_current_device():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off"):
+        assert acl.rt.create_stream() == (0, ErrorCode.RT_CONTEXT_NULL)
+        assert acl.rt.synchronize_device() == ErrorCode.RT_CONTEXT_NULL
+
+
+def test_async_events_name_their_stream(rt):
+    seen = []
+    rt.add_observer(lambda event, device, info: seen.append((event, info)))
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    rt.memset_async(dev, 64, 2, 64, stream)
+    assert not [e for e, _ in seen if e == "memset"]
+    rt.streams.synchronize_stream(stream)
+    assert ("memset", {"ptr": dev, "count": 64, "value": 2, "stream": stream}) in seen
