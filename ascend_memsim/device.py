@@ -97,6 +97,7 @@ CACHED_POLICIES = frozenset({MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_ONLY,
 
 _FLAG_BITS = int(MallocFlag.LOW_BAND_WIDTH | MallocFlag.HIGH_BAND_WIDTH
                  | MallocFlag.USER_SPACE_READONLY)
+_READONLY = int(MallocFlag.USER_SPACE_READONLY)  # a plain int: IntFlag's & is slow
 
 # Address layout (DECISION): device d owns [DEVICE_SPAN * (d + 1), DEVICE_SPAN * (d + 2));
 # inside it HBM starts at offset 0 and DDR at MEMORY_SPAN. So a pointer names its device.
@@ -129,7 +130,7 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
     Raises:
         InvalidArgument: aclrtMallocCached with a policy other than its four.
     """
-    readonly = bool(policy & MallocFlag.USER_SPACE_READONLY)
+    readonly = bool(policy & _READONLY)
     value = policy & ~_FLAG_BITS
     base = _POLICY_BY_VALUE.get(value)
     if api is Api.MALLOC_CACHED and (policy != value or base not in CACHED_POLICIES):

@@ -130,9 +130,12 @@ class Sanitizer:
 
     def __init__(self, mode: str = "report", *, output: TextIO | str | None = "stderr",
                  quarantine_bytes: int = 0, initcheck: bool = True, history: int = 4096,
-                 record_sites: bool = True, site_depth: int = 8, leaks: bool = True) -> None:
+                 record_sites: bool = True, site_depth: int = 8, leaks: bool = True,
+                 print_limit: int = 100) -> None:
         self.mode = mode
         self.output = output
+        #: print at most this many reports (compute-sanitizer's --print-limit); all are kept
+        self.print_limit = int(print_limit)
         self.quarantine_bytes = int(quarantine_bytes)
         self.initcheck = initcheck
         self.record_sites = record_sites
@@ -242,9 +245,13 @@ class Sanitizer:
                 report.queued_site = op.site
         with self.lock:
             self.reports.append(report)
+            count = len(self.reports)
         out = sys.stderr if self.output == "stderr" else self.output
-        if out is not None:
+        if out is not None and count <= self.print_limit:
             print(report.format(), file=out)
+            if count == self.print_limit:
+                print(f"========= print limit of {self.print_limit} reports reached; the rest "
+                      f"are kept in the sanitizer's reports", file=out)
         if fail and self.strict and report.severity == "error":
             raise SanitizerError(f"sanitizer: {report.kind} in {report.call}: {report.where}",
                                  report)

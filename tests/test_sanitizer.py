@@ -343,3 +343,18 @@ def test_sanitizer_error_is_an_exported_error_class():
     assert SanitizerError in errors.error_classes()
     assert "SanitizerError" in errors.__all__
     assert SanitizerError("x").code == ErrorCode.RT_PARAM_INVALID
+
+
+def test_print_limit_caps_the_printed_reports_but_keeps_them_all():
+    import io
+
+    from ascend_memsim import MiB, Runtime, Sanitizer
+
+    out = io.StringIO()
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer=Sanitizer(output=out, print_limit=3)) as rt:
+        rt.set_device(0)
+        for _ in range(5):
+            rt.malloc(100)
+    assert len(rt.sanitizer.reports) == 5
+    assert out.getvalue().count("[leak]") == 3
+    assert "print limit of 3 reports reached" in out.getvalue()
