@@ -15,8 +15,8 @@ __all__ = ["as_int", "as_size", "as_ptr", "SIZE_MAX"]
 SIZE_MAX = (1 << 64) - 1
 
 
-def as_int(value: object, name: str, lo: int = 0, hi: int = SIZE_MAX) -> int:
-    """``value`` as an int in ``[lo, hi]``; bool, float, str and None are refused.
+def as_int(value: object, name: str, lo: int | None = 0, hi: int | None = SIZE_MAX) -> int:
+    """``value`` as an int in ``[lo, hi]`` (None: unbounded); bool, float, str, None refused.
 
     Anything with ``__index__`` (numpy integers, IntEnum members) is accepted.
 
@@ -31,7 +31,7 @@ def as_int(value: object, name: str, lo: int = 0, hi: int = SIZE_MAX) -> int:
     except TypeError:
         raise InvalidArgumentType(
             f"{name} must be an int, got {type(value).__name__} {value!r}") from None
-    if not lo <= number <= hi:
+    if (lo is not None and number < lo) or (hi is not None and number > hi):
         raise InvalidArgument(f"{name}={number} is outside [{lo}, {hi}]")
     return number
 

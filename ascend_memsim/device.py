@@ -29,7 +29,8 @@ from .constants import (
     MiB,
 )
 from .errors import (
-    FeatureNotSupported, InvalidArgument, InvalidMemoryType, InvalidPointer, OutOfDeviceMemory,
+    AclError, FeatureNotSupported, InvalidArgument, InvalidMemoryType, InvalidPointer,
+    OutOfDeviceMemory,
 )
 from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
 from .sites import capture_site
@@ -224,7 +225,7 @@ class Block:
     @property
     def aligned_size(self) -> int:
         """ALIGN_UP(size, 32)."""
-        return -(-self.size // 32) * 32
+        return align_up(self.size, 32)
 
     @property
     def padding(self) -> int:
@@ -347,10 +348,16 @@ class Device:
         size, api = request.size, request.api
         with self.lock:
             refused: frozenset[Page] = frozenset()
-            for intercept in self.interceptors:
-                denied = intercept(request)
-                if denied:
-                    refused = refused.union(denied)
+            try:
+                for intercept in self.interceptors:
+                    denied = intercept(request)
+                    if denied:
+                        refused = refused.union(denied)
+            except AclError as error:
+                # An injected failure is a failed malloc like any other, for stats and traces.
+                if self.observers:
+                    self._emit("malloc_failed", request=request, error=error)
+                raise
             alloc = self._main
             for page in pages:
                 if page in refused:
@@ -394,7 +401,8 @@ class Device:
         for page in pages:
             rule = rule_size(self.profile, request.size, page, request.api)
             footprint = align_up(rule, PAGE_BYTES[page])
-            smallest = footprint if smallest is None else min(smallest, footprint)
+            if page not in refused:
+                smallest = footprint if smallest is None else min(smallest, footprint)
             why = ("refused by fault injection" if page in refused else
                    f"no free run holds {footprint} bytes aligned to {PAGE_BYTES[page]}")
             lines.append(f"  {page.value} pages: footprint {footprint} bytes: {why}")
@@ -448,12 +456,27 @@ class Device:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def block(self, ptr: int) -> Block | None:
-        """The live block that starts at ``ptr``, or None. O(1)."""
+    def block(self, ptr: object) -> Block | None:
+        """The live block that starts at ``ptr``, or None. O(1).
+
+        Raises:
+            InvalidArgumentType: not an int.
+        """
+        if ptr.__class__ is not int:
+            ptr = as_int(ptr, "ptr", None, None)
         return self._blocks.get(ptr)
 
-    def block_at(self, addr: int) -> Block | None:
-        """The live block whose footprint holds ``addr``, or None. O(log n)."""
+    def block_at(self, addr: object) -> Block | None:
+        """The live block whose footprint holds ``addr``, or None. O(log n).
+
+        The pointer index is kept current on every malloc and free (O(log n) each), so this
+        answers at once between them.
+
+        Raises:
+            InvalidArgumentType: not an int.
+        """
+        if addr.__class__ is not int:
+            addr = as_int(addr, "addr", None, None)
         with self.lock:
             i = self._ptrs.bisect_right(addr)
             if not i:
@@ -477,9 +500,10 @@ class Device:
         pages and _HUGE1G whole free 1 GiB pages (O(free runs)); the others are O(1).
 
         Raises:
-            InvalidMemoryType: attr outside 0..17.
+            InvalidMemoryType: an int attr outside 0..17.
+            InvalidArgumentType: not an int.
         """
-        attr = as_int(attr, "attr", 0, SIZE_MAX)
+        attr = as_int(attr, "attr", None, None)
         figure = _ATTR_FIGURE.get(attr)
         if figure is None:
             raise InvalidMemoryType(f"attr={attr} is not an aclrtMemAttr (0..{len(MemAttr) - 1})")
@@ -537,7 +561,7 @@ def _fallback_note(request: Request, pages: tuple[Page, ...]) -> str:
                 f"{', '.join(p.value for p in pages[1:])} pages; none could be had")
     base = request.policy & ~_FLAG_BITS
     name = policy_name(base)
-    if base in (MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_FIRST_P2P):
+    if base in _HUGE_FIRST:
         return (f"no fallback: {name} gives a request of at most {HUGE_FIRST_THRESHOLD} bytes "
                 f"normal pages only")
     if base not in _POLICY_BY_VALUE:

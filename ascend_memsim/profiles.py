@@ -21,6 +21,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Mapping
 
+from ._checks import as_int
 from .constants import GiB
 from .errors import InvalidArgument, InvalidArgumentType
 
@@ -69,13 +70,12 @@ class Profile:
 
     def __post_init__(self) -> None:
         for name in ("hbm_bytes", "ddr_bytes", "device_count"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidArgumentType(f"profile {self.name}: {name} must be an int, "
-                                          f"got {type(value).__name__}")
-            if value < 0 or value > MEMORY_SPAN:
-                raise InvalidArgument(f"profile {self.name}: {name}={value} is outside "
-                                      f"[0, {MEMORY_SPAN}]")
+            value = as_int(getattr(self, name), f"profile {self.name}: {name}", 0, MEMORY_SPAN)
+            object.__setattr__(self, name, value)
+        for name in ("huge1g", "usage_info", "p2p"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentType(f"profile {self.name}: {name} must be True or False, "
+                                          f"got {getattr(self, name)!r}")
         if self.hbm_bytes % 64 or self.ddr_bytes % 64:
             raise InvalidArgument(f"profile {self.name}: capacities must be multiples of 64 bytes")
         if self.hbm_bytes == 0 and self.ddr_bytes == 0:
@@ -84,7 +84,11 @@ class Profile:
         if not 1 <= self.device_count <= 64:
             raise InvalidArgument(f"profile {self.name}: device_count={self.device_count} "
                                   f"is outside [1, 64]")
-        object.__setattr__(self, "size_rule", SizeRule(self.size_rule))
+        try:
+            object.__setattr__(self, "size_rule", SizeRule(self.size_rule))
+        except ValueError:
+            raise InvalidArgument(f"profile {self.name}: size_rule {self.size_rule!r} is not one "
+                                  f"of {[r.value for r in SizeRule]}") from None
 
     @property
     def main_memory(self) -> Memory:

@@ -16,6 +16,7 @@ config; ``acl.finalize`` discards it. Activations nest.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import threading
 from dataclasses import dataclass
@@ -123,9 +124,7 @@ class Runtime:
         self.host_limit = DEVICE_SPAN
         self.data = DataPlane(self)
         self.streams = Streams(self)
-        # Imported here: the sanitizer module registers its config key in CONFIG_KEYS.
-        from .sanitizer import Sanitizer
-        self.sanitizer = Sanitizer.make(sanitizer)
+        self.sanitizer = self._make_sanitizer(sanitizer)
         self.sanitizer.attach(self)
         if default_device is not None:
             self.default_device = self._check_id(default_device)
@@ -133,6 +132,13 @@ class Runtime:
 
     def __repr__(self) -> str:
         return f"Runtime({self.profile.name!r}, devices={self.device_count})"
+
+    @staticmethod
+    def _make_sanitizer(spec: Any):
+        # Imported here: the sanitizer module registers its config key in CONFIG_KEYS.
+        from .sanitizer import Sanitizer
+
+        return Sanitizer.make(spec)
 
     # -- activation (the face talks to the active runtime) -----------------------------------
 
@@ -143,9 +149,13 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         with _active_lock:
-            if self in _active:
-                _active.remove(self)
-        self.close()
+            for i in range(len(_active) - 1, -1, -1):
+                if _active[i] is self:
+                    del _active[i]
+                    break
+            still_active = any(r is self for r in _active)
+        if not still_active:
+            self.close()
 
     def close(self) -> list[Block]:
         """Reset every device (as aclFinalize does); the blocks that were still live."""
@@ -168,7 +178,7 @@ class Runtime:
         return self.profile.device_count
 
     def _check_id(self, device_id: object) -> int:
-        number = as_int(device_id, "device id", -(1 << 31), (1 << 31) - 1)
+        number = as_int(device_id, "device id", None, None)
         if not 0 <= number < self.profile.device_count:
             raise InvalidDevice(f"device id {number} is outside [0, {self.profile.device_count})"
                                 f" on {self.profile.description}")
@@ -430,22 +440,33 @@ class Runtime:
         return RunMode.HOST
 
     def _owner(self, ptr: object) -> Device:
-        """The device whose window holds ``ptr`` (checked), with a current device required."""
-        current = self.current_device()
-        if isinstance(ptr, int) and not isinstance(ptr, bool) and ptr > 0:
-            device = self._devices.get(device_of(ptr))
-            if device is not None:
-                return device
-        return current
+        """The device whose window holds ``ptr``, else the current one (which must exist).
 
-    def block(self, ptr: int) -> Block | None:
+        A bad pointer is left for the device to refuse, with its own message.
+        """
+        current = self.current_device()
+        device = self._device_holding(ptr)
+        return current if device is None else device
+
+    def _device_holding(self, addr: object) -> Device | None:
+        """The device whose window holds ``addr`` (any integer type), or None."""
+        if addr.__class__ is not int:
+            if isinstance(addr, bool):
+                return None
+            try:
+                addr = operator.index(addr)
+            except TypeError:
+                return None
+        return self._devices.get(device_of(addr)) if addr > 0 else None
+
+    def block(self, ptr: object) -> Block | None:
         """The live block starting at ``ptr`` on any device, or None."""
-        device = self._devices.get(device_of(ptr)) if isinstance(ptr, int) else None
+        device = self._device_holding(ptr)
         return None if device is None else device.block(ptr)
 
-    def block_at(self, addr: int) -> Block | None:
+    def block_at(self, addr: object) -> Block | None:
         """The live block whose footprint holds ``addr`` on any device, or None."""
-        device = self._devices.get(device_of(addr)) if isinstance(addr, int) else None
+        device = self._device_holding(addr)
         return None if device is None else device.block_at(addr)
 
     def blocks(self) -> list[Block]:
@@ -461,16 +482,22 @@ class Runtime:
     def get_mem_usage_info(self, device_id: object, input_num: object) -> list[UsageInfo]:
         """aclrtGetMemUsageInfo: components by current bytes, descending, at most input_num.
 
+        As every memory call, it needs a current device on the calling thread; ``device_id``
+        may name any device (DECISION). A device never used reports no components.
+
         Raises:
-            InvalidDevice: bad id. InvalidArgument: input_num < 1.
+            DeviceNotSet: no current device. InvalidDevice: bad id.
             FeatureNotSupported: a product without usage info (950PR/DT).
+            InvalidArgument: input_num < 1.
         """
-        device = self.device(device_id)
-        count = as_int(input_num, "input_num", 1, SIZE_MAX)
+        self.current_device()
+        number = self._check_id(device_id)
         if not self.profile.usage_info:
             raise FeatureNotSupported(
                 f"aclrtGetMemUsageInfo is not supported on {self.profile.description}")
-        return [UsageInfo(*row) for row in device.usage()[:count]]
+        count = as_int(input_num, "input_num", 1, SIZE_MAX)
+        device = self._devices.get(number)
+        return [] if device is None else [UsageInfo(*row) for row in device.usage()[:count]]
 
     def check_mem_type(self, addr_list: object, mem_type: object, reserve: object = 0) -> int:
         """aclrtCheckMemType: 1 when every address lies in a live block of a type in mem_type.
@@ -501,39 +528,98 @@ class Runtime:
 
     # -- configuration -------------------------------------------------------------------------
 
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> "Runtime":
-        """A runtime from an aclInit JSON config (already parsed).
+    @staticmethod
+    def config_options(config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The :class:`Runtime` keyword arguments an aclInit JSON config (parsed) asks for.
 
         ``{"memsim": {"product": "A2", "device_count": 2, "hbm_bytes": 67108864}}`` picks the
         product and overrides; ``{"defaultDevice": {"default_device": "0"}}`` sets a default
         device. Other top-level keys belong to the real runtime and are ignored.
 
         Raises:
-            InvalidArgument: an unknown memsim key or product, a bad value.
+            InvalidArgument: not a JSON object, an unknown memsim key, a bad value.
         """
-        config = config or {}
+        if config is None:
+            return {}
         if not isinstance(config, Mapping):
             raise InvalidArgument("the aclInit config must be a JSON object")
         section = config.get("memsim", {})
         if not isinstance(section, Mapping):
             raise InvalidArgument('"memsim" in the aclInit config must be a JSON object')
-        kwargs: dict[str, Any] = {}
+        options: dict[str, Any] = {}
         for key, value in section.items():
             apply = CONFIG_KEYS.get(key)
             if apply is None:
                 raise InvalidArgument(f'unknown "memsim" config key {key!r}; known: '
                                       f"{sorted(CONFIG_KEYS)}")
-            apply(kwargs, value)
-        default = config.get("defaultDevice", {})
-        if isinstance(default, Mapping) and "default_device" in default:
-            text = default["default_device"]
-            try:
-                kwargs["default_device"] = int(text)
-            except (TypeError, ValueError):
-                raise InvalidArgument(f"defaultDevice.default_device {text!r} is not a device "
-                                      f"id") from None
-        return cls(**kwargs)
+            apply(options, value)
+        default = config.get("defaultDevice")
+        if default is not None:
+            if not isinstance(default, Mapping):
+                raise InvalidArgument('"defaultDevice" in the aclInit config must be a JSON '
+                                      'object such as {"default_device": "0"}')
+            if "default_device" in default:
+                text = default["default_device"]
+                # The vendor writes the id as a string of digits ("0"); a plain int is taken too.
+                if isinstance(text, str) and text.strip().isdigit():
+                    text = int(text)
+                options["default_device"] = as_int(text, "defaultDevice.default_device", None,
+                                                   None)
+        return options
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> Runtime:
+        """A runtime from an aclInit JSON config (already parsed); see :meth:`config_options`."""
+        return cls(**cls.config_options(config))
+
+    def adopt_config(self, options: Mapping[str, Any]) -> None:
+        """Apply aclInit options (from :meth:`config_options`) to this active runtime.
+
+        Faults and the default device always apply. A product, profile override or sanitizer
+        applies only while no device has been made; after that it is refused, because the
+        simulation the caller set up (a test fixture, ``ascend-memsim run``) is already in use.
+        All is checked before anything changes.
+
+        Raises:
+            InvalidArgument: a product, override or sanitizer the runtime can no longer take.
+            InvalidDevice: a default device outside the (new) device count.
+        """
+        options = dict(options)
+        default = options.pop("default_device", None)
+        interceptors = list(options.pop("interceptors", ()))
+        sanitizer = options.pop("sanitizer", None)
+        product = options.pop("product", None)
+        with self._lock:
+            profile, new_sanitizer = self.profile, None
+            if product is not None or options or sanitizer is not None:
+                if self._devices:
+                    asked = ", ".join(f"{k}={v!r}" for k, v in
+                                      [("product", product), *options.items(),
+                                       ("sanitizer", sanitizer)] if v is not None)
+                    raise InvalidArgument(
+                        f"acl.init config asks for {asked}, but the active simulation "
+                        f"({self.profile.name}) already has devices in use; configure the "
+                        f"simulation where it is made (Runtime(...), the memsim marker, or "
+                        f"ascend-memsim run --product)")
+                base = self.profile if product is None else get_profile(product)
+                profile = base.with_overrides(**options)
+                if sanitizer is not None:
+                    new_sanitizer = self._make_sanitizer(sanitizer)
+            if default is not None and not 0 <= default < profile.device_count:
+                raise InvalidDevice(f"defaultDevice {default} is outside "
+                                    f"[0, {profile.device_count})")
+            self.profile = profile
+            if new_sanitizer is not None:
+                old = self.sanitizer
+                if old._relieve in self.interceptors:
+                    self.remove_interceptor(old._relieve)
+                self.sanitizer = new_sanitizer
+                new_sanitizer.attach(self)
+            for interceptor in interceptors:
+                self.add_interceptor(interceptor)
+            if default is not None:
+                self.default_device = default
+                self.set_device(default, _thread=False)
 
 
 # The active runtimes, innermost last. Process-global, as the real runtime is.
@@ -565,31 +651,40 @@ def _load_config(config_path: object) -> dict:
             text = f.read()
     except OSError as e:
         raise InvalidArgument(f"cannot read aclInit config {config_path!r}: {e.strerror}") from None
+    except (UnicodeDecodeError, ValueError) as e:  # not UTF-8; a NUL in the path
+        raise InvalidArgument(f"cannot read aclInit config {config_path!r}: {e}") from None
     if not text.strip():
         return {}
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidArgument(f"aclInit config {config_path!r} is not valid JSON: {e}") from None
+        config = json.loads(text)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, too many digits, deep nesting
+        raise InvalidArgument(f"aclInit config {config_path!r} is not valid JSON: "
+                              f"{str(e)[:200]}") from None
+    if not isinstance(config, dict):
+        raise InvalidArgument(f"aclInit config {config_path!r} must hold a JSON object, "
+                              f"not {type(config).__name__}")
+    return config
 
 
 def acl_init(config_path: object = None) -> Runtime:
     """aclInit: make (or adopt) the active runtime from the JSON config at ``config_path``.
 
-    Inside ``with Runtime(...)`` the active runtime is adopted as it is.
+    Inside ``with Runtime(...)`` the active runtime is adopted and the config applied to it
+    (see :meth:`Runtime.adopt_config`).
 
     Raises:
         AlreadyInitialized: aclInit twice without aclFinalize.
-        InvalidArgument: an unreadable or invalid config.
+        InvalidArgument: an unreadable or invalid config, or one the adopted runtime refuses.
     """
     with _active_lock:
         if _active and _active[-1].acl_initialized:
             raise AlreadyInitialized("acl.init was already called; call acl.finalize first")
-        config = _load_config(config_path)
+        options = Runtime.config_options(_load_config(config_path))
         if _active:
             runtime = _active[-1]
+            runtime.adopt_config(options)
         else:
-            runtime = Runtime.from_config(config)
+            runtime = Runtime(**options)
             runtime._owned_by_acl = True
             _active.append(runtime)
         runtime.acl_initialized = True
@@ -603,10 +698,11 @@ def acl_finalize() -> None:
         AlreadyFinalized: no acl.init is in force.
     """
     with _active_lock:
-        if not _active or not _active[-1].acl_initialized:
+        # The innermost runtime that acl.init made or adopted, though a `with` may sit inside.
+        runtime = next((r for r in reversed(_active) if r.acl_initialized), None)
+        if runtime is None:
             raise AlreadyFinalized("acl.finalize without a matching acl.init")
-        runtime = _active[-1]
         runtime.acl_initialized = False
         if runtime._owned_by_acl:
-            _active.pop()
+            _active.remove(runtime)
             runtime.close()

@@ -43,7 +43,11 @@ def test_the_pyacl_shapes(initialised):
     (lambda: acl.rt.free("ptr"), E.INVALID_PARAM),
     (lambda: acl.rt.free(0x1234), E.RT_PARAM_INVALID),
     (lambda: acl.rt.get_mem_info(18), (0, 0, E.RT_INVALID_MEMORY_TYPE)),
-    (lambda: acl.rt.get_mem_info(-1), (0, 0, E.INVALID_PARAM)),
+    (lambda: acl.rt.get_mem_info(-1), (0, 0, E.RT_INVALID_MEMORY_TYPE)),
+    (lambda: acl.rt.get_mem_info(1 << 70), (0, 0, E.RT_INVALID_MEMORY_TYPE)),
+    (lambda: acl.rt.get_mem_info("1"), (0, 0, E.INVALID_PARAM)),
+    (lambda: acl.rt.set_device(1 << 31), E.RT_INVALID_DEVICEID),
+    (lambda: acl.rt.set_device(-1), E.RT_INVALID_DEVICEID),
     (lambda: acl.rt.set_device(1), E.RT_INVALID_DEVICEID),
     (lambda: acl.rt.set_device("0"), E.INVALID_PARAM),
     (lambda: acl.rt.get_mem_usage_info(0, 0), ([], E.INVALID_PARAM)),
@@ -291,3 +295,95 @@ def test_a_bug_in_the_core_still_raises(monkeypatch, initialised):
     monkeypatch.setattr(runtime.Runtime, "malloc", broken)
     with pytest.raises(KeyError):
         acl.rt.malloc(100, 0)
+
+
+# -- regressions from review --------------------------------------------------------------------
+
+@pytest.mark.parametrize("content", [b"\xff\xfe{}", b'{"a": ' + b"9" * 5000 + b"}",
+                                     b"[" * 100000, b"null", b"[]", b"false", b"0"])
+def test_unreadable_configs_are_invalid_param_not_exceptions(tmp_path, content):
+    config = tmp_path / "c.json"
+    config.write_bytes(content)
+    assert acl.init(str(config)) == E.INVALID_PARAM
+    assert acl.rt.malloc(100, 0) == (0, E.UNINITIALIZE)
+
+
+def test_nul_in_the_config_path_is_invalid_param():
+    assert acl.init("a\0b.json") == E.INVALID_PARAM
+
+
+@pytest.mark.parametrize("default", [True, 1.9, "x", [], "-1"])
+def test_default_device_must_be_an_id(tmp_path, default):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"memsim": {"product": "A3"},
+                                  "defaultDevice": {"default_device": default}}))
+    assert acl.init(str(config)) in (E.INVALID_PARAM, E.RT_INVALID_DEVICEID)
+
+
+def test_default_device_section_must_be_an_object(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"defaultDevice": "0"}))
+    assert acl.init(str(config)) == E.INVALID_PARAM
+
+
+def test_init_applies_its_config_to_an_adopted_runtime_without_devices(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"memsim": {"product": "950PR", "hbm_bytes": 64 * MiB},
+                                  "defaultDevice": {"default_device": "0"}}))
+    with Runtime("A2") as rt:
+        assert acl.init(str(config)) == 0
+        ptr, ret = acl.rt.malloc(100, 0)  # no set_device: the config's default device
+        assert ret == 0 and rt.block(ptr).rule_size == 128  # 950PR's rule
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[1] == 64 * MiB
+        acl.rt.free(ptr)
+        assert acl.finalize() == 0
+
+
+def test_init_refuses_a_product_change_once_devices_exist(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"memsim": {"product": "950PR"},
+                                  "defaultDevice": {"default_device": "0"}}))
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        assert acl.init(str(config)) == E.INVALID_PARAM
+        assert "already has devices" in acl.get_recent_err_msg()
+        assert rt.profile.name == "A2" and not rt.acl_initialized and rt.default_device is None
+
+
+def test_finalize_finds_the_initialised_runtime_under_a_with_block():
+    assert acl.init() == 0
+    with Runtime("950PR"):
+        assert acl.finalize() == 0
+    assert acl.rt.malloc(100, 0) == (0, E.UNINITIALIZE)
+
+
+def test_entering_the_same_runtime_twice_closes_it_once():
+    rt = Runtime("A2", hbm_bytes=64 * MiB)
+    with rt:
+        with rt:
+            rt.set_device(0)
+        ptr, ret = acl.rt.malloc(100, 0)
+        assert ret == 0
+        acl.rt.free(ptr)
+
+
+def test_numpy_pointers_find_their_device():
+    np = pytest.importorskip("numpy", reason="numpy is an optional extra")
+    with Runtime("A3", hbm_bytes=64 * MiB) as rt:
+        rt.set_device(1)
+        on_one = rt.malloc(100)
+        rt.set_device(0)
+        assert rt.block(np.uint64(on_one)) is rt.block(on_one)
+        assert acl.rt.free(np.uint64(on_one)) == 0
+
+
+def test_usage_info_needs_a_device_and_a_failed_call_makes_none():
+    with Runtime("A3", hbm_bytes=64 * MiB) as rt:
+        assert acl.rt.get_mem_usage_info(0, 1) == ([], E.RT_CONTEXT_NULL)
+        rt.set_device(0)
+        assert acl.rt.get_mem_usage_info(1, 0) == ([], E.INVALID_PARAM)
+        assert acl.rt.get_mem_usage_info(1, 5) == ([], 0)
+        assert [d.device_id for d in rt.devices()] == [0]
+    with Runtime("950PR") as rt:
+        rt.set_device(0)
+        assert acl.rt.get_mem_usage_info(0, 0) == ([], E.RT_FEATURE_NOT_SUPPORT)

@@ -312,3 +312,37 @@ def test_reset_returns_leaks_and_starts_afresh():
     leaked = dev.reset()
     assert [b.ptr for b in leaked] == [p]
     assert len(dev) == 0 and dev.malloc(100) == p
+
+
+def test_injected_failures_reach_observers_and_do_not_blame_fragmentation():
+    from ascend_memsim.errors import OutOfDeviceMemory as OOM
+
+    dev = make()
+    seen = []
+    dev.observers.append(lambda event, device, info: seen.append(event))
+
+    def refuse_huge(request):
+        return {Page.HUGE}
+
+    def fail(request):
+        raise OOM("injected")
+
+    dev.interceptors.append(refuse_huge)
+    with pytest.raises(OutOfDeviceMemory) as info:
+        dev.allocate(4 * MiB, P.HUGE_ONLY)
+    assert "refused by fault injection" in str(info.value)
+    assert "fragmentation" not in str(info.value)
+    dev.interceptors[:] = [fail]
+    with pytest.raises(OutOfDeviceMemory):
+        dev.allocate(100)
+    assert seen == ["malloc_failed", "malloc_failed"]
+    assert len(dev) == 0
+
+
+@pytest.mark.parametrize("bad", [[1], "0x10", None])
+def test_block_lookups_refuse_non_integers(bad):
+    dev = make()
+    with pytest.raises(InvalidArgumentType):
+        dev.block(bad)
+    with pytest.raises(InvalidArgumentType):
+        dev.block_at(bad)

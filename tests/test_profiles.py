@@ -68,3 +68,16 @@ def test_users_can_register_their_own_product():
         assert rt.get_mem_info(0) == (16 * MiB, 16 * MiB)
     with pytest.raises(InvalidArgument, match="already registered"):
         register_profile(mine)
+
+
+@pytest.mark.parametrize("change", [dict(huge1g="no"), dict(usage_info=1), dict(p2p="yes"),
+                                    dict(size_rule="bogus"), dict(device_count=1.0)])
+def test_profile_values_must_have_their_type(change):
+    with pytest.raises(Exception) as info:
+        get_profile("950PR").with_overrides(**change)
+    assert info.value.code == 100000
+
+
+def test_numpy_capacities_are_taken():
+    np = pytest.importorskip("numpy", reason="numpy is an optional extra")
+    assert get_profile("A2").with_overrides(hbm_bytes=np.int64(64 * MiB)).hbm_bytes == 64 * MiB
