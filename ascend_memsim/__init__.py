@@ -8,7 +8,7 @@ sorted free list) and reads ``profiles`` and ``constants``. The core never impor
 
 from .acl import install_acl, uninstall_acl
 from .allocator import Allocator
-from .constants import GiB, KiB, MallocPolicy, MemAttr, MemcpyKind, MemType, MiB, ErrorCode
+from .constants import ErrorCode, GiB, KiB, MallocPolicy, MemAttr, MemcpyKind, MemType, MiB
 from .device import Api, Block, Device, Page
 from .errors import *  # noqa: F403  (every exception class, listed in errors.__all__)
 from .errors import __all__ as _error_names

@@ -17,7 +17,8 @@ import logging
 import sys
 import threading
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import host as _host
 from .constants import FLAT_NAMES

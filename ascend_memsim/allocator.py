@@ -28,7 +28,7 @@ below the best candidate so far. Costs, with n free runs and C = 4 classes per p
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from sortedcontainers import SortedList
 
@@ -312,5 +312,5 @@ class Allocator:
         assert free + used == self.capacity, "free + live != capacity"
         # No live extent overlaps another or a free run: merge both lists and walk them.
         merged = sorted(runs + live)
-        for (s0, e0), (s1, _) in zip(merged, merged[1:]):
+        for (_, e0), (s1, _) in zip(merged, merged[1:]):
             assert e0 <= s1, f"overlap at {s1:#x}"

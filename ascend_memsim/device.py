@@ -16,20 +16,32 @@ nothing. Observers (statistics, traces, the sanitizer) see each event after it h
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
 from ._checks import SIZE_MAX, as_int, as_ptr, as_size
 from .allocator import Allocator
 from .constants import (
-    GiB, MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MallocFlag, MallocPolicy, MemAttr, MemType,
+    MODULE_APP,
+    MODULE_ID_MAX,
+    MODULE_NAMES,
+    GiB,
+    MallocFlag,
+    MallocPolicy,
+    MemAttr,
+    MemType,
     MiB,
 )
 from .errors import (
-    AclError, FeatureNotSupported, InvalidArgument, InvalidMemoryType, InvalidPointer,
+    AclError,
+    FeatureNotSupported,
+    InvalidArgument,
+    InvalidMemoryType,
+    InvalidPointer,
     OutOfDeviceMemory,
 )
 from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
@@ -37,8 +49,8 @@ from .sites import capture_site
 
 __all__ = [
     "Page", "Api", "Block", "Request", "Device", "align_up", "rule_size", "page_order",
-    "parse_policy", "policy_name", "device_base", "device_of", "DEVICE_SPAN", "HUGE_FIRST_THRESHOLD",
-    "PAGE_BYTES",
+    "parse_policy", "policy_name", "device_base", "device_of", "DEVICE_SPAN",
+    "HUGE_FIRST_THRESHOLD", "PAGE_BYTES",
 ]
 
 
@@ -72,7 +84,7 @@ class Api(str, Enum):
     MALLOC_FOR_TASK_SCHEDULER = "aclrtMallocForTaskScheduler"
 
     @classmethod
-    def parse(cls, name: "str | Api") -> "Api":
+    def parse(cls, name: str | Api) -> Api:
         """An API from its C name or pyacl name (``"aclrtMallocAlign32"``, ``"malloc_align32"``).
 
         Raises:
@@ -573,6 +585,7 @@ def _fallback_note(request: Request, pages: tuple[Page, ...]) -> str:
 def policy_name(policy: int) -> str:
     """``HUGE_FIRST|USER_SPACE_READONLY`` for a policy word."""
     base = policy & ~_FLAG_BITS
-    name = _POLICY_BY_VALUE[base].name if base in _POLICY_BY_VALUE else f"{base:#x} (outside the enum)"
+    known = _POLICY_BY_VALUE.get(base)
+    name = known.name if known is not None else f"{base:#x} (outside the enum)"
     flags = [f.name for f in MallocFlag if policy & f]
     return "|".join([name, *flags])

@@ -11,10 +11,11 @@ from __future__ import annotations
 from .constants import ErrorCode
 
 __all__ = [
-    "AclError", "InvalidArgument", "TraceFormatError", "InvalidArgumentType", "NotInitialized", "AlreadyInitialized",
-    "AlreadyFinalized", "InvalidRuntimeParam", "InvalidPointer", "InvalidDevice", "DeviceNotSet", "InvalidMemoryType",
-    "FeatureNotSupported", "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle",
-    "InternalError", "SanitizerError", "error_classes",
+    "AclError", "InvalidArgument", "TraceFormatError", "InvalidArgumentType", "NotInitialized",
+    "AlreadyInitialized", "AlreadyFinalized", "InvalidRuntimeParam", "InvalidPointer",
+    "InvalidDevice", "DeviceNotSet", "InvalidMemoryType", "FeatureNotSupported",
+    "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle", "InternalError", "SanitizerError",
+    "error_classes",
 ]
 
 

@@ -16,8 +16,16 @@ from dataclasses import dataclass
 from ._checks import as_int, as_size
 from .constants import MallocPolicy
 from .device import (
-    HUGE_FIRST_THRESHOLD, OUT_OF_RANGE_HUGE_FROM, PAGE_BYTES, Api, Page, align_up, page_order,
-    parse_policy, policy_name, rule_size,
+    HUGE_FIRST_THRESHOLD,
+    OUT_OF_RANGE_HUGE_FROM,
+    PAGE_BYTES,
+    Api,
+    Page,
+    align_up,
+    page_order,
+    parse_policy,
+    policy_name,
+    rule_size,
 )
 from .profiles import DEFAULT_PRODUCT, Profile, SizeRule, get_profile
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Mapping
 
 from ._checks import as_int
 from .constants import GiB
@@ -99,7 +99,7 @@ class Profile:
         """Total bytes of ``memory`` per device (0 when the part lacks it)."""
         return self.hbm_bytes if memory is Memory.HBM else self.ddr_bytes
 
-    def with_overrides(self, **changes: object) -> "Profile":
+    def with_overrides(self, **changes: object) -> Profile:
         """A copy with some fields changed, e.g. ``with_overrides(hbm_bytes=64 * MiB)``.
 
         Raises:
@@ -202,7 +202,7 @@ def register_profile(profile: Profile, *, replace: bool = False) -> Profile:
     return profile
 
 
-def get_profile(product: "str | Profile") -> Profile:
+def get_profile(product: str | Profile) -> Profile:
     """The profile named ``product`` (short name or vendor spelling, any case).
 
     Raises:

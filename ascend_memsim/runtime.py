@@ -19,16 +19,25 @@ import json
 import operator
 import os
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from ._checks import SIZE_MAX, as_int, as_ptr, as_size
+from ._checks import SIZE_MAX, as_int, as_ptr
 from .constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
 from .contents import DataPlane
 from .device import DEVICE_SPAN, Api, Block, Device, device_of
 from .errors import (
-    AlreadyFinalized, AlreadyInitialized, DeviceNotSet, FeatureNotSupported, InvalidArgument,
-    InvalidArgumentType, InvalidDevice, InvalidPointer, InvalidRuntimeParam, NotInitialized,
+    AlreadyFinalized,
+    AlreadyInitialized,
+    DeviceNotSet,
+    FeatureNotSupported,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidDevice,
+    InvalidPointer,
+    InvalidRuntimeParam,
+    NotInitialized,
 )
 from .host import HostMemory
 from .profiles import DEFAULT_PRODUCT, Profile, get_profile
@@ -142,7 +151,7 @@ class Runtime:
 
     # -- activation (the face talks to the active runtime) -----------------------------------
 
-    def __enter__(self) -> "Runtime":
+    def __enter__(self) -> Runtime:
         with _active_lock:
             _active.append(self)
         return self

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from types import CodeType
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 __all__ = ["Frame", "Site", "capture_site", "format_site"]
 

@@ -79,11 +79,11 @@ class _DeviceStats:
         return counter
 
     @staticmethod
-    def _pools(block: "Block") -> tuple[str, ...]:
+    def _pools(block: Block) -> tuple[str, ...]:
         return ("all", f"memory.{block.memory.value}", f"page.{block.page.value}",
                 f"component.{MODULE_NAMES.get(block.module, block.module)}")
 
-    def allocated(self, block: "Block") -> None:
+    def allocated(self, block: Block) -> None:
         for pool in self._pools(block):
             self._counter("allocation", pool).add(1)
             self._counter("footprint_bytes", pool).add(block.footprint)
@@ -91,7 +91,7 @@ class _DeviceStats:
         if block.fallback:
             self.num_fallbacks += 1
 
-    def freed(self, block: "Block") -> None:
+    def freed(self, block: Block) -> None:
         for pool in self._pools(block):
             self._counter("allocation", pool).sub(1)
             self._counter("footprint_bytes", pool).sub(block.footprint)
@@ -110,13 +110,13 @@ class MemoryStats:
         self._devices: dict[int, _DeviceStats] = {}
 
     @classmethod
-    def attach(cls, runtime: "Runtime") -> "MemoryStats":
+    def attach(cls, runtime: Runtime) -> MemoryStats:
         """A new MemoryStats observing every device of ``runtime`` from now on."""
         stats = cls()
         runtime.add_observer(stats)
         return stats
 
-    def __call__(self, event: str, device: "Device", info: dict) -> None:
+    def __call__(self, event: str, device: Device, info: dict) -> None:
         """Observer entry point; unknown events are ignored."""
         if event not in ("malloc", "free", "malloc_failed", "reset"):
             return

@@ -12,8 +12,8 @@ alloc/free programs that :func:`run_program` executes against a runtime.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from hypothesis import strategies as st
 

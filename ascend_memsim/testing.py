@@ -25,7 +25,8 @@ Subclass, build your allocator in :meth:`setup`, release it in :meth:`cleanup`, 
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
@@ -40,7 +41,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     #: The product simulated, its profile overrides, and the device set on the thread.
     product: str = "A2"
-    overrides: dict[str, Any] = {"hbm_bytes": 64 * MiB}
+    overrides: ClassVar[dict[str, Any]] = {"hbm_bytes": 64 * MiB}
     device: int | None = 0
     #: Keep allocation sites (slower; helps read a failing example's blocks).
     record_sites: bool = False

@@ -75,7 +75,7 @@ def holes_in_front(sanitizer: str, holes: int = 10_000, pairs: int = 2_000) -> f
         def sim(n: int) -> None:
             malloc, free = acl.rt.malloc, acl.rt.free
             for _ in range(n):
-                ptr, ret = malloc(MiB, NORMAL_ONLY)
+                ptr, _ = malloc(MiB, NORMAL_ONLY)
                 free(ptr)
 
         return _rate(sim, pairs)

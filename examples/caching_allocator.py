@@ -63,8 +63,8 @@ class Block:
     size: int
     small: bool
     allocated: bool = False
-    prev: "Block | None" = None
-    next: "Block | None" = None
+    prev: Block | None = None
+    next: Block | None = None
 
 
 class CachingAllocator:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from ascend_memsim import MiB, GiB, Runtime, acl, aclrt, install_acl, uninstall_acl
+from ascend_memsim import GiB, MiB, Runtime, acl, aclrt, install_acl, uninstall_acl
 from ascend_memsim.constants import ErrorCode, MallocAttrType
 
 E = ErrorCode
@@ -101,7 +101,7 @@ def test_config_product_count_and_default_device(tmp_path):
     try:
         assert acl.rt.get_device_count() == (4, 0)
         assert acl.rt.get_device() == (2, 0)  # no set_device needed
-        ptr, ret = acl.rt.malloc(100, 0)
+        _, ret = acl.rt.malloc(100, 0)
         assert ret == 0
         assert acl.rt.get_mem_info(acl.ACL_HBM_MEM) == (256 * MiB - 192, 256 * MiB, 0)
     finally:

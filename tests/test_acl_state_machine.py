@@ -7,7 +7,13 @@ each pointer, each out-of-memory, each error code and every get_mem_info figure.
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    Bundle, RuleBasedStateMachine, consumes, initialize, invariant, precondition, rule,
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    precondition,
+    rule,
 )
 
 from ascend_memsim import MiB, Runtime, acl

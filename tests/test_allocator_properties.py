@@ -4,7 +4,8 @@ The model's first fit is the lowest aligned address whose whole range is free; t
 allocator must give exactly that address, and refuse exactly when the model finds none.
 """
 
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
 from ascend_memsim.allocator import Allocator

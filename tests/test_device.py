@@ -3,8 +3,18 @@
 import pytest
 
 from ascend_memsim import (
-    Api, Device, FeatureNotSupported, GiB, InvalidArgument, InvalidArgumentType, InvalidPointer,
-    MallocPolicy, MiB, OutOfDeviceMemory, Page, get_profile,
+    Api,
+    Device,
+    FeatureNotSupported,
+    GiB,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidPointer,
+    MallocPolicy,
+    MiB,
+    OutOfDeviceMemory,
+    Page,
+    get_profile,
 )
 from ascend_memsim.constants import MODULE_APP, MallocFlag
 from ascend_memsim.device import device_base, device_of

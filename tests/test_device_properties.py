@@ -1,10 +1,11 @@
 """Property tests of the alignment, footprint and accounting rules across products and APIs."""
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ascend_memsim import Api, Device, MiB, Page, get_profile
 from ascend_memsim.constants import MemAttr
-from ascend_memsim.device import PAGE_BYTES, parse_policy, page_order
+from ascend_memsim.device import PAGE_BYTES, page_order, parse_policy
 from ascend_memsim.errors import OutOfDeviceMemory
 
 PRODUCTS = ["950PR", "950DT", "A2", "A3", "310P"]

@@ -1,7 +1,8 @@
 """explain(): every step names its rule, and it agrees with the simulated device."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ascend_memsim import Api, Device, FeatureNotSupported, GiB, MiB, explain, get_profile
 
