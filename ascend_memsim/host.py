@@ -55,8 +55,47 @@ _REG_ALIGN = 4096
 _BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
 
 
+class _HostRegion:
+    """What host blocks and registered buffers share: bounds, site, reads and writes.
+
+    Subclasses give ``ptr``, ``limit``, ``extra`` and ``_memory()`` (the bytes as a memoryview).
+    """
+
+    host = True
+    readonly = False
+
+    @property
+    def base(self) -> int:
+        return self.ptr
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.limit
+
+    def site(self):
+        return None if self.extra is None else self.extra.get("site")
+
+    def view(self, offset: int, count: int) -> memoryview:
+        return self._memory()[offset:offset + count]
+
+    def source(self, offset: int, count: int) -> memoryview:
+        return self._memory()[offset:offset + count]
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        out[:] = self._memory()[offset:offset + len(out)]
+
+    def read(self, offset: int, count: int) -> bytes:
+        return bytes(self._memory()[offset:offset + count])
+
+    def write(self, offset: int, data: memoryview) -> None:
+        self.view(offset, len(data))[:] = data
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        self.view(offset, count)[:] = bytes((value,)) * count
+
+
 @dataclass(eq=False)
-class HostBlock:
+class HostBlock(_HostRegion):
     """An aclrtMallocHost block: real host bytes, 64-byte aligned."""
 
     ptr: int
@@ -66,52 +105,27 @@ class HostBlock:
     buf: bytearray = field(repr=False)
     written: Runs = field(default_factory=Runs, repr=False)
     extra: dict | None = field(default=None, repr=False)
-    host = True
-    readonly = False
-
-    @property
-    def base(self) -> int:
-        return self.ptr
 
     @property
     def limit(self) -> int:
         return self.footprint
 
-    @property
-    def end(self) -> int:
-        return self.ptr + self.footprint
-
     def describe(self) -> str:
         return f"{self.size}-byte host block at {self.ptr:#x} (aclrtMallocHost)"
 
-    def site(self):
-        return None if self.extra is None else self.extra.get("site")
+    def _memory(self) -> memoryview:
+        return memoryview(self.buf)
 
     def view(self, offset: int, count: int) -> memoryview:
         self.written.add(offset, offset + count)
         return memoryview(self.buf)[offset:offset + count]
-
-    def source(self, offset: int, count: int) -> memoryview:
-        return memoryview(self.buf)[offset:offset + count]
-
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = memoryview(self.buf)[offset:offset + len(out)]
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(memoryview(self.buf)[offset:offset + count])
-
-    def write(self, offset: int, data: memoryview) -> None:
-        self.view(offset, len(data))[:] = data
-
-    def fill(self, offset: int, count: int, value: int) -> None:
-        self.view(offset, count)[:] = bytes((value,)) * count
 
     def first_gap(self, offset: int, count: int) -> tuple[int, int] | None:
         return self.written.first_gap(offset, offset + count)
 
 
 @dataclass(eq=False)
-class Registration:
+class Registration(_HostRegion):
     """A host buffer (bytes, bytearray, numpy array) that user code handed in."""
 
     ptr: int
@@ -120,26 +134,13 @@ class Registration:
     kind: str = "bytes"
     serial: int = 0
     extra: dict | None = field(default=None, repr=False)
-    host = True
-    readonly = False
-
-    @property
-    def base(self) -> int:
-        return self.ptr
 
     @property
     def limit(self) -> int:
         return self.size
 
-    @property
-    def end(self) -> int:
-        return self.ptr + self.size
-
     def describe(self) -> str:
         return f"{self.size}-byte registered host buffer at {self.ptr:#x} ({self.kind})"
-
-    def site(self):
-        return None if self.extra is None else self.extra.get("site")
 
     def orphaned(self) -> bool:
         """True when only the registration still refers to the buffer (user code dropped it).
@@ -162,21 +163,6 @@ class Registration:
         if view.readonly:
             raise InvalidPointer(f"the {self.describe()} is read-only")
         return view[offset:offset + count]
-
-    def source(self, offset: int, count: int) -> memoryview:
-        return self._memory()[offset:offset + count]
-
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self._memory()[offset:offset + len(out)]
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self._memory()[offset:offset + count])
-
-    def write(self, offset: int, data: memoryview) -> None:
-        self.view(offset, len(data))[:] = data
-
-    def fill(self, offset: int, count: int, value: int) -> None:
-        self.view(offset, count)[:] = bytes((value,)) * count
 
     def first_gap(self, offset: int, count: int) -> None:
         """A buffer user code made counts as written throughout."""
