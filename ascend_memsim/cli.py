@@ -16,8 +16,8 @@ from typing import TextIO
 from .constants import MallocPolicy, MemAttr, MiB
 from .errors import AclError, InvalidArgument
 from .explain import explain, format_bytes
-from .profiles import DEFAULT_PRODUCT, PROFILES
-from .replay import parse_size, replay, smallest_capacity, tty_progress
+from .profiles import DEFAULT_PRODUCT, PROFILES, SizeRule
+from .replay import _capacity_key, parse_size, replay, smallest_capacity, tty_progress
 from .runtime import Runtime
 from .sites import format_site
 from .stats import MemoryStats
@@ -82,8 +82,14 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     def say(text: str = "") -> None:
         print(text, file=out)
 
-    with Runtime(args.product, hbm_bytes=capacity) as rt:
+    # The tour leaves blocks live on purpose: the sanitizer's leak reports would drown it.
+    with Runtime(args.product, sanitizer={"mode": "report", "leaks": False},
+                 **{_capacity_key(args.product): capacity}) as rt:
         profile = rt.profile
+        plus32 = profile.size_rule is SizeRule.ALIGN32_PLUS32
+        memory = profile.main_memory.value
+        all_attr, huge_attr = ((MemAttr.HBM_MEM, MemAttr.HBM_MEM_HUGE) if memory == "HBM"
+                               else (MemAttr.DDR_MEM, MemAttr.DDR_MEM_HUGE))
         say(f"ascend-memsim demo: device memory rules at work on {profile.description}")
         say(f"(a {format_bytes(capacity)} device, to keep the numbers small; the rules are "
             f"those of the real part)")
@@ -98,17 +104,27 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
             say(f"  {call:44} -> {b.page.value} pages, rule size {b.rule_size}, footprint "
                 f"{b.footprint} ({format_bytes(b.footprint)}){note}")
 
-        say("1. The +32 rule: on Atlas A2/A3 aclrtMalloc rounds the size up to 32 bytes, then "
-            "adds 32;")
-        say("   aclrtMallocAlign32 only rounds. Blocks start on 64 bytes.")
+        if plus32:
+            say(f"1. The +32 rule: on {profile.name} aclrtMalloc rounds the size up to 32 "
+                f"bytes, then adds 32;")
+            say("   aclrtMallocAlign32 only rounds. Blocks start on 64 bytes.")
+        else:
+            say(f"1. No +32 rule on {profile.name}: aclrtMalloc rounds the size up to 32 bytes "
+                f"and adds nothing,")
+            say("   as aclrtMallocAlign32 does (Atlas A2/A3 add 32). Blocks start on 64 bytes.")
         ptr, ret = acl.rt.malloc(100, HUGE_FIRST)
         show("acl.rt.malloc(100, HUGE_FIRST)", ptr, ret)
         ptr, ret = acl.rt.malloc_align32(100, HUGE_FIRST)
         show("acl.rt.malloc_align32(100, HUGE_FIRST)", ptr, ret)
         say()
-        say("2. So a 2 MiB request costs 4 MiB of huge pages: 2 MiB + 32 B needs two pages.")
+        if plus32:
+            say("2. So a 2 MiB request costs 4 MiB of huge pages: 2 MiB + 32 B needs two "
+                "pages.")
+        else:
+            say("2. A 2 MiB request takes one 2 MiB huge page: the +32 does not apply here "
+                "(on A2/A3 it costs 4 MiB).")
         ptr, ret = acl.rt.malloc(2 * MiB, HUGE_FIRST)
-        show("acl.rt.malloc(2 MiB, HUGE_FIRST)", ptr, ret, "  <- +32 rule")
+        show("acl.rt.malloc(2 MiB, HUGE_FIRST)", ptr, ret, "  <- +32 rule" if plus32 else "")
         ptr, ret = acl.rt.malloc_align32(2 * MiB, HUGE_FIRST)
         show("acl.rt.malloc_align32(2 MiB, HUGE_FIRST)", ptr, ret)
         say()
@@ -119,11 +135,12 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         show("acl.rt.malloc(1 MiB + 1, HUGE_FIRST)", ptr, ret)
         say()
         say("4. aclrtGetMemInfo agrees with the blocks: free + live footprints == total.")
-        free, total, _ = acl.rt.get_mem_info(MemAttr.HBM_MEM)
-        huge_free, _, _ = acl.rt.get_mem_info(MemAttr.HBM_MEM_HUGE)
+        free, total, _ = acl.rt.get_mem_info(all_attr)
+        huge_free, _, _ = acl.rt.get_mem_info(huge_attr)
         live = sum(b.footprint for b in rt.blocks())
-        say(f"  get_mem_info(ACL_HBM_MEM)      -> free {free}, total {total}")
-        say(f"  get_mem_info(ACL_HBM_MEM_HUGE) -> free {huge_free} (whole free 2 MiB pages)")
+        say(f"  {f'get_mem_info(ACL_{memory}_MEM)':30} -> free {free}, total {total}")
+        say(f"  {f'get_mem_info(ACL_{memory}_MEM_HUGE)':30} -> free {huge_free} "
+            f"(whole free 2 MiB pages)")
         say(f"  {free} + {live} (live footprints) == {total}: {free + live == total}")
         say()
         say("5. Fragmentation: fill the device with 1 MiB NORMAL_ONLY blocks, free every other.")
@@ -135,9 +152,9 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
             fillers.append(ptr)
         for ptr in fillers[::2]:
             acl.rt.free(ptr)
-        free, _, _ = acl.rt.get_mem_info(MemAttr.HBM_MEM)
-        huge_free, _, _ = acl.rt.get_mem_info(MemAttr.HBM_MEM_HUGE)
-        say(f"  {len(fillers)} blocks made, {len(fillers[::2])} freed: HBM free "
+        free, _, _ = acl.rt.get_mem_info(all_attr)
+        huge_free, _, _ = acl.rt.get_mem_info(huge_attr)
+        say(f"  {len(fillers)} blocks made, {len(fillers[::2])} freed: {memory} free "
             f"{approx_bytes(free)}, but whole free 2 MiB pages: {huge_free}")
         ptr, ret = acl.rt.malloc(1 * MiB + 1, HUGE_FIRST)
         block = rt.block(ptr) if not ret else None
@@ -220,18 +237,19 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         return USAGE_ERROR
     overrides = {}
     if args.capacity is not None:
-        overrides["hbm_bytes" if PROFILES[_product_name(args.product)].hbm_bytes
-                  else "ddr_bytes"] = args.capacity
+        overrides[_capacity_key(args.product)] = args.capacity
     leaked_at_reset: list = []
 
     def on_reset(event: str, device: object, info: dict) -> None:
         if event == "reset":
             leaked_at_reset.extend(info["blocks"])
 
-    previous = install_acl()
     saved_argv, saved_path = sys.argv, list(sys.path)
     status = 0
     # `run` lists leaks itself (with their sites); the sanitizer reports everything else.
+    # No device is made here: until the script makes one, its acl.init config may still
+    # choose the product, capacities and default device of this runtime. Observers go
+    # through add_observer, which gives them to the devices made later.
     with Runtime(args.product, sanitizer={"mode": "report", "leaks": False},
                  **overrides) as rt:
         rt.set_record_sites(True)
@@ -240,6 +258,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             recorder.start()
         if not args.no_leak_check:
             rt.add_observer(on_reset)
+        # installed once the runtime exists, so a failure above leaves sys.modules alone
+        previous = install_acl()
         sys.argv = [script, *args.script_args]
         sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
         try:
@@ -276,12 +296,6 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if status:
         return status
     return args.error_exitcode if (leaks or reports) else 0
-
-
-def _product_name(product: str) -> str:
-    from .profiles import get_profile
-
-    return get_profile(product).name
 
 
 # -- replay, plot, stats, map ----------------------------------------------------------------
@@ -330,6 +344,9 @@ def _moment(trace, args: argparse.Namespace, first_pass) -> tuple[int, str]:
     except ValueError:
         raise InvalidArgument(f"--at must be failure, peak, end or an event number, "
                               f"got {at!r}") from None
+    if not 0 <= index < len(trace.events):
+        raise InvalidArgument(f"--at {index} is not an event number of {trace.name}: it has "
+                              f"{len(trace.events)} events (0 to {len(trace.events) - 1})")
     return index, f"after event {index}"
 
 
@@ -350,7 +367,7 @@ def _replay_for_picture(args: argparse.Namespace, out: TextIO):
 
 
 def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
-    trace, result, snapshot = _replay_for_picture(args, out)
+    _, result, snapshot = _replay_for_picture(args, out)
     path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".html"
     title = f"{os.path.basename(args.trace)} on {result.product}"
     save_picture(path, snapshot=None if args.what == "timeline" else snapshot,
@@ -409,11 +426,19 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profiles", help="the simulated products, their rules and sources")
     p.set_defaults(func=cmd_profiles)
 
-    p = sub.add_parser("run", help="run a pyacl script on the simulator, report leaks")
+    p = sub.add_parser(
+        "run", help="run a pyacl script on the simulator, report leaks",
+        description="Run an unmodified pyacl script on the simulator; report leaks and "
+                    "sanitizer findings. --product and --capacity are defaults: the script's "
+                    "own acl.init config (\"memsim\": {\"product\": ...}, "
+                    "\"defaultDevice\") overrides them.")
     p.add_argument("script", metavar="SCRIPT.py")
     p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
-    p.add_argument("--product", default=DEFAULT_PRODUCT)
-    p.add_argument("--capacity", type=_size_arg, help="override the device memory size")
+    p.add_argument("--product", default=DEFAULT_PRODUCT,
+                   help=f"the product to simulate (default {DEFAULT_PRODUCT}) unless the "
+                        f"script's acl.init config names one")
+    p.add_argument("--capacity", type=_size_arg,
+                   help="override the device memory size (the acl.init config may too)")
     p.add_argument("--error-exitcode", type=int, default=1,
                    help="exit status when leaks or sanitizer reports are found (default 1)")
     p.add_argument("--no-leak-check", action="store_true",

@@ -14,9 +14,11 @@ the replay goes on.
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .constants import ErrorCode, MiB
 from .device import Api, Block, policy_name
@@ -36,15 +38,23 @@ Progress = Callable[[int, int], None]
 
 
 def parse_size(text: str | int) -> int:
-    """Bytes from ``123``, ``64B``, ``4KiB``, ``2MiB``, ``1GiB``, ``1.5GiB`` or ``2M``.
+    """Bytes from ``123``, ``64B``, ``4KiB``, ``2MiB``, ``1GiB``, ``1.5GiB``, ``2M`` or ``1e3``.
+
+    A number with a point or an exponent (``1.5GiB``, ``1e3``, ``1.5e3``) is accepted when it
+    makes a whole number of bytes; ``0x``-prefixed hexadecimal is read as such (``0x1e3`` is
+    483). Negative, infinite and overflowing values are refused.
 
     >>> parse_size("2MiB"), parse_size("1GiB"), parse_size("123"), parse_size("4k")
     (2097152, 1073741824, 123, 4096)
+    >>> parse_size("1e3"), parse_size("1.5e3"), parse_size("0x1e3")
+    (1000, 1500, 483)
 
     Raises:
-        InvalidArgument: not a size.
+        InvalidArgument: not a size (or a negative one).
     """
     if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise InvalidArgument(f"size {text} is negative")
         return text
     s = str(text).strip().replace("_", "").replace(" ", "")
     units = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
@@ -56,10 +66,18 @@ def parse_size(text: str | int) -> int:
     number, unit = s[:i], s[i:].lower()
     if unit not in units or not number:
         raise InvalidArgument(f"size {text!r} is not a size (examples: 123, 64B, 2MiB, 1GiB)")
+    decimal = not number.lower().lstrip("+-").startswith(("0x", "0o", "0b"))
     try:
-        value = float(number) * units[unit] if "." in number else int(number, 0) * units[unit]
+        if decimal and any(c in number for c in ".eE"):
+            value: float | int = float(number) * units[unit]
+        else:
+            value = int(number, 0) * units[unit]
     except ValueError:
         raise InvalidArgument(f"size {text!r} is not a size (examples: 123, 2MiB)") from None
+    if not math.isfinite(value):
+        raise InvalidArgument(f"size {text!r} is not a size (too large to read)")
+    if value < 0:
+        raise InvalidArgument(f"size {text!r} is negative")
     if value != int(value):
         raise InvalidArgument(f"size {text!r} is not a whole number of bytes")
     return int(value)
@@ -183,8 +201,13 @@ def _default_capacity(trace: Trace, product: str) -> int | None:
     on another product, on that product's own capacity."""
     recorded = trace.header.get("product")
     if recorded and get_profile(recorded).name == get_profile(product).name:
-        value = trace.header.get(_capacity_key(product))
+        key = _capacity_key(product)
+        value = trace.header.get(key)
         if isinstance(value, int) and value > 0:
+            if value % 64 or value > MEMORY_SPAN:
+                raise InvalidArgument(
+                    f"{trace.name}: the trace header's {key}={value} is not a capacity the "
+                    f"simulator takes (a multiple of 64 bytes up to {MEMORY_SPAN}); give one")
             return value
     return None
 
@@ -215,6 +238,9 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
         settings[_capacity_key(profile.name)] = capacity
     if devices > profile.device_count:
         settings["device_count"] = min(devices, 64)
+    # DECISION: replay reports the trace's own problems; the sanitizer (leaks at close,
+    # and its cost per call) is off unless asked for.
+    settings.setdefault("sanitizer", "off")
     rt = Runtime(profile, **settings)
     for observer in observers or ():
         rt.add_observer(observer)
@@ -364,7 +390,8 @@ class Bisection:
 
     def __str__(self) -> str:
         if self.capacity is None:
-            return f"the trace does not fit on {self.product} at any capacity: {self.reason}"
+            return (f"the trace does not fit on {self.product} at any simulated capacity: "
+                    f"{self.reason}")
         text = (f"smallest capacity on {self.product} that fits the whole trace: "
                 f"{format_bytes(self.capacity)} ({self.capacity} bytes; searched in steps of "
                 f"{format_bytes(self.step)}, {self.runs} replays)")
@@ -414,15 +441,21 @@ def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2
             now -= live.pop(key, 0)
     lo = peak // step * step
     hi = max(step, -(-peak // step) * step)
+    largest = MEMORY_SPAN // step * step
+    if hi > largest:
+        return Bisection(product, step, None, runs, None,
+                         f"its requested bytes peak at {format_bytes(peak)}, more than the "
+                         f"largest simulated capacity ({format_bytes(largest)})")
     result = attempt(hi)
     while not result.fits:
         failure = result.first_failure
         if failure is not None and failure.code != ErrorCode.RT_MEMORY_ALLOCATION:
             return Bisection(product, step, None, runs, result, failure.message)
-        if hi * 2 > MEMORY_SPAN:
+        if hi >= largest:
             return Bisection(product, step, None, runs, result,
-                             "not even the largest simulated capacity holds it")
-        lo, hi = hi, hi * 2
+                             f"not even the largest simulated capacity "
+                             f"({format_bytes(largest)}) holds it")
+        lo, hi = hi, min(hi * 2, largest)
         result = attempt(hi)
     below: ReplayResult | None = None
     while hi - lo > step:

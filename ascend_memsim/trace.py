@@ -30,10 +30,12 @@ import csv
 import io
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
+from .constants import MODULE_ID_MAX, MODULE_NAMES
 from .errors import InvalidArgument, TraceFormatError
 from .sites import capture_site
 
@@ -122,18 +124,15 @@ class Recorder:
     ['set_device', 'malloc', 'free']
     """
 
-    def __init__(self, runtime: "Runtime", *, stacks: bool = False) -> None:
+    def __init__(self, runtime: Runtime, *, stacks: bool = False) -> None:
         self.runtime = runtime
         self.stacks = stacks
-        profile = runtime.profile
-        self.trace = Trace(header={"product": profile.name, "hbm_bytes": profile.hbm_bytes,
-                                   "ddr_bytes": profile.ddr_bytes,
-                                   "device_count": profile.device_count})
+        self.trace = Trace(header=self._header())
         self._lock = threading.Lock()
         self._threads: dict[int, int] = {}
         self._attached = False
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         self.start()
         return self
 
@@ -147,12 +146,22 @@ class Recorder:
             self._attached = True
 
     def stop(self) -> None:
-        """Stop recording; the trace stays in :attr:`trace`."""
+        """Stop recording; the trace stays in :attr:`trace`.
+
+        The header is taken again from the runtime: acl.init may have changed its product or
+        capacity after recording began (before any device existed).
+        """
         if self._attached:
             self.runtime.remove_observer(self)
             self._attached = False
+            self.trace.header.update(self._header())
 
-    def __call__(self, event: str, device: "Device", info: dict) -> None:
+    def _header(self) -> dict[str, Any]:
+        profile = self.runtime.profile
+        return {"product": profile.name, "hbm_bytes": profile.hbm_bytes,
+                "ddr_bytes": profile.ddr_bytes, "device_count": profile.device_count}
+
+    def __call__(self, event: str, device: Device, info: dict) -> None:
         record: dict[str, Any] = {"event": event, "device": device.device_id,
                                   "stream": _jsonable(info.get("stream"))}
         if event == "malloc":
@@ -190,12 +199,15 @@ class Recorder:
 
 # -- loading -------------------------------------------------------------------------------
 
-def _int_field(record: dict, key: str, where: str, *, minimum: int = 0) -> int:
+def _int_field(record: dict, key: str, where: str, *, minimum: int = 0,
+               maximum: int | None = None) -> int:
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TraceFormatError(f"{where}: {key!r} must be an integer, got {value!r}")
     if value < minimum:
         raise TraceFormatError(f"{where}: {key}={value} is below {minimum}")
+    if maximum is not None and value > maximum:
+        raise TraceFormatError(f"{where}: {key}={value} is above {maximum:#x}")
     return value
 
 
@@ -209,11 +221,23 @@ def _check_event(record: Any, where: str) -> dict:
         raise TraceFormatError(f"{where}: no 'event' name")
     record.setdefault("device", 0)
     _int_field(record, "device", where)
+    # replay keeps bytes per stream in a dict: the stream is a name (or handle), nothing else
+    stream = record.get("stream")
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, (int, str))):
+        raise TraceFormatError(f"{where}: 'stream' must be null, an integer or a string, got "
+                               f"{stream!r}")
     if kind in ("malloc", "malloc_failed"):
-        _int_field(record, "size", where, minimum=0)
+        # a recorded failure may have any size (size 0 fails on the real runtime too)
+        _int_field(record, "size", where, minimum=1 if kind == "malloc" else 0)
         record.setdefault("policy", 0)
-        _int_field(record, "policy", where)
+        _int_field(record, "policy", where, maximum=0xFFFF_FFFF)
         record.setdefault("api", "aclrtMalloc")
+        if "module" in record:
+            module = _int_field(record, "module", where)
+            # as Device.allocate: ids above MODULE_ID_MAX count as APP, others need a name
+            if module <= MODULE_ID_MAX and module not in MODULE_NAMES:
+                raise TraceFormatError(f"{where}: module id {module} has no entry in the "
+                                       f"runtime's module table")
     if kind in ("malloc", "free"):
         _int_field(record, "ptr", where, minimum=1)
     return record
@@ -238,6 +262,12 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
                 raise TraceFormatError(f"{where}: not a JSON object ({e.msg}; truncated line?)"
+                                       ) from None
+            except ValueError as e:
+                # e.g. an integer longer than int() reads (sys.set_int_max_str_digits)
+                raise TraceFormatError(f"{where}: cannot read the line: {e}") from None
+            except RecursionError:
+                raise TraceFormatError(f"{where}: cannot read the line: nested too deeply"
                                        ) from None
             if isinstance(record, dict) and record.get("format") == FORMAT:
                 if record.get("version") != VERSION:
@@ -271,12 +301,19 @@ def load(path: str, *, strict: bool = False) -> Trace:
     return loads(text, path, strict=strict)
 
 
-def _parse_int(text: str, base_guess: bool = True) -> int:
+def _parse_int(text: str) -> int:
+    """A pointer or stream of an RMM log: ``0x``-prefixed hexadecimal or decimal; an empty
+    field or a null spelling (``nil``, ``(nil)``, ``null``, ``nullptr``) is 0.
+
+    DECISION: no guessing from the digits: ``1e5`` is neither, not hexadecimal 0x1e5.
+
+    Raises:
+        ValueError: anything else.
+    """
     text = text.strip()
     if text.lower() in ("", "nil", "(nil)", "null", "nullptr"):
         return 0
-    return int(text, 16) if text.lower().startswith("0x") or (
-        base_guess and any(c in "abcdefABCDEF" for c in text)) else int(text)
+    return int(text, 16) if text.lower().startswith("0x") else int(text, 10)
 
 
 def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
@@ -284,8 +321,9 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
     """Read RMM's CSV allocation log into a trace of ``malloc``/``free`` events.
 
     Actions: ``allocate`` and ``free`` (also ``deallocate``), ``allocate failure``. Pointers
-    and streams may be hexadecimal (``0x7f...``) or decimal; thread ids are renumbered in order
-    of appearance. RMM logs no policy: events get HUGE_FIRST (replay may override it).
+    and streams are ``0x``-prefixed hexadecimal (``0x7f...``) or decimal; thread ids are
+    renumbered in order of appearance. RMM logs no policy: events get HUGE_FIRST (replay may
+    override it).
 
     Raises:
         TraceFormatError: with ``strict``, at the first bad line.
@@ -294,12 +332,22 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
     reader = csv.reader(source)
     threads: dict[str, int] = {}
     columns: dict[str, int] | None = None
-    for row in reader:
+    while True:
+        try:
+            row = next(reader)
+            error = None
+        except StopIteration:
+            break
+        except csv.Error as e:
+            # e.g. a field over csv.field_size_limit(); the reader goes on at the next line
+            row, error = None, e
         number = reader.line_num
         where = f"{name}:{number}"
-        if not row or not "".join(row).strip():
+        if row is not None and (not row or not "".join(row).strip()):
             continue
         try:
+            if row is None:
+                raise TraceFormatError(f"{where}: cannot read the CSV line: {error}")
             if columns is None:
                 found = [c.strip() for c in row]
                 missing = [c for c in _RMM_COLUMNS if c not in found]
@@ -321,6 +369,8 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
                                        f"{','.join(row)!r}") from None
             if size < 0:
                 raise TraceFormatError(f"{where}: negative size {size}")
+            if ptr < 0:
+                raise TraceFormatError(f"{where}: negative pointer {ptr}")
             thread = threads.setdefault(row[columns["Thread"]].strip(), len(threads))
             common = {"device": 0, "thread": thread, "stream": stream,
                       "time": row[columns["Time"]].strip()}

@@ -1,6 +1,7 @@
 """The command line, through its entry point main(argv) (and once as python -m)."""
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -152,3 +153,98 @@ def test_no_command_prints_help_and_python_dash_m_runs_the_demo():
     done = subprocess.run([sys.executable, "-m", "ascend_memsim", "demo"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "huge-page fallback" in done.stdout
+
+
+def test_demo_on_a_ddr_part_and_on_a_part_without_the_plus32_rule():
+    code, text = run("demo", "--product", "310P")
+    assert code == 0
+    assert "get_mem_info(ACL_DDR_MEM)" in text and "total 67108864" in text
+    assert "ACL_HBM_MEM" not in text and "out of DDR memory" in text
+    code, text = run("demo", "--product", "950PR")
+    assert code == 0
+    assert "<- +32 rule" not in text and "costs 4 MiB of huge pages" not in text
+    assert "the +32 does not apply here" in text
+
+
+def test_sizes_that_overflow_or_are_negative_are_usage_errors(capsys):
+    assert run("explain", "1.0e999")[0] == 2
+    assert "size '1.0e999' is not a size" in capsys.readouterr().err
+    assert run("demo", "--capacity=-2MiB")[0] == 2
+    assert "is negative" in capsys.readouterr().err
+    assert run("explain", "1e3")[0] == 0
+
+
+BAD_TRACES = {
+    "deep.jsonl": "[" * 100000 + "]" * 100000 + "\n",
+    "stream.jsonl": '{"event":"malloc","size":100,"ptr":64,"stream":[1]}\n',
+    "digits.jsonl": '{"event":"malloc","size":' + "9" * 5000 + ',"ptr":64}\n',
+    "field.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0,allocate,0x10,"
+                 + "1" * 200000 + ",0\n",
+}
+
+
+def test_malformed_traces_give_warnings_not_tracebacks(tmp_path, capsys):
+    for name, text in BAD_TRACES.items():
+        path = tmp_path / name
+        path.write_text(text)
+        for command in (["replay"], ["replay", "--bisect"], ["stats"], ["map"],
+                        ["plot", "-o", str(tmp_path / "p.svg")]):
+            code, out = run(*command, str(path), "--quiet")
+            assert code == 0, (name, command, out)
+            assert f"warning: {path}:" in out
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_map_at_an_event_number_outside_the_trace_is_a_usage_error(tmp_path, capsys):
+    path = _trace_file(tmp_path)                     # 5 events
+    assert run("map", path, "--at", "4", "--quiet")[0] == 0
+    for at in ("5", "99", "-3"):
+        assert run("map", path, "--at", at, "--quiet")[0] == 2
+        assert f"--at {at} is not an event number" in capsys.readouterr().err
+    assert run("plot", path, "--at", "99", "-o", str(tmp_path / "p.svg"), "--quiet")[0] == 2
+
+
+def test_bisect_beyond_the_simulated_span_says_so(tmp_path):
+    path = tmp_path / "huge.jsonl"
+    path.write_text(json.dumps({"event": "malloc", "size": 1 << 44, "ptr": 64}) + "\n")
+    code, text = run("replay", str(path), "--bisect", "--quiet")
+    assert code == 1 and "does not fit on A2 at any simulated capacity" in text
+
+
+def test_run_that_fails_early_leaves_sys_modules_alone(tmp_path):
+    script = _script(tmp_path, "pass\n")
+    before = sys.modules.get("acl")
+    assert run("run", "--product", "bogus", script)[0] == 2
+    assert sys.modules.get("acl") is before
+
+
+def test_run_makes_no_device_before_the_script_and_observes_later_ones(tmp_path):
+    script = _script(tmp_path, """
+        import acl
+        from ascend_memsim.runtime import current_runtime
+        assert current_runtime().devices() == [], current_runtime().devices()
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        ptr, ret = acl.rt.malloc(100, 0)
+        acl.rt.reset_device(0)
+        acl.finalize()
+    """)
+    trace_path = str(tmp_path / "t.jsonl")
+    code, text = run("run", "--trace", trace_path, script)
+    assert code == 1 and "LEAK: 100-byte block" in text
+    assert [e["event"] for e in load(trace_path).events][:2] == ["set_device", "malloc"]
+
+
+def test_run_exits_nonzero_on_a_double_free(tmp_path, capsys):
+    script = _script(tmp_path, """
+        import acl
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        ptr, ret = acl.rt.malloc(100, 0)
+        assert acl.rt.free(ptr) == 0
+        acl.rt.free(ptr)
+        acl.rt.reset_device(0)
+        acl.finalize()
+    """)
+    code, text = run("run", script)
+    assert code == 1 and "1 sanitizer report(s)" in text and "LEAK" not in text
+    assert run("run", "--error-exitcode", "9", script)[0] == 9
+    capsys.readouterr()

@@ -135,3 +135,41 @@ def test_parse_size_forms():
             parse_size(bad)
     with pytest.raises(InvalidArgument):
         smallest_capacity(THREE_2MIB, step=100)
+
+
+def test_parse_size_refuses_overflow_infinity_and_negatives_and_reads_exponents():
+    assert parse_size("1e3") == 1000 and parse_size("1.5e3") == 1500
+    assert parse_size("2e0MiB") == 2 * MiB and parse_size("0x1e3") == 0x1E3
+    for bad in ("1.0e999", "1e400", "1e308TiB"):
+        with pytest.raises(InvalidArgument, match=f"size '{bad}' is not a size"):
+            parse_size(bad)
+    for bad in ("-2MiB", "-1e3", "-1.5KiB", -5):
+        with pytest.raises(InvalidArgument, match="is negative"):
+            parse_size(bad)
+    with pytest.raises(InvalidArgument, match="not a size"):
+        parse_size("9" * 5000)
+
+
+def test_bisection_of_a_trace_beyond_the_simulated_span_is_an_answer_not_an_error():
+    huge = _trace(("malloc", 1, 1 << 44))
+    result = smallest_capacity(huge, "A2")
+    assert result.capacity is None and result.runs == 0
+    assert "does not fit on A2 at any simulated capacity" in str(result)
+    assert "largest simulated capacity" in result.reason
+    # the doubling stops at the largest capacity (8 TiB) and tries it: the +32 rule makes
+    # these 7 TiB of requests take 7 TiB + 4 MiB
+    tib = 1 << 40
+    near = _trace(("malloc", 1, 4 * tib), ("malloc", 2, 3 * tib))
+    result = smallest_capacity(near, "A2", step=tib)
+    assert result.capacity == 8 * tib and result.runs >= 2
+    full = _trace(("malloc", 1, 4 * tib), ("malloc", 2, 4 * tib))
+    result = smallest_capacity(full, "A2", step=tib)
+    assert result.capacity is None and "not even the largest simulated capacity" in result.reason
+
+
+def test_a_trace_header_capacity_that_is_not_a_multiple_of_64_is_named():
+    trace = _trace(("malloc", 1, 100))
+    trace.header["hbm_bytes"] = 100
+    with pytest.raises(InvalidArgument, match="the trace header's hbm_bytes=100"):
+        replay(trace)
+    assert replay(trace, capacity=64 * MiB).fits

@@ -107,7 +107,7 @@ def test_bad_rmm_lines_are_reported_with_line_numbers():
     assert [p.split(":")[1] for p in trace.problems] == ["3", "4", "5", "6"]
     assert "truncated" in trace.problems[0] and "unknown action 'explode'" in trace.problems[1]
     assert "negative size -5" in trace.problems[2]
-    with pytest.raises(TraceFormatError, match="log.csv:3"):
+    with pytest.raises(TraceFormatError, match=r"log\.csv:3"):
         loads(text, "log.csv", strict=True)
 
 
@@ -121,8 +121,8 @@ def test_bad_json_lines_are_reported_with_line_numbers():
     assert len(trace.events) == 1
     assert [p.split(":")[1] for p in trace.problems] == ["2", "3", "4", "5", "6", "7"]
     assert "truncated" in trace.problems[0]
-    assert "size=-1 is below 0" in trace.problems[2]
-    with pytest.raises(TraceFormatError, match="t.jsonl:2"):
+    assert "size=-1 is below 1" in trace.problems[2]
+    with pytest.raises(TraceFormatError, match=r"t\.jsonl:2"):
         loads(text, "t.jsonl", strict=True)
 
 
@@ -131,3 +131,55 @@ def test_unreadable_file_is_a_clear_error(tmp_path):
         load(str(tmp_path / "missing.jsonl"))
     empty = loads("Thread,Time,Action,Pointer,Size,Stream\n")
     assert not empty.events and not empty.problems
+
+
+def test_unreadable_or_ill_typed_json_lines_are_problems_not_crashes():
+    lines = ['{"event": "malloc", "size": ' + "9" * 5000 + ', "ptr": 1}',    # int() digit limit
+             "[" * 100000 + "]" * 100000,                                    # nested too deeply
+             json.dumps({"event": "malloc", "size": 100, "ptr": 1, "stream": [1]}),
+             json.dumps({"event": "free", "ptr": 1, "stream": {"a": 1}}),
+             json.dumps({"event": "malloc", "size": 0, "ptr": 1}),
+             json.dumps({"event": "malloc", "size": 64, "ptr": 1, "module": "APP"}),
+             json.dumps({"event": "malloc", "size": 64, "ptr": 1, "module": 16}),
+             json.dumps({"event": "malloc", "size": 64, "ptr": 1, "policy": 1 << 40}),
+             json.dumps({"event": "malloc", "size": 64, "ptr": 1, "stream": "s1",
+                         "module": 300}),
+             json.dumps({"event": "malloc_failed", "size": 0})]
+    trace = loads("\n".join(lines), "t.jsonl")
+    assert [p.split(":")[1] for p in trace.problems] == [str(n) for n in range(1, 9)]
+    assert "cannot read the line" in trace.problems[0]
+    assert "nested too deeply" in trace.problems[1]
+    assert "'stream' must be null, an integer or a string" in trace.problems[2]
+    assert "size=0 is below 1" in trace.problems[4]
+    assert "'module' must be an integer" in trace.problems[5]
+    assert "module id 16 has no entry" in trace.problems[6]
+    assert "policy=1099511627776 is above 0xffffffff" in trace.problems[7]
+    assert trace.lines == [9, 10]           # module > 255 counts as APP; a failure of size 0
+    with pytest.raises(TraceFormatError, match=r"t\.jsonl:1: cannot read"):
+        loads("\n".join(lines), "t.jsonl", strict=True)
+
+
+def test_bad_rmm_rows_csv_errors_negative_and_decimal_looking_pointers():
+    text = ("Thread,Time,Action,Pointer,Size,Stream\n"
+            "1,t,allocate,0x40," + "1" * 200_000 + ",0\n"   # larger than the csv field limit
+            "1,t,allocate,0x1e5,64,0\n"                      # 0x-prefixed: hexadecimal
+            "1,t,free,-64,64,0\n"                            # negative pointer
+            "1,t,allocate,1e5,64,0\n"                        # neither decimal nor 0x hex
+            "1,t,allocate,485,64,0\n")                       # decimal
+    trace = loads(text, "log.csv")
+    assert [p.split(":")[1] for p in trace.problems] == ["2", "4", "5"]
+    assert "cannot read the CSV line: field larger than field limit" in trace.problems[0]
+    assert "negative pointer -64" in trace.problems[1]
+    assert "cannot read the pointer" in trace.problems[2]
+    assert [e["ptr"] for e in trace.events] == [0x1E5, 485] and trace.lines == [3, 6]
+
+
+def test_recorder_header_follows_the_runtime_at_stop():
+    from ascend_memsim.profiles import get_profile
+
+    with Runtime("A2", hbm_bytes=16 * MiB) as rt:
+        rec = Recorder(rt)
+        rec.start()
+        rt.profile = get_profile("950PR")      # as acl.init may, before any device exists
+        rec.stop()
+    assert rec.trace.header["product"] == "950PR"
