@@ -613,6 +613,12 @@ class Runtime:
                 base = self.profile if product is None else get_profile(product)
                 profile = base.with_overrides(**options)
                 if sanitizer is not None:
+                    # Whoever set up this runtime chose who lists leaks (the pytest fixture
+                    # and `run` list them themselves); a config that does not say keeps that.
+                    if isinstance(sanitizer, str):
+                        sanitizer = {"mode": sanitizer}
+                    if isinstance(sanitizer, Mapping) and "leaks" not in sanitizer:
+                        sanitizer = {**sanitizer, "leaks": self.sanitizer.leak_check}
                     new_sanitizer = self._make_sanitizer(sanitizer)
             if default is not None and not 0 <= default < profile.device_count:
                 raise InvalidDevice(f"defaultDevice {default} is outside "

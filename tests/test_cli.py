@@ -248,3 +248,24 @@ def test_run_exits_nonzero_on_a_double_free(tmp_path, capsys):
     assert code == 1 and "1 sanitizer report(s)" in text and "LEAK" not in text
     assert run("run", "--error-exitcode", "9", script)[0] == 9
     capsys.readouterr()
+
+
+def test_run_lets_the_scripts_acl_init_config_choose_the_simulation(tmp_path):
+    config = tmp_path / "acl.json"
+    config.write_text(json.dumps({"memsim": {"product": "950PR", "hbm_bytes": 64 * MiB,
+                                             "sanitizer": "strict"},
+                                  "defaultDevice": {"default_device": "0"}}))
+    script = _script(tmp_path, f"""
+        import acl
+        from ascend_memsim.runtime import current_runtime
+        assert acl.init({str(config)!r}) == 0
+        ptr, ret = acl.rt.malloc(100, 0)     # no set_device: the config's default device
+        assert ret == 0, ret
+        rt = current_runtime()
+        assert rt.profile.name == "950PR" and rt.block(ptr).rule_size == 128
+        assert rt.sanitizer.mode == "strict" and not rt.sanitizer.leak_check
+        acl.rt.free(ptr)
+        acl.finalize()
+    """)
+    code, text = run("run", "--product", "A2", script)
+    assert code == 0, text
