@@ -153,7 +153,7 @@ def test_bad_marker_arguments_fail_at_setup_saying_what_to_write(pytester):
         "*unknown keyword 'prodcut' (did you mean 'product'?)*",
         "*unknown product '910Z'; known: *",
         "*leak_check='no': write True or False*",
-        "*faults[[]0[]]: n=0 (\"nth\" in a spec): calls are counted from 1; write 1*",
+        "*faults[[]0[]]: n=0: calls are counted from 1; write 1 *(\"nth\" in a spec)*",
         "*unknown allocation API 'mallok'; known: *'malloc'*",
         "*neither a product name nor a dict*",
     ])
