@@ -30,14 +30,19 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import numbers
+import operator
 import random
 import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
+from ._checks import SIZE_MAX
 from .constants import MallocPolicy
-from .device import Api, Block, Page, Request, policy_name
+from .device import Api, Block, Page, Request, page_order, parse_policy, policy_name
 from .errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory, error_classes
+from .profiles import DEFAULT_PRODUCT, get_profile
 from .runtime import CONFIG_KEYS, Runtime, current_runtime
 from .sites import Site, capture_site, format_site
 
@@ -45,6 +50,9 @@ __all__ = [
     "Fault", "FailNth", "FailWhen", "FailRandomly", "HugePagesExhausted", "parse_faults",
     "parse_fault", "inject", "exhaustive", "ExhaustiveReport", "SiteOutcome", "SPEC_KEYS",
 ]
+
+#: The largest policy word: Device.allocate takes aclrtMemMallocPolicy as an unsigned 32-bit int.
+_POLICY_MAX = 0xFFFF_FFFF
 
 
 def _error_class(error: object) -> type[AclError]:
@@ -66,41 +74,110 @@ def _error_class(error: object) -> type[AclError]:
                           f"code; write one of {known}, e.g. error='OutOfDeviceMemory'")
 
 
-def _size_predicate(size: object) -> Callable[[int], bool] | None:
-    if size is None:
+def _integer(value: object) -> int | None:
+    """``value`` as an int if it is an integer (anything with ``__index__``, such as numpy
+    integers; not bool), else None."""
+    if isinstance(value, bool):
         return None
-    if callable(size):
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _count(value: object, name: str, write: str, lo: int | None = 1) -> int:
+    """``value`` as an int >= ``lo`` (None: no bound).
+
+    Raises:
+        InvalidArgument: not an integer (the message names its type) or below ``lo``; the
+            message ends with ``write``, which says what to write instead.
+    """
+    number = _integer(value)
+    if number is None:
+        raise InvalidArgument(f"{name}={value!r} is a {type(value).__name__}, not an int: "
+                              f"{write}")
+    if lo is not None and number < lo:
+        raise InvalidArgument(f"{name}={value!r}: {write}")
+    return number
+
+
+_SIZE_FILTERS = ("write an int (exact size), [lo, hi] or {'min': lo, 'max': hi} (inclusive, "
+                 "None for no bound), a range, or a callable size -> bool")
+
+
+def _size_predicate(size: object) -> Callable[[int], bool] | None:
+    """The filter on request sizes (1 to SIZE_MAX bytes) that ``size`` describes.
+
+    Raises:
+        InvalidArgument: not a size filter, or one that matches every size or none.
+    """
+    if size is None or callable(size):
         return size
-    if isinstance(size, bool):
-        pass
-    elif isinstance(size, int):
-        return lambda n: n == size
-    elif isinstance(size, range):
+    if isinstance(size, range):
+        # The first element >= 1 of the range walked upwards: if it is not in the range or
+        # above SIZE_MAX, no request can ever match.
+        up = size if size.step > 0 else size[::-1]
+        first = up.start if up.start >= 1 else up.start - (up.start - 1) // up.step * up.step
+        if first not in size or first > SIZE_MAX:
+            raise InvalidArgument(f"size={size!r} holds no allocation size (1 to {SIZE_MAX}), "
+                                  f"so the fault would never fire; {_SIZE_FILTERS}")
         return size.__contains__
+    exact = _integer(size)
+    if exact is not None:
+        if not 1 <= exact <= SIZE_MAX:
+            raise InvalidArgument(f"size={size!r} is not an allocation size; write a size "
+                                  f"from 1 to {SIZE_MAX}")
+        return exact.__eq__
+    if isinstance(size, Mapping) and set(size) <= {"min", "max"}:
+        bounds = (size.get("min"), size.get("max"))
     elif isinstance(size, (tuple, list)) and len(size) == 2:
-        lo, hi = size
-        if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in size):
-            return lambda n: (lo is None or n >= lo) and (hi is None or n <= hi)
-    elif isinstance(size, Mapping) and set(size) <= {"min", "max"}:
-        return _size_predicate((size.get("min"), size.get("max")))
-    raise InvalidArgument(f"size={size!r} is not a size filter; write an int (exact size), "
-                          f"[lo, hi] or {{'min': lo, 'max': hi}} (inclusive), a range, or a "
-                          f"callable size -> bool")
+        bounds = tuple(size)
+    else:
+        raise InvalidArgument(f"size={size!r} is not a size filter; {_SIZE_FILTERS}")
+    if bounds == (None, None):
+        raise InvalidArgument(f"size={size!r} has no bound, so it matches every call; give "
+                              f"'min' and/or 'max', or leave size out")
+    lo, hi = 1, SIZE_MAX
+    for which, value in zip(("min", "max"), bounds, strict=True):
+        if value is None:
+            continue
+        number = _integer(value)
+        if number is None:
+            raise InvalidArgument(f"size={size!r} is not a size filter; {_SIZE_FILTERS}")
+        if not 1 <= number <= SIZE_MAX:
+            raise InvalidArgument(f"size {which}={value!r} is not an allocation size; write a "
+                                  f"bound from 1 to {SIZE_MAX}, or None for no bound")
+        if which == "min":
+            lo = number
+        else:
+            hi = number
+    if lo > hi:
+        raise InvalidArgument(f"size={size!r}: min {lo} > max {hi}, so it never fires; write "
+                              f"min <= max")
+    return lambda n: lo <= n <= hi
 
 
 def _policy_predicate(policy: object) -> Callable[[int], bool] | None:
-    if policy is None:
-        return None
-    if callable(policy):
+    """The filter on policy words (unsigned 32-bit, flags included) that ``policy`` describes.
+
+    Raises:
+        InvalidArgument: not a policy filter, or a value no policy word can have.
+    """
+    if policy is None or callable(policy):
         return policy
-    values = [policy] if isinstance(policy, int) else policy
-    if isinstance(values, (list, tuple, set, frozenset)) and values and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in values):
-        wanted = frozenset(int(v) for v in values)
-        return wanted.__contains__
-    raise InvalidArgument(f"policy={policy!r} is not a policy filter; write a policy word "
-                          f"(e.g. {int(MallocPolicy.HUGE_ONLY)} for HUGE_ONLY), a list of them, "
-                          f"or a callable policy -> bool")
+    values = policy if isinstance(policy, (list, tuple, set, frozenset)) else [policy]
+    words = [_integer(v) for v in values]
+    if not words or None in words:
+        raise InvalidArgument(f"policy={policy!r} is not a policy filter; write a policy word "
+                              f"(e.g. {int(MallocPolicy.HUGE_ONLY)} for HUGE_ONLY), a list of "
+                              f"them, or a callable policy -> bool")
+    for word in words:
+        if not 0 <= word <= _POLICY_MAX:
+            raise InvalidArgument(f"policy={policy!r}: {word} is not a policy word (0 to "
+                                  f"0x{_POLICY_MAX:X}, an unsigned 32-bit aclrtMemMallocPolicy), "
+                                  f"so the fault would never fire; write e.g. "
+                                  f"{int(MallocPolicy.HUGE_ONLY)} for HUGE_ONLY")
+    return frozenset(words).__contains__
 
 
 def _apis(api: object) -> frozenset[Api] | None:
@@ -113,20 +190,28 @@ def _apis(api: object) -> frozenset[Api] | None:
     return frozenset(Api.parse(n) for n in names)
 
 
+def _call_text(request: Request) -> str:
+    """``aclrtMalloc(size=100, policy=HUGE_FIRST)``: the failed call, for messages."""
+    return (f"{request.api.value}(size={request.size}, "
+            f"policy={policy_name(request.policy)})")
+
+
 class Fault:
     """Base of the fault kinds: the filters, the counters, install/uninstall.
 
     ``api`` (a name or list: ``"malloc"``, ``"aclrtMallocAlign32"``), ``size`` (exact int,
-    ``(lo, hi)`` inclusive, range or predicate), ``policy`` (a policy word, a list of them, or
-    a predicate on the whole word, flags included) and ``device`` narrow which calls the fault
-    considers; ``error`` is the AclError raised (class, class name or code; default
-    :class:`~ascend_memsim.errors.OutOfDeviceMemory`, ACL_ERROR_RT_MEMORY_ALLOCATION).
+    ``(lo, hi)`` or ``{"min": lo, "max": hi}`` inclusive, range or predicate), ``policy`` (a
+    policy word, a list of them, or a predicate on the whole word, flags included) and
+    ``device`` narrow which calls the fault considers; ``error`` is the AclError raised
+    (class, class name or code; default :class:`~ascend_memsim.errors.OutOfDeviceMemory`,
+    ACL_ERROR_RT_MEMORY_ALLOCATION). Integers may be any type with ``__index__`` (numpy).
 
     ``calls`` counts the matching calls seen, ``injected`` the requests failed (or refused
     huge pages). Thread-safe. A fault may be installed in one runtime at a time.
 
     Raises:
-        InvalidArgument: an unknown API, error or filter (the message says what to write).
+        InvalidArgument: an unknown API or error, or a filter that is malformed, matches every
+            call or can never match (the message says what to write).
     """
 
     def __init__(self, *, api: object = None, size: object = None, policy: object = None,
@@ -134,18 +219,12 @@ class Fault:
         self.api = _apis(api)
         self._size = _size_predicate(size)
         self._policy = _policy_predicate(policy)
-        if device is not None and (not isinstance(device, int) or isinstance(device, bool)
-                                   or device < 0):
-            raise InvalidArgument(f"device={device!r}: write a device id >= 0, or None for all")
-        self.device = device
+        self.device = None if device is None else _count(
+            device, "device", "write a device id >= 0, or None for all", lo=0)
         self.error = _error_class(error)
-        self._runtime: Runtime | None = None
-        self.calls = 0
-        #: The requests this fault failed (or refused pages to), in order.
-        self.injected: list[Request] = []
         self._reset()
 
-    def fresh(self) -> "Fault":
+    def fresh(self) -> Fault:
         """A copy with the same settings, fresh counters, not installed."""
         twin = copy.copy(self)
         twin._reset()
@@ -153,9 +232,10 @@ class Fault:
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
-        self._runtime = None
+        self._runtime: Runtime | None = None
         self.calls = 0
-        self.injected = []
+        #: The requests this fault failed (or refused pages to), in order.
+        self.injected: list[Request] = []
 
     def matches(self, request: Request) -> bool:
         """Whether ``request`` passes the filters (api, size, policy, device)."""
@@ -169,21 +249,20 @@ class Fault:
             return None
         with self._lock:
             self.calls += 1
-            if not self._fires(self.calls):
+            if not self._fires(request):
                 return None
             self.injected.append(request)
         return self._act(request)
 
-    def _fires(self, call: int) -> bool:
-        """Whether the ``call``-th matching call is hit (called under the fault's lock)."""
+    def _fires(self, request: Request) -> bool:
+        """Whether this matching call (the ``self.calls``-th) is hit; under the fault's lock."""
         return True
 
     def _act(self, request: Request) -> Iterable[Page] | None:
         raise self.error(f"injected fault {self!r} failed call #{self.calls} to "
-                         f"{request.api.value}(size={request.size}, "
-                         f"policy={policy_name(request.policy)}) on device {request.device_id}")
+                         f"{_call_text(request)} on device {request.device_id}")
 
-    def install(self, runtime: Runtime | None = None) -> "Fault":
+    def install(self, runtime: Runtime | None = None) -> Fault:
         """Add this fault to ``runtime`` (default: the active one), for every device; self."""
         runtime = current_runtime() if runtime is None else runtime
         if self._runtime is not None:
@@ -200,7 +279,7 @@ class Fault:
             self._runtime = None
 
     @contextlib.contextmanager
-    def installed(self, runtime: Runtime | None = None) -> Iterator["Fault"]:
+    def installed(self, runtime: Runtime | None = None) -> Iterator[Fault]:
         """``with fault.installed(rt):`` install for the block's duration."""
         self.install(runtime)
         try:
@@ -208,14 +287,18 @@ class Fault:
         finally:
             self.uninstall()
 
-    def __enter__(self) -> "Fault":
+    def __enter__(self) -> Fault:
         return self.install()
 
     def __exit__(self, *exc: object) -> None:
         self.uninstall()
 
-    def _filters(self) -> str:
-        parts = []
+    def _args(self) -> list[str]:
+        """The kind's own arguments, for the repr."""
+        return []
+
+    def __repr__(self) -> str:
+        parts = self._args()
         if self.api is not None:
             parts.append(f"api={sorted(a.pyacl_name for a in self.api)}")
         if self._size is not None:
@@ -226,10 +309,7 @@ class Fault:
             parts.append(f"device={self.device}")
         if self.error is not OutOfDeviceMemory:
             parts.append(f"error={self.error.__name__}")
-        return ", ".join(parts)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._filters()})"
+        return f"{type(self).__name__}({', '.join(parts)})"
 
 
 class FailNth(Fault):
@@ -238,28 +318,21 @@ class FailNth(Fault):
     ``times=None`` fails every matching call from the n-th on (memory "runs out").
 
     Raises:
-        InvalidArgument: n < 1 or times < 1.
+        InvalidArgument: n or times not an integer, or below 1.
     """
 
     def __init__(self, n: int, *, times: int | None = 1, **filters: Any) -> None:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InvalidArgument(f"n={n!r} (\"nth\" in a spec): calls are counted from 1; "
-                                  f"write 1 for the first matching call")
-        if times is not None and (isinstance(times, bool) or not isinstance(times, int)
-                                  or times < 1):
-            raise InvalidArgument(f"times={times!r}: write a count >= 1, or None for every "
-                                  f"call from the n-th on")
+        self.n = _count(n, "n", "calls are counted from 1; write 1 for the first matching "
+                                "call (\"nth\" in a spec)")
+        self.times = None if times is None else _count(
+            times, "times", "write a count >= 1, or None for every call from the n-th on")
         super().__init__(**filters)
-        self.n = n
-        self.times = times
 
-    def _fires(self, call: int) -> bool:
-        return call >= self.n and (self.times is None or call < self.n + self.times)
+    def _fires(self, request: Request) -> bool:
+        return self.calls >= self.n and (self.times is None or self.calls < self.n + self.times)
 
-    def __repr__(self) -> str:
-        extra = "" if self.times == 1 else f", times={self.times}"
-        filters = self._filters()
-        return f"FailNth({self.n}{extra}{', ' + filters if filters else ''})"
+    def _args(self) -> list[str]:
+        return [str(self.n)] + ([] if self.times == 1 else [f"times={self.times}"])
 
 
 class FailWhen(Fault):
@@ -272,36 +345,46 @@ class FailRandomly(Fault):
     The same seed and the same program fail the same calls.
 
     Raises:
-        InvalidArgument: a probability outside [0, 1], or a seed that is not an int.
+        InvalidArgument: a probability outside [0, 1], or a seed that is not an integer.
     """
 
     def __init__(self, probability: float, *, seed: int = 0, **filters: Any) -> None:
-        if (isinstance(probability, bool) or not isinstance(probability, (int, float))
+        if (isinstance(probability, bool) or not isinstance(probability, numbers.Real)
                 or not 0.0 <= probability <= 1.0):
             raise InvalidArgument(f"probability={probability!r} is outside [0, 1]; write e.g. "
                                   f"probability=0.1 to fail one call in ten")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise InvalidArgument(f"seed={seed!r}: write an int seed, e.g. seed=0")
         self.probability = float(probability)
-        self.seed = seed
+        self.seed = _count(seed, "seed", "write an int seed, e.g. seed=0", lo=None)
         super().__init__(**filters)
 
     def _reset(self) -> None:
         super()._reset()
         self._random = random.Random(self.seed)
 
-    def _fires(self, call: int) -> bool:
+    def _fires(self, request: Request) -> bool:
         return self._random.random() < self.probability
 
-    def __repr__(self) -> str:
-        filters = self._filters()
-        return (f"FailRandomly({self.probability}, seed={self.seed}"
-                f"{', ' + filters if filters else ''})")
+    def _args(self) -> list[str]:
+        return [str(self.probability), f"seed={self.seed}"]
+
+
+# DECISION: a fault given to Runtime(interceptors=...) (the acl.init config) does not know its
+# runtime. The page order of a request that reached the interceptors depends on the product
+# only through the 1 GB page check, which the request has passed; any product with 1 GB pages
+# gives the same order.
+_ANY_HUGE1G = get_profile(DEFAULT_PRODUCT).with_overrides(huge1g=True)
 
 
 class HugePagesExhausted(Fault):
     """Refuse 2 MiB huge pages to matching calls: HUGE_FIRST falls back to normal pages,
-    HUGE_ONLY fails with ACL_ERROR_RT_MEMORY_ALLOCATION. ``pages`` may add ``Page.HUGE1G``."""
+    HUGE_ONLY fails with ACL_ERROR_RT_MEMORY_ALLOCATION. ``pages`` may add ``Page.HUGE1G``.
+
+    ``calls`` counts every matching call; ``injected`` only the requests that would have used
+    a refused page kind (not NORMAL_ONLY, nor HUGE_FIRST up to 1 MiB).
+
+    Raises:
+        InvalidArgument: ``pages`` empty, holding normal pages or not page kinds.
+    """
 
     def __init__(self, *, pages: Iterable[Page | str] = (Page.HUGE,), **filters: Any) -> None:
         try:
@@ -315,8 +398,18 @@ class HugePagesExhausted(Fault):
         super().__init__(**filters)
         self.pages = refused
 
+    def _fires(self, request: Request) -> bool:
+        profile = _ANY_HUGE1G if self._runtime is None else self._runtime.profile
+        base, _ = parse_policy(request.policy, request.api)
+        return not self.pages.isdisjoint(page_order(profile, request.size, base))
+
     def _act(self, request: Request) -> Iterable[Page]:
         return self.pages
+
+    def _args(self) -> list[str]:
+        if self.pages == {Page.HUGE}:
+            return []
+        return [f"pages={sorted(p.value for p in self.pages)}"]
 
 
 # -- specs (acl.init config, pytest marker) ------------------------------------------------------
@@ -325,6 +418,9 @@ class HugePagesExhausted(Fault):
 SPEC_KEYS = ("nth", "times", "probability", "seed", "huge_pages_exhausted", "pages", "api",
              "size", "policy", "device", "error")
 _FILTER_KEYS = ("api", "size", "policy", "device", "error")
+_KIND_KEYS = ("nth", "probability", "huge_pages_exhausted")
+#: option key -> the kind key it belongs to
+_OPTION_OF = {"times": "nth", "seed": "probability", "pages": "huge_pages_exhausted"}
 
 
 def parse_fault(spec: object) -> Fault:
@@ -350,19 +446,16 @@ def parse_fault(spec: object) -> Fault:
         said = "; ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
                          for k, h in hints.items())
         raise InvalidArgument(f"unknown fault spec key(s) {said}; known: {list(SPEC_KEYS)}")
-    kinds = [k for k in ("nth", "probability", "huge_pages_exhausted") if k in spec]
+    kinds = [k for k in _KIND_KEYS if k in spec]
     if len(kinds) > 1:
         raise InvalidArgument(f"a fault spec names one kind, got {kinds}; write one spec per "
                               f"fault in a list")
+    kind = kinds[0] if kinds else None
+    for option, owner in _OPTION_OF.items():
+        if option in spec and owner != kind:
+            raise InvalidArgument(f"{option!r} only goes with {owner!r}; remove it or add "
+                                  f"{owner!r}")
     filters = {k: spec[k] for k in _FILTER_KEYS if k in spec}
-    kind = kinds[0] if kinds else "when"
-    allowed = {"nth": {"times"}, "probability": {"seed"},
-               "huge_pages_exhausted": {"pages"}, "when": set()}[kind]
-    owner = {"times": "nth", "seed": "probability", "pages": "huge_pages_exhausted"}
-    stray = [k for k in owner if k in spec and k not in allowed]
-    if stray:
-        raise InvalidArgument(f"{stray[0]!r} only goes with {owner[stray[0]]!r}; remove it or "
-                              f"add {owner[stray[0]]!r}")
     if kind == "nth":
         return FailNth(spec["nth"], times=spec.get("times", 1), **filters)
     if kind == "probability":
@@ -459,9 +552,7 @@ class _FailSite:
         if _site_key(capture_site()) != self.key:
             return
         self.fired += 1
-        raise self.error(f"injected fault (exhaustive mode) at this site: "
-                         f"{request.api.value}(size={request.size}, "
-                         f"policy={policy_name(request.policy)})")
+        raise self.error(f"injected fault (exhaustive mode) at this site: {_call_text(request)}")
 
 
 @dataclass
@@ -477,8 +568,7 @@ class SiteOutcome:
 
     def describe(self) -> str:
         """The outcome, the failed call, the site and the evidence, several lines."""
-        lines = [f"{self.outcome}: {self.request.api.value}(size={self.request.size}, "
-                 f"policy={policy_name(self.request.policy)}) failing at",
+        lines = [f"{self.outcome}: {_call_text(self.request)} failing at",
                  format_site(self.site, "    ")]
         if self.exception is not None:
             lines.append(f"  raised {type(self.exception).__name__}: {self.exception}")
@@ -516,10 +606,18 @@ class ExhaustiveReport:
             raise AssertionError(str(self))
 
 
-def _fresh(make_runtime: Callable[[], Runtime]) -> Runtime:
-    runtime = make_runtime()
-    runtime.set_record_sites(True)
-    return runtime
+def _exception_classes(expected: object) -> tuple[type[BaseException], ...]:
+    """``expected`` of :func:`exhaustive` as a tuple of exception classes.
+
+    Raises:
+        InvalidArgumentType: not an exception class, nor a tuple or list of them.
+    """
+    classes = (expected,) if isinstance(expected, type) else expected
+    if not (isinstance(classes, (tuple, list)) and all(
+            isinstance(c, type) and issubclass(c, BaseException) for c in classes)):
+        raise InvalidArgumentType(f"expected={expected!r} is not an exception class or a tuple "
+                                  f"of them; write e.g. expected=(MyError, OutOfDeviceMemory)")
+    return tuple(classes)
 
 
 def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
@@ -536,26 +634,25 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
     ``overrides``, ``device`` set; or ``make_runtime()``) runs ``fn`` with the first call from
     that site failing with ``error`` (``times`` calls from the site fail; None: every one, so
     a retry from the same line fails too). The code *handled* it when ``fn`` returned or raised one
-    of ``expected`` and left no block live; it *crashed* when it raised anything else; it
-    *leaked* when blocks were live afterwards (listed with their allocation sites).
+    of ``expected`` (an exception class or a tuple of them) and left no block live; it
+    *crashed* when it raised anything else; it *leaked* when blocks were live afterwards
+    (listed with their allocation sites).
 
     Raises:
         AssertionError: the fault-free run leaked (nothing to compare against); whatever the
             fault-free run raises propagates.
-        InvalidArgument: a bad ``error``.
+        InvalidArgument: a bad ``error`` or ``times``. InvalidArgumentType: a bad ``expected``.
     """
     error_cls = _error_class(error)
-    if times is not None and (isinstance(times, bool) or not isinstance(times, int)
-                              or times < 1):
-        raise InvalidArgument(f"times={times!r}: write a count >= 1, or None for every call "
-                              f"from the site")
-    expected = (expected,) if isinstance(expected, type) else tuple(expected)
+    if times is not None:
+        times = _count(times, "times", "write a count >= 1, or None for every call from the "
+                                       "site")
+    expected = _exception_classes(expected)
 
     def make() -> Runtime:
-        if make_runtime is not None:
-            return _fresh(make_runtime)
-        runtime = _fresh(lambda: Runtime(product, **overrides))
-        if device is not None:
+        runtime = make_runtime() if make_runtime is not None else Runtime(product, **overrides)
+        runtime.set_record_sites(True)
+        if make_runtime is None and device is not None:
             runtime.set_device(device)
         return runtime
 
@@ -577,7 +674,7 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
             runtime.add_interceptor(failer)
             try:
                 fn(runtime)
-            except Exception as e:  # noqa: BLE001  (classifying the code's exception is the job)
+            except Exception as e:  # classifying the code's exception is the job
                 raised = e
             leaked = runtime.blocks()
         if not failer.fired:

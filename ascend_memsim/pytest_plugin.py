@@ -4,14 +4,18 @@ Registered through the ``pytest11`` entry point, so installing the package enabl
 
 Fixture ``memsim``: a fresh, active :class:`~ascend_memsim.Runtime` with device 0 set on the
 test's thread; the pyacl face (``ascend_memsim.acl``, or ``import acl`` with ``--memsim-acl``)
-talks to it. At teardown every block still live fails the test, listed with its allocation
-site. Fixture ``memsim_faults``: the faults the marker installed (to read their counters).
+talks to it. At teardown every block still live, and every block that a ``reset_device`` (or
+finalize) inside the test discarded, fails the test, listed with its allocation site. Fixture
+``memsim_faults``: the faults the marker installed (to read their counters).
 
 Settings, closest first: an indirect parameter (``@pytest.mark.parametrize("memsim",
 ["A2", "950PR"], indirect=True)``, a product name or a dict of marker keywords), the marker
 (``@pytest.mark.memsim(product="950PR", hbm_bytes=64 * MiB, leak_check=False,
 faults=[{"nth": 2, "api": "malloc"}])``; a marker alone also requests the fixture), the
 ``--memsim-product`` option, the ``memsim_product`` ini setting, then the default product.
+``sanitizer="strict"`` (or ``"report"``, the default, ``"off"``, or a dict of
+:class:`~ascend_memsim.sanitizer.Sanitizer` options) sets the sanitizer's mode; it never
+reports leaks unless the dict says ``"leaks": True``, since the fixture lists them itself.
 
 Option ``--memsim-acl`` (ini ``memsim_acl = true``) makes ``import acl`` resolve to the
 simulator for the whole run, collection included. Each test gets its own runtime and every
@@ -23,7 +27,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import _pytest
 import pluggy
@@ -46,7 +51,8 @@ MARKER_KEYS = ("product", "leak_check", "faults", "device", "record_sites", "san
                *PROFILE_KEYS)
 
 _MARKER_DOC = ("memsim(product=None, *, leak_check=True, faults=None, device=0, "
-               "record_sites=None, hbm_bytes=None, ddr_bytes=None, device_count=None, ...): "
+               "record_sites=None, sanitizer='report', hbm_bytes=None, ddr_bytes=None, "
+               "device_count=None, ...): "
                "settings of the simulated Ascend runtime the `memsim` fixture yields "
                "(ascend-memsim)")
 
@@ -166,11 +172,24 @@ def _test_frames(site: Site | None) -> Site | None:
     return site[runner[-1] + 1:] if runner else site
 
 
-def _leak_report(nodeid: str, leaked: list) -> str:
-    lines = [f"memsim: {nodeid} leaked {len(leaked)} device block(s); free them, or write "
-             f"@pytest.mark.memsim(leak_check=False) if the test means to:"]
-    for block in leaked:
-        lines.append(f"  device {block.device_id}: {block.describe()}")
+def _sanitizer(spec: object) -> object:
+    """The sanitizer setting with leak reports off (the fixture lists leaks itself), unless a
+    dict turns them on."""
+    if spec is None or isinstance(spec, bool):
+        spec = "off" if spec is False else "report"
+    if isinstance(spec, str):
+        return {"mode": spec, "leaks": False}
+    if isinstance(spec, dict):
+        return {"leaks": False, **spec}
+    return spec
+
+
+def _leak_report(nodeid: str, leaked: list, at_reset: list) -> str:
+    lines = [f"memsim: {nodeid} leaked {len(leaked) + len(at_reset)} device block(s); free "
+             f"them, or write @pytest.mark.memsim(leak_check=False) if the test means to:"]
+    for block in at_reset + leaked:
+        when = " (discarded while live, by reset_device or finalize)" if block in at_reset else ""
+        lines.append(f"  device {block.device_id}: {block.describe()}{when}")
         site = format_site(_test_frames((block.extra or {}).get("site")), "      ")
         lines.append("    allocated at\n" + site if site else
                      "    (allocation site not recorded: record_sites=False)")
@@ -188,7 +207,7 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         device = settings.pop("device", 0)
         faults = _fresh_faults(settings.pop("faults", None))
         # The fixture lists leaks itself, as a test failure; the sanitizer reports the rest.
-        settings.setdefault("sanitizer", {"mode": "report", "leaks": False})
+        settings["sanitizer"] = _sanitizer(settings.get("sanitizer", "report"))
         runtime = Runtime(product, **settings)
         if device is not None:
             runtime.set_device(device)
@@ -198,11 +217,22 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
     for fault in faults:
         fault.install(runtime)
     request.node.stash[_faults_key] = faults
+    at_reset: list = []
+
+    def on_reset(event: str, device: object, info: dict) -> None:
+        # reset_device discards the blocks still live on the device: leaks too.
+        if event == "reset":
+            at_reset.extend(info["blocks"])
+
+    if leak_check:
+        runtime.add_observer(on_reset)
     with runtime:
         yield runtime
         leaked = runtime.blocks()
-    if leak_check and leaked and not request.node.stash.get(_call_failed, False):
-        pytest.fail(_leak_report(request.node.nodeid, leaked), pytrace=False)
+        discarded = list(at_reset)  # before closing the runtime resets the devices
+    if (leak_check and (leaked or discarded)
+            and not request.node.stash.get(_call_failed, False)):
+        pytest.fail(_leak_report(request.node.nodeid, leaked, discarded), pytrace=False)
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ def test_fail_nth_times_none_means_memory_runs_out_from_then_on(a2):
 
 def test_error_by_code_gives_that_code_through_the_face(a2):
     with FailNth(1, error=207000):
-        ptr, ret = acl.rt.malloc(64, 0)
+        _ptr, ret = acl.rt.malloc(64, 0)
     assert ret == acl.ACL_ERROR_RT_FEATURE_NOT_SUPPORT
     with FailNth(1, error=FeatureNotSupported).installed(a2):
         assert acl.rt.malloc(64, 0)[1] == 207000
@@ -114,7 +114,7 @@ def test_huge_pages_exhausted_drives_the_huge_first_fallback(a2):
         block = a2.block(a2.malloc(4 * MiB, MallocPolicy.HUGE_FIRST))
         assert (block.page, block.fallback) == (Page.NORMAL, True)
         before = state(a2)
-        with pytest.raises(OutOfDeviceMemory, match="huge pages: .*refused by fault injection"):
+        with pytest.raises(OutOfDeviceMemory, match=r"huge pages: .*refused by fault injection"):
             a2.malloc(4 * MiB, MallocPolicy.HUGE_ONLY)
         assert state(a2) == before
         # small HUGE_FIRST requests never wanted huge pages, but the fault still saw them
@@ -123,6 +123,35 @@ def test_huge_pages_exhausted_drives_the_huge_first_fallback(a2):
     block2 = a2.block(a2.malloc(4 * MiB, MallocPolicy.HUGE_FIRST))
     assert block2.page is Page.HUGE and not block2.fallback
     assert huge_before[1] == a2.get_mem_info(acl.ACL_HBM_MEM_HUGE)[1]
+
+
+def test_huge_pages_exhausted_counts_only_requests_that_wanted_a_refused_page(a2):
+    with HugePagesExhausted().installed(a2) as fault:
+        a2.malloc(4 * MiB, MallocPolicy.NORMAL_ONLY)
+        a2.malloc(MiB, MallocPolicy.HUGE_FIRST)  # up to 1 MiB: normal pages only
+        with pytest.raises(OutOfDeviceMemory, match="no free run holds 1073741824"):
+            a2.malloc(4 * MiB, MallocPolicy.HUGE1G_ONLY)  # 1 GB pages: not refused, too big
+        a2.malloc(4 * MiB, MallocPolicy.HUGE_FIRST_P2P)
+        with pytest.raises(OutOfDeviceMemory):
+            a2.malloc(64, MallocPolicy.HUGE_ONLY)
+        a2.malloc(2 * MiB, 0x7F)  # out of the enum: HUGE_FIRST from 2 MiB
+        a2.malloc(2 * MiB - 1, 0x7F)
+    assert fault.calls == 7
+    assert [(r.size, r.policy) for r in fault.injected] == [
+        (4 * MiB, MallocPolicy.HUGE_FIRST_P2P), (64, MallocPolicy.HUGE_ONLY), (2 * MiB, 0x7F)]
+    with HugePagesExhausted(pages=["huge1g"]).installed(a2) as only_1g:
+        a2.malloc(4 * MiB, MallocPolicy.HUGE_ONLY)
+        a2.malloc(4 * MiB, MallocPolicy.HUGE_FIRST)
+    assert (only_1g.calls, only_1g.injected) == (2, [])
+
+
+def test_huge_pages_exhausted_given_to_the_runtime_directly_counts_the_same():
+    fault = HugePagesExhausted()
+    with Runtime("950PR", hbm_bytes=64 * MiB, interceptors=[fault]) as rt:
+        rt.set_device(0)
+        rt.malloc(100, MallocPolicy.HUGE_FIRST)
+        assert rt.block(rt.malloc(4 * MiB, MallocPolicy.HUGE_FIRST)).fallback
+    assert (fault.calls, [r.size for r in fault.injected]) == (2, [4 * MiB])
 
 
 def test_huge1g_pages_can_be_refused_too():
@@ -141,7 +170,7 @@ def test_fault_counting_is_thread_safe(a2):
     def worker():
         a2.set_device(0)
         for _ in range(25):
-            ptr, ret = acl.rt.malloc(64, 0)
+            _ptr, ret = acl.rt.malloc(64, 0)
             results.append(ret)
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
@@ -202,10 +231,59 @@ def test_specs_make_each_kind(spec, kind):
     ({"policy": "HUGE_ONLY"}, "not a policy filter"),
     ({"huge_pages_exhausted": True, "pages": ["normal"]}, "refusing normal pages is FailWhen"),
     ({"huge_pages_exhausted": "yes"}, "write \"huge_pages_exhausted\": true"),
+    ({"size": {}}, "no bound, so it matches every call; give 'min' and/or 'max'"),
+    ({"size": [None, None]}, "no bound"),
+    ({"size": {"min": 5, "max": 1}}, "min 5 > max 1, so it never fires; write min <= max"),
+    ({"size": -5}, r"size=-5 is not an allocation size; write a size from 1 to \d+"),
+    ({"size": 2**70}, "not an allocation size"),
+    ({"size": {"min": -1}}, r"size min=-1 is not an allocation size; write a bound from 1"),
+    ({"size": [1, 2**64]}, "size max=18446744073709551616 is not an allocation size"),
+    ({"size": {"min": 1.5}}, "not a size filter; write an int"),
+    ({"size": {"min": True}}, "not a size filter"),
+    ({"policy": -1}, r"-1 is not a policy word \(0 to 0xFFFFFFFF"),
+    ({"policy": [1, 2**32]}, "4294967296 is not a policy word"),
+    ({"policy": []}, "not a policy filter"),
+    ({"policy": [1, "HUGE_ONLY"]}, "not a policy filter"),
+    ({"nth": "2"}, "n='2' is a str, not an int: calls are counted from 1"),
+    ({"nth": True}, "n=True is a bool, not an int"),
+    ({"nth": 1, "times": 1.0}, "times=1.0 is a float, not an int: write a count >= 1"),
+    ({"probability": 0.5, "seed": "7"}, "seed='7' is a str, not an int: write an int seed"),
+    ({"nth": 1, "device": -1}, "device=-1: write a device id >= 0"),
 ])
 def test_impossible_specs_fail_at_configuration_saying_what_to_write(spec, says):
     with pytest.raises(InvalidArgument, match=says):
         parse_faults([spec])
+
+
+@pytest.mark.parametrize("size, hits, misses", [
+    (range(-10, 3), [1, 2], [3]),
+    (range(100, 0, -7), [100, 2], [1, 101]),
+    ({"max": 2**64 - 1}, [1, 2**40], []),
+    ((64, 64), [64], [63, 65]),
+])
+def test_size_filters_that_can_fire_are_accepted(size, hits, misses):
+    fault = FailWhen(size=size)
+    assert [fault._size(n) for n in hits + misses] == [True] * len(hits) + [False] * len(misses)
+
+
+@pytest.mark.parametrize("size", [range(5, 1), range(-10, 1), range(0, 2**70, 2**65),
+                                  range(2**64, 2**65)])
+def test_size_ranges_that_hold_no_allocation_size_are_refused(size):
+    with pytest.raises(InvalidArgument, match=r"holds no allocation size .*never fire"):
+        FailWhen(size=size)
+
+
+def test_numpy_integers_are_accepted_wherever_an_int_is():
+    np = pytest.importorskip("numpy", reason="numpy integers are what the check is about")
+    fault = FailNth(np.int64(2), times=np.int32(2), size=np.int64(100), device=np.int64(0),
+                    policy=np.uint32(MallocPolicy.HUGE_ONLY))
+    assert (fault.n, fault.times, fault.device) == (2, 2, 0)
+    assert type(fault.n) is int and repr(fault).startswith("FailNth(2, times=2")
+    assert FailWhen(size={"min": np.uint64(1), "max": np.int64(5)})._size(5)
+    seeded = FailRandomly(np.float64(0.5), seed=np.int64(3))
+    assert seeded.seed == 3
+    assert seeded._random.random() == FailRandomly(0.5, seed=3)._random.random()
+    assert type(parse_fault({"nth": np.int16(1), "policy": [np.uint32(0)]})) is FailNth
 
 
 def test_bad_spec_position_is_named():
@@ -323,6 +401,21 @@ def test_exhaustive_distinguishes_sites_by_stack_and_skips_unreached_ones():
 
     report = exhaustive(code, hbm_bytes=64 * MiB)
     assert [o.outcome for o in report.outcomes] == ["handled", "handled", "not reached"]
+    assert report.ok
+
+
+@pytest.mark.parametrize("expected", [5, "OutOfDeviceMemory", (Fails, 5), int, None])
+def test_exhaustive_refuses_a_bad_expected_before_running_anything(expected):
+    ran = []
+    with pytest.raises(TypeError, match=r"expected=.* is not an exception class or a tuple of "
+                                        r"them; write e\.g\. expected=\(MyError, "
+                                        r"OutOfDeviceMemory\)"):
+        exhaustive(ran.append, expected=expected, hbm_bytes=64 * MiB)
+    assert ran == []
+
+
+def test_exhaustive_takes_a_list_of_expected_classes():
+    report = exhaustive(careful, expected=[Fails, OutOfDeviceMemory], hbm_bytes=64 * MiB)
     assert report.ok
 
 

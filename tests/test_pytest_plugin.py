@@ -60,6 +60,79 @@ def test_clean_test_passes_and_leak_check_can_be_turned_off(pytester):
     run(pytester).assert_outcomes(passed=3)
 
 
+def test_blocks_discarded_by_reset_device_are_leaks(pytester):
+    pytester.makepyfile(test_reset="""
+        import pytest
+        from ascend_memsim import acl
+
+        def test_leak_reset(memsim):
+            ptr, ret = acl.rt.malloc(100, 0)
+            acl.rt.reset_device(0)  # drops the fixture's reference: the block is discarded
+            acl.rt.set_device(0)
+            kept, ret = acl.rt.malloc(64, 0)
+
+        @pytest.mark.memsim(leak_check=False)
+        def test_leak_check_off(memsim):
+            acl.rt.malloc(100, 0)
+            acl.rt.reset_device(0)
+
+        def test_reset_after_free_is_clean(memsim):
+            ptr, ret = acl.rt.malloc(100, 0)
+            acl.rt.free(ptr)
+            acl.rt.reset_device(0)
+        """)
+    result = run(pytester)
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines([
+        "*memsim: test_reset.py::test_leak_reset leaked 2 device block(s)*",
+        "*100-byte block at 0x*(discarded while live, by reset_device or finalize)",
+        "*test_reset.py:5 in test_leak_reset",
+        "*64-byte block at 0x*",
+        "*test_reset.py:8 in test_leak_reset",
+    ])
+
+
+def test_sanitizer_keyword_sets_the_mode_and_leaks_are_listed_once(pytester):
+    pytester.makepyfile(test_san="""
+        import pytest
+        from ascend_memsim import acl
+        from ascend_memsim.constants import ErrorCode, MallocFlag
+
+        @pytest.mark.memsim(sanitizer="strict")
+        def test_strict_refuses_a_readonly_write(memsim):
+            assert memsim.sanitizer.mode == "strict"
+            ptr = memsim.malloc_with_cfg(64, MallocFlag.USER_SPACE_READONLY)
+            assert acl.rt.memset(ptr, 64, 1, 64) == ErrorCode.RT_PARAM_INVALID
+            assert acl.rt.free(ptr) == 0
+            leaked, ret = acl.rt.malloc(64, 0)
+
+        @pytest.mark.memsim(sanitizer={"mode": "strict", "quarantine_bytes": 1 << 20})
+        def test_dict_keeps_its_options(memsim):
+            assert (memsim.sanitizer.mode, memsim.sanitizer.quarantine_bytes) == (
+                "strict", 1 << 20)
+            assert not memsim.sanitizer.leak_check
+
+        @pytest.mark.memsim(sanitizer="off")
+        def test_off(memsim):
+            assert memsim.sanitizer.mode == "off"
+
+        @pytest.mark.memsim(sanitizer="paranoid")
+        def test_unknown_mode(memsim):
+            pass
+        """)
+    result = run(pytester)
+    result.assert_outcomes(passed=3, errors=2)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines_random([
+        "*memsim: test_san.py::test_strict_refuses_a_readonly_write leaked 1 device block(s)*",
+        "*ERROR: Invalid write of 64 bytes at 0x* [[]readonly-write[]]",
+        "*memsim settings of test_san.py::test_unknown_mode: sanitizer mode 'paranoid' is not "
+        "one of*",
+    ])
+    # the fixture lists the leak; the sanitizer does not report it a second time
+    assert "[leak]" not in out and "Leaked 64 bytes" not in out
+
+
 def test_failing_test_is_not_also_reported_as_leaking(pytester):
     pytester.makepyfile("""
         def test_fails_midway(memsim):
@@ -83,7 +156,8 @@ def test_marker_sets_product_and_overrides_and_requests_the_fixture(pytester):
             # 950PR rounds to 32 bytes only: 100 -> 128 (A2 would give 160).
             assert memsim.block(memsim.malloc_align32(100)).rule_size == 128
             assert memsim.block(memsim.malloc(100)).rule_size == 128
-            memsim.close()
+            for block in memsim.blocks():
+                memsim.free(block.ptr)
 
         @pytest.mark.memsim("A2", hbm_bytes=64 * 2**20, device_count=2)
         def test_closer_marker_wins(memsim):
@@ -153,7 +227,7 @@ def test_bad_marker_arguments_fail_at_setup_saying_what_to_write(pytester):
         "*unknown keyword 'prodcut' (did you mean 'product'?)*",
         "*unknown product '910Z'; known: *",
         "*leak_check='no': write True or False*",
-        "*faults[[]0[]]: n=0 (\"nth\" in a spec): calls are counted from 1; write 1*",
+        "*faults[[]0[]]: n=0: calls are counted from 1; write 1 *(\"nth\" in a spec)*",
         "*unknown allocation API 'mallok'; known: *'malloc'*",
         "*neither a product name nor a dict*",
     ])
