@@ -9,10 +9,12 @@ import operator
 
 from .errors import InvalidArgument, InvalidArgumentType
 
-__all__ = ["as_int", "as_size", "as_ptr", "SIZE_MAX"]
+__all__ = ["as_int", "as_size", "as_ptr", "SIZE_MAX", "UINT32_MAX"]
 
 #: The largest value a C ``size_t`` (and a 64-bit pointer) can hold.
 SIZE_MAX = (1 << 64) - 1
+#: The largest uint32_t: policy words, memType masks, reserve fields.
+UINT32_MAX = 0xFFFF_FFFF
 
 
 def as_int(value: object, name: str, lo: int | None = 0, hi: int | None = SIZE_MAX) -> int:

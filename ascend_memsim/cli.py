@@ -13,6 +13,7 @@ import sys
 import traceback
 from typing import TextIO
 
+from ._checks import UINT32_MAX
 from .constants import MallocPolicy, MemAttr, MiB
 from .errors import AclError, InvalidArgument
 from .explain import explain, format_bytes
@@ -49,7 +50,7 @@ def parse_policy_arg(text: str) -> int:
     except ValueError:
         raise InvalidArgument(f"policy {text!r} is neither a number nor one of "
                               f"{', '.join(MallocPolicy.__members__)}") from None
-    if not 0 <= value <= 0xFFFF_FFFF:
+    if not 0 <= value <= UINT32_MAX:
         raise InvalidArgument(f"policy {value} is outside 0..0xFFFFFFFF")
     return value
 

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
-from ._checks import SIZE_MAX, as_int, as_ptr, as_size
+from ._checks import SIZE_MAX, UINT32_MAX, as_int, as_ptr, as_size
 from .allocator import Allocator
 from .constants import (
     MODULE_APP,
@@ -340,7 +340,7 @@ class Device:
                  api: Api = Api.MALLOC, module: object = MODULE_APP) -> Block:
         """As :meth:`malloc`, but returns the whole :class:`Block` record."""
         size = as_size(size)
-        policy = as_int(policy, "policy", 0, 0xFFFF_FFFF)
+        policy = as_int(policy, "policy", 0, UINT32_MAX)
         module = as_int(module, "module id", 0, SIZE_MAX)
         if module > MODULE_ID_MAX:
             # api_error.cc: the runtime counts an id above 255 as APP.

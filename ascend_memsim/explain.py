@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._checks import as_int, as_size
+from ._checks import UINT32_MAX, as_int, as_size
 from .constants import MallocPolicy
 from .device import (
     HUGE_FIRST_THRESHOLD,
@@ -127,7 +127,7 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
     profile = get_profile(product)
     api = Api.parse(api)
     size = as_size(size)
-    policy = as_int(policy, "policy", 0, 0xFFFF_FFFF)
+    policy = as_int(policy, "policy", 0, UINT32_MAX)
     base, readonly = parse_policy(policy, api)
     pages = page_order(profile, size, base)
     request = f"{api.value}(size={size}, policy={policy_name(policy)}) on {profile.description}"

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._checks import SIZE_MAX
+from ._checks import SIZE_MAX, UINT32_MAX
 from .constants import MallocPolicy
 from .device import Api, Block, Page, Request, page_order, parse_policy, policy_name
 from .errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory, error_classes
@@ -52,7 +52,6 @@ __all__ = [
 ]
 
 #: The largest policy word: Device.allocate takes aclrtMemMallocPolicy as an unsigned 32-bit int.
-_POLICY_MAX = 0xFFFF_FFFF
 
 
 def _error_class(error: object) -> type[AclError]:
@@ -172,9 +171,9 @@ def _policy_predicate(policy: object) -> Callable[[int], bool] | None:
                               f"(e.g. {int(MallocPolicy.HUGE_ONLY)} for HUGE_ONLY), a list of "
                               f"them, or a callable policy -> bool")
     for word in words:
-        if not 0 <= word <= _POLICY_MAX:
+        if not 0 <= word <= UINT32_MAX:
             raise InvalidArgument(f"policy={policy!r}: {word} is not a policy word (0 to "
-                                  f"0x{_POLICY_MAX:X}, an unsigned 32-bit aclrtMemMallocPolicy), "
+                                  f"0x{UINT32_MAX:X}, an unsigned 32-bit aclrtMemMallocPolicy), "
                                   f"so the fault would never fire; write e.g. "
                                   f"{int(MallocPolicy.HUGE_ONLY)} for HUGE_ONLY")
     return frozenset(words).__contains__

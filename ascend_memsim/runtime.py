@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._checks import SIZE_MAX, as_int, as_ptr
+from ._checks import SIZE_MAX, UINT32_MAX, as_int, as_ptr
 from .constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
 from .contents import DataPlane
 from .device import DEVICE_SPAN, Api, Block, Device, device_of
@@ -523,11 +523,11 @@ class Runtime:
         if not addr_list:
             raise InvalidArgument("addr_list is empty")
         addrs = [as_int(a, f"addr_list[{i}]") for i, a in enumerate(addr_list)]
-        kinds = as_int(mem_type, "mem_type", 0, 0xFFFF_FFFF)
+        kinds = as_int(mem_type, "mem_type", 0, UINT32_MAX)
         if not kinds or kinds & ~_ALL_MEM_TYPES:
             raise InvalidArgument(f"mem_type={kinds:#x} must be a non-empty OR of "
                                   f"ACL_RT_MEM_TYPE_DEV/DVPP/RSVD (0x2, 0x8, 0x10)")
-        if as_int(reserve, "reserve", 0, 0xFFFF_FFFF) != 0:
+        if as_int(reserve, "reserve", 0, UINT32_MAX) != 0:
             raise InvalidArgument("reserve must be 0")
         for addr in addrs:
             block = self.block_at(addr)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from ._checks import SIZE_MAX
+from ._checks import SIZE_MAX, UINT32_MAX
 from .constants import GiB, KiB, MallocFlag, MallocPolicy, MemAttr, MiB
 from .device import Api
 from .errors import AclError
@@ -79,7 +79,7 @@ def policies(*, flags: bool = True, out_of_range: bool = True) -> st.SearchStrat
                                st.lists(st.sampled_from(_FLAGS), min_size=1, max_size=3)))
     if out_of_range:
         parts.append(st.integers(len(_BASE), 0xFF))
-        parts.append(st.integers(0, 0xFFFF_FFFF))
+        parts.append(st.integers(0, UINT32_MAX))
     return st.one_of(*parts)
 
 

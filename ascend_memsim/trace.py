@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from ._checks import UINT32_MAX
 from .constants import MODULE_ID_MAX, MODULE_NAMES
 from .errors import InvalidArgument, TraceFormatError
 from .sites import capture_site
@@ -230,7 +231,7 @@ def _check_event(record: Any, where: str) -> dict:
         # a recorded failure may have any size (size 0 fails on the real runtime too)
         _int_field(record, "size", where, minimum=1 if kind == "malloc" else 0)
         record.setdefault("policy", 0)
-        _int_field(record, "policy", where, maximum=0xFFFF_FFFF)
+        _int_field(record, "policy", where, maximum=UINT32_MAX)
         record.setdefault("api", "aclrtMalloc")
         if "module" in record:
             module = _int_field(record, "module", where)

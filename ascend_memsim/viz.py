@@ -14,8 +14,9 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from .constants import MiB
 from .device import PAGE_BYTES, Block, Page
@@ -51,7 +52,7 @@ class MapSnapshot:
     largest_free_run: int = 0
 
     @classmethod
-    def of(cls, device: "Device", title: str | None = None) -> "MapSnapshot":
+    def of(cls, device: Device, title: str | None = None) -> MapSnapshot:
         """A snapshot of ``device`` now (takes the device lock)."""
         with device.lock:
             memory = device.profile.main_memory
@@ -90,7 +91,7 @@ def approx_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def component_colors(names: "set[str] | list[str]") -> dict[str, str]:
+def component_colors(names: set[str] | list[str]) -> dict[str, str]:
     """A colour per component name, the same in every picture: APP first, then by name."""
     ordered = sorted(set(names), key=lambda n: (n != "APP", n))
     return {n: _COMPONENT_COLORS[i % len(_COMPONENT_COLORS)] for i, n in enumerate(ordered)}
@@ -215,7 +216,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     # the 2 MiB grid: ticks inside a row when rows are larger than a huge page
     grid: list[str] = []
     if row_bytes > ROW_BYTES and row_bytes // ROW_BYTES <= 64:
-        for r, ry in row_y.items():
+        for ry in row_y.values():
             for k in range(1, row_bytes // ROW_BYTES):
                 gx = left + k * ROW_BYTES * scale
                 grid.append(f'<line x1="{gx:.2f}" y1="{ry}" x2="{gx:.2f}" y2="{ry + row_h}" '
@@ -282,7 +283,7 @@ def _nice_step(top: int) -> int:
     return max(1, top // 8)
 
 
-def timeline_svg(timeline: "Timeline", *, title: str = "Bytes in use", width: int = 760,
+def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int = 760,
                  height: int = 320, show_capacity: bool | None = None) -> str:
     """An SVG stacked-area chart of footprint bytes per component over the event index.
 
@@ -488,7 +489,7 @@ def html_page(title: str, *sections: tuple[str, str]) -> str:
 
 
 def save_png(path: str, *, snapshot: MapSnapshot | None = None,
-             timeline: "Timeline | None" = None, title: str = "") -> None:
+             timeline: Timeline | None = None, title: str = "") -> None:
     """Draw the map and/or the timeline into a PNG with matplotlib (the ``plot`` extra).
 
     Raises:
@@ -556,7 +557,7 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
 
 
 def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
-                 timeline: "Timeline | None" = None, title: str = "ascend-memsim",
+                 timeline: Timeline | None = None, title: str = "ascend-memsim",
                  text: str = "", color_by: str = "page") -> None:
     """Write ``path`` by its extension: ``.svg`` (map, else timeline), ``.html`` (both and
     ``text``), ``.png`` (matplotlib).

@@ -9,7 +9,12 @@ from ascend_memsim import MiB
 from ascend_memsim.replay import replay
 from ascend_memsim.trace import Recorder
 from ascend_memsim.viz import (
-    MapSnapshot, html_page, map_svg, save_picture, text_map, timeline_svg,
+    MapSnapshot,
+    html_page,
+    map_svg,
+    save_picture,
+    text_map,
+    timeline_svg,
 )
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -71,7 +76,9 @@ def test_timeline_svg_and_html_page_parse(a2):
     page = html_page("report", ("Timeline", svg), ("Text", "a < b"))
 
     class Collect(HTMLParser):
-        tags: list = []
+        def __init__(self):
+            super().__init__()
+            self.tags = []
 
         def handle_starttag(self, tag, attrs):
             self.tags.append((tag, dict(attrs)))
