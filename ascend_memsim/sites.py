@@ -64,7 +64,7 @@ class Site:
         return f"Site({list(self.frames)!r})"
 
 
-def capture_site(limit: int = 16) -> Site:
+def capture_site(limit: int = 10) -> Site:
     """The calling stack, innermost ``limit`` user frames, simulator frames left out.
 
     O(stack depth); each file name is classified once.
