@@ -498,6 +498,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         return 0
     try:
         return args.func(args, out)
+    except BrokenPipeError:
+        # The reader went away (`ascend-memsim demo | head`): stop quietly, as Unix tools do;
+        # point stdout at devnull so the interpreter's last flush does not fail again.
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (AclError, ValueError, ImportError, OSError) as e:
         message = e.message if isinstance(e, AclError) else str(e)
         print(f"ascend-memsim {args.command}: error: {message}", file=sys.stderr)
