@@ -324,7 +324,8 @@ class Device:
     # -- allocation ---------------------------------------------------------------------------
 
     def malloc(self, size: object, policy: object = MallocPolicy.HUGE_FIRST, *,
-               api: Api = Api.MALLOC, module: object = MODULE_APP) -> int:
+               api: Api = Api.MALLOC, module: object = MODULE_APP,
+               mem_type: MemType = MemType.DEV) -> int:
         """Allocate ``size`` bytes as ``api`` would; the block's device address.
 
         O(C log n) in the number of free runs (see the allocator).
@@ -334,11 +335,15 @@ class Device:
             FeatureNotSupported: 1 GB pages on a product without them.
             OutOfDeviceMemory: no free run holds the footprint (the message says why).
         """
-        return self.allocate(size, policy, api=api, module=module).ptr
+        return self.allocate(size, policy, api=api, module=module, mem_type=mem_type).ptr
 
     def allocate(self, size: object, policy: object = MallocPolicy.HUGE_FIRST, *,
-                 api: Api = Api.MALLOC, module: object = MODULE_APP) -> Block:
-        """As :meth:`malloc`, but returns the whole :class:`Block` record."""
+                 api: Api = Api.MALLOC, module: object = MODULE_APP,
+                 mem_type: MemType = MemType.DEV) -> Block:
+        """As :meth:`malloc`, but returns the whole :class:`Block` record.
+
+        ``mem_type`` is what aclrtCheckMemType sees (DVPP memory says so).
+        """
         size = as_size(size)
         policy = as_int(policy, "policy", 0, UINT32_MAX)
         module = as_int(module, "module id", 0, SIZE_MAX)
@@ -352,10 +357,10 @@ class Device:
         base, readonly = parse_policy(policy, api)
         pages = page_order(self.profile, size, base)
         return self._place(Request(self.device_id, api, size, policy, module), pages, base,
-                           readonly)
+                           readonly, mem_type)
 
     def _place(self, request: Request, pages: tuple[Page, ...], base: MallocPolicy | None,
-               readonly: bool) -> Block:
+               readonly: bool, mem_type: MemType) -> Block:
         profile = self.profile
         size, api = request.size, request.api
         with self.lock:
@@ -388,7 +393,8 @@ class Device:
             self._serial += 1
             block = Block(ptr, size, rule, footprint, page, profile.main_memory, api,
                           request.policy, request.module, self.device_id, self._serial,
-                          readonly=readonly, p2p=base in _P2P, fallback=page is not pages[0])
+                          readonly=readonly, p2p=base in _P2P, fallback=page is not pages[0],
+                          mem_type=mem_type)
             if self.record_sites:
                 block.extra = {"site": capture_site()}
             self._blocks[ptr] = block

@@ -361,19 +361,19 @@ class Runtime:
 
     def free(self, ptr: object) -> None:
         """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`."""
-        if self.sanitizer.on:
-            self.sanitizer.free(self._owner(ptr), ptr)
-            return
-        self._owner(ptr).free(ptr)
+        self._release(self._owner(ptr), ptr, "aclrtFree")
 
     def free_with_dev_sync(self, ptr: object) -> None:
         """aclrtFreeWithDevSync: synchronise the device, then free."""
         device = self._owner(ptr)
         self.synchronize_device_of(device)
+        self._release(device, ptr, "aclrtFreeWithDevSync")
+
+    def _release(self, device: Device, ptr: object, call: str) -> None:
         if self.sanitizer.on:
-            self.sanitizer.free(device, ptr, "aclrtFreeWithDevSync")
-            return
-        device.free(ptr)
+            self.sanitizer.free(device, ptr, call)
+        else:
+            device.free(ptr)
 
     def synchronize_device_of(self, device: Device) -> None:
         """Run the device's queued work (see :meth:`Streams.synchronize_device`)."""
@@ -425,11 +425,8 @@ class Runtime:
 
         DECISION: placed and rounded as aclrtMalloc with HUGE_FIRST.
         """
-        device = self.current_device()
-        with device.lock:
-            block = device.allocate(size, MallocPolicy.HUGE_FIRST, api=Api.MALLOC)
-            block.mem_type = MemType.DVPP
-        return block.ptr
+        return self.current_device().malloc(size, MallocPolicy.HUGE_FIRST, api=Api.MALLOC,
+                                            mem_type=MemType.DVPP)
 
     def dvpp_free(self, ptr: object) -> None:
         """acldvppFree: free a block made by dvpp_malloc.
