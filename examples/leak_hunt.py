@@ -1,13 +1,15 @@
 """A leak hunt: which allocation was never freed, and where was it made?
 
-The runtime keeps each block's allocation site (Runtime.set_record_sites); the blocks still
-live when the device is reset (aclrtResetDevice) are the leaks. `ascend-memsim run
-script.py` does the same for an unmodified pyacl program and exits non-zero on a leak.
+The sanitizer (on by default) keeps each block's allocation site; when a device is reset
+(aclrtResetDevice) or the runtime finalized, it reports every block still live, with the
+stack that allocated it. `ascend-memsim run script.py` does the same for an unmodified pyacl
+program and exits non-zero on a leak, like compute-sanitizer's --leak-check full.
 Run: python examples/leak_hunt.py
 """
 
-from ascend_memsim import MiB, Runtime
-from ascend_memsim.sites import format_site
+import sys
+
+from ascend_memsim import MiB, Runtime, Sanitizer
 
 
 def load_weights(rt):
@@ -21,20 +23,14 @@ def step(rt):
     return activations            # forgotten by the caller: the leak
 
 
-with Runtime("A2", hbm_bytes=64 * MiB) as rt:
-    rt.set_record_sites(True)
-    leaks = []
-    rt.add_observer(lambda event, device, info:
-                    leaks.extend(info["blocks"]) if event == "reset" else None)
+with Runtime("A2", hbm_bytes=64 * MiB, sanitizer=Sanitizer(output=sys.stdout)) as rt:
     rt.set_device(0)
     weights = load_weights(rt)
     for _ in range(3):
         step(rt)
     rt.free(weights)
-    rt.reset_device(0)
+    rt.reset_device(0)            # the sanitizer reports each block still live
 
-print(f"{len(leaks)} blocks were still live at reset:")
-for block in leaks:
-    print(f"  {block.describe()}, allocated at")
-    print(format_site(block.extra["site"], indent="      "))
-assert len(leaks) == 3 and all(b.size == 2 * MiB for b in leaks)
+leaks = [r for r in rt.sanitizer.reports if r.kind == "leak"]
+print(rt.sanitizer.summary())
+assert len(leaks) == 3 and all(r.size == 2 * MiB for r in leaks)
