@@ -85,6 +85,20 @@ class ModelDevice:
         return CAPACITY // HUGE - len(busy)
 
 
+BAD_CALLS = [
+    lambda: acl.rt.malloc(0, 0), lambda: acl.rt.malloc(1.5, 0), lambda: acl.rt.malloc(None, 0),
+    lambda: acl.rt.malloc(-1, 0), lambda: acl.rt.malloc(2 * CAPACITY, 0),
+    lambda: acl.rt.malloc(100, acl.ACL_MEM_MALLOC_HUGE1G_ONLY),
+    lambda: acl.rt.malloc(100, -1), lambda: acl.rt.malloc_cached(100, 3),
+    lambda: acl.rt.malloc_with_cfg(100, 0, {9: 1}), lambda: acl.rt.malloc_with_cfg(100, 0, {1: 16}),
+    lambda: acl.rt.free(0), lambda: acl.rt.free("x"), lambda: acl.rt.free(0x1234),
+    lambda: acl.rt.free(device_base(0) + 8), lambda: acl.rt.get_mem_info(99),
+    lambda: acl.rt.set_device(5), lambda: acl.rt.check_mem_type([], 2, 0),
+    lambda: acl.rt.memset(0, 10, 1, 10), lambda: acl.rt.memcpy(0x1234, 10, 0x5678, 10, 1),
+    lambda: acl.rt.memcpy(device_base(0), 10, device_base(0) + 64, 20, 3),
+]
+
+
 class AclMachine(RuleBasedStateMachine):
     ptrs = Bundle("ptrs")
 
@@ -143,6 +157,19 @@ class AclMachine(RuleBasedStateMachine):
         expected = 1 if ptr in self.model.live else 0
         if ptr:
             assert acl.rt.check_mem_type([ptr], acl.ACL_RT_MEM_TYPE_DEV, 0) == (expected, 0)
+
+    def snapshot(self):
+        device = self.runtime.current_device()
+        return ([(b.ptr, b.size, b.footprint, b.page) for b in device.blocks()],
+                [acl.rt.get_mem_info(attr) for attr in range(18)], device.usage(),
+                device._serial, device.allocators[device.profile.main_memory].find(64, 64))
+
+    @rule(call=st.sampled_from(BAD_CALLS))
+    def a_failed_call_changes_nothing(self, call):
+        before = self.snapshot()
+        result = call()
+        assert (result if isinstance(result, int) else result[-1]) != 0
+        assert self.snapshot() == before
 
     @invariant()
     def figures_agree(self):
