@@ -36,6 +36,7 @@ __all__ = [
     "Runs",
     "contents_of",
     "fill_view",
+    "zeroed_buffer",
 ]
 
 #: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy).
@@ -164,7 +165,7 @@ class Contents:
         chunk = self.chunks.get(index)
         if chunk is None or isinstance(chunk, int):
             size = self._chunk_len(index)
-            fresh = _anonymous_map(size) if size > _MAP_FROM else bytearray(size)
+            fresh = zeroed_buffer(size)
             if chunk:
                 fill_view(memoryview(fresh), chunk)
             self.chunks[index] = chunk = fresh
@@ -220,6 +221,12 @@ def fill_view(out: memoryview, value: int) -> None:
         out[at:at + SLAB_BYTES] = pattern
     at = (n - 1) // SLAB_BYTES * SLAB_BYTES
     out[at:] = pattern[:n - at]
+
+
+def zeroed_buffer(size: int) -> bytearray | mmap.mmap:
+    """``size`` zero bytes: a bytearray when small, else an anonymous memory map (which the
+    OS backs page by page on first touch, so untouched pages cost no host memory)."""
+    return _anonymous_map(size) if size > _MAP_FROM else bytearray(size)
 
 
 def _anonymous_map(size: int) -> object:
