@@ -174,8 +174,9 @@ class Registration(_HostRegion):
         Walks from the registered object to the object that owns the memory (a numpy view's
         ``base``, a memoryview's ``obj``): each link is held once by the link before it (the
         first by ``obj``), so any further reference (user code, another view of the same
-        array) means the memory is still held. Counts per link: the holder, the local
-        variable, and getrefcount's own argument. Immortal objects (CPython 3.12+) never look
+        array) means the memory is still held (views of one array registered separately
+        hold its owner for each other: a missed report, never a false one). Counts per
+        link: the holder, the local variable, and getrefcount's own argument. Immortal objects (CPython 3.12+) never look
         orphaned.
         """
         obj = self.obj
