@@ -176,8 +176,8 @@ class Registration(_HostRegion):
         first by ``obj``), so any further reference (user code, another view of the same
         array) means the memory is still held (views of one array registered separately
         hold its owner for each other: a missed report, never a false one). Counts per
-        link: the holder, the local variable, and getrefcount's own argument. Immortal objects (CPython 3.12+) never look
-        orphaned.
+        link: the holder, the local variable, and getrefcount's own argument. Immortal
+        objects (CPython 3.12+) never look orphaned.
         """
         obj = self.obj
         while obj is not None:
