@@ -1,7 +1,7 @@
 """What device memory holds: sparse byte storage per block, and the copies that move bytes.
 
 A device block's bytes live in a :class:`Contents`, made on the first write: one chunk for a
-block of up to 64 MiB (so a memcpy of a whole block is one copy), 64 MiB chunks beyond that.
+block of up to 1 GiB (so a memcpy of a whole block is one copy), 64 MiB chunks beyond that.
 Big chunks are anonymous memory maps, which the operating system backs page by page on first
 touch, so a 60 GB allocation with a few MB written costs the host about what was written. A
 chunk filled whole by ``memset`` is kept as one int (the fill byte) until partly overwritten.
@@ -39,12 +39,12 @@ __all__ = [
     "zeroed_buffer",
 ]
 
-#: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy).
-#: DECISION: no larger than a chunk, so a small write into a block that a memset filled
-#: whole (kept as an int) makes at most one 64 MiB chunk, not the whole block.
-DENSE_LIMIT = 1 << 26
+#: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy: one big
+#: copy is markedly faster than the same bytes in 64 MiB pieces).
+DENSE_LIMIT = 1 << 30
 #: Larger blocks are cut into chunks of this many bytes, each made on first write.
 CHUNK_BYTES = 1 << 26
+_CHUNK_SHIFT = CHUNK_BYTES.bit_length() - 1
 #: Fills and zeroings go in slabs of this many bytes (one pattern buffer per call), so no
 #: temporary grows with the size of the access.
 SLAB_BYTES = 1 << 20
@@ -110,9 +110,11 @@ class Contents:
     A block whose footprint is at most :data:`DENSE_LIMIT` is one chunk; a larger one is cut
     into :data:`CHUNK_BYTES` chunks. Chunks are made on the first write that touches them;
     big ones are anonymous memory maps, so even inside a chunk only touched pages cost host
-    memory. A chunk that a memset fills whole is kept as one int until partly overwritten.
-    DECISION: bytes never written read as zeros (the hardware gives whatever was there; the
-    sanitizer's initcheck reports such reads).
+    memory. A chunk that a memset fills whole is kept as one int until partly overwritten
+    (a one-chunk block bigger than a chunk is cut into chunks first, see :meth:`fill`), and
+    fills go in slabs, so no temporary grows with the block. DECISION: bytes never written
+    read as zeros (the hardware gives whatever was there; the sanitizer's initcheck reports
+    such reads).
     """
 
     __slots__ = ("chunks", "limit", "shift", "written")
@@ -120,7 +122,7 @@ class Contents:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.shift = (max(limit - 1, 1).bit_length() if limit <= DENSE_LIMIT
-                      else CHUNK_BYTES.bit_length() - 1)
+                      else _CHUNK_SHIFT)
         #: chunk index -> buffer (bytearray or mmap), or an int: the chunk is that byte
         self.chunks: dict[int, object] = {}
         self.written = Runs()
@@ -179,15 +181,37 @@ class Contents:
             self.written.add(offset, offset + len(data))
 
     def fill(self, offset: int, count: int, value: int) -> None:
-        """Set ``count`` bytes from ``offset`` to ``value`` (0..255); whole chunks stay ints."""
+        """Set ``count`` bytes from ``offset`` to ``value`` (0..255); whole chunks stay ints.
+
+        O(bytes / chunk) steps plus the bytes of partly filled chunks.
+        """
+        if value and count >= CHUNK_BYTES and self.shift > _CHUNK_SHIFT:
+            self._split()
         chunks = self.chunks
         for _, index, lo, take in self._pieces(offset, count):
+            chunk = chunks.get(index)
             if lo == 0 and take == self._chunk_len(index):
                 chunks[index] = value
+            elif (chunk is None or isinstance(chunk, int)) and (chunk or 0) == value:
+                continue  # the chunk already reads as value
             else:
                 fill_view(self._materialise(index)[lo:lo + take], value)
         if count:
             self.written.add(offset, offset + count)
+
+    def _split(self) -> None:
+        """Cut a one-chunk block not yet made into a buffer into :data:`CHUNK_BYTES` chunks.
+
+        DECISION: a big non-zero fill of a one-chunk block bigger than a chunk leaves whole
+        64 MiB chunks as ints, so it (and a later small write) costs at most two partly
+        filled chunks, not the block. A block already made into a buffer stays one chunk.
+        """
+        chunk = self.chunks.get(0)
+        if chunk is not None and not isinstance(chunk, int):
+            return
+        self.shift = _CHUNK_SHIFT
+        count = -(-self.limit >> _CHUNK_SHIFT)
+        self.chunks = {} if chunk is None else dict.fromkeys(range(count), chunk)
 
     def copy_from(self, source: Contents | None, src_off: int, dst_off: int,
                   count: int) -> None:

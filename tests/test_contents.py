@@ -119,6 +119,19 @@ def test_reads_of_unwritten_and_filled_chunks_build_no_big_temporary():
     assert out.count(5) == 8 and out.count(0) == CHUNK_BYTES - 4
 
 
+def test_big_fills_of_a_one_chunk_block_match_a_model():
+    c = Contents(GiB - 4096)
+    c.fill(3, GiB - 4096 - 10, 7)
+    assert c.materialised_bytes() <= 2 * CHUNK_BYTES
+    c.write(CHUNK_BYTES * 5 + 1, memoryview(b"xyz"))
+    c.fill(CHUNK_BYTES - 1, 2, 0)
+    for at, want in ((0, b"\x00\x00\x00\x07"), (CHUNK_BYTES - 2, b"\x07\x00\x00\x07"),
+                     (CHUNK_BYTES * 5, b"\x07xyz\x07"), (GiB - 4096 - 9, b"\x07\x07\x00")):
+        assert c.read(at, len(want)) == want
+    assert c.materialised_bytes() <= 3 * CHUNK_BYTES
+    assert c.written.runs() == [(3, GiB - 4096 - 7)]
+
+
 def test_device_to_device_copies_go_chunk_to_chunk():
     with Runtime("A2", hbm_bytes=2 * GiB, sanitizer="off") as rt:
         rt.set_device(0)
