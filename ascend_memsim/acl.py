@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import host as _host
+from ._checks import as_int
 from .constants import FLAT_NAMES
 from .errors import AclError
 from .runtime import acl_finalize, acl_init, current_runtime
@@ -287,10 +288,17 @@ _app_logger = logging.getLogger("acl.app")
 _APP_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
 
 
-def app_log(level: int, message: str) -> None:
+def app_log(level: int, message: str) -> int | None:
     """ACL_APP_LOG: log ``message`` at level 0 DEBUG, 1 INFO, 2 WARNING, 3 ERROR (returns
-    nothing, as pyacl) to the Python logger ``acl.app``. DECISION: other levels log as ERROR."""
-    _app_logger.log(_APP_LEVELS.get(level, logging.ERROR), "%s", message)
+    nothing, as pyacl) to the Python logger ``acl.app``. DECISION: other int levels log as
+    ERROR; a level that is not an int logs nothing and returns ACL_ERROR_INVALID_PARAM."""
+    try:
+        number = as_int(level, "level", None, None)
+    except AclError as error:
+        _last.message = str(error)
+        return int(error.code)
+    _app_logger.log(_APP_LEVELS.get(number, logging.ERROR), "%s", message)
+    return None
 
 # The names above live on acl.rt; keep the module namespace as pyacl's.
 for _name in (*rt.__all__, *util.__all__, *media.__all__):

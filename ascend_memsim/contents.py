@@ -35,12 +35,19 @@ __all__ = [
     "DeviceRegion",
     "Runs",
     "contents_of",
+    "fill_view",
+    "zeroed_buffer",
 ]
 
-#: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy).
+#: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy: one big
+#: copy is markedly faster than the same bytes in 64 MiB pieces).
 DENSE_LIMIT = 1 << 30
 #: Larger blocks are cut into chunks of this many bytes, each made on first write.
 CHUNK_BYTES = 1 << 26
+_CHUNK_SHIFT = CHUNK_BYTES.bit_length() - 1
+#: Fills and zeroings go in slabs of this many bytes (one pattern buffer per call), so no
+#: temporary grows with the size of the access.
+SLAB_BYTES = 1 << 20
 # Chunks up to this size are bytearrays; larger ones are anonymous memory maps, which the
 # operating system backs page by page on first touch (so an untouched page costs nothing).
 _MAP_FROM = 256 << 10
@@ -103,9 +110,11 @@ class Contents:
     A block whose footprint is at most :data:`DENSE_LIMIT` is one chunk; a larger one is cut
     into :data:`CHUNK_BYTES` chunks. Chunks are made on the first write that touches them;
     big ones are anonymous memory maps, so even inside a chunk only touched pages cost host
-    memory. A chunk that a memset fills whole is kept as one int until partly overwritten.
-    DECISION: bytes never written read as zeros (the hardware gives whatever was there; the
-    sanitizer's initcheck reports such reads).
+    memory. A chunk that a memset fills whole is kept as one int until partly overwritten
+    (a one-chunk block bigger than a chunk is cut into chunks first, see :meth:`fill`), and
+    fills go in slabs, so no temporary grows with the block. DECISION: bytes never written
+    read as zeros (the hardware gives whatever was there; the sanitizer's initcheck reports
+    such reads).
     """
 
     __slots__ = ("chunks", "limit", "shift", "written")
@@ -113,7 +122,7 @@ class Contents:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.shift = (max(limit - 1, 1).bit_length() if limit <= DENSE_LIMIT
-                      else CHUNK_BYTES.bit_length() - 1)
+                      else _CHUNK_SHIFT)
         #: chunk index -> buffer (bytearray or mmap), or an int: the chunk is that byte
         self.chunks: dict[int, object] = {}
         self.written = Runs()
@@ -143,10 +152,8 @@ class Contents:
         chunks = self.chunks
         for pos, index, lo, take in self._pieces(offset, len(out)):
             chunk = chunks.get(index)
-            if chunk is None:
-                out[pos:pos + take] = bytes(take)
-            elif isinstance(chunk, int):
-                out[pos:pos + take] = bytes((chunk,)) * take
+            if chunk is None or isinstance(chunk, int):
+                fill_view(out[pos:pos + take], chunk or 0)
             else:
                 out[pos:pos + take] = memoryview(chunk)[lo:lo + take]
 
@@ -160,9 +167,9 @@ class Contents:
         chunk = self.chunks.get(index)
         if chunk is None or isinstance(chunk, int):
             size = self._chunk_len(index)
-            fresh = _anonymous_map(size) if size > _MAP_FROM else bytearray(size)
+            fresh = zeroed_buffer(size)
             if chunk:
-                memoryview(fresh)[:] = bytes((chunk,)) * size
+                fill_view(memoryview(fresh), chunk)
             self.chunks[index] = chunk = fresh
         return memoryview(chunk)
 
@@ -174,15 +181,76 @@ class Contents:
             self.written.add(offset, offset + len(data))
 
     def fill(self, offset: int, count: int, value: int) -> None:
-        """Set ``count`` bytes from ``offset`` to ``value`` (0..255); whole chunks stay ints."""
+        """Set ``count`` bytes from ``offset`` to ``value`` (0..255); whole chunks stay ints.
+
+        O(bytes / chunk) steps plus the bytes of partly filled chunks.
+        """
+        if value and count >= CHUNK_BYTES and self.shift > _CHUNK_SHIFT:
+            self._split()
         chunks = self.chunks
         for _, index, lo, take in self._pieces(offset, count):
+            chunk = chunks.get(index)
             if lo == 0 and take == self._chunk_len(index):
                 chunks[index] = value
+            elif (chunk is None or isinstance(chunk, int)) and (chunk or 0) == value:
+                continue  # the chunk already reads as value
             else:
-                self._materialise(index)[lo:lo + take] = bytes((value,)) * take
+                fill_view(self._materialise(index)[lo:lo + take], value)
         if count:
             self.written.add(offset, offset + count)
+
+    def _split(self) -> None:
+        """Cut a one-chunk block not yet made into a buffer into :data:`CHUNK_BYTES` chunks.
+
+        DECISION: a big non-zero fill of a one-chunk block bigger than a chunk leaves whole
+        64 MiB chunks as ints, so it (and a later small write) costs at most two partly
+        filled chunks, not the block. A block already made into a buffer stays one chunk.
+        """
+        chunk = self.chunks.get(0)
+        if chunk is not None and not isinstance(chunk, int):
+            return
+        self.shift = _CHUNK_SHIFT
+        count = -(-self.limit >> _CHUNK_SHIFT)
+        self.chunks = {} if chunk is None else dict.fromkeys(range(count), chunk)
+
+    def copy_from(self, source: Contents | None, src_off: int, dst_off: int,
+                  count: int) -> None:
+        """Copy ``count`` bytes at ``src_off`` of ``source`` (None: a block never written,
+        all zeros) to ``dst_off``, chunk to chunk without a whole-size temporary.
+
+        Overlapping ranges of one block behave as memmove (through one temporary).
+        O(bytes / chunk) steps.
+        """
+        if source is self and src_off < dst_off + count and dst_off < src_off + count:
+            self.write(dst_off, memoryview(self.read(src_off, count)))
+            return
+        for pos, index, lo, take in self._pieces(dst_off, count):
+            out = self._materialise(index)[lo:lo + take]
+            if source is None:
+                fill_view(out, 0)
+            else:
+                source.read_into(src_off + pos, out)
+        if count:
+            self.written.add(dst_off, dst_off + count)
+
+
+def fill_view(out: memoryview, value: int) -> None:
+    """Set every byte of ``out`` to ``value`` (0..255), in slabs of :data:`SLAB_BYTES`."""
+    n = len(out)
+    if n <= SLAB_BYTES:
+        out[:] = bytes((value,)) * n if value else bytes(n)
+        return
+    pattern = bytes((value,)) * SLAB_BYTES if value else bytes(SLAB_BYTES)
+    for at in range(0, n - SLAB_BYTES, SLAB_BYTES):
+        out[at:at + SLAB_BYTES] = pattern
+    at = (n - 1) // SLAB_BYTES * SLAB_BYTES
+    out[at:] = pattern[:n - at]
+
+
+def zeroed_buffer(size: int) -> bytearray | mmap.mmap:
+    """``size`` zero bytes: a bytearray when small, else an anonymous memory map (which the
+    OS backs page by page on first touch, so untouched pages cost no host memory)."""
+    return _anonymous_map(size) if size > _MAP_FROM else bytearray(size)
 
 
 def _anonymous_map(size: int) -> object:
@@ -207,6 +275,12 @@ def contents_of(block: Block) -> Contents:
     if contents is None:
         contents = extra["contents"] = Contents(block.footprint)
     return contents
+
+
+def _contents_if_any(block: Block) -> Contents | None:
+    """The block's :class:`Contents`, or None when nothing was ever written to it."""
+    extra = block.extra
+    return None if extra is None else extra.get("contents")
 
 
 class DeviceRegion:
@@ -250,9 +324,9 @@ class DeviceRegion:
         return
 
     def read_into(self, offset: int, out: memoryview) -> None:
-        contents = self.block.extra.get("contents") if self.block.extra else None
+        contents = _contents_if_any(self.block)
         if contents is None:
-            out[:] = bytes(len(out))
+            fill_view(out, 0)
         else:
             contents.read_into(offset, out)
 
@@ -267,9 +341,13 @@ class DeviceRegion:
     def fill(self, offset: int, count: int, value: int) -> None:
         contents_of(self.block).fill(offset, count, value)
 
+    def copy_from(self, source: DeviceRegion, src_off: int, dst_off: int, count: int) -> None:
+        """Copy device bytes from another (or this) device block, chunk to chunk."""
+        contents_of(self.block).copy_from(_contents_if_any(source.block), src_off, dst_off,
+                                          count)
+
     def first_gap(self, offset: int, count: int) -> tuple[int, int] | None:
-        extra = self.block.extra
-        contents = None if extra is None else extra.get("contents")
+        contents = _contents_if_any(self.block)
         if contents is None:
             return offset, offset + count
         return contents.written.first_gap(offset, offset + count)
@@ -388,6 +466,22 @@ class DataPlane:
                     sanitizer.uninitialized_read(call, addr, count, region, gap)
         return region, offset
 
+    @staticmethod
+    def check_p2p(call: str, src_region, dst_region) -> None:
+        """Refuse a copy between two devices unless both blocks are P2P memory.
+
+        Raises:
+            InvalidRuntimeParam: DECISION: copies between devices need P2P blocks at both
+                ends (107000), for aclrtMemcpy and aclrtMemcpyAsync alike.
+        """
+        if src_region.host or dst_region.host:
+            return
+        a, b = src_region.block, dst_region.block
+        if a.device_id != b.device_id and not (a.p2p and b.p2p):
+            raise InvalidRuntimeParam(
+                f"{call}: device {a.device_id} to device {b.device_id} needs P2P memory "
+                f"at both ends (a *_P2P policy); got {a.describe()} and {b.describe()}")
+
     # -- operations ---------------------------------------------------------------------------
 
     def memcpy(self, dst: object, dest_max: object, src: object, count: object, kind: object,
@@ -412,21 +506,16 @@ class DataPlane:
         with self.lock:
             src_region, src_off = self.resolve(call, src, count, write=False)
             dst_region, dst_off = self.resolve(call, dst, count, write=True)
-            if not (src_region.host or dst_region.host):
-                a, b = src_region.block, dst_region.block
-                if a.device_id != b.device_id and not (a.p2p and b.p2p):
-                    # DECISION: copies between devices need P2P blocks at both ends (107000).
-                    raise InvalidRuntimeParam(
-                        f"{call}: device {a.device_id} to device {b.device_id} needs P2P memory "
-                        f"at both ends (a *_P2P policy); got {a.describe()} and {b.describe()}")
+            self.check_p2p(call, src_region, dst_region)
             out = dst_region.view(dst_off, count)
             if out is not None:
                 src_region.read_into(src_off, out)
             else:
                 source = src_region.source(src_off, count)
-                if source is None:
-                    source = memoryview(src_region.read(src_off, count))
-                dst_region.write(dst_off, source)
+                if source is not None:
+                    dst_region.write(dst_off, source)
+                else:
+                    dst_region.copy_from(src_region, src_off, dst_off, count)
         self._emit((dst_region, src_region), "memcpy", dst=dst, src=src, count=count,
                    kind=kind, stream=stream)
 
@@ -459,10 +548,7 @@ class DataPlane:
                 device = runtime._devices.get(region.block.device_id)
                 break
         else:
-            number = getattr(runtime._local, "device", None)
-            if number is None:
-                number = runtime.default_device
-            device = runtime._devices.get(number) if number is not None else None
+            device = runtime.current_device_or_none()
         if device is not None and device.observers:
             for observer in list(device.observers):
                 observer(event, device, info)

@@ -14,8 +14,8 @@ __all__ = [
     "AclError", "InvalidArgument", "TraceFormatError", "InvalidArgumentType", "NotInitialized",
     "AlreadyInitialized", "AlreadyFinalized", "InvalidRuntimeParam", "InvalidPointer",
     "InvalidDevice", "DeviceNotSet", "InvalidMemoryType", "FeatureNotSupported",
-    "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle", "InternalError", "SanitizerError",
-    "error_classes",
+    "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle", "StreamContextMismatch",
+    "InternalError", "SanitizerError", "error_classes",
 ]
 
 
@@ -118,6 +118,12 @@ class InvalidHandle(AclError, ValueError):
     """A stream, context or other handle that does not exist or was destroyed."""
 
     code = ErrorCode.RT_INVALID_HANDLE
+
+
+class StreamContextMismatch(AclError, ValueError):
+    """Work queued on a stream of another device than the calling thread's current one."""
+
+    code = ErrorCode.RT_STREAM_CONTEXT
 
 
 class InternalError(AclError, RuntimeError):

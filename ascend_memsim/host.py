@@ -22,17 +22,24 @@ simulator does too, through ctypes at the object's verified data address.
 from __future__ import annotations
 
 import ctypes
+import operator
 import sys
 import threading
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from ._checks import as_size
+from ._checks import as_int, as_ptr, as_size
 from .allocator import Allocator
-from .contents import Runs
+from .contents import Runs, fill_view, zeroed_buffer
 from .device import DEVICE_SPAN
-from .errors import InternalError, InvalidArgumentType, InvalidPointer, OutOfHostMemory
+from .errors import (
+    InternalError,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidPointer,
+    OutOfHostMemory,
+)
 from .sites import capture_site
 
 __all__ = [
@@ -91,18 +98,22 @@ class _HostRegion:
         self.view(offset, len(data))[:] = data
 
     def fill(self, offset: int, count: int, value: int) -> None:
-        self.view(offset, count)[:] = bytes((value,)) * count
+        fill_view(self.view(offset, count), value)
 
 
 @dataclass(eq=False)
 class HostBlock(_HostRegion):
-    """An aclrtMallocHost block: real host bytes, 64-byte aligned."""
+    """An aclrtMallocHost block: real host bytes, 64-byte aligned.
+
+    ``buf`` is an anonymous memory map for a big block (the OS backs it page by page on first
+    touch, as device contents are), a bytearray for a small one.
+    """
 
     ptr: int
     size: int
     footprint: int
     serial: int
-    buf: bytearray = field(repr=False)
+    buf: bytearray | object = field(repr=False)
     written: Runs = field(default_factory=Runs, repr=False)
     extra: dict | None = field(default=None, repr=False)
 
@@ -126,35 +137,63 @@ class HostBlock(_HostRegion):
 
 @dataclass(eq=False)
 class Registration(_HostRegion):
-    """A host buffer (bytes, bytearray, numpy array) that user code handed in."""
+    """A host buffer (bytes, bytearray, numpy array) that user code handed in.
+
+    ``span`` is the buffer's length when it was registered (the addresses reserved for it);
+    ``size`` is what of it still exists: a bytearray can shrink after registration, and an
+    access past its current length is out of bounds.
+    """
 
     ptr: int
-    size: int
+    span: int
     obj: object = field(repr=False)
     kind: str = "bytes"
     serial: int = 0
     extra: dict | None = field(default=None, repr=False)
 
     @property
+    def size(self) -> int:
+        obj = self.obj
+        if obj is None:
+            return self.span
+        now = len(obj) if isinstance(obj, (bytes, bytearray)) else obj.nbytes
+        return min(now, self.span)
+
+    @property
     def limit(self) -> int:
         return self.size
 
     def describe(self) -> str:
-        return f"{self.size}-byte registered host buffer at {self.ptr:#x} ({self.kind})"
+        size = self.size
+        now = f", now {size} bytes long" if size != self.span else ""
+        return f"{self.span}-byte registered host buffer at {self.ptr:#x} ({self.kind}{now})"
 
     def orphaned(self) -> bool:
-        """True when only the registration still refers to the buffer (user code dropped it).
+        """True when nothing but the registration keeps the buffer's memory alive.
 
-        Counts: the ``obj`` attribute, and getrefcount's own argument. Immortal objects
-        (CPython 3.12+) never look orphaned.
+        Walks from the registered object to the object that owns the memory (a numpy view's
+        ``base``, a memoryview's ``obj``): each link is held once by the link before it (the
+        first by ``obj``), so any further reference (user code, another view of the same
+        array) means the memory is still held (views of one array registered separately
+        hold its owner for each other: a missed report, never a false one). Counts per
+        link: the holder, the local variable, and getrefcount's own argument. Immortal
+        objects (CPython 3.12+) never look orphaned.
         """
-        return sys.getrefcount(self.obj) <= 2
+        obj = self.obj
+        while obj is not None:
+            if sys.getrefcount(obj) > 3:
+                return False
+            obj = _memory_owner(obj)
+        return True
 
     def _memory(self) -> memoryview:
         obj = self.obj
         if type(obj) is bytes:
-            # Real pyacl writes into the bytes object's buffer; so do we (bounds: self.size).
-            array = (ctypes.c_char * self.size).from_address(id(obj) + _BYTES_DATA_OFFSET)
+            # Real pyacl writes into the bytes object's buffer; so do we (bounds: self.span).
+            # The ctypes array holds the bytes object, so a view made from it (ptr_to_numpy)
+            # keeps the object alive, and the registration is not orphaned while it lives.
+            array = (ctypes.c_char * self.span).from_address(id(obj) + _BYTES_DATA_OFFSET)
+            array.keep = obj
             return memoryview(array).cast("B")
         return memoryview(obj).cast("B")
 
@@ -167,6 +206,18 @@ class Registration(_HostRegion):
     def first_gap(self, offset: int, count: int) -> None:
         """A buffer user code made counts as written throughout."""
         return
+
+
+def _memory_owner(obj: object) -> object:
+    """The object a numpy view or memoryview takes its memory from, or None."""
+    if isinstance(obj, memoryview):
+        try:
+            return obj.obj
+        except ValueError:  # released
+            return None
+    if type(obj).__name__ == "ndarray":
+        return obj.base
+    return None
 
 
 def _bytes_address(obj: bytes) -> int:
@@ -215,14 +266,15 @@ class HostMemory:
         """
         size = as_size(size)
         footprint = -(-size // HOST_ALIGN) * HOST_ALIGN
-        try:
-            buf = bytearray(footprint)
-        except (MemoryError, OverflowError):
-            raise OutOfHostMemory(f"cannot allocate {size} bytes of host memory") from None
         with self.lock:
             ptr = self.allocator.allocate(footprint, HOST_ALIGN)
             if ptr is None:
                 raise OutOfHostMemory(f"the simulated host window has no {footprint} free bytes")
+            try:
+                buf = zeroed_buffer(footprint)
+            except (MemoryError, OverflowError, OSError, ValueError):
+                self.allocator.release(ptr)
+                raise OutOfHostMemory(f"cannot allocate {size} bytes of host memory") from None
             self._serial += 1
             block = HostBlock(ptr, size, footprint, self._serial, buf)
             if self.record_sites:
@@ -272,8 +324,11 @@ class HostMemory:
             raise InvalidArgumentType(f"expected bytes, bytearray or numpy.ndarray, got {kind}")
         with self.lock:
             found = self._by_id.get(id(obj))
-            if found is not None and found.obj is obj and found.size == size:
-                return found
+            if found is not None and found.obj is obj:
+                if found.span == size:
+                    return found
+                # The buffer changed length since (a bytearray): the old registration is stale.
+                self.unregister(found)
             if len(self._by_id) >= self._sweep_at:
                 self.sweep()
             ptr = self._next_reg
@@ -317,7 +372,8 @@ class HostMemory:
             if not i:
                 return None
             region = self._regions[self._starts[i - 1]]
-            if addr >= region.ptr + max(region.limit, 1):
+            span = region.span if isinstance(region, Registration) else region.limit
+            if addr >= region.ptr + max(span, 1):
                 return None
             if isinstance(region, Registration) and region.orphaned():
                 self.unregister(region)
@@ -388,21 +444,21 @@ def numpy_to_ptr(runtime, array: object) -> int:
         raise InvalidArgumentType(f"numpy_to_ptr takes a numpy.ndarray, got "
                                   f"{type(array).__name__}")
     if not array.flags["C_CONTIGUOUS"]:
-        import numpy
-
-        array = numpy.ascontiguousarray(array)
+        array = array.copy(order="C")
     return runtime.host.register(array).ptr
 
 
 def _host_region(runtime, call: str, ptr: object, size: int, write: bool):
-    from ._checks import as_ptr
-
+    """(region, offset) of host memory at ``ptr``; device memory is refused before the
+    sanitizer looks at the access (nothing is read, so there is nothing to report)."""
     ptr = as_ptr(ptr)
-    region, offset = runtime.data.resolve(call, ptr, size, write=write)
-    if not region.host:
-        raise InvalidPointer(f"{call}: {ptr:#x} is device memory; the host cannot read it "
-                             f"directly (copy it with memcpy first)")
-    return region, offset
+    data = runtime.data
+    with data.lock:
+        region = data.region_at(ptr)
+        if region is not None and not region.host:
+            raise InvalidPointer(f"{call}: {ptr:#x} is device memory; the host cannot read it "
+                                 f"directly (copy it with memcpy first)")
+        return data.resolve(call, ptr, size, write=write)
 
 
 def ptr_to_bytes(runtime, ptr: object, size: object) -> bytes:
@@ -411,8 +467,6 @@ def ptr_to_bytes(runtime, ptr: object, size: object) -> bytes:
     Raises:
         InvalidPointer: not inside a live host block or registered buffer, or past its end.
     """
-    from ._checks import as_int
-
     size = as_int(size, "size")
     if size == 0:
         return b""
@@ -429,21 +483,27 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     Raises:
         InvalidArgument: an unknown type code or a bad shape. InvalidPointer: as ptr_to_bytes.
     """
-    import numpy
+    import numpy  # optional: only this conversion needs it
 
-    from ._checks import as_int
-    from .errors import InvalidArgument
-
-    if isinstance(type_code, int) and not isinstance(type_code, bool):
-        if type_code not in NPY_TYPES:
-            raise InvalidArgument(f"type code {type_code} is not one of {sorted(NPY_TYPES)}")
-        dtype = numpy.dtype(NPY_TYPES[type_code])
+    code = _index_or_none(type_code)
+    if code is not None:
+        if code not in NPY_TYPES:
+            raise InvalidArgument(f"type code {code} is not one of {sorted(NPY_TYPES)}")
+        dtype = numpy.dtype(NPY_TYPES[code])
     else:
         try:
             dtype = numpy.dtype(type_code)
         except TypeError:
             raise InvalidArgument(f"{type_code!r} is not a numpy type") from None
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    length = _index_or_none(shape)
+    if length is not None:
+        dims = (length,)
+    else:
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            raise InvalidArgument(f"shape {shape!r} is neither an int nor a sequence of "
+                                  f"ints") from None
     count = 1
     for i, d in enumerate(dims):
         count *= as_int(d, f"shape[{i}]")
@@ -452,3 +512,13 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
         return numpy.empty(dims, dtype)
     region, offset = _host_region(runtime, "ptr_to_numpy", ptr, size, write=True)
     return numpy.frombuffer(region.view(offset, size), dtype=dtype).reshape(dims)
+
+
+def _index_or_none(value: object) -> int | None:
+    """``value`` as an int when it is one (numpy integers too, not bool), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None

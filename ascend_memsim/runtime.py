@@ -322,6 +322,15 @@ class Runtime:
                                "first")
         return self._devices[number]
 
+    def current_device_or_none(self) -> Device | None:
+        """The calling thread's current :class:`Device`, or None when it has none."""
+        number = getattr(self._local, "device", None)
+        if number is None:
+            number = self.default_device
+        if number is None or number not in self._refs:
+            return None
+        return self._devices[number]
+
     # -- allocation ----------------------------------------------------------------------------
 
     def malloc(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:

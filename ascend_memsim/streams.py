@@ -13,9 +13,17 @@ DECISIONs (the vendor documents no code for these in the sources read):
 * a queued operation that fails when it runs makes the synchronising call return its error
   (the first one); the rest of the queue still runs;
 * ``synchronize_device`` runs the work of all the device's streams in submission order;
-* ``destroy_stream`` runs the stream's queued work first; ``reset_device`` (last reference)
-  discards the device's streams and their queued work;
-* stream 0 (or None) is the default stream of the current device;
+* ``destroy_stream`` runs the stream's queued work first, and so does ``destroy_context`` for
+  the streams of the context (a destroy never loses work silently); ``reset_device`` (last
+  reference) discards the device's streams and their queued work;
+* stream 0 (or None) is the default stream of the current device; a handle is checked as an
+  int first (bool, float: ACL_ERROR_INVALID_PARAM 100000);
+* queuing work on a stream of another device than the current one is
+  ACL_ERROR_RT_STREAM_CONTEXT (107003); synchronising or destroying it is allowed (the
+  stream names its device);
+* queued work runs under one lock per runtime, so work on a stream runs in submission order
+  even when several threads synchronise it, and a synchronising call returns only after all
+  earlier work on its streams has run.
 * each device has a default context; ``create_context`` takes a device reference as
   ``set_device`` does and ``destroy_context`` drops it.
 """
@@ -29,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ._checks import as_int
-from .errors import AclError, InvalidHandle
+from .errors import AclError, InvalidHandle, StreamContextMismatch
 
 __all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Streams"]
 
@@ -79,12 +87,19 @@ class Context:
 class Streams:
     """The streams and contexts of one runtime, and the work queued on them.
 
-    Thread-safe: one lock guards the tables; queued work runs outside it, in order.
+    Thread-safe: ``lock`` guards the tables; queued work runs outside it, under ``run_lock``.
+    DECISION: one run lock for all streams rather than one per stream: ``synchronize_device``
+    merges several streams by submission order, and per-stream locks would have to be taken
+    several at a time (a deadlock when an observer running inside one operation synchronises
+    another stream); the byte moves are serialised by the data plane's lock anyway, so a
+    single lock costs no parallelism.
     """
 
     def __init__(self, runtime) -> None:
         self.runtime = runtime
         self.lock = threading.RLock()
+        #: held while queued work is taken and run (reentrant: an observer may synchronise)
+        self.run_lock = threading.RLock()
         self._streams: dict[int, Stream] = {}
         self._defaults: dict[int, Stream] = {}
         self._contexts: dict[int, Context] = {}
@@ -101,17 +116,17 @@ class Streams:
         """The live stream for ``handle`` (0 or None: the current device's default stream).
 
         Raises:
+            InvalidArgumentType: not an int (bool, float, str, an array).
             InvalidHandle: unknown or destroyed. DeviceNotSet: no current device.
         """
-        if handle is None or (isinstance(handle, int) and not isinstance(handle, bool)
-                              and handle == 0):
+        number = 0 if handle is None else as_int(handle, "stream")
+        if number == 0:
             device_id = self.runtime.current_device().device_id
             with self.lock:
                 stream = self._defaults.get(device_id)
                 if stream is None:
                     stream = self._defaults[device_id] = Stream(0, device_id, 0)
                 return stream
-        number = as_int(handle, "stream")
         stream = self._streams.get(number)
         if stream is None or stream.destroyed:
             raise InvalidHandle(f"stream {number:#x} does not exist or was destroyed")
@@ -130,10 +145,11 @@ class Streams:
         """aclrtDestroyStream: run the stream's queued work, then destroy it.
 
         Raises:
+            InvalidArgumentType: not an int.
             InvalidHandle: unknown, destroyed, or the default stream (0).
             AclError: the first queued operation that failed.
         """
-        if handle is None or handle == 0:
+        if handle is None or as_int(handle, "stream") == 0:
             raise InvalidHandle("the default stream cannot be destroyed")
         stream = self.stream(handle)
         try:
@@ -166,25 +182,31 @@ class Streams:
         self._run(streams)
 
     def _run(self, streams: list[Stream]) -> None:
-        with self.lock:
-            queues = [s.queue for s in streams if s.queue]
-            if not queues:
-                return
-            work = list(heapq.merge(*queues, key=lambda op: op.seq))
-            for s in streams:
-                s.queue = []
-            self.pending -= len(work)
-        first: AclError | None = None
-        running = self._running
-        for op in work:
-            running.op = op
-            try:
-                op.run()
-            except AclError as error:
-                if first is None:
-                    first = error
-            finally:
-                running.op = None
+        """Run the streams' queued work in submission order, under :attr:`run_lock`.
+
+        Another thread already running work on these streams finishes first, so work queued
+        earlier never runs after work queued later.
+        """
+        with self.run_lock:
+            with self.lock:
+                queues = [s.queue for s in streams if s.queue]
+                if not queues:
+                    return
+                work = list(heapq.merge(*queues, key=lambda op: op.seq))
+                for s in streams:
+                    s.queue = []
+                self.pending -= len(work)
+            first: AclError | None = None
+            running = self._running
+            for op in work:
+                previous, running.op = getattr(running, "op", None), op
+                try:
+                    op.run()
+                except AclError as error:
+                    if first is None:
+                        first = error
+                finally:
+                    running.op = previous
         if first is not None:
             raise first
 
@@ -192,14 +214,34 @@ class Streams:
         """The queued operation this thread is running now, if any (for reports)."""
         return getattr(self._running, "op", None)
 
-    def enqueue(self, handle: object, call: str, ranges: tuple[tuple[int, int], ...],
-                run: Callable[[], None]) -> Operation:
-        """Queue ``run`` on the stream; it touches ``ranges``."""
+    def _target(self, handle: object, call: str) -> Stream:
+        """The live stream ``handle`` names, for queuing work from the current device.
+
+        Raises:
+            InvalidHandle: an unknown or destroyed stream.
+            StreamContextMismatch: the stream belongs to another device than the current one.
+        """
         stream = self.stream(handle)
+        current = self.runtime.current_device_or_none()
+        if current is not None and current.device_id != stream.device_id:
+            raise StreamContextMismatch(
+                f"{call}: stream {stream.handle:#x} belongs to device {stream.device_id}, but "
+                f"the current device is {current.device_id}")
+        return stream
+
+    def enqueue(self, handle: object, call: str, ranges: tuple[tuple[int, int], ...],
+                run: Callable[[Stream], None]) -> Operation:
+        """Queue ``run(stream)`` on the stream (a handle or a :class:`Stream`); it touches
+        ``ranges``.
+
+        Raises:
+            InvalidHandle, StreamContextMismatch: see :meth:`_target`.
+        """
+        stream = handle if isinstance(handle, Stream) else self._target(handle, call)
         with self.lock:
             if stream.destroyed:
                 raise InvalidHandle(f"stream {stream.handle:#x} was destroyed")
-            op = Operation(next(self._seq), call, ranges, run)
+            op = Operation(next(self._seq), call, ranges, lambda: run(stream))
             sanitizer = self.runtime.sanitizer
             if sanitizer.on and sanitizer.record_sites:
                 op.site = sanitizer.capture()
@@ -207,27 +249,42 @@ class Streams:
             self.pending += 1
             return op
 
+    def _enqueue_access(self, handle: object, call: str,
+                        accesses: tuple[tuple[int, int, bool], ...],
+                        run: Callable[[Stream], None]) -> None:
+        """Check the stream, then each (address, count, write) access (deferred: liveness and
+        bounds, and the P2P rule for a copy), then queue ``run``; a failed check queues
+        nothing."""
+        stream = self._target(handle, call)
+        data = self.runtime.data
+        with data.lock:
+            regions = [data.resolve(call, addr, count, write=write, deferred=True)[0]
+                       for addr, count, write in accesses]
+            if len(regions) == 2:
+                data.check_p2p(call, regions[0], regions[1])
+        self.enqueue(stream, call, tuple((addr, addr + count) for addr, count, _ in accesses),
+                     run)
+
     def memcpy_async(self, dst: object, dest_max: object, src: object, count: object,
                      kind: object, stream: object = 0) -> None:
         """aclrtMemcpyAsync: check now (as aclrtMemcpy, and the stream), copy at synchronisation.
 
         Raises:
-            InvalidArgument, InvalidRuntimeParam, InvalidPointer: as aclrtMemcpy.
+            InvalidArgument, InvalidRuntimeParam, InvalidPointer: as aclrtMemcpy (including
+                the P2P rule between devices).
             InvalidHandle: an unknown or destroyed stream.
+            StreamContextMismatch: a stream of another device.
         """
         data = self.runtime.data
         checked = data.check_memcpy(dst, dest_max, src, count, kind)
         if checked is None:
             # memory.cpp (newer): count 0 succeeds before any other check.
             return
-        handle = self.stream(stream).handle
         dst, src, count, kind = checked
         call = "aclrtMemcpyAsync"
-        with data.lock:
-            data.resolve(call, src, count, write=False, deferred=True)
-            data.resolve(call, dst, count, write=True, deferred=True)
-        self.enqueue(stream, call, ((src, src + count), (dst, dst + count)),
-                     lambda: data.copy(dst, src, count, kind, call=call, stream=handle))
+        self._enqueue_access(
+            stream, call, ((src, count, False), (dst, count, True)),
+            lambda s: data.copy(dst, src, count, kind, call=call, stream=s.handle))
 
     def memset_async(self, ptr: object, max_count: object, value: object, count: object,
                      stream: object = 0) -> None:
@@ -236,18 +293,16 @@ class Streams:
         Raises:
             InvalidArgument, InvalidRuntimeParam, InvalidPointer: as aclrtMemset.
             InvalidHandle: an unknown or destroyed stream.
+            StreamContextMismatch: a stream of another device.
         """
         data = self.runtime.data
         checked = data.check_memset(ptr, max_count, value, count)
         if checked is None:
             return
-        handle = self.stream(stream).handle
         ptr, count, value = checked
         call = "aclrtMemsetAsync"
-        with data.lock:
-            data.resolve(call, ptr, count, write=True, deferred=True)
-        self.enqueue(stream, call, ((ptr, ptr + count),),
-                     lambda: data.fill(ptr, count, value, call=call, stream=handle))
+        self._enqueue_access(stream, call, ((ptr, count, True),),
+                             lambda s: data.fill(ptr, count, value, call=call, stream=s.handle))
 
     def pending_on(self, start: int, end: int) -> list[Operation]:
         """Queued operations that touch ``[start, end)``. O(queued operations)."""
@@ -297,27 +352,39 @@ class Streams:
         return handle
 
     def destroy_context(self, handle: object) -> None:
-        """aclrtDestroyContext: destroy a context made by create_context (and its streams).
+        """aclrtDestroyContext: run the queued work of the context's streams, then destroy
+        the context and its streams (as :meth:`destroy_stream` does for one stream).
 
         Raises:
             InvalidHandle: unknown, destroyed, or a default context.
+            AclError: the first queued operation that failed (the context is destroyed anyway).
         """
         with self.lock:
             context = self._context(handle)
             if context.default:
                 raise InvalidHandle("a device's default context cannot be destroyed")
-            context.destroyed = True
-            del self._contexts[context.handle]
-            for key, stream in list(self._streams.items()):
-                if stream.context == context.handle:
-                    self.pending -= len(stream.queue)
-                    stream.queue = []
-                    stream.destroyed = True
-                    del self._streams[key]
-        local = self.runtime._local
-        if getattr(local, "context", None) == context.handle:
-            local.context = None
-        self.runtime.reset_device(context.device_id)
+            streams = [s for s in self._streams.values() if s.context == context.handle]
+        try:
+            self._run(streams)
+        finally:
+            with self.lock:
+                if not context.destroyed:
+                    context.destroyed = True
+                    del self._contexts[context.handle]
+                    for key, stream in list(self._streams.items()):
+                        if stream.context == context.handle:
+                            self.pending -= len(stream.queue)
+                            stream.queue = []
+                            stream.destroyed = True
+                            del self._streams[key]
+                    dropped = True
+                else:
+                    dropped = False
+            if dropped:
+                local = self.runtime._local
+                if getattr(local, "context", None) == context.handle:
+                    local.context = None
+                self.runtime.reset_device(context.device_id)
 
     def set_context(self, handle: object) -> None:
         """aclrtSetCurrentContext: make the context (and its device) current on this thread.

@@ -1,7 +1,8 @@
 """Host memory of a simulated 64 GB device with 60 GB allocated and 16 MiB written.
 
 Run: python benchmarks/bench_sparse_rss.py. Prints peak RSS before and after (target: under
-100 MiB in total), for written data in one place and scattered over all blocks.
+100 MiB in total), for written data in one place and scattered over all blocks, and for a
+one-byte write into a 1 GiB block that a memset filled with a non-zero byte.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 # Use the checkout this file lives in, not an installed copy.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ascend_memsim import GiB, MiB, Runtime
+from ascend_memsim import GiB, MallocPolicy, MiB, Runtime
 
 
 def peak_mib() -> float:
@@ -40,7 +41,13 @@ def main() -> None:
         rows.append(("+ 8 MiB more, 2 KiB pieces over all blocks", peak_mib()))
         rt.memset(ptrs[1], 4 * GiB, 0, 4 * GiB)
         rows.append(("+ memset of a whole 4 GiB block", peak_mib()))
-        for ptr in ptrs:
+        # A block just under 1 GiB is one chunk; a non-zero whole-block memset, then one byte.
+        dense = rt.malloc(GiB - 4096, MallocPolicy.NORMAL_ONLY)
+        rt.memset(dense, GiB - 4096, 7, GiB - 4096)
+        rows.append(("+ memset(7) of a whole 1 GiB block", peak_mib()))
+        rt.memset(dense, 1, 1, 1)
+        rows.append(("+ a 1-byte memset into that block", peak_mib()))
+        for ptr in (*ptrs, dense):
             rt.free(ptr)
     print(f"{'state':46} {'peak RSS MiB':>12}")
     for name, mib in rows:

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 
 import pytest
 
@@ -19,7 +20,7 @@ from ascend_memsim import (
     acl,
 )
 from ascend_memsim.constants import ErrorCode
-from ascend_memsim.contents import CHUNK_BYTES, Contents, Runs
+from ascend_memsim.contents import CHUNK_BYTES, Contents, Runs, contents_of
 
 H2D, D2H, D2D, H2H = (MemcpyKind.HOST_TO_DEVICE, MemcpyKind.DEVICE_TO_HOST,
                       MemcpyKind.DEVICE_TO_DEVICE, MemcpyKind.HOST_TO_HOST)
@@ -82,6 +83,79 @@ def test_big_block_is_sparse_and_whole_chunk_fill_costs_nothing():
     # A write across a chunk boundary lands in both chunks.
     c.write(CHUNK_BYTES - 1, memoryview(b"ab"))
     assert c.read(CHUNK_BYTES - 2, 4) == b"\x09ab\x09"
+
+
+def traced_peak(fn) -> int:
+    """Peak bytes the interpreter allocated while ``fn`` ran (memory maps not counted)."""
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_small_write_after_a_whole_block_fill_builds_no_big_temporary():
+    with Runtime("A2", hbm_bytes=2 * GiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        dev = rt.malloc(GiB - 4096, MallocPolicy.NORMAL_ONLY)
+        footprint = rt.block(dev).footprint
+        rt.memset(dev, footprint, 7, footprint)
+        peak = traced_peak(lambda: rt.memset(dev, 1, 1, 1))
+        assert peak < 4 * MiB, f"{peak} bytes"
+        assert contents_of(rt.block(dev)).materialised_bytes() <= CHUNK_BYTES
+        assert get(rt, dev, 3) == b"\x01\x07\x07"
+        assert get(rt, dev + footprint - 2, 2) == b"\x07\x07"
+
+
+def test_reads_of_unwritten_and_filled_chunks_build_no_big_temporary():
+    c = Contents(32 * CHUNK_BYTES)
+    c.fill(CHUNK_BYTES, CHUNK_BYTES, 5)
+    assert c.materialised_bytes() == 0
+    out = bytearray(CHUNK_BYTES + 4)
+    peak = traced_peak(lambda: c.read_into(4, memoryview(out)))
+    assert peak < 4 * MiB, f"{peak} bytes"
+    assert out[-9:] == b"\x00" + b"\x05" * 8
+    assert out.count(5) == 8 and out.count(0) == CHUNK_BYTES - 4
+
+
+def test_big_fills_of_a_one_chunk_block_match_a_model():
+    c = Contents(GiB - 4096)
+    c.fill(3, GiB - 4096 - 10, 7)
+    assert c.materialised_bytes() <= 2 * CHUNK_BYTES
+    c.write(CHUNK_BYTES * 5 + 1, memoryview(b"xyz"))
+    c.fill(CHUNK_BYTES - 1, 2, 0)
+    for at, want in ((0, b"\x00\x00\x00\x07"), (CHUNK_BYTES - 2, b"\x07\x00\x00\x07"),
+                     (CHUNK_BYTES * 5, b"\x07xyz\x07"), (GiB - 4096 - 9, b"\x07\x07\x00")):
+        assert c.read(at, len(want)) == want
+    assert c.materialised_bytes() <= 4 * CHUNK_BYTES  # chunks 0, 1, 5 and the last
+    assert c.written.runs() == [(3, GiB - 4096 - 7)]
+
+
+def test_device_to_device_copies_go_chunk_to_chunk():
+    with Runtime("A2", hbm_bytes=2 * GiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        a = rt.malloc(3 * CHUNK_BYTES, MallocPolicy.NORMAL_ONLY)
+        b = rt.malloc(3 * CHUNK_BYTES, MallocPolicy.NORMAL_ONLY)
+        model = bytearray(3 * CHUNK_BYTES)
+        for at, data in ((0, b"head"), (CHUNK_BYTES - 3, b"across"), (2 * CHUNK_BYTES, b"end")):
+            buf = bytearray(data)
+            rt.memcpy(a + at, len(buf), rt.host.register(buf).ptr, len(buf), H2D)
+            model[at:at + len(buf)] = buf
+        rt.memset(a + CHUNK_BYTES + 100, 50, 9, 50)
+        model[CHUNK_BYTES + 100:CHUNK_BYTES + 150] = b"\x09" * 50
+        n = 2 * CHUNK_BYTES + 8
+        peak = traced_peak(lambda: rt.memcpy(b + 8, n, a, n, D2D))
+        assert peak < 4 * MiB, f"{peak} bytes"
+        for at in (8, CHUNK_BYTES + 5, CHUNK_BYTES + 108, 2 * CHUNK_BYTES + 8):
+            assert get(rt, b + at, 60) == bytes(model[at - 8:at + 52])
+        # Overlapping copies inside one block behave as memmove, in both directions.
+        rt.memcpy(a + 2, CHUNK_BYTES, a, CHUNK_BYTES, D2D)
+        model[2:2 + CHUNK_BYTES] = model[:CHUNK_BYTES]
+        rt.memcpy(a + CHUNK_BYTES, 100, a + CHUNK_BYTES + 1, 100, D2D)
+        model[CHUNK_BYTES:CHUNK_BYTES + 100] = model[CHUNK_BYTES + 1:CHUNK_BYTES + 101]
+        for at in (0, CHUNK_BYTES - 8, CHUNK_BYTES + 90):
+            assert get(rt, a + at, 64) == bytes(model[at:at + 64])
 
 
 def test_64_gb_device_with_60_gb_allocated_stays_small(tmp_path):

@@ -157,6 +157,99 @@ def test_registrations_are_swept(rt):
     assert any(r.obj is keep for r in rt.host.registrations())
 
 
+@pytest.fixture
+def srt():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"mode": "report", "output": None}) as r:
+        r.set_device(0)
+        yield r
+
+
+def test_a_view_of_a_live_array_is_not_orphaned(srt):
+    arr = np.arange(200, dtype=np.uint8).reshape(2, 100)
+    dev = srt.malloc(100)
+    assert acl.rt.memcpy(dev, 100, acl.util.numpy_to_ptr(arr[1]), 100, H2D) == 0
+    assert acl.rt.memcpy(dev, 100, acl.util.numpy_to_ptr(arr.reshape(-1)), 100, H2D) == 0
+    out = bytearray(100)
+    assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), 100, dev, 100, D2H) == 0
+    assert out == bytes(range(100))
+    # A view of an array user code holds only through a sibling view.
+    sibling = np.arange(200, dtype=np.uint8).reshape(2, 100)[0]
+    ptr = acl.util.numpy_to_ptr(sibling.base.reshape(2, 100)[1])
+    assert acl.rt.memcpy(dev, 100, ptr, 100, H2D) == 0
+    assert srt.sanitizer.reports == []
+    del sibling
+    gc.collect()
+    assert acl.rt.memcpy(dev, 100, ptr, 100, H2D) == ErrorCode.RT_PARAM_INVALID
+
+
+def test_ptr_to_numpy_over_a_bytes_buffer_keeps_it_alive(srt):
+    data = bytes(4000)
+    ptr = acl.util.bytes_to_ptr(data)
+    view = acl.util.ptr_to_numpy(ptr, (4000,), 2)
+    del data
+    gc.collect()
+    assert acl.rt.memset(ptr, 4000, 1, 4000) == 0
+    assert view[0] == 1 and view[-1] == 1
+    assert srt.sanitizer.reports == []
+    del view
+    gc.collect()
+    assert acl.rt.memset(ptr, 4000, 1, 4000) == ErrorCode.RT_PARAM_INVALID
+
+
+def test_ptr_to_numpy_takes_numpy_integers(rt):
+    host = rt.malloc_host(64)
+    for shape, code, dtype, dims in [(np.int64(4), 2, np.uint8, (4,)),
+                                     ((4,), np.int64(2), np.uint8, (4,)),
+                                     ((2, np.int32(2)), np.uint8(11), np.float32, (2, 2))]:
+        array = acl.util.ptr_to_numpy(host, shape, code)
+        assert array.dtype == dtype and array.shape == dims
+    with pytest.raises(InvalidArgument):
+        acl.util.ptr_to_numpy(host, (4,), np.int64(99))
+    with pytest.raises(InvalidArgument):
+        acl.util.ptr_to_numpy(host, 4.0, 2)
+
+
+def test_a_shrunk_buffer_is_out_of_bounds_past_its_length(srt):
+    dev = srt.malloc(100)
+    srt.memset(dev, 100, 9, 100)
+    target = bytearray(b"t" * 100)
+    ptr = acl.util.bytes_to_ptr(target)
+    del target[50:]
+    assert acl.rt.memcpy(ptr, 100, dev, 100, D2H) == ErrorCode.RT_PARAM_INVALID
+    assert target == b"t" * 50
+    assert acl.rt.memcpy(ptr, 50, dev, 50, D2H) == 0
+    assert target == b"\x09" * 50
+    source = bytearray(b"s" * 100)
+    src = acl.util.bytes_to_ptr(source)
+    del source[40:]
+    assert acl.rt.memcpy(dev, 100, src, 100, H2D) == ErrorCode.RT_PARAM_INVALID
+    assert "now 40 bytes" in acl.get_recent_err_msg()
+    assert acl.util.ptr_to_bytes(ptr, 50) == b"\x09" * 50
+    out = bytearray(100)
+    srt.memcpy(srt.host.register(out).ptr, 100, dev, 100, D2H)
+    assert out == b"\x09" * 100
+    assert [r.kind for r in srt.sanitizer.reports] == ["out-of-bounds"] * 2
+    # Registering the buffer again drops the stale registration.
+    again = acl.util.bytes_to_ptr(source)
+    assert again != src
+    assert acl.util.ptr_to_bytes(again, 40) == b"s" * 40
+    with pytest.raises(InvalidPointer):
+        acl.util.ptr_to_bytes(src, 1)
+    assert sum(r.obj is source for r in srt.host.registrations()) == 1
+
+
+def test_util_refuses_device_memory_before_the_sanitizer_looks():
+    for mode in ("report", "strict"):
+        with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"mode": mode, "output": None}) as r:
+            r.set_device(0)
+            dev = r.malloc(64)
+            with pytest.raises(InvalidPointer, match="device memory"):
+                acl.util.ptr_to_bytes(dev, 10)
+            with pytest.raises(InvalidPointer, match="device memory"):
+                acl.util.ptr_to_numpy(dev, (10,), 2)
+            assert r.sanitizer.reports == []
+
+
 def test_util_names_are_listed_for_feature_detection():
     for name in ("bytes_to_ptr", "numpy_to_ptr", "ptr_to_bytes", "ptr_to_numpy"):
         assert name in dir(acl.util)
@@ -217,8 +310,11 @@ def test_app_log(caplog):
     with caplog.at_level(logging.DEBUG, logger="acl.app"):
         assert acl.app_log(1, "hello") is None
         acl.app_log(3, "bad")
+        assert acl.app_log([], "not logged") == ErrorCode.INVALID_PARAM
+        assert acl.app_log(None, "not logged") == ErrorCode.INVALID_PARAM
+        assert acl.app_log(np.int64(2), "numpy level") is None
     assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
-        (logging.INFO, "hello"), (logging.ERROR, "bad")]
+        (logging.INFO, "hello"), (logging.ERROR, "bad"), (logging.WARNING, "numpy level")]
 
 
 def test_install_acl_provides_media():

@@ -1,8 +1,11 @@
 """Streams: queued async work runs at synchronisation, in order; handles are checked."""
 
+import threading
+
+import numpy as np
 import pytest
 
-from ascend_memsim import InvalidHandle, InvalidPointer, MiB, Runtime, acl
+from ascend_memsim import InvalidHandle, InvalidPointer, MallocPolicy, MiB, Runtime, acl
 from ascend_memsim.constants import ErrorCode
 
 H2D, D2H, D2D = 1, 2, 3
@@ -166,3 +169,107 @@ def test_async_events_name_their_stream(rt):
     assert not [e for e, _ in seen if e == "memset"]
     rt.streams.synchronize_stream(stream)
     assert ("memset", {"ptr": dev, "count": 64, "value": 2, "stream": stream}) in seen
+
+
+def test_two_threads_synchronising_one_stream_keep_submission_order(rt):
+    """A second synchroniser waits for work the first one is still running (no hang: every
+    wait has a timeout)."""
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    ran = []
+    inside, release = threading.Event(), threading.Event()
+
+    def observer(event, device, info):
+        if event == "memset":
+            ran.append(info["value"])
+            if info["value"] == 1:
+                inside.set()
+                release.wait(5)
+
+    rt.add_observer(observer)
+    rt.memset_async(dev, 64, 1, 64, stream)
+    rt.memset_async(dev, 64, 2, 64, stream)
+    codes = {}
+
+    def sync(name):
+        rt.set_device(0)
+        codes[name] = acl.rt.synchronize_stream(stream)
+
+    first = threading.Thread(target=sync, args=("first",), daemon=True)
+    first.start()
+    assert inside.wait(5)
+    rt.memset_async(dev, 64, 3, 64, stream)
+    second = threading.Thread(target=sync, args=("second",), daemon=True)
+    second.start()
+    second.join(0.2)
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert not first.is_alive() and not second.is_alive()
+    assert codes == {"first": 0, "second": 0}
+    assert ran == [1, 2, 3]
+    assert read(rt, dev, 1) == b"\x03"
+
+
+def test_destroy_context_runs_the_queued_work_of_its_streams(rt):
+    context, _ = acl.rt.create_context(0)
+    stream, _ = acl.rt.create_stream()
+    dev = rt.malloc(64)
+    host = rt.malloc_host(64)
+    rt.memset(host, 64, 5, 64)
+    assert acl.rt.memcpy_async(dev, 64, host, 64, 1, stream) == 0
+    assert acl.rt.destroy_context(context) == 0
+    assert rt.streams.pending == 0
+    assert read(rt, dev, 4) == b"\x05" * 4
+    assert acl.rt.synchronize_stream(stream) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.destroy_context(context) == ErrorCode.RT_INVALID_HANDLE
+
+
+def test_stream_handles_are_checked_as_ints_first(rt):
+    dev = rt.malloc(64)
+    for bad in (np.array([1, 2]), np.array([]), np.zeros(3), False, 0.0, "0"):
+        assert acl.rt.destroy_stream(bad) == ErrorCode.INVALID_PARAM
+        assert acl.rt.memset_async(dev, 64, 1, 64, bad) == ErrorCode.INVALID_PARAM
+    assert rt.streams.pending == 0
+    assert acl.rt.memset_async(dev, 64, 6, 64, np.int64(0)) == 0
+    assert acl.rt.synchronize_stream(None) == 0
+    stream, _ = acl.rt.create_stream()
+    assert acl.rt.memset_async(dev, 64, 7, 8, np.uint64(stream)) == 0
+    assert acl.rt.synchronize_stream(np.int64(stream)) == 0
+    assert acl.rt.destroy_stream(np.int64(0)) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.destroy_stream(np.int64(stream)) == 0
+    assert read(rt, dev, 9) == b"\x07" * 8 + b"\x06"
+
+
+def test_queuing_on_a_stream_of_another_device_is_stream_context():
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer="off") as rt:
+        rt.set_device(0)
+        stream0 = rt.streams.create_stream()
+        dev0 = rt.malloc(64)
+        rt.set_device(1)
+        dev1 = rt.malloc(64)
+        assert acl.rt.memset_async(dev1, 64, 1, 64, stream0) == ErrorCode.RT_STREAM_CONTEXT
+        assert acl.rt.memset_async(dev0, 64, 1, 64, stream0) == ErrorCode.RT_STREAM_CONTEXT
+        assert "device 0" in acl.get_recent_err_msg()
+        assert rt.streams.pending == 0
+        assert acl.rt.memset_async(dev1, 64, 1, 64, 0) == 0
+        assert acl.rt.synchronize_device() == 0
+        assert acl.rt.synchronize_stream(stream0) == 0
+
+
+def test_memcpy_async_between_devices_without_p2p_is_refused_at_enqueue():
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer="off") as rt:
+        rt.set_device(1)
+        plain1 = rt.malloc(64, MallocPolicy.NORMAL_ONLY)
+        p2p1 = rt.malloc(64, MallocPolicy.NORMAL_ONLY_P2P)
+        rt.set_device(0)
+        plain0 = rt.malloc(64, MallocPolicy.NORMAL_ONLY)
+        p2p0 = rt.malloc(64, MallocPolicy.NORMAL_ONLY_P2P)
+        sync_code = acl.rt.memcpy(plain1, 64, plain0, 64, 3)
+        assert sync_code == ErrorCode.RT_PARAM_INVALID
+        for dst, src in ((plain1, plain0), (p2p1, plain0), (plain1, p2p0)):
+            assert acl.rt.memcpy_async(dst, 64, src, 64, 3, 0) == sync_code
+            assert "P2P" in acl.get_recent_err_msg()
+        assert rt.streams.pending == 0
+        assert acl.rt.memcpy_async(p2p1, 64, p2p0, 64, 3, 0) == 0
+        assert acl.rt.synchronize_stream(0) == 0
