@@ -378,24 +378,37 @@ class Runtime:
         """
         ptr = as_ptr(ptr)
         device = self._owner(ptr)
-        if device.block(ptr) is not None:
+        call = "aclrtFreeWithDevSync"
+        if self._freeable(device, ptr, call):
             self.synchronize_device_of(device)
-        self._release(device, ptr, "aclrtFreeWithDevSync")
+        self._release(device, ptr, call)
 
-    def _release(self, device: Device, ptr: int, call: str) -> None:
-        """The one release path of device memory: the DVPP rule, then the sanitizer's checks.
+    @staticmethod
+    def _freeable(device: Device, ptr: int, call: str) -> bool:
+        """True when a live block of the kind ``call`` frees starts at ``ptr``.
 
         DECISION: aclrtFree and aclrtFreeWithDevSync free only aclrtMalloc / Cached / Align32
         memory (vendor docs), and acldvppFree only DVPP memory: each refuses the other's
         blocks with ACL_ERROR_RT_PARAM_INVALID.
+
+        Raises:
+            InvalidPointer: a live block of the other kind.
         """
         block = device.block(ptr)
-        if block is not None and (block.mem_type == MemType.DVPP) != (call == "acldvppFree"):
+        if block is None:
+            return False
+        if (block.mem_type == MemType.DVPP) != (call == "acldvppFree"):
             if call == "acldvppFree":
                 raise InvalidPointer(f"acldvppFree of the {block.describe()}, which is not "
                                      f"DVPP memory (use acl.rt.free)")
             raise InvalidPointer(f"{call} of the {block.describe()}, which is DVPP memory "
                                  f"(use acl.media.dvpp_free)")
+        return True
+
+    def _release(self, device: Device, ptr: int, call: str) -> None:
+        """The one release path of device memory: the DVPP rule (:meth:`_freeable`), then the
+        sanitizer's checks."""
+        self._freeable(device, ptr, call)
         if self.sanitizer.on:
             self.sanitizer.free(device, ptr, call)
         else:

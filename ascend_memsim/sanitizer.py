@@ -358,6 +358,11 @@ class Sanitizer:
     # -- access findings (called by the data plane) ---------------------------------------------
 
     def quarantined(self, region: Any) -> bool:
+        """True for a region over a quarantined block (marked ``extra["quarantined"]``).
+
+        Lookups of live blocks no longer find quarantined ones (Device.hold); this guards
+        a region resolved before its block was freed.
+        """
         if region.host:
             return False
         extra = region.block.extra

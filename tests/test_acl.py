@@ -408,9 +408,11 @@ def test_free_refuses_dvpp_memory_and_dvpp_free_refuses_the_rest(initialised):
 
     dvpp, _ = acl.media.dvpp_malloc(1000)
     plain, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.memset_async(plain, 64, 1, 64, 0) == 0
     for free in (acl.rt.free, acl.rt.free_with_dev_sync):
         assert free(dvpp) == E.RT_PARAM_INVALID
         assert "acl.media.dvpp_free" in acl.get_recent_err_msg()
+    assert current_runtime().streams.pending == 1  # the refused free_with_dev_sync ran nothing
     assert acl.media.dvpp_free(plain) == E.RT_PARAM_INVALID
     assert current_runtime().block(dvpp) is not None
     assert acl.media.dvpp_free(dvpp) == 0
