@@ -166,6 +166,8 @@ class Sanitizer:
         #: their own turn this off)
         self.leak_check = leaks
         self.reports: list[Report] = []
+        # Innermost lock: never call a device, the streams or host memory while holding it
+        # (see "Locks" in the module docstring).
         self.lock = threading.RLock()
         self._history = history
         #: freed blocks by start, oldest first (at most ``history``)
