@@ -317,6 +317,9 @@ class Device:
         self._main = self.allocators[self.profile.main_memory]
         self._blocks: dict[int, Block] = {}
         self._ptrs = SortedList()
+        #: Blocks the program freed but the sanitizer's quarantine still holds: no longer live
+        #: (not in _blocks, usage or the events), their footprint still reserved in the allocator.
+        self._held: dict[int, Block] = {}
         self._serial = 0
         #: module id -> [current footprint bytes, peak footprint bytes]
         self._usage: dict[int, list[int]] = {}
@@ -425,9 +428,10 @@ class Device:
                    f"no free run holds {footprint} bytes aligned to {PAGE_BYTES[page]}")
             lines.append(f"  {page.value} pages: footprint {footprint} bytes: {why}")
         lines.append("  " + _fallback_note(request, pages))
+        held = f", {len(self._held)} more held by the sanitizer's quarantine" if self._held else ""
         lines.append(f"  free {alloc.free_bytes} of {alloc.capacity} bytes; "
                      f"largest free run {alloc.largest_free_run()} bytes; "
-                     f"{len(self._blocks)} live blocks")
+                     f"{len(self._blocks)} live blocks{held}")
         if smallest is not None and alloc.free_bytes >= smallest:
             lines.append(f"  fragmentation: {alloc.free_bytes} bytes are free, but no single "
                          f"suitably aligned run holds {smallest}")
@@ -446,21 +450,57 @@ class Device:
         """
         ptr = as_ptr(ptr)
         with self.lock:
-            block = self._blocks.pop(ptr, None)
-            if block is None:
-                raise InvalidPointer(self._not_a_block(ptr))
-            self._ptrs.remove(ptr)
+            block = self._retire(ptr)
             self.allocators[block.memory].release(ptr)
-            self._usage[block.module][0] -= block.footprint
             if self.observers:
                 self._emit("free", block=block)
             return block
+
+    def hold(self, ptr: object) -> Block:
+        """Free the block at ``ptr`` for the program but keep its footprint reserved.
+
+        The block leaves the live blocks, the usage figures and :meth:`block_at`, and
+        observers see ``"free"``; its memory stays used in the allocator (so
+        :meth:`mem_info` counts it) until :meth:`release_held`. The sanitizer's quarantine
+        uses this so a stale pointer is not reused. O(log n).
+
+        Raises:
+            InvalidArgument, InvalidArgumentType, InvalidPointer: as :meth:`free`.
+        """
+        ptr = as_ptr(ptr)
+        with self.lock:
+            block = self._retire(ptr)
+            self._held[ptr] = block
+            if self.observers:
+                self._emit("free", block=block)
+            return block
+
+    def release_held(self, block: Block) -> bool:
+        """Give back the footprint of a block :meth:`hold` kept; False if it is not held
+        (the device was reset since). O(log n)."""
+        with self.lock:
+            if self._held.get(block.ptr) is not block:
+                return False
+            del self._held[block.ptr]
+            self.allocators[block.memory].release(block.ptr)
+            return True
+
+    def _retire(self, ptr: int) -> Block:
+        """Take the live block at ``ptr`` out of the block table, index and usage."""
+        block = self._blocks.pop(ptr, None)
+        if block is None:
+            raise InvalidPointer(self._not_a_block(ptr))
+        self._ptrs.remove(ptr)
+        self._usage[block.module][0] -= block.footprint
+        return block
 
     def _not_a_block(self, ptr: int) -> str:
         inside = self.block_at(ptr)
         if inside is not None:
             return (f"{ptr:#x} is {ptr - inside.ptr} bytes inside the {inside.describe()}, "
                     f"not its start")
+        if ptr in self._held:
+            return f"{ptr:#x} was already freed (the sanitizer's quarantine holds it)"
         return f"{ptr:#x} is not the start of a live block on device {self.device_id}"
 
     def reset(self) -> list[Block]:
@@ -552,9 +592,12 @@ class Device:
     def check_invariants(self) -> None:
         """Assert the allocators are sound and the blocks agree with them (for tests)."""
         with self.lock:
+            assert not self._held.keys() & self._blocks.keys(), "a held block is live"
             for memory, alloc in self.allocators.items():
                 alloc.check_invariants()
-                mine = [b for b in self._blocks.values() if b.memory is memory]
+                # Free + live footprints + held (quarantined) footprints == capacity.
+                mine = [b for b in (*self._blocks.values(), *self._held.values())
+                        if b.memory is memory]
                 assert len(mine) == len(alloc), "block table and allocator disagree"
                 for b in mine:
                     assert alloc.extent(b.ptr) == b.end, f"block {b.ptr:#x} extent wrong"

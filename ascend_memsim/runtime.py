@@ -369,16 +369,55 @@ class Runtime:
         return device.malloc(size, policy, api=api, module=module)
 
     def free(self, ptr: object) -> None:
-        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`."""
+        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL or not an int (the ACL layer's check,
+            before the current device's). InvalidPointer: not a live block's start, or a DVPP
+            block (DECISION, see :meth:`_release`).
+        """
+        ptr = as_ptr(ptr)
         self._release(self._owner(ptr), ptr, "aclrtFree")
 
     def free_with_dev_sync(self, ptr: object) -> None:
-        """aclrtFreeWithDevSync: synchronise the device, then free."""
-        device = self._owner(ptr)
-        self.synchronize_device_of(device)
-        self._release(device, ptr, "aclrtFreeWithDevSync")
+        """aclrtFreeWithDevSync: synchronise the device, then free.
 
-    def _release(self, device: Device, ptr: object, call: str) -> None:
+        A pointer that is not a live block's start is refused before the device is
+        synchronised, so the failed call leaves the queued work queued.
+        """
+        ptr = as_ptr(ptr)
+        device = self._owner(ptr)
+        call = "aclrtFreeWithDevSync"
+        if self._freeable(device, ptr, call):
+            self.synchronize_device_of(device)
+        self._release(device, ptr, call)
+
+    @staticmethod
+    def _freeable(device: Device, ptr: int, call: str) -> bool:
+        """True when a live block of the kind ``call`` frees starts at ``ptr``.
+
+        DECISION: aclrtFree and aclrtFreeWithDevSync free only aclrtMalloc / Cached / Align32
+        memory (vendor docs), and acldvppFree only DVPP memory: each refuses the other's
+        blocks with ACL_ERROR_RT_PARAM_INVALID.
+
+        Raises:
+            InvalidPointer: a live block of the other kind.
+        """
+        block = device.block(ptr)
+        if block is None:
+            return False
+        if (block.mem_type == MemType.DVPP) != (call == "acldvppFree"):
+            if call == "acldvppFree":
+                raise InvalidPointer(f"acldvppFree of the {block.describe()}, which is not "
+                                     f"DVPP memory (use acl.rt.free)")
+            raise InvalidPointer(f"{call} of the {block.describe()}, which is DVPP memory "
+                                 f"(use acl.media.dvpp_free)")
+        return True
+
+    def _release(self, device: Device, ptr: int, call: str) -> None:
+        """The one release path of device memory: the DVPP rule (:meth:`_freeable`), then the
+        sanitizer's checks."""
+        self._freeable(device, ptr, call)
         if self.sanitizer.on:
             self.sanitizer.free(device, ptr, call)
         else:
@@ -443,11 +482,8 @@ class Runtime:
         Raises:
             InvalidPointer: a live block that is not DVPP memory (DECISION), or as free.
         """
-        block = self.block(ptr)
-        if block is not None and block.mem_type != MemType.DVPP:
-            raise InvalidPointer(f"dvpp_free of the {block.describe()}, which is not DVPP "
-                                 f"memory (use free)")
-        self.free(ptr)
+        ptr = as_ptr(ptr)
+        self._release(self._owner(ptr), ptr, "acldvppFree")
 
     def get_run_mode(self) -> RunMode:
         """aclrtGetRunMode: DECISION: ACL_HOST, the program runs on a host with the device

@@ -14,8 +14,9 @@ Findings (``Report.kind``), severity in brackets:
   blocks reserved so a stale pointer is not silently reused by a later malloc);
 * ``invalid-address`` [error]: an access where nothing was ever allocated or registered;
 * ``out-of-bounds`` [error]: an access past a block's footprint;
-* ``padding-access`` [warning]: past the requested size but inside the hidden padding that
-  the rounding rule adds: legal on hardware, a latent bug;
+* ``padding-access`` [warning]: past the requested size but inside the footprint (the hidden
+  padding that the rounding rule adds, or the page rounding beyond it): legal on hardware, a
+  latent bug;
 * ``uninitialized-read`` [error]: a read of bytes never written (initcheck, per run);
 * ``readonly-write`` [error]: a write to ACL_MEM_ACCESS_USER_SPACE_READONLY memory
   (DECISION: reported even for host copies, which the runtime lets through);
@@ -24,6 +25,18 @@ Findings (``Report.kind``), severity in brackets:
 
 Reports print in a compute-sanitizer-like form to ``output`` (stderr by default; None keeps
 them quiet) and stay in :attr:`Sanitizer.reports`; :meth:`Sanitizer.summary` counts them.
+
+The quarantine: a freed block leaves the live blocks at once (aclrtCheckMemType, block
+lookups, aclrtGetMemUsageInfo and observers see it freed), but the oldest ones are really
+released only when the quarantine holds more than ``quarantine_bytes``, or when a malloc on
+the device might not fit otherwise. DECISION: a quarantined block's memory is still held:
+aclrtGetMemInfo counts it as used until it leaves the quarantine (see :meth:`Device.hold`).
+
+Locks (DECISION, one order for the whole sanitizer): :attr:`Sanitizer.lock` is innermost.
+Code holding it never calls into a device, the streams or host memory; a device's lock may
+be held when it is taken (the quarantine's interceptor runs under the device lock). So the
+quarantine picks the blocks to release under the sanitizer's lock and releases them on the
+device after dropping it.
 
 Configure with ``Runtime(sanitizer="strict")``, ``Runtime(sanitizer=Sanitizer(...))`` or the
 aclInit JSON: ``{"memsim": {"sanitizer": "strict"}}`` or
@@ -38,7 +51,11 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .errors import InvalidArgument, InvalidPointer, SanitizerError
+from sortedcontainers import SortedDict
+
+from ._checks import as_ptr
+from .errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
+from .host import HostBlock
 from .runtime import CONFIG_KEYS
 from .sites import Site, capture_site, format_site
 
@@ -55,6 +72,11 @@ KINDS = {
 }
 
 _BAR = "========="
+
+
+def _bytes(n: int) -> str:
+    """``1 byte``, ``2 bytes``."""
+    return f"{n} byte" if n == 1 else f"{n} bytes"
 
 
 @dataclass(eq=False)
@@ -81,14 +103,14 @@ class Report:
     def format(self) -> str:
         """The compute-sanitizer-like text of the finding."""
         if self.kind == "leak":
-            head = f"Leaked {self.size} bytes at {self.address:#x}, found by {self.call}"
+            head = f"Leaked {_bytes(self.size)} at {self.address:#x}, found by {self.call}"
         elif self.kind in ("invalid-free", "double-free"):
             head = f"Invalid free of {self.address:#x} in {self.call}"
         elif self.kind == "free-with-pending-work":
             head = f"Free of {self.address:#x} while queued work uses it, in {self.call}"
         else:
             access = "write" if self.write else "read"
-            head = (f"Invalid {access} of {self.size} bytes at {self.address:#x} in "
+            head = (f"Invalid {access} of {_bytes(self.size)} at {self.address:#x} in "
                     f"{self.call}")
         lines = [f"{_BAR} {self.severity.upper()}: {head} [{self.kind}]",
                  f"{_BAR}     {self.where}"]
@@ -144,9 +166,20 @@ class Sanitizer:
         #: their own turn this off)
         self.leak_check = leaks
         self.reports: list[Report] = []
+        # Innermost lock: never call a device, the streams or host memory while holding it
+        # (see "Locks" in the module docstring).
         self.lock = threading.RLock()
         self._history = history
+        #: freed blocks by start, oldest first (at most ``history``)
         self._freed: OrderedDict[int, _Freed] = OrderedDict()
+        # An index of where freed blocks lie, for _freed_at: start -> (end, entry), disjoint
+        # pieces, the newest freed block on top where freed ranges overlap (a freed address
+        # was reused, then freed again). Brought up to date lazily, at the next lookup, so a
+        # free costs two list appends: _fresh (remembered since) and _stale (dropped since).
+        # None: rebuild from _freed (more than ``history`` frees without a lookup).
+        self._pieces: SortedDict | None = SortedDict()
+        self._fresh: list[_Freed] = []
+        self._stale: list[_Freed] = []
         self._quarantine: deque = deque()
         self._quarantined = 0
         self.runtime = None
@@ -260,11 +293,40 @@ class Sanitizer:
     # -- where an address is ----------------------------------------------------------------
 
     def _freed_at(self, addr: int) -> _Freed | None:
+        """The most recently freed block that held ``addr``, if still in the history.
+
+        O(log h) in the history, after bringing the index up to date (amortised O(log h) per
+        free since the last lookup). A freed range overwritten by a newer freed block stays
+        hidden there after the newer one leaves the history.
+        """
         with self.lock:
-            for entry in reversed(self._freed.values()):
-                if entry.ptr <= addr < entry.ptr + max(entry.limit, 1):
+            pieces = self._index()
+            i = pieces.bisect_right(addr)
+            if i:
+                end, entry = pieces.peekitem(i - 1)[1]
+                if addr < end:
                     return entry
         return None
+
+    def _index(self) -> SortedDict:
+        """The freed-range index, brought up to date (call with the lock held)."""
+        pieces = self._pieces
+        if pieces is None:
+            pieces = self._pieces = SortedDict()
+            fresh = list(self._freed.values())
+        else:
+            for entry in self._stale:
+                span = entry.ptr + max(entry.limit, 1)
+                for start in list(pieces.irange(entry.ptr, span, inclusive=(True, False))):
+                    if pieces[start][1] is entry:
+                        del pieces[start]
+            fresh = self._fresh
+        freed = self._freed
+        for entry in fresh:
+            if freed.get(entry.ptr) is entry:
+                _paint(pieces, entry.ptr, entry.ptr + max(entry.limit, 1), entry)
+        self._fresh, self._stale = [], []
+        return pieces
 
     def _nearest(self, addr: int) -> str:
         """``96 bytes past the end of the 100-byte block at 0x...`` (or nothing near)."""
@@ -289,15 +351,20 @@ class Sanitizer:
             return f"{addr:#x} is not near any live allocation"
         distance, r = best
         if addr >= r.ptr + r.size:
-            return (f"{addr:#x} is {addr - r.ptr - r.size} bytes past the end of the "
+            return (f"{addr:#x} is {_bytes(addr - r.ptr - r.size)} past the end of the "
                     f"{r.describe()}")
         if addr >= r.ptr:
-            return f"{addr:#x} is {addr - r.ptr} bytes inside the {r.describe()}"
-        return f"{addr:#x} is {r.ptr - addr} bytes before the {r.describe()}"
+            return f"{addr:#x} is {_bytes(addr - r.ptr)} inside the {r.describe()}"
+        return f"{addr:#x} is {_bytes(r.ptr - addr)} before the {r.describe()}"
 
     # -- access findings (called by the data plane) ---------------------------------------------
 
     def quarantined(self, region: Any) -> bool:
+        """True for a region over a quarantined block (marked ``extra["quarantined"]``).
+
+        Lookups of live blocks no longer find quarantined ones (Device.hold); this guards
+        a region resolved before its block was freed.
+        """
         if region.host:
             return False
         extra = region.block.extra
@@ -310,7 +377,8 @@ class Sanitizer:
         if freed is not None:
             how = ("which user code no longer holds" if freed.free_site is None
                    and getattr(freed.block, "kind", None) else "which was freed")
-            where = f"{addr:#x} is {addr - freed.ptr} bytes inside the {freed.description}, {how}"
+            where = (f"{addr:#x} is {_bytes(addr - freed.ptr)} inside the {freed.description}, "
+                     f"{how}")
             self._report("use-after-free", call, addr, count, where, write=write, freed=freed)
         else:
             self._report("invalid-address", call, addr, count, self._nearest(addr), write=write)
@@ -319,16 +387,24 @@ class Sanitizer:
         if not self.on:
             return
         end = addr + count
-        where = (f"{end - region.base - region.size} bytes past the end of the "
+        where = (f"{_bytes(end - region.base - region.size)} past the end of the "
                  f"{region.describe()} (footprint {region.limit}; the access ends "
-                 f"{end - region.base - region.limit} bytes past it)")
+                 f"{_bytes(end - region.base - region.limit)} past it)")
         self._report("out-of-bounds", call, addr, count, where, write=write, region=region)
 
     def padding_access(self, call: str, addr: int, count: int, write: bool,
                        region: Any) -> None:
         end = addr + count - region.base
-        where = (f"{end - region.size} bytes past the end of the {region.describe()}, inside "
-                 f"its hidden padding (legal on hardware, a latent bug)")
+        block = getattr(region, "block", None)
+        if block is not None and end > block.rule_size:
+            # Block.page_rounding: the footprint beyond the rule size, not the rule's padding.
+            inside = f"its page rounding (past the {block.rule_size}-byte rule size)"
+        elif block is not None:
+            inside = "the hidden padding that the rounding rule adds"
+        else:
+            inside = f"its hidden padding (the footprint is {region.limit} bytes)"
+        where = (f"{_bytes(end - region.size)} past the end of the {region.describe()}, into "
+                 f"{inside} (legal on hardware, a latent bug)")
         self._report("padding-access", call, addr, count, where, write=write, region=region)
 
     def readonly_write(self, call: str, addr: int, count: int, region: Any) -> None:
@@ -348,45 +424,60 @@ class Sanitizer:
         """Free ``ptr`` on ``device`` with the checks; the released block (or None if held).
 
         Raises:
+            InvalidArgument, InvalidArgumentType: NULL or not an int (as Device.free).
             InvalidPointer: as Device.free (after an invalid/double free report).
             SanitizerError: strict mode, free with pending work.
         """
-        block = device.block(ptr) if isinstance(ptr, int) else None
-        if block is not None and block.extra and "quarantined" in block.extra:
-            freed = self._freed.get(ptr)
-            self._report("double-free", call, ptr, 0,
-                         f"{ptr:#x} is the {block.describe()}, already freed", freed=freed,
-                         fail=False)
-            raise InvalidPointer(f"{ptr:#x} was already freed")
-        if block is None:
-            try:
-                return device.free(ptr)
-            except InvalidPointer:
-                self._bad_free(call, ptr)
-                raise
+        ptr = as_ptr(ptr)
+        block = device.block(ptr)
+        if block is not None:
+            self._check_pending(call, block)
+        free_site = self.capture() if self.record_sites else None
+        try:
+            if not self.quarantine_bytes:
+                block = device.free(ptr)
+                self._remember(block.ptr, block.footprint, block, free_site)
+                return block
+            # Freed for the program at once; the memory stays held until it leaves the
+            # quarantine (Device.hold).
+            block = device.hold(ptr)
+        except InvalidPointer:
+            self._bad_free(call, ptr)
+            raise
+        block.extra = block.extra or {}
+        block.extra["quarantined"] = True
+        with self.lock:
+            self._remember(block.ptr, block.footprint, block, free_site)
+            self._quarantine.append((device, block))
+            self._quarantined += block.footprint
+            over = []
+            while self._quarantined > self.quarantine_bytes and self._quarantine:
+                over.append(self._quarantine.popleft())
+                self._quarantined -= over[-1][1].footprint
+        _release(over)
+        return None
+
+    def _check_pending(self, call: str, block: Any) -> None:
+        """Report a free of ``block`` while queued work still uses it (strict: refuse it)."""
         pending = self.runtime.streams.pending_on(block.ptr, block.end)
         if pending:
             where = (f"the {block.describe()} is still used by queued work: "
                      + "; ".join(op.describe() for op in pending))
-            self._report("free-with-pending-work", call, ptr, block.size, where,
+            self._report("free-with-pending-work", call, block.ptr, block.size, where,
                          region=_BlockView(block))
-        free_site = self.capture() if self.record_sites else None
-        if self.quarantine_bytes:
-            with self.lock:
-                block.extra = block.extra or {}
-                block.extra["quarantined"] = True
-                self._quarantine.append((device, block))
-                self._quarantined += block.footprint
-                self._remember(block.ptr, block.footprint, block, free_site)
-                while self._quarantined > self.quarantine_bytes and self._quarantine:
-                    self._release_oldest()
-            return None
-        released = device.free(ptr)
-        self._remember(block.ptr, block.footprint, block, free_site)
-        return released
 
     def free_host(self, host: Any, ptr: Any, call: str = "aclrtFreeHost") -> Any:
-        """As :meth:`free` for aclrtMallocHost blocks."""
+        """As :meth:`free` for aclrtMallocHost blocks.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL or not an int.
+            InvalidPointer: not a live host block's start (after an invalid/double free report).
+            SanitizerError: strict mode, free with pending work (nothing changes).
+        """
+        ptr = as_ptr(ptr)
+        region = host.region_at(ptr)
+        if isinstance(region, HostBlock) and region.ptr == ptr:
+            self._check_pending(call, region)
         try:
             block = host.free_host(ptr)
         except InvalidPointer:
@@ -397,9 +488,12 @@ class Sanitizer:
         return block
 
     def _bad_free(self, call: str, ptr: Any) -> None:
-        if not isinstance(ptr, int) or isinstance(ptr, bool) or ptr <= 0:
-            return
-        freed = self._freed.get(ptr)
+        try:
+            ptr = as_ptr(ptr)
+        except AclError:
+            return  # NULL or not an int: the caller's error says so; nothing to report
+        with self.lock:
+            freed = self._freed.get(ptr)
         if freed is not None:
             self._report("double-free", call, ptr, 0, f"{ptr:#x} is the {freed.description}, "
                          f"already freed", freed=freed, fail=False)
@@ -407,40 +501,41 @@ class Sanitizer:
             self._report("invalid-free", call, ptr, 0, self._nearest(ptr), fail=False)
 
     def _remember(self, ptr: int, limit: int, block: Any, free_site: Site | None) -> None:
+        """Keep a freed block for later reports. O(1): the index catches up at lookup."""
         with self.lock:
             freed = self._freed
-            freed.pop(ptr, None)
-            freed[ptr] = _Freed(ptr, limit, block, free_site)
-            if len(freed) > self._history:
-                freed.popitem(last=False)
+            entry = _Freed(ptr, limit, block, free_site)
+            old = freed.pop(ptr, None)
+            freed[ptr] = entry
+            evicted = freed.popitem(last=False)[1] if len(freed) > self._history else None
+            if self._pieces is None:
+                return
+            if len(self._fresh) > self._history:
+                # Many frees and no lookup: rebuilding at the next lookup is cheaper.
+                self._pieces, self._fresh, self._stale = None, [], []
+                return
+            self._fresh.append(entry)
+            if old is not None:
+                self._stale.append(old)
+            if evicted is not None:
+                self._stale.append(evicted)
 
     def _forget_buffer(self, registration: Any) -> None:
         """A registered host buffer that user code let go of counts as freed (no free site)."""
         registration.obj = None
         self._remember(registration.ptr, registration.size, registration, None)
 
-    def _release_oldest(self) -> None:
-        device, block = self._quarantine.popleft()
-        self._quarantined -= block.footprint
-        if device.block(block.ptr) is block:
-            device.free(block.ptr)
-
     def flush_quarantine(self, device: Any = None) -> int:
         """Really release quarantined blocks (of ``device``, or all); how many."""
         with self.lock:
-            keep = deque()
-            released = 0
-            while self._quarantine:
-                dev, block = self._quarantine.popleft()
-                if device is None or dev is device:
-                    self._quarantined -= block.footprint
-                    if dev.block(block.ptr) is block:
-                        dev.free(block.ptr)
-                    released += 1
-                else:
-                    keep.append((dev, block))
+            keep: deque = deque()
+            out = []
+            for entry in self._quarantine:
+                (out if device is None or entry[0] is device else keep).append(entry)
             self._quarantine = keep
-            return released
+            self._quarantined -= sum(block.footprint for _, block in out)
+        _release(out)
+        return len(out)
 
     def _relieve(self, request: Any) -> None:
         """Interceptor: release the device's quarantine when a malloc might not fit."""
@@ -464,8 +559,6 @@ class Sanitizer:
         if not (self.on and self.leak_check):
             return
         for block in blocks:
-            if block.extra and "quarantined" in block.extra:
-                continue
             self._report("leak", call, block.ptr, block.size,
                          f"the {block.describe()} was never freed", region=_BlockView(block),
                          fail=False)
@@ -485,6 +578,31 @@ class _BlockView:
     def site(self) -> Site | None:
         extra = self.block.extra
         return None if extra is None else extra.get("site")
+
+
+def _release(held: list) -> None:
+    """Give quarantined blocks back to their devices (called without the sanitizer's lock)."""
+    for device, block in held:
+        device.release_held(block)
+
+
+def _paint(pieces: SortedDict, start: int, end: int, entry: _Freed) -> None:
+    """Put ``entry`` on ``[start, end)`` in the disjoint pieces, cutting back what it covers.
+
+    O(log n + k) for k pieces covered.
+    """
+    i = pieces.bisect_left(start)
+    if i:
+        before, (stop, old) = pieces.peekitem(i - 1)
+        if stop > start:
+            pieces[before] = (start, old)
+            if stop > end:
+                pieces[end] = (stop, old)
+    for key in list(pieces.irange(start, end, inclusive=(True, False))):
+        stop, old = pieces.pop(key)
+        if stop > end:
+            pieces[end] = (stop, old)
+    pieces[start] = (end, entry)
 
 
 def _config_sanitizer(kwargs: dict, value: Any) -> None:

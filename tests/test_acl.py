@@ -387,3 +387,33 @@ def test_usage_info_needs_a_device_and_a_failed_call_makes_none():
     with Runtime("950PR") as rt:
         rt.set_device(0)
         assert acl.rt.get_mem_usage_info(0, 0) == ([], E.RT_FEATURE_NOT_SUPPORT)
+
+
+def test_free_with_dev_sync_of_a_bad_pointer_leaves_the_queue(initialised):
+    from ascend_memsim import current_runtime
+
+    streams = current_runtime().streams
+    ptr, _ = acl.rt.malloc(100, 0)
+    assert acl.rt.memset_async(ptr, 100, 7, 100, 0) == 0
+    assert acl.rt.free_with_dev_sync(0) == E.INVALID_PARAM
+    assert acl.rt.free_with_dev_sync(ptr + 64) == E.RT_PARAM_INVALID
+    assert acl.rt.free_with_dev_sync(0x1234) == E.RT_PARAM_INVALID
+    assert streams.pending == 1
+    assert acl.rt.free_with_dev_sync(ptr) == 0
+    assert streams.pending == 0
+
+
+def test_free_refuses_dvpp_memory_and_dvpp_free_refuses_the_rest(initialised):
+    from ascend_memsim import current_runtime
+
+    dvpp, _ = acl.media.dvpp_malloc(1000)
+    plain, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.memset_async(plain, 64, 1, 64, 0) == 0
+    for free in (acl.rt.free, acl.rt.free_with_dev_sync):
+        assert free(dvpp) == E.RT_PARAM_INVALID
+        assert "acl.media.dvpp_free" in acl.get_recent_err_msg()
+    assert current_runtime().streams.pending == 1  # the refused free_with_dev_sync ran nothing
+    assert acl.media.dvpp_free(plain) == E.RT_PARAM_INVALID
+    assert current_runtime().block(dvpp) is not None
+    assert acl.media.dvpp_free(dvpp) == 0
+    assert acl.rt.free(plain) == 0

@@ -59,3 +59,48 @@ def test_concurrent_malloc_and_free_lose_nothing():
         device.check_invariants()
         used = sum(b.footprint for b in device.blocks())
         assert rt.device(0).mem_info(1) == (8 * GiB - used, 8 * GiB)
+
+
+def test_malloc_and_free_with_the_quarantine_do_not_deadlock():
+    """A malloc holds the device lock while the quarantine's interceptor flushes; a free holds
+    the sanitizer's lock while the quarantine releases: they must not wait on each other.
+
+    Not a ``with Runtime``: closing a deadlocked runtime would hang the suite.
+    """
+    import time
+
+    sanitizer = {"mode": "report", "output": None, "quarantine_bytes": 1 * MiB}
+    rt = Runtime("A2", hbm_bytes=64 * MiB, sanitizer=sanitizer)
+    rt.set_device(0)
+    small, big = rt.malloc(512 * 1024, 2), rt.malloc(1 * MiB, 2)
+    rt.free(small)  # quarantined: under the budget
+    in_malloc = threading.Event()
+
+    def slow(request):  # under the device lock, before the quarantine's interceptor
+        in_malloc.set()
+        time.sleep(0.2)
+
+    rt.device(0).interceptors.insert(0, slow)
+    results = {}
+
+    def allocate():
+        rt.set_device(0)
+        results["malloc"] = rt.malloc(59 * MiB, 2)
+
+    def release():
+        rt.set_device(0)
+        in_malloc.wait(5)
+        results["free"] = rt.free(big)  # over budget: releases the quarantine
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (allocate, release)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), "malloc and free deadlocked"
+    assert set(results) == {"malloc", "free"} and results["free"] is None
+    rt.device(0).interceptors.remove(slow)
+    rt.device(0).check_invariants()
+    assert rt.get_mem_info(1)[0] == 64 * MiB - rt.block(results["malloc"]).footprint
+    rt.close()

@@ -358,3 +358,136 @@ def test_print_limit_caps_the_printed_reports_but_keeps_them_all():
     assert len(rt.sanitizer.reports) == 5
     assert out.getvalue().count("[leak]") == 3
     assert "print limit of 3 reports reached" in out.getvalue()
+
+
+# -- review fixes: pointer types, the quarantine, host frees, messages, the freed index -----------
+
+def test_a_numpy_integer_pointer_gets_the_same_checks_as_an_int():
+    np = pytest.importorskip("numpy")
+    rt, _ = make(quarantine_bytes=1 * MiB)
+    with rt:
+        ptr = rt.malloc(100)
+        rt.memset_async(ptr, 100, 1, 100)
+        assert acl.rt.free(np.uint64(ptr)) == 0
+        assert acl.rt.free(np.uint64(ptr)) == ErrorCode.RT_PARAM_INVALID
+        assert acl.rt.synchronize_device() == ErrorCode.RT_PARAM_INVALID
+        assert kinds(rt) == ["free-with-pending-work", "double-free", "use-after-free"]
+        for bad in ("ptr", 1.5, None, True, np.float64(3.0)):
+            assert acl.rt.free(bad) == ErrorCode.INVALID_PARAM
+            assert acl.rt.free_with_dev_sync(bad) == ErrorCode.INVALID_PARAM
+        assert acl.rt.free(np.uint64(0)) == ErrorCode.INVALID_PARAM
+        assert len(rt.sanitizer.reports) == 3
+
+
+def test_a_numpy_integer_pointer_with_pending_work_is_refused_when_strict(strict):
+    np = pytest.importorskip("numpy")
+    ptr = strict.malloc(64)
+    strict.memset_async(ptr, 64, 1, 64)
+    assert acl.rt.free(np.int64(ptr)) == ErrorCode.RT_PARAM_INVALID
+    assert strict.block(ptr) is not None and kinds(strict) == ["free-with-pending-work"]
+
+
+def test_a_quarantined_block_is_no_longer_live_but_its_memory_stays_held():
+    rt, _ = make(quarantine_bytes=1 * MiB)
+    with rt:
+        free_before, total = rt.get_mem_info(1)
+        device = rt.device(0)
+        ptr = rt.malloc(100)
+        keep = rt.malloc(100)
+        rt.free(ptr)
+        assert rt.check_mem_type([ptr], 0x2) == 0
+        assert rt.block(ptr) is None and rt.block_at(ptr + 8) is None
+        assert [b.ptr for b in rt.blocks()] == [keep]
+        assert rt.get_mem_usage_info(0, 5)[0].cur_mem_size == 192
+        # DECISION: held memory is still used in aclrtGetMemInfo until it leaves the quarantine.
+        assert rt.get_mem_info(1) == (free_before - 2 * 192, total)
+        device.check_invariants()
+        assert rt.sanitizer.flush_quarantine() == 1
+        assert rt.get_mem_info(1) == (free_before - 192, total)
+        device.check_invariants()
+        rt.free(keep)
+    assert kinds(rt) == []
+
+
+def test_quarantined_blocks_are_neither_leaks_nor_kept_across_a_reset():
+    rt, _ = make(quarantine_bytes=1 * MiB)
+    with rt:
+        ptr = rt.malloc(100)
+        rt.free(ptr)
+        rt.reset_device(0)
+        rt.set_device(0)
+        assert rt.get_mem_info(1)[0] == 64 * MiB
+        rt.device(0).check_invariants()
+        assert rt.sanitizer.flush_quarantine() == 0
+    assert kinds(rt) == []
+
+
+def test_free_host_with_pending_work_is_reported(rt):
+    dev = rt.malloc(100)
+    host = rt.malloc_host(100)
+    rt.memset(host, 100, 3, 100)
+    rt.memcpy_async(dev, 100, host, 100, H2D)
+    rt.free_host(host)
+    report = rt.sanitizer.reports[0]
+    assert report.kind == "free-with-pending-work" and report.call == "aclrtFreeHost"
+    assert "host block" in report.where and "aclrtMemcpyAsync" in report.where
+
+
+def test_free_host_with_pending_work_is_refused_when_strict(strict):
+    dev = strict.malloc(100)
+    host = strict.malloc_host(100)
+    strict.memset(host, 100, 3, 100)
+    strict.memcpy_async(dev, 100, host, 100, H2D)
+    assert acl.rt.free_host(host) == ErrorCode.RT_PARAM_INVALID
+    assert kinds(strict) == ["free-with-pending-work"]
+    assert strict.host.region_at(host).ptr == host
+    assert acl.rt.synchronize_device() == 0
+    assert acl.rt.free_host(host) == 0
+    assert kinds(strict) == ["free-with-pending-work"]
+
+
+def test_messages_say_one_byte_not_one_bytes(rt):
+    ptr = rt.malloc(100)
+    assert acl.rt.memset(ptr, 193, 0, 193) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    assert "the access ends 1 byte past it" in report.where
+    host = rt.malloc_host(64)
+    assert acl.rt.memcpy(host, 1, ptr + 193, 1, D2H) == ErrorCode.RT_PARAM_INVALID
+    assert "Invalid read of 1 byte at" in rt.sanitizer.reports[1].format()
+
+
+def test_padding_access_tells_rule_padding_from_page_rounding(rt):
+    ptr = rt.malloc(2 * MiB)  # HUGE_FIRST: rule size 2 MiB + 32, footprint 4 MiB
+    block = rt.block(ptr)
+    assert block.padding == 32 and block.page_rounding == 2 * MiB - 32
+    rt.memset(ptr + 2 * MiB, 32, 0, 32)
+    rt.memset(ptr + 3 * MiB, 16, 0, 16)
+    rule, page = rt.sanitizer.reports
+    assert "the hidden padding that the rounding rule adds" in rule.where
+    assert "page rounding" in page.where and "rounding rule adds" not in page.where
+
+
+def test_use_after_free_names_the_newest_freed_block_at_an_address(rt):
+    sanitizer = rt.sanitizer
+    old = rt.malloc(4096, MallocPolicy.NORMAL_ONLY)
+    footprint = rt.block(old).footprint
+    rt.free(old)
+    assert rt.malloc(64, MallocPolicy.NORMAL_ONLY) == old
+    new = rt.malloc(100, MallocPolicy.NORMAL_ONLY)
+    assert new == old + 128
+    rt.free(new)
+    assert sanitizer._freed_at(new + 8).block.size == 100
+    assert sanitizer._freed_at(old + 8).block.size == 4096
+    assert sanitizer._freed_at(new + 1000).block.size == 4096
+    assert sanitizer._freed_at(old + footprint - 1).block.size == 4096
+    assert sanitizer._freed_at(old + footprint) is None
+    # Many frees with no lookup in between: the index is rebuilt, the history still holds.
+    small = Sanitizer("report", output=None, history=8)
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer=small) as other:
+        other.set_device(0)
+        ptrs = [other.malloc(64, MallocPolicy.NORMAL_ONLY) for _ in range(30)]
+        for p in ptrs:
+            other.free(p)
+        assert small._freed_at(ptrs[0]) is None
+        assert small._freed_at(ptrs[-1] + 5).block.ptr == ptrs[-1]
+        assert [small._freed_at(p) is not None for p in ptrs] == [False] * 22 + [True] * 8
