@@ -443,7 +443,7 @@ class DataPlane:
         """
         region = self.region_at(addr)
         sanitizer = self.runtime.sanitizer
-        if region is None or (sanitizer.on and sanitizer.quarantined(region)):
+        if region is None:
             sanitizer.bad_address(call, addr, count, write)
             raise InvalidPointer(f"{call}: {addr:#x} is not in any live block or registered "
                                  f"host buffer")

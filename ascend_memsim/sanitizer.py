@@ -359,17 +359,6 @@ class Sanitizer:
 
     # -- access findings (called by the data plane) ---------------------------------------------
 
-    def quarantined(self, region: Any) -> bool:
-        """True for a region over a quarantined block (marked ``extra["quarantined"]``).
-
-        Lookups of live blocks no longer find quarantined ones (Device.hold); this guards
-        a region resolved before its block was freed.
-        """
-        if region.host:
-            return False
-        extra = region.block.extra
-        return bool(extra) and "quarantined" in extra
-
     def bad_address(self, call: str, addr: int, count: int, write: bool) -> None:
         if not self.on:
             return
