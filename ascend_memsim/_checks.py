@@ -26,16 +26,24 @@ def as_int(value: object, name: str, lo: int | None = 0, hi: int | None = SIZE_M
         InvalidArgumentType: not an integer.
         InvalidArgument: out of range.
     """
-    if isinstance(value, bool):
+    if value.__class__ is int:
+        # the common case, on every malloc and free: a plain int (bool is a subclass, not int)
+        number = value
+    elif isinstance(value, bool):
         raise InvalidArgumentType(f"{name} must be an int, got bool {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise InvalidArgumentType(
-            f"{name} must be an int, got {type(value).__name__} {value!r}") from None
+    else:
+        number = _index(value, name)
     if (lo is not None and number < lo) or (hi is not None and number > hi):
         raise InvalidArgument(f"{name}={number} is outside [{lo}, {hi}]")
     return number
+
+
+def _index(value: object, name: str) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise InvalidArgumentType(
+            f"{name} must be an int, got {type(value).__name__} {value!r}") from None
 
 
 def as_size(value: object, name: str = "size") -> int:
