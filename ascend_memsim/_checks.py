@@ -9,7 +9,7 @@ import operator
 
 from .errors import InvalidArgument, InvalidArgumentType
 
-__all__ = ["as_int", "as_size", "as_ptr", "SIZE_MAX", "UINT32_MAX"]
+__all__ = ["as_int", "as_size", "as_ptr", "int_or_none", "SIZE_MAX", "UINT32_MAX"]
 
 #: The largest value a C ``size_t`` (and a 64-bit pointer) can hold.
 SIZE_MAX = (1 << 64) - 1
@@ -69,3 +69,16 @@ def as_ptr(value: object, name: str = "ptr") -> int:
     if ptr == 0:
         raise InvalidArgument(f"{name} is NULL")
     return ptr
+
+
+def int_or_none(value: object) -> int | None:
+    """``value`` as an int when it is an integer (``__index__``: numpy integers too; not
+    bool), else None. For lookups that must not raise."""
+    if value.__class__ is int:
+        return value
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None

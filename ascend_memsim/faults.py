@@ -31,14 +31,13 @@ import contextlib
 import copy
 import difflib
 import numbers
-import operator
 import random
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._checks import SIZE_MAX, UINT32_MAX
+from ._checks import SIZE_MAX, UINT32_MAX, int_or_none
 from .constants import MallocPolicy
 from .device import Api, Block, Page, Request, page_order, parse_policy, policy_name
 from .errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory, error_classes
@@ -73,17 +72,6 @@ def _error_class(error: object) -> type[AclError]:
                           f"code; write one of {known}, e.g. error='OutOfDeviceMemory'")
 
 
-def _integer(value: object) -> int | None:
-    """``value`` as an int if it is an integer (anything with ``__index__``, such as numpy
-    integers; not bool), else None."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
 def _count(value: object, name: str, write: str, lo: int | None = 1) -> int:
     """``value`` as an int >= ``lo`` (None: no bound).
 
@@ -91,7 +79,7 @@ def _count(value: object, name: str, write: str, lo: int | None = 1) -> int:
         InvalidArgument: not an integer (the message names its type) or below ``lo``; the
             message ends with ``write``, which says what to write instead.
     """
-    number = _integer(value)
+    number = int_or_none(value)
     if number is None:
         raise InvalidArgument(f"{name}={value!r} is a {type(value).__name__}, not an int: "
                               f"{write}")
@@ -121,7 +109,7 @@ def _size_predicate(size: object) -> Callable[[int], bool] | None:
             raise InvalidArgument(f"size={size!r} holds no allocation size (1 to {SIZE_MAX}), "
                                   f"so the fault would never fire; {_SIZE_FILTERS}")
         return size.__contains__
-    exact = _integer(size)
+    exact = int_or_none(size)
     if exact is not None:
         if not 1 <= exact <= SIZE_MAX:
             raise InvalidArgument(f"size={size!r} is not an allocation size; write a size "
@@ -140,7 +128,7 @@ def _size_predicate(size: object) -> Callable[[int], bool] | None:
     for which, value in zip(("min", "max"), bounds, strict=True):
         if value is None:
             continue
-        number = _integer(value)
+        number = int_or_none(value)
         if number is None:
             raise InvalidArgument(f"size={size!r} is not a size filter; {_SIZE_FILTERS}")
         if not 1 <= number <= SIZE_MAX:
@@ -165,7 +153,7 @@ def _policy_predicate(policy: object) -> Callable[[int], bool] | None:
     if policy is None or callable(policy):
         return policy
     values = policy if isinstance(policy, (list, tuple, set, frozenset)) else [policy]
-    words = [_integer(v) for v in values]
+    words = [int_or_none(v) for v in values]
     if not words or None in words:
         raise InvalidArgument(f"policy={policy!r} is not a policy filter; write a policy word "
                               f"(e.g. {int(MallocPolicy.HUGE_ONLY)} for HUGE_ONLY), a list of "

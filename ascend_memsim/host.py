@@ -22,14 +22,13 @@ simulator does too, through ctypes at the object's verified data address.
 from __future__ import annotations
 
 import ctypes
-import operator
 import sys
 import threading
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from ._checks import as_int, as_ptr, as_size
+from ._checks import as_int, as_ptr, as_size, int_or_none
 from .allocator import Allocator
 from .contents import Runs, fill_view, zeroed_buffer
 from .device import DEVICE_SPAN
@@ -485,7 +484,7 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     """
     import numpy  # optional: only this conversion needs it
 
-    code = _index_or_none(type_code)
+    code = int_or_none(type_code)
     if code is not None:
         if code not in NPY_TYPES:
             raise InvalidArgument(f"type code {code} is not one of {sorted(NPY_TYPES)}")
@@ -495,7 +494,7 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
             dtype = numpy.dtype(type_code)
         except TypeError:
             raise InvalidArgument(f"{type_code!r} is not a numpy type") from None
-    length = _index_or_none(shape)
+    length = int_or_none(shape)
     if length is not None:
         dims = (length,)
     else:
@@ -514,11 +513,3 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     return numpy.frombuffer(region.view(offset, size), dtype=dtype).reshape(dims)
 
 
-def _index_or_none(value: object) -> int | None:
-    """``value`` as an int when it is one (numpy integers too, not bool), else None."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None

@@ -16,14 +16,13 @@ config; ``acl.finalize`` discards it. Activations nest.
 from __future__ import annotations
 
 import json
-import operator
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._checks import SIZE_MAX, UINT32_MAX, as_int, as_ptr
+from ._checks import SIZE_MAX, UINT32_MAX, as_int, as_ptr, int_or_none
 from .constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
 from .contents import DataPlane
 from .device import DEVICE_SPAN, Api, Block, Device, device_of
@@ -226,33 +225,31 @@ class Runtime:
         Device events: ``malloc`` (block, request), ``malloc_failed`` (request, error),
         ``free`` (block), ``reset`` (blocks still live).
         """
-        with self._lock:
-            self.observers.append(observer)
-            for device in self._devices.values():
-                device.observers.append(observer)
+        self._hook("observers", observer, add=True)
 
     def remove_observer(self, observer: Callable) -> None:
         """Stop calling ``observer``."""
-        with self._lock:
-            self.observers.remove(observer)
-            for device in self._devices.values():
-                device.observers.remove(observer)
+        self._hook("observers", observer, add=False)
 
     def add_interceptor(self, interceptor: Callable) -> None:
         """Call ``interceptor(request)`` before every allocation on every device (see
         :attr:`Device.interceptors`): raise an AclError to fail it, or return pages to refuse.
         """
-        with self._lock:
-            self.interceptors.append(interceptor)
-            for device in self._devices.values():
-                device.interceptors.append(interceptor)
+        self._hook("interceptors", interceptor, add=True)
 
     def remove_interceptor(self, interceptor: Callable) -> None:
         """Stop calling ``interceptor``."""
+        self._hook("interceptors", interceptor, add=False)
+
+    def _hook(self, table: str, fn: Callable, *, add: bool) -> None:
+        """Add ``fn`` to (or remove it from) this runtime's and every device's ``table``."""
         with self._lock:
-            self.interceptors.remove(interceptor)
-            for device in self._devices.values():
-                device.interceptors.remove(interceptor)
+            for owner in (self, *self._devices.values()):
+                hooks = getattr(owner, table)
+                if add:
+                    hooks.append(fn)
+                else:
+                    hooks.remove(fn)
 
     def _emit(self, event: str, device: Device, **info: object) -> None:
         for observer in list(self.observers):
@@ -501,14 +498,8 @@ class Runtime:
 
     def _device_holding(self, addr: object) -> Device | None:
         """The device whose window holds ``addr`` (any integer type), or None."""
-        if addr.__class__ is not int:
-            if isinstance(addr, bool):
-                return None
-            try:
-                addr = operator.index(addr)
-            except TypeError:
-                return None
-        return self._devices.get(device_of(addr)) if addr > 0 else None
+        addr = int_or_none(addr)
+        return self._devices.get(device_of(addr)) if addr is not None and addr > 0 else None
 
     def block(self, ptr: object) -> Block | None:
         """The live block starting at ``ptr`` on any device, or None."""
