@@ -28,7 +28,7 @@ below the best candidate so far. Costs, with n free runs and C = 4 classes per p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedList
 
@@ -258,13 +258,24 @@ class Allocator:
         run_end = self._run_end
         return max(run_end[s] - s for s in self._classes[top])
 
-    def free_aligned_pages(self, page: int) -> int:
+    def free_aligned_pages(self, page: int, also_free: Iterable[tuple[int, int]] = ()) -> int:
         """How many whole, ``page``-aligned pages lie in free runs. O(n).
 
-        This is what a huge-page figure of aclrtGetMemInfo counts.
+        This is what a huge-page figure of aclrtGetMemInfo counts. ``also_free`` extents
+        (live ones the caller counts as free) join the runs they touch. O(n log n) then.
         """
+        runs: Iterable[tuple[int, int]] = self._run_end.items()
+        extra = list(also_free)
+        if extra:
+            merged: list[list[int]] = []
+            for start, end in sorted([*runs, *extra]):
+                if merged and merged[-1][1] == start:
+                    merged[-1][1] = end
+                else:
+                    merged.append([start, end])
+            runs = merged
         count = 0
-        for start, end in self._run_end.items():
+        for start, end in runs:
             first = -(-start // page)
             last = end // page
             if last > first:

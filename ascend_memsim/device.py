@@ -50,7 +50,7 @@ from .sites import capture_site
 __all__ = [
     "Page", "Api", "Block", "Request", "Device", "align_up", "rule_size", "page_order",
     "parse_policy", "policy_name", "device_base", "device_of", "DEVICE_SPAN",
-    "HUGE_FIRST_THRESHOLD", "PAGE_BYTES",
+    "HUGE_FIRST_THRESHOLD", "PAGE_BYTES", "POLICY_MIN",
 ]
 
 
@@ -140,13 +140,20 @@ def align_up(n: int, k: int) -> int:
 def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
     """Split a checked policy word into (base policy or None if outside the enum, readonly).
 
+    Only the APIs that take an aclrtMallocConfig read the flag bits (acl_rt.h: aclrtMallocWithCfg
+    may OR a bandwidth flag and USER_SPACE_READONLY into the policy). For the others a flagged
+    word is a value outside the enum, as memory.cpp's if/else chain treats it.
+
     Raises:
         InvalidArgument: aclrtMallocCached with a policy other than its four.
     """
-    readonly = bool(policy & _READONLY)
-    value = policy & ~_FLAG_BITS
+    if api in _CFG_APIS and policy >= 0:
+        readonly = bool(policy & _READONLY)
+        value = policy & ~_FLAG_BITS
+    else:
+        readonly, value = False, policy
     base = _POLICY_BY_VALUE.get(value)
-    if api is Api.MALLOC_CACHED and (policy != value or base not in CACHED_POLICIES):
+    if api is Api.MALLOC_CACHED and base not in CACHED_POLICIES:
         raise InvalidArgument(
             f"aclrtMallocCached takes HUGE_FIRST, HUGE_ONLY, NORMAL_ONLY or HUGE1G_ONLY, "
             f"got policy={policy:#x}")
@@ -154,6 +161,10 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
 
 
 _POLICY_BY_VALUE = {int(p): p for p in MallocPolicy}
+_CFG_APIS = frozenset({Api.MALLOC_WITH_CFG, Api.MALLOC_FOR_TASK_SCHEDULER})
+#: The C type of a policy is an enum: any int32 or uint32 value can be passed. Values outside
+#: the enum are hints (SPEC 4), so the range check only refuses what C cannot hold.
+POLICY_MIN = -(1 << 31)
 _HUGE_FIRST = (MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_FIRST_P2P)
 _HUGE_ONLY = (MallocPolicy.HUGE_ONLY, MallocPolicy.HUGE_ONLY_P2P)
 _NORMAL_ONLY = (MallocPolicy.NORMAL_ONLY, MallocPolicy.NORMAL_ONLY_P2P)
@@ -348,7 +359,7 @@ class Device:
         ``mem_type`` is what aclrtCheckMemType sees (DVPP memory says so).
         """
         size = as_size(size)
-        policy = as_int(policy, "policy", 0, UINT32_MAX)
+        policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
         module = as_int(module, "module id", 0, SIZE_MAX)
         if module > MODULE_ID_MAX:
             # api_error.cc: the runtime counts an id above 255 as APP.
@@ -359,6 +370,10 @@ class Device:
                                   f"table (log_types.h); APP is {MODULE_APP}")
         base, readonly = parse_policy(policy, api)
         pages = page_order(self.profile, size, base)
+        if rule_size(self.profile, size, pages[0], api) > SIZE_MAX:
+            # memory.cpp: size + appendSize overflowing size_t is ACL_ERROR_INVALID_PARAM.
+            raise InvalidArgument(f"size={size} overflows size_t when rounded up by "
+                                  f"{api.value}'s size rule")
         return self._place(Request(self.device_id, api, size, policy, module), pages, base,
                            readonly, mem_type)
 
@@ -417,7 +432,7 @@ class Device:
         alloc = self._main
         memory = self.profile.main_memory.value
         lines = [f"out of {memory} memory on device {self.device_id}: {request.api.value}"
-                 f"(size={request.size}, policy={policy_name(request.policy)})"]
+                 f"(size={request.size}, policy={policy_name(request.policy, request.api)})"]
         smallest = None
         for page in pages:
             rule = rule_size(self.profile, request.size, page, request.api)
@@ -460,9 +475,10 @@ class Device:
         """Free the block at ``ptr`` for the program but keep its footprint reserved.
 
         The block leaves the live blocks, the usage figures and :meth:`block_at`, and
-        observers see ``"free"``; its memory stays used in the allocator (so
-        :meth:`mem_info` counts it) until :meth:`release_held`. The sanitizer's quarantine
-        uses this so a stale pointer is not reused. O(log n).
+        observers see ``"free"``, and :meth:`mem_info` counts it as free; its footprint stays
+        reserved in the allocator until :meth:`release_held`, so its addresses are not handed
+        out again. The sanitizer's quarantine uses this so a stale pointer is not reused.
+        O(log n).
 
         Raises:
             InvalidArgument, InvalidArgumentType, InvalidPointer: as :meth:`free`.
@@ -556,6 +572,8 @@ class Device:
         HBM attributes on a part without HBM are answered from DDR (aclrtGetMemInfo docs);
         any other memory the part lacks gives (0, 0). _HUGE figures count whole free 2 MiB
         pages and _HUGE1G whole free 1 GiB pages (O(free runs)); the others are O(1).
+        Blocks :meth:`hold` keeps (the sanitizer's quarantine) count as free: the program
+        freed them, and an allocation that needs their memory gets it.
 
         Raises:
             InvalidMemoryType: an int attr outside 0..17.
@@ -577,10 +595,11 @@ class Device:
         if alloc is None or (p2p and not profile.p2p) or (kind == "huge1g" and not profile.huge1g):
             return 0, 0
         with self.lock:
+            held = [(b.ptr, b.end) for b in self._held.values() if b.memory is memory]
             if kind in ("all", "normal"):
-                return alloc.free_bytes, alloc.capacity
+                return alloc.free_bytes + sum(end - ptr for ptr, end in held), alloc.capacity
             page = PAGE_BYTES[Page.HUGE if kind == "huge" else Page.HUGE1G]
-            return alloc.free_aligned_pages(page) * page, alloc.capacity // page * page
+            return alloc.free_aligned_pages(page, held) * page, alloc.capacity // page * page
 
     def usage(self) -> list[tuple[str, int, int]]:
         """(component name, current bytes, peak bytes), current descending, then by name."""
@@ -620,21 +639,24 @@ def _fallback_note(request: Request, pages: tuple[Page, ...]) -> str:
     if len(pages) > 1:
         return (f"fallback tried: {pages[0].value} pages first, then "
                 f"{', '.join(p.value for p in pages[1:])} pages; none could be had")
-    base = request.policy & ~_FLAG_BITS
-    name = policy_name(base)
+    base = parse_policy(request.policy, request.api)[0]
+    name = policy_name(request.policy, request.api)
     if base in _HUGE_FIRST:
         return (f"no fallback: {name} gives a request of at most {HUGE_FIRST_THRESHOLD} bytes "
                 f"normal pages only")
-    if base not in _POLICY_BY_VALUE:
+    if base is None:
         return (f"no fallback: a policy outside the enum gives a request below "
                 f"{OUT_OF_RANGE_HUGE_FROM} bytes normal pages only")
     return f"no fallback: {name} allows {pages[0].value} pages only"
 
 
-def policy_name(policy: int) -> str:
-    """``HUGE_FIRST|USER_SPACE_READONLY`` for a policy word."""
-    base = policy & ~_FLAG_BITS
+def policy_name(policy: int, api: Api | None = None) -> str:
+    """``HUGE_FIRST|USER_SPACE_READONLY`` for a policy word (flags split off as ``api`` reads
+    them; with no ``api``, as aclrtMallocWithCfg does)."""
+    if policy >= 0 and (api is None or api in _CFG_APIS):
+        base, flags = policy & ~_FLAG_BITS, [f.name for f in MallocFlag if policy & f]
+    else:
+        base, flags = policy, []
     known = _POLICY_BY_VALUE.get(base)
     name = known.name if known is not None else f"{base:#x} (outside the enum)"
-    flags = [f.name for f in MallocFlag if policy & f]
     return "|".join([name, *flags])

@@ -19,6 +19,7 @@ from .device import (
     HUGE_FIRST_THRESHOLD,
     OUT_OF_RANGE_HUGE_FROM,
     PAGE_BYTES,
+    POLICY_MIN,
     Api,
     Page,
     align_up,
@@ -95,9 +96,9 @@ def _rule_step(profile: Profile, size: int, page: Page, api: Api) -> Step:
                 "seed chapter, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32")
 
 
-def _page_step(size: int, base: MallocPolicy | None, policy: int,
+def _page_step(size: int, base: MallocPolicy | None, policy: int, api: Api,
                pages: tuple[Page, ...]) -> Step:
-    name = policy_name(policy)
+    name = policy_name(policy, api)
     if base is None:
         kind = "huge pages, normal if none" if pages[0] is Page.HUGE else "normal pages"
         return Step(f"pages: policy {name} is outside the enum, so {kind} "
@@ -127,11 +128,11 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
     profile = get_profile(product)
     api = Api.parse(api)
     size = as_size(size)
-    policy = as_int(policy, "policy", 0, UINT32_MAX)
+    policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
     base, readonly = parse_policy(policy, api)
     pages = page_order(profile, size, base)
-    request = f"{api.value}(size={size}, policy={policy_name(policy)}) on {profile.description}"
-    steps = [_rule_step(profile, size, pages[0], api), _page_step(size, base, policy, pages)]
+    request = f"{api.value}(size={size}, policy={policy_name(policy, api)}) on {profile.description}"
+    steps = [_rule_step(profile, size, pages[0], api), _page_step(size, base, policy, api, pages)]
     for i, page in enumerate(pages):
         rule = rule_size(profile, size, page, api)
         if i and rule != rule_size(profile, size, pages[0], api):

@@ -29,8 +29,9 @@ them quiet) and stay in :attr:`Sanitizer.reports`; :meth:`Sanitizer.summary` cou
 The quarantine: a freed block leaves the live blocks at once (aclrtCheckMemType, block
 lookups, aclrtGetMemUsageInfo and observers see it freed), but the oldest ones are really
 released only when the quarantine holds more than ``quarantine_bytes``, or when a malloc on
-the device might not fit otherwise. DECISION: a quarantined block's memory is still held:
-aclrtGetMemInfo counts it as used until it leaves the quarantine (see :meth:`Device.hold`).
+the device might not fit otherwise. A quarantined block counts as free in aclrtGetMemInfo
+(the program freed it, and a malloc that needs it gets it); only its addresses stay out of
+reuse (see :meth:`Device.hold`).
 
 Locks (DECISION, one order for the whole sanitizer): :attr:`Sanitizer.lock` is innermost.
 Code holding it never calls into a device, the streams or host memory; a device's lock may

@@ -28,7 +28,7 @@ sizes = st.one_of(
     st.sampled_from([MiB - 1, MiB, MiB + 1, 2 * MiB - 32, 2 * MiB, 2 * MiB + 1, 3 * MiB]),
     st.integers(1, 5 * MiB),
 )
-policies = st.sampled_from([0, 1, 2, 3, 4, 5, 8, 0x1000])
+policies = st.sampled_from([0, 1, 2, 3, 4, 5, 8, 0x1000, 0x100002, -1])
 apis = st.sampled_from(["malloc", "malloc_align32", "malloc_cached", "malloc_with_cfg"])
 
 
@@ -42,8 +42,9 @@ class ModelDevice:
         self.base = device_base(0)
         self.live: dict[int, tuple[int, int]] = {}  # ptr -> (size, footprint)
 
-    def pages(self, size, policy):
-        base = policy & ~0x101100
+    def pages(self, size, policy, api):
+        # only the cfg APIs read flag bits; elsewhere a flagged word is outside the enum
+        base = policy & ~0x101100 if api == "malloc_with_cfg" else policy
         if base in (0, 3):
             return ["normal"] if size <= MiB else ["huge", "normal"]
         if base in (1, 4):
@@ -67,7 +68,7 @@ class ModelDevice:
         return start if start + footprint <= self.base + CAPACITY else None
 
     def malloc(self, size, policy, api):
-        for page in self.pages(size, policy):
+        for page in self.pages(size, policy, api):
             fp = self.footprint(size, page, api)
             ptr = self.first_fit(fp, HUGE if page == "huge" else 64)
             if ptr is not None:
@@ -89,7 +90,8 @@ BAD_CALLS = [
     lambda: acl.rt.malloc(0, 0), lambda: acl.rt.malloc(1.5, 0), lambda: acl.rt.malloc(None, 0),
     lambda: acl.rt.malloc(-1, 0), lambda: acl.rt.malloc(2 * CAPACITY, 0),
     lambda: acl.rt.malloc(100, acl.ACL_MEM_MALLOC_HUGE1G_ONLY),
-    lambda: acl.rt.malloc(100, -1), lambda: acl.rt.malloc_cached(100, 3),
+    lambda: acl.rt.malloc(100, 1 << 40), lambda: acl.rt.malloc(100, -(1 << 31) - 1),
+    lambda: acl.rt.malloc((1 << 64) - 1, 0), lambda: acl.rt.malloc_cached(100, 3),
     lambda: acl.rt.malloc_with_cfg(100, 0, {9: 1}), lambda: acl.rt.malloc_with_cfg(100, 0, {1: 16}),
     lambda: acl.rt.free(0), lambda: acl.rt.free("x"), lambda: acl.rt.free(0x1234),
     lambda: acl.rt.free(device_base(0) + 8), lambda: acl.rt.get_mem_info(99),

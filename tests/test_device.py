@@ -268,12 +268,17 @@ def test_bad_sizes_are_refused_and_change_nothing(size, error):
     assert snapshot(dev) == before
 
 
-def test_absurd_size_is_out_of_memory():
+def test_absurd_size_is_out_of_memory_unless_rounding_overflows():
     with pytest.raises(OutOfDeviceMemory):
-        make().malloc((1 << 64) - 1)
+        make().malloc((1 << 64) - 96)
+    # memory.cpp: size + appendSize overflowing size_t is ACL_ERROR_INVALID_PARAM
+    for size, api in [((1 << 64) - 1, Api.MALLOC), ((1 << 64) - 32, Api.MALLOC),
+                      ((1 << 64) - 31, Api.MALLOC_ALIGN32)]:
+        with pytest.raises(InvalidArgument, match="overflows"):
+            make().malloc(size, api=api)
 
 
-@pytest.mark.parametrize("policy", [-1, 1 << 32, 1.0, None, "HUGE_FIRST"])
+@pytest.mark.parametrize("policy", [-(1 << 31) - 1, 1 << 32, 1.0, None, "HUGE_FIRST"])
 def test_bad_policy_types_and_ranges(policy):
     with pytest.raises((InvalidArgument, InvalidArgumentType), match="policy") as info:
         make().malloc(100, policy)
@@ -356,3 +361,17 @@ def test_block_lookups_refuse_non_integers(bad):
         dev.block(bad)
     with pytest.raises(InvalidArgumentType):
         dev.block_at(bad)
+
+
+def test_only_the_cfg_apis_read_flag_bits():
+    word = P.NORMAL_ONLY | MallocFlag.USER_SPACE_READONLY
+    with_cfg = make().allocate(3 * MiB, word, api=Api.MALLOC_WITH_CFG)
+    assert (with_cfg.page, with_cfg.readonly) == (Page.NORMAL, True)
+    plain = make().allocate(3 * MiB, word)  # outside the enum for aclrtMalloc: huge from 2 MiB
+    assert (plain.page, plain.readonly) == (Page.HUGE, False)
+
+
+@pytest.mark.parametrize("policy", [-1, -(1 << 31), 1 << 31])
+def test_any_c_enum_value_is_a_hint(policy):
+    assert make().allocate(3 * MiB, policy).page is Page.HUGE
+    assert make().allocate(100, policy).page is Page.NORMAL

@@ -399,9 +399,12 @@ def test_a_quarantined_block_is_no_longer_live_but_its_memory_stays_held():
         assert rt.block(ptr) is None and rt.block_at(ptr + 8) is None
         assert [b.ptr for b in rt.blocks()] == [keep]
         assert rt.get_mem_usage_info(0, 5)[0].cur_mem_size == 192
-        # DECISION: held memory is still used in aclrtGetMemInfo until it leaves the quarantine.
-        assert rt.get_mem_info(1) == (free_before - 2 * 192, total)
+        # Held memory is free for the program (SPEC 5: free + live footprints == total) ...
+        assert rt.get_mem_info(1) == (free_before - 192, total)
+        assert rt.get_mem_info(acl.ACL_HBM_MEM_HUGE)[0] == rt.get_mem_info(1)[0] // (
+            2 * MiB) * 2 * MiB
         device.check_invariants()
+        # ... and emptying the quarantine does not change the figures.
         assert rt.sanitizer.flush_quarantine() == 1
         assert rt.get_mem_info(1) == (free_before - 192, total)
         device.check_invariants()
@@ -491,3 +494,15 @@ def test_use_after_free_names_the_newest_freed_block_at_an_address(rt):
         assert small._freed_at(ptrs[0]) is None
         assert small._freed_at(ptrs[-1] + 5).block.ptr == ptrs[-1]
         assert [small._freed_at(p) is not None for p in ptrs] == [False] * 22 + [True] * 8
+
+
+def test_a_failed_malloc_with_a_quarantine_leaves_the_figures():
+    with Runtime("A2", hbm_bytes=64 * MiB,
+                 sanitizer={"quarantine_bytes": 64 * MiB, "output": None}) as rt:
+        rt.set_device(0)
+        rt.free(rt.malloc(10 * MiB, 2))
+        before = [rt.get_mem_info(attr) for attr in range(18)]
+        assert before[1] == (64 * MiB, 64 * MiB)  # the held block counts as free
+        assert acl.rt.malloc(100 * MiB, 2) == (0, acl.ACL_ERROR_RT_MEMORY_ALLOCATION)
+        assert [rt.get_mem_info(attr) for attr in range(18)] == before
+        rt.device(0).check_invariants()
