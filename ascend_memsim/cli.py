@@ -228,6 +228,11 @@ def sanitizer_report_count(runtime: Runtime) -> int:
     return int(count() if callable(count) else count)
 
 
+#: run's own options, which a user may wrongly write after the script name
+_RUN_OPTIONS = ("--product", "--capacity", "--error-exitcode", "--no-leak-check", "--trace",
+                "--stacks")
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     """Run an unmodified pyacl script under the simulator; report leaks (and sanitizer)."""
     from .acl import install_acl, uninstall_acl
@@ -236,6 +241,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if not os.path.isfile(script):
         print(f"ascend-memsim run: no such script: {script}", file=sys.stderr)
         return USAGE_ERROR
+    own = sorted({a.split("=")[0] for a in args.script_args} & set(_RUN_OPTIONS))
+    if own:
+        print(f"ascend-memsim run: note: {', '.join(own)} after SCRIPT.py go to the script; "
+              f"put run's own options before the script: ascend-memsim run {own[0]} ... "
+              f"{script}", file=sys.stderr)
     overrides = {}
     if args.capacity is not None:
         overrides[_capacity_key(args.product)] = args.capacity

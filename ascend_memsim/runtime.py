@@ -454,11 +454,16 @@ class Runtime:
         self.synchronize_device_of(self.current_device())
 
     def malloc_host(self, size: object) -> int:
-        """aclrtMallocHost: 64-byte aligned host memory. See :class:`HostMemory`."""
+        """aclrtMallocHost: 64-byte aligned host memory. See :class:`HostMemory`.
+
+        As every memory call, it needs a current device (SPEC 4).
+        """
+        self.current_device()
         return self.host.malloc_host(size).ptr
 
     def free_host(self, ptr: object) -> None:
-        """aclrtFreeHost."""
+        """aclrtFreeHost (needs a current device, as malloc_host)."""
+        self.current_device()
         ptr = as_ptr(ptr)
         if self.sanitizer.on:
             self.sanitizer.free_host(self.host, ptr)

@@ -326,3 +326,11 @@ def test_install_acl_provides_media():
         assert imported.media.dvpp_malloc is acl.media.dvpp_malloc
     finally:
         uninstall_acl(previous)
+
+
+def test_host_memory_needs_a_current_device():
+    from ascend_memsim import Runtime, acl
+
+    with Runtime("A2"):
+        assert acl.rt.malloc_host(100) == (0, acl.ACL_ERROR_RT_CONTEXT_NULL)
+        assert acl.rt.free_host(0x1000) == acl.ACL_ERROR_RT_CONTEXT_NULL
