@@ -17,8 +17,33 @@ __all__ = ["Frame", "Site", "capture_site", "format_site"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
-# co_filename -> True for the simulator's own files; saves an abspath per frame (hot path).
-_OWN_FILE: dict[str, bool] = {}
+# co_filename -> what a site does with its frames (_KEEP, _SKIP, _STOP); saves an abspath
+# per frame on the hot path.
+_KIND: dict[str, int] = {}
+_KEEP, _SKIP, _STOP = 0, 1, 2
+
+#: Tools that call the user's code: a site ends at the first of their frames, so it shows
+#: the user's program from the test function (pytest, Hypothesis) or the script (runpy,
+#: ``python -m``, ``ascend-memsim run``) inwards.
+_TOOL_MODULES = ("_pytest", "pluggy", "hypothesis", "runpy")
+
+
+def _kind(filename: str) -> int:
+    path = os.path.abspath(filename)
+    if path.startswith(_PACKAGE_DIR):
+        return _SKIP
+    if filename == "<frozen runpy>" or os.path.basename(filename) == "ascend-memsim":
+        return _STOP
+    for name in _TOOL_MODULES:
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        if origin is None:
+            continue
+        origin = os.path.abspath(origin)
+        # runpy is one file; the others are packages
+        inside = path.startswith(os.path.dirname(origin) + os.sep) and name != "runpy"
+        if path == origin or inside:
+            return _STOP
+    return _KEEP
 
 
 class Frame(NamedTuple):
@@ -65,26 +90,28 @@ class Site:
 
 
 def capture_site(limit: int = 10) -> Site:
-    """The calling stack, innermost ``limit`` user frames, simulator frames left out.
+    """The calling stack, innermost ``limit`` user frames: the simulator's frames left out,
+    and nothing from the first tool frame (pytest, Hypothesis, runpy) outwards.
 
     O(stack depth); each file name is classified once.
     """
     raw: list[tuple[CodeType, int]] = []
     append = raw.append
-    own_file = _OWN_FILE
+    kinds = _KIND
     frame = sys._getframe(1)
     left = limit
     while frame is not None:
         code = frame.f_code
-        own = own_file.get(code.co_filename)
-        if own is None:
-            own = own_file[code.co_filename] = (
-                os.path.abspath(code.co_filename).startswith(_PACKAGE_DIR))
-        if not own:
+        kind = kinds.get(code.co_filename)
+        if kind is None:
+            kind = kinds[code.co_filename] = _kind(code.co_filename)
+        if kind == _KEEP:
             append((code, frame.f_lineno))
             left -= 1
             if not left:
                 break
+        elif kind == _STOP:
+            break
         frame = frame.f_back
     raw.reverse()
     return Site(tuple(raw))
