@@ -15,7 +15,9 @@ NPUCachingAllocator:
 - ``empty_cache()`` returns every wholly free segment to the device.
 
 :class:`BuggyCachingAllocator` has a one-line bug in ``empty_cache``; the tests show the
-state machine in ``ascend_memsim.testing`` finding it.
+state machine in ``ascend_memsim.testing`` finding it. The tests are in
+``tests/test_example_caching_allocator.py``; ``python examples/caching_allocator.py`` runs a
+short demonstration.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-import acl
+try:
+    import acl
+except ModuleNotFoundError:  # no Ascend toolkit on this machine: run on the simulator
+    from ascend_memsim import install_acl
+
+    install_acl()
+    import acl
 
 ACL_SUCCESS = 0
 ACL_MEM_MALLOC_HUGE_FIRST = 0
@@ -208,3 +216,19 @@ def attention_step_fixed(cache: CachingAllocator, tokens: int) -> None:
         cache.free(key)
     finally:
         cache.free(query)
+
+
+if __name__ == "__main__":
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    cache = CachingAllocator()
+    small = cache.malloc(1000)            # 1024 bytes from a 2 MiB small segment
+    large = cache.malloc(3 * 1024 * 1024)  # from a 20 MiB large segment
+    print(f"allocated {cache.allocated_bytes} bytes, reserved {cache.reserved_bytes} "
+          f"from the device")
+    cache.free(small)
+    cache.free(large)
+    print(f"after free: allocated {cache.allocated_bytes}, still reserved "
+          f"{cache.reserved_bytes} (cached)")
+    cache.empty_cache()
+    print(f"after empty_cache: reserved {cache.reserved_bytes}")
+    assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0

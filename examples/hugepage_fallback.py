@@ -34,3 +34,5 @@ with Runtime("A2", hbm_bytes=32 * MiB) as rt:
     except OutOfDeviceMemory as e:
         print(f"HUGE_ONLY 1 MiB + 1 -> {e}")
     print(text_map(MapSnapshot.of(rt.device(0))))
+    for ptr in [*blocks[1::2], block.ptr]:
+        rt.free(ptr)

@@ -8,9 +8,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = ["quickstart.py", "plus32_gotcha.py", "hugepage_fallback.py", "ddr_only_310p.py",
-            "leak_hunt.py", "same_trace_a2_950pr.py"]
+            "leak_hunt.py", "same_trace_a2_950pr.py", "caching_allocator.py"]
 EXPECT = {"quickstart.py": "HBM in use: 4 MiB", "plus32_gotcha.py": "footprint 4 MiB",
-          "hugepage_fallback.py": "fallback=True",
+          "hugepage_fallback.py": "fallback=True", "caching_allocator.py": "after empty_cache",
           "ddr_only_310p.py": "get_mem_info(ACL_HBM_MEM", "leak_hunt.py": "in step",
           "same_trace_a2_950pr.py": "A2 needs"}
 
@@ -22,3 +22,5 @@ def test_example_runs(name):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert EXPECT[name] in done.stdout
+    # a lesson ends clean: no stray sanitizer reports or warnings on stderr
+    assert done.stderr == "", done.stderr
