@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -78,15 +79,22 @@ class MapSnapshot:
 
 
 def approx_bytes(n: int) -> str:
-    """``21.9 MiB``: three significant figures, for summaries (exact sizes stay exact).
+    """``21.8 MiB``: three significant figures, rounded down, for summaries (exact sizes stay
+    exact). Rounding down keeps a 2093824-byte run from reading as "2 MiB".
 
-    >>> approx_bytes(22_938_880), approx_bytes(512), approx_bytes(4 * MiB)
-    ('21.9 MiB', '512 B', '4 MiB')
+    >>> approx_bytes(22_938_880), approx_bytes(512), approx_bytes(4 * MiB), approx_bytes(2093824)
+    ('21.8 MiB', '512 B', '4 MiB', '1.99 MiB')
+    >>> approx_bytes(150 * MiB + 5), approx_bytes(1000 * MiB)
+    ('150 MiB', '1000 MiB')
     """
     for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             value = n / scale
-            text = f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+            digits = 2 if value < 10 else 1 if value < 100 else 0
+            step = 10 ** digits
+            text = f"{math.floor(value * step) / step:.{digits}f}"
+            if digits:
+                text = text.rstrip("0").rstrip(".")
             return f"{text} {unit}"
     return f"{n} B"
 
