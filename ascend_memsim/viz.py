@@ -515,7 +515,14 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
     panels = [p for p in (timeline, snapshot) if p is not None]
     if not panels:
         raise ValueError("save_png needs a snapshot or a timeline")
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4 * len(panels)), squeeze=False)
+    # The map's rows: 2 MiB each while up to 128 rows are in use (as the SVG), and a panel
+    # tall enough for them.
+    row_bytes, runs = _rows(snapshot, 128) if snapshot is not None else (ROW_BYTES, [])
+    rows = [r for first, count in runs for r in range(first, first + count)]
+    heights = ([4] if timeline is not None else []) + (
+        [max(3.0, 1.5 + 0.16 * len(rows))] if snapshot is not None else [])
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
     ax_iter = iter(axes[:, 0])
     if timeline is not None:
         ax = next(ax_iter)
@@ -534,8 +541,6 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
             ax.legend(loc="upper left")
     if snapshot is not None:
         ax = next(ax_iter)
-        row_bytes, runs = _rows(snapshot, 64)
-        rows = [r for first, count in runs for r in range(first, first + count)]
         position = {r: i for i, r in enumerate(rows)}
         parts = {"data": None, "padding": PADDING_COLOR, "rounding": "#DDDDDD"}
         for start, end, part, b in snapshot.segments():
@@ -549,8 +554,10 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
                                    facecolors=parts[part] or PAGE_COLORS[b.page.value],
                                    hatch="//" if part == "rounding" else None)
                 pos = stop
-        ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([_offset_label(r * row_bytes) for r in rows], fontsize=7)
+        # at most about 40 labels, so they never overprint
+        every = max(1, -(-len(rows) // 40))
+        ax.set_yticks(range(0, len(rows), every))
+        ax.set_yticklabels([_offset_label(r * row_bytes) for r in rows[::every]], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlim(0, row_bytes / MiB)
         ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)})")
@@ -558,7 +565,8 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
         ax.legend(handles=[Patch(color=c, label=f"{k} pages") for k, c in PAGE_COLORS.items()]
                   + [Patch(color=PADDING_COLOR, label="padding"),
                      Patch(facecolor="#DDDDDD", hatch="//", label="page rounding")],
-                  loc="lower right", fontsize=8)
+                  loc="upper center", bbox_to_anchor=(0.5, -0.12 if len(rows) < 20 else -0.04),
+                  ncol=5, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
