@@ -558,6 +558,16 @@ class Device:
             block = self._blocks[self._ptrs[i - 1]]
             return block if addr < block.end else None
 
+    def neighbours(self, addr: int) -> list[Block]:
+        """The live blocks on either side of ``addr`` (the one holding it counts as before).
+
+        O(log n).
+        """
+        with self.lock:
+            ptrs = self._ptrs
+            i = ptrs.bisect_right(addr)
+            return [self._blocks[ptrs[j]] for j in (i - 1, i) if 0 <= j < len(ptrs)]
+
     def blocks(self) -> Iterator[Block]:
         """The live blocks in address order (a snapshot)."""
         with self.lock:

@@ -148,6 +148,9 @@ class _Freed:
         return None if extra is None else extra.get("site")
 
 
+#: How far a block may be from a bad address and still be named as the nearest one.
+_NEAR = 1 << 30
+
 class Sanitizer:
     """Checks and reports for one runtime. See the module docstring for the findings."""
 
@@ -333,14 +336,12 @@ class Sanitizer:
         """``96 bytes past the end of the 100-byte block at 0x...`` (or nothing near)."""
         runtime = self.runtime
         regions = []
-        if runtime is not None:
-            for device in runtime.devices():
-                with device.lock:
-                    ptrs = device._ptrs
-                    i = ptrs.bisect_right(addr)
-                    for j in (i - 1, i):
-                        if 0 <= j < len(ptrs):
-                            regions.append(device._blocks[ptrs[j]])
+        # Only the memory the address points into: a device's window, or host memory.
+        if runtime is not None and addr >= runtime.host_limit:
+            device = runtime._device_holding(addr)
+            if device is not None:
+                regions.extend(device.neighbours(addr))
+        elif runtime is not None:
             regions.extend(runtime.host.blocks())
             regions.extend(runtime.host.registrations())
         best = None
@@ -348,7 +349,8 @@ class Sanitizer:
             distance = addr - (r.ptr + r.size) if addr >= r.ptr else r.ptr - addr
             if best is None or distance < best[0]:
                 best = (distance, r)
-        if best is None:
+        # DECISION: a block more than 1 GiB away is no clue to what the address meant.
+        if best is None or best[0] > _NEAR:
             return f"{addr:#x} is not near any live allocation"
         distance, r = best
         if addr >= r.ptr + r.size:

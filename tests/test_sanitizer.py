@@ -506,3 +506,17 @@ def test_a_failed_malloc_with_a_quarantine_leaves_the_figures():
         assert acl.rt.malloc(100 * MiB, 2) == (0, acl.ACL_ERROR_RT_MEMORY_ALLOCATION)
         assert [rt.get_mem_info(attr) for attr in range(18)] == before
         rt.device(0).check_invariants()
+
+
+def test_the_nearest_block_is_looked_for_in_the_memory_the_address_points_into():
+    out = io.StringIO()
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": out}) as rt:
+        rt.set_device(0)
+        host = acl.rt.malloc_host(100)[0]
+        assert acl.rt.free(12345) == acl.ACL_ERROR_RT_PARAM_INVALID
+        assert "host block" not in out.getvalue()
+        dev = rt.malloc(100)
+        assert acl.rt.free(dev + 300) == acl.ACL_ERROR_RT_PARAM_INVALID
+        assert "past the end of the 100-byte block" in out.getvalue()
+        rt.free(dev)
+        acl.rt.free_host(host)
