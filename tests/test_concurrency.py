@@ -104,3 +104,37 @@ def test_malloc_and_free_with_the_quarantine_do_not_deadlock():
     rt.device(0).check_invariants()
     assert rt.get_mem_info(1)[0] == 64 * MiB - rt.block(results["malloc"]).footprint
     rt.close()
+
+
+def test_concurrent_copies_keep_each_threads_bytes():
+    with Runtime("A2", hbm_bytes=256 * MiB) as rt:
+        errors: list[str] = []
+        start = threading.Barrier(THREADS)
+
+        def worker(index: int) -> None:
+            rng = random.Random(index)
+            assert acl.rt.set_device(0) == 0
+            start.wait()
+            for _ in range(50):
+                size = rng.choice([64, 1000, 70_000])
+                data = bytes([index]) * size
+                dev, ret = acl.rt.malloc(size, 0)
+                host = acl.util.bytes_to_ptr(data)
+                back = bytearray(size)
+                back_ptr = acl.util.bytes_to_ptr(back)
+                if ret or acl.rt.memcpy(dev, size, host, size, 1):
+                    errors.append("copy in failed")
+                elif acl.rt.memcpy(back_ptr, size, dev, size, 2):
+                    errors.append("copy out failed")
+                elif bytes(back) != data:
+                    errors.append(f"thread {index} read another thread's bytes")
+                acl.rt.free(dev)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == [] and not any(t.is_alive() for t in threads)
+        assert len(rt.device(0)) == 0
+        rt.device(0).check_invariants()
