@@ -21,13 +21,23 @@ def frequent_thread_switches():
     sys.setswitchinterval(old)
 
 
+def run_threads(worker, count: int = THREADS, timeout: float = 60.0) -> None:
+    """Run ``worker(index, start)`` in ``count`` threads released together by ``start``."""
+    start = threading.Barrier(count)
+    threads = [threading.Thread(target=worker, args=(i, start)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+
+
 def test_concurrent_malloc_and_free_lose_nothing():
     with Runtime("A2", hbm_bytes=8 * GiB) as rt:
         kept: list[list[int]] = [[] for _ in range(THREADS)]
         errors: list[str] = []
-        start = threading.Barrier(THREADS)
 
-        def worker(index: int) -> None:
+        def worker(index: int, start: threading.Barrier) -> None:
             rng = random.Random(index)
             assert acl.rt.set_device(0) == 0
             start.wait()
@@ -46,11 +56,7 @@ def test_concurrent_malloc_and_free_lose_nothing():
                         mine.append(ptr)
             kept[index] = mine
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(worker)
         assert errors == []
         everything = [p for mine in kept for p in mine]
         assert len(everything) == len(set(everything)), "a pointer was handed out twice"
@@ -109,9 +115,8 @@ def test_malloc_and_free_with_the_quarantine_do_not_deadlock():
 def test_concurrent_copies_keep_each_threads_bytes():
     with Runtime("A2", hbm_bytes=256 * MiB) as rt:
         errors: list[str] = []
-        start = threading.Barrier(THREADS)
 
-        def worker(index: int) -> None:
+        def worker(index: int, start: threading.Barrier) -> None:
             rng = random.Random(index)
             assert acl.rt.set_device(0) == 0
             start.wait()
@@ -130,11 +135,7 @@ def test_concurrent_copies_keep_each_threads_bytes():
                     errors.append(f"thread {index} read another thread's bytes")
                 acl.rt.free(dev)
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert errors == [] and not any(t.is_alive() for t in threads)
+        run_threads(worker)
+        assert errors == []
         assert len(rt.device(0)) == 0
         rt.device(0).check_invariants()
