@@ -24,7 +24,7 @@ from bisect import bisect_left, bisect_right
 
 from ._checks import SIZE_MAX, as_int
 from .constants import MemcpyKind
-from .device import Block, device_of
+from .device import Block
 from .errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
 
 __all__ = [
@@ -425,7 +425,7 @@ class DataPlane:
         """The region (device block, host block, registered buffer) holding ``addr``, or None."""
         runtime = self.runtime
         if addr >= runtime.host_limit:
-            device = runtime._devices.get(device_of(addr))
+            device = runtime.device_holding(addr)
             block = None if device is None else device.block_at(addr)
             return None if block is None else DeviceRegion(block)
         return runtime.host.region_at(addr)
@@ -545,7 +545,7 @@ class DataPlane:
         device = None
         for region in regions:
             if not region.host:
-                device = runtime._devices.get(region.block.device_id)
+                device = runtime.device_holding(region.block.ptr)
                 break
         else:
             device = runtime.current_device_or_none()

@@ -558,6 +558,11 @@ class Device:
             block = self._blocks[self._ptrs[i - 1]]
             return block if addr < block.end else None
 
+    def largest_free_run(self) -> int:
+        """Bytes in the longest free run of the memory malloc draws from."""
+        with self.lock:
+            return self._main.largest_free_run()
+
     def neighbours(self, addr: int) -> list[Block]:
         """The live blocks on either side of ``addr`` (the one holding it counts as before).
 

@@ -498,22 +498,22 @@ class Runtime:
         A bad pointer is left for the device to refuse, with its own message.
         """
         current = self.current_device()
-        device = self._device_holding(ptr)
+        device = self.device_holding(ptr)
         return current if device is None else device
 
-    def _device_holding(self, addr: object) -> Device | None:
+    def device_holding(self, addr: object) -> Device | None:
         """The device whose window holds ``addr`` (any integer type), or None."""
         addr = int_or_none(addr)
         return self._devices.get(device_of(addr)) if addr is not None and addr > 0 else None
 
     def block(self, ptr: object) -> Block | None:
         """The live block starting at ``ptr`` on any device, or None."""
-        device = self._device_holding(ptr)
+        device = self.device_holding(ptr)
         return None if device is None else device.block(ptr)
 
     def block_at(self, addr: object) -> Block | None:
         """The live block whose footprint holds ``addr`` on any device, or None."""
-        device = self._device_holding(addr)
+        device = self.device_holding(addr)
         return None if device is None else device.block_at(addr)
 
     def blocks(self) -> list[Block]:

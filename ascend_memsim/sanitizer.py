@@ -338,7 +338,7 @@ class Sanitizer:
         regions = []
         # Only the memory the address points into: a device's window, or host memory.
         if runtime is not None and addr >= runtime.host_limit:
-            device = runtime._device_holding(addr)
+            device = runtime.device_holding(addr)
             if device is not None:
                 regions.extend(device.neighbours(addr))
         elif runtime is not None:
@@ -534,7 +534,7 @@ class Sanitizer:
         if not self._quarantine:
             return
         device = self.runtime.device(request.device_id)
-        if device._main.largest_free_run() < request.size + (4 << 20):
+        if device.largest_free_run() < request.size + (4 << 20):
             self.flush_quarantine(device)
         return
 
