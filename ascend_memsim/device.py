@@ -216,6 +216,8 @@ class Request(NamedTuple):
     size: int
     policy: int
     module: int
+    #: the page kinds the policy lets it try, in order (HUGE_FIRST above 1 MiB: huge, normal)
+    pages: tuple[Page, ...] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -374,7 +376,7 @@ class Device:
             # memory.cpp: size + appendSize overflowing size_t is ACL_ERROR_INVALID_PARAM.
             raise InvalidArgument(f"size={size} overflows size_t when rounded up by "
                                   f"{api.value}'s size rule")
-        return self._place(Request(self.device_id, api, size, policy, module), pages, base,
+        return self._place(Request(self.device_id, api, size, policy, module, pages), pages, base,
                            readonly, mem_type)
 
     def _place(self, request: Request, pages: tuple[Page, ...], base: MallocPolicy | None,
@@ -557,6 +559,14 @@ class Device:
                 return None
             block = self._blocks[self._ptrs[i - 1]]
             return block if addr < block.end else None
+
+    def first_choice_fits(self, request: Request) -> bool:
+        """True when a free run holds the request on its first page kind right now."""
+        page = request.pages[0]
+        granule = PAGE_BYTES[page]
+        footprint = align_up(rule_size(self.profile, request.size, page, request.api), granule)
+        with self.lock:
+            return self._main.find(footprint, granule) is not None
 
     def largest_free_run(self) -> int:
         """Bytes in the longest free run of the memory malloc draws from."""

@@ -39,9 +39,8 @@ from typing import Any
 
 from ._checks import SIZE_MAX, UINT32_MAX, int_or_none
 from .constants import MallocPolicy
-from .device import Api, Block, Page, Request, page_order, parse_policy, policy_name
+from .device import Api, Block, Page, Request, policy_name
 from .errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory, error_classes
-from .profiles import DEFAULT_PRODUCT, get_profile
 from .runtime import CONFIG_KEYS, Runtime, current_runtime
 from .sites import Site, capture_site, format_site
 
@@ -355,13 +354,6 @@ class FailRandomly(Fault):
         return [str(self.probability), f"seed={self.seed}"]
 
 
-# DECISION: a fault given to Runtime(interceptors=...) (the acl.init config) does not know its
-# runtime. The page order of a request that reached the interceptors depends on the product
-# only through the 1 GB page check, which the request has passed; any product with 1 GB pages
-# gives the same order.
-_ANY_HUGE1G = get_profile(DEFAULT_PRODUCT).with_overrides(huge1g=True)
-
-
 class HugePagesExhausted(Fault):
     """Refuse 2 MiB huge pages to matching calls: HUGE_FIRST falls back to normal pages,
     HUGE_ONLY fails with ACL_ERROR_RT_MEMORY_ALLOCATION. ``pages`` may add ``Page.HUGE1G``.
@@ -386,9 +378,7 @@ class HugePagesExhausted(Fault):
         self.pages = refused
 
     def _fires(self, request: Request) -> bool:
-        profile = _ANY_HUGE1G if self._runtime is None else self._runtime.profile
-        base, _ = parse_policy(request.policy, request.api)
-        return not self.pages.isdisjoint(page_order(profile, request.size, base))
+        return not self.pages.isdisjoint(request.pages)
 
     def _act(self, request: Request) -> Iterable[Page]:
         return self.pages

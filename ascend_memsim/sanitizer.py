@@ -534,7 +534,10 @@ class Sanitizer:
         if not self._quarantine:
             return
         device = self.runtime.device(request.device_id)
-        if device.largest_free_run() < request.size + (4 << 20):
+        # Empty it whenever the first page kind does not fit now: with the quarantined
+        # memory free, as the program believes it is, it might, and then no fallback or
+        # failure may differ from a run without the quarantine.
+        if not device.first_choice_fits(request):
             self.flush_quarantine(device)
         return
 

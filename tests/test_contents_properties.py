@@ -85,17 +85,28 @@ def test_memory_reads_back_the_model(ops):
         del keep
 
 
-@given(st.lists(st.tuples(st.booleans(), st.integers(0, 2000), st.integers(1, 700),
-                          st.integers(0, 255)), max_size=20))
+@given(st.lists(st.tuples(st.sampled_from(["fill", "write", "copy"]), st.integers(0, 2000),
+                          st.integers(1, 700), st.integers(0, 255)), max_size=20))
+@example([("write", 0, 700, 1), ("copy", 10, 700, 0)])  # overlapping, dst after src
+@example([("write", 300, 700, 1), ("copy", 0, 700, 44)])  # overlapping, dst before src
 def test_chunked_contents_match_a_bytearray(ops):
-    """Chunk boundaries: a block above the dense limit, with the chunk size shrunk to 512."""
+    """Chunk boundaries: a block above the dense limit, with the chunk size shrunk to 512.
+
+    A copy moves ``count`` bytes from ``offset`` to ``offset + value * 3 - 383`` (clamped):
+    forwards and backwards, overlapping or not, across chunk edges; memmove semantics.
+    """
     contents = Contents(2600)
     contents.shift = 9
     model = bytearray(2600)
     written = bytearray(2600)
-    for is_fill, offset, count, value in ops:
+    for kind, offset, count, value in ops:
         count = min(count, 2600 - offset)
-        if is_fill:
+        if kind == "copy":
+            dst = min(max(0, offset + value * 3 - 383), 2600 - count)
+            contents.copy_from(contents, offset, dst, count)
+            model[dst:dst + count] = model[offset:offset + count]
+            offset = dst
+        elif kind == "fill":
             contents.fill(offset, count, value)
             model[offset:offset + count] = bytes((value,)) * count
         else:

@@ -4,6 +4,8 @@ import io
 import json
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ascend_memsim import InvalidPointer, MiB, Runtime, acl
 from ascend_memsim.constants import ErrorCode, MallocFlag, MallocPolicy
@@ -520,3 +522,34 @@ def test_the_nearest_block_is_looked_for_in_the_memory_the_address_points_into()
         assert "past the end of the 100-byte block" in out.getvalue()
         rt.free(dev)
         acl.rt.free_host(host)
+
+
+def _outcomes(program, sanitizer):
+    """(ret, page) of each malloc of ``program`` on a 4 GiB A2 device."""
+    out = []
+    with Runtime("A2", hbm_bytes=4 * 1024 * MiB, sanitizer=sanitizer) as rt:
+        rt.set_device(0)
+        live = []
+        for free_one, size, policy in program:
+            if free_one and live:
+                assert acl.rt.free(live.pop(0)) == 0
+                continue
+            ptr, ret = acl.rt.malloc(size, policy)
+            out.append((ret, None if ret else rt.block(ptr).page))
+            if not ret:
+                live.append(ptr)
+        for ptr in live:
+            acl.rt.free(ptr)
+    return out
+
+
+@settings(max_examples=30)
+@given(st.lists(st.tuples(st.booleans(),
+                          st.sampled_from([100, 3 * MiB, 700 * MiB, 1024 * MiB, 1500 * MiB]),
+                          st.sampled_from([0, 1, 2, 6])), max_size=12))
+@example([(False, 1024 * MiB, 6), (True, 0, 0), (False, 100, 6)])
+def test_a_quarantine_never_changes_what_malloc_gets(program):
+    plain = _outcomes(program, {"mode": "off"})
+    held = _outcomes(program, {"quarantine_bytes": 8 * 1024 * MiB, "output": None,
+                               "leaks": False})
+    assert held == plain
