@@ -273,3 +273,18 @@ def test_memcpy_async_between_devices_without_p2p_is_refused_at_enqueue():
         assert rt.streams.pending == 0
         assert acl.rt.memcpy_async(p2p1, 64, p2p0, 64, 3, 0) == 0
         assert acl.rt.synchronize_stream(0) == 0
+
+
+def test_work_after_a_failed_operation_still_runs(rt):
+    stream, _ = acl.rt.create_stream()
+    doomed, _ = acl.rt.malloc(64, 0)
+    kept, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.memset_async(doomed, 64, 1, 64, stream) == 0
+    assert acl.rt.memset_async(kept, 64, 2, 32, stream) == 0
+    assert acl.rt.memset_async(kept + 32, 32, 3, 32, stream) == 0
+    assert acl.rt.free(doomed) == 0
+    # the first failure is the code; the work queued after it ran all the same
+    assert acl.rt.synchronize_stream(stream) == ErrorCode.RT_PARAM_INVALID
+    assert read(rt, kept, 64) == b"\2" * 32 + b"\3" * 32
+    assert rt.streams.pending == 0
+    acl.rt.free(kept)
