@@ -560,6 +560,11 @@ class Device:
             block = self._blocks[self._ptrs[i - 1]]
             return block if addr < block.end else None
 
+    def held(self) -> list[Block]:
+        """The blocks :meth:`hold` keeps (freed for the program, addresses not yet reusable)."""
+        with self.lock:
+            return list(self._held.values())
+
     def first_choice_fits(self, request: Request) -> bool:
         """True when a free run holds the request on its first page kind right now."""
         page = request.pages[0]

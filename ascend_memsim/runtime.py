@@ -305,6 +305,17 @@ class Runtime:
         """
         return self.current_device().device_id
 
+    def thread_context(self) -> int | None:
+        """The context handle current on this thread (aclrtSetCurrentContext), or None."""
+        return getattr(self._local, "context", None)
+
+    def set_thread_context(self, handle: int | None, device_id: int | None = None) -> None:
+        """Make ``handle`` this thread's context and, given ``device_id``, that device
+        current too (the context holds a reference to it: see Streams.create_context)."""
+        self._local.context = handle
+        if device_id is not None:
+            self._local.device = device_id
+
     def current_device(self) -> Device:
         """The calling thread's current :class:`Device`.
 
@@ -664,8 +675,7 @@ class Runtime:
             self.profile = profile
             if new_sanitizer is not None:
                 old = self.sanitizer
-                if old._relieve in self.interceptors:
-                    self.remove_interceptor(old._relieve)
+                old.detach(self)
                 self.sanitizer = new_sanitizer
                 new_sanitizer.attach(self)
             for interceptor in interceptors:

@@ -239,6 +239,13 @@ class Sanitizer:
         if self.on and self.quarantine_bytes:
             runtime.add_interceptor(self._relieve)
 
+    def detach(self, runtime) -> None:
+        """Undo :meth:`attach` (a runtime that takes another sanitizer)."""
+        if self._relieve in runtime.interceptors:
+            runtime.remove_interceptor(self._relieve)
+        if runtime.host.on_forget == self._forget_buffer:
+            runtime.host.on_forget = None
+
     def capture(self) -> Site:
         return capture_site(self.site_depth)
 

@@ -348,7 +348,7 @@ class Streams:
         with self.lock:
             handle = CONTEXT_BASE + 64 * next(self._handles)
             self._contexts[handle] = Context(handle, device.device_id)
-        self.runtime._local.context = handle
+        self.runtime.set_thread_context(handle)
         return handle
 
     def destroy_context(self, handle: object) -> None:
@@ -381,9 +381,8 @@ class Streams:
                 else:
                     dropped = False
             if dropped:
-                local = self.runtime._local
-                if getattr(local, "context", None) == context.handle:
-                    local.context = None
+                if self.runtime.thread_context() == context.handle:
+                    self.runtime.set_thread_context(None)
                 self.runtime.reset_device(context.device_id)
 
     def set_context(self, handle: object) -> None:
@@ -394,9 +393,7 @@ class Streams:
         """
         with self.lock:
             context = self._context(handle)
-        local = self.runtime._local
-        local.device = context.device_id
-        local.context = context.handle
+        self.runtime.set_thread_context(context.handle, context.device_id)
 
     def get_context(self) -> int:
         """aclrtGetCurrentContext: this thread's context, else its device's default context.
@@ -405,7 +402,7 @@ class Streams:
             DeviceNotSet: no current device.
         """
         device_id = self.runtime.current_device().device_id
-        handle = getattr(self.runtime._local, "context", None)
+        handle = self.runtime.thread_context()
         with self.lock:
             context = self._contexts.get(handle) if handle is not None else None
             if context is not None and context.device_id == device_id:
