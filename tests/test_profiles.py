@@ -2,7 +2,15 @@
 
 import pytest
 
-from ascend_memsim import GiB, InvalidArgument, MiB, Profile, Runtime, get_profile
+from ascend_memsim import (
+    GiB,
+    InvalidArgument,
+    InvalidArgumentType,
+    MiB,
+    Profile,
+    Runtime,
+    get_profile,
+)
 from ascend_memsim.profiles import PROFILES, SizeRule, register_profile
 
 
@@ -52,7 +60,7 @@ def test_overrides_are_per_simulation():
                                     dict(device_count=0), dict(hbm_bytes=1 << 50),
                                     dict(hbm_bytes=0)])
 def test_bad_overrides_are_refused(change):
-    with pytest.raises(Exception) as info:
+    with pytest.raises((InvalidArgument, InvalidArgumentType)) as info:
         get_profile("A2").with_overrides(**change)
     assert info.value.code == 100000
 
@@ -73,7 +81,7 @@ def test_users_can_register_their_own_product():
 @pytest.mark.parametrize("change", [dict(huge1g="no"), dict(usage_info=1), dict(p2p="yes"),
                                     dict(size_rule="bogus"), dict(device_count=1.0)])
 def test_profile_values_must_have_their_type(change):
-    with pytest.raises(Exception) as info:
+    with pytest.raises((InvalidArgument, InvalidArgumentType)) as info:
         get_profile("950PR").with_overrides(**change)
     assert info.value.code == 100000
 

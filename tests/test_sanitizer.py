@@ -365,7 +365,7 @@ def test_print_limit_caps_the_printed_reports_but_keeps_them_all():
 # -- review fixes: pointer types, the quarantine, host frees, messages, the freed index -----------
 
 def test_a_numpy_integer_pointer_gets_the_same_checks_as_an_int():
-    np = pytest.importorskip("numpy")
+    np = pytest.importorskip("numpy", reason="numpy is an optional extra")
     rt, _ = make(quarantine_bytes=1 * MiB)
     with rt:
         ptr = rt.malloc(100)
@@ -382,7 +382,7 @@ def test_a_numpy_integer_pointer_gets_the_same_checks_as_an_int():
 
 
 def test_a_numpy_integer_pointer_with_pending_work_is_refused_when_strict(strict):
-    np = pytest.importorskip("numpy")
+    np = pytest.importorskip("numpy", reason="numpy is an optional extra")
     ptr = strict.malloc(64)
     strict.memset_async(ptr, 64, 1, 64)
     assert acl.rt.free(np.int64(ptr)) == ErrorCode.RT_PARAM_INVALID

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ascend_memsim import MiB, OutOfDeviceMemory, Runtime
+from ascend_memsim import InvalidArgument, MiB, OutOfDeviceMemory, Runtime
 from ascend_memsim.trace import Recorder, TraceFormatError, load, loads, read_rmm_csv
 
 
@@ -127,7 +127,7 @@ def test_bad_json_lines_are_reported_with_line_numbers():
 
 
 def test_unreadable_file_is_a_clear_error(tmp_path):
-    with pytest.raises(Exception, match="cannot read trace"):
+    with pytest.raises(InvalidArgument, match="cannot read trace"):
         load(str(tmp_path / "missing.jsonl"))
     empty = loads("Thread,Time,Action,Pointer,Size,Stream\n")
     assert not empty.events and not empty.problems
