@@ -597,6 +597,8 @@ class Runtime:
         Raises:
             InvalidArgument: not a JSON object, an unknown memsim key, a bad value.
         """
+        # The layers that own config keys register them on import; make sure they have.
+        from . import faults, sanitizer  # noqa: F401
         if config is None:
             return {}
         if not isinstance(config, Mapping):
