@@ -15,13 +15,14 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from spec_model import expected_pages, expected_rule
 
 from ascend_memsim import MiB, Runtime, acl
 from ascend_memsim.device import device_base
 
 CAPACITY = 16 * MiB
 HUGE = 2 * MiB
-PRODUCTS = {"A2": True, "950PR": False}  # product -> adds 32 bytes
+PRODUCTS = ["A2", "950PR"]
 
 sizes = st.one_of(
     st.integers(1, 4096),
@@ -37,25 +38,13 @@ def align_up(n, k):
 
 
 class ModelDevice:
-    def __init__(self, plus32: bool) -> None:
-        self.plus32 = plus32
+    def __init__(self, product: str) -> None:
+        self.product = product
         self.base = device_base(0)
         self.live: dict[int, tuple[int, int]] = {}  # ptr -> (size, footprint)
 
-    def pages(self, size, policy, api):
-        # only the cfg APIs read flag bits; elsewhere a flagged word is outside the enum
-        base = policy & ~0x101100 if api == "malloc_with_cfg" else policy
-        if base in (0, 3):
-            return ["normal"] if size <= MiB else ["huge", "normal"]
-        if base in (1, 4):
-            return ["huge"]
-        if base in (2, 5):
-            return ["normal"]
-        return ["huge", "normal"] if size >= 2 * MiB else ["normal"]
-
     def footprint(self, size, page, api):
-        rule = align_up(size, 32) + (32 if self.plus32 and api != "malloc_align32" else 0)
-        return align_up(rule, HUGE if page == "huge" else 64)
+        return align_up(expected_rule(self.product, size, api), HUGE if page == "huge" else 64)
 
     def first_fit(self, footprint, align):
         cursor = self.base
@@ -68,7 +57,7 @@ class ModelDevice:
         return start if start + footprint <= self.base + CAPACITY else None
 
     def malloc(self, size, policy, api):
-        for page in self.pages(size, policy, api):
+        for page in expected_pages(self.product, size, policy, api):
             fp = self.footprint(size, page, api)
             ptr = self.first_fit(fp, HUGE if page == "huge" else 64)
             if ptr is not None:
@@ -104,11 +93,11 @@ BAD_CALLS = [
 class AclMachine(RuleBasedStateMachine):
     ptrs = Bundle("ptrs")
 
-    @initialize(product=st.sampled_from(sorted(PRODUCTS)))
+    @initialize(product=st.sampled_from(PRODUCTS))
     def start(self, product):
         self.runtime = Runtime(product, hbm_bytes=CAPACITY).__enter__()
         assert acl.rt.set_device(0) == 0
-        self.model = ModelDevice(PRODUCTS[product])
+        self.model = ModelDevice(product)
         self.freed: set[int] = set()
 
     def teardown(self):

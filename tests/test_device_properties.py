@@ -2,6 +2,7 @@
 
 from hypothesis import given
 from hypothesis import strategies as st
+from spec_model import expected_pages, expected_rule
 
 from ascend_memsim import Api, Device, MiB, Page, get_profile
 from ascend_memsim.constants import MemAttr
@@ -29,31 +30,6 @@ def make(product):
     return Device(profile.with_overrides(**memory))
 
 
-def expected_pages(product, size, policy, api):
-    """The page kinds to try, from SPEC 4 written out again (not the code under test):
-    None when the call must be refused."""
-    cfg = api in (Api.MALLOC_WITH_CFG, Api.MALLOC_FOR_TASK_SCHEDULER)
-    base = policy & ~0x101100 if cfg and policy >= 0 else policy
-    if (api is Api.MALLOC_CACHED and base not in (0, 1, 2, 6)) or (
-            api is Api.MALLOC_CACHED and policy != base):
-        return None
-    if base in (0, 3):
-        return ["normal"] if size <= MiB else ["huge", "normal"]
-    if base in (1, 4):
-        return ["huge"]
-    if base in (2, 5):
-        return ["normal"]
-    if base in (6, 7):
-        return ["huge1g"] if product in ("A2", "A3") else None
-    return ["huge", "normal"] if size >= 2 * MiB else ["normal"]
-
-
-def expected_rule(product, size, api):
-    aligned = -(-size // 32) * 32
-    adds = product in ("A2", "A3", "310P") and api is not Api.MALLOC_ALIGN32
-    return aligned + 32 if adds else aligned
-
-
 @given(product=st.sampled_from(PRODUCTS), program=steps)
 def test_blocks_obey_the_rules_and_the_figures_add_up(product, program):
     dev = make(product)
@@ -63,9 +39,10 @@ def test_blocks_obey_the_rules_and_the_figures_add_up(product, program):
         if release and live:
             dev.free(live.pop(size % len(live)))
             continue
-        pages = expected_pages(product, size, policy, api)
-        huge_fits = alloc.find(-(-expected_rule(product, size, api) // (2 * MiB)) * 2 * MiB,
-                               2 * MiB) is not None
+        name = api.pyacl_name
+        pages = expected_pages(product, size, policy, name)
+        huge = -(-expected_rule(product, size, name) // (2 * MiB)) * 2 * MiB
+        huge_fits = alloc.find(huge, 2 * MiB) is not None
         try:
             block = dev.allocate(size, policy, api=api)
         except OutOfDeviceMemory:
@@ -78,7 +55,7 @@ def test_blocks_obey_the_rules_and_the_figures_add_up(product, program):
         live.append(block.ptr)
         # size rule, page granularity, start alignment
         if block.page is not Page.HUGE1G:
-            assert block.rule_size == expected_rule(product, size, api)
+            assert block.rule_size == expected_rule(product, size, name)
         granule = PAGE_BYTES[block.page]
         assert block.footprint == -(-block.rule_size // granule) * granule
         assert block.ptr % 64 == 0 and block.ptr % granule == 0

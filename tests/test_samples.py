@@ -63,16 +63,20 @@ def report_memory(step):
         if failed("acl.rt.get_mem_info", ret):
             sys.exit(1)
         log.info("step %s: %s free %s of %s bytes", step, name, free, total)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device_id", type=int, default=0)
+    parser.add_argument("--memory_size", type=int, default=64)
+    parser.add_argument("--cycles", type=int, default=2)
+    return parser.parse_args()
 '''
 
 SYNC = COMMON + '''
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--device_id", type=int, default=0)
-    parser.add_argument("--memory_size", type=int, default=64)
-    parser.add_argument("--cycles", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_args()
     size = args.memory_size
     if failed("acl.init", acl.init()):
         sys.exit(1)
@@ -111,11 +115,7 @@ main()
 ASYNC = COMMON + '''
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--device_id", type=int, default=0)
-    parser.add_argument("--memory_size", type=int, default=64)
-    parser.add_argument("--cycles", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_args()
     size = args.memory_size
     if failed("acl.init", acl.init()) or failed("acl.rt.set_device",
                                                 acl.rt.set_device(args.device_id)):
