@@ -7,16 +7,18 @@ sorted free list) and reads ``profiles`` and ``constants``. The core never impor
 """
 
 from .acl import install_acl, uninstall_acl
-from .allocator import Allocator
-from .constants import ErrorCode, GiB, KiB, MallocPolicy, MemAttr, MemcpyKind, MemType, MiB
-from .device import Api, Block, Device, Page
-from .errors import *  # noqa: F403  (every exception class, listed in errors.__all__)
-from .errors import __all__ as _error_names
-from .explain import Explanation, explain
-from .faults import FailNth, FailRandomly, FailWhen, HugePagesExhausted, exhaustive
-from .profiles import PROFILES, Profile, get_profile, register_profile
-from .runtime import Runtime, UsageInfo, current_runtime
-from .sanitizer import Report, Sanitizer
+from .checks.faults import FailNth, FailRandomly, FailWhen, HugePagesExhausted, exhaustive
+from .checks.sanitizer import Report, Sanitizer
+from .memory.allocator import Allocator
+from .memory.constants import ErrorCode, GiB, KiB, MallocPolicy, MemAttr, MemcpyKind, MemType, MiB
+from .memory.device import Block, Device
+from .memory.errors import *  # noqa: F403  (every exception class, listed in errors.__all__)
+from .memory.errors import __all__ as _error_names
+from .memory.explain import Explanation, explain
+from .memory.profiles import PROFILES, Profile, get_profile, register_profile
+from .memory.rules import Api, Page
+from .runtime.active import current_runtime
+from .runtime.runtime import Runtime, UsageInfo
 
 __version__ = "0.1.0"
 

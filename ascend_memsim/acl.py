@@ -20,11 +20,11 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from . import host as _host
-from ._checks import as_int
-from .constants import FLAT_NAMES
-from .errors import AclError
-from .runtime import acl_finalize, acl_init, current_runtime
+from .data import host as _host
+from .memory.args import as_int
+from .memory.constants import FLAT_NAMES
+from .memory.errors import AclError
+from .runtime.active import acl_finalize, acl_init, current_runtime
 
 __all__ = ["init", "finalize", "rt", "util", "media", "app_log", "get_recent_err_msg",
            *FLAT_NAMES]
@@ -247,7 +247,7 @@ rt = _namespace(
 # -- acl.util: plain values, no code (pyacl's shapes); errors raise ----------------------------
 
 def bytes_to_ptr(data: bytes) -> int:
-    """The address of a bytes object's buffer (registered; see ascend_memsim.host)."""
+    """The address of a bytes object's buffer (registered; see ascend_memsim.data.host)."""
     return _host.bytes_to_ptr(current_runtime(), data)
 
 

@@ -10,7 +10,7 @@ aclError code last), so a lesson can follow the C documentation name for name::
 from __future__ import annotations
 
 from . import acl
-from .constants import FLAT_NAMES
+from .memory.constants import FLAT_NAMES
 
 #: C name -> pyacl function.
 C_NAMES = {

@@ -13,17 +13,17 @@ import sys
 import traceback
 from typing import TextIO
 
-from ._checks import UINT32_MAX
-from .constants import MallocPolicy, MemAttr, MiB
-from .errors import AclError, InvalidArgument
-from .explain import explain, format_bytes
-from .profiles import DEFAULT_PRODUCT, PROFILES, SizeRule
-from .replay import _capacity_key, parse_size, replay, smallest_capacity, tty_progress
-from .runtime import Runtime
-from .sites import format_site
-from .stats import MemoryStats
-from .trace import Recorder, load
-from .viz import MapSnapshot, approx_bytes, save_picture, text_map
+from .memory.args import UINT32_MAX
+from .memory.constants import MallocPolicy, MemAttr, MiB
+from .memory.errors import AclError, InvalidArgument
+from .memory.explain import explain, format_bytes
+from .memory.profiles import DEFAULT_PRODUCT, PROFILES, SizeRule
+from .memory.sites import format_site
+from .observe.replay import _capacity_key, parse_size, replay, smallest_capacity, tty_progress
+from .observe.stats import MemoryStats
+from .observe.trace import Recorder, load
+from .observe.viz import MapSnapshot, approx_bytes, save_picture, text_map
+from .runtime.runtime import Runtime
 
 __all__ = ["main", "parse_policy_arg", "sanitizer_report_count"]
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from ._checks import SIZE_MAX, UINT32_MAX
-from .constants import GiB, KiB, MallocFlag, MallocPolicy, MemAttr, MiB
-from .device import Api
-from .errors import AclError
-from .profiles import PROFILES
-from .runtime import Runtime
+from .memory.args import SIZE_MAX, UINT32_MAX
+from .memory.constants import GiB, KiB, MallocFlag, MallocPolicy, MemAttr, MiB
+from .memory.errors import AclError
+from .memory.profiles import PROFILES
+from .memory.rules import Api
+from .runtime.runtime import Runtime
 
 __all__ = [
     "EDGES", "boundary_sizes", "sizes", "bad_sizes", "policies", "products", "apis",

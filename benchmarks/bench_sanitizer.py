@@ -13,7 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ascend_memsim import MiB, Runtime
-from ascend_memsim.sanitizer import Sanitizer
+from ascend_memsim.checks.sanitizer import Sanitizer
 
 
 def run(spec, pairs: int) -> float:

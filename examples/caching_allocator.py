@@ -15,7 +15,7 @@ NPUCachingAllocator:
 - ``empty_cache()`` returns every wholly free segment to the device.
 
 :class:`BuggyCachingAllocator` has a one-line bug in ``empty_cache``; the tests show the
-state machine in ``ascend_memsim.testing`` finding it. The tests are in
+state machine in ``ascend_memsim.testing.machine`` finding it. The tests are in
 ``tests/test_example_caching_allocator.py``; ``python examples/caching_allocator.py`` runs a
 short demonstration.
 """

@@ -8,7 +8,7 @@ Run: python examples/hugepage_fallback.py
 """
 
 from ascend_memsim import MallocPolicy, MemAttr, MiB, OutOfDeviceMemory, Runtime
-from ascend_memsim.viz import MapSnapshot, text_map
+from ascend_memsim.observe.viz import MapSnapshot, text_map
 
 with Runtime("A2", hbm_bytes=32 * MiB) as rt:
     rt.set_device(0)

@@ -7,8 +7,8 @@ Run: python examples/same_trace_a2_950pr.py
 """
 
 from ascend_memsim import MiB, Runtime
-from ascend_memsim.replay import replay, smallest_capacity
-from ascend_memsim.trace import Recorder
+from ascend_memsim.observe.replay import replay, smallest_capacity
+from ascend_memsim.observe.trace import Recorder
 
 with Runtime("A2", hbm_bytes=1024 * MiB) as rt, Recorder(rt) as recorder:
     rt.set_device(0)

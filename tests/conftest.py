@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, settings
 # pytester runs the plugin's own tests. The plugin itself comes in through the package's
 # pytest11 entry point; from a checkout that is not installed, load it by name.
 pytest_plugins = ["pytester"]
-if not any(ep.value == "ascend_memsim.pytest_plugin" for ep in entry_points(group="pytest11")):
-    pytest_plugins.append("ascend_memsim.pytest_plugin")
+if not any(ep.value == "ascend_memsim.testing.plugin" for ep in entry_points(group="pytest11")):
+    pytest_plugins.append("ascend_memsim.testing.plugin")
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True,

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from ascend_memsim import GiB, MiB, Runtime, acl, aclrt, install_acl, uninstall_acl
-from ascend_memsim.constants import ErrorCode, MallocAttrType
+from ascend_memsim.memory.constants import ErrorCode, MallocAttrType
 
 E = ErrorCode
 
@@ -314,12 +314,12 @@ def test_constants_have_vendor_values():
 
 
 def test_a_bug_in_the_core_still_raises(monkeypatch, initialised):
-    from ascend_memsim import runtime
+    from ascend_memsim import Runtime
 
     def broken(self, *args, **kwargs):
         raise KeyError("bug")
 
-    monkeypatch.setattr(runtime.Runtime, "malloc", broken)
+    monkeypatch.setattr(Runtime, "malloc", broken)
     with pytest.raises(KeyError):
         acl.rt.malloc(100, 0)
 

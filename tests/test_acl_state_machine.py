@@ -18,7 +18,7 @@ from hypothesis.stateful import (
 from spec_model import expected_pages, expected_rule
 
 from ascend_memsim import MiB, Runtime, acl
-from ascend_memsim.device import device_base
+from ascend_memsim.memory.rules import device_base
 
 CAPACITY = 16 * MiB
 HUGE = 2 * MiB

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ascend_memsim.allocator import Allocator, size_class
+from ascend_memsim.memory.allocator import Allocator, size_class
 
 
 def test_first_fit_takes_the_lowest_hole_that_fits():

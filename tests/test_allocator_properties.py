@@ -8,7 +8,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
-from ascend_memsim.allocator import Allocator
+from ascend_memsim.memory.allocator import Allocator
 
 G = 64
 UNITS = 256  # a 16 KiB range in 64-byte units keeps the model cheap

@@ -10,7 +10,7 @@ import types
 
 from ascend_memsim import MiB, Runtime
 from ascend_memsim.cli import main, parse_policy_arg, sanitizer_report_count
-from ascend_memsim.trace import Recorder, load
+from ascend_memsim.observe.trace import Recorder, load
 
 
 def run(*argv):
@@ -221,7 +221,7 @@ def test_run_that_fails_early_leaves_sys_modules_alone(tmp_path):
 def test_run_makes_no_device_before_the_script_and_observes_later_ones(tmp_path):
     script = _script(tmp_path, """
         import acl
-        from ascend_memsim.runtime import current_runtime
+        from ascend_memsim import current_runtime
         assert current_runtime().devices() == [], current_runtime().devices()
         assert acl.init() == 0 and acl.rt.set_device(0) == 0
         ptr, ret = acl.rt.malloc(100, 0)
@@ -257,7 +257,7 @@ def test_run_lets_the_scripts_acl_init_config_choose_the_simulation(tmp_path):
                                   "defaultDevice": {"default_device": "0"}}))
     script = _script(tmp_path, f"""
         import acl
-        from ascend_memsim.runtime import current_runtime
+        from ascend_memsim import current_runtime
         assert acl.init({str(config)!r}) == 0
         ptr, ret = acl.rt.malloc(100, 0)     # no set_device: the config's default device
         assert ret == 0, ret

@@ -5,7 +5,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ascend_memsim import InvalidPointer, MiB, Runtime
-from ascend_memsim.contents import Contents
+from ascend_memsim.data.contents import Contents
 
 # Regions: (kind, size). Sizes straddle the 64-byte granule and the DENSE/chunk split is
 # covered by the Contents test below with a tiny chunk-sized block.

@@ -16,8 +16,8 @@ from ascend_memsim import (
     Page,
     get_profile,
 )
-from ascend_memsim.constants import MODULE_APP, MallocFlag
-from ascend_memsim.device import device_base, device_of
+from ascend_memsim.memory.constants import MODULE_APP, MallocFlag
+from ascend_memsim.memory.rules import device_base, device_of
 
 P = MallocPolicy
 
@@ -330,7 +330,7 @@ def test_reset_returns_leaks_and_starts_afresh():
 
 
 def test_injected_failures_reach_observers_and_do_not_blame_fragmentation():
-    from ascend_memsim.errors import OutOfDeviceMemory as OOM
+    from ascend_memsim.memory.errors import OutOfDeviceMemory as OOM
 
     dev = make()
     seen = []

@@ -5,9 +5,9 @@ from hypothesis import strategies as st
 from spec_model import expected_pages, expected_rule
 
 from ascend_memsim import Api, Device, MiB, Page, get_profile
-from ascend_memsim.constants import MemAttr
-from ascend_memsim.device import PAGE_BYTES
-from ascend_memsim.errors import FeatureNotSupported, InvalidArgument, OutOfDeviceMemory
+from ascend_memsim.memory.constants import MemAttr
+from ascend_memsim.memory.rules import PAGE_BYTES
+from ascend_memsim.memory.errors import FeatureNotSupported, InvalidArgument, OutOfDeviceMemory
 
 PRODUCTS = ["950PR", "950DT", "A2", "A3", "310P"]
 CAPACITY = 32 * MiB

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ascend_memsim import errors
-from ascend_memsim.constants import ErrorCode
+from ascend_memsim.memory import errors
+from ascend_memsim.memory.constants import ErrorCode
 
 
 def test_every_error_class_carries_one_vendor_code():

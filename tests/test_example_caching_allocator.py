@@ -18,9 +18,9 @@ from hypothesis.stateful import (
 )
 
 from ascend_memsim import MiB, Page, install_acl, uninstall_acl
-from ascend_memsim.faults import FailWhen, exhaustive
+from ascend_memsim.checks.faults import FailWhen, exhaustive
 from ascend_memsim.strategies import sizes
-from ascend_memsim.testing import AllocatorMachine
+from ascend_memsim.testing.machine import AllocatorMachine
 
 # The example does `import acl`, as code written for hardware does; `pytest --memsim-acl` would
 # make that resolve to the simulator for a whole run; here it is done for the import only.

@@ -22,7 +22,7 @@ from ascend_memsim import (
     acl,
     exhaustive,
 )
-from ascend_memsim.faults import inject, parse_fault, parse_faults
+from ascend_memsim.checks.faults import inject, parse_fault, parse_faults
 
 
 def state(rt):

@@ -11,7 +11,7 @@ from ascend_memsim import (
     Runtime,
     get_profile,
 )
-from ascend_memsim.profiles import PROFILES, SizeRule, register_profile
+from ascend_memsim.memory.profiles import PROFILES, SizeRule, register_profile
 
 
 @pytest.mark.parametrize("spelling, name", [

@@ -5,8 +5,8 @@ from importlib.metadata import entry_points
 import pytest
 
 # Inner runs load the plugin through its entry point when the package is installed, else by name.
-_INSTALLED = any(ep.value == "ascend_memsim.pytest_plugin" for ep in entry_points(group="pytest11"))
-PLUGIN = () if _INSTALLED else ("-p", "ascend_memsim.pytest_plugin")
+_INSTALLED = any(ep.value == "ascend_memsim.testing.plugin" for ep in entry_points(group="pytest11"))
+PLUGIN = () if _INSTALLED else ("-p", "ascend_memsim.testing.plugin")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -96,7 +96,7 @@ def test_sanitizer_keyword_sets_the_mode_and_leaks_are_listed_once(pytester):
     pytester.makepyfile(test_san="""
         import pytest
         from ascend_memsim import acl
-        from ascend_memsim.constants import ErrorCode, MallocFlag
+        from ascend_memsim.memory.constants import ErrorCode, MallocFlag
 
         @pytest.mark.memsim(sanitizer="strict")
         def test_strict_refuses_a_readonly_write(memsim):

@@ -3,9 +3,9 @@
 import pytest
 
 from ascend_memsim import MiB, Runtime
-from ascend_memsim.errors import InvalidArgument
-from ascend_memsim.replay import parse_size, replay, smallest_capacity
-from ascend_memsim.trace import Recorder, Trace, loads
+from ascend_memsim.memory.errors import InvalidArgument
+from ascend_memsim.observe.replay import parse_size, replay, smallest_capacity
+from ascend_memsim.observe.trace import Recorder, Trace, loads
 
 
 def _trace(*events, product="A2"):

@@ -8,8 +8,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ascend_memsim import InvalidPointer, MiB, Runtime, acl
-from ascend_memsim.constants import ErrorCode, MallocFlag, MallocPolicy
-from ascend_memsim.sanitizer import KINDS, Sanitizer, SanitizerError
+from ascend_memsim.memory.constants import ErrorCode, MallocFlag, MallocPolicy
+from ascend_memsim.checks.sanitizer import KINDS, Sanitizer, SanitizerError
 
 H2D, D2H = 1, 2
 
@@ -340,7 +340,7 @@ def test_leak_reports_can_be_turned_off():
 
 
 def test_sanitizer_error_is_an_exported_error_class():
-    from ascend_memsim import errors
+    from ascend_memsim.memory import errors
 
     assert SanitizerError in errors.error_classes()
     assert "SanitizerError" in errors.__all__

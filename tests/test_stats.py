@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ascend_memsim import MemAttr, MiB, OutOfDeviceMemory, Runtime
-from ascend_memsim.stats import MemoryStats
+from ascend_memsim.observe.stats import MemoryStats
 
 
 def _check_identity(rt, stats):

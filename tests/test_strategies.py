@@ -16,7 +16,7 @@ from ascend_memsim import (
     acl,
 )
 from ascend_memsim import strategies as ms
-from ascend_memsim.testing import AllocatorMachine
+from ascend_memsim.testing.machine import AllocatorMachine
 
 
 def test_boundary_sizes_sit_on_the_rule_edges():
@@ -176,10 +176,10 @@ def test_the_base_machine_catches_memory_used_after_it_went_back_to_the_device()
 
 
 def test_the_machine_leaves_no_runtime_active():
-    from ascend_memsim.runtime import _active
+    from ascend_memsim import Runtime
 
-    depth = len(_active)
+    depth = len(Runtime.active)
     run_state_machine_as_test(RuntimeMachine, settings=settings(
         max_examples=3, database=None, deadline=None))
-    assert len(_active) == depth
+    assert len(Runtime.active) == depth
 

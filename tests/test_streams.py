@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ascend_memsim import InvalidHandle, InvalidPointer, MallocPolicy, MiB, Runtime, acl
-from ascend_memsim.constants import ErrorCode
+from ascend_memsim.memory.constants import ErrorCode
 
 H2D, D2H, D2D = 1, 2, 3
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from ascend_memsim import InvalidArgument, MiB, OutOfDeviceMemory, Runtime
-from ascend_memsim.trace import Recorder, TraceFormatError, load, loads, read_rmm_csv
+from ascend_memsim.observe.trace import Recorder, TraceFormatError, load, loads, read_rmm_csv
 
 
 def _record(stacks=False):
@@ -175,7 +175,7 @@ def test_bad_rmm_rows_csv_errors_negative_and_decimal_looking_pointers():
 
 
 def test_recorder_header_follows_the_runtime_at_stop():
-    from ascend_memsim.profiles import get_profile
+    from ascend_memsim.memory.profiles import get_profile
 
     with Runtime("A2", hbm_bytes=16 * MiB) as rt:
         rec = Recorder(rt)

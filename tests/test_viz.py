@@ -6,9 +6,9 @@ from html.parser import HTMLParser
 import pytest
 
 from ascend_memsim import MiB
-from ascend_memsim.replay import replay
-from ascend_memsim.trace import Recorder
-from ascend_memsim.viz import (
+from ascend_memsim.observe.replay import replay
+from ascend_memsim.observe.trace import Recorder
+from ascend_memsim.observe.viz import (
     MapSnapshot,
     html_page,
     map_svg,

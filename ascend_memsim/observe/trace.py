@@ -12,7 +12,7 @@ the event names one, else None) and the event's own fields:
 - ``free``: ptr, size, footprint; ``reset``: leaked (pointers still live).
 
 With ``stacks=True`` each event also carries ``stack``: the user's frames as
-``file:line in function`` strings (:mod:`ascend_memsim.sites`).
+``file:line in function`` strings (:mod:`ascend_memsim.memory.sites`).
 
 The file starts with a header line ``{"format": "ascend-memsim-trace", "version": 1, ...}``
 naming the product and capacity it was recorded on. :func:`load` also reads RAPIDS RMM's
@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ._checks import UINT32_MAX
-from .constants import MODULE_ID_MAX, MODULE_NAMES
-from .errors import InvalidArgument, TraceFormatError
-from .sites import capture_site
+from ..memory.args import UINT32_MAX
+from ..memory.constants import MODULE_ID_MAX, MODULE_NAMES
+from ..memory.errors import InvalidArgument, TraceFormatError
+from ..memory.sites import capture_site
 
 if TYPE_CHECKING:
-    from .device import Device
-    from .runtime import Runtime
+    from ..memory.device import Device
+    from ..runtime.runtime import Runtime
 
 __all__ = ["Trace", "Recorder", "TraceFormatError", "load", "loads", "read_rmm_csv",
            "FORMAT", "KNOWN_EVENTS"]

@@ -20,12 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .constants import ErrorCode, MiB
-from .device import Api, Block, policy_name
-from .errors import AclError, InvalidArgument
-from .explain import format_bytes
-from .profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
-from .runtime import Runtime
+from ..memory.constants import ErrorCode, MiB
+from ..memory.device import Block
+from ..memory.errors import AclError, InvalidArgument
+from ..memory.explain import format_bytes
+from ..memory.profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
+from ..memory.rules import Api, policy_name
+from ..runtime.runtime import Runtime
 from .trace import Trace
 
 __all__ = ["replay", "smallest_capacity", "ReplayResult", "Failure", "Bisection", "Timeline",

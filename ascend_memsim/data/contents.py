@@ -11,7 +11,7 @@ sanitizer's initcheck reads.
 :class:`DataPlane` carries out ``memcpy`` and ``memset`` for a runtime: it checks the
 arguments (the rules of aclrtMemcpy / aclrtMemset in the runtime's memory.cpp and
 api_error.cc), resolves each address to a *region* (a device block here, a host block or a
-registered host buffer in :mod:`ascend_memsim.host`), lets the sanitizer look at the access,
+registered host buffer in :mod:`ascend_memsim.data.host`), lets the sanitizer look at the access,
 and only then moves bytes. A failed call changes nothing. Copies move memoryview slices,
 never single bytes in Python.
 """
@@ -22,10 +22,10 @@ import mmap
 import threading
 from bisect import bisect_left, bisect_right
 
-from ._checks import SIZE_MAX, as_int
-from .constants import MemcpyKind
-from .device import Block
-from .errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
+from ..memory.args import SIZE_MAX, as_int
+from ..memory.constants import MemcpyKind
+from ..memory.device import Block
+from ..memory.errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
 
 __all__ = [
     "CHUNK_BYTES",

@@ -30,11 +30,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from .constants import MODULE_NAMES
+from ..memory.constants import MODULE_NAMES
 
 if TYPE_CHECKING:
-    from .device import Block, Device
-    from .runtime import Runtime
+    from ..memory.device import Block, Device
+    from ..runtime.runtime import Runtime
 
 __all__ = ["MemoryStats", "STATS", "METRICS", "memory_summary"]
 

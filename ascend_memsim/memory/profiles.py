@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
-from ._checks import as_int
+from .args import as_int
 from .constants import GiB
 from .errors import InvalidArgument, InvalidArgumentType
 

@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 __all__ = ["Frame", "Site", "capture_site", "format_site"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# The whole package (this file is in its memory/ subpackage): its frames are never the user's.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 # co_filename -> what a site does with its frames (_KEEP, _SKIP, _STOP); saves an abspath
 # per frame on the hot path.

@@ -54,11 +54,12 @@ from typing import Any, TextIO
 
 from sortedcontainers import SortedDict
 
-from ._checks import as_ptr
-from .errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
-from .host import HostBlock
-from .runtime import CONFIG_KEYS
-from .sites import Site, capture_site, format_site
+from ..data.host import HostBlock
+from ..memory.args import as_ptr
+from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
+from ..memory.sites import Site, capture_site, format_site
+from ..runtime.config import register_config_key
+from ..runtime.hooks import register_checker
 
 __all__ = ["KINDS", "MODES", "Report", "Sanitizer", "SanitizerError"]
 
@@ -612,4 +613,5 @@ def _config_sanitizer(kwargs: dict, value: Any) -> None:
     kwargs["sanitizer"] = value
 
 
-CONFIG_KEYS["sanitizer"] = _config_sanitizer
+register_config_key("sanitizer", _config_sanitizer)
+register_checker(Sanitizer.make)

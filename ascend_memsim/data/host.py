@@ -28,18 +28,18 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from ._checks import as_int, as_ptr, as_size, int_or_none
-from .allocator import Allocator
-from .contents import Runs, fill_view, zeroed_buffer
-from .device import DEVICE_SPAN
-from .errors import (
+from ..memory.allocator import Allocator
+from ..memory.args import as_int, as_ptr, as_size, int_or_none
+from ..memory.errors import (
     InternalError,
     InvalidArgument,
     InvalidArgumentType,
     InvalidPointer,
     OutOfHostMemory,
 )
-from .sites import capture_site
+from ..memory.rules import DEVICE_SPAN
+from ..memory.sites import capture_site
+from .contents import Runs, fill_view, zeroed_buffer
 
 __all__ = [
     "HOST_ALIGN",

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._checks import UINT32_MAX, as_int, as_size
+from .args import UINT32_MAX, as_int, as_size
 from .constants import MallocPolicy
-from .device import (
+from .profiles import DEFAULT_PRODUCT, Profile, SizeRule, get_profile
+from .rules import (
     HUGE_FIRST_THRESHOLD,
     OUT_OF_RANGE_HUGE_FROM,
     PAGE_BYTES,
@@ -28,7 +29,6 @@ from .device import (
     policy_name,
     rule_size,
 )
-from .profiles import DEFAULT_PRODUCT, Profile, SizeRule, get_profile
 
 __all__ = ["explain", "Explanation", "Step", "format_bytes"]
 

@@ -37,12 +37,21 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._checks import SIZE_MAX, UINT32_MAX, int_or_none
-from .constants import MallocPolicy
-from .device import Api, Block, Page, Request, policy_name
-from .errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory, error_classes
-from .runtime import CONFIG_KEYS, Runtime, current_runtime
-from .sites import Site, capture_site, format_site
+from ..memory.args import SIZE_MAX, UINT32_MAX, int_or_none
+from ..memory.constants import MallocPolicy
+from ..memory.device import Block
+from ..memory.errors import (
+    AclError,
+    InvalidArgument,
+    InvalidArgumentType,
+    OutOfDeviceMemory,
+    error_classes,
+)
+from ..memory.rules import Api, Page, Request, policy_name
+from ..memory.sites import Site, capture_site, format_site
+from ..runtime.active import current_runtime
+from ..runtime.config import register_config_key
+from ..runtime.runtime import Runtime
 
 __all__ = [
     "Fault", "FailNth", "FailWhen", "FailRandomly", "HugePagesExhausted", "parse_faults",
@@ -478,7 +487,7 @@ def _config_faults(kwargs: dict, value: object) -> None:
     kwargs.setdefault("interceptors", []).extend(parse_faults(value))
 
 
-CONFIG_KEYS["faults"] = _config_faults
+register_config_key("faults", _config_faults)
 
 
 @contextlib.contextmanager

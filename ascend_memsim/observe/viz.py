@@ -19,12 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .constants import MiB
-from .device import PAGE_BYTES, Block, Page
-from .explain import format_bytes
+from ..memory.constants import MiB
+from ..memory.device import Block
+from ..memory.explain import format_bytes
+from ..memory.rules import PAGE_BYTES, Page
 
 if TYPE_CHECKING:
-    from .device import Device
+    from ..memory.device import Device
     from .replay import Timeline
 
 __all__ = ["MapSnapshot", "approx_bytes", "map_svg", "timeline_svg", "text_map", "html_page",

@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
-from .constants import MemAttr, MiB
-from .runtime import Runtime
+from ..memory.constants import MemAttr, MiB
+from ..runtime.runtime import Runtime
 
 __all__ = ["AllocatorMachine"]
 

@@ -34,12 +34,12 @@ import _pytest
 import pluggy
 import pytest
 
-from .acl import install_acl, uninstall_acl
-from .errors import AclError
-from .faults import Fault, parse_faults
-from .profiles import DEFAULT_PRODUCT, PROFILES, Profile, get_profile
-from .runtime import Runtime
-from .sites import Site, format_site
+from ..acl import install_acl, uninstall_acl
+from ..checks.faults import Fault, parse_faults
+from ..memory.errors import AclError
+from ..memory.profiles import DEFAULT_PRODUCT, PROFILES, Profile, get_profile
+from ..memory.sites import Site, format_site
+from ..runtime.runtime import Runtime
 
 __all__ = ["memsim", "memsim_faults", "MARKER_KEYS"]
 

@@ -36,8 +36,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ._checks import as_int
-from .errors import AclError, InvalidHandle, StreamContextMismatch
+from ..memory.args import as_int
+from ..memory.errors import AclError, InvalidHandle, StreamContextMismatch
 
 __all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Streams"]
 
@@ -348,7 +348,7 @@ class Streams:
         with self.lock:
             handle = CONTEXT_BASE + 64 * next(self._handles)
             self._contexts[handle] = Context(handle, device.device_id)
-        self.runtime.set_thread_context(handle)
+        self.runtime.threads.set_context(handle)
         return handle
 
     def destroy_context(self, handle: object) -> None:
@@ -381,8 +381,8 @@ class Streams:
                 else:
                     dropped = False
             if dropped:
-                if self.runtime.thread_context() == context.handle:
-                    self.runtime.set_thread_context(None)
+                if self.runtime.threads.context() == context.handle:
+                    self.runtime.threads.set_context(None)
                 self.runtime.reset_device(context.device_id)
 
     def set_context(self, handle: object) -> None:
@@ -393,7 +393,7 @@ class Streams:
         """
         with self.lock:
             context = self._context(handle)
-        self.runtime.set_thread_context(context.handle, context.device_id)
+        self.runtime.threads.set_context(context.handle, context.device_id)
 
     def get_context(self) -> int:
         """aclrtGetCurrentContext: this thread's context, else its device's default context.
@@ -402,7 +402,7 @@ class Streams:
             DeviceNotSet: no current device.
         """
         device_id = self.runtime.current_device().device_id
-        handle = self.runtime.thread_context()
+        handle = self.runtime.threads.context()
         with self.lock:
             context = self._contexts.get(handle) if handle is not None else None
             if context is not None and context.device_id == device_id:

@@ -1,0 +1,143 @@
+"""Argument checks for the public entry points: each raises with the argument's name.
+
+Public methods call these once and then work on plain ints; internals never re-check.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping
+
+from .constants import MallocAttrType, MemType
+from .errors import InvalidArgument, InvalidArgumentType, InvalidRuntimeParam
+
+__all__ = [
+    "as_int", "as_size", "as_ptr", "int_or_none", "parse_malloc_config", "parse_mem_type_query",
+    "SIZE_MAX", "UINT32_MAX",
+]
+
+#: The largest value a C ``size_t`` (and a 64-bit pointer) can hold.
+SIZE_MAX = (1 << 64) - 1
+#: The largest uint32_t: policy words, memType masks, reserve fields.
+UINT32_MAX = 0xFFFF_FFFF
+
+
+def as_int(value: object, name: str, lo: int | None = 0, hi: int | None = SIZE_MAX) -> int:
+    """``value`` as an int in ``[lo, hi]`` (None: unbounded); bool, float, str, None refused.
+
+    Anything with ``__index__`` (numpy integers, IntEnum members) is accepted.
+
+    Raises:
+        InvalidArgumentType: not an integer.
+        InvalidArgument: out of range.
+    """
+    if value.__class__ is int:
+        # the common case, on every malloc and free: a plain int (bool is a subclass, not int)
+        number = value
+    elif isinstance(value, bool):
+        raise InvalidArgumentType(f"{name} must be an int, got bool {value!r}")
+    else:
+        number = _index(value, name)
+    if (lo is not None and number < lo) or (hi is not None and number > hi):
+        raise InvalidArgument(f"{name}={number} is outside [{lo}, {hi}]")
+    return number
+
+
+def _index(value: object, name: str) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise InvalidArgumentType(
+            f"{name} must be an int, got {type(value).__name__} {value!r}") from None
+
+
+def as_size(value: object, name: str = "size") -> int:
+    """A byte count for an allocation: an int in ``[1, SIZE_MAX]``.
+
+    Raises:
+        InvalidArgumentType, InvalidArgument: as :func:`as_int`; size 0 is InvalidArgument.
+    """
+    size = as_int(value, name)
+    if size == 0:
+        raise InvalidArgument(f"{name} must be > 0 (got 0)")
+    return size
+
+
+def as_ptr(value: object, name: str = "ptr") -> int:
+    """A pointer argument: a non-NULL int in ``[1, SIZE_MAX]``.
+
+    Raises:
+        InvalidArgumentType: not an int (a str, None, a float).
+        InvalidArgument: NULL (0) or out of the 64-bit range.
+    """
+    ptr = as_int(value, name)
+    if ptr == 0:
+        raise InvalidArgument(f"{name} is NULL")
+    return ptr
+
+
+def int_or_none(value: object) -> int | None:
+    """``value`` as an int when it is an integer (``__index__``: numpy integers too; not
+    bool), else None. For lookups that must not raise."""
+    if value.__class__ is int:
+        return value
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def parse_malloc_config(cfg: object) -> dict[int, int]:
+    """An aclrtMallocConfig given as ``{attr_type: value}`` or ``[(attr_type, value), ...]``.
+
+    Raises:
+        InvalidArgument, InvalidArgumentType: an unknown attribute type or a bad value.
+    """
+    if cfg is None:
+        return {}
+    if isinstance(cfg, Mapping):
+        pairs: Iterable = cfg.items()
+    elif isinstance(cfg, (list, tuple)):
+        pairs = cfg
+    else:
+        raise InvalidArgumentType(
+            f"cfg must be a dict {{attr_type: value}} or a list of pairs, got {type(cfg).__name__}")
+    attrs: dict[int, int] = {}
+    for pair in pairs:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidArgumentType(f"cfg entry {pair!r} is not an (attr_type, value) pair")
+        kind = as_int(pair[0], "cfg attr_type", 0, SIZE_MAX)
+        if kind not in MallocAttrType._value2member_map_:
+            # memory.cpp: an unknown attribute type is ACL_ERROR_RT_PARAM_INVALID.
+            raise InvalidRuntimeParam(f"cfg attr_type {kind} is not an aclrtMallocAttrType "
+                                  f"({', '.join(f'{m.name}={m.value}' for m in MallocAttrType)})")
+        attrs[kind] = as_int(pair[1], f"cfg {MallocAttrType(kind).name}", 0, SIZE_MAX)
+    return attrs
+
+
+_ALL_MEM_TYPES = int(MemType.DEV | MemType.DVPP | MemType.RSVD)
+
+
+def parse_mem_type_query(addr_list: object, mem_type: object,
+                         reserve: object) -> tuple[list[int], int]:
+    """The arguments of aclrtCheckMemType, checked: (addresses, memType bits).
+
+    Raises:
+        InvalidArgumentType: addr_list not a list or tuple of ints.
+        InvalidArgument: an empty list, a mem_type with unknown or no bits, reserve != 0.
+    """
+    if not isinstance(addr_list, (list, tuple)):
+        raise InvalidArgumentType(f"addr_list must be a list of ints, got "
+                                  f"{type(addr_list).__name__}")
+    if not addr_list:
+        raise InvalidArgument("addr_list is empty")
+    addrs = [as_int(a, f"addr_list[{i}]") for i, a in enumerate(addr_list)]
+    kinds = as_int(mem_type, "mem_type", 0, UINT32_MAX)
+    if not kinds or kinds & ~_ALL_MEM_TYPES:
+        raise InvalidArgument(f"mem_type={kinds:#x} must be a non-empty OR of "
+                              f"ACL_RT_MEM_TYPE_DEV/DVPP/RSVD (0x2, 0x8, 0x10)")
+    if as_int(reserve, "reserve", 0, UINT32_MAX) != 0:
+        raise InvalidArgument("reserve must be 0")
+    return addrs, kinds

@@ -1,0 +1,223 @@
+"""The documented allocation rules as small pure functions: policies, page kinds, rounding.
+
+A request becomes a block in three documented steps (see :mod:`ascend_memsim.memory.explain`,
+which reuses these functions, so the explanation cannot drift from the behaviour):
+
+1. the *rule size*: the product's rounding of the requested size for the API
+   (seed chapter, aclrtMalloc / aclrtMallocAlign32): :func:`rule_size`;
+2. the *page kinds* to try, in order, from the policy (acl_rt.h, aclrtMemMallocPolicy):
+   :func:`parse_policy`, :func:`page_order`;
+3. the *footprint*: the rule size rounded up to the page size (:data:`PAGE_BYTES`), placed
+   on a page boundary (the project's memory model, SPEC.md section 4).
+
+Also the address layout: each device owns one window of addresses (:func:`device_base`).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import NamedTuple
+
+from .constants import GiB, MallocFlag, MallocPolicy, MiB
+from .errors import FeatureNotSupported, InvalidArgument
+from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
+
+__all__ = [
+    "Page", "Api", "Request", "align_up", "rule_size", "page_order", "parse_policy",
+    "policy_name", "device_base", "device_of", "DEVICE_SPAN", "MEMORY_OFFSET",
+    "HUGE_FIRST_THRESHOLD", "OUT_OF_RANGE_HUGE_FROM", "PAGE_BYTES", "POLICY_MIN",
+    "CACHED_POLICIES", "P2P_POLICIES", "fallback_note",
+]
+
+class Page(str, Enum):
+    """The page kind backing a block."""
+
+    NORMAL = "normal"
+    HUGE = "huge"
+    HUGE1G = "huge1g"
+
+
+#: Page granularity: a block's footprint is a multiple of this and starts on it. Normal pages
+#: are modelled at 64 bytes, the documented sub-allocation rule (start = ALIGN_UP(m, 64)).
+PAGE_BYTES = {Page.NORMAL: 64, Page.HUGE: 2 * MiB, Page.HUGE1G: 1 * GiB}
+
+#: HUGE_FIRST gives normal pages to a request of at most this many bytes (acl_rt.h comment
+#: on ACL_MEM_MALLOC_HUGE_FIRST).
+HUGE_FIRST_THRESHOLD = 1 * MiB
+
+#: DECISION (SPEC.md 4): a policy outside the enum is a hint; huge pages from this size up.
+OUT_OF_RANGE_HUGE_FROM = 2 * MiB
+
+
+class Api(str, Enum):
+    """Which allocation entry point made a block; the API decides the rounding rule."""
+
+    MALLOC = "aclrtMalloc"
+    MALLOC_ALIGN32 = "aclrtMallocAlign32"
+    MALLOC_CACHED = "aclrtMallocCached"
+    MALLOC_WITH_CFG = "aclrtMallocWithCfg"
+    MALLOC_FOR_TASK_SCHEDULER = "aclrtMallocForTaskScheduler"
+
+    @classmethod
+    def parse(cls, name: str | Api) -> Api:
+        """An API from its C name or pyacl name (``"aclrtMallocAlign32"``, ``"malloc_align32"``).
+
+        Raises:
+            InvalidArgument: no such allocation API.
+        """
+        if isinstance(name, Api):
+            return name
+        for api in cls:
+            if name in (api.value, api.pyacl_name, api.name.lower()):
+                return api
+        raise InvalidArgument(f"unknown allocation API {name!r}; known: "
+                              f"{[a.pyacl_name for a in cls]}")
+
+    @property
+    def pyacl_name(self) -> str:
+        """``malloc_align32`` for aclrtMallocAlign32."""
+        return self.name.lower()
+
+
+#: DECISION (SPEC.md 4): aclrtMallocCached accepts only these four policies.
+CACHED_POLICIES = frozenset({MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_ONLY,
+                             MallocPolicy.NORMAL_ONLY, MallocPolicy.HUGE1G_ONLY})
+
+_FLAG_BITS = int(MallocFlag.LOW_BAND_WIDTH | MallocFlag.HIGH_BAND_WIDTH
+                 | MallocFlag.USER_SPACE_READONLY)
+_READONLY = int(MallocFlag.USER_SPACE_READONLY)  # a plain int: IntFlag's & is slow
+
+# Address layout (DECISION): device d owns [DEVICE_SPAN * (d + 1), DEVICE_SPAN * (d + 2));
+# inside it HBM starts at offset 0 and DDR at MEMORY_SPAN. So a pointer names its device.
+DEVICE_SPAN = 2 * MEMORY_SPAN
+MEMORY_OFFSET = {Memory.HBM: 0, Memory.DDR: MEMORY_SPAN}
+
+
+def device_base(device_id: int) -> int:
+    """The first address of device ``device_id``'s window."""
+    return DEVICE_SPAN * (device_id + 1)
+
+
+def device_of(ptr: int) -> int:
+    """The device whose window holds ``ptr`` (-1 below the first device)."""
+    return ptr // DEVICE_SPAN - 1
+
+
+def align_up(n: int, k: int) -> int:
+    """ALIGN_UP[n, k] of the vendor docs: ((n - 1) // k + 1) * k, for n >= 1.
+
+    >>> align_up(100, 32), align_up(96, 32)
+    (128, 96)
+    """
+    return -(-n // k) * k
+
+
+def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
+    """Split a checked policy word into (base policy or None if outside the enum, readonly).
+
+    Only the APIs that take an aclrtMallocConfig read the flag bits (acl_rt.h: aclrtMallocWithCfg
+    may OR a bandwidth flag and USER_SPACE_READONLY into the policy). For the others a flagged
+    word is a value outside the enum, as memory.cpp's if/else chain treats it.
+
+    Raises:
+        InvalidArgument: aclrtMallocCached with a policy other than its four.
+    """
+    if api in _CFG_APIS and policy >= 0:
+        readonly = bool(policy & _READONLY)
+        value = policy & ~_FLAG_BITS
+    else:
+        readonly, value = False, policy
+    base = _POLICY_BY_VALUE.get(value)
+    if api is Api.MALLOC_CACHED and base not in CACHED_POLICIES:
+        raise InvalidArgument(
+            f"aclrtMallocCached takes HUGE_FIRST, HUGE_ONLY, NORMAL_ONLY or HUGE1G_ONLY, "
+            f"got policy={policy:#x}")
+    return base, readonly
+
+
+_POLICY_BY_VALUE = {int(p): p for p in MallocPolicy}
+_CFG_APIS = frozenset({Api.MALLOC_WITH_CFG, Api.MALLOC_FOR_TASK_SCHEDULER})
+#: The C type of a policy is an enum: any int32 or uint32 value can be passed. Values outside
+#: the enum are hints (SPEC 4), so the range check only refuses what C cannot hold.
+POLICY_MIN = -(1 << 31)
+_HUGE_FIRST = (MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_FIRST_P2P)
+_HUGE_ONLY = (MallocPolicy.HUGE_ONLY, MallocPolicy.HUGE_ONLY_P2P)
+_NORMAL_ONLY = (MallocPolicy.NORMAL_ONLY, MallocPolicy.NORMAL_ONLY_P2P)
+P2P_POLICIES = frozenset({MallocPolicy.HUGE_FIRST_P2P, MallocPolicy.HUGE_ONLY_P2P,
+                  MallocPolicy.NORMAL_ONLY_P2P, MallocPolicy.HUGE1G_ONLY_P2P})
+
+
+def page_order(profile: Profile, size: int, base: MallocPolicy | None) -> tuple[Page, ...]:
+    """The page kinds to try, in order, for ``size`` bytes under ``base`` policy.
+
+    Raises:
+        FeatureNotSupported: 1 GB pages on a product without them.
+    """
+    if base in _HUGE_FIRST:
+        # acl_rt.h: HUGE_FIRST uses normal pages up to 1 MiB, else huge pages falling back.
+        return (Page.NORMAL,) if size <= HUGE_FIRST_THRESHOLD else (Page.HUGE, Page.NORMAL)
+    if base in _HUGE_ONLY:
+        return (Page.HUGE,)
+    if base in _NORMAL_ONLY:
+        return (Page.NORMAL,)
+    if base is None:
+        # DECISION: an out-of-enum policy behaves as HUGE_FIRST with a 2 MiB threshold.
+        return (Page.HUGE, Page.NORMAL) if size >= OUT_OF_RANGE_HUGE_FROM else (Page.NORMAL,)
+    if not profile.huge1g:
+        raise FeatureNotSupported(
+            f"{base.name} needs 1 GB huge pages, which {profile.description} does not have")
+    return (Page.HUGE1G,)
+
+
+def rule_size(profile: Profile, size: int, page: Page, api: Api) -> int:
+    """The size after the product's rounding rule for ``api`` (seed chapter, aclrtMalloc).
+
+    >>> from ascend_memsim.memory.profiles import get_profile
+    >>> rule_size(get_profile("A2"), 2 * MiB, Page.HUGE, Api.MALLOC) - 2 * MiB
+    32
+    """
+    aligned = -(-size // 32) * 32
+    if (api is Api.MALLOC_ALIGN32 or profile.size_rule is SizeRule.ALIGN32
+            or page is Page.HUGE1G):
+        return aligned
+    return aligned + 32
+
+
+class Request(NamedTuple):
+    """One allocation request, as checked, before it is placed."""
+
+    device_id: int
+    api: Api
+    size: int
+    policy: int
+    module: int
+    #: the page kinds the policy lets it try, in order (HUGE_FIRST above 1 MiB: huge, normal)
+    pages: tuple[Page, ...] = ()
+
+
+def policy_name(policy: int, api: Api | None = None) -> str:
+    """``HUGE_FIRST|USER_SPACE_READONLY`` for a policy word (flags split off as ``api`` reads
+    them; with no ``api``, as aclrtMallocWithCfg does)."""
+    if policy >= 0 and (api is None or api in _CFG_APIS):
+        base, flags = policy & ~_FLAG_BITS, [f.name for f in MallocFlag if policy & f]
+    else:
+        base, flags = policy, []
+    known = _POLICY_BY_VALUE.get(base)
+    name = known.name if known is not None else f"{base:#x} (outside the enum)"
+    return "|".join([name, *flags])
+
+
+def fallback_note(request: Request, pages: tuple[Page, ...]) -> str:
+    """Why a fallback to another page kind did or did not happen, for the OOM message."""
+    if len(pages) > 1:
+        return (f"fallback tried: {pages[0].value} pages first, then "
+                f"{', '.join(p.value for p in pages[1:])} pages; none could be had")
+    base = parse_policy(request.policy, request.api)[0]
+    name = policy_name(request.policy, request.api)
+    if base in _HUGE_FIRST:
+        return (f"no fallback: {name} gives a request of at most {HUGE_FIRST_THRESHOLD} bytes "
+                f"normal pages only")
+    if base is None:
+        return (f"no fallback: a policy outside the enum gives a request below "
+                f"{OUT_OF_RANGE_HUGE_FROM} bytes normal pages only")
+    return f"no fallback: {name} allows {pages[0].value} pages only"

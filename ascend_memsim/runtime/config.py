@@ -1,0 +1,106 @@
+"""The aclInit JSON config: reading the file and turning it into :class:`Runtime` options.
+
+The simulator reads two objects of the config and ignores the rest (they belong to the real
+runtime): ``"memsim"`` (product, capacities, and the keys the checks register: ``sanitizer``,
+``faults``) and ``"defaultDevice"``. Each ``"memsim"`` key has an *apply* function that
+checks its value and sets the :class:`Runtime` keyword arguments; layers above the runtime
+add theirs with :func:`register_config_key`, so this module imports none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..memory.args import as_int
+from ..memory.errors import InvalidArgument, InvalidArgumentType
+
+__all__ = ["CONFIG_KEYS", "register_config_key", "parse_config", "load_config"]
+
+#: Keys a ``"memsim"`` config object may hold, each with the function that applies it to the
+#: keyword arguments of :class:`Runtime`.
+CONFIG_KEYS: dict[str, Callable[[dict, Any], None]] = {
+    "product": lambda kw, v: kw.__setitem__("product", v),
+    "device_count": lambda kw, v: kw.__setitem__("device_count", v),
+    "hbm_bytes": lambda kw, v: kw.__setitem__("hbm_bytes", v),
+    "ddr_bytes": lambda kw, v: kw.__setitem__("ddr_bytes", v),
+}
+
+
+def register_config_key(key: str, apply: Callable[[dict, Any], None]) -> None:
+    """Accept ``"memsim": {key: value}``: ``apply(options, value)`` checks the value and sets
+    the Runtime keyword arguments in ``options`` (raising InvalidArgument for a bad value)."""
+    CONFIG_KEYS[key] = apply
+
+
+def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The :class:`Runtime` keyword arguments an aclInit JSON config (parsed) asks for.
+
+    ``{"memsim": {"product": "A2", "device_count": 2, "hbm_bytes": 67108864}}`` picks the
+    product and overrides; ``{"defaultDevice": {"default_device": "0"}}`` sets a default
+    device. Other top-level keys belong to the real runtime and are ignored.
+
+    Raises:
+        InvalidArgument: not a JSON object, an unknown memsim key, a bad value.
+    """
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise InvalidArgument("the aclInit config must be a JSON object")
+    section = config.get("memsim", {})
+    if not isinstance(section, Mapping):
+        raise InvalidArgument('"memsim" in the aclInit config must be a JSON object')
+    options: dict[str, Any] = {}
+    for key, value in section.items():
+        apply = CONFIG_KEYS.get(key)
+        if apply is None:
+            raise InvalidArgument(f'unknown "memsim" config key {key!r}; known: '
+                                  f"{sorted(CONFIG_KEYS)}")
+        apply(options, value)
+    default = config.get("defaultDevice")
+    if default is not None:
+        if not isinstance(default, Mapping):
+            raise InvalidArgument('"defaultDevice" in the aclInit config must be a JSON '
+                                  'object such as {"default_device": "0"}')
+        if "default_device" in default:
+            text = default["default_device"]
+            # The vendor writes the id as a string of digits ("0"); a plain int is taken too.
+            if isinstance(text, str) and text.strip().isdigit():
+                text = int(text)
+            options["default_device"] = as_int(text, "defaultDevice.default_device", None,
+                                               None)
+    return options
+
+
+def load_config(config_path: object) -> dict:
+    """The JSON object in the aclInit config file at ``config_path`` ({} for none or empty).
+
+    Raises:
+        InvalidArgumentType: a path that is not a str.
+        InvalidArgument: unreadable, not JSON, or not a JSON object.
+    """
+    if config_path is None or config_path == "":
+        return {}
+    if not isinstance(config_path, (str, os.PathLike)):
+        raise InvalidArgumentType(f"config_path must be a str path, got "
+                                  f"{type(config_path).__name__}")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InvalidArgument(f"cannot read aclInit config {config_path!r}: {e.strerror}") from None
+    except (UnicodeDecodeError, ValueError) as e:  # not UTF-8; a NUL in the path
+        raise InvalidArgument(f"cannot read aclInit config {config_path!r}: {e}") from None
+    if not text.strip():
+        return {}
+    try:
+        config = json.loads(text)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, too many digits, deep nesting
+        raise InvalidArgument(f"aclInit config {config_path!r} is not valid JSON: "
+                              f"{str(e)[:200]}") from None
+    if not isinstance(config, dict):
+        raise InvalidArgument(f"aclInit config {config_path!r} must hold a JSON object, "
+                              f"not {type(config).__name__}")
+    return config

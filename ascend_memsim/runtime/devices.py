@@ -1,0 +1,167 @@
+"""The runtime's devices: made on first use, reference counted, current per thread.
+
+aclrtSetDevice / aclrtResetDevice are reference counted per device; the last reset discards
+the device's blocks. Each thread has its own current device (:mod:`.threads`). Observers and
+interceptors given to the table reach every device, made now or later.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ..memory.args import as_int, int_or_none
+from ..memory.device import Block, Device
+from ..memory.errors import DeviceNotSet, InvalidDevice
+from ..memory.profiles import Profile
+from ..memory.rules import device_of
+from .threads import ThreadState
+
+__all__ = ["DeviceTable"]
+
+
+class DeviceTable:
+    """Devices by id, their reference counts, and each thread's current device.
+
+    Thread-safe: one lock guards the tables; each device has its own lock for its blocks.
+    """
+
+    def __init__(self, profile: Profile) -> None:
+        #: the product the devices are made of (a runtime may change it while none exists)
+        self.profile = profile
+        self.lock = threading.RLock()
+        self.threads = ThreadState()
+        self._devices: dict[int, Device] = {}
+        self._refs: dict[int, int] = {}
+        #: given to every device made (see Device.observers / Device.interceptors)
+        self.observers: list[Callable] = []
+        self.interceptors: list[Callable] = []
+        #: passed to every device: keep each block's allocation site (see memory.sites)
+        self.record_sites = False
+
+    def __bool__(self) -> bool:
+        """True once any device has been made."""
+        return bool(self._devices)
+
+    def check_id(self, device_id: object) -> int:
+        """``device_id`` as an int in ``[0, device_count)``.
+
+        Raises:
+            InvalidArgumentType: not an int. InvalidDevice: out of range.
+        """
+        number = as_int(device_id, "device id", None, None)
+        if not 0 <= number < self.profile.device_count:
+            raise InvalidDevice(f"device id {number} is outside [0, {self.profile.device_count})"
+                                f" on {self.profile.description}")
+        return number
+
+    def get(self, device_id: object) -> Device:
+        """The device ``device_id``, made on first use.
+
+        Raises:
+            InvalidDevice: an id outside ``[0, device_count)``.
+        """
+        number = self.check_id(device_id)
+        device = self._devices.get(number)
+        if device is None:
+            with self.lock:
+                device = self._devices.get(number)
+                if device is None:
+                    device = Device(self.profile, number)
+                    device.observers.extend(self.observers)
+                    device.interceptors.extend(self.interceptors)
+                    device.record_sites = self.record_sites
+                    self._devices[number] = device
+        return device
+
+    def made(self, number: int) -> Device | None:
+        """Device ``number`` if it has been made, else None."""
+        return self._devices.get(number)
+
+    def all(self) -> list[Device]:
+        """The devices made so far, by id."""
+        with self.lock:
+            return [self._devices[i] for i in sorted(self._devices)]
+
+    def hook(self, table: str, fn: Callable, *, add: bool) -> None:
+        """Add ``fn`` to (or remove it from) ``table`` (``observers``, ``interceptors``) of
+        this table and of every device."""
+        with self.lock:
+            for owner in (self, *self._devices.values()):
+                hooks = getattr(owner, table)
+                if add:
+                    hooks.append(fn)
+                else:
+                    hooks.remove(fn)
+
+    def set_record_sites(self, on: bool) -> None:
+        with self.lock:
+            self.record_sites = on
+            for device in self._devices.values():
+                device.record_sites = on
+
+    def acquire(self, device_id: object, *, thread: bool = True) -> Device:
+        """Take a reference to ``device_id`` and (``thread``) make it the calling thread's."""
+        device = self.get(device_id)
+        with self.lock:
+            self._refs[device.device_id] = self._refs.get(device.device_id, 0) + 1
+        if thread:
+            self.threads.set_device_id(device.device_id)
+        return device
+
+    def release(self, number: int) -> Device | None:
+        """Drop one reference to device ``number`` (checked); the device if that was its
+        last one (the caller discards its blocks), else None. No reference: nothing."""
+        with self.lock:
+            refs = self._refs.get(number, 0)
+            if refs == 0:
+                return None
+            if refs > 1:
+                self._refs[number] = refs - 1
+                return None
+            del self._refs[number]
+        if self.threads.own_device_id() == number:
+            self.threads.set_device_id(None)
+        return self._devices[number]
+
+    def current(self) -> Device:
+        """The calling thread's current device.
+
+        Raises:
+            DeviceNotSet: no set_device on this thread (and no default device).
+        """
+        number = self.threads.device_id()
+        if number is None or number not in self._refs:
+            raise DeviceNotSet("no current device on this thread: call set_device(device_id) "
+                               "first")
+        return self._devices[number]
+
+    def current_or_none(self) -> Device | None:
+        """The calling thread's current device, or None when it has none."""
+        number = self.threads.device_id()
+        if number is None or number not in self._refs:
+            return None
+        return self._devices[number]
+
+    def holding(self, addr: object) -> Device | None:
+        """The device whose window holds ``addr`` (any integer type), or None."""
+        addr = int_or_none(addr)
+        return self._devices.get(device_of(addr)) if addr is not None and addr > 0 else None
+
+    def block(self, ptr: object) -> Block | None:
+        """The live block starting at ``ptr`` on any device, or None."""
+        device = self.holding(ptr)
+        return None if device is None else device.block(ptr)
+
+    def block_at(self, addr: object) -> Block | None:
+        """The live block whose footprint holds ``addr`` on any device, or None."""
+        device = self.holding(addr)
+        return None if device is None else device.block_at(addr)
+
+    def clear(self) -> list[Device]:
+        """Drop every reference and thread state (aclFinalize); the devices, by id."""
+        with self.lock:
+            devices = [self._devices[i] for i in sorted(self._devices)]
+            self._refs.clear()
+            self.threads.clear()
+        return devices
