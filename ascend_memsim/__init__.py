@@ -7,8 +7,9 @@ sorted free list) and reads ``profiles`` and ``constants``. The core never impor
 """
 
 from .acl import install_acl, uninstall_acl
-from .checks.faults import FailNth, FailRandomly, FailWhen, HugePagesExhausted, exhaustive
-from .checks.sanitizer import Report, Sanitizer
+from .checks.faults import FailNth, FailRandomly, FailWhen, HugePagesExhausted
+from .checks.reports import Report
+from .checks.sanitizer import Sanitizer
 from .memory.allocator import Allocator
 from .memory.constants import ErrorCode, GiB, KiB, MallocPolicy, MemAttr, MemcpyKind, MemType, MiB
 from .memory.device import Block, Device
@@ -19,6 +20,7 @@ from .memory.profiles import PROFILES, Profile, get_profile, register_profile
 from .memory.rules import Api, Page
 from .runtime.active import current_runtime
 from .runtime.runtime import Runtime, UsageInfo
+from .testing.exhaustive import exhaustive
 
 __version__ = "0.1.0"
 

@@ -19,8 +19,8 @@ from ascend_memsim import (
     Runtime,
     acl,
 )
-from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.data.contents import CHUNK_BYTES, Contents, Runs, contents_of
+from ascend_memsim.memory.constants import ErrorCode
 
 H2D, D2H, D2D, H2H = (MemcpyKind.HOST_TO_DEVICE, MemcpyKind.DEVICE_TO_HOST,
                       MemcpyKind.DEVICE_TO_DEVICE, MemcpyKind.HOST_TO_HOST)

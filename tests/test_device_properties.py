@@ -6,8 +6,8 @@ from spec_model import expected_pages, expected_rule
 
 from ascend_memsim import Api, Device, MiB, Page, get_profile
 from ascend_memsim.memory.constants import MemAttr
-from ascend_memsim.memory.rules import PAGE_BYTES
 from ascend_memsim.memory.errors import FeatureNotSupported, InvalidArgument, OutOfDeviceMemory
+from ascend_memsim.memory.rules import PAGE_BYTES
 
 PRODUCTS = ["950PR", "950DT", "A2", "A3", "310P"]
 CAPACITY = 32 * MiB

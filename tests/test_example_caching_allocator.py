@@ -18,8 +18,9 @@ from hypothesis.stateful import (
 )
 
 from ascend_memsim import MiB, Page, install_acl, uninstall_acl
-from ascend_memsim.checks.faults import FailWhen, exhaustive
+from ascend_memsim.checks.faults import FailWhen
 from ascend_memsim.strategies import sizes
+from ascend_memsim.testing.exhaustive import exhaustive
 from ascend_memsim.testing.machine import AllocatorMachine
 
 # The example does `import acl`, as code written for hardware does; `pytest --memsim-acl` would

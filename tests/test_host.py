@@ -17,9 +17,9 @@ from ascend_memsim import (
     install_acl,
     uninstall_acl,
 )
+from ascend_memsim.data.host import HOST_BASE, REGISTERED_BASE
 from ascend_memsim.memory.constants import ErrorCode, RunMode
 from ascend_memsim.memory.rules import DEVICE_SPAN
-from ascend_memsim.data.host import HOST_BASE, REGISTERED_BASE
 
 D2H, H2D = 2, 1
 

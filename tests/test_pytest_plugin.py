@@ -5,7 +5,8 @@ from importlib.metadata import entry_points
 import pytest
 
 # Inner runs load the plugin through its entry point when the package is installed, else by name.
-_INSTALLED = any(ep.value == "ascend_memsim.testing.plugin" for ep in entry_points(group="pytest11"))
+_INSTALLED = any(ep.value == "ascend_memsim.testing.plugin"
+                 for ep in entry_points(group="pytest11"))
 PLUGIN = () if _INSTALLED else ("-p", "ascend_memsim.testing.plugin")
 
 

@@ -8,8 +8,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ascend_memsim import InvalidPointer, MiB, Runtime, acl
+from ascend_memsim.checks.reports import KINDS
+from ascend_memsim.checks.sanitizer import Sanitizer, SanitizerError
 from ascend_memsim.memory.constants import ErrorCode, MallocFlag, MallocPolicy
-from ascend_memsim.checks.sanitizer import KINDS, Sanitizer, SanitizerError
 
 H2D, D2H = 1, 2
 

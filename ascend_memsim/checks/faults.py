@@ -21,8 +21,7 @@ Four kinds, each with the filters ``api``, ``size``, ``policy`` and ``device``:
 :class:`FailRandomly` (a seeded probability) and :class:`HugePagesExhausted`.
 :func:`parse_faults` builds them from JSON-like specs, as the acl.init config
 (``{"memsim": {"faults": [{"nth": 3, "api": "malloc"}]}}``) and the pytest marker give them.
-:func:`exhaustive` runs a callable once per allocation site with that site failing and reports
-where the code crashed or leaked instead of handling the error.
+:func:`ascend_memsim.testing.exhaustive.exhaustive` builds on them.
 """
 
 from __future__ import annotations
@@ -33,13 +32,11 @@ import difflib
 import numbers
 import random
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..memory.args import SIZE_MAX, UINT32_MAX, int_or_none
 from ..memory.constants import MallocPolicy
-from ..memory.device import Block
 from ..memory.errors import (
     AclError,
     InvalidArgument,
@@ -48,20 +45,19 @@ from ..memory.errors import (
     error_classes,
 )
 from ..memory.rules import Api, Page, Request, policy_name
-from ..memory.sites import Site, capture_site, format_site
 from ..runtime.active import current_runtime
 from ..runtime.config import register_config_key
 from ..runtime.runtime import Runtime
 
 __all__ = [
     "Fault", "FailNth", "FailWhen", "FailRandomly", "HugePagesExhausted", "parse_faults",
-    "parse_fault", "inject", "exhaustive", "ExhaustiveReport", "SiteOutcome", "SPEC_KEYS",
+    "parse_fault", "inject", "error_class", "call_text", "count_arg", "SPEC_KEYS",
 ]
 
 #: The largest policy word: Device.allocate takes aclrtMemMallocPolicy as an unsigned 32-bit int.
 
 
-def _error_class(error: object) -> type[AclError]:
+def error_class(error: object) -> type[AclError]:
     """An AclError subclass from a class, a class name or an aclError code."""
     if isinstance(error, type) and issubclass(error, AclError):
         return error
@@ -80,7 +76,7 @@ def _error_class(error: object) -> type[AclError]:
                           f"code; write one of {known}, e.g. error='OutOfDeviceMemory'")
 
 
-def _count(value: object, name: str, write: str, lo: int | None = 1) -> int:
+def count_arg(value: object, name: str, write: str, lo: int | None = 1) -> int:
     """``value`` as an int >= ``lo`` (None: no bound).
 
     Raises:
@@ -185,7 +181,7 @@ def _apis(api: object) -> frozenset[Api] | None:
     return frozenset(Api.parse(n) for n in names)
 
 
-def _call_text(request: Request) -> str:
+def call_text(request: Request) -> str:
     """``aclrtMalloc(size=100, policy=HUGE_FIRST)``: the failed call, for messages."""
     return (f"{request.api.value}(size={request.size}, "
             f"policy={policy_name(request.policy)})")
@@ -214,9 +210,9 @@ class Fault:
         self.api = _apis(api)
         self._size = _size_predicate(size)
         self._policy = _policy_predicate(policy)
-        self.device = None if device is None else _count(
+        self.device = None if device is None else count_arg(
             device, "device", "write a device id >= 0, or None for all", lo=0)
-        self.error = _error_class(error)
+        self.error = error_class(error)
         self._reset()
 
     def fresh(self) -> Fault:
@@ -255,7 +251,7 @@ class Fault:
 
     def _act(self, request: Request) -> Iterable[Page] | None:
         raise self.error(f"injected fault {self!r} failed call #{self.calls} to "
-                         f"{_call_text(request)} on device {request.device_id}")
+                         f"{call_text(request)} on device {request.device_id}")
 
     def install(self, runtime: Runtime | None = None) -> Fault:
         """Add this fault to ``runtime`` (default: the active one), for every device; self."""
@@ -317,9 +313,9 @@ class FailNth(Fault):
     """
 
     def __init__(self, n: int, *, times: int | None = 1, **filters: Any) -> None:
-        self.n = _count(n, "n", "calls are counted from 1; write 1 for the first matching "
+        self.n = count_arg(n, "n", "calls are counted from 1; write 1 for the first matching "
                                 "call (\"nth\" in a spec)")
-        self.times = None if times is None else _count(
+        self.times = None if times is None else count_arg(
             times, "times", "write a count >= 1, or None for every call from the n-th on")
         super().__init__(**filters)
 
@@ -349,7 +345,7 @@ class FailRandomly(Fault):
             raise InvalidArgument(f"probability={probability!r} is outside [0, 1]; write e.g. "
                                   f"probability=0.1 to fail one call in ten")
         self.probability = float(probability)
-        self.seed = _count(seed, "seed", "write an int seed, e.g. seed=0", lo=None)
+        self.seed = count_arg(seed, "seed", "write an int seed, e.g. seed=0", lo=None)
         super().__init__(**filters)
 
     def _reset(self) -> None:
@@ -504,175 +500,3 @@ def inject(*faults: object, runtime: Runtime | None = None) -> Iterator[list[Fau
     finally:
         for fault in done:
             fault.uninstall()
-
-
-# -- exhaustive mode ----------------------------------------------------------------------------
-
-def _site_key(site: Site) -> tuple:
-    return tuple((f.filename, f.lineno, f.name) for f in site)
-
-
-class _SiteRecorder:
-    """An interceptor that lists the distinct allocation sites, in first-call order."""
-
-    def __init__(self) -> None:
-        self.sites: dict[tuple, tuple[Site, Request]] = {}
-
-    def __call__(self, request: Request) -> None:
-        site = capture_site()
-        self.sites.setdefault(_site_key(site), (site, request))
-
-
-class _FailSite:
-    """An interceptor that fails the first ``times`` calls made from one site (None: all)."""
-
-    def __init__(self, key: tuple, error: type[AclError], times: int | None) -> None:
-        self.key = key
-        self.error = error
-        self.times = times
-        self.fired = 0
-
-    def __call__(self, request: Request) -> None:
-        if self.times is not None and self.fired >= self.times:
-            return
-        if _site_key(capture_site()) != self.key:
-            return
-        self.fired += 1
-        raise self.error(f"injected fault (exhaustive mode) at this site: {_call_text(request)}")
-
-
-@dataclass
-class SiteOutcome:
-    """What the code did when one allocation site failed."""
-
-    site: Site
-    request: Request
-    #: "handled", "crashed", "leaked" or "not reached"
-    outcome: str
-    exception: BaseException | None = None
-    leaked: list[Block] = field(default_factory=list)
-
-    def describe(self) -> str:
-        """The outcome, the failed call, the site and the evidence, several lines."""
-        lines = [f"{self.outcome}: {_call_text(self.request)} failing at",
-                 format_site(self.site, "    ")]
-        if self.exception is not None:
-            lines.append(f"  raised {type(self.exception).__name__}: {self.exception}")
-        for block in self.leaked:
-            lines.append(f"  leaked {block.describe()}")
-            where = format_site((block.extra or {}).get("site"), "      ")
-            if where:
-                lines.append("    allocated at\n" + where)
-        return "\n".join(lines)
-
-
-@dataclass
-class ExhaustiveReport:
-    """The outcome of each allocation site of an :func:`exhaustive` run."""
-
-    outcomes: list[SiteOutcome]
-
-    @property
-    def failures(self) -> list[SiteOutcome]:
-        """The sites where the code crashed or leaked."""
-        return [o for o in self.outcomes if o.outcome in ("crashed", "leaked")]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-    def __str__(self) -> str:
-        head = (f"{len(self.outcomes)} allocation site(s) failed one at a time: "
-                f"{len(self.failures)} crashed or leaked")
-        return "\n".join([head, *(o.describe() for o in self.failures)])
-
-    def raise_if_failed(self) -> None:
-        """Raise AssertionError listing the failures, if any."""
-        if self.failures:
-            raise AssertionError(str(self))
-
-
-def _exception_classes(expected: object) -> tuple[type[BaseException], ...]:
-    """``expected`` of :func:`exhaustive` as a tuple of exception classes.
-
-    Raises:
-        InvalidArgumentType: not an exception class, nor a tuple or list of them.
-    """
-    classes = (expected,) if isinstance(expected, type) else expected
-    if not (isinstance(classes, (tuple, list)) and all(
-            isinstance(c, type) and issubclass(c, BaseException) for c in classes)):
-        raise InvalidArgumentType(f"expected={expected!r} is not an exception class or a tuple "
-                                  f"of them; write e.g. expected=(MyError, OutOfDeviceMemory)")
-    return tuple(classes)
-
-
-def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
-               expected: Sequence[type[BaseException]] | type[BaseException] = (AclError,),
-               error: object = OutOfDeviceMemory, times: int | None = 1,
-               device: int | None = 0,
-               make_runtime: Callable[[], Runtime] | None = None,
-               **overrides: Any) -> ExhaustiveReport:
-    """Run ``fn(runtime)`` once per allocation site, with that site's first call failing.
-
-    First ``fn`` runs without faults to find the sites (a site is the user's call stack at
-    the allocation, simulator frames left out); it must finish without raising and without
-    leaving blocks live. Then, for each site, a fresh active runtime (product and profile
-    ``overrides``, ``device`` set; or ``make_runtime()``) runs ``fn`` with the first call from
-    that site failing with ``error`` (``times`` calls from the site fail; None: every one, so
-    a retry from the same line fails too). The code *handled* it when ``fn`` returned or raised one
-    of ``expected`` (an exception class or a tuple of them) and left no block live; it
-    *crashed* when it raised anything else; it *leaked* when blocks were live afterwards
-    (listed with their allocation sites).
-
-    Raises:
-        AssertionError: the fault-free run leaked (nothing to compare against); whatever the
-            fault-free run raises propagates.
-        InvalidArgument: a bad ``error`` or ``times``. InvalidArgumentType: a bad ``expected``.
-    """
-    error_cls = _error_class(error)
-    if times is not None:
-        times = _count(times, "times", "write a count >= 1, or None for every call from the "
-                                       "site")
-    expected = _exception_classes(expected)
-
-    def make() -> Runtime:
-        # The report lists leaks itself; the sanitizer need not print them again.
-        runtime = (make_runtime() if make_runtime is not None else
-                   Runtime(product, **{"sanitizer": {"leaks": False}, **overrides}))
-        runtime.set_record_sites(True)
-        if make_runtime is None and device is not None:
-            runtime.set_device(device)
-        return runtime
-
-    recorder = _SiteRecorder()
-    with make() as runtime:
-        runtime.add_interceptor(recorder)
-        fn(runtime)
-        live = runtime.blocks()
-        if live:
-            raise AssertionError("exhaustive: without faults the callable leaves "
-                                 f"{len(live)} block(s) live; it must free what it allocates "
-                                 "so that leaks on error paths can be told apart:\n"
-                                 + "\n".join(b.describe() for b in live))
-    outcomes = []
-    for key, (site, request) in recorder.sites.items():
-        failer = _FailSite(key, error_cls, times)
-        raised: BaseException | None = None
-        with make() as runtime:
-            runtime.add_interceptor(failer)
-            try:
-                fn(runtime)
-            except Exception as e:  # classifying the code's exception is the job
-                raised = e
-            leaked = runtime.blocks()
-        if not failer.fired:
-            outcome = "not reached"
-        elif raised is not None and not isinstance(raised, expected):
-            outcome = "crashed"
-        elif leaked:
-            outcome = "leaked"
-        else:
-            outcome = "handled"
-        outcomes.append(SiteOutcome(site, request, outcome, raised, leaked))
-    return ExhaustiveReport(outcomes)
-

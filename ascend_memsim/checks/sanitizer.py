@@ -49,7 +49,6 @@ from __future__ import annotations
 import sys
 import threading
 from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from sortedcontainers import SortedDict
@@ -57,75 +56,12 @@ from sortedcontainers import SortedDict
 from ..data.host import HostBlock
 from ..memory.args import as_ptr
 from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
-from ..memory.sites import Site, capture_site, format_site
+from ..memory.sites import Site, capture_site
 from ..runtime.config import register_config_key
 from ..runtime.hooks import register_checker
+from .reports import KINDS, MODES, Report, plural_bytes
 
-__all__ = ["KINDS", "MODES", "Report", "Sanitizer", "SanitizerError"]
-
-MODES = ("off", "report", "strict")
-
-#: kind -> severity
-KINDS = {
-    "invalid-free": "error", "double-free": "error", "use-after-free": "error",
-    "invalid-address": "error", "out-of-bounds": "error", "padding-access": "warning",
-    "uninitialized-read": "error", "readonly-write": "error",
-    "free-with-pending-work": "error", "leak": "error",
-}
-
-_BAR = "========="
-
-
-def _bytes(n: int) -> str:
-    """``1 byte``, ``2 bytes``."""
-    return f"{n} byte" if n == 1 else f"{n} bytes"
-
-
-@dataclass(eq=False)
-class Report:
-    """One finding: what, in which call, where, and the sites of the memory involved."""
-
-    kind: str
-    call: str
-    address: int
-    size: int
-    where: str
-    write: bool | None = None
-    block: str | None = None
-    call_site: Site | None = field(default=None, repr=False)
-    alloc_site: Site | None = field(default=None, repr=False)
-    free_site: Site | None = field(default=None, repr=False)
-    #: for queued work that faulted when it ran: where it was queued
-    queued_site: Site | None = field(default=None, repr=False)
-
-    @property
-    def severity(self) -> str:
-        return KINDS[self.kind]
-
-    def format(self) -> str:
-        """The compute-sanitizer-like text of the finding."""
-        if self.kind == "leak":
-            head = f"Leaked {_bytes(self.size)} at {self.address:#x}, found by {self.call}"
-        elif self.kind in ("invalid-free", "double-free"):
-            head = f"Invalid free of {self.address:#x} in {self.call}"
-        elif self.kind == "free-with-pending-work":
-            head = f"Free of {self.address:#x} while queued work uses it, in {self.call}"
-        else:
-            access = "write" if self.write else "read"
-            head = (f"Invalid {access} of {_bytes(self.size)} at {self.address:#x} in "
-                    f"{self.call}")
-        lines = [f"{_BAR} {self.severity.upper()}: {head} [{self.kind}]",
-                 f"{_BAR}     {self.where}"]
-        for title, site in (("at", self.call_site), ("queued at", self.queued_site),
-                            ("allocated at", self.alloc_site), ("freed at", self.free_site)):
-            if site:
-                lines.append(f"{_BAR}     {title}:")
-                lines.append(format_site(site, indent=f"{_BAR}         "))
-        lines.append(_BAR)
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.format()
+__all__ = ["Sanitizer", "SanitizerError"]
 
 
 class _Freed:
@@ -362,11 +298,11 @@ class Sanitizer:
             return f"{addr:#x} is not near any live allocation"
         distance, r = best
         if addr >= r.ptr + r.size:
-            return (f"{addr:#x} is {_bytes(addr - r.ptr - r.size)} past the end of the "
+            return (f"{addr:#x} is {plural_bytes(addr - r.ptr - r.size)} past the end of the "
                     f"{r.describe()}")
         if addr >= r.ptr:
-            return f"{addr:#x} is {_bytes(addr - r.ptr)} inside the {r.describe()}"
-        return f"{addr:#x} is {_bytes(r.ptr - addr)} before the {r.describe()}"
+            return f"{addr:#x} is {plural_bytes(addr - r.ptr)} inside the {r.describe()}"
+        return f"{addr:#x} is {plural_bytes(r.ptr - addr)} before the {r.describe()}"
 
     # -- access findings (called by the data plane) ---------------------------------------------
 
@@ -377,7 +313,8 @@ class Sanitizer:
         if freed is not None:
             how = ("which user code no longer holds" if freed.free_site is None
                    and getattr(freed.block, "kind", None) else "which was freed")
-            where = (f"{addr:#x} is {_bytes(addr - freed.ptr)} inside the {freed.description}, "
+            where = (f"{addr:#x} is {plural_bytes(addr - freed.ptr)} inside the "
+                     f"{freed.description}, "
                      f"{how}")
             self._report("use-after-free", call, addr, count, where, write=write, freed=freed)
         else:
@@ -387,9 +324,9 @@ class Sanitizer:
         if not self.on:
             return
         end = addr + count
-        where = (f"{_bytes(end - region.base - region.size)} past the end of the "
+        where = (f"{plural_bytes(end - region.base - region.size)} past the end of the "
                  f"{region.describe()} (footprint {region.limit}; the access ends "
-                 f"{_bytes(end - region.base - region.limit)} past it)")
+                 f"{plural_bytes(end - region.base - region.limit)} past it)")
         self._report("out-of-bounds", call, addr, count, where, write=write, region=region)
 
     def padding_access(self, call: str, addr: int, count: int, write: bool,
@@ -403,7 +340,7 @@ class Sanitizer:
             inside = "the hidden padding that the rounding rule adds"
         else:
             inside = f"its hidden padding (the footprint is {region.limit} bytes)"
-        where = (f"{_bytes(end - region.size)} past the end of the {region.describe()}, into "
+        where = (f"{plural_bytes(end - region.size)} past the end of the {region.describe()}, into "
                  f"{inside} (legal on hardware, a latent bug)")
         self._report("padding-access", call, addr, count, where, write=write, region=region)
 

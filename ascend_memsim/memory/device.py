@@ -240,7 +240,8 @@ class Device:
             self._serial += 1
             block = Block(ptr, size, rule, footprint, page, profile.main_memory, api,
                           request.policy, request.module, self.device_id, self._serial,
-                          readonly=readonly, p2p=base in P2P_POLICIES, fallback=page is not pages[0],
+                          readonly=readonly, p2p=base in P2P_POLICIES,
+                          fallback=page is not pages[0],
                           mem_type=mem_type)
             if self.record_sites:
                 block.extra = {"site": capture_site()}

@@ -7,8 +7,8 @@
   component, with the capacity and each failed malloc marked.
 - :func:`text_map`: one character per 2 MiB page, for terminals.
 - :func:`html_page`: self-contained HTML (inline SVG, no script, no network) around them.
-- :func:`save_png`: the same pictures through matplotlib (the ``plot`` extra), imported only
-  when a PNG is asked for.
+- :func:`save_picture`: by the file's extension; PNG through matplotlib (the ``plot`` extra,
+  :mod:`.png`), imported only when a PNG is asked for.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .replay import Timeline
 
 __all__ = ["MapSnapshot", "approx_bytes", "map_svg", "timeline_svg", "text_map", "html_page",
-           "save_png", "save_picture", "PAGE_COLORS"]
+           "save_picture", "PAGE_COLORS"]
 
 ROW_BYTES = PAGE_BYTES[Page.HUGE]
 
@@ -106,7 +106,7 @@ def component_colors(names: set[str] | list[str]) -> dict[str, str]:
     return {n: _COMPONENT_COLORS[i % len(_COMPONENT_COLORS)] for i, n in enumerate(ordered)}
 
 
-def _rows(snapshot: MapSnapshot, max_rows: int) -> tuple[int, list[tuple[int, int]]]:
+def rows_of(snapshot: MapSnapshot, max_rows: int) -> tuple[int, list[tuple[int, int]]]:
     """(bytes per row, [(first row, row count)] of runs to draw; gaps between are free)."""
     row_bytes = ROW_BYTES
     total_rows = -(-snapshot.capacity // row_bytes)
@@ -134,7 +134,7 @@ def _rows(snapshot: MapSnapshot, max_rows: int) -> tuple[int, list[tuple[int, in
     return row_bytes, runs
 
 
-def _offset_label(offset: int) -> str:
+def offset_label(offset: int) -> str:
     return f"+{offset // MiB} MiB" if offset % MiB == 0 else f"+{format_bytes(offset)}"
 
 
@@ -148,7 +148,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     """
     if color_by not in ("page", "component"):
         raise ValueError(f"color_by must be 'page' or 'component', got {color_by!r}")
-    row_bytes, runs = _rows(snapshot, max_rows)
+    row_bytes, runs = rows_of(snapshot, max_rows)
     left, right, row_h, gap, top = 78, 14, 16, 3, 92
     bar_w = width - left - right
     scale = bar_w / row_bytes
@@ -166,8 +166,8 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
             skipped = first - previous_end
             body.append(f'<text x="{left + bar_w / 2}" y="{y + 11}" text-anchor="middle" '
                         f'class="fold">… {format_bytes(skipped * row_bytes)} free '
-                        f'({_offset_label(previous_end * row_bytes)} to '
-                        f'{_offset_label(first * row_bytes)}) …</text>')
+                        f'({offset_label(previous_end * row_bytes)} to '
+                        f'{offset_label(first * row_bytes)}) …</text>')
             y += row_h + gap
         for r in range(first, first + count):
             if r * row_bytes >= snapshot.capacity:
@@ -177,7 +177,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
             body.append(f'<rect x="{left}" y="{y}" width="{row_w:.2f}" height="{row_h}" '
                         f'class="free"/>')
             body.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end" class="addr">'
-                        f'{_offset_label(r * row_bytes)}</text>')
+                        f'{offset_label(r * row_bytes)}</text>')
             y += row_h + gap
         previous_end = first + count
     total_rows = -(-snapshot.capacity // row_bytes)
@@ -467,7 +467,7 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         if folded:
             lines.append(f"{'':11} ... {format_bytes(folded * cell)} free ...")
             folded = 0
-        lines.append(f"{_offset_label(row * columns * cell):11} {text}")
+        lines.append(f"{offset_label(row * columns * cell):11} {text}")
     if folded:
         lines.append(f"{'':11} ... {format_bytes(folded * cell)} free to the end ...")
     lines.append(f"one character = {format_bytes(cell)}: " + ", ".join(
@@ -497,82 +497,6 @@ def html_page(title: str, *sections: tuple[str, str]) -> str:
         "</head>", "<body>", f"<h1>{html.escape(title)}</h1>", *body, "</body>", "</html>", ""])
 
 
-def save_png(path: str, *, snapshot: MapSnapshot | None = None,
-             timeline: Timeline | None = None, title: str = "") -> None:
-    """Draw the map and/or the timeline into a PNG with matplotlib (the ``plot`` extra).
-
-    Raises:
-        ImportError: matplotlib is not installed (the message says how to get it).
-    """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
-    except ImportError:
-        raise ImportError("PNG output needs matplotlib: pip install 'ascend-memsim[plot]' "
-                          "(or write .svg / .html, which need nothing)") from None
-    panels = [p for p in (timeline, snapshot) if p is not None]
-    if not panels:
-        raise ValueError("save_png needs a snapshot or a timeline")
-    # The map's rows: 2 MiB each while up to 128 rows are in use (as the SVG), and a panel
-    # tall enough for them.
-    row_bytes, runs = _rows(snapshot, 128) if snapshot is not None else (ROW_BYTES, [])
-    rows = [r for first, count in runs for r in range(first, first + count)]
-    heights = ([4] if timeline is not None else []) + (
-        [max(3.0, 1.5 + 0.16 * len(rows))] if snapshot is not None else [])
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights)), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
-    ax_iter = iter(axes[:, 0])
-    if timeline is not None:
-        ax = next(ax_iter)
-        names = timeline.components()
-        xs = [i for i, _ in timeline.points]
-        ys = [[by.get(n, 0) / MiB for _, by in timeline.points] for n in names]
-        if names:
-            ax.stackplot(xs, ys, labels=names, step="post",
-                         colors=[component_colors(names)[n] for n in names])
-        for index in timeline.failures:
-            ax.axvline(index, color="#C00000", linewidth=0.8)
-        ax.set_xlabel("event number")
-        ax.set_ylabel("MiB in use (footprint)")
-        ax.set_title(title or "Bytes in use")
-        if names:
-            ax.legend(loc="upper left")
-    if snapshot is not None:
-        ax = next(ax_iter)
-        position = {r: i for i, r in enumerate(rows)}
-        parts = {"data": None, "padding": PADDING_COLOR, "rounding": "#DDDDDD"}
-        for start, end, part, b in snapshot.segments():
-            pos = start
-            while pos < end:
-                r = pos // row_bytes
-                stop = min(end, (r + 1) * row_bytes)
-                if r in position:
-                    ax.broken_barh([((pos - r * row_bytes) / MiB, (stop - pos) / MiB)],
-                                   (position[r] - 0.4, 0.8),
-                                   facecolors=parts[part] or PAGE_COLORS[b.page.value],
-                                   hatch="//" if part == "rounding" else None)
-                pos = stop
-        # at most about 40 labels, so they never overprint
-        every = max(1, -(-len(rows) // 40))
-        ax.set_yticks(range(0, len(rows), every))
-        ax.set_yticklabels([_offset_label(r * row_bytes) for r in rows[::every]], fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlim(0, row_bytes / MiB)
-        ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)})")
-        ax.set_title(f"Memory map: {snapshot.title}")
-        ax.legend(handles=[Patch(color=c, label=f"{k} pages") for k, c in PAGE_COLORS.items()]
-                  + [Patch(color=PADDING_COLOR, label="padding"),
-                     Patch(facecolor="#DDDDDD", hatch="//", label="page rounding")],
-                  loc="upper center", bbox_to_anchor=(0.5, -0.12 if len(rows) < 20 else -0.04),
-                  ncol=5, fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
                  timeline: Timeline | None = None, title: str = "ascend-memsim",
                  text: str = "", color_by: str = "page") -> None:
@@ -584,6 +508,8 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
     """
     lower = path.lower()
     if lower.endswith(".png"):
+        from .png import save_png  # matplotlib: only PNG output needs it
+
         save_png(path, snapshot=snapshot, timeline=timeline, title=title)
         return
     if lower.endswith(".svg"):

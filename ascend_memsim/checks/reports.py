@@ -1,0 +1,75 @@
+"""The sanitizer's findings: kinds and severities, and one finding (:class:`Report`) with its
+compute-sanitizer-like text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..memory.sites import Site, format_site
+
+__all__ = ["KINDS", "MODES", "Report", "plural_bytes"]
+
+MODES = ("off", "report", "strict")
+
+#: kind -> severity
+KINDS = {
+    "invalid-free": "error", "double-free": "error", "use-after-free": "error",
+    "invalid-address": "error", "out-of-bounds": "error", "padding-access": "warning",
+    "uninitialized-read": "error", "readonly-write": "error",
+    "free-with-pending-work": "error", "leak": "error",
+}
+
+_BAR = "========="
+
+
+def plural_bytes(n: int) -> str:
+    """``1 byte``, ``2 bytes``."""
+    return f"{n} byte" if n == 1 else f"{n} bytes"
+
+
+@dataclass(eq=False)
+class Report:
+    """One finding: what, in which call, where, and the sites of the memory involved."""
+
+    kind: str
+    call: str
+    address: int
+    size: int
+    where: str
+    write: bool | None = None
+    block: str | None = None
+    call_site: Site | None = field(default=None, repr=False)
+    alloc_site: Site | None = field(default=None, repr=False)
+    free_site: Site | None = field(default=None, repr=False)
+    #: for queued work that faulted when it ran: where it was queued
+    queued_site: Site | None = field(default=None, repr=False)
+
+    @property
+    def severity(self) -> str:
+        return KINDS[self.kind]
+
+    def format(self) -> str:
+        """The compute-sanitizer-like text of the finding."""
+        if self.kind == "leak":
+            head = f"Leaked {plural_bytes(self.size)} at {self.address:#x}, found by {self.call}"
+        elif self.kind in ("invalid-free", "double-free"):
+            head = f"Invalid free of {self.address:#x} in {self.call}"
+        elif self.kind == "free-with-pending-work":
+            head = f"Free of {self.address:#x} while queued work uses it, in {self.call}"
+        else:
+            access = "write" if self.write else "read"
+            head = (f"Invalid {access} of {plural_bytes(self.size)} at {self.address:#x} in "
+                    f"{self.call}")
+        lines = [f"{_BAR} {self.severity.upper()}: {head} [{self.kind}]",
+                 f"{_BAR}     {self.where}"]
+        for title, site in (("at", self.call_site), ("queued at", self.queued_site),
+                            ("allocated at", self.alloc_site), ("freed at", self.free_site)):
+            if site:
+                lines.append(f"{_BAR}     {title}:")
+                lines.append(format_site(site, indent=f"{_BAR}         "))
+        lines.append(_BAR)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
