@@ -19,10 +19,11 @@ from .memory.errors import AclError, InvalidArgument
 from .memory.explain import explain, format_bytes
 from .memory.profiles import DEFAULT_PRODUCT, PROFILES, SizeRule
 from .memory.sites import format_site
+from .observe.pictures import save_picture
 from .observe.replay import _capacity_key, parse_size, replay, smallest_capacity, tty_progress
 from .observe.stats import MemoryStats
 from .observe.trace import Recorder, load
-from .observe.viz import MapSnapshot, approx_bytes, save_picture, text_map
+from .observe.viz import MapSnapshot, approx_bytes, text_map
 from .runtime.runtime import Runtime
 
 __all__ = ["main", "parse_policy_arg", "sanitizer_report_count"]

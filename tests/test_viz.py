@@ -6,13 +6,13 @@ from html.parser import HTMLParser
 import pytest
 
 from ascend_memsim import MiB
+from ascend_memsim.observe.pictures import save_picture
 from ascend_memsim.observe.replay import replay
 from ascend_memsim.observe.trace import Recorder
 from ascend_memsim.observe.viz import (
     MapSnapshot,
     html_page,
     map_svg,
-    save_picture,
     text_map,
     timeline_svg,
 )

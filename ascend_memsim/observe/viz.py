@@ -7,8 +7,8 @@
   component, with the capacity and each failed malloc marked.
 - :func:`text_map`: one character per 2 MiB page, for terminals.
 - :func:`html_page`: self-contained HTML (inline SVG, no script, no network) around them.
-- :func:`save_picture`: by the file's extension; PNG through matplotlib (the ``plot`` extra,
-  :mod:`.png`), imported only when a PNG is asked for.
+
+:func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .replay import Timeline
 
 __all__ = ["MapSnapshot", "approx_bytes", "map_svg", "timeline_svg", "text_map", "html_page",
-           "save_picture", "PAGE_COLORS"]
+           "PAGE_COLORS"]
 
 ROW_BYTES = PAGE_BYTES[Page.HUGE]
 
@@ -495,42 +495,3 @@ def html_page(title: str, *sections: tuple[str, str]) -> str:
         "pre{background:#F6F6F6;padding:10px;overflow-x:auto;font-size:12px} "
         ".fig{border:1px solid #DDD;display:inline-block}</style>",
         "</head>", "<body>", f"<h1>{html.escape(title)}</h1>", *body, "</body>", "</html>", ""])
-
-
-def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
-                 timeline: Timeline | None = None, title: str = "ascend-memsim",
-                 text: str = "", color_by: str = "page") -> None:
-    """Write ``path`` by its extension: ``.svg`` (map, else timeline), ``.html`` (both and
-    ``text``), ``.png`` (matplotlib).
-
-    Raises:
-        ValueError: another extension, or nothing to draw.
-    """
-    lower = path.lower()
-    if lower.endswith(".png"):
-        from .png import save_png  # matplotlib: only PNG output needs it
-
-        save_png(path, snapshot=snapshot, timeline=timeline, title=title)
-        return
-    if lower.endswith(".svg"):
-        if snapshot is not None:
-            content = map_svg(snapshot, color_by=color_by)
-        elif timeline is not None:
-            content = timeline_svg(timeline, title=title)
-        else:
-            raise ValueError("nothing to draw")
-    elif lower.endswith((".html", ".htm")):
-        sections = []
-        if timeline is not None:
-            sections.append(("Timeline", timeline_svg(timeline)))
-        if snapshot is not None:
-            sections.append(("Memory map", map_svg(snapshot, color_by=color_by)))
-            sections.append(("Text map", text_map(snapshot)))
-        if text:
-            sections.append(("Report", text))
-        content = html_page(title, *sections)
-    else:
-        raise ValueError(f"{path!r}: the picture format comes from the extension: .svg, "
-                         f".html or .png")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(content)

@@ -1,0 +1,51 @@
+"""Write the pictures of :mod:`.viz` to a file, in the format its extension names."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .viz import MapSnapshot, html_page, map_svg, text_map, timeline_svg
+
+if TYPE_CHECKING:
+    from .replay import Timeline
+
+__all__ = ["save_picture"]
+
+
+def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
+                 timeline: Timeline | None = None, title: str = "ascend-memsim",
+                 text: str = "", color_by: str = "page") -> None:
+    """Write ``path`` by its extension: ``.svg`` (map, else timeline), ``.html`` (both and
+    ``text``), ``.png`` (matplotlib).
+
+    Raises:
+        ValueError: another extension, or nothing to draw.
+    """
+    lower = path.lower()
+    if lower.endswith(".png"):
+        from .png import save_png  # matplotlib: imported only when a PNG is asked for
+
+        save_png(path, snapshot=snapshot, timeline=timeline, title=title)
+        return
+    if lower.endswith(".svg"):
+        if snapshot is not None:
+            content = map_svg(snapshot, color_by=color_by)
+        elif timeline is not None:
+            content = timeline_svg(timeline, title=title)
+        else:
+            raise ValueError("nothing to draw")
+    elif lower.endswith((".html", ".htm")):
+        sections = []
+        if timeline is not None:
+            sections.append(("Timeline", timeline_svg(timeline)))
+        if snapshot is not None:
+            sections.append(("Memory map", map_svg(snapshot, color_by=color_by)))
+            sections.append(("Text map", text_map(snapshot)))
+        if text:
+            sections.append(("Report", text))
+        content = html_page(title, *sections)
+    else:
+        raise ValueError(f"{path!r}: the picture format comes from the extension: .svg, "
+                         f".html or .png")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(content)
