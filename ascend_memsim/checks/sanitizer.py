@@ -88,6 +88,8 @@ class _Freed:
 #: How far a block may be from a bad address and still be named as the nearest one.
 _NEAR = 1 << 30
 
+# Size: every check reads the same freed-block history and quarantine under one lock; the
+# report text lives in reports.py.
 class Sanitizer:
     """Checks and reports for one runtime. See the module docstring for the findings."""
 

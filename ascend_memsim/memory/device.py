@@ -125,6 +125,8 @@ _ATTR_FIGURE: dict[int, tuple[str, str, bool]] = {
 Observer = Callable[[str, "Device", dict], None]
 
 
+# Size: the allocation hot path (malloc, free, their bookkeeping) stays in one class so its
+# attributes are bound once per call; queries and checks sit beside the tables they read.
 class Device:
     """A simulated device of a product: memory ranges, live blocks, usage per component.
 

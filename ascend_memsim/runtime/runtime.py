@@ -47,6 +47,9 @@ class UsageInfo:
     mem_peak_size: int
 
 
+# Size: Runtime is the one place each aclrt call is routed from (some forty calls, a few lines
+# each); the planes it routes to hold the logic (DeviceTable, Device, DataPlane, HostMemory,
+# Streams, the checker). Splitting the routing would scatter "what does aclrtX do" over files.
 class Runtime:
     """A fresh simulated runtime: one product, its devices, reference-counted contexts.
 
