@@ -3,7 +3,7 @@
 Functions return pyacl's shapes: out-values first, the aclError code last
 (``ptr, ret = acl.rt.malloc(size, policy)``; ``ret = acl.rt.free(ptr)``). They never raise
 for a bad argument: :func:`_face` turns the core's exceptions into codes, in one place. A bug
-in the simulator (any exception that is not an :class:`~ascend_memsim.errors.AclError`)
+in the simulator (any exception that is not an :class:`~ascend_memsim.memory.errors.AclError`)
 still raises.
 
 The vendor constants are exported flat (``ACL_MEM_MALLOC_HUGE_FIRST``, ``ACL_HBM_MEM``,

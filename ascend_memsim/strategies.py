@@ -89,7 +89,7 @@ def products() -> st.SearchStrategy[str]:
 
 
 def apis(*, names: bool = False) -> st.SearchStrategy:
-    """The allocation APIs (:class:`~ascend_memsim.device.Api`), or their pyacl names."""
+    """The allocation APIs (:class:`~ascend_memsim.memory.rules.Api`), or their pyacl names."""
     members = list(Api)
     return st.sampled_from([a.pyacl_name for a in members] if names else members)
 

@@ -1,8 +1,9 @@
 """Fault injection: make chosen allocations fail with the runtime's real error codes.
 
-A fault is a device interceptor (see :attr:`ascend_memsim.device.Device.interceptors`): it sees
-each checked allocation :class:`~ascend_memsim.device.Request` before it is placed and either
-raises an :class:`~ascend_memsim.errors.AclError` (the call fails, the device is unchanged, the
+A fault is a device interceptor (see
+:attr:`ascend_memsim.memory.device.Device.interceptors`): it sees each checked allocation
+:class:`~ascend_memsim.memory.rules.Request` before it is placed and either raises an
+:class:`~ascend_memsim.memory.errors.AclError` (the call fails, the device is unchanged, the
 pyacl face returns the error's code) or refuses huge pages (HUGE_FIRST then falls back to
 normal pages; HUGE_ONLY fails with ACL_ERROR_RT_MEMORY_ALLOCATION).
 
@@ -194,7 +195,7 @@ class Fault:
     ``(lo, hi)`` or ``{"min": lo, "max": hi}`` inclusive, range or predicate), ``policy`` (a
     policy word, a list of them, or a predicate on the whole word, flags included) and
     ``device`` narrow which calls the fault considers; ``error`` is the AclError raised
-    (class, class name or code; default :class:`~ascend_memsim.errors.OutOfDeviceMemory`,
+    (class, class name or code; default :class:`~ascend_memsim.memory.errors.OutOfDeviceMemory`,
     ACL_ERROR_RT_MEMORY_ALLOCATION). Integers may be any type with ``__index__`` (numpy).
 
     ``calls`` counts the matching calls seen, ``injected`` the requests failed (or refused

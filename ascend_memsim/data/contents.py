@@ -356,7 +356,7 @@ class DeviceRegion:
 class DataPlane:
     """memcpy / memset for one runtime: checks, address resolution, then the byte moves.
 
-    The runtime supplies ``host`` (a :class:`~ascend_memsim.host.HostMemory`), its devices
+    The runtime supplies ``host`` (a :class:`~ascend_memsim.data.host.HostMemory`), its devices
     and its ``sanitizer``. Thread-safe: one lock serialises the byte moves.
     """
 

@@ -1,7 +1,7 @@
 """Replay a trace on any product, policy and capacity; find the smallest capacity that fits.
 
-:func:`replay` runs a :class:`~ascend_memsim.trace.Trace` against a fresh
-:class:`~ascend_memsim.runtime.Runtime` and reports, unlike RMM's replay benchmark, *which*
+:func:`replay` runs a :class:`~ascend_memsim.observe.trace.Trace` against a fresh
+:class:`~ascend_memsim.runtime.runtime.Runtime` and reports, unlike RMM's replay benchmark, *which*
 event failed first and why (the request, the live bytes per stream, the largest free run, why
 no fallback happened), and keeps each stream's bytes apart. :func:`smallest_capacity` finds by
 bisection the smallest capacity on which the whole trace fits.
@@ -223,7 +223,7 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
     ``policy`` / ``api`` replace the recorded ones for every malloc. ``stop_at_failure`` ends
     at the first failed malloc; ``stop_after`` after that event index (for a map at a given
     moment, with ``keep_runtime``). ``observers`` are added to the fresh runtime (e.g. a
-    :class:`~ascend_memsim.stats.MemoryStats`). O(events x allocator cost).
+    :class:`~ascend_memsim.observe.stats.MemoryStats`). O(events x allocator cost).
 
     Raises:
         InvalidArgument: an unknown product, a bad capacity or API.
