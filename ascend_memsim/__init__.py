@@ -1,9 +1,12 @@
 """ascend-memsim: the Ascend CANN runtime's device memory, simulated in pure Python.
 
-Layering, arrows pointing one way: the faces ``acl`` (pyacl) and ``aclrt`` (C names) call
-``runtime`` (devices, current device per thread, init/config), which calls ``device``
-(policies, pages, rounding rules, accounting), which calls ``allocator`` (first-fit over a
-sorted free list) and reads ``profiles`` and ``constants``. The core never imports a face.
+Layers, arrows pointing down only (README "Architecture"; import-linter's contract in
+pyproject.toml enforces it): the faces ``acl`` (pyacl) and ``aclrt`` (C names), ``cli`` and
+the ``testing`` toolkit on top; ``observe`` (stats, traces, replay, pictures) and ``checks``
+(sanitizer, faults), which attach to a runtime through its hooks; ``runtime`` (the composition
+root: devices, current device per thread, streams, aclInit); ``data`` (device bytes, host
+memory); ``memory`` at the bottom (rules, allocator, device, profiles, constants, errors).
+This module only re-exports the public names.
 """
 
 from .acl import install_acl, uninstall_acl
