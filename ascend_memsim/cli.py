@@ -21,8 +21,9 @@ from .memory.profiles import DEFAULT_PRODUCT, PROFILES, SizeRule
 from .memory.sites import format_site
 from .observe.pictures import save_picture
 from .observe.replay import _capacity_key, parse_size, replay, smallest_capacity, tty_progress
+from .observe.snapshot import memory_viz_bytes
 from .observe.stats import MemoryStats
-from .observe.trace import Recorder, load
+from .observe.trace import Recorder, dumps_rmm_csv, load
 from .observe.viz import MapSnapshot, approx_bytes, text_map
 from .runtime.runtime import Runtime
 
@@ -411,6 +412,23 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
+    """Write a trace as a memory_viz snapshot pickle or an RMM CSV log."""
+    trace = _load_trace(args.trace, out)
+    if args.format == "memory-viz":
+        data = memory_viz_bytes(trace.events, trace.header)
+        path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".pickle"
+        with open(path, "wb") as f:
+            f.write(data)
+    else:
+        text = dumps_rmm_csv(trace, args.device)
+        path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".csv"
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    print(f"{path} written ({args.format}, {len(trace)} events)", file=out)
+    return 0
+
+
 # -- parser ----------------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
@@ -460,7 +478,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     def trace_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("trace", metavar="TRACE", help="JSON Lines trace or RMM CSV log")
+        p.add_argument("trace", metavar="TRACE", help="JSON Lines trace, RMM CSV log or "
+                       "PyTorch/torch_npu memory snapshot (.pickle or .json)")
         p.add_argument("--product", help="default: the product the trace was recorded on")
         p.add_argument("--capacity", type=_size_arg, help="device memory (e.g. 16GiB)")
         p.add_argument("--policy", type=_policy_arg, help="replace every recorded policy")
@@ -489,6 +508,19 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--what", choices=("both", "map", "timeline"), default="both")
             p.add_argument("--color-by", choices=("page", "component"), default="page")
         p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "export", help="write a trace for other tools: memory_viz snapshot, RMM CSV log",
+        description="Write TRACE as a PyTorch memory snapshot that memory_viz "
+                    "(pytorch.org/memory_viz) opens, or as RMM's logging_resource_adaptor CSV.")
+    p.add_argument("trace", metavar="TRACE",
+                   help="JSON Lines trace, RMM CSV log or PyTorch/torch_npu snapshot")
+    p.add_argument("--format", choices=("memory-viz", "rmm-csv"), required=True)
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output file (default: TRACE's name with .pickle or .csv)")
+    p.add_argument("--device", type=int,
+                   help="rmm-csv: the device to write (an RMM log holds one device)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("stats", help="memory statistics of a trace replay")
     trace_options(p)

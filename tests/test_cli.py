@@ -174,10 +174,11 @@ def test_sizes_that_overflow_or_are_negative_are_usage_errors(capsys):
     assert run("explain", "1e3")[0] == 0
 
 
+GOOD_LINE = '{"event":"malloc","size":100,"ptr":64}\n'
 BAD_TRACES = {
-    "deep.jsonl": "[" * 100000 + "]" * 100000 + "\n",
-    "stream.jsonl": '{"event":"malloc","size":100,"ptr":64,"stream":[1]}\n',
-    "digits.jsonl": '{"event":"malloc","size":' + "9" * 5000 + ',"ptr":64}\n',
+    "deep.jsonl": GOOD_LINE + "[" * 100000 + "]" * 100000 + "\n",
+    "stream.jsonl": GOOD_LINE + '{"event":"malloc","size":100,"ptr":64,"stream":[1]}\n',
+    "digits.jsonl": GOOD_LINE + '{"event":"malloc","size":' + "9" * 5000 + ',"ptr":64}\n',
     "field.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0,allocate,0x10,"
                  + "1" * 200000 + ",0\n",
 }
@@ -192,6 +193,11 @@ def test_malformed_traces_give_warnings_not_tracebacks(tmp_path, capsys):
             code, out = run(*command, str(path), "--quiet")
             assert code == 0, (name, command, out)
             assert f"warning: {path}:" in out
+        if name.endswith(".jsonl"):
+            # every line bad: no trace at all, a usage error rather than "0 events, fits"
+            path.write_text(text.removeprefix(GOOD_LINE))
+            code, out = run("replay", str(path), "--quiet")
+            assert code == 2 and "fits" not in out
     assert "Traceback" not in capsys.readouterr().err
 
 

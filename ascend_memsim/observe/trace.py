@@ -17,7 +17,10 @@ With ``stacks=True`` each event also carries ``stack``: the user's frames as
 The file starts with a header line ``{"format": "ascend-memsim-trace", "version": 1, ...}``
 naming the product and capacity it was recorded on. :func:`load` also reads RAPIDS RMM's
 CSV allocation log (``Thread,Time,Action,Pointer,Size,Stream``, from
-``rmm::mr::logging_resource_adaptor``).
+``rmm::mr::logging_resource_adaptor``) and PyTorch / torch_npu memory snapshots (the
+``_dump_snapshot`` pickle, or the same dict as JSON; :mod:`ascend_memsim.observe.snapshot`).
+:func:`dumps_rmm_csv` writes a trace as RMM's log. A file in none of these formats is a
+:class:`TraceFormatError`, never an empty trace.
 
 Bad input never crashes a load: a line that cannot be read is left out and described, with
 its line number, in :attr:`Trace.problems` (``strict=True`` raises :class:`TraceFormatError`
@@ -39,13 +42,14 @@ from ..memory.args import UINT32_MAX
 from ..memory.constants import MODULE_ID_MAX, MODULE_NAMES
 from ..memory.errors import InvalidArgument, TraceFormatError
 from ..memory.sites import capture_site
+from .snapshot import SnapshotError, is_snapshot, read_snapshot, safe_unpickle
 
 if TYPE_CHECKING:
     from ..memory.device import Device
     from ..runtime.runtime import Runtime
 
 __all__ = ["Trace", "Recorder", "TraceFormatError", "load", "loads", "read_rmm_csv",
-           "FORMAT", "KNOWN_EVENTS"]
+           "dumps_rmm_csv", "from_snapshot", "FORMAT", "KNOWN_EVENTS"]
 
 FORMAT = "ascend-memsim-trace"
 VERSION = 1
@@ -253,6 +257,14 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
     first = text.lstrip().split("\n", 1)[0]
     if first.replace(" ", "").startswith("Thread,Time,Action"):
         return read_rmm_csv(io.StringIO(text), name, strict=strict)
+    if text.lstrip()[:1] in ("{", "["):
+        # a snapshot as one JSON document (possibly indented over many lines)
+        try:
+            whole = json.loads(text)
+        except (ValueError, RecursionError):
+            whole = None
+        if is_snapshot(whole):
+            return from_snapshot(whole, name, strict=strict)
     trace = Trace(name=name)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -284,21 +296,64 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
             continue
         trace.events.append(record)
         trace.lines.append(number)
+    if not trace.events and not trace.header:
+        first_problem = f" (first problem: {trace.problems[0]})" if trace.problems else ""
+        raise TraceFormatError(
+            f"{name}: not a trace in any known format: no ascend-memsim trace header and no "
+            f"event line; expected JSON Lines, an RMM CSV log or a PyTorch/torch_npu memory "
+            f"snapshot{first_problem}")
+    return trace
+
+
+def from_snapshot(obj: Any, name: str = "<snapshot>", *, strict: bool = False) -> Trace:
+    """A trace of a PyTorch / torch_npu memory snapshot dict (already unpickled or parsed).
+
+    Raises:
+        TraceFormatError: ``obj`` is no snapshot; with ``strict``, at the first bad entry.
+    """
+    try:
+        events, header, problems = read_snapshot(obj, name)
+    except SnapshotError as e:
+        raise TraceFormatError(str(e)) from None
+    if strict and problems:
+        raise TraceFormatError(problems[0])
+    trace = Trace(header=header, name=name, problems=problems)
+    for event in events:
+        try:
+            trace.events.append(_check_event(event, f"{name}: event {event['seq']}"))
+            trace.lines.append(event["seq"] + 1)
+        except TraceFormatError as e:
+            if strict:
+                raise
+            trace.problems.append(str(e))
     return trace
 
 
 def load(path: str, *, strict: bool = False) -> Trace:
-    """Read a trace file: JSON Lines as written by :meth:`Trace.save`, or an RMM CSV log.
+    """Read a trace file: JSON Lines as written by :meth:`Trace.save`, an RMM CSV log, or a
+    PyTorch / torch_npu memory snapshot (pickle or JSON).
 
     Raises:
-        TraceFormatError: with ``strict``, at the first bad line.
+        TraceFormatError: no known format; with ``strict``, at the first bad line.
         InvalidArgument: the file cannot be read.
     """
     try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
         raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
+    if data[:1] == b"\x80":
+        # a pickle (protocol 2 or later): torch's _dump_snapshot
+        try:
+            obj = safe_unpickle(data)
+        except SnapshotError as e:
+            raise TraceFormatError(f"{path}: {e}") from None
+        return from_snapshot(obj, path, strict=strict)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceFormatError(f"{path}: not a trace in any known format (binary, not "
+                               f"UTF-8 text nor a pickle): {e}") from None
     return loads(text, path, strict=strict)
 
 
@@ -402,3 +457,59 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
             raise TraceFormatError(problem)
         trace.problems.append(problem)
     return trace
+
+
+def _rmm_time(event: dict, index: int) -> str:
+    """The recorded ``HH:MM:SS.ffffff`` of an RMM event, else (DECISION) the event's position
+    as microseconds from midnight, so the order shows and the column parses."""
+    recorded = event.get("time")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    seconds, micros = divmod(index, 1_000_000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours % 24:02d}:{minutes:02d}:{seconds:02d}.{micros:06d}"
+
+
+def _rmm_stream(stream: Any) -> str:
+    """``std::stringstream << std::hex << cudaStream_t`` (rmm::detail::format_stream): the
+    null stream prints ``0``, any other ``0x...``."""
+    return f"{stream:#x}" if isinstance(stream, int) and stream > 0 else "0"
+
+
+def dumps_rmm_csv(trace: Trace, device: int | None = None) -> str:
+    """The trace as RMM's ``logging_resource_adaptor`` CSV log (rmm
+    ``cpp/src/mr/detail/logging_resource_adaptor_impl.cpp``): the header
+    ``Thread,Time,Action,Pointer,Size,Stream``, then ``%t,%H:%M:%S.%f,`` and
+    ``allocate,%p,%zu,stream`` / ``free,...`` / ``allocate failure,(nil),...``. Pointers print
+    as glibc's ``%p`` (``0x7f...``, ``(nil)``), sizes in decimal, streams in hex.
+
+    RMM logs one device per file: ``device`` picks it. Only malloc, free and failed malloc
+    events are written (RMM has no others).
+
+    Raises:
+        InvalidArgument: events of several devices and no ``device`` chosen.
+    """
+    devices = sorted({e.get("device", 0) for e in trace.events
+                      if e.get("event") in ("malloc", "free", "malloc_failed")})
+    if device is None:
+        if len(devices) > 1:
+            raise InvalidArgument(f"{trace.name} has events on devices {devices}; an RMM log "
+                                  f"holds one device: choose one")
+        device = devices[0] if devices else 0
+    lines = [",".join(_RMM_COLUMNS)]
+    for index, event in enumerate(trace.events):
+        kind = event.get("event")
+        if event.get("device", 0) != device or kind not in ("malloc", "free",
+                                                             "malloc_failed"):
+            continue
+        thread = event.get("thread", 0)
+        head = f"{thread},{_rmm_time(event, index)}"
+        stream = _rmm_stream(event.get("stream"))
+        if kind == "malloc":
+            lines.append(f"{head},allocate,{event['ptr']:#x},{event['size']},{stream}")
+        elif kind == "free":
+            lines.append(f"{head},free,{event['ptr']:#x},{event.get('size', 0)},{stream}")
+        else:
+            lines.append(f"{head},allocate failure,(nil),{event.get('size', 0)},{stream}")
+    return "\n".join(lines) + "\n"

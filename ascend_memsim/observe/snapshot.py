@@ -1,0 +1,380 @@
+"""PyTorch / torch_npu memory snapshots: read them as traces, write traces as snapshots.
+
+``torch.cuda.memory._dump_snapshot()`` and ``torch_npu.npu.memory._dump_snapshot()`` pickle
+the dict built by ``torch/csrc/cuda/Module.cpp`` (``THCPModule_memorySnapshot``) and
+``torch_npu/csrc/npu/Module.cpp`` (``THNPModule_memorySnapshot``): ``segments`` (each with
+``device``, ``address``, ``total_size``, ``stream``, ``frames`` and ``blocks``) and
+``device_traces`` (one list of trace entries per device, each with ``action``, ``addr``,
+``size``, ``stream`` and, when a context was recorded, ``frames``; an ``oom`` entry has
+``device_free`` instead of ``addr``).
+
+Reading (:func:`read_snapshot`): the caching allocator's ``segment_alloc`` / ``segment_free``
+entries are exactly its ``aclrtMalloc`` / ``aclrtFree`` calls, so they become ``malloc`` /
+``free`` events (size, stream, device, and the frames as the stack); ``oom`` becomes
+``malloc_failed``. The other actions (``alloc``, ``free_requested``, ``free_completed``,
+``segment_map``, ``segment_unmap``, ``snapshot``, ``workspace_snapshot``) happen inside the
+caching allocator's cached segments and are counted, not replayed. A segment live in
+``segments`` whose allocation is older than the trace ring buffer (or every segment, when
+there are no ``device_traces``) is allocated at the start. Pickles are read by
+:func:`safe_unpickle`, which builds only plain containers, strings and numbers.
+
+Writing (:func:`to_memory_viz`): one segment per live block (the ``aclrtMalloc`` is the
+segment), whose single block has ``requested_size`` = the requested bytes and ``size`` = the
+footprint, so memory_viz shows the +32 padding and the page rounding as rounding loss; and
+``device_traces`` with ``segment_alloc`` + ``alloc`` per malloc, ``free_completed`` +
+``segment_free`` per free and ``oom`` per failed malloc. Entries carry the trace's own
+``requested_size``, ``api``, ``policy``, ``module``, ``thread`` and ``seq`` as extra keys (the
+viewer ignores keys it does not know), so reading the file back gives the same events.
+``torch/utils/viz/MemoryViz.js`` unpickles only protocols 2 to 4: the file is protocol 4.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+from ..memory.profiles import DEFAULT_PRODUCT, get_profile
+from ..memory.rules import PAGE_BYTES, Api, align_up, page_order, parse_policy, rule_size
+
+__all__ = ["SnapshotError", "safe_unpickle", "is_snapshot", "read_snapshot", "to_memory_viz",
+           "memory_viz_bytes", "PICKLE_PROTOCOL", "SNAPSHOT_API", "SNAPSHOT_POLICY"]
+
+#: MemoryViz.js: ``if (version < 2 || version > 4) throw`` (torch/utils/viz/MemoryViz.js)
+PICKLE_PROTOCOL = 4
+
+#: DECISION: a snapshot's segment_alloc is replayed as torch_npu's caching allocator makes it:
+#: ``c10_npu::acl::AclrtMallocAlign32(&ptr, size, ACL_MEM_MALLOC_HUGE_FIRST)``
+#: (torch_npu/csrc/core/npu/NPUCachingAllocator.cpp). ``replay --api/--policy`` override it.
+SNAPSHOT_API = "aclrtMallocAlign32"
+SNAPSHOT_POLICY = 0
+
+#: ACL_ERROR_RT_MEMORY_ALLOCATION, the code of a recorded oom
+_OOM_CODE = 207001
+
+_IGNORED = ("alloc", "free_requested", "free_completed", "segment_map", "segment_unmap",
+            "snapshot", "workspace_snapshot")
+
+
+class SnapshotError(ValueError):
+    """A file that is not a snapshot this module can read (message says what is wrong)."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Builds dicts, lists, tuples, sets, str, bytes, numbers, bools and None; nothing else.
+
+    Every opcode that names a class or a function (GLOBAL, STACK_GLOBAL, INST, OBJ, REDUCE,
+    NEWOBJ, the extension registry) goes through find_class, which refuses; so does a
+    persistent id.
+    """
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(
+            f"the pickle refers to {module}.{name}; a memory snapshot holds only plain "
+            f"dicts, lists, strings and numbers, so it is not read")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("the pickle refers to a persistent object; not read")
+
+
+def safe_unpickle(data: bytes) -> Any:
+    """The plain object pickled in ``data``; never imports or calls anything.
+
+    >>> safe_unpickle(pickle.dumps({"segments": [], "device_traces": [[]]}))
+    {'segments': [], 'device_traces': [[]]}
+
+    Raises:
+        SnapshotError: the pickle is damaged or refers to a class or function.
+    """
+    try:
+        return _PlainUnpickler(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as e:
+        raise SnapshotError(f"cannot read the pickle: {e}") from None
+    except RecursionError:
+        raise SnapshotError("cannot read the pickle: nested too deeply") from None
+    except Exception as e:  # a damaged pickle raises EOFError, KeyError, IndexError, ...
+        raise SnapshotError(f"cannot read the pickle (damaged or truncated?): "
+                            f"{type(e).__name__}: {e}") from None
+
+
+def is_snapshot(obj: Any) -> bool:
+    """True for a snapshot dict (``segments`` or ``device_traces``) or a bare segment list
+    (very old torch_npu, which ``_memory_viz`` reads the same way)."""
+    if isinstance(obj, dict):
+        return "segments" in obj or "device_traces" in obj
+    return (isinstance(obj, list) and bool(obj) and isinstance(obj[0], dict)
+            and "total_size" in obj[0] and "address" in obj[0])
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _stack(frames: Any) -> list[str] | None:
+    """torch frames (innermost first) as this project's stack (``file:line in name``,
+    outermost first); None when there are none."""
+    if not isinstance(frames, list) or not frames:
+        return None
+    out = []
+    for f in frames:
+        if isinstance(f, dict):
+            out.append(f"{f.get('filename', '?')}:{f.get('line', 0)} in {f.get('name', '?')}")
+    out.reverse()
+    return out or None
+
+
+def _frames(stack: Any) -> list[dict]:
+    """This project's stack strings as torch frames (innermost first)."""
+    frames = []
+    for entry in stack or ():
+        text = str(entry)
+        where, _, name = text.partition(" in ")
+        filename, _, line = where.rpartition(":")
+        number = int(line) if line.isdigit() else 0
+        frames.append({"filename": filename if line.isdigit() else where, "line": number,
+                       "name": name})
+    frames.reverse()
+    return frames
+
+
+def _stream(value: Any) -> Any:
+    """DECISION: stream 0, the default (null) stream of torch, is this project's None."""
+    return None if value in (0, None) else value
+
+
+def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict, list[str]]:
+    """The events, header and problems of snapshot ``obj`` (see the module docstring).
+
+    Bad entries are left out and described in the problems, never raised.
+
+    Raises:
+        SnapshotError: ``obj`` is not a snapshot at all.
+    """
+    if not is_snapshot(obj):
+        raise SnapshotError(f"{name}: not a memory snapshot (no 'segments' or "
+                            f"'device_traces')")
+    if isinstance(obj, list):
+        obj = {"segments": obj}
+    problems: list[str] = []
+    header: dict[str, Any] = {"source": "torch-snapshot"}
+    segments = obj.get("segments") or []
+    traces = obj.get("device_traces")
+    if not isinstance(segments, list):
+        problems.append(f"{name}: 'segments' is not a list; ignored")
+        segments = []
+    if traces is not None and not isinstance(traces, list):
+        problems.append(f"{name}: 'device_traces' is not a list; ignored")
+        traces = None
+    entries: list[tuple[int, int, dict]] = []  # (device, position, entry)
+    for device, per_device in enumerate(traces or []):
+        if not isinstance(per_device, list):
+            problems.append(f"{name}: device_traces[{device}] is not a list; ignored")
+            continue
+        for position, entry in enumerate(per_device):
+            if not isinstance(entry, dict) or not isinstance(entry.get("action"), str):
+                problems.append(f"{name}: device_traces[{device}][{position}]: not a trace "
+                                f"entry with an action; ignored")
+                continue
+            entries.append((device, position, entry))
+    # one order for all devices: by the trace's own sequence numbers, else by time, else the
+    # devices one after another
+    for key in ("seq", "time_us"):
+        if entries and all(_int(e.get(key)) is not None for _, _, e in entries):
+            entries.sort(key=lambda item, key=key: (item[2][key], item[0], item[1]))
+            break
+    events: list[dict] = []
+    ignored: dict[str, int] = {}
+    allocated: set[tuple[int, int]] = set()
+    seen_alloc: set[tuple[int, int]] = set()
+    early: list[dict] = []
+    for device, position, entry in entries:
+        where = f"{name}: device_traces[{device}][{position}]"
+        action = entry["action"]
+        stream = _stream(entry.get("stream"))
+        size = _int(entry.get("size"))
+        thread = _int(entry.get("thread"))
+        common = {"device": device, "stream": stream,
+                  "thread": 0 if thread is None else thread}
+        stack = _stack(entry.get("frames"))
+        if stack is not None:
+            common["stack"] = stack
+        if action in ("segment_alloc", "segment_free", "oom"):
+            requested = _int(entry.get("requested_size"))
+            if requested is not None and requested > 0:
+                size = requested
+            if size is None or size < (1 if action != "oom" else 0):
+                problems.append(f"{where}: {action} without a size; ignored")
+                continue
+        if action in ("segment_alloc", "segment_free"):
+            addr = _int(entry.get("addr"))
+            if addr is None or addr <= 0:
+                problems.append(f"{where}: {action} without an address; ignored")
+                continue
+            key = (device, addr)
+            if action == "segment_alloc":
+                seen_alloc.add(key)
+                allocated.add(key)
+                events.append({"event": "malloc", **_call(entry), "size": size, "ptr": addr,
+                               **common})
+            else:
+                if key not in allocated and key not in seen_alloc:
+                    # allocated before the ring buffer began: it was live at the start
+                    early.append({"event": "malloc", **_call(entry), "size": size,
+                                  "ptr": addr, "device": device, "stream": stream,
+                                  "thread": common["thread"]})
+                seen_alloc.add(key)
+                allocated.discard(key)
+                events.append({"event": "free", "ptr": addr, "size": size, **common})
+        elif action == "oom":
+            free = _int(entry.get("device_free"))
+            message = entry.get("error")
+            if not isinstance(message, str):
+                message = "out of memory on the recorded device" + (
+                    f" ({free} bytes free)" if free is not None else "")
+            events.append({"event": "malloc_failed", **_call(entry), "size": size,
+                           "code": _int(entry.get("code")) or _OOM_CODE, "error": message,
+                           **common})
+        else:
+            if action not in _IGNORED:
+                problems.append(f"{where}: unknown action {action!r}; ignored")
+            ignored[action] = ignored.get(action, 0) + 1
+    # segments live at the end whose allocation the trace does not hold
+    for index, segment in enumerate(segments):
+        if not isinstance(segment, dict):
+            problems.append(f"{name}: segments[{index}] is not a segment; ignored")
+            continue
+        device = _int(segment.get("device"))
+        address = _int(segment.get("address"))
+        total = _int(segment.get("total_size"))
+        if device is None or address is None or address <= 0 or not total:
+            problems.append(f"{name}: segments[{index}] lacks a device, address or "
+                            f"total_size; ignored")
+            continue
+        if (device, address) in seen_alloc:
+            continue
+        requested = _int(segment.get("requested_size"))
+        event = {"event": "malloc", "api": SNAPSHOT_API, "policy": SNAPSHOT_POLICY,
+                 "size": requested if requested and segment.get("memsim") else total,
+                 "ptr": address, "device": device,
+                 "stream": _stream(segment.get("stream")), "thread": 0}
+        stack = _stack(segment.get("frames"))
+        if stack is not None:
+            event["stack"] = stack
+        early.append(event)
+    events = early + events
+    for seq, event in enumerate(events):
+        event["seq"] = seq
+    if ignored:
+        header["ignored_actions"] = dict(sorted(ignored.items()))
+    for key in ("product", "hbm_bytes", "ddr_bytes", "device_count"):
+        value = obj.get("memsim", {}).get(key) if isinstance(obj.get("memsim"), dict) else None
+        if value is not None:
+            header[key] = value
+    return events, header, problems
+
+
+def _call(entry: dict) -> dict:
+    """api, policy and module of an entry: the trace's own (written by to_memory_viz) or
+    those of torch_npu's caching allocator."""
+    out = {"api": entry.get("api") if isinstance(entry.get("api"), str) else SNAPSHOT_API,
+           "policy": _int(entry.get("policy")) if _int(entry.get("policy")) is not None
+           else SNAPSHOT_POLICY}
+    if _int(entry.get("module")) is not None:
+        out["module"] = entry["module"]
+    return out
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+def _footprint(event: dict, product: str) -> int:
+    """The recorded footprint, else the one the product's rules give the first page kind."""
+    recorded = _int(event.get("footprint"))
+    if recorded:
+        return recorded
+    profile = get_profile(product)
+    size = event["size"]
+    try:
+        api = Api.parse(event.get("api", "aclrtMalloc"))
+        base, _ = parse_policy(event.get("policy", 0), api)
+        page = page_order(profile, size, base)[0]
+    except Exception:  # an unreplayable call: normal pages, plain aclrtMalloc
+        api, page = Api.MALLOC, page_order(profile, size, None)[0]
+    return align_up(rule_size(profile, size, page, api), PAGE_BYTES[page])
+
+
+def to_memory_viz(events: list[dict], header: dict | None = None) -> dict:
+    """The snapshot dict memory_viz opens, for a trace's events (see the module docstring)."""
+    header = header or {}
+    product = header.get("product") or DEFAULT_PRODUCT
+    try:
+        get_profile(product)
+    except Exception:
+        product = DEFAULT_PRODUCT
+    profile = get_profile(product)
+    capacity = _int(header.get("hbm_bytes")) or _int(header.get("ddr_bytes")) or \
+        profile.capacity(profile.main_memory)
+    traces: dict[int, list[dict]] = {}
+    live: dict[tuple[int, int], dict] = {}
+    in_use: dict[int, int] = {}
+    for event in events:
+        kind = event.get("event")
+        device = _int(event.get("device")) or 0
+        out = traces.setdefault(device, [])
+        stream = _int(event.get("stream")) or 0
+        extra = {k: event[k] for k in ("api", "policy", "module", "thread", "seq")
+                 if k in event}
+        frames = _frames(event.get("stack"))
+        if kind == "malloc":
+            footprint = _footprint(event, product)
+            ptr = event["ptr"]
+            live[(device, ptr)] = {"event": event, "footprint": footprint, "frames": frames}
+            in_use[device] = in_use.get(device, 0) + footprint
+            for action in ("segment_alloc", "alloc"):
+                out.append({"action": action, "addr": ptr, "size": footprint,
+                            "stream": stream, "frames": frames,
+                            "requested_size": event["size"], **extra})
+        elif kind == "free":
+            block = live.pop((device, event.get("ptr")), None)
+            if block is None:
+                continue
+            in_use[device] -= block["footprint"]
+            for action in ("free_completed", "segment_free"):
+                out.append({"action": action, "addr": event["ptr"],
+                            "size": block["footprint"], "stream": stream, "frames": frames,
+                            "requested_size": block["event"]["size"], **extra})
+        elif kind == "malloc_failed":
+            out.append({"action": "oom", "device_free": max(0, capacity - in_use.get(device, 0)),
+                        "size": event.get("size", 0), "stream": stream, "frames": frames,
+                        "requested_size": event.get("size", 0),
+                        "error": str(event.get("error", "")), **extra})
+        elif kind == "reset":
+            for ptr in event.get("leaked", ()):
+                block = live.pop((device, ptr), None)
+                if block is not None:
+                    in_use[device] -= block["footprint"]
+                    out.append({"action": "segment_free", "addr": ptr,
+                                "size": block["footprint"], "stream": stream, "frames": frames,
+                                "requested_size": block["event"]["size"], **extra})
+    segments = []
+    for (device, ptr), block in sorted(live.items()):
+        event, footprint = block["event"], block["footprint"]
+        segments.append({
+            "device": device, "address": ptr, "total_size": footprint,
+            "allocated_size": footprint, "active_size": footprint,
+            "requested_size": event["size"], "stream": _int(event.get("stream")) or 0,
+            # torch's small pool holds requests of at most 1 MiB (kSmallSize)
+            "segment_type": "small" if footprint <= 1 << 20 else "large",
+            "segment_pool_id": (0, 0), "is_expandable": False, "frames": block["frames"],
+            "memsim": True,
+            "blocks": [{"address": ptr, "size": footprint, "requested_size": event["size"],
+                        "state": "active_allocated", "frames": block["frames"]}]})
+    devices = max(list(traces) + [device for device, _ in live] + [0]) + 1
+    return {"segments": segments,
+            "device_traces": [traces.get(d, []) for d in range(devices)],
+            "memsim": {k: header[k] for k in ("product", "hbm_bytes", "ddr_bytes",
+                                              "device_count") if k in header}}
+
+
+def memory_viz_bytes(events: list[dict], header: dict | None = None) -> bytes:
+    """:func:`to_memory_viz` pickled with protocol 4, as ``_dump_snapshot`` writes it."""
+    return pickle.dumps(to_memory_viz(events, header), protocol=PICKLE_PROTOCOL)

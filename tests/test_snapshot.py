@@ -1,0 +1,255 @@
+"""PyTorch / torch_npu memory snapshots in (pickle and JSON), memory_viz and RMM CSV out.
+
+The snapshot files here are written in torch's layout by hand (torch is not a dependency):
+the keys of torch/csrc/cuda/Module.cpp and torch_npu/csrc/npu/Module.cpp memorySnapshot.
+"""
+
+import io
+import json
+import os
+import pickle
+import re
+
+import pytest
+
+from ascend_memsim import MiB, OutOfDeviceMemory, Runtime
+from ascend_memsim.cli import main
+from ascend_memsim.observe.replay import replay
+from ascend_memsim.observe.snapshot import (
+    PICKLE_PROTOCOL,
+    SnapshotError,
+    safe_unpickle,
+    to_memory_viz,
+)
+from ascend_memsim.observe.trace import Recorder, TraceFormatError, dumps_rmm_csv, load
+
+BASE = 0x7F0000000000
+FRAMES = [{"filename": "model.py", "line": 42, "name": "forward"},
+          {"filename": "train.py", "line": 7, "name": "main"}]
+
+
+def torch_snapshot():
+    """A snapshot as torch.cuda.memory._snapshot() returns it (CUDA and torch_npu keys)."""
+    seg = {"device": 0, "address": BASE, "total_size": 2 * MiB, "allocated_size": 512,
+           "active_size": 512, "requested_size": 500, "stream": 0, "segment_type": "small",
+           "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+           "blocks": [{"address": BASE, "size": 512, "requested_size": 500,
+                       "state": "active_allocated", "frames": FRAMES},
+                      {"address": BASE + 512, "size": 2 * MiB - 512, "requested_size": 0,
+                       "state": "inactive", "frames": []}]}
+    trace = [
+        {"action": "segment_alloc", "addr": BASE + 4 * MiB, "size": 20 * MiB, "stream": 0,
+         "time_us": 10, "frames": FRAMES},
+        {"action": "alloc", "addr": BASE + 4 * MiB, "size": 512, "stream": 0, "time_us": 11},
+        {"action": "free_requested", "addr": BASE + 4 * MiB, "size": 512, "stream": 0,
+         "time_us": 12},
+        {"action": "free_completed", "addr": BASE + 4 * MiB, "size": 512, "stream": 0,
+         "time_us": 13},
+        {"action": "segment_free", "addr": BASE + 4 * MiB, "size": 20 * MiB, "stream": 0,
+         "time_us": 14},
+        {"action": "workspace_snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": 15},
+        {"action": "oom", "device_free": 1024, "size": 1 << 40, "stream": 0, "time_us": 16},
+    ]
+    return {"segments": [seg], "device_traces": [trace],
+            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": ""}}
+
+
+def run(*argv):
+    out = io.StringIO()
+    return main(list(argv), out=out), out.getvalue()
+
+
+def test_a_dump_snapshot_pickle_becomes_malloc_and_free_events(tmp_path):
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(torch_snapshot()))         # _dump_snapshot: pickle.dump
+    trace = load(str(path))
+    assert not trace.problems
+    kinds = [(e["event"], e.get("ptr"), e["size"]) for e in trace.events]
+    # the live segment older than the ring buffer first, then the segment calls in time order
+    assert kinds == [("malloc", BASE, 2 * MiB), ("malloc", BASE + 4 * MiB, 20 * MiB),
+                     ("free", BASE + 4 * MiB, 20 * MiB), ("malloc_failed", None, 1 << 40)]
+    malloc = trace.events[1]
+    assert malloc["stack"] == ["train.py:7 in main", "model.py:42 in forward"]
+    assert malloc["stream"] is None and malloc["device"] == 0
+    assert malloc["api"] == "aclrtMallocAlign32" and malloc["policy"] == 0
+    assert "1024 bytes free" in trace.events[3]["error"]
+    assert trace.header["ignored_actions"] == {"alloc": 1, "free_completed": 1,
+                                               "free_requested": 1, "workspace_snapshot": 1}
+
+
+def test_the_same_snapshot_as_json_gives_the_same_events(tmp_path):
+    pickled, as_json = tmp_path / "s.pickle", tmp_path / "s.json"
+    pickled.write_bytes(pickle.dumps(torch_snapshot(), protocol=4))
+    as_json.write_text(json.dumps(torch_snapshot(), indent=2))
+    assert load(str(as_json)).events == load(str(pickled)).events
+
+
+def test_without_device_traces_the_segments_are_the_live_set(tmp_path):
+    snap = torch_snapshot()
+    del snap["device_traces"]
+    snap["segments"].append(dict(snap["segments"][0], address=BASE + 64 * MiB, device=1,
+                                 total_size=20 * MiB, frames=FRAMES))
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(snap))
+    trace = load(str(path))
+    assert [(e["event"], e["device"], e["size"]) for e in trace.events] == [
+        ("malloc", 0, 2 * MiB), ("malloc", 1, 20 * MiB)]
+    assert trace.events[1]["stack"][-1] == "model.py:42 in forward"
+    # the old torch_npu form: a bare list of segments
+    path.write_bytes(pickle.dumps(snap["segments"]))
+    assert len(load(str(path)).events) == 2
+
+
+def test_a_free_of_a_segment_older_than_the_ring_buffer_allocates_it_first(tmp_path):
+    snap = {"segments": [], "device_traces": [[
+        {"action": "segment_free", "addr": BASE, "size": 4 * MiB, "stream": 0}]]}
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(snap))
+    trace = load(str(path))
+    assert [e["event"] for e in trace.events] == ["malloc", "free"]
+    assert not replay(trace, "A2").problems
+
+
+def test_the_unpickler_builds_plain_data_only(tmp_path):
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.mkdir, (str(marker),))
+
+    path = tmp_path / "evil.pickle"
+    path.write_bytes(pickle.dumps({"segments": [Evil()]}))
+    with pytest.raises(TraceFormatError, match=r"refers to posix\.mkdir|refers to os\.mkdir"):
+        load(str(path))
+    assert not marker.exists()
+    code, _ = run("replay", str(path))
+    assert code == 2 and not marker.exists()
+    with pytest.raises(SnapshotError, match="truncated"):
+        safe_unpickle(pickle.dumps(torch_snapshot())[:50])
+
+
+@pytest.mark.parametrize("content", [b'{"hello": 1}', b"\x00\x01binary", b"", b"not a trace\n",
+                                     pickle.dumps({"hello": 1}), pickle.dumps([1, 2])])
+def test_a_file_in_no_known_format_is_an_error_not_an_empty_trace(tmp_path, content, capsys):
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceFormatError):
+        load(str(path))
+    for command in ("replay", "stats", "map", "plot"):
+        code, text = run(command, str(path), "--quiet")
+        assert code == 2 and "fits" not in text
+    assert "not a" in capsys.readouterr().err
+
+
+def test_replay_bisects_a_snapshot_on_another_product(tmp_path):
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(torch_snapshot()))
+    code, text = run("replay", str(path), "--product", "950PR", "--bisect", "--quiet")
+    assert code == 0
+    # 2 MiB + 20 MiB live at once, each a whole number of huge pages on 950PR (no +32)
+    assert "smallest capacity on 950PR that fits the whole trace: 22 MiB" in text
+
+
+def _recorded(tmp_path):
+    # the last block is left for reset_device to discard, on purpose
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"mode": "report", "leaks": False}) as rt, \
+            Recorder(rt, stacks=True) as rec:
+        rt.set_device(0)
+        a = rt.malloc(100)
+        b = rt.malloc(2 * MiB)
+        with pytest.raises(OutOfDeviceMemory):
+            rt.malloc(128 * MiB, 1)
+        rt.free(a)
+        rt.free(b)
+        rt.malloc(3 * MiB)
+        rt.reset_device(0)
+    path = tmp_path / "t.jsonl"
+    rec.trace.save(str(path))
+    return rec.trace, path
+
+
+def _calls(trace):
+    """The events replay acts on, as the formats carry them."""
+    keep = ("event", "ptr", "size", "device", "stream", "api", "policy", "stack")
+    out = []
+    for e in trace.events:
+        if e["event"] == "reset":       # a reset's discarded blocks come back as frees
+            out += [{"event": "free", "ptr": p, "device": e["device"]} for p in e["leaked"]]
+        elif e["event"] in ("malloc", "free", "malloc_failed"):
+            out.append({k: e[k] for k in keep if k in e and not (e["event"] == "free"
+                                                                 and k not in ("event", "ptr",
+                                                                               "device"))})
+    return out
+
+
+def test_memory_viz_export_round_trip(tmp_path):
+    trace, path = _recorded(tmp_path)
+    out = tmp_path / "snap.pickle"
+    code, text = run("export", str(path), "--format", "memory-viz", "-o", str(out))
+    assert code == 0 and "snap.pickle written" in text
+    data = out.read_bytes()
+    assert data[:2] == b"\x80" + bytes([PICKLE_PROTOCOL])    # MemoryViz.js reads 2..4 only
+    snap = safe_unpickle(data)                               # plain data only
+    actions = [e["action"] for e in snap["device_traces"][0]]
+    assert actions == ["segment_alloc", "alloc", "segment_alloc", "alloc", "oom",
+                       "free_completed", "segment_free", "free_completed", "segment_free",
+                       "segment_alloc", "alloc", "segment_free"]
+    first = snap["device_traces"][0][0]
+    assert first["size"] == 192 and first["requested_size"] == 100     # 128 + 32, 64 B pages
+    assert first["frames"][0]["name"] == "_recorded"                   # innermost first
+    assert snap["device_traces"][0][2]["size"] == 4 * MiB              # 2 MiB + 32 B: 2 pages
+    assert snap["segments"] == []                                      # all freed at reset
+    again = load(str(out))
+    assert _calls(again) == _calls(trace)
+    assert replay(again, "A2").peak_bytes == replay(trace, "A2").peak_bytes
+
+
+def test_memory_viz_segments_hold_blocks_whose_sizes_add_up():
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
+        rt.set_device(0)
+        rt.malloc(2 * MiB)
+        rt.malloc(100, 2)
+        snap = to_memory_viz(rec.trace.events, rec.trace.header)
+        rt.reset_device(0)
+    assert len(snap["segments"]) == 2
+    for seg in snap["segments"]:
+        # _memory_viz.segsum asserts free + allocated == total_size
+        assert sum(b["size"] for b in seg["blocks"]) == seg["total_size"]
+        assert all(b["requested_size"] < b["size"] for b in seg["blocks"])
+        assert {"device", "address", "stream", "segment_type", "frames"} <= set(seg)
+    assert [s["total_size"] for s in snap["segments"]] == [4 * MiB, 192]
+
+
+RMM_LINE = re.compile(r"^\d+,\d\d:\d\d:\d\d\.\d{6},(allocate,0x[0-9a-f]+|free,0x[0-9a-f]+|"
+                      r"allocate failure,\(nil\)),\d+,(0|0x[0-9a-f]+)$")
+
+
+def test_rmm_csv_export_is_rmms_format_and_round_trips(tmp_path):
+    trace, path = _recorded(tmp_path)
+    out = tmp_path / "log.csv"
+    assert run("export", str(path), "--format", "rmm-csv", "-o", str(out))[0] == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "Thread,Time,Action,Pointer,Size,Stream"
+    assert all(RMM_LINE.match(line) for line in lines[1:]), lines
+    assert lines[3].split(",")[2:] == ["allocate failure", "(nil)", str(128 * MiB), "0"]
+    again = load(str(out))
+    keep = ("event", "ptr", "size", "stream")
+    assert [{k: e[k] for k in keep if k in e} for e in again.events] == [
+        {k: (0 if k == "stream" and e[k] is None else e[k]) for k in keep if k in e}
+        for e in trace.events if e["event"] in ("malloc", "free", "malloc_failed")]
+    # and exporting what was read gives the same file
+    assert dumps_rmm_csv(again) == out.read_text()
+
+
+def test_rmm_csv_export_of_several_devices_needs_a_device(tmp_path):
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2) as rt, Recorder(rt) as rec:
+        for device in (0, 1):
+            rt.set_device(device)
+            rt.free(rt.malloc(100))
+    path = tmp_path / "t.jsonl"
+    rec.trace.save(str(path))
+    code, _ = run("export", str(path), "--format", "rmm-csv", "-o", str(tmp_path / "x.csv"))
+    assert code == 2
+    code, _ = run("export", str(path), "--format", "rmm-csv", "--device", "1",
+                  "-o", str(tmp_path / "x.csv"))
+    assert code == 0 and len((tmp_path / "x.csv").read_text().splitlines()) == 3
