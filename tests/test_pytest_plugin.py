@@ -26,7 +26,7 @@ def test_leaking_test_fails_with_each_block_and_its_site(pytester):
             memsim.free(other)
         """)
     result = run(pytester)
-    result.assert_outcomes(passed=1, errors=1)
+    result.assert_outcomes(failed=1)            # the test's own failure, not a teardown error
     result.stdout.fnmatch_lines([
         "*memsim: test_leaky.py::test_leak leaked 2 device block(s)*",
         "*100-byte block at 0x*(aclrtMalloc, normal pages, HBM, footprint 192)*",
@@ -83,7 +83,7 @@ def test_blocks_discarded_by_reset_device_are_leaks(pytester):
             acl.rt.reset_device(0)
         """)
     result = run(pytester)
-    result.assert_outcomes(passed=3, errors=1)
+    result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*memsim: test_reset.py::test_leak_reset leaked 2 device block(s)*",
         "*100-byte block at 0x*(discarded while live, by reset_device or finalize)",
@@ -122,7 +122,7 @@ def test_sanitizer_keyword_sets_the_mode_and_leaks_are_listed_once(pytester):
             pass
         """)
     result = run(pytester)
-    result.assert_outcomes(passed=3, errors=2)
+    result.assert_outcomes(passed=2, failed=1, errors=1)
     out = result.stdout.str()
     result.stdout.fnmatch_lines_random([
         "*memsim: test_san.py::test_strict_refuses_a_readonly_write leaked 1 device block(s)*",
@@ -293,5 +293,125 @@ def test_xdist_workers_share_no_state(pytester):
             memsim.free(first)
         """)
     result = run(pytester, "-n", "2")
-    result.assert_outcomes(passed=8, errors=1)
+    result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines(["*test_each_gets_a_fresh_device?5? leaked 1 device block*"])
+
+
+def test_sanitizer_errors_fail_the_test_warnings_do_not_and_fail_on_chooses(pytester):
+    pytester.makepyfile(test_findings="""
+        import pytest
+        from ascend_memsim import acl
+
+        def test_double_free(memsim):           # report mode: the call succeeds, the test fails
+            ptr, ret = acl.rt.malloc(100, 0)
+            assert acl.rt.free(ptr) == 0
+            acl.rt.free(ptr)
+
+        def test_padding_access_is_a_warning(memsim):
+            ptr, ret = acl.rt.malloc(100, 0)
+            acl.rt.memset(ptr, 128, 0, 120)     # past 100 bytes, inside the footprint
+            acl.rt.free(ptr)
+
+        @pytest.mark.memsim(fail_on="warning")
+        def test_warnings_fail_when_asked(memsim):
+            ptr, ret = acl.rt.malloc(100, 0)
+            acl.rt.memset(ptr, 128, 0, 120)
+            acl.rt.free(ptr)
+
+        @pytest.mark.memsim(fail_on="never")
+        def test_on_purpose(memsim):
+            ptr, ret = acl.rt.malloc(100, 0)
+            acl.rt.free(ptr)
+            acl.rt.free(ptr)
+        """)
+    result = run(pytester)
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines_random([
+        "FAILED test_findings.py::test_double_free*",
+        "FAILED test_findings.py::test_warnings_fail_when_asked*",
+        "*test_findings.py::test_double_free: 1 sanitizer finding(s) (double-free)*",
+    ])
+    # the ini option sets the default for every test
+    pytester.makeini("[pytest]\nmemsim_fail_on = never\n")
+    run(pytester).assert_outcomes(passed=3, failed=1)
+
+
+def test_max_peak_fails_a_test_over_budget_and_names_the_sites(pytester):
+    pytester.makepyfile(test_budget="""
+        import pytest
+
+        def grow(rt, n):
+            blocks = []
+            for _ in range(n):
+                blocks.append(rt.malloc(8 << 20))
+            return blocks
+
+        @pytest.mark.memsim(max_peak="48MiB", hbm_bytes="256MiB")
+        def test_over(memsim):
+            blocks = grow(memsim, 6)            # 6 x (8 MiB + 32 B) = 6 x 10 MiB of pages
+            small = memsim.malloc(100)
+            for b in blocks + [small]:
+                memsim.free(b)
+
+        @pytest.mark.memsim(max_peak="1.5GiB")
+        def test_under(memsim):
+            memsim.free(memsim.malloc(64 << 20))
+        """)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_budget.py::test_over: device 0 peaked at 60 MiB + 192 B*over the max_peak "
+        "budget of 48 MiB*",
+        "*60 MiB in 6 blocks: *test_budget.py:6 in grow",
+        "*192 B in 1 block: *test_budget.py:12 in test_over",
+    ])
+
+
+def test_sizes_as_strings_and_bad_budgets(pytester):
+    pytester.makepyfile(test_sizes="""
+        import pytest
+
+        @pytest.mark.memsim(hbm_bytes="64MiB")
+        def test_capacity(memsim):
+            assert memsim.profile.hbm_bytes == 64 << 20
+
+        @pytest.mark.memsim(max_peak="lots")
+        def test_bad(memsim):
+            pass
+        """)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*memsim max_peak='lots': size 'lots' is not a size*"])
+
+
+def test_verbose_run_ends_with_the_highest_peaks_and_ini_budget(pytester):
+    pytester.makepyfile(test_peaks="""
+        def test_small(memsim):
+            memsim.free(memsim.malloc(100))
+
+        def test_big(memsim):
+            memsim.free(memsim.malloc(3 << 20))
+        """)
+    result = run(pytester, "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*memsim: highest device peaks*",
+                                 "*4 MiB  test_peaks.py::test_big",
+                                 "*192 B  test_peaks.py::test_small"])
+    assert "highest device peaks" not in run(pytester).stdout.str()
+    pytester.makeini("[pytest]\nmemsim_max_peak = 1MiB\n")
+    run(pytester).assert_outcomes(passed=1, failed=1)
+
+
+def test_a_fixture_leak_stays_a_teardown_error_and_the_body_is_not_blamed(pytester):
+    pytester.makepyfile(test_fixture="""
+        import pytest
+
+        @pytest.fixture
+        def buffer(memsim):
+            return memsim.malloc(100)           # never freed: the fixture's leak
+
+        def test_uses_it(memsim, buffer):
+            memsim.free(memsim.malloc(64))
+        """)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, errors=1)

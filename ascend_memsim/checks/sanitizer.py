@@ -57,6 +57,7 @@ from ..data.host import HostBlock
 from ..memory.args import as_ptr
 from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
 from ..memory.sites import Site, capture_site
+from ..memory.units import parse_size
 from ..runtime.config import register_config_key
 from ..runtime.hooks import register_checker
 from .reports import KINDS, MODES, Report, plural_bytes
@@ -101,7 +102,7 @@ class Sanitizer:
         self.output = output
         #: print at most this many reports (compute-sanitizer's --print-limit); all are kept
         self.print_limit = int(print_limit)
-        self.quarantine_bytes = int(quarantine_bytes)
+        self.quarantine_bytes = parse_size(quarantine_bytes)
         self.initcheck = initcheck
         self.record_sites = record_sites
         self.site_depth = site_depth

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from .args import as_int
 from .constants import GiB
 from .errors import InvalidArgument, InvalidArgumentType
+from .units import parse_size
 
 __all__ = [
     "Memory", "SizeRule", "Profile", "PROFILES", "DEFAULT_PRODUCT", "get_profile",
@@ -69,6 +70,9 @@ class Profile:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        for name in ("hbm_bytes", "ddr_bytes"):
+            if isinstance(getattr(self, name), str):   # "64MiB", "1.5GiB": the one parser
+                object.__setattr__(self, name, parse_size(getattr(self, name)))
         for name in ("hbm_bytes", "ddr_bytes", "device_count"):
             value = as_int(getattr(self, name), f"profile {self.name}: {name}", 0, MEMORY_SPAN)
             object.__setattr__(self, name, value)

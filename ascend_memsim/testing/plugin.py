@@ -17,6 +17,15 @@ faults=[{"nth": 2, "api": "malloc"}])``; a marker alone also requests the fixtur
 :class:`~ascend_memsim.checks.sanitizer.Sanitizer` options) sets the sanitizer's mode; it never
 reports leaks unless the dict says ``"leaks": True``, since the fixture lists them itself.
 
+Failures are the test's own (its call fails, as pytest-memray's do), never teardown errors:
+blocks the test body allocated and left live (or let a reset discard); sanitizer findings of
+the test (errors by default; ``fail_on="warning"`` also fails on warnings, ``"never"`` only
+prints them; ini ``memsim_fail_on``); and a device peak over ``max_peak`` (marker keyword or
+ini ``memsim_max_peak``), listed with the allocation sites that held the memory at the peak.
+Blocks a fixture allocated before the test body and never freed are still listed at
+teardown. Every size (``hbm_bytes``, ``max_peak``, ...) may be written ``"64MiB"``. With
+``-v`` the session ends with the tests of the highest device peaks.
+
 Option ``--memsim-acl`` (ini ``memsim_acl = true``) makes ``import acl`` resolve to the
 simulator for the whole run, collection included. Each test gets its own runtime and every
 piece of state lives in it, so ``pytest -n 2`` (pytest-xdist) needs nothing special.
@@ -28,6 +37,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import _pytest
@@ -37,8 +47,10 @@ import pytest
 from ..acl import install_acl, uninstall_acl
 from ..checks.faults import Fault, parse_faults
 from ..memory.errors import AclError
+from ..memory.explain import format_bytes
 from ..memory.profiles import DEFAULT_PRODUCT, PROFILES, Profile, get_profile
 from ..memory.sites import Site, format_site
+from ..memory.units import parse_size
 from ..runtime.runtime import Runtime
 
 __all__ = ["memsim", "memsim_faults", "MARKER_KEYS"]
@@ -48,16 +60,23 @@ PROFILE_KEYS = tuple(f.name for f in dataclasses.fields(Profile)
                      if f.name not in ("name", "description", "aliases", "sources"))
 #: Every keyword the ``memsim`` marker takes.
 MARKER_KEYS = ("product", "leak_check", "faults", "device", "record_sites", "sanitizer",
-               *PROFILE_KEYS)
+               "fail_on", "max_peak", *PROFILE_KEYS)
+#: Which sanitizer findings fail the test: errors (default), warnings too, or none.
+FAIL_ON = ("error", "warning", "never")
+#: Allocation sites listed for a test over its peak budget, and tests in the -v summary.
+TOP_SITES = 5
+TOP_TESTS = 10
 
 _MARKER_DOC = ("memsim(product=None, *, leak_check=True, faults=None, device=0, "
-               "record_sites=None, sanitizer='report', hbm_bytes=None, ddr_bytes=None, "
+               "record_sites=None, sanitizer='report', fail_on='error', max_peak=None, "
+               "hbm_bytes=None, ddr_bytes=None, "
                "device_count=None, ...): "
                "settings of the simulated Ascend runtime the `memsim` fixture yields "
                "(ascend-memsim)")
 
 _call_failed = pytest.StashKey[bool]()
 _faults_key = pytest.StashKey[list]()
+_state_key = pytest.StashKey["_State"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,6 +89,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("memsim_product", "product the memsim fixture simulates", default="")
     parser.addini("memsim_acl", "make `import acl` resolve to the simulator", type="bool",
                   default=False)
+    parser.addini("memsim_fail_on", "sanitizer findings that fail a test: error (default), "
+                  "warning or never", default="error")
+    parser.addini("memsim_max_peak", "device peak budget of every memsim test (e.g. 48MiB)",
+                  default="")
 
 
 def _product_option(config: pytest.Config) -> str | None:
@@ -85,6 +108,15 @@ def pytest_configure(config: pytest.Config) -> None:
         except AclError:
             raise pytest.UsageError(f"--memsim-product/memsim_product {product!r} is not a "
                                     f"product; write one of {sorted(PROFILES)}") from None
+    config.pluginmanager.register(_PeakSummary(), "memsim-peak-summary")
+    if config.getini("memsim_fail_on") not in FAIL_ON:
+        raise pytest.UsageError(f"memsim_fail_on = {config.getini('memsim_fail_on')!r}: write "
+                                f"one of {', '.join(FAIL_ON)}")
+    if config.getini("memsim_max_peak"):
+        try:
+            parse_size(config.getini("memsim_max_peak"))
+        except AclError as e:
+            raise pytest.UsageError(f"memsim_max_peak: {e.message}") from None
     use_acl = config.getoption("memsim_acl")
     if use_acl is None:
         use_acl = config.getini("memsim_acl")
@@ -108,6 +140,139 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if report.when == "call":
         item.stash[_call_failed] = report.failed
     return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """After the test body: its leaks, sanitizer findings and peak fail it, as its own call."""
+    state = item.stash.get(_state_key, None)
+    if state is not None:
+        state.before_call = {id(b) for b in state.runtime.blocks()}
+        state.reset_mark = len(state.at_reset)
+    try:
+        result = yield
+    finally:
+        if state is not None:
+            item.user_properties.append(("memsim_peak", state.peak.peak))
+    # reached only when the test body passed
+    if state is not None:
+        problems = state.call_problems(item.nodeid)
+        if problems:
+            pytest.fail("\n\n".join(problems), pytrace=False)
+    return result
+
+
+class _PeakSummary:
+    """Collects each memsim test's device peak (in the controller under xdist too: the peak
+    travels in the report's user_properties) and lists the highest ones with ``-v``."""
+
+    def __init__(self) -> None:
+        self.peaks: list[tuple[int, str]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for key, value in report.user_properties:
+            if key == "memsim_peak" and isinstance(value, int):
+                self.peaks.append((value, report.nodeid))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int,
+                                config: pytest.Config) -> None:
+        if config.getoption("verbose") <= 0 or not self.peaks:
+            return
+        terminalreporter.section("memsim: highest device peaks")
+        for peak, nodeid in sorted(self.peaks, key=lambda p: (-p[0], p[1]))[:TOP_TESTS]:
+            terminalreporter.write_line(f"{format_bytes(peak):>24}  {nodeid}")
+
+
+class _Peak:
+    """An observer: footprint bytes live per device, the peak, and per allocation site the
+    bytes it held at the peak. O(sites) per new peak."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.live: dict[int, int] = {}
+        self.by_site: dict[int, dict[str, list[int]]] = {}
+        self.peak = 0
+        self.peak_device = 0
+        self.at_peak: dict[str, list[int]] = {}
+        for block in runtime.blocks():
+            self._add(block.device_id, block, +1)
+
+    @staticmethod
+    def _site(block: Any) -> str:
+        frames = _test_frames((block.extra or {}).get("site"))
+        if not frames:
+            return "(allocation site not recorded)"
+        f = frames[-1]
+        return f"{f.filename}:{f.lineno} in {f.name}"
+
+    def _add(self, device: int, block: Any, sign: int) -> None:
+        total = self.live[device] = self.live.get(device, 0) + sign * block.footprint
+        sites = self.by_site.setdefault(device, {})
+        entry = sites.setdefault(self._site(block), [0, 0])
+        entry[0] += sign * block.footprint
+        entry[1] += sign
+        if total > self.peak:
+            self.peak, self.peak_device = total, device
+            self.at_peak = {k: list(v) for k, v in sites.items() if v[0] > 0}
+
+    def __call__(self, event: str, device: Any, info: dict) -> None:
+        if event == "malloc":
+            self._add(device.device_id, info["block"], +1)
+        elif event == "free":
+            self._add(device.device_id, info["block"], -1)
+        elif event == "reset":
+            for block in info["blocks"]:
+                self._add(device.device_id, block, -1)
+
+    def top_sites(self) -> list[str]:
+        rows = sorted(self.at_peak.items(), key=lambda kv: (-kv[1][0], kv[0]))[:TOP_SITES]
+        return [f"  {format_bytes(b):>22} in {n} block{'s' * (n != 1)}: {site}"
+                for site, (b, n) in rows]
+
+
+@dataclass
+class _State:
+    """What the hooks need of one test's runtime."""
+
+    runtime: Runtime
+    leak_check: bool
+    fail_on: str
+    max_peak: int | None
+    peak: _Peak
+    at_reset: list = field(default_factory=list)
+    report_mark: int = 0
+    before_call: set = field(default_factory=set)
+    reset_mark: int = 0
+    #: ids of the blocks already reported as the call's leaks
+    reported: set = field(default_factory=set)
+
+    def call_problems(self, nodeid: str) -> list[str]:
+        problems = []
+        if self.leak_check:
+            leaked = [b for b in self.runtime.blocks() if id(b) not in self.before_call]
+            discarded = self.at_reset[self.reset_mark:]
+            self.reported.update(id(b) for b in leaked + discarded)
+            if leaked or discarded:
+                problems.append(_leak_report(nodeid, leaked, discarded))
+        sanitizer = getattr(self.runtime, "sanitizer", None)
+        if sanitizer is not None and self.fail_on != "never":
+            failing = [r for r in sanitizer.reports[self.report_mark:]
+                       if r.kind != "leak" and (r.severity == "error" or
+                                                self.fail_on == "warning")]
+            if failing:
+                kinds = sorted({r.kind for r in failing})
+                problems.append(
+                    f"memsim: {nodeid}: {len(failing)} sanitizer finding(s) "
+                    f"({', '.join(kinds)}); write @pytest.mark.memsim(fail_on='never') if "
+                    f"the test means to cause them:\n" + "\n".join(r.format() for r in failing))
+        if self.max_peak is not None and self.peak.peak > self.max_peak:
+            problems.append("\n".join([
+                f"memsim: {nodeid}: device {self.peak.peak_device} peaked at "
+                f"{format_bytes(self.peak.peak)} ({self.peak.peak} bytes of footprint), over "
+                f"the max_peak budget of {format_bytes(self.max_peak)}; held at the peak by:",
+                *self.peak.top_sites()]))
+        return problems
 
 
 class _BadSettings(Exception):
@@ -149,6 +314,14 @@ def _settings(request: pytest.FixtureRequest) -> dict:
     for key in ("leak_check",):
         if not isinstance(settings.get(key, True), bool):
             raise _BadSettings(f"memsim {key}={settings[key]!r}: write True or False")
+    fail_on = settings.setdefault("fail_on", request.config.getini("memsim_fail_on"))
+    if fail_on not in FAIL_ON:
+        raise _BadSettings(f"memsim fail_on={fail_on!r}: write one of {', '.join(FAIL_ON)}")
+    max_peak = settings.get("max_peak", request.config.getini("memsim_max_peak") or None)
+    try:
+        settings["max_peak"] = None if max_peak is None else parse_size(max_peak)
+    except AclError as e:
+        raise _BadSettings(f"memsim max_peak={max_peak!r}: {e.message}") from None
     if settings.get("record_sites") not in (None, True, False):
         raise _BadSettings(f"memsim record_sites={settings['record_sites']!r}: write True, "
                            f"False or leave it out")
@@ -205,6 +378,8 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         leak_check = settings.pop("leak_check", True)
         record_sites = settings.pop("record_sites", None)
         device = settings.pop("device", 0)
+        fail_on = settings.pop("fail_on")
+        max_peak = settings.pop("max_peak")
         faults = _fresh_faults(settings.pop("faults", None))
         # The fixture lists leaks itself, as a test failure; the sanitizer reports the rest.
         settings["sanitizer"] = _sanitizer(settings.get("sanitizer", "report"))
@@ -213,11 +388,15 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
             runtime.set_device(device)
     except (_BadSettings, AclError) as e:
         pytest.fail(f"memsim settings of {request.node.nodeid}: {e}", pytrace=False)
-    runtime.set_record_sites(leak_check if record_sites is None else record_sites)
+    wants_sites = leak_check or max_peak is not None
+    runtime.set_record_sites(wants_sites if record_sites is None else record_sites)
     for fault in faults:
         fault.install(runtime)
     request.node.stash[_faults_key] = faults
-    at_reset: list = []
+    sanitizer = getattr(runtime, "sanitizer", None)
+    state = _State(runtime, leak_check, fail_on, max_peak, _Peak(runtime),
+                   report_mark=len(sanitizer.reports) if sanitizer is not None else 0)
+    at_reset = state.at_reset
 
     def on_reset(event: str, device: object, info: dict) -> None:
         # reset_device discards the blocks still live on the device: leaks too.
@@ -226,10 +405,13 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
 
     if leak_check:
         runtime.add_observer(on_reset)
+    runtime.add_observer(state.peak)
+    request.node.stash[_state_key] = state
     with runtime:
         yield runtime
-        leaked = runtime.blocks()
-        discarded = list(at_reset)  # before closing the runtime resets the devices
+        # what the call did not report: blocks a fixture allocated before the test body
+        leaked = [b for b in runtime.blocks() if id(b) not in state.reported]
+        discarded = [b for b in at_reset if id(b) not in state.reported]
     if (leak_check and (leaked or discarded)
             and not request.node.stash.get(_call_failed, False)):
         pytest.fail(_leak_report(request.node.nodeid, leaked, discarded), pytrace=False)

@@ -1,0 +1,35 @@
+"""One size parser for every size setting: Runtime keywords, the aclInit config, the CLI."""
+
+import json
+
+import pytest
+
+from ascend_memsim import GiB, InvalidArgument, MiB, Runtime, acl
+from ascend_memsim.cli import main
+from ascend_memsim.memory.units import parse_size
+
+
+def test_runtime_profile_and_sanitizer_sizes_accept_text():
+    with Runtime("A2", hbm_bytes="1.5GiB", sanitizer={"quarantine_bytes": "2MiB"}) as rt:
+        assert rt.profile.hbm_bytes == 3 * GiB // 2
+        assert rt.sanitizer.quarantine_bytes == 2 * MiB
+    with pytest.raises(InvalidArgument, match="is not a size"):
+        Runtime("A2", hbm_bytes="lots")
+
+
+def test_acl_init_config_takes_a_size_as_text(tmp_path):
+    path = tmp_path / "acl.json"
+    path.write_text(json.dumps({"memsim": {"product": "950PR", "hbm_bytes": "64MiB"}}))
+    assert acl.init(str(path)) == 0
+    try:
+        assert acl.rt.set_device(0) == 0
+        free, total, ret = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
+        assert (total, ret) == (64 * MiB, 0)
+        acl.rt.reset_device(0)
+    finally:
+        acl.finalize()
+
+
+def test_the_cli_reads_sizes_with_the_same_parser(capsys):
+    assert main(["explain", "1.5GiB", "--product", "950PR"]) == 0
+    assert str(parse_size("1.5GiB")) in capsys.readouterr().out
