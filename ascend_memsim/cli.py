@@ -2,16 +2,25 @@
 
 Every subcommand is a function ``cmd_<name>(args, out) -> exit code``; :func:`main` parses
 ``argv`` and dispatches, so tests call ``main([...])`` directly.
+
+One convention everywhere: results go to ``out`` (stdout), diagnostics (warnings about a
+trace, progress, what ``run`` found in the script, errors) to stderr. ``--json`` replaces
+a command's result text with one JSON document.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import runpy
 import sys
 import traceback
-from typing import TextIO
+from collections import Counter
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any, TextIO
 
 from .memory.args import UINT32_MAX
 from .memory.constants import MallocPolicy, MemAttr, MiB
@@ -31,6 +40,42 @@ __all__ = ["main", "parse_policy_arg", "sanitizer_report_count"]
 
 #: exit status for bad usage or unreadable input (argparse uses 2 as well)
 USAGE_ERROR = 2
+
+#: result fields too big or not meant for --json (a live runtime, per-event timelines)
+_NOT_JSON = ("runtime", "timeline")
+
+
+def to_json(value: Any) -> Any:
+    """A JSON value for a result: dataclasses as objects, enums by value, mappings with
+    string keys (the default stream, None, as ``"default"``), other objects as text.
+
+    >>> to_json({None: 1, 2: (3, 4)})
+    {'default': 1, '2': [3, 4]}
+    """
+    if isinstance(value, Enum):
+        return value.value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in _NOT_JSON}
+    if isinstance(value, Mapping):
+        return {("default" if k is None else str(k)): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_json(v) for v in value]
+    return str(value)
+
+
+def _print_json(data: Any, out: TextIO) -> None:
+    print(json.dumps(to_json(data), indent=2, sort_keys=True), file=out)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("ascend-memsim")
+    except Exception:  # not installed (a source checkout on sys.path)
+        return "unknown (not installed)"
 
 
 def parse_policy_arg(text: str) -> int:
@@ -188,11 +233,18 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 # -- explain, profiles -----------------------------------------------------------------------
 
 def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
-    print(explain(args.size, args.policy, product=args.product, api=args.api), file=out)
+    explanation = explain(args.size, args.policy, product=args.product, api=args.api)
+    if args.json:
+        _print_json(explanation, out)
+    else:
+        print(explanation, file=out)
     return 0
 
 
 def cmd_profiles(args: argparse.Namespace, out: TextIO) -> int:
+    if args.json:
+        _print_json(list(PROFILES.values()), out)
+        return 0
     header = (f"{'name':7} {'memory':14} {'aclrtMalloc rounding':32} {'1G pages':9} "
               f"{'usage info':11} {'devices':7}  description")
     print(header, file=out)
@@ -232,11 +284,39 @@ def sanitizer_report_count(runtime: Runtime) -> int:
 
 #: run's own options, which a user may wrongly write after the script name
 _RUN_OPTIONS = ("--product", "--capacity", "--error-exitcode", "--no-leak-check", "--trace",
-                "--stacks")
+                "--stacks", "--sanitizer", "--print-limit", "--log-file", "--json")
+
+_BAR = "========="
+
+
+def _leak_summary(leaks: list) -> str:
+    """compute-sanitizer's leak line: requested bytes, allocations (and footprint)."""
+    requested = sum(b.size for b in leaks)
+    footprint = sum(b.footprint for b in leaks)
+    text = (f"{_BAR} LEAK SUMMARY: {requested} bytes leaked in {len(leaks)} allocation"
+            f"{'s' * (len(leaks) != 1)}")
+    return text + (f" ({format_bytes(footprint)} of footprint)" if leaks else "")
+
+
+def _error_summary(counts: Counter) -> str:
+    """compute-sanitizer's error line: errors (leaks count as errors), warnings, by kind."""
+    from .checks.reports import KINDS
+
+    errors = sum(n for k, n in counts.items() if KINDS.get(k, "error") == "error")
+    warnings = sum(counts.values()) - errors
+    detail = ", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))
+    text = (f"{_BAR} ERROR SUMMARY: {errors} error{'s' * (errors != 1)}, {warnings} "
+            f"warning{'s' * (warnings != 1)}")
+    return f"{text} ({detail})" if detail else text
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
-    """Run an unmodified pyacl script under the simulator; report leaks (and sanitizer)."""
+    """Run an unmodified pyacl script under the simulator; report leaks (and sanitizer).
+
+    The script's own output is its own; what run finds (sanitizer reports, leaks, the two
+    summary lines) is a diagnostic: stderr, or ``--log-file``. ``--json`` prints the result
+    as one JSON document on stdout after the script has run.
+    """
     from .acl import install_acl, uninstall_acl
 
     script = args.script
@@ -257,68 +337,95 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         if event == "reset":
             leaked_at_reset.extend(info["blocks"])
 
+    log = open(args.log_file, "w", encoding="utf-8") if args.log_file else None
+    report_to = log if log is not None else sys.stderr
     saved_argv, saved_path = sys.argv, list(sys.path)
     status = 0
-    # `run` lists leaks itself (with their sites); the sanitizer reports everything else.
-    # No device is made here: until the script makes one, its acl.init config may still
-    # choose the product, capacities and default device of this runtime. Observers go
-    # through add_observer, which gives them to the devices made later.
-    with Runtime(args.product, sanitizer={"mode": "report", "leaks": False},
-                 **overrides) as rt:
-        rt.set_record_sites(True)
-        recorder = Recorder(rt, stacks=args.stacks) if args.trace else None
+    try:
+        # `run` lists leaks itself (with their sites); the sanitizer reports everything else.
+        # No device is made here: until the script makes one, its acl.init config may still
+        # choose the product, capacities and default device of this runtime. Observers go
+        # through add_observer, which gives them to the devices made later.
+        with Runtime(args.product, sanitizer={"mode": args.sanitizer, "leaks": False,
+                                              "print_limit": args.print_limit,
+                                              "output": report_to},
+                     **overrides) as rt:
+            rt.set_record_sites(True)
+            recorder = Recorder(rt, stacks=args.stacks) if args.trace else None
+            if recorder is not None:
+                recorder.start()
+            if not args.no_leak_check:
+                rt.add_observer(on_reset)
+            # installed once the runtime exists, so a failure above leaves sys.modules alone
+            previous = install_acl()
+            sys.argv = [script, *args.script_args]
+            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+            try:
+                runpy.run_path(script, run_name="__main__")
+            except SystemExit as e:
+                code = e.code
+                status = code if isinstance(code, int) else (0 if code is None else 1)
+                if not isinstance(code, int) and code is not None:
+                    print(code, file=sys.stderr)
+            except BaseException:
+                traceback.print_exc()
+                status = 1
+            finally:
+                sys.argv, sys.path[:] = saved_argv, saved_path
+                uninstall_acl(previous)
+            leaks = [] if args.no_leak_check else leaked_at_reset + rt.blocks()
+            sanitizer = getattr(rt, "sanitizer", None)
+            counts = Counter(r.kind for r in sanitizer.reports) if sanitizer else Counter()
+            if recorder is not None:
+                recorder.stop()
         if recorder is not None:
-            recorder.start()
-        if not args.no_leak_check:
-            rt.add_observer(on_reset)
-        # installed once the runtime exists, so a failure above leaves sys.modules alone
-        previous = install_acl()
-        sys.argv = [script, *args.script_args]
-        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-        try:
-            runpy.run_path(script, run_name="__main__")
-        except SystemExit as e:
-            code = e.code
-            status = code if isinstance(code, int) else (0 if code is None else 1)
-            if not isinstance(code, int) and code is not None:
-                print(code, file=sys.stderr)
-        except BaseException:
-            traceback.print_exc()
-            status = 1
-        finally:
-            sys.argv, sys.path[:] = saved_argv, saved_path
-            uninstall_acl(previous)
-        leaks = [] if args.no_leak_check else leaked_at_reset + rt.blocks()
-        reports = sanitizer_report_count(rt)
-        if recorder is not None:
-            recorder.stop()
-    if recorder is not None:
-        recorder.trace.save(args.trace)
-        print(f"ascend-memsim: trace of {len(recorder.trace)} events written to {args.trace}",
-              file=out)
-    for block in leaks:
-        print(f"ascend-memsim: LEAK: {block.describe()} on device {block.device_id} was never "
-              f"freed; allocated at:", file=out)
-        site = (block.extra or {}).get("site")
-        print(format_site(site) or "    (no Python stack recorded)", file=out)
-    if leaks:
-        print(f"ascend-memsim: {len(leaks)} leaked block(s), "
-              f"{format_bytes(sum(b.footprint for b in leaks))}", file=out)
-    if reports:
-        print(f"ascend-memsim: {reports} sanitizer report(s)", file=out)
-    if status:
-        return status
-    return args.error_exitcode if (leaks or reports) else 0
+            recorder.trace.save(args.trace)
+            print(f"ascend-memsim: trace of {len(recorder.trace)} events written to "
+                  f"{args.trace}", file=sys.stderr)
+        shown = leaks[:args.print_limit]
+        for block in shown:
+            print(f"{_BAR} ERROR: Leaked {block.size} bytes at {block.ptr:#x}: "
+                  f"{block.describe()} on device {block.device_id} was never freed [leak]",
+                  file=report_to)
+            site = (block.extra or {}).get("site")
+            print(f"{_BAR}     allocated at:", file=report_to)
+            print(format_site(site, indent=f"{_BAR}         ")
+                  or f"{_BAR}         (no Python stack recorded)", file=report_to)
+            print(_BAR, file=report_to)
+        if len(leaks) > len(shown):
+            print(f"{_BAR} print limit reached: {len(leaks) - len(shown)} more leaked blocks",
+                  file=report_to)
+        counts["leak"] += len(leaks)
+        counts = +counts
+        if args.sanitizer != "off" or leaks:
+            print(_leak_summary(leaks), file=report_to)
+            print(_error_summary(counts), file=report_to)
+    finally:
+        if log is not None:
+            log.close()
+    result = status or (args.error_exitcode if (leaks or counts) else 0)
+    if args.json:
+        _print_json({
+            "script": script, "status": result, "script_status": status,
+            "leaks": [{"device": b.device_id, "ptr": b.ptr, "size": b.size,
+                       "footprint": b.footprint, "api": b.api.value,
+                       "site": [f"{f.filename}:{f.lineno} in {f.name}"
+                                for f in ((b.extra or {}).get("site") or ())]}
+                      for b in leaks],
+            "leaked_bytes": sum(b.size for b in leaks),
+            "findings": dict(counts), "trace": args.trace}, out)
+    return result
 
 
 # -- replay, plot, stats, map ----------------------------------------------------------------
 
 def _load_trace(path: str, out: TextIO):
+    """The trace at ``path``; its problems are warnings on stderr (at most 20 lines)."""
     trace = load(path)
     for problem in trace.problems[:20]:
-        print(f"warning: {problem}", file=out)
+        print(f"warning: {problem}", file=sys.stderr)
     if len(trace.problems) > 20:
-        print(f"warning: ... and {len(trace.problems) - 20} more problems", file=out)
+        print(f"warning: ... and {len(trace.problems) - 20} more problems", file=sys.stderr)
     return trace
 
 
@@ -331,11 +438,11 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
                                    progress=progress)
         if progress is not None:
             sys.stderr.write("\n")
-        print(result, file=out)
+        _print_json(result, out) if args.json else print(result, file=out)
         return 0 if result.capacity is not None else 1
     result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
                     api=args.api, progress=progress)
-    print(result, file=out)
+    _print_json(result, out) if args.json else print(result, file=out)
     return 0 if result.fits else 1
 
 
@@ -403,12 +510,17 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
                     observers=[stats], keep_runtime=True)
     # the figures at the end of the trace, before closing the runtime resets the devices
-    for device_id in stats.device_ids() or [0]:
-        print(stats.summary(device_id), file=out)
+    devices = stats.device_ids() or [0]
+    if args.json:
+        _print_json({"devices": {d: stats.snapshot(d) for d in devices}, "replay": result},
+                    out)
+    else:
+        for device_id in devices:
+            print(stats.summary(device_id), file=out)
+        print(file=out)
+        print(result, file=out)
     result.runtime.close()
     result.runtime = None
-    print(file=out)
-    print(result, file=out)
     return 0
 
 
@@ -435,7 +547,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ascend-memsim",
         description="A simulator of the Ascend CANN runtime's device memory.")
+    parser.add_argument("--version", action="version",
+                        version=f"ascend-memsim {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def json_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true",
+                       help="print the result as one JSON document")
 
     p = sub.add_parser("demo", help="a guided tour of the allocation rules (start here)")
     p.add_argument("--product", default=DEFAULT_PRODUCT)
@@ -451,9 +569,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--product", default=DEFAULT_PRODUCT)
     p.add_argument("--api", default="aclrtMalloc",
                    help="aclrtMalloc (default), aclrtMallocAlign32, malloc_cached, ...")
+    json_option(p)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("profiles", help="the simulated products, their rules and sources")
+    json_option(p)
     p.set_defaults(func=cmd_profiles)
 
     p = sub.add_parser(
@@ -475,6 +595,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="do not report blocks still live at reset or exit")
     p.add_argument("--trace", metavar="OUT.jsonl", help="record every event to this file")
     p.add_argument("--stacks", action="store_true", help="record the Python stack per event")
+    p.add_argument("--sanitizer", choices=("off", "report", "strict"), default="report",
+                   help="report (default): report findings, calls behave as on hardware; "
+                        "strict: a call with an error finding fails (107000); off")
+    p.add_argument("--print-limit", type=int, default=100, metavar="N",
+                   help="print at most N sanitizer reports and N leaks (default 100)")
+    p.add_argument("--log-file", metavar="F",
+                   help="write sanitizer reports, leaks and the summaries to F, not stderr")
+    json_option(p)
     p.set_defaults(func=cmd_run)
 
     def trace_options(p: argparse.ArgumentParser) -> None:
@@ -492,6 +620,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="find the smallest capacity on which the whole trace fits")
     p.add_argument("--step", type=_size_arg, default=2 * MiB,
                    help="bisection step: 2MiB (default, a huge page) or 64 (bytes)")
+    json_option(p)
     p.set_defaults(func=cmd_replay)
 
     for name, func, help_text in (
@@ -524,6 +653,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", help="memory statistics of a trace replay")
     trace_options(p)
+    json_option(p)
     p.set_defaults(func=cmd_stats)
     return parser
 

@@ -68,14 +68,22 @@ LEAKY = """
 """
 
 
-def test_run_reports_leaks_and_exits_nonzero(tmp_path):
+def test_run_reports_leaks_and_exits_nonzero(tmp_path, capsys):
     script = _script(tmp_path, LEAKY)
     code, text = run("run", script, "100", "keep")
-    assert code == 1
-    assert "LEAK: 100-byte block" in text and "prog.py:6 in <module>" in text
+    err = capsys.readouterr().err
+    assert code == 1 and text == ""                 # findings are diagnostics: stderr
+    assert "Leaked 100 bytes at 0x" in err and "100-byte block" in err
+    assert "prog.py:6 in <module>" in err
+    assert "========= LEAK SUMMARY: 100 bytes leaked in 1 allocation (192 B of footprint)" in err
+    assert "========= ERROR SUMMARY: 1 error, 0 warnings (leak: 1)" in err
     assert run("run", "--error-exitcode", "7", script, "100", "keep")[0] == 7
+    capsys.readouterr()
     code, text = run("run", script, "100", "free")
-    assert code == 0 and "LEAK" not in text
+    err = capsys.readouterr().err
+    assert code == 0 and "Leaked" not in err
+    assert "LEAK SUMMARY: 0 bytes leaked in 0 allocations" in err
+    assert "ERROR SUMMARY: 0 errors, 0 warnings" in err
     assert run("run", "--no-leak-check", script, "100", "keep")[0] == 0
 
 
@@ -135,13 +143,13 @@ def test_replay_bisect_plot_map_stats(tmp_path):
     assert code == 0 and "footprint_bytes all" in text and "12.00 MiB" in text
 
 
-def test_bad_trace_reports_line_numbers(tmp_path):
+def test_bad_trace_reports_line_numbers(tmp_path, capsys):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"event": "malloc", "size": 64, "ptr": 64}\n{"event": "free", "pt\n'
                     '{"event": "free", "ptr": 64}\n{"event": "free", "ptr": 64}\n')
     code, text = run("replay", str(path), "--quiet")
     assert code == 0
-    assert "bad.jsonl:2: not a JSON object" in text
+    assert "bad.jsonl:2: not a JSON object" in capsys.readouterr().err
     assert "bad.jsonl:4: free of 0x40, which is not live" in text
     assert run("replay", str(tmp_path / "none.jsonl"))[0] == 2
 
@@ -192,7 +200,7 @@ def test_malformed_traces_give_warnings_not_tracebacks(tmp_path, capsys):
                         ["plot", "-o", str(tmp_path / "p.svg")]):
             code, out = run(*command, str(path), "--quiet")
             assert code == 0, (name, command, out)
-            assert f"warning: {path}:" in out
+            assert f"warning: {path}:" in capsys.readouterr().err
         if name.endswith(".jsonl"):
             # every line bad: no trace at all, a usage error rather than "0 events, fits"
             path.write_text(text.removeprefix(GOOD_LINE))
@@ -224,7 +232,7 @@ def test_run_that_fails_early_leaves_sys_modules_alone(tmp_path):
     assert sys.modules.get("acl") is before
 
 
-def test_run_makes_no_device_before_the_script_and_observes_later_ones(tmp_path):
+def test_run_makes_no_device_before_the_script_and_observes_later_ones(tmp_path, capsys):
     script = _script(tmp_path, """
         import acl
         from ascend_memsim import current_runtime
@@ -235,8 +243,8 @@ def test_run_makes_no_device_before_the_script_and_observes_later_ones(tmp_path)
         acl.finalize()
     """)
     trace_path = str(tmp_path / "t.jsonl")
-    code, text = run("run", "--trace", trace_path, script)
-    assert code == 1 and "LEAK: 100-byte block" in text
+    code, _ = run("run", "--trace", trace_path, script)
+    assert code == 1 and "Leaked 100 bytes" in capsys.readouterr().err
     assert [e["event"] for e in load(trace_path).events][:2] == ["set_device", "malloc"]
 
 
@@ -251,9 +259,73 @@ def test_run_exits_nonzero_on_a_double_free(tmp_path, capsys):
         acl.finalize()
     """)
     code, text = run("run", script)
-    assert code == 1 and "1 sanitizer report(s)" in text and "LEAK" not in text
+    err = capsys.readouterr().err
+    assert code == 1 and text == "" and "[double-free]" in err and "Leaked" not in err
+    assert err.rstrip().endswith("ERROR SUMMARY: 1 error, 0 warnings (double-free: 1)")
     assert run("run", "--error-exitcode", "9", script)[0] == 9
     capsys.readouterr()
+
+
+DOUBLE_FREES = """
+    import acl
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    for _ in range(3):
+        ptr, ret = acl.rt.malloc(100, 0)
+        acl.rt.free(ptr)
+        print("second free:", acl.rt.free(ptr))
+    kept, ret = acl.rt.malloc(64, 0)
+"""
+
+
+def test_run_sanitizer_mode_print_limit_and_log_file(tmp_path, capsys):
+    script = _script(tmp_path, DOUBLE_FREES)
+    code, text = run("run", "--sanitizer", "strict", "--print-limit", "1", script)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert text == ""                           # the script prints to the real stdout
+    assert err.count("[double-free]") == 1 and "print limit of 1 reports reached" in err
+    assert "ERROR SUMMARY: 4 errors, 0 warnings (double-free: 3, leak: 1)" in err
+    assert "LEAK SUMMARY: 64 bytes leaked in 1 allocation" in err
+    out = capsys.readouterr().out
+    assert out == "" or "second free: 107000" in out
+    code, _ = run("run", "--sanitizer", "off", "--no-leak-check", script)
+    assert code == 0 and "SUMMARY" not in capsys.readouterr().err
+    log = tmp_path / "san.log"
+    assert run("run", "--log-file", str(log), script)[0] == 1
+    assert "[double-free]" not in capsys.readouterr().err
+    logged = log.read_text()
+    assert logged.count("[double-free]") == 3 and "LEAK SUMMARY" in logged
+    assert run("run", "--sanitizer", "paranoid", script)[0] == 2
+
+
+def test_json_output_of_run_replay_stats_explain_profiles(tmp_path, capsys):
+    script = _script(tmp_path, DOUBLE_FREES)
+    code, text = run("run", "--json", script)
+    result = json.loads(text[text.index("{"):])
+    assert code == 1 and result["status"] == 1 and result["script_status"] == 0
+    assert result["findings"] == {"double-free": 3, "leak": 1}
+    assert [(b["size"], b["footprint"]) for b in result["leaks"]] == [(64, 128)]
+    assert result["leaks"][0]["site"][-1].endswith("in <module>")
+    path = _trace_file(tmp_path)
+    code, text = run("replay", path, "--capacity", "10MiB", "--quiet", "--json")
+    result = json.loads(text)
+    assert code == 1 and result["failures"] == 1 and result["first_failure"]["index"] == 3
+    result = json.loads(run("replay", path, "--bisect", "--quiet", "--json")[1])
+    assert result["capacity"] == 14 * MiB
+    result = json.loads(run("stats", path, "--quiet", "--json")[1])
+    assert result["devices"]["0"]["footprint_bytes.all.peak"] == 12 * MiB + 192
+    assert result["replay"]["mallocs"] == 4
+    result = json.loads(run("explain", "2MiB", "--json")[1])
+    assert result["footprint"] == 4 * MiB and result["page"] == "huge" and result["steps"]
+    result = json.loads(run("profiles", "--json")[1])
+    assert {p["name"] for p in result} >= {"950PR", "A2", "A3", "310P"}
+    capsys.readouterr()
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+    assert run("--version")[0] == 0
+    assert capsys.readouterr().out.strip() == f"ascend-memsim {version('ascend-memsim')}"
 
 
 def test_run_lets_the_scripts_acl_init_config_choose_the_simulation(tmp_path):

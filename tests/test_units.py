@@ -23,7 +23,7 @@ def test_acl_init_config_takes_a_size_as_text(tmp_path):
     assert acl.init(str(path)) == 0
     try:
         assert acl.rt.set_device(0) == 0
-        free, total, ret = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
+        _, total, ret = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
         assert (total, ret) == (64 * MiB, 0)
         acl.rt.reset_device(0)
     finally:
