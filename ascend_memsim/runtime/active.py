@@ -6,11 +6,31 @@ makes one (or adopts the innermost active one) and ``acl.finalize`` discards wha
 
 from __future__ import annotations
 
+import os
+
 from ..memory.errors import AlreadyFinalized, AlreadyInitialized, NotInitialized
 from .config import load_config, parse_config
 from .runtime import Runtime
 
-__all__ = ["current_runtime", "acl_init", "acl_finalize"]
+__all__ = ["current_runtime", "acl_init", "acl_finalize", "env_product", "ENV_SWITCH"]
+
+#: ``ASCEND_MEMSIM=1`` makes ``import acl`` the simulator in every Python process of an
+#: environment the package is installed in (the startup hook ``ascend_memsim.pth``);
+#: ``ASCEND_MEMSIM=950PR`` also names the product.
+ENV_SWITCH = "ASCEND_MEMSIM"
+_ON = ("1", "true", "yes", "on")
+
+
+def env_product() -> str | None:
+    """The product ``ASCEND_MEMSIM`` names (None when unset, off or just "on").
+
+    DECISION: a product named there is the one acl.init simulates when its config names
+    none, so ``ASCEND_MEMSIM=950PR python train.py`` runs an unchanged program on a 950PR.
+    """
+    value = os.environ.get(ENV_SWITCH, "").strip()
+    if value.lower() in ("", "0", "false", "no", "off", *_ON):
+        return None
+    return value
 
 
 def current_runtime() -> Runtime:
@@ -45,6 +65,8 @@ def acl_init(config_path: object = None) -> Runtime:
             runtime = active[-1]
             runtime.adopt_config(options)
         else:
+            if "product" not in options and env_product() is not None:
+                options["product"] = env_product()
             runtime = Runtime(**options)
             runtime.owned_by_acl = True
             active.append(runtime)

@@ -1,0 +1,77 @@
+"""ASCEND_MEMSIM=1 (or a product name): `import acl` is the simulator in any Python process.
+
+Run in subprocesses of this environment, where the package is installed with its startup
+hook (site-packages/ascend_memsim.pth).
+"""
+
+import os
+import pathlib
+import site
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+HOOK = "ascend_memsim.pth"
+_SITE_DIRS = [*site.getsitepackages(), site.getusersitepackages()]
+pytestmark = pytest.mark.skipif(
+    not any((pathlib.Path(d) / HOOK).exists() for d in _SITE_DIRS),
+    reason="the package is not installed here with its startup hook (pip install -e .)")
+
+UNCHANGED_PROGRAM = """
+    import sys
+    import acl                                      # a program written for the hardware
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    ptr, ret = acl.rt.malloc(100, 0)
+    from ascend_memsim import current_runtime
+    rt = current_runtime()
+    print(acl.__name__, rt.profile.name, rt.block(ptr).rule_size)
+    acl.rt.free(ptr)
+    acl.rt.reset_device(0)
+    acl.finalize()
+"""
+
+
+def python(code, value):
+    env = {k: v for k, v in os.environ.items() if k != "ASCEND_MEMSIM"}
+    if value is not None:
+        env["ASCEND_MEMSIM"] = value
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, cwd=os.path.dirname(__file__))
+
+
+@pytest.mark.parametrize(("value", "product", "rule_size"), [("1", "A2", 160),
+                                                             ("950PR", "950PR", 128)])
+def test_the_variable_makes_import_acl_the_simulator(value, product, rule_size):
+    done = python(UNCHANGED_PROGRAM, value)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ascend_memsim.acl", product, str(rule_size)]
+
+
+@pytest.mark.parametrize("value", [None, "0", "off"])
+def test_unset_or_off_the_hook_imports_nothing(value):
+    done = python("""
+        import sys
+        assert "ascend_memsim" not in sys.modules, "imported at startup"
+        assert "_ascend_memsim_startup" not in sys.modules, "hook module imported"
+        try:
+            import acl
+        except ModuleNotFoundError:
+            print("no acl")
+        else:
+            print(acl.__name__)
+    """, value)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() != "ascend_memsim.acl"
+
+
+def test_an_unknown_product_is_an_error_code_not_a_crash():
+    done = python("""
+        import acl
+        print(acl.init())
+        print(acl.get_recent_err_msg())
+    """, "H100")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "100000" and "H100" in "\n".join(lines[1:])
