@@ -519,6 +519,12 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
             print(stats.summary(device_id), file=out)
         print(file=out)
         print(result, file=out)
+        if result.peak_sites:
+            print(f"\ntop allocation sites at the peak (event {result.peak_index}, "
+                  f"{format_bytes(result.peak_bytes)}):", file=out)
+            for site, footprint, count in result.peak_sites[:10]:
+                print(f"  {format_bytes(footprint):>22} in {count} block"
+                      f"{'s' * (count != 1)}: {site}", file=out)
     result.runtime.close()
     result.runtime = None
     return 0

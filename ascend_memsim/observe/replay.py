@@ -68,6 +68,10 @@ class Failure:
                                                                   else ""),
                  f"    free: {format_bytes(self.free_bytes)} of {format_bytes(self.capacity)};"
                  f" largest free run {format_bytes(self.largest_free_run)}"]
+        stack = e.get("stack")
+        if isinstance(stack, list) and stack:
+            lines.append("    recorded at:")
+            lines += [f"        {frame}" for frame in stack]
         return "\n".join(lines)
 
 
@@ -111,6 +115,9 @@ class ReplayResult:
     peak_bytes: int = 0
     peak_index: int = -1
     peak_by_stream: dict[Any, int] = field(default_factory=dict)
+    #: when the trace has stacks: (innermost frame, footprint bytes, blocks) live at the
+    #: peak, largest first
+    peak_sites: list[tuple[str, int, int]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     timeline: Timeline | None = None
     #: the runtime after the replay, when ``keep_runtime`` (the caller closes it)
@@ -167,6 +174,12 @@ def _default_capacity(trace: Trace, product: str) -> int | None:
     return None
 
 
+def site_of(block: Block) -> str:
+    """The innermost recorded frame of ``block``'s allocation (``file:line in function``)."""
+    stack = (block.extra or {}).get("stack")
+    return stack[-1] if stack else "(no stack recorded)"
+
+
 def replay(trace: Trace, product: str | None = None, *, capacity: int | None = None,
            policy: int | None = None, api: str | None = None, stop_at_failure: bool = False,
            stop_after: int | None = None, timeline: bool = False,
@@ -212,11 +225,21 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
     by_component: dict[str, int] = {}
     every = max(1, len(trace.events) // _PROGRESS_STEPS)
 
+    stacks = any("stack" in e for e in trace.events)
+    by_site: dict[str, list[int]] = {}
+    at_peak: dict[str, list[int]] = {}
+
     def changed(index: int, block: Block, sign: int) -> None:
-        nonlocal total
+        nonlocal total, at_peak
         total += sign * block.footprint
+        if stacks:
+            entry = by_site.setdefault(site_of(block), [0, 0])
+            entry[0] += sign * block.footprint
+            entry[1] += sign
         if total > result.peak_bytes:
             result.peak_bytes, result.peak_index = total, index
+            if stacks:   # O(sites) per new peak
+                at_peak = {k: list(v) for k, v in by_site.items() if v[0] > 0}
         if track is not None:
             name = block.module_name
             by_component[name] = by_component.get(name, 0) + sign * block.footprint
@@ -279,6 +302,9 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
                 device.free(block.ptr)
                 continue
             result.mallocs += 1
+            if isinstance(event.get("stack"), list):
+                # the recorded allocation site, for the pictures and the peak's sites
+                block.extra = {**(block.extra or {}), "stack": event["stack"]}
             if key in live:
                 result.problems.append(
                     f"{trace.name}:{line(index)}: pointer {key[1]:#x} allocated again while "
@@ -320,6 +346,8 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
             result.skipped[str(kind)] = result.skipped.get(str(kind), 0) + 1
     if progress is not None:
         progress(len(trace.events), len(trace.events))
+    result.peak_sites = sorted(((site, b, n) for site, (b, n) in at_peak.items()),
+                               key=lambda row: (-row[1], row[0]))
     if track is not None:
         track.events = len(trace.events)
         result.timeline = track

@@ -134,6 +134,17 @@ def rows_of(snapshot: MapSnapshot, max_rows: int) -> tuple[int, list[tuple[int, 
     return row_bytes, runs
 
 
+def allocation_site(block: Block) -> str:
+    """Where ``block`` was allocated, one frame a line, innermost last: its recorded stack
+    (a replayed trace) or its site (a live runtime recording sites); '' when unknown."""
+    extra = block.extra or {}
+    stack = extra.get("stack")
+    if stack:
+        return "\n".join(str(frame) for frame in stack)
+    site = extra.get("site")
+    return "\n".join(f"{f.filename}:{f.lineno} in {f.name}" for f in site) if site else ""
+
+
 def offset_label(offset: int) -> str:
     return f"+{offset // MiB} MiB" if offset % MiB == 0 else f"+{format_bytes(offset)}"
 
@@ -188,9 +199,11 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
         y += row_h + gap
     # the blocks, cut at row boundaries
     for start, end, part, b in snapshot.segments():
+        where = allocation_site(b)
         tip = html.escape(f"{b.describe()}; {b.module_name}; rule size {b.rule_size}, "
                           f"padding {b.padding} B, page rounding {b.page_rounding} B"
-                          + ("; fell back to normal pages" if b.fallback else ""))
+                          + ("; fell back to normal pages" if b.fallback else "")
+                          + (f"\nallocated at:\n{where}" if where else ""))
         pos = start
         while pos < end:
             r = pos // row_bytes
@@ -222,6 +235,17 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                     body.append(f'<text x="{x + 5:.2f}" y="{row_y[r] + 11.5}" class="{cls}">'
                                 f'{html.escape(label)}</text>')
             pos = stop
+    # block boundaries: a dark line where each footprint begins and ends
+    for b in snapshot.blocks:
+        start = b.ptr - snapshot.base
+        for offset, is_end in ((start, False), (start + b.footprint, True)):
+            r = offset // row_bytes
+            if is_end and offset % row_bytes == 0:
+                r -= 1   # an end on a row boundary closes the row above
+            if r in row_y:
+                bx = left + (offset - r * row_bytes) * scale
+                body.append(f'<line x1="{bx:.2f}" y1="{row_y[r]}" x2="{bx:.2f}" '
+                            f'y2="{row_y[r] + row_h}" class="edge"/>')
     # the 2 MiB grid: ticks inside a row when rows are larger than a huge page
     grid: list[str] = []
     if row_bytes > ROW_BYTES and row_bytes // ROW_BYTES <= 64:
@@ -270,6 +294,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
         ".legend{font-size:11px} .fold{font-size:10.5px;fill:#777;font-style:italic} "
         f".free{{fill:{FREE_COLOR};stroke:#CCCCCC;stroke-width:0.5}} "
         ".grid{stroke:#FFFFFF;stroke-width:1} .inl{font-size:10px;fill:#000} "
+        ".edge{stroke:#222222;stroke-width:1} "
         ".inr{font-size:10px;fill:#444;font-style:italic}</style>",
         "</defs>",
         f'<rect width="{width}" height="{height}" fill="#FFFFFF"/>',
