@@ -25,15 +25,16 @@ from typing import Any, TextIO
 from .memory.args import UINT32_MAX
 from .memory.constants import MallocPolicy, MemAttr, MiB
 from .memory.errors import AclError, InvalidArgument
-from .memory.explain import explain, format_bytes
+from .memory.explain import explain
 from .memory.profiles import DEFAULT_PRODUCT, PROFILES, SizeRule
 from .memory.sites import format_site
+from .memory.units import format_bytes
 from .observe.pictures import save_picture
 from .observe.replay import _capacity_key, parse_size, replay, smallest_capacity, tty_progress
 from .observe.snapshot import memory_viz_bytes
 from .observe.stats import MemoryStats
 from .observe.trace import Recorder, dumps_rmm_csv, load
-from .observe.viz import MapSnapshot, approx_bytes, text_map
+from .observe.viz import MapSnapshot, text_map
 from .runtime.runtime import Runtime
 
 __all__ = ["main", "parse_policy_arg", "sanitizer_report_count"]
@@ -203,7 +204,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         free, _, _ = acl.rt.get_mem_info(all_attr)
         huge_free, _, _ = acl.rt.get_mem_info(huge_attr)
         say(f"  {len(fillers)} blocks made, {len(fillers[::2])} freed: {memory} free "
-            f"{approx_bytes(free)}, but whole free 2 MiB pages: {huge_free}")
+            f"{format_bytes(free)}, but whole free 2 MiB pages: {huge_free}")
         ptr, ret = acl.rt.malloc(1 * MiB + 1, HUGE_FIRST)
         block = rt.block(ptr) if not ret else None
         show("acl.rt.malloc(1 MiB + 1, HUGE_FIRST)", ptr, ret,
@@ -251,7 +252,7 @@ def cmd_profiles(args: argparse.Namespace, out: TextIO) -> int:
     print("-" * len(header), file=out)
     for profile in PROFILES.values():
         main = profile.main_memory
-        memory = f"{main.value} {approx_bytes(profile.capacity(main))}"
+        memory = f"{main.value} {format_bytes(profile.capacity(main))}"
         rule = ("ALIGN_UP(size, 32)" if profile.size_rule.value == "align32"
                 else "ALIGN_UP(size, 32) + 32")
         print(f"{profile.name:7} {memory:14} {rule:32} {'yes' if profile.huge1g else 'no':9} "
@@ -494,7 +495,7 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
                  timeline=None if args.what == "map" else result.timeline, title=title,
                  text=str(result), color_by=args.color_by)
     print(f"{path} written ({'fits' if result.fits else 'a malloc failed'}; "
-          f"peak {approx_bytes(result.peak_bytes)})", file=out)
+          f"peak {format_bytes(result.peak_bytes)})", file=out)
     return 0
 
 

@@ -29,22 +29,9 @@ from .rules import (
     policy_name,
     rule_size,
 )
+from .units import format_bytes
 
 __all__ = ["explain", "Explanation", "Step", "format_bytes"]
-
-
-def format_bytes(n: int) -> str:
-    """``4 MiB``, ``2 MiB + 64 B``, ``96 B``: exact, in the largest units that fit.
-
-    >>> format_bytes(2 * 1024 * 1024 + 64)
-    '2 MiB + 64 B'
-    """
-    parts = []
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)):
-        if n >= scale or (not parts and scale == 1):
-            count, n = divmod(n, scale)
-            parts.append(f"{count} {unit}")
-    return " + ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
-"""Sizes in bytes: the one parser (``"64MiB"``, ``"1.5GiB"``) every size setting goes through.
+"""Sizes in bytes: the one parser and the one formatter.
 
 Markers, configs (the aclInit JSON, pytest ini options), profile overrides and the command
-line all accept a size as an int or as text read by :func:`parse_size`.
+line all accept a size as an int or as text read by :func:`parse_size` (``"64MiB"``,
+``"1.5GiB"``). Every size the package prints goes through :func:`format_bytes`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import math
 
 from .errors import InvalidArgument
 
-__all__ = ["parse_size"]
+__all__ = ["parse_size", "format_bytes"]
 
 
 def parse_size(text: str | int) -> int:
@@ -57,3 +58,28 @@ def parse_size(text: str | int) -> int:
     if value != int(value):
         raise InvalidArgument(f"size {text!r} is not a whole number of bytes")
     return int(value)
+
+
+_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+
+
+def format_bytes(n: int) -> str:
+    """``4 MiB``, ``2 MiB + 32 B``, ``96 B``: exact, in the largest units that fit.
+
+    DECISION: one style everywhere, exact, because the rules this package shows live in the
+    last bytes (2,097,152 bytes asked for become 2,097,184, two huge pages): a rounded figure
+    would hide them.
+
+    >>> format_bytes(2 * 1024 * 1024 + 32), format_bytes(4 << 20), format_bytes(0)
+    ('2 MiB + 32 B', '4 MiB', '0 B')
+    >>> format_bytes(-192)
+    '-192 B'
+    """
+    if n < 0:
+        return "-" + format_bytes(-n)
+    parts = []
+    for unit, scale in _UNITS:
+        if n >= scale or (not parts and scale == 1):
+            count, n = divmod(n, scale)
+            parts.append(f"{count} {unit}")
+    return " + ".join(parts)

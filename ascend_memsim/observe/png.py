@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..memory.constants import MiB
-from ..memory.explain import format_bytes
+from ..memory.units import format_bytes
 from .viz import (
     PADDING_COLOR,
     PAGE_COLORS,

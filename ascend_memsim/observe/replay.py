@@ -22,10 +22,9 @@ from typing import Any
 from ..memory.constants import ErrorCode, MiB
 from ..memory.device import Block
 from ..memory.errors import AclError, InvalidArgument
-from ..memory.explain import format_bytes
 from ..memory.profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
 from ..memory.rules import Api, policy_name
-from ..memory.units import parse_size
+from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
 from .trace import Trace
 

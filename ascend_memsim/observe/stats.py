@@ -31,6 +31,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..memory.constants import MODULE_NAMES
+from ..memory.units import format_bytes
 
 if TYPE_CHECKING:
     from ..memory.device import Block, Device
@@ -181,25 +182,26 @@ class MemoryStats:
 
 
 def _fmt(n: int, is_bytes: bool) -> str:
-    if not is_bytes:
-        return str(n)
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
+    return format_bytes(n) if is_bytes else str(n)
 
 
 def memory_summary(snapshot: dict[str, int], device_id: int = 0) -> str:
-    """A torch.memory_summary-like table of a :meth:`MemoryStats.snapshot`."""
+    """A torch.memory_summary-like table of a :meth:`MemoryStats.snapshot` (exact sizes;
+    the columns widen to the longest figure)."""
     pools = sorted({k.split(".", 1)[1].rsplit(".", 1)[0] for k in snapshot
                     if k.startswith("allocation.")}, key=lambda p: (p != "all", p))
-    lines = [f"memory statistics of device {device_id}",
-             f"{'':32}{'current':>14}{'peak':>14}{'allocated':>14}{'freed':>14}"]
+    rows = []
     for stat in STATS:
         is_bytes = stat.endswith("bytes")
         for pool in pools:
-            row = [_fmt(snapshot[f"{stat}.{pool}.{m}"], is_bytes) for m in METRICS]
-            lines.append(f"{stat + ' ' + pool:32}" + "".join(f"{v:>14}" for v in row))
+            rows.append((stat + " " + pool,
+                         [_fmt(snapshot[f"{stat}.{pool}.{m}"], is_bytes) for m in METRICS]))
+    width = max([14] + [len(v) + 2 for _, row in rows for v in row])
+    lines = [f"memory statistics of device {device_id}",
+             f"{'':32}" + "".join(f"{m:>{width}}" for m in
+                                  ("current", "peak", "allocated", "freed"))]
+    for name, row in rows:
+        lines.append(f"{name:32}" + "".join(f"{v:>{width}}" for v in row))
     lines.append(f"out-of-memory failures: {snapshot['num_ooms']}; huge-page fallbacks: "
                  f"{snapshot['num_fallbacks']}; resets: {snapshot['num_resets']} "
                  f"({snapshot['reset_blocks']} blocks still live)")

@@ -14,21 +14,20 @@
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..memory.constants import MiB
 from ..memory.device import Block
-from ..memory.explain import format_bytes
 from ..memory.rules import PAGE_BYTES, Page
+from ..memory.units import format_bytes
 
 if TYPE_CHECKING:
     from ..memory.device import Device
     from .replay import Timeline
 
-__all__ = ["MapSnapshot", "approx_bytes", "map_svg", "timeline_svg", "text_map", "html_page",
+__all__ = ["MapSnapshot", "map_svg", "timeline_svg", "text_map", "html_page",
            "PAGE_COLORS"]
 
 ROW_BYTES = PAGE_BYTES[Page.HUGE]
@@ -77,27 +76,6 @@ class MapSnapshot:
     @property
     def used_bytes(self) -> int:
         return self.capacity - self.free_bytes
-
-
-def approx_bytes(n: int) -> str:
-    """``21.8 MiB``: three significant figures, rounded down, for summaries (exact sizes stay
-    exact). Rounding down keeps a 2093824-byte run from reading as "2 MiB".
-
-    >>> approx_bytes(22_938_880), approx_bytes(512), approx_bytes(4 * MiB), approx_bytes(2093824)
-    ('21.8 MiB', '512 B', '4 MiB', '1.99 MiB')
-    >>> approx_bytes(150 * MiB + 5), approx_bytes(1000 * MiB)
-    ('150 MiB', '1000 MiB')
-    """
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            value = n / scale
-            digits = 2 if value < 10 else 1 if value < 100 else 0
-            step = 10 ** digits
-            text = f"{math.floor(value * step) / step:.{digits}f}"
-            if digits:
-                text = text.rstrip("0").rstrip(".")
-            return f"{text} {unit}"
-    return f"{n} B"
 
 
 def component_colors(names: set[str] | list[str]) -> dict[str, str]:
@@ -225,11 +203,11 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                                 f'stroke-width="0.8"/>')
                 label = ""
                 if part == "data" and pos == start:
-                    label = f"{approx_bytes(b.size)} requested, {b.api.value}"
+                    label = f"{format_bytes(b.size)} requested, {b.api.value}"
                     if len(label) * 5.6 > w - 8:
-                        label = approx_bytes(b.size)
+                        label = format_bytes(b.size)
                 elif part == "rounding" and pos == start:
-                    label = f"page rounding: {approx_bytes(end - start)} unused"
+                    label = f"page rounding: {format_bytes(end - start)} unused"
                 if label and len(label) * 5.6 <= w - 8:
                     cls = "inl" if part == "data" else "inr"
                     body.append(f'<text x="{x + 5:.2f}" y="{row_y[r] + 11.5}" class="{cls}">'
@@ -278,9 +256,9 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                       f' class="legend">huge-page fallback</text>')
     row_note = (f"each row {format_bytes(row_bytes)}"
                 + (f", ticks every {format_bytes(ROW_BYTES)}" if grid else " (one huge page)"))
-    summary = (f"{len(snapshot.blocks)} blocks use {approx_bytes(snapshot.used_bytes)} of "
-               f"{approx_bytes(snapshot.capacity)}; free {approx_bytes(snapshot.free_bytes)}, "
-               f"largest free run {approx_bytes(snapshot.largest_free_run)}; {row_note}")
+    summary = (f"{len(snapshot.blocks)} blocks use {format_bytes(snapshot.used_bytes)} of "
+               f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
+               f"largest free run {format_bytes(snapshot.largest_free_run)}; {row_note}")
     height = max(y, ly + 30) + 10
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -409,7 +387,7 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
         legend.append(f'<rect x="{lx}" y="34" width="14" height="12" fill="{fill}"/>'
                       f'<text x="{lx + 19}" y="44" class="legend">{html.escape(label)}</text>')
         lx += 34 + 6.3 * len(label)
-    sub = f"peak {approx_bytes(peak)} over {timeline.events} events"
+    sub = f"peak {format_bytes(peak)} over {timeline.events} events"
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">',
@@ -481,8 +459,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         return "N" if normal >= cell * 0.95 else "n"
 
     lines = [f"{snapshot.title}: {len(snapshot.blocks)} blocks, "
-             f"{approx_bytes(snapshot.used_bytes)} used of {approx_bytes(snapshot.capacity)}, "
-             f"largest free run {approx_bytes(snapshot.largest_free_run)}"]
+             f"{format_bytes(snapshot.used_bytes)} used of {format_bytes(snapshot.capacity)}, "
+             f"largest free run {format_bytes(snapshot.largest_free_run)}"]
     folded = 0
     for row in range(-(-cells // columns)):
         text = "".join(char(c) for c in range(row * columns, min(cells, (row + 1) * columns)))

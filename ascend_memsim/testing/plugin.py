@@ -47,10 +47,9 @@ import pytest
 from ..acl import install_acl, uninstall_acl
 from ..checks.faults import Fault, parse_faults
 from ..memory.errors import AclError
-from ..memory.explain import format_bytes
 from ..memory.profiles import DEFAULT_PRODUCT, PROFILES, Profile, get_profile
 from ..memory.sites import Site, format_site
-from ..memory.units import parse_size
+from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
 
 __all__ = ["memsim", "memsim_faults", "MARKER_KEYS"]
