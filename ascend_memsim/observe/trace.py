@@ -14,6 +14,10 @@ the event names one, else None) and the event's own fields:
 With ``stacks=True`` each event also carries ``stack``: the user's frames as
 ``file:line in function`` strings (:mod:`ascend_memsim.memory.sites`).
 
+The format is written down as a JSON Schema of one line, shipped with the package
+(``trace.schema.json`` beside this module; :func:`schema` returns it), so other tools can
+write traces.
+
 The file starts with a header line ``{"format": "ascend-memsim-trace", "version": 1, ...}``
 naming the product and capacity it was recorded on. :func:`load` also reads RAPIDS RMM's
 CSV allocation log (``Thread,Time,Action,Pointer,Size,Stream``, from
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
     from ..runtime.runtime import Runtime
 
 __all__ = ["Trace", "Recorder", "TraceFormatError", "load", "loads", "read_rmm_csv",
-           "dumps_rmm_csv", "from_snapshot", "FORMAT", "KNOWN_EVENTS"]
+           "dumps_rmm_csv", "from_snapshot", "schema", "FORMAT", "KNOWN_EVENTS"]
 
 FORMAT = "ascend-memsim-trace"
 VERSION = 1
@@ -200,6 +204,17 @@ class Recorder:
             record["thread"] = thread
             record["seq"] = len(self.trace.events)
             self.trace.events.append(record)
+
+
+def schema() -> dict:
+    """The JSON Schema (draft 2020-12) of one trace line: the header or an event.
+
+    >>> schema()["$defs"]["header"]["properties"]["format"]
+    {'const': 'ascend-memsim-trace'}
+    """
+    from importlib.resources import files
+
+    return json.loads(files(__package__).joinpath("trace.schema.json").read_text("utf-8"))
 
 
 # -- loading -------------------------------------------------------------------------------
