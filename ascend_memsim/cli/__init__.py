@@ -1,0 +1,243 @@
+"""The ``ascend-memsim`` command line: a guided demo, explain, profiles, run, replay, plot.
+
+Every subcommand is a function ``cmd_<name>(args, out) -> exit code``; :func:`main` parses
+``argv`` and dispatches, so tests call ``main([...])`` directly.
+
+One convention everywhere: results go to ``out`` (stdout), diagnostics (warnings about a
+trace, progress, what ``run`` found in the script, errors) to stderr. ``--json`` replaces
+a command's result text with one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TextIO
+
+from ..memory.args import UINT32_MAX
+from ..memory.constants import MallocPolicy, MiB
+from ..memory.errors import AclError, InvalidArgument
+from ..memory.explain import explain
+from ..memory.profiles import DEFAULT_PRODUCT, PROFILES
+from ..memory.units import format_bytes, parse_size
+from .common import USAGE_ERROR, print_json, version
+from .demo import cmd_demo
+from .run import cmd_run, sanitizer_report_count
+from .traces import cmd_export, cmd_map, cmd_plot, cmd_replay, cmd_stats
+
+__all__ = ["main", "parse_policy_arg", "sanitizer_report_count", "USAGE_ERROR"]
+
+
+def parse_policy_arg(text: str) -> int:
+    """A policy from a name (``HUGE_ONLY``, ``huge-only``, ``ACL_MEM_MALLOC_HUGE_ONLY``) or a
+    number (``1``, ``0x1``).
+
+    >>> [parse_policy_arg(p) for p in ("huge-only", "ACL_MEM_MALLOC_NORMAL_ONLY", "0x3")]
+    [1, 2, 3]
+
+    Raises:
+        InvalidArgument: neither a policy name nor a number.
+    """
+    name = text.strip().upper().replace("-", "_")
+    name = name.removeprefix("ACL_MEM_MALLOC_")
+    if name in MallocPolicy.__members__:
+        return int(MallocPolicy[name])
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise InvalidArgument(f"policy {text!r} is neither a number nor one of "
+                              f"{', '.join(MallocPolicy.__members__)}") from None
+    if not 0 <= value <= UINT32_MAX:
+        raise InvalidArgument(f"policy {value} is outside 0..0xFFFFFFFF")
+    return value
+
+
+def _size_arg(text: str) -> int:
+    try:
+        return parse_size(text)
+    except InvalidArgument as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
+def _policy_arg(text: str) -> int:
+    try:
+        return parse_policy_arg(text)
+    except InvalidArgument as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
+# -- explain, profiles -----------------------------------------------------------------------
+
+def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
+    explanation = explain(args.size, args.policy, product=args.product, api=args.api)
+    if args.json:
+        print_json(explanation, out)
+    else:
+        print(explanation, file=out)
+    return 0
+
+
+def cmd_profiles(args: argparse.Namespace, out: TextIO) -> int:
+    if args.json:
+        print_json(list(PROFILES.values()), out)
+        return 0
+    header = (f"{'name':7} {'memory':14} {'aclrtMalloc rounding':32} {'1G pages':9} "
+              f"{'usage info':11} {'devices':7}  description")
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for profile in PROFILES.values():
+        main = profile.main_memory
+        memory = f"{main.value} {format_bytes(profile.capacity(main))}"
+        rule = ("ALIGN_UP(size, 32)" if profile.size_rule.value == "align32"
+                else "ALIGN_UP(size, 32) + 32")
+        print(f"{profile.name:7} {memory:14} {rule:32} {'yes' if profile.huge1g else 'no':9} "
+              f"{'yes' if profile.usage_info else 'no':11} {profile.device_count:<7}  "
+              f"{profile.description}", file=out)
+    print("\nsources:", file=out)
+    for profile in PROFILES.values():
+        for key, source in profile.sources.items():
+            print(f"  {profile.name:7} {key:12} {source}", file=out)
+    return 0
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ascend-memsim",
+        description="A simulator of the Ascend CANN runtime's device memory.")
+    parser.add_argument("--version", action="version",
+                        version=f"ascend-memsim {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def json_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true",
+                       help="print the result as one JSON document")
+
+    p = sub.add_parser("demo", help="a guided tour of the allocation rules (start here)")
+    p.add_argument("--product", default=DEFAULT_PRODUCT)
+    p.add_argument("--capacity", type=_size_arg, default=64 * MiB,
+                   help="device memory for the tour (default 64MiB)")
+    p.add_argument("--html", metavar="OUT.html", help="also write the memory map picture")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("explain", help="how SIZE becomes a footprint, step by step")
+    p.add_argument("size", type=_size_arg, metavar="SIZE", help="bytes: 123, 64KiB, 2MiB, 1GiB")
+    p.add_argument("--policy", type=_policy_arg, default=0,
+                   help="HUGE_FIRST (default), HUGE_ONLY, NORMAL_ONLY, ... or a number")
+    p.add_argument("--product", default=DEFAULT_PRODUCT)
+    p.add_argument("--api", default="aclrtMalloc",
+                   help="aclrtMalloc (default), aclrtMallocAlign32, malloc_cached, ...")
+    json_option(p)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("profiles", help="the simulated products, their rules and sources")
+    json_option(p)
+    p.set_defaults(func=cmd_profiles)
+
+    p = sub.add_parser(
+        "run", help="run a pyacl script on the simulator, report leaks",
+        description="Run an unmodified pyacl script on the simulator; report leaks and "
+                    "sanitizer findings. --product and --capacity are defaults: the script's "
+                    "own acl.init config (\"memsim\": {\"product\": ...}, "
+                    "\"defaultDevice\") overrides them.")
+    p.add_argument("script", metavar="SCRIPT.py")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
+    p.add_argument("--product", default=DEFAULT_PRODUCT,
+                   help=f"the product to simulate (default {DEFAULT_PRODUCT}) unless the "
+                        f"script's acl.init config names one")
+    p.add_argument("--capacity", type=_size_arg,
+                   help="override the device memory size (the acl.init config may too)")
+    p.add_argument("--error-exitcode", type=int, default=1,
+                   help="exit status when leaks or sanitizer reports are found (default 1)")
+    p.add_argument("--no-leak-check", action="store_true",
+                   help="do not report blocks still live at reset or exit")
+    p.add_argument("--trace", metavar="OUT.jsonl", help="record every event to this file")
+    p.add_argument("--stacks", action="store_true", help="record the Python stack per event")
+    p.add_argument("--sanitizer", choices=("off", "report", "strict"), default="report",
+                   help="report (default): report findings, calls behave as on hardware; "
+                        "strict: a call with an error finding fails (107000); off")
+    p.add_argument("--print-limit", type=int, default=100, metavar="N",
+                   help="print at most N sanitizer reports and N leaks (default 100)")
+    p.add_argument("--log-file", metavar="F",
+                   help="write sanitizer reports, leaks and the summaries to F, not stderr")
+    json_option(p)
+    p.set_defaults(func=cmd_run)
+
+    def trace_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("trace", metavar="TRACE", help="JSON Lines trace, RMM CSV log or "
+                       "PyTorch/torch_npu memory snapshot (.pickle or .json)")
+        p.add_argument("--product", help="default: the product the trace was recorded on")
+        p.add_argument("--capacity", type=_size_arg, help="device memory (e.g. 16GiB)")
+        p.add_argument("--policy", type=_policy_arg, help="replace every recorded policy")
+        p.add_argument("--quiet", action="store_true", help="no progress display")
+
+    p = sub.add_parser("replay", help="replay a trace; first failure; smallest capacity")
+    trace_options(p)
+    p.add_argument("--api", help="replace every recorded allocation API")
+    p.add_argument("--bisect", action="store_true",
+                   help="find the smallest capacity on which the whole trace fits")
+    p.add_argument("--step", type=_size_arg, default=2 * MiB,
+                   help="bisection step: 2MiB (default, a huge page) or 64 (bytes)")
+    json_option(p)
+    p.set_defaults(func=cmd_replay)
+
+    for name, func, help_text in (
+            ("plot", cmd_plot, "draw a trace: timeline and memory map (.html, .svg, .png)"),
+            ("map", cmd_map, "a text memory map of a trace at its peak or first failure")):
+        p = sub.add_parser(name, help=help_text)
+        trace_options(p)
+        p.add_argument("--at", default="failure",
+                       help="when to draw the map: failure (default, else peak), peak, end, "
+                            "or an event number")
+        if name == "plot":
+            p.add_argument("-o", "--output", metavar="OUT",
+                           help="OUT.html (default), OUT.svg or OUT.png (needs the plot extra)")
+            p.add_argument("--what", choices=("both", "map", "timeline"), default="both")
+            p.add_argument("--color-by", choices=("page", "component"), default="page")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "export", help="write a trace for other tools: memory_viz snapshot, RMM CSV log",
+        description="Write TRACE as a PyTorch memory snapshot that memory_viz "
+                    "(pytorch.org/memory_viz) opens, or as RMM's logging_resource_adaptor CSV.")
+    p.add_argument("trace", metavar="TRACE",
+                   help="JSON Lines trace, RMM CSV log or PyTorch/torch_npu snapshot")
+    p.add_argument("--format", choices=("memory-viz", "rmm-csv"), required=True)
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output file (default: TRACE's name with .pickle or .csv)")
+    p.add_argument("--device", type=int,
+                   help="rmm-csv: the device to write (an RMM log holds one device)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("stats", help="memory statistics of a trace replay")
+    trace_options(p)
+    json_option(p)
+    p.set_defaults(func=cmd_stats)
+    return parser
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line with ``argv`` (default sys.argv[1:]); the exit status."""
+    out = out or sys.stdout
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else USAGE_ERROR
+    if not getattr(args, "func", None):
+        parser.print_help(out)
+        return 0
+    try:
+        return args.func(args, out)
+    except BrokenPipeError:
+        # The reader went away (`ascend-memsim demo | head`): stop quietly, as Unix tools do;
+        # point stdout at devnull so the interpreter's last flush does not fail again.
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (AclError, ValueError, ImportError, OSError) as e:
+        message = e.message if isinstance(e, AclError) else str(e)
+        print(f"ascend-memsim {args.command}: error: {message}", file=sys.stderr)
+        return USAGE_ERROR

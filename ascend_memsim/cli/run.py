@@ -1,0 +1,175 @@
+"""``ascend-memsim run``: an unmodified pyacl script on the simulator, compute-sanitizer style."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from collections import Counter
+from typing import TextIO
+
+from ..checks.reports import KINDS
+from ..memory.sites import format_site
+from ..memory.units import format_bytes
+from ..observe.replay import _capacity_key
+from ..observe.trace import Recorder
+from ..runtime.runtime import Runtime
+from .common import USAGE_ERROR, print_json
+
+__all__ = ["cmd_run", "sanitizer_report_count"]
+
+
+def sanitizer_report_count(runtime: Runtime) -> int:
+    """The number of reports the runtime's sanitizer made (0 when it has none).
+
+    The single place ``run`` counts sanitizer findings: a runtime with a ``sanitizer``
+    attribute is asked for ``reports`` (a sized collection) or ``report_count``.
+    """
+    sanitizer = getattr(runtime, "sanitizer", None)
+    if sanitizer is None:
+        return 0
+    reports = getattr(sanitizer, "reports", None)
+    if reports is not None:
+        return len(reports() if callable(reports) else reports)
+    count = getattr(sanitizer, "report_count", 0)
+    return int(count() if callable(count) else count)
+
+
+#: run's own options, which a user may wrongly write after the script name
+_RUN_OPTIONS = ("--product", "--capacity", "--error-exitcode", "--no-leak-check", "--trace",
+                "--stacks", "--sanitizer", "--print-limit", "--log-file", "--json")
+
+_BAR = "========="
+
+
+def _leak_summary(leaks: list) -> str:
+    """compute-sanitizer's leak line: requested bytes, allocations (and footprint)."""
+    requested = sum(b.size for b in leaks)
+    footprint = sum(b.footprint for b in leaks)
+    text = (f"{_BAR} LEAK SUMMARY: {requested} bytes leaked in {len(leaks)} allocation"
+            f"{'s' * (len(leaks) != 1)}")
+    return text + (f" ({format_bytes(footprint)} of footprint)" if leaks else "")
+
+
+def _error_summary(counts: Counter) -> str:
+    """compute-sanitizer's error line: errors (leaks count as errors), warnings, by kind."""
+    errors = sum(n for k, n in counts.items() if KINDS.get(k, "error") == "error")
+    warnings = sum(counts.values()) - errors
+    detail = ", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))
+    text = (f"{_BAR} ERROR SUMMARY: {errors} error{'s' * (errors != 1)}, {warnings} "
+            f"warning{'s' * (warnings != 1)}")
+    return f"{text} ({detail})" if detail else text
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    """Run an unmodified pyacl script under the simulator; report leaks (and sanitizer).
+
+    The script's own output is its own; what run finds (sanitizer reports, leaks, the two
+    summary lines) is a diagnostic: stderr, or ``--log-file``. ``--json`` prints the result
+    as one JSON document on stdout after the script has run.
+    """
+    from ..acl import install_acl, uninstall_acl
+
+    script = args.script
+    if args.print_limit < 0:
+        print(f"ascend-memsim run: --print-limit must be 0 or more, got {args.print_limit}",
+              file=sys.stderr)
+        return USAGE_ERROR
+    if not os.path.isfile(script):
+        print(f"ascend-memsim run: no such script: {script}", file=sys.stderr)
+        return USAGE_ERROR
+    own = sorted({a.split("=")[0] for a in args.script_args} & set(_RUN_OPTIONS))
+    if own:
+        print(f"ascend-memsim run: note: {', '.join(own)} after SCRIPT.py go to the script; "
+              f"put run's own options before the script: ascend-memsim run {own[0]} ... "
+              f"{script}", file=sys.stderr)
+    overrides = {}
+    if args.capacity is not None:
+        overrides[_capacity_key(args.product)] = args.capacity
+    leaked_at_reset: list = []
+
+    def on_reset(event: str, device: object, info: dict) -> None:
+        if event == "reset":
+            leaked_at_reset.extend(info["blocks"])
+
+    log = open(args.log_file, "w", encoding="utf-8") if args.log_file else None
+    report_to = log if log is not None else sys.stderr
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    status = 0
+    try:
+        # `run` lists leaks itself (with their sites); the sanitizer reports everything else.
+        # No device is made here: until the script makes one, its acl.init config may still
+        # choose the product, capacities and default device of this runtime. Observers go
+        # through add_observer, which gives them to the devices made later.
+        with Runtime(args.product, sanitizer={"mode": args.sanitizer, "leaks": False,
+                                              "print_limit": args.print_limit,
+                                              "output": report_to},
+                     **overrides) as rt:
+            rt.set_record_sites(True)
+            recorder = Recorder(rt, stacks=args.stacks) if args.trace else None
+            if recorder is not None:
+                recorder.start()
+            if not args.no_leak_check:
+                rt.add_observer(on_reset)
+            # installed once the runtime exists, so a failure above leaves sys.modules alone
+            previous = install_acl()
+            sys.argv = [script, *args.script_args]
+            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+            try:
+                runpy.run_path(script, run_name="__main__")
+            except SystemExit as e:
+                code = e.code
+                status = code if isinstance(code, int) else (0 if code is None else 1)
+                if not isinstance(code, int) and code is not None:
+                    print(code, file=sys.stderr)
+            except BaseException:
+                traceback.print_exc()
+                status = 1
+            finally:
+                sys.argv, sys.path[:] = saved_argv, saved_path
+                uninstall_acl(previous)
+            leaks = [] if args.no_leak_check else leaked_at_reset + rt.blocks()
+            sanitizer = getattr(rt, "sanitizer", None)
+            counts = Counter(r.kind for r in sanitizer.reports) if sanitizer else Counter()
+            if recorder is not None:
+                recorder.stop()
+        if recorder is not None:
+            recorder.trace.save(args.trace)
+            print(f"ascend-memsim: trace of {len(recorder.trace)} events written to "
+                  f"{args.trace}", file=sys.stderr)
+        shown = leaks[:args.print_limit]
+        for block in shown:
+            print(f"{_BAR} ERROR: Leaked {block.size} bytes at {block.ptr:#x}: "
+                  f"{block.describe()} on device {block.device_id} was never freed [leak]",
+                  file=report_to)
+            site = (block.extra or {}).get("site")
+            print(f"{_BAR}     allocated at:", file=report_to)
+            print(format_site(site, indent=f"{_BAR}         ")
+                  or f"{_BAR}         (no Python stack recorded)", file=report_to)
+            print(_BAR, file=report_to)
+        if len(leaks) > len(shown):
+            print(f"{_BAR} print limit reached: {len(leaks) - len(shown)} more leaked blocks",
+                  file=report_to)
+        counts["leak"] += len(leaks)
+        counts = +counts
+        if args.sanitizer != "off" or leaks:
+            print(_leak_summary(leaks), file=report_to)
+            print(_error_summary(counts), file=report_to)
+    finally:
+        if log is not None:
+            log.close()
+    result = status or (args.error_exitcode if (leaks or counts) else 0)
+    if args.json:
+        print_json({
+            "script": script, "status": result, "script_status": status,
+            "leaks": [{"device": b.device_id, "ptr": b.ptr, "size": b.size,
+                       "footprint": b.footprint, "api": b.api.value,
+                       "site": [f"{f.filename}:{f.lineno} in {f.name}"
+                                for f in ((b.extra or {}).get("site") or ())]}
+                      for b in leaks],
+            "leaked_bytes": sum(b.size for b in leaks),
+            "findings": dict(counts), "trace": args.trace}, out)
+    return result
+

@@ -1,0 +1,149 @@
+"""The commands that read a trace: replay, plot, map, stats, export."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TextIO
+
+from ..memory.errors import InvalidArgument
+from ..memory.units import format_bytes
+from ..observe.pictures import save_picture
+from ..observe.replay import replay, smallest_capacity, tty_progress
+from ..observe.snapshot import memory_viz_bytes
+from ..observe.stats import MemoryStats
+from ..observe.trace import dumps_rmm_csv, load
+from ..observe.viz import MapSnapshot, text_map
+from .common import print_json
+
+__all__ = ["cmd_replay", "cmd_plot", "cmd_map", "cmd_stats", "cmd_export"]
+
+
+def _load_trace(path: str, out: TextIO):
+    """The trace at ``path``; its problems are warnings on stderr (at most 20 lines)."""
+    trace = load(path)
+    for problem in trace.problems[:20]:
+        print(f"warning: {problem}", file=sys.stderr)
+    if len(trace.problems) > 20:
+        print(f"warning: ... and {len(trace.problems) - 20} more problems", file=sys.stderr)
+    return trace
+
+
+def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    trace = _load_trace(args.trace, out)
+    progress = None if args.quiet else tty_progress()
+    if args.bisect:
+        step = args.step
+        result = smallest_capacity(trace, args.product, step=step, policy=args.policy,
+                                   progress=progress)
+        if progress is not None:
+            sys.stderr.write("\n")
+        print_json(result, out) if args.json else print(result, file=out)
+        return 0 if result.capacity is not None else 1
+    result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
+                    api=args.api, progress=progress)
+    print_json(result, out) if args.json else print(result, file=out)
+    return 0 if result.fits else 1
+
+
+def _moment(trace, args: argparse.Namespace, first_pass) -> tuple[int, str]:
+    """The event index to draw the map at, and its description."""
+    at = args.at
+    if at == "failure":
+        if first_pass.first_failure is None:
+            at = "peak"
+        else:
+            return first_pass.first_failure.index, f"at the first failure (event " \
+                                                   f"{first_pass.first_failure.index})"
+    if at == "peak":
+        return first_pass.peak_index, f"at the peak (event {first_pass.peak_index})"
+    if at == "end":
+        return len(trace.events) - 1, "at the end"
+    try:
+        index = int(at)
+    except ValueError:
+        raise InvalidArgument(f"--at must be failure, peak, end or an event number, "
+                              f"got {at!r}") from None
+    if not 0 <= index < len(trace.events):
+        raise InvalidArgument(f"--at {index} is not an event number of {trace.name}: it has "
+                              f"{len(trace.events)} events (0 to {len(trace.events) - 1})")
+    return index, f"after event {index}"
+
+
+def _replay_for_picture(args: argparse.Namespace, out: TextIO):
+    trace = _load_trace(args.trace, out)
+    first = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
+                   timeline=True, progress=None if args.quiet else tty_progress())
+    index, moment = _moment(trace, args, first)
+    device_id = trace.events[index].get("device", 0) if 0 <= index < len(trace.events) else 0
+    second = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
+                    stop_after=index, keep_runtime=True)
+    try:
+        snapshot = MapSnapshot.of(second.runtime.device(device_id),
+                                  f"{second.product} device {device_id}, {moment}")
+    finally:
+        second.runtime.close()
+    return trace, first, snapshot
+
+
+def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
+    _, result, snapshot = _replay_for_picture(args, out)
+    path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".html"
+    title = f"{os.path.basename(args.trace)} on {result.product}"
+    save_picture(path, snapshot=None if args.what == "timeline" else snapshot,
+                 timeline=None if args.what == "map" else result.timeline, title=title,
+                 text=str(result), color_by=args.color_by)
+    print(f"{path} written ({'fits' if result.fits else 'a malloc failed'}; "
+          f"peak {format_bytes(result.peak_bytes)})", file=out)
+    return 0
+
+
+def cmd_map(args: argparse.Namespace, out: TextIO) -> int:
+    _, _, snapshot = _replay_for_picture(args, out)
+    print(text_map(snapshot), file=out)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
+    trace = _load_trace(args.trace, out)
+    stats = MemoryStats()
+    result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
+                    observers=[stats], keep_runtime=True)
+    # the figures at the end of the trace, before closing the runtime resets the devices
+    devices = stats.device_ids() or [0]
+    if args.json:
+        print_json({"devices": {d: stats.snapshot(d) for d in devices}, "replay": result},
+                    out)
+    else:
+        for device_id in devices:
+            print(stats.summary(device_id), file=out)
+        print(file=out)
+        print(result, file=out)
+        if result.peak_sites:
+            print(f"\ntop allocation sites at the peak (event {result.peak_index}, "
+                  f"{format_bytes(result.peak_bytes)}):", file=out)
+            for site, footprint, count in result.peak_sites[:10]:
+                print(f"  {format_bytes(footprint):>22} in {count} block"
+                      f"{'s' * (count != 1)}: {site}", file=out)
+    result.runtime.close()
+    result.runtime = None
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
+    """Write a trace as a memory_viz snapshot pickle or an RMM CSV log."""
+    trace = _load_trace(args.trace, out)
+    if args.format == "memory-viz":
+        data = memory_viz_bytes(trace.events, trace.header)
+        path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".pickle"
+        with open(path, "wb") as f:
+            f.write(data)
+    else:
+        text = dumps_rmm_csv(trace, args.device)
+        path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".csv"
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    print(f"{path} written ({args.format}, {len(trace)} events)", file=out)
+    return 0
+
