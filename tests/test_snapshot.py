@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from ascend_memsim import MiB, OutOfDeviceMemory, Runtime
+from ascend_memsim import InvalidArgument, MiB, OutOfDeviceMemory, Runtime
 from ascend_memsim.cli import main
 from ascend_memsim.observe.replay import replay
 from ascend_memsim.observe.snapshot import (
@@ -253,3 +253,14 @@ def test_rmm_csv_export_of_several_devices_needs_a_device(tmp_path):
     code, _ = run("export", str(path), "--format", "rmm-csv", "--device", "1",
                   "-o", str(tmp_path / "x.csv"))
     assert code == 0 and len((tmp_path / "x.csv").read_text().splitlines()) == 3
+
+
+def test_an_unreadable_torch_npu_snapshot_says_how_to_fix_it(tmp_path, monkeypatch):
+    # torch_npu's _dump_snapshot creates the file with S_IWUSR only; root reads it anyway,
+    # so the refusal is simulated
+    def refuse(path, mode="r", *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("ascend_memsim.observe.trace.open", refuse, raising=False)
+    with pytest.raises(InvalidArgument, match="chmod u\\+r"):
+        load(str(tmp_path / "snap.pickle"))

@@ -355,6 +355,10 @@ def load(path: str, *, strict: bool = False) -> Trace:
     try:
         with open(path, "rb") as f:
             data = f.read()
+    except PermissionError as e:
+        # torch_npu's _dump_snapshot creates the file write-only for its owner (S_IWUSR)
+        raise InvalidArgument(f"cannot read trace {path!r}: {e} (a torch_npu snapshot is "
+                              f"written without read permission: chmod u+r it)") from None
     except OSError as e:
         raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
     if data[:1] == b"\x80":

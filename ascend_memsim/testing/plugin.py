@@ -4,9 +4,9 @@ Registered through the ``pytest11`` entry point, so installing the package enabl
 
 Fixture ``memsim``: a fresh, active :class:`~ascend_memsim.Runtime` with device 0 set on the
 test's thread; the pyacl face (``ascend_memsim.acl``, or ``import acl`` with ``--memsim-acl``)
-talks to it. At teardown every block still live, and every block that a ``reset_device`` (or
-finalize) inside the test discarded, fails the test, listed with its allocation site. Fixture
-``memsim_faults``: the faults the marker installed (to read their counters).
+talks to it. When the test body ends, every block it left live, and every block that a
+``reset_device`` (or finalize) inside it discarded, fails the test, listed with its allocation
+site. Fixture ``memsim_faults``: the faults the marker installed (to read their counters).
 
 Settings, closest first: an indirect parameter (``@pytest.mark.parametrize("memsim",
 ["A2", "950PR"], indirect=True)``, a product name or a dict of marker keywords), the marker
