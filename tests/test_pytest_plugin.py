@@ -10,6 +10,14 @@ _INSTALLED = any(ep.value == "ascend_memsim.testing.plugin"
 PLUGIN = () if _INSTALLED else ("-p", "ascend_memsim.testing.plugin")
 
 
+def _has_xdist() -> bool:
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider", *args)
 
@@ -398,6 +406,9 @@ def test_verbose_run_ends_with_the_highest_peaks_and_ini_budget(pytester):
                                  "*4 MiB  test_peaks.py::test_big",
                                  "*192 B  test_peaks.py::test_small"])
     assert "highest device peaks" not in run(pytester).stdout.str()
+    if _has_xdist():        # the peaks travel from the workers with the reports
+        run(pytester, "-v", "-n", "2").stdout.fnmatch_lines([
+            "*memsim: highest device peaks*", "*4 MiB  test_peaks.py::test_big"])
     pytester.makeini("[pytest]\nmemsim_max_peak = 1MiB\n")
     run(pytester).assert_outcomes(passed=1, failed=1)
 
