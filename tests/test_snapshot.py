@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pickle
+import pickletools
 import re
 
 import pytest
@@ -264,3 +265,17 @@ def test_an_unreadable_torch_npu_snapshot_says_how_to_fix_it(tmp_path, monkeypat
     monkeypatch.setattr("ascend_memsim.observe.trace.open", refuse, raising=False)
     with pytest.raises(InvalidArgument, match="chmod u\\+r"):
         load(str(tmp_path / "snap.pickle"))
+
+
+#: The opcodes torch/utils/viz/MemoryViz.js's unpickler implements (its switch over the
+#: opcode byte); any other opcode makes memory_viz refuse the file.
+MEMORY_VIZ_OPCODES = set(b"}](ueasdlt)KMJGXN.qrhj") | {0x85, 0x86, 0x87, 0x8A, 0x8C, 0x88, 0x89,
+                                                     0x94, 0x95, 0x80}
+
+
+def test_the_export_uses_only_opcodes_memory_viz_reads(tmp_path):
+    _, path = _recorded(tmp_path)
+    out = tmp_path / "snap.pickle"
+    assert run("export", str(path), "--format", "memory-viz", "-o", str(out))[0] == 0
+    used = {op.code.encode("latin-1")[0] for op, _, _ in pickletools.genops(out.read_bytes())}
+    assert used <= MEMORY_VIZ_OPCODES, sorted(hex(c) for c in used - MEMORY_VIZ_OPCODES)
