@@ -127,6 +127,10 @@ def test_the_unpickler_builds_plain_data_only(tmp_path):
     assert code == 2 and not marker.exists()
     with pytest.raises(SnapshotError, match="truncated"):
         safe_unpickle(pickle.dumps(torch_snapshot())[:50])
+    # sets and bytes need no class, but are not what a snapshot holds
+    for odd in ({1, 2}, b"raw", bytearray(b"x"), frozenset()):
+        with pytest.raises(SnapshotError, match=f"holds a {type(odd).__name__}"):
+            safe_unpickle(pickle.dumps({"segments": [{"frames": [odd]}]}, protocol=5))
 
 
 @pytest.mark.parametrize("content", [b'{"hello": 1}', b"\x00\x01binary", b"", b"not a trace\n",

@@ -77,6 +77,28 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("the pickle refers to a persistent object; not read")
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _check_plain(obj: Any) -> None:
+    """Refuse anything but dicts, lists, tuples, strings, numbers, bools and None (the
+    unpickler also builds sets and bytes without naming a class). Iterative: O(objects).
+    Exact types suffice: without find_class no subclass can be built."""
+    plain = _PLAIN
+    todo = [obj]
+    while todo:
+        item = todo.pop()
+        kind = type(item)
+        if kind is dict:
+            todo.extend([k for k in item if type(k) not in plain])
+            todo.extend([v for v in item.values() if type(v) not in plain])
+        elif kind is list or kind is tuple:
+            todo.extend([v for v in item if type(v) not in plain])
+        elif kind not in plain:
+            raise SnapshotError(f"the pickle holds a {kind.__name__}; a memory snapshot "
+                                f"holds only dicts, lists, strings and numbers")
+
+
 def safe_unpickle(data: bytes) -> Any:
     """The plain object pickled in ``data``; never imports or calls anything.
 
@@ -84,10 +106,11 @@ def safe_unpickle(data: bytes) -> Any:
     {'segments': [], 'device_traces': [[]]}
 
     Raises:
-        SnapshotError: the pickle is damaged or refers to a class or function.
+        SnapshotError: the pickle is damaged, refers to a class or function, or holds
+            anything but plain containers, strings and numbers.
     """
     try:
-        return _PlainUnpickler(io.BytesIO(data)).load()
+        obj = _PlainUnpickler(io.BytesIO(data)).load()
     except pickle.UnpicklingError as e:
         raise SnapshotError(f"cannot read the pickle: {e}") from None
     except RecursionError:
@@ -95,6 +118,8 @@ def safe_unpickle(data: bytes) -> Any:
     except Exception as e:  # a damaged pickle raises EOFError, KeyError, IndexError, ...
         raise SnapshotError(f"cannot read the pickle (damaged or truncated?): "
                             f"{type(e).__name__}: {e}") from None
+    _check_plain(obj)
+    return obj
 
 
 def is_snapshot(obj: Any) -> bool:
