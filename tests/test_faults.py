@@ -227,7 +227,7 @@ def test_specs_make_each_kind(spec, kind):
     ({"nth": 1, "seed": 3}, "'seed' only goes with 'probability'"),
     ({"nth": 1, "error": "Boom"}, "write one of .*OutOfDeviceMemory \\(207001\\)"),
     ({}, "empty fault spec would fail every call"),
-    ({"size": "big"}, "not a size filter; write an int"),
+    ({"size": "big"}, "size 'big' is not a size"),
     ({"policy": "HUGE_ONLY"}, "not a policy filter"),
     ({"huge_pages_exhausted": True, "pages": ["normal"]}, "refusing normal pages is FailWhen"),
     ({"huge_pages_exhausted": "yes"}, "write \"huge_pages_exhausted\": true"),

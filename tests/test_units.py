@@ -33,3 +33,22 @@ def test_acl_init_config_takes_a_size_as_text(tmp_path):
 def test_the_cli_reads_sizes_with_the_same_parser(capsys):
     assert main(["explain", "1.5GiB", "--product", "950PR"]) == 0
     assert str(parse_size("1.5GiB")) in capsys.readouterr().out
+
+
+def test_fault_size_filters_take_text():
+    from ascend_memsim import FailWhen, OutOfDeviceMemory
+    from ascend_memsim.checks.faults import parse_faults
+
+    with Runtime("A2", hbm_bytes="64MiB") as rt:
+        rt.set_device(0)
+        with FailWhen(size=("2MiB", None)).installed(rt):
+            rt.free(rt.malloc(MiB))
+            with pytest.raises(OutOfDeviceMemory):
+                rt.malloc(3 * MiB)
+        [fault] = parse_faults([{"size": {"min": "1.5MiB", "max": "2MiB"}}])
+        with fault.installed(rt):
+            rt.free(rt.malloc(3 * MiB))
+            with pytest.raises(OutOfDeviceMemory):
+                rt.malloc(2 * MiB)
+    with pytest.raises(InvalidArgument, match="is not a size"):
+        FailWhen(size="lots")

@@ -46,6 +46,7 @@ from ..memory.errors import (
     error_classes,
 )
 from ..memory.rules import Api, Page, Request, policy_name
+from ..memory.units import parse_size
 from ..runtime.active import current_runtime
 from ..runtime.config import register_config_key
 from ..runtime.runtime import Runtime
@@ -93,8 +94,9 @@ def count_arg(value: object, name: str, write: str, lo: int | None = 1) -> int:
     return number
 
 
-_SIZE_FILTERS = ("write an int (exact size), [lo, hi] or {'min': lo, 'max': hi} (inclusive, "
-                 "None for no bound), a range, or a callable size -> bool")
+_SIZE_FILTERS = ("write an int (exact size) or text such as '2MiB', [lo, hi] or "
+                 "{'min': lo, 'max': hi} (inclusive, None for no bound), a range, or a callable "
+                 "size -> bool")
 
 
 def _size_predicate(size: object) -> Callable[[int], bool] | None:
@@ -114,6 +116,8 @@ def _size_predicate(size: object) -> Callable[[int], bool] | None:
             raise InvalidArgument(f"size={size!r} holds no allocation size (1 to {SIZE_MAX}), "
                                   f"so the fault would never fire; {_SIZE_FILTERS}")
         return size.__contains__
+    if isinstance(size, str):   # "2MiB": the one size parser
+        size = parse_size(size)
     exact = int_or_none(size)
     if exact is not None:
         if not 1 <= exact <= SIZE_MAX:
@@ -133,7 +137,7 @@ def _size_predicate(size: object) -> Callable[[int], bool] | None:
     for which, value in zip(("min", "max"), bounds, strict=True):
         if value is None:
             continue
-        number = int_or_none(value)
+        number = parse_size(value) if isinstance(value, str) else int_or_none(value)
         if number is None:
             raise InvalidArgument(f"size={size!r} is not a size filter; {_SIZE_FILTERS}")
         if not 1 <= number <= SIZE_MAX:
