@@ -251,6 +251,8 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                 allocated.discard(key)
                 events.append({"event": "free", "ptr": addr, "size": size, **common})
         elif action == "oom":
+            # DECISION: the recorded request (the caching allocator would have rounded it
+            # to a segment); replay probes whether that request fits
             free = _int(entry.get("device_free"))
             message = entry.get("error")
             if not isinstance(message, str):
