@@ -20,13 +20,21 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from .compute.plane import ComputePlane, compute_plane
 from .data import host as _host
 from .memory.args import as_int
 from .memory.constants import FLAT_NAMES
 from .memory.errors import AclError
 from .runtime.active import acl_finalize, acl_init, current_runtime
 
-__all__ = ["init", "finalize", "rt", "util", "media", "app_log", "get_recent_err_msg",
+__all__ = ["init", "finalize", "rt", "util", "media", "op", "app_log", "get_recent_err_msg",
+           "create_data_buffer", "destroy_data_buffer", "get_data_buffer_addr",
+           "get_data_buffer_size", "get_data_buffer_size_v2", "update_data_buffer",
+           "data_type_size", "create_tensor_desc", "destroy_tensor_desc",
+           "get_tensor_desc_type", "get_tensor_desc_format", "get_tensor_desc_size",
+           "get_tensor_desc_element_count", "get_tensor_desc_num_dims", "get_tensor_desc_dim",
+           "get_tensor_desc_dim_v2", "get_tensor_desc_name", "set_tensor_desc_name",
+           "set_tensor_shape", "set_tensor_format", "get_soc_name",
            *FLAT_NAMES]
 
 globals().update(FLAT_NAMES)
@@ -34,13 +42,15 @@ globals().update(FLAT_NAMES)
 _last = threading.local()
 
 
-def _face(*defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _face(*defaults: Any, bare: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Wrap a core call in pyacl's return convention.
 
     With no ``defaults`` the wrapped call returns just the code. With one, ``(value, code)``;
     with several, the call's tuple then the code. On an AclError the defaults stand in for
     the out-values and the error's code is returned; its message is kept for
-    :func:`get_recent_err_msg`.
+    :func:`get_recent_err_msg`. ``bare``: the C function returns a value (or void), not an
+    aclError, so pyacl returns just the value: the call's result, or ``defaults[0]`` on an
+    error (``acl.create_tensor_desc`` gives 0, ``destroy_tensor_desc`` None).
     """
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -50,7 +60,11 @@ def _face(*defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 out = fn(*args, **kwargs)
             except AclError as error:
                 _last.message = str(error)
+                if bare:
+                    return defaults[0]
                 return (*defaults, int(error.code)) if defaults else int(error.code)
+            if bare:
+                return out
             if not defaults:
                 return 0
             return (*out, 0) if len(defaults) > 1 else (out, 0)
@@ -284,6 +298,218 @@ def dvpp_free(dev_ptr: int) -> None:
 
 media = _namespace("acl.media", "DVPP (media) memory.", dvpp_malloc, dvpp_free)
 
+# -- data buffers and tensor descriptors (top-level acl; hicann/runtime
+# python/pyACL/py_init_acl.cpp: the C functions that return a pointer or value return just
+# it, void ones None) ---------------------------------------------------------------------------
+
+def _compute() -> ComputePlane:
+    return compute_plane(current_runtime())
+
+
+@_face(0, bare=True)
+def create_data_buffer(data: int, size: int) -> int:
+    """aclCreateDataBuffer: the buffer handle (0 on an error)."""
+    return _compute().create_data_buffer(data, size)
+
+
+@_face()
+def destroy_data_buffer(data_buffer: int) -> None:
+    _compute().destroy_data_buffer(data_buffer)
+
+
+@_face(0, bare=True)
+def get_data_buffer_addr(data_buffer: int) -> int:
+    return _compute().data_buffer(data_buffer).addr
+
+
+@_face(0, bare=True)
+def get_data_buffer_size(data_buffer: int) -> int:
+    """aclGetDataBufferSize (deprecated; uint32_t in C, so a size is truncated to 32 bits)."""
+    return _compute().data_buffer(data_buffer).nbytes & 0xFFFF_FFFF
+
+
+@_face(0, bare=True)
+def get_data_buffer_size_v2(data_buffer: int) -> int:
+    return _compute().data_buffer(data_buffer).nbytes
+
+
+@_face()
+def update_data_buffer(data_buffer: int, data: int, size: int) -> None:
+    _compute().update_data_buffer(data_buffer, data, size)
+
+
+@_face(0, bare=True)
+def data_type_size(data_type: int) -> int:
+    return ComputePlane.data_type_size(data_type)
+
+
+@_face(0, bare=True)
+def create_tensor_desc(data_type: int, dims: list, format: int) -> int:
+    """aclCreateTensorDesc: dims is a list ([] a scalar); the handle (0 on an error)."""
+    return _compute().create_tensor_desc(data_type, dims, format)
+
+
+@_face(None, bare=True)
+def destroy_tensor_desc(desc: int) -> None:
+    _compute().destroy_tensor_desc(desc)
+
+
+@_face(-1, bare=True)
+def get_tensor_desc_type(desc: int) -> int:
+    return int(_compute().tensor_desc(desc).dtype)
+
+
+@_face(-1, bare=True)
+def get_tensor_desc_format(desc: int) -> int:
+    return int(_compute().tensor_desc(desc).format)
+
+
+@_face(0, bare=True)
+def get_tensor_desc_size(desc: int) -> int:
+    return _compute().tensor_desc(desc).byte_size()
+
+
+@_face(0, bare=True)
+def get_tensor_desc_element_count(desc: int) -> int:
+    return _compute().tensor_desc(desc).element_count()
+
+
+@_face(0, bare=True)
+def get_tensor_desc_num_dims(desc: int) -> int:
+    return _compute().num_dims(desc)
+
+
+@_face(-1, bare=True)
+def get_tensor_desc_dim(desc: int, index: int) -> int:
+    """aclGetTensorDescDim (deprecated): -1 on a bad desc or index."""
+    return _compute().dim(desc, index)
+
+
+@_face(-1)
+def get_tensor_desc_dim_v2(desc: int, index: int) -> int:
+    """aclGetTensorDescDimV2: ``dim_size, ret``."""
+    return _compute().dim(desc, index)
+
+
+@_face("", bare=True)
+def get_tensor_desc_name(desc: int) -> str:
+    return _compute().tensor_desc(desc).name
+
+
+@_face(None, bare=True)
+def set_tensor_desc_name(desc: int, name: str) -> None:
+    _compute().set_tensor_desc_name(desc, name)
+
+
+@_face()
+def set_tensor_shape(desc: int, dims: list) -> None:
+    _compute().set_tensor_shape(desc, dims)
+
+
+@_face()
+def set_tensor_format(desc: int, format: int) -> None:
+    _compute().set_tensor_format(desc, format)
+
+
+@_face(None, bare=True)
+def get_soc_name() -> str:
+    """aclrtGetSocName: the SoC the product profile simulates (None on an error)."""
+    return current_runtime().profile.soc_name
+
+
+# -- acl.op (hicann/runtime python/pyACL/op/op.cpp) ---------------------------------------------
+
+@_face()
+def set_model_dir(model_dir: str) -> None:
+    _compute().set_model_dir(model_dir)
+
+
+@_face(0, bare=True)
+def create_attr() -> int:
+    return _compute().create_attr()
+
+
+@_face(None, bare=True)
+def destroy_attr(attr: int) -> None:
+    _compute().destroy_attr(attr)
+
+
+def _setter(kind: str) -> Callable[..., int]:
+    @_face()
+    def set_attr(attr: int, attr_name: str, value: Any) -> None:
+        _compute().set_attr(attr, kind, attr_name, value)
+
+    set_attr.__name__ = set_attr.__qualname__ = f"set_attr_{kind}"
+    set_attr.__doc__ = f"aclopSetAttr{kind.title().replace('_', '')}: ``ret``."
+    return set_attr
+
+
+def _typed_setter(kind: str) -> Callable[..., tuple[int, int]]:
+    plain = _setter(kind)
+
+    def set_attr(attr: int, attr_name: str, value: Any) -> tuple[int, int]:
+        return attr, plain(attr, attr_name, value)
+
+    set_attr.__name__ = set_attr.__qualname__ = f"set_attr_{kind}"
+    set_attr.__doc__ = (f"aclopSetAttr{kind.title().replace('_', '')}: ``attr, ret`` (pyacl "
+                        f"returns the attr handle too).")
+    return set_attr
+
+
+_ATTR_SETTERS = [_setter(kind) for kind in (
+    "bool", "int", "float", "string", "list_bool", "list_int", "list_float", "list_string",
+    "list_list_int")] + [_typed_setter("data_type"), _typed_setter("list_data_type")]
+
+
+@_face()
+def execute_v2(op_type: str, input_desc: list, inputs: list, output_desc: list, outputs: list,
+               attr: int, stream: int) -> None:
+    """aclopExecuteV2: queued on ``stream``; the kernel runs when the stream is synchronised."""
+    _compute().execute(op_type, input_desc, inputs, output_desc, outputs, attr, stream)
+
+
+@_face()
+def execute(op_type: str, input_desc: list, inputs: list, output_desc: list, outputs: list,
+            attr: int, stream: int) -> None:
+    """aclopExecute (deprecated): as execute_v2."""
+    _compute().execute(op_type, input_desc, inputs, output_desc, outputs, attr, stream,
+                       call="aclopExecute")
+
+
+@_face(0)
+def create_handle(op_type: str, input_desc: list, output_desc: list, op_attr: int) -> int:
+    return _compute().create_handle(op_type, input_desc, output_desc, op_attr)
+
+
+@_face()
+def execute_with_handle(handle: int, inputs: list, outputs: list, stream: int) -> None:
+    _compute().execute_with_handle(handle, inputs, outputs, stream)
+
+
+@_face(None, bare=True)
+def destroy_handle(handle: int) -> None:
+    _compute().destroy_handle(handle)
+
+
+@_face()
+def cast(src_desc: int, src_buffer: int, dst_desc: int, dst_buffer: int, truncate: int,
+         stream: int) -> None:
+    _compute().cast(src_desc, src_buffer, dst_desc, dst_buffer, truncate, stream)
+
+
+@_face(0)
+def create_handle_for_cast(src_desc: int, dst_desc: int, truncate: int) -> int:
+    as_int(truncate, "truncate", 0, 255)
+    return _compute().create_handle("Cast", [src_desc], [dst_desc], 0)
+
+
+op = _namespace(
+    "acl.op", "Single operators: attributes, execute_v2, handles (kernels: register_op).",
+    set_model_dir, create_attr, destroy_attr, *_ATTR_SETTERS, execute_v2, execute,
+    create_handle, execute_with_handle, destroy_handle, cast, create_handle_for_cast,
+)
+
+
 _app_logger = logging.getLogger("acl.app")
 _APP_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
 
@@ -301,8 +527,8 @@ def app_log(level: int, message: str) -> int | None:
     return None
 
 # The names above live on acl.rt; keep the module namespace as pyacl's.
-for _name in (*rt.__all__, *util.__all__, *media.__all__):
-    del globals()[_name]
+for _name in (*rt.__all__, *util.__all__, *media.__all__, *op.__all__):
+    globals().pop(_name, None)
 del _name
 
 
@@ -318,12 +544,13 @@ def install_acl() -> types.ModuleType:
     sys.modules["acl.rt"] = rt
     sys.modules["acl.util"] = util
     sys.modules["acl.media"] = media
+    sys.modules["acl.op"] = op
     return previous
 
 
 def uninstall_acl(previous: types.ModuleType | None = None) -> None:
     """Undo :func:`install_acl`, restoring ``previous`` as ``acl`` if given."""
-    for name in ("acl.rt", "acl.util", "acl.media"):
+    for name in ("acl.rt", "acl.util", "acl.media", "acl.op"):
         sys.modules.pop(name, None)
     if previous is None:
         sys.modules.pop("acl", None)

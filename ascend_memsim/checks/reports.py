@@ -17,7 +17,8 @@ KINDS = {
     "invalid-free": "error", "double-free": "error", "use-after-free": "error",
     "invalid-address": "error", "out-of-bounds": "error", "padding-access": "warning",
     "uninitialized-read": "error", "readonly-write": "error",
-    "free-with-pending-work": "error", "leak": "error",
+    "free-with-pending-work": "error", "leak": "error", "wrong-memory": "error",
+    "kernel-error": "error",
 }
 
 _BAR = "========="
@@ -55,6 +56,8 @@ class Report:
             head = f"Leaked {plural_bytes(self.size)} at {self.address:#x}, found by {self.call}"
         elif self.kind in ("invalid-free", "double-free"):
             head = f"Invalid free of {self.address:#x} in {self.call}"
+        elif self.kind == "kernel-error":
+            head = f"Kernel failed in {self.call}"
         elif self.kind == "free-with-pending-work":
             head = f"Free of {self.address:#x} while queued work uses it, in {self.call}"
         else:

@@ -358,6 +358,22 @@ class Sanitizer:
                  f"(first of possibly several gaps)")
         self._report("uninitialized-read", call, addr, count, where, write=False, region=region)
 
+    def wrong_memory(self, call: str, addr: int, count: int, write: bool, region: Any,
+                     why: str) -> None:
+        """An operator or model given memory of the wrong kind (host memory, another
+        device's block) where device memory of the current device is needed."""
+        if not self.on:
+            return
+        where = f"{addr:#x} is in the {region.describe()}: {why}"
+        self._report("wrong-memory", call, addr, count, where, write=write, region=region)
+
+    def kernel_error(self, call: str, where: str) -> None:
+        """A kernel or model function that raised (or returned the wrong outputs) when its
+        queued work ran; ``where`` holds its traceback. The call then fails with its code."""
+        if not self.on:
+            return
+        self._report("kernel-error", call, 0, 0, where, fail=False)
+
     # -- frees ---------------------------------------------------------------------------------
 
     def free(self, device: Any, ptr: Any, call: str = "aclrtFree") -> Any:

@@ -13,7 +13,9 @@ from enum import IntEnum, IntFlag
 __all__ = [
     "KiB", "MiB", "GiB",
     "MallocPolicy", "MallocFlag", "MemAttr", "MemcpyKind", "MemType", "MallocAttrType",
-    "ErrorCode", "RunMode", "MODULE_NAMES", "MODULE_APP", "MODULE_ID_MAX", "FLAT_NAMES",
+    "ErrorCode", "RunMode", "DataType", "Format", "EventFlag", "EventRecordedStatus",
+    "EventStatus", "StreamFlag", "CallbackBlock", "DATA_TYPE_BITS", "UNKNOWN_RANK",
+    "MODULE_NAMES", "MODULE_APP", "MODULE_ID_MAX", "FLAT_NAMES",
 ]
 
 KiB = 1 << 10
@@ -102,6 +104,123 @@ class RunMode(IntEnum):
     HOST = 1
 
 
+class DataType(IntEnum):
+    """aclDataType (hicann/runtime include/external/acl/acl_base_rt.h)."""
+
+    DT_UNDEFINED = -1
+    FLOAT = 0
+    FLOAT16 = 1
+    INT8 = 2
+    INT32 = 3
+    UINT8 = 4
+    INT16 = 6
+    UINT16 = 7
+    UINT32 = 8
+    INT64 = 9
+    UINT64 = 10
+    DOUBLE = 11
+    BOOL = 12
+    STRING = 13
+    COMPLEX64 = 16
+    COMPLEX128 = 17
+    BF16 = 27
+    INT4 = 29
+    UINT1 = 30
+    COMPLEX32 = 33
+    HIFLOAT8 = 34
+    FLOAT8_E5M2 = 35
+    FLOAT8_E4M3FN = 36
+    FLOAT8_E8M0 = 37
+    FLOAT6_E3M2 = 38
+    FLOAT6_E2M3 = 39
+    FLOAT4_E2M1 = 40
+    FLOAT4_E1M2 = 41
+
+
+#: Bits per element of each aclDataType (aclDataTypeSize gives bytes; sub-byte types pack).
+#: DECISION: ACL_STRING has no fixed size (0): a string tensor's size is not computed.
+DATA_TYPE_BITS: dict[DataType, int] = {
+    DataType.FLOAT: 32, DataType.FLOAT16: 16, DataType.INT8: 8, DataType.INT32: 32,
+    DataType.UINT8: 8, DataType.INT16: 16, DataType.UINT16: 16, DataType.UINT32: 32,
+    DataType.INT64: 64, DataType.UINT64: 64, DataType.DOUBLE: 64, DataType.BOOL: 8,
+    DataType.STRING: 0, DataType.COMPLEX64: 64, DataType.COMPLEX128: 128, DataType.BF16: 16,
+    DataType.INT4: 4, DataType.UINT1: 1, DataType.COMPLEX32: 32, DataType.HIFLOAT8: 8,
+    DataType.FLOAT8_E5M2: 8, DataType.FLOAT8_E4M3FN: 8, DataType.FLOAT8_E8M0: 8,
+    DataType.FLOAT6_E3M2: 6, DataType.FLOAT6_E2M3: 6, DataType.FLOAT4_E2M1: 4,
+    DataType.FLOAT4_E1M2: 4,
+}
+
+
+class Format(IntEnum):
+    """aclFormat (hicann/runtime include/external/acl/acl_base_rt.h)."""
+
+    UNDEFINED = -1
+    NCHW = 0
+    NHWC = 1
+    ND = 2
+    NC1HWC0 = 3
+    FRACTAL_Z = 4
+    NC1HWC0_C04 = 12
+    HWCN = 16
+    NDHWC = 27
+    FRACTAL_NZ = 29
+    NCDHW = 30
+    NDC1HWC0 = 32
+    FRACTAL_Z_3D = 33  # the header spells it ACL_FRACTAL_Z_3D
+    NC = 35
+    NCL = 47
+    FRACTAL_NZ_C0_16 = 50
+    FRACTAL_NZ_C0_32 = 51
+    FRACTAL_NZ_C0_2 = 52
+    FRACTAL_NZ_C0_4 = 53
+    FRACTAL_NZ_C0_8 = 54
+
+
+class EventFlag(IntFlag):
+    """aclrtCreateEventWithFlag flags (acl_rt.h)."""
+
+    SYNC = 0x1
+    CAPTURE_STREAM_PROGRESS = 0x2
+    TIME_LINE = 0x8
+    DEVICE_USE_ONLY = 0x10
+    EXTERNAL = 0x20
+    IPC = 0x40
+
+
+class EventRecordedStatus(IntEnum):
+    """aclrtEventRecordedStatus: what aclrtQueryEventStatus answers (acl_rt.h)."""
+
+    NOT_READY = 0
+    COMPLETE = 1
+
+
+class EventStatus(IntEnum):
+    """aclrtEventStatus: what the deprecated aclrtQueryEvent answers (acl_rt.h); note the
+    opposite polarity to :class:`EventRecordedStatus`."""
+
+    COMPLETE = 0
+    NOT_READY = 1
+    RESERVED = 2
+
+
+class StreamFlag(IntFlag):
+    """aclrtCreateStreamWithConfig flags (acl_rt.h)."""
+
+    FAST_LAUNCH = 0x1
+    FAST_SYNC = 0x2
+    PERSISTENT = 0x4
+    HUGE = 0x8
+    CPU_SCHEDULE = 0x10
+    DEVICE_USE_ONLY = 0x20
+
+
+class CallbackBlock(IntEnum):
+    """aclrtCallbackBlockType (acl_rt.h)."""
+
+    NO_BLOCK = 0
+    BLOCK = 1
+
+
 class ErrorCode(IntEnum):
     """aclError values (acl_base_rt.h, rt_error_codes.h). Every code the simulator returns."""
 
@@ -118,6 +237,26 @@ class ErrorCode(IntEnum):
     RT_ADDR_UNALIGNED = 107008
     RT_INVALID_MEMORY_TYPE = 107016
     RT_INVALID_HANDLE = 107017
+    RT_EVENT_TIMESTAMP_INVALID = 107006
+    RT_STREAM_NO_CB_REG = 107015
+    # acl_base_rt.h: operator, model and callback errors
+    INVALID_FILE = 100003
+    INVALID_MODEL_ID = 100011
+    PARSE_MODEL = 100013
+    MODEL_INPUT_NOT_MATCH = 100017
+    MODEL_OUTPUT_NOT_MATCH = 100018
+    MODEL_NOT_DYNAMIC = 100019
+    OP_INPUT_NOT_MATCH = 100021
+    OP_OUTPUT_NOT_MATCH = 100022
+    OP_ATTR_NOT_MATCH = 100023
+    OP_NOT_FOUND = 100024
+    UNSUPPORTED_DATA_TYPE = 100026
+    REPEAT_SUBSCRIBE = 100033
+    STREAM_NOT_SUBSCRIBE = 100034
+    THREAD_NOT_SUBSCRIBE = 100035
+    WAIT_CALLBACK_TIMEOUT = 100036
+    RT_EVENT_NOT_COMPLETE = 507006
+    RT_AICORE_EXCEPTION = 507015
     RT_FEATURE_NOT_SUPPORT = 207000
     RT_MEMORY_ALLOCATION = 207001
     RT_MEMORY_FREE = 207002
@@ -145,6 +284,8 @@ MODULE_NAMES: dict[int, str] = {
     )) if name
 }
 MODULE_APP = 33
+#: ACL_UNKNOWN_RANK (acl_base_rt.h): aclGetTensorDescNumDims of a tensor of unknown rank.
+UNKNOWN_RANK = 0xFFFFFFFFFFFFFFFE
 #: The runtime turns a module id above this into APP (api_error.cc, DEFAULT_MODULEID).
 MODULE_ID_MAX = 255
 assert MODULE_NAMES[MODULE_APP] == "APP"
@@ -170,6 +311,24 @@ def _flat_names() -> dict[str, int]:
     names["ACL_HOST"] = int(RunMode.HOST)
     for member in ErrorCode:
         names[member.vendor_name] = int(member)
+    for member in DataType:
+        names[f"ACL_{member.name}"] = int(member)
+    for member in Format:
+        names[f"ACL_FORMAT_{member.name}"] = int(member)
+    names["ACL_FRACTAL_Z_3D"] = int(Format.FRACTAL_Z_3D)
+    for member in EventFlag:
+        names[f"ACL_EVENT_{member.name}"] = int(member)
+    for member in EventRecordedStatus:
+        names[f"ACL_EVENT_RECORDED_STATUS_{member.name}"] = int(member)
+    for member in EventStatus:
+        names[f"ACL_EVENT_STATUS_{member.name}"] = int(member)
+    for member in StreamFlag:
+        names[f"ACL_STREAM_{member.name}"] = int(member)
+    for member in CallbackBlock:
+        names[f"ACL_CALLBACK_{member.name}"] = int(member)
+    names["ACL_MEMTYPE_DEVICE"] = 0  # aclMemType (acl_base_rt.h)
+    names["ACL_MEMTYPE_HOST"] = 1
+    names["ACL_UNKNOWN_RANK"] = UNKNOWN_RANK
     return names
 
 

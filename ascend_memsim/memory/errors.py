@@ -15,7 +15,11 @@ __all__ = [
     "AlreadyInitialized", "AlreadyFinalized", "InvalidRuntimeParam", "InvalidPointer",
     "InvalidDevice", "DeviceNotSet", "InvalidMemoryType", "FeatureNotSupported",
     "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle", "StreamContextMismatch",
-    "InternalError", "SanitizerError", "error_classes",
+    "InternalError", "SanitizerError", "InvalidFile", "InvalidModelId", "ModelParseError",
+    "ModelInputMismatch", "ModelOutputMismatch", "OpInputMismatch", "OpOutputMismatch",
+    "OpNotFound", "UnsupportedDataType", "KernelError", "EventNotComplete",
+    "RepeatSubscribe", "StreamNotSubscribed", "ThreadNotSubscribed", "CallbackTimeout",
+    "error_classes",
 ]
 
 
@@ -142,6 +146,99 @@ class SanitizerError(InvalidRuntimeParam):
     def __init__(self, message: str = "", report: object = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class InvalidFile(AclError, ValueError):
+    """A file (a model, its stand-in) that does not exist or cannot be read."""
+
+    code = ErrorCode.INVALID_FILE
+
+
+class InvalidModelId(AclError, ValueError):
+    """A model id that was never loaded or was unloaded."""
+
+    code = ErrorCode.INVALID_MODEL_ID
+
+
+class ModelParseError(AclError, ValueError):
+    """A model stand-in (``<model>.memsim.json``) missing or malformed."""
+
+    code = ErrorCode.PARSE_MODEL
+
+
+class ModelInputMismatch(AclError, ValueError):
+    """A model's input dataset does not match its description (count, sizes)."""
+
+    code = ErrorCode.MODEL_INPUT_NOT_MATCH
+
+
+class ModelOutputMismatch(AclError, ValueError):
+    """A model's output dataset (or what its function returned) does not match."""
+
+    code = ErrorCode.MODEL_OUTPUT_NOT_MATCH
+
+
+class OpInputMismatch(AclError, ValueError):
+    """An operator's inputs do not match their descriptors (count, buffer too small)."""
+
+    code = ErrorCode.OP_INPUT_NOT_MATCH
+
+
+class OpOutputMismatch(AclError, ValueError):
+    """An operator's outputs do not match their descriptors (count, size, shape, dtype)."""
+
+    code = ErrorCode.OP_OUTPUT_NOT_MATCH
+
+
+class OpNotFound(AclError, LookupError):
+    """An operator type with no kernel (ACL_ERROR_OP_NOT_FOUND)."""
+
+    code = ErrorCode.OP_NOT_FOUND
+
+
+class UnsupportedDataType(AclError, ValueError):
+    """A data type the kernels cannot compute in (no numpy dtype)."""
+
+    code = ErrorCode.UNSUPPORTED_DATA_TYPE
+
+
+class KernelError(AclError, RuntimeError):
+    """An operator kernel or model function raised when its queued work ran.
+
+    DECISION: ACL_ERROR_RT_AICORE_EXCEPTION, the code the runtime gives a kernel that faults.
+    """
+
+    code = ErrorCode.RT_AICORE_EXCEPTION
+
+
+class EventNotComplete(AclError, RuntimeError):
+    """An event asked for a time before the work it records has run."""
+
+    code = ErrorCode.RT_EVENT_NOT_COMPLETE
+
+
+class RepeatSubscribe(AclError, ValueError):
+    """aclrtSubscribeReport of a stream already subscribed."""
+
+    code = ErrorCode.REPEAT_SUBSCRIBE
+
+
+class StreamNotSubscribed(AclError, ValueError):
+    """A callback launched on (or an unsubscribe of) a stream no thread subscribed."""
+
+    code = ErrorCode.STREAM_NOT_SUBSCRIBE
+
+
+class ThreadNotSubscribed(AclError, ValueError):
+    """aclrtProcessReport on a thread that subscribed no stream."""
+
+    code = ErrorCode.THREAD_NOT_SUBSCRIBE
+
+
+class CallbackTimeout(AclError, TimeoutError):
+    """aclrtProcessReport: no callback arrived within the timeout."""
+
+    code = ErrorCode.WAIT_CALLBACK_TIMEOUT
 
 
 def error_classes() -> list[type[AclError]]:

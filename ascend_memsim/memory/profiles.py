@@ -66,6 +66,9 @@ class Profile:
     p2p: bool = True
     device_count: int = 1
     aliases: tuple[str, ...] = ()
+    #: what aclrtGetSocName (acl.get_soc_name) answers: the SoC_version of the part's
+    #: platform config (hicann/runtime src/platform/platform_config/*/<soc>.ini)
+    soc_name: str = ""
     #: Where each number came from, by field name.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -128,7 +131,10 @@ _BUILTIN = (
         name="950PR", description="Ascend 950PR", hbm_bytes=128 * GiB, ddr_bytes=0,
         size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False,
         aliases=("ascend950pr", "950pr", "ascend 950pr"),
+        soc_name="Ascend950PR_9599",
         sources=MappingProxyType({
+            "soc_name": ("SoC_version of hicann/runtime platform_config/cann-dev/"
+                        "Ascend950PR_9599.ini (memory_size 128 GiB)"),
             "hbm_bytes": "128 GB: " + _THIRD_PARTY,
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
             "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
@@ -138,7 +144,10 @@ _BUILTIN = (
         name="950DT", description="Ascend 950DT", hbm_bytes=144 * GiB, ddr_bytes=0,
         size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False,
         aliases=("ascend950dt", "950dt", "ascend 950dt"),
+        soc_name="Ascend950DT_9591",
         sources=MappingProxyType({
+            "soc_name": ("SoC_version of hicann/runtime platform_config/cann-dev/"
+                        "Ascend950DT_9591.ini (memory_size 144 GiB)"),
             "hbm_bytes": "144 GB: " + _THIRD_PARTY,
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
             "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
@@ -148,7 +157,10 @@ _BUILTIN = (
         name="A2", description="Atlas A2 training/inference series (Ascend 910B)",
         hbm_bytes=64 * GiB, ddr_bytes=0, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=True,
         usage_info=True, aliases=("atlas a2", "atlasa2", "910b", "ascend910b"),
+        soc_name="Ascend910B2",
         sources=MappingProxyType({
+            "soc_name": ("SoC_version of hicann/runtime platform_config/cann/"
+                        "Ascend910B2.ini (memory_size 64 GiB)"),
             "hbm_bytes": "64 GB: " + _THIRD_PARTY,
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
             "huge1g": "acl_rt.h aclrtMemMallocPolicy HUGE1G_ONLY; docs list A2/A3",
@@ -157,7 +169,10 @@ _BUILTIN = (
         name="A3", description="Atlas A3 training/inference series (per die; each die a device)",
         hbm_bytes=64 * GiB, ddr_bytes=0, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=True,
         usage_info=True, device_count=2, aliases=("atlas a3", "atlasa3", "910c", "ascend910c"),
+        soc_name="Ascend910_9392",
         sources=MappingProxyType({
+            "soc_name": ("SoC_version of hicann/runtime platform_config/cann/"
+                        "Ascend910_9392.ini (memory_size 64 GiB per die)"),
             "hbm_bytes": "64 GB per die: commonly cited, unverified; " + _THIRD_PARTY,
             "device_count": "simulator default: one package of two dies",
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
@@ -167,7 +182,10 @@ _BUILTIN = (
         name="310P", description="DDR-only inference part (Ascend 310P, Atlas 300I)",
         hbm_bytes=0, ddr_bytes=24 * GiB, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=False,
         usage_info=True, aliases=("ascend310p", "310p", "atlas 300i", "atlas300i"),
+        soc_name="Ascend310P3",
         sources=MappingProxyType({
+            "soc_name": ("SoC_version of hicann/runtime platform_config/cann/"
+                        "Ascend310P3.ini (memory_size 24e9 bytes)"),
             "ddr_bytes": "24 GB LPDDR4X (Atlas 300I Pro card): " + _THIRD_PARTY,
             "size_rule": "SPEC.md DECISION: as Atlas A2",
             "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",

@@ -85,6 +85,8 @@ class Runtime:
         self.streams = Streams(self)
         self.sanitizer: Checker = make_checker(sanitizer)
         self.sanitizer.attach(self)
+        #: planes made on demand by higher layers (the compute plane), by name; see extension
+        self._extensions: dict[str, Any] = {}
         if default_device is not None:
             self.threads.default_device = self._table.check_id(default_device)
             self._table.acquire(default_device, thread=False)
@@ -132,8 +134,26 @@ class Runtime:
                 self.sanitizer.forget_device(device)
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
-        self.sanitizer.leaks("aclFinalize", [*leaked, *host_leaked])
+            with Runtime.active_lock:
+                extensions, self._extensions = list(self._extensions.values()), {}
+        handles = [h for ext in extensions for h in ext.close()]
+        self.sanitizer.leaks("aclFinalize", [*leaked, *host_leaked, *handles])
         return leaked
+
+    def extension(self, name: str, factory: Callable[[Runtime], Any]) -> Any:
+        """The plane ``name``, made by ``factory(self)`` on first use.
+
+        Higher layers attach here without the runtime knowing them (the compute plane of
+        tensor descriptors, operators and models). At :meth:`close` each plane's ``close()``
+        returns the handles still live, which the checker reports as leaks.
+        """
+        plane = self._extensions.get(name)
+        if plane is None:
+            with Runtime.active_lock:
+                plane = self._extensions.get(name)
+                if plane is None:
+                    plane = self._extensions[name] = factory(self)
+        return plane
 
     # -- hooks: observers (stats, traces), interceptors (faults), allocation sites -----------
 

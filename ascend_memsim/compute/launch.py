@@ -1,0 +1,163 @@
+"""Queued compute: operands checked at launch, read, computed and written at synchronisation.
+
+An operator or model launch names its operands as :class:`Operand` (address, bytes, data type,
+dims). :func:`launch` checks them at once (a failed check queues nothing and changes
+nothing), then queues the work on the stream as ``memcpy_async`` does; it runs when the
+program synchronises, in stream order:
+
+* every operand must be live device memory of the calling thread's current device, and its
+  buffer must hold what its descriptor describes (host memory or another device's block is
+  ACL_ERROR_RT_PARAM_INVALID 107000 and a ``wrong-memory`` sanitizer report);
+* when the work runs, inputs are read through the data plane (the sanitizer's initcheck
+  reports bytes never written), outputs freed meanwhile fail (use after free; the free itself
+  was reported as ``free-with-pending-work``), the function is called with numpy arrays
+  shaped and typed by the descriptors, and what it returns is checked against the output
+  descriptors before anything is written;
+* a function that raises is reported (``kernel-error``, with its traceback) and makes the
+  synchronising call return ACL_ERROR_RT_AICORE_EXCEPTION 507015 (DECISION: the code the
+  runtime gives a faulting kernel); wrong outputs give ACL_ERROR_OP_OUTPUT_NOT_MATCH 100022.
+  Either way no output is written.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..memory.constants import DataType
+from ..memory.errors import AclError, InvalidPointer, KernelError, OpOutputMismatch
+from .tensors import numpy_dtype, require_numpy
+
+__all__ = ["Operand", "OutputSpec", "launch"]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One input or output of queued compute: where, how many bytes, what it holds."""
+
+    what: str
+    addr: int
+    nbytes: int
+    dtype: DataType
+    dims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What an output must be: its shape and numpy dtype (given to kernels that ask)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+
+def check_operand(runtime, call: str, operand: Operand, write: bool) -> None:
+    """Refuse an operand that is not live device memory of the current device.
+
+    Raises:
+        InvalidPointer: unknown, freed, too small, host memory or another device's memory.
+        DeviceNotSet: no current device.
+    """
+    if operand.nbytes == 0:
+        return
+    device = runtime.current_device()
+    data = runtime.data
+    with data.lock:
+        region, _ = data.resolve(call, operand.addr, operand.nbytes, write=write, deferred=True)
+        if region.host:
+            why = "operators and models take device memory (copy it with memcpy first)"
+        elif region.block.device_id != device.device_id:
+            why = (f"it is memory of device {region.block.device_id}, but the current device "
+                   f"is {device.device_id}")
+        else:
+            return
+        runtime.sanitizer.wrong_memory(call, operand.addr, operand.nbytes, write, region, why)
+    raise InvalidPointer(f"{call}: {operand.what} at {operand.addr:#x}: {why}")
+
+
+def read_operand(runtime, call: str, operand: Operand):
+    """The operand's bytes as a new, writable numpy array of its dtype and dims."""
+    np = require_numpy()
+    dtype = numpy_dtype(operand.dtype)
+    buf = bytearray(operand.nbytes)
+    if operand.nbytes:
+        data = runtime.data
+        with data.lock:
+            region, offset = data.resolve(call, operand.addr, operand.nbytes, write=False)
+            region.read_into(offset, memoryview(buf))
+    return np.frombuffer(buf, dtype=dtype).reshape(operand.dims)
+
+
+def write_operand(runtime, call: str, operand: Operand, array) -> None:
+    """Store a checked result array into the operand's memory."""
+    if not operand.nbytes:
+        return
+    np = require_numpy()
+    flat = np.ascontiguousarray(array).reshape(-1)
+    data = runtime.data
+    with data.lock:
+        region, offset = data.resolve(call, operand.addr, operand.nbytes, write=True)
+        region.write(offset, memoryview(flat).cast("B"))
+
+
+def check_results(call: str, results: object, outputs: Sequence[Operand]) -> list:
+    """The function's results as arrays matching the output operands exactly.
+
+    Raises:
+        OpOutputMismatch: another count, shape or dtype.
+    """
+    np = require_numpy()
+    if isinstance(results, (list, tuple)):
+        results = list(results)
+    else:
+        results = [results]
+    if len(results) != len(outputs):
+        raise OpOutputMismatch(f"{call}: the function returned {len(results)} output(s), the "
+                               f"output descriptors describe {len(outputs)}")
+    arrays = []
+    for i, (result, out) in enumerate(zip(results, outputs)):
+        array = np.asarray(result)
+        want = numpy_dtype(out.dtype)
+        if array.dtype != want or array.shape != tuple(out.dims):
+            raise OpOutputMismatch(
+                f"{call}: output {i} is {array.dtype}{list(array.shape)}, but its descriptor "
+                f"says {want}{list(out.dims)} (cast or reshape it in the function)")
+        arrays.append(array)
+    return arrays
+
+
+def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
+           outputs: Sequence[Operand], compute: Callable[[list], object],
+           name: str) -> None:
+    """Check the operands now, queue ``compute(input arrays)`` on ``stream``.
+
+    Raises:
+        InvalidPointer, DeviceNotSet: see :func:`check_operand`.
+        InvalidHandle, StreamContextMismatch: a bad stream.
+    """
+    streams = runtime.streams
+    target = streams.stream(stream)  # a bad handle fails before the operands are looked at
+    for operand in inputs:
+        check_operand(runtime, call, operand, write=False)
+    for operand in outputs:
+        check_operand(runtime, call, operand, write=True)
+    ranges = tuple((op.addr, op.addr + op.nbytes) for op in (*inputs, *outputs) if op.nbytes)
+
+    def run(_stream) -> None:
+        arrays = [read_operand(runtime, call, op) for op in inputs]
+        try:
+            results = compute(arrays)
+            checked = check_results(call, results, outputs)
+        except AclError as error:
+            runtime.sanitizer.kernel_error(call, f"{name}: {error}")
+            raise
+        except Exception as error:
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            runtime.sanitizer.kernel_error(call, f"{name} raised:\n{text.rstrip()}")
+            raise KernelError(f"{call}: {name} raised {type(error).__name__}: {error}\n"
+                              f"{text.rstrip()}") from error
+        for op, array in zip(outputs, checked):
+            write_operand(runtime, call, op, array)
+
+    streams.enqueue(target.handle, call, ranges, run)

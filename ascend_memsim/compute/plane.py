@@ -1,0 +1,249 @@
+"""The compute plane of one runtime: data buffers, tensor descriptors and operators.
+
+The runtime does not know this layer: the plane is made on first use through
+``Runtime.extension("compute", ComputePlane)`` (see :func:`compute_plane`), and at aclFinalize
+the runtime asks it for the handles still live, which the sanitizer reports as leaks. Models
+live in :mod:`.models`, on the same handle table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..memory.args import SIZE_MAX, as_int
+from ..memory.constants import DATA_TYPE_BITS, UNKNOWN_RANK, DataType, Format
+from ..memory.errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    OpInputMismatch,
+    OpOutputMismatch,
+)
+from .launch import Operand, OutputSpec, launch
+from .ops import OpAttr, OpHandle, find_kernel, set_attr
+from .tensors import (
+    DataBuffer,
+    Handle,
+    HandleTable,
+    TensorDesc,
+    as_list,
+    data_type,
+    make_tensor_desc,
+    numpy_dtype,
+)
+
+__all__ = ["ComputePlane", "compute_plane"]
+
+
+def compute_plane(runtime) -> ComputePlane:
+    """The runtime's compute plane, made on first use."""
+    return runtime.extension("compute", ComputePlane)
+
+
+class ComputePlane:
+    """Handles and operator launches of one runtime (thread-safe: the table's lock)."""
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+        sanitizer = runtime.sanitizer
+        self.handles = HandleTable(lambda: sanitizer.on and sanitizer.record_sites)
+        #: acl.op.set_model_dir's directory (recorded; the kernels stand in for the models)
+        self.model_dir: str | None = None
+        #: acl.mdl's models (made by .models on first use)
+        self.models: Any = None
+
+    def close(self) -> list[Handle]:
+        """Forget every handle (aclFinalize); the ones never destroyed."""
+        return self.handles.clear()
+
+    # -- data buffers (aclCreateDataBuffer, ...) --------------------------------------------
+
+    def create_data_buffer(self, addr: object, size: object) -> int:
+        """aclCreateDataBuffer: wrap ``size`` bytes at ``addr`` (the memory stays the caller's).
+
+        Docs (aclpythondevg_01_0016): data 0 makes an empty buffer, whose size must be 0.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: a bad address or size.
+        """
+        addr = as_int(addr, "data", 0, SIZE_MAX)
+        size = as_int(size, "size", 0, SIZE_MAX)
+        if addr == 0 and size:
+            raise InvalidArgument(f"an empty data buffer (data 0) must have size 0, got {size}")
+        return self.handles.add(DataBuffer(addr=addr, nbytes=size)).handle
+
+    def data_buffer(self, handle: object) -> DataBuffer:
+        return self.handles.get(handle, DataBuffer, "data_buffer")
+
+    def destroy_data_buffer(self, handle: object) -> None:
+        """aclDestroyDataBuffer: the wrapper only; the memory is the caller's to free."""
+        self.handles.remove(handle, DataBuffer, "data_buffer")
+
+    def update_data_buffer(self, handle: object, addr: object, size: object) -> None:
+        """aclUpdateDataBuffer: point the buffer at other memory (checked first)."""
+        buffer = self.data_buffer(handle)
+        addr = as_int(addr, "data", 0, SIZE_MAX)
+        size = as_int(size, "size", 0, SIZE_MAX)
+        if addr == 0 and size:
+            raise InvalidArgument(f"an empty data buffer (data 0) must have size 0, got {size}")
+        with self.handles.lock:
+            buffer.addr, buffer.nbytes = addr, size
+
+    # -- tensor descriptors -----------------------------------------------------------------
+
+    def create_tensor_desc(self, dtype: object, dims: object, fmt: object) -> int:
+        """aclCreateTensorDesc (dims a list; [] is a scalar)."""
+        return self.handles.add(make_tensor_desc(dtype, dims, fmt)).handle
+
+    def tensor_desc(self, handle: object) -> TensorDesc:
+        return self.handles.get(handle, TensorDesc, "tensor_desc")
+
+    def destroy_tensor_desc(self, handle: object) -> None:
+        self.handles.remove(handle, TensorDesc, "tensor_desc")
+
+    def num_dims(self, handle: object) -> int:
+        desc = self.tensor_desc(handle)
+        return UNKNOWN_RANK if desc.dims == (-2,) else len(desc.dims)
+
+    def dim(self, handle: object, index: object) -> int:
+        """aclGetTensorDescDimV2: the dim at ``index``.
+
+        Raises:
+            InvalidArgument: an index outside the dims.
+        """
+        desc = self.tensor_desc(handle)
+        i = as_int(index, "index", 0, SIZE_MAX)
+        if i >= len(desc.dims):
+            raise InvalidArgument(f"index {i} is outside the {len(desc.dims)} dims of "
+                                  f"{desc.spec()}")
+        return desc.dims[i]
+
+    @staticmethod
+    def data_type_size(dtype: object) -> int:
+        """aclDataTypeSize: bytes of one element (DECISION: a sub-byte type gives 1, rounded
+        up; ACL_STRING gives 0)."""
+        bits = DATA_TYPE_BITS.get(data_type(dtype), 0)
+        return -(-bits // 8)
+
+    def set_tensor_desc_name(self, handle: object, name: object) -> None:
+        if not isinstance(name, str):
+            raise InvalidArgumentType(f"name must be a str, got {type(name).__name__}")
+        self.tensor_desc(handle).name = name
+
+    def set_tensor_shape(self, handle: object, dims: object) -> None:
+        desc = self.tensor_desc(handle)
+        fresh = make_tensor_desc(desc.dtype, dims, desc.format)
+        desc.dims = fresh.dims
+
+    def set_tensor_format(self, handle: object, fmt: object) -> None:
+        desc = self.tensor_desc(handle)
+        fmt = as_int(fmt, "format", -(1 << 31), (1 << 31) - 1)
+        if fmt not in Format._value2member_map_:
+            raise InvalidArgument(f"format {fmt} is not an aclFormat")
+        desc.format = fmt
+
+    # -- operators (acl.op) -----------------------------------------------------------------
+
+    def set_model_dir(self, path: object) -> None:
+        if not isinstance(path, str) or not path:
+            raise InvalidArgumentType(f"model_dir must be a non-empty str, got {path!r}")
+        self.model_dir = path
+
+    def create_attr(self) -> int:
+        return self.handles.add(OpAttr()).handle
+
+    def attr(self, handle: object) -> OpAttr:
+        return self.handles.get(handle, OpAttr, "attr")
+
+    def destroy_attr(self, handle: object) -> None:
+        self.handles.remove(handle, OpAttr, "attr")
+
+    def set_attr(self, handle: object, kind: str, name: object, value: object) -> None:
+        attr = self.attr(handle)
+        with self.handles.lock:
+            set_attr(attr, kind, name, value)
+
+    def _attrs(self, handle: object) -> dict:
+        """A copy of the attribute values (0: no attributes)."""
+        if handle is None or (not isinstance(handle, bool) and handle == 0):
+            return {}
+        return dict(self.attr(handle).values)
+
+    def _descs(self, handles: object, what: str) -> list[TensorDesc]:
+        """Snapshots of the descriptors (later changes do not affect queued work)."""
+        descs = []
+        for i, h in enumerate(as_list(handles, what)):
+            desc = self.handles.get(h, TensorDesc, f"{what}[{i}]")
+            if not desc.static:
+                raise OpInputMismatch(f"{what}[{i}] has a dynamic shape {list(desc.dims)}; "
+                                      f"the simulator runs static shapes only")
+            numpy_dtype(desc.dtype)
+            descs.append(TensorDesc(dtype=desc.dtype, dims=desc.dims, format=desc.format))
+        return descs
+
+    def _operands(self, descs: list[TensorDesc], buffers: object, what: str,
+                  mismatch: type) -> list[Operand]:
+        buffers = as_list(buffers, what)
+        if len(buffers) != len(descs):
+            raise mismatch(f"{len(buffers)} {what} for {len(descs)} descriptors")
+        operands = []
+        for i, (desc, h) in enumerate(zip(descs, buffers)):
+            buffer = self.handles.get(h, DataBuffer, f"{what}[{i}]")
+            need = desc.byte_size()
+            if buffer.nbytes < need:
+                raise mismatch(f"{what}[{i}] holds {buffer.nbytes} bytes, but its descriptor "
+                               f"{desc.spec()} needs {need}")
+            if need and not buffer.addr:
+                raise mismatch(f"{what}[{i}] is an empty buffer, but its descriptor "
+                               f"{desc.spec()} needs {need} bytes")
+            operands.append(Operand(f"{what}[{i}]", buffer.addr, need, desc.dtype, desc.dims))
+        return operands
+
+    def execute(self, op_type: object, input_desc: object, inputs: object,
+                output_desc: object, outputs: object, attr: object, stream: object,
+                call: str = "aclopExecuteV2") -> None:
+        """aclopExecuteV2: check everything now, run the kernel at synchronisation."""
+        kernel = find_kernel(op_type)
+        in_descs = self._descs(input_desc, "input_desc")
+        out_descs = self._descs(output_desc, "output_desc")
+        self._launch(call, kernel, in_descs, out_descs, self._attrs(attr), inputs, outputs,
+                     stream)
+
+    def _launch(self, call: str, kernel, in_descs: list[TensorDesc],
+                out_descs: list[TensorDesc], attrs: dict, inputs: object, outputs: object,
+                stream: object) -> None:
+        ins = self._operands(in_descs, inputs, "inputs", OpInputMismatch)
+        outs = self._operands(out_descs, outputs, "outputs", OpOutputMismatch)
+        specs = [OutputSpec(d.dims, numpy_dtype(d.dtype)) for d in out_descs]
+        launch(self.runtime, call, stream, ins, outs,
+               lambda arrays: kernel(arrays, dict(attrs), specs),
+               f"kernel {kernel.name!r}" + (" (built-in)" if kernel.builtin else ""))
+
+    def create_handle(self, op_type: object, input_desc: object, output_desc: object,
+                      attr: object) -> int:
+        """aclopCreateHandle: the op type, descriptors and attributes, fixed now."""
+        kernel = find_kernel(op_type)
+        handle = OpHandle(op_type=op_type, kernel=kernel,
+                          inputs=tuple(self._descs(input_desc, "input_desc")),
+                          outputs=tuple(self._descs(output_desc, "output_desc")),
+                          attrs=self._attrs(attr))
+        return self.handles.add(handle).handle
+
+    def execute_with_handle(self, handle: object, inputs: object, outputs: object,
+                            stream: object) -> None:
+        op = self.handles.get(handle, OpHandle, "handle")
+        self._launch("aclopExecWithHandle", op.kernel, list(op.inputs), list(op.outputs),
+                     op.attrs, inputs, outputs, stream)
+
+    def destroy_handle(self, handle: object) -> None:
+        self.handles.remove(handle, OpHandle, "handle")
+
+    def cast(self, src_desc: object, src_buf: object, dst_desc: object, dst_buf: object,
+             truncate: object, stream: object) -> None:
+        """aclopCast: the built-in Cast kernel (unless one is registered)."""
+        truncate = as_int(truncate, "truncate", 0, 255)
+        kernel = find_kernel("Cast")
+        in_descs = self._descs([src_desc], "src_desc")
+        out_descs = self._descs([dst_desc], "dst_desc")
+        attrs = {"dst_type": DataType(out_descs[0].dtype), "truncate": bool(truncate)}
+        self._launch("aclopCast", kernel, in_descs, out_descs, attrs, [src_buf], [dst_buf],
+                     stream)
