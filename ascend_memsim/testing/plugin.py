@@ -13,7 +13,8 @@ Settings, closest first: an indirect parameter (``@pytest.mark.parametrize("mems
 (``@pytest.mark.memsim(product="950PR", hbm_bytes=64 * MiB, leak_check=False,
 faults=[{"nth": 2, "api": "malloc"}])``; a marker alone also requests the fixture), the
 ``--memsim-product`` option, the ``memsim_product`` ini setting, then the default product.
-``sanitizer="strict"`` (or ``"report"``, the default, ``"off"``, or a dict of
+``ops={"MyOp": fn}`` registers operator kernels for the test only (as
+:func:`~ascend_memsim.registered_ops`). ``sanitizer="strict"`` (or ``"report"``, the default, ``"off"``, or a dict of
 :class:`~ascend_memsim.checks.sanitizer.Sanitizer` options) sets the sanitizer's mode; it never
 reports leaks unless the dict says ``"leaks": True``, since the fixture lists them itself.
 
@@ -46,6 +47,8 @@ import pytest
 
 from ..acl import install_acl, uninstall_acl
 from ..checks.faults import Fault, parse_faults
+from ..compute.ops import registered_ops
+from ..compute.plane import compute_plane
 from ..memory.errors import AclError
 from ..memory.profiles import DEFAULT_PRODUCT, PROFILES, Profile, get_profile
 from ..memory.sites import Site, format_site
@@ -59,7 +62,7 @@ PROFILE_KEYS = tuple(f.name for f in dataclasses.fields(Profile)
                      if f.name not in ("name", "description", "aliases", "sources"))
 #: Every keyword the ``memsim`` marker takes.
 MARKER_KEYS = ("product", "leak_check", "faults", "device", "record_sites", "sanitizer",
-               "fail_on", "max_peak", *PROFILE_KEYS)
+               "fail_on", "max_peak", "ops", *PROFILE_KEYS)
 #: Which sanitizer findings fail the test: errors (default), warnings too, or none.
 FAIL_ON = ("error", "warning", "never")
 #: Allocation sites listed for a test over its peak budget, and tests in the -v summary.
@@ -68,7 +71,7 @@ TOP_TESTS = 10
 
 _MARKER_DOC = ("memsim(product=None, *, leak_check=True, faults=None, device=0, "
                "record_sites=None, sanitizer='report', fail_on='error', max_peak=None, "
-               "hbm_bytes=None, ddr_bytes=None, "
+               "ops=None, hbm_bytes=None, ddr_bytes=None, "
                "device_count=None, ...): "
                "settings of the simulated Ascend runtime the `memsim` fixture yields "
                "(ascend-memsim)")
@@ -147,6 +150,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     state = item.stash.get(_state_key, None)
     if state is not None:
         state.before_call = {id(b) for b in state.runtime.blocks()}
+        state.before_call.update(id(h) for h in compute_plane(state.runtime).handles.live())
         state.reset_mark = len(state.at_reset)
     try:
         result = yield
@@ -251,9 +255,11 @@ class _State:
         if self.leak_check:
             leaked = [b for b in self.runtime.blocks() if id(b) not in self.before_call]
             discarded = self.at_reset[self.reset_mark:]
-            self.reported.update(id(b) for b in leaked + discarded)
-            if leaked or discarded:
-                problems.append(_leak_report(nodeid, leaked, discarded))
+            handles = [h for h in compute_plane(self.runtime).handles.live()
+                       if id(h) not in self.before_call]
+            self.reported.update(id(b) for b in leaked + discarded + handles)
+            if leaked or discarded or handles:
+                problems.append(_leak_report(nodeid, leaked, discarded, handles))
         sanitizer = getattr(self.runtime, "sanitizer", None)
         if sanitizer is not None and self.fail_on != "never":
             failing = [r for r in sanitizer.reports[self.report_mark:]
@@ -356,9 +362,15 @@ def _sanitizer(spec: object) -> object:
     return spec
 
 
-def _leak_report(nodeid: str, leaked: list, at_reset: list) -> str:
-    lines = [f"memsim: {nodeid} leaked {len(leaked) + len(at_reset)} device block(s); free "
-             f"them, or write @pytest.mark.memsim(leak_check=False) if the test means to:"]
+def _leak_report(nodeid: str, leaked: list, at_reset: list, handles: list = ()) -> str:
+    lines = [f"memsim: {nodeid} leaked {len(leaked) + len(at_reset)} device block(s) and "
+             f"{len(handles)} handle(s); free them, or write "
+             f"@pytest.mark.memsim(leak_check=False) if the test means to:"]
+    for handle in handles:
+        lines.append(f"  {handle.describe()}")
+        site = format_site(_test_frames(handle.site), "      ")
+        if site:
+            lines.append("    made at\n" + site)
     for block in at_reset + leaked:
         when = " (discarded while live, by reset_device or finalize)" if block in at_reset else ""
         lines.append(f"  device {block.device_id}: {block.describe()}{when}")
@@ -380,6 +392,9 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         fail_on = settings.pop("fail_on")
         max_peak = settings.pop("max_peak")
         faults = _fresh_faults(settings.pop("faults", None))
+        ops = settings.pop("ops", None) or {}
+        if not isinstance(ops, dict):
+            raise _BadSettings(f"memsim ops={ops!r}: write a dict of op type -> kernel")
         # The fixture lists leaks itself, as a test failure; the sanitizer reports the rest.
         settings["sanitizer"] = _sanitizer(settings.get("sanitizer", "report"))
         runtime = Runtime(product, **settings)
@@ -406,14 +421,17 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         runtime.add_observer(on_reset)
     runtime.add_observer(state.peak)
     request.node.stash[_state_key] = state
-    with runtime:
+    with runtime, registered_ops(ops):
         yield runtime
         # what the call did not report: blocks a fixture allocated before the test body
         leaked = [b for b in runtime.blocks() if id(b) not in state.reported]
         discarded = [b for b in at_reset if id(b) not in state.reported]
-    if (leak_check and (leaked or discarded)
+        handles = [h for h in compute_plane(runtime).handles.live()
+                   if id(h) not in state.reported]
+    if (leak_check and (leaked or discarded or handles)
             and not request.node.stash.get(_call_failed, False)):
-        pytest.fail(_leak_report(request.node.nodeid, leaked, discarded), pytrace=False)
+        pytest.fail(_leak_report(request.node.nodeid, leaked, discarded, handles),
+                    pytrace=False)
 
 
 @pytest.fixture
