@@ -225,7 +225,7 @@ def test_bad_attr_values_change_nothing(rt, setter, value):
 
 
 def test_a_host_pointer_is_refused_and_reported(rt, t):
-    d, b = t.put(X)
+    d, _ = t.put(X)
     host = np.array(X)
     hb = acl.create_data_buffer(acl.util.numpy_to_ptr(host), host.nbytes)
     od, ob = t.empty(X.shape, np.float32)

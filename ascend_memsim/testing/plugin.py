@@ -14,7 +14,8 @@ Settings, closest first: an indirect parameter (``@pytest.mark.parametrize("mems
 faults=[{"nth": 2, "api": "malloc"}])``; a marker alone also requests the fixture), the
 ``--memsim-product`` option, the ``memsim_product`` ini setting, then the default product.
 ``ops={"MyOp": fn}`` registers operator kernels for the test only (as
-:func:`~ascend_memsim.registered_ops`). ``sanitizer="strict"`` (or ``"report"``, the default, ``"off"``, or a dict of
+:func:`~ascend_memsim.registered_ops`). ``sanitizer="strict"`` (or ``"report"``, the
+default, ``"off"``, or a dict of
 :class:`~ascend_memsim.checks.sanitizer.Sanitizer` options) sets the sanitizer's mode; it never
 reports leaks unless the dict says ``"leaks": True``, since the fixture lists them itself.
 
