@@ -247,6 +247,108 @@ def get_run_mode() -> int:
     return int(current_runtime().get_run_mode())
 
 
+@_face(0)
+def create_stream_with_config(priority: int, flag: int) -> int:
+    return current_runtime().streams.create_stream_with_config(priority, flag)
+
+
+# -- events (hicann/runtime python/pyACL/rt/rt_synchronize.cpp) ---------------------------------
+
+@_face(0)
+def create_event() -> int:
+    return current_runtime().events.create(0)
+
+
+@_face(0)
+def create_event_with_flag(flag: int) -> int:
+    return current_runtime().events.create(flag)
+
+
+@_face(0)
+def create_event_ex_with_flag(flag: int) -> int:
+    return current_runtime().events.create(flag)
+
+
+@_face()
+def record_event(event: int, stream: int) -> None:
+    current_runtime().events.record(event, stream)
+
+
+@_face()
+def reset_event(event: int, stream: int) -> None:
+    current_runtime().events.record(event, stream, reset=True)
+
+
+@_face()
+def synchronize_event(event: int) -> None:
+    current_runtime().events.synchronize(event)
+
+
+@_face()
+def synchronize_event_with_timeout(event: int, timeout: int) -> None:
+    """DECISION: the simulated wait never times out (the work runs now)."""
+    as_int(timeout, "timeout", -1, 2**31 - 1)
+    current_runtime().events.synchronize(event)
+
+
+@_face(0)
+def query_event_status(event: int) -> int:
+    return int(current_runtime().events.recorded_status(event))
+
+
+@_face(0)
+def query_event(event: int) -> int:
+    return int(current_runtime().events.status(event))
+
+
+@_face(0)
+def query_event_wait_status(event: int) -> int:
+    return int(current_runtime().events.status(event))
+
+
+@_face()
+def stream_wait_event(stream: int, event: int) -> None:
+    current_runtime().events.wait(stream, event)
+
+
+@_face(0.0)
+def event_elapsed_time(start: int, end: int) -> float:
+    return current_runtime().events.elapsed_ms(start, end)
+
+
+@_face(0)
+def event_get_timestamp(event: int) -> int:
+    return int(current_runtime().events.timestamp(event) * 1e6)
+
+
+@_face()
+def destroy_event(event: int) -> None:
+    current_runtime().events.destroy(event)
+
+
+# -- host callbacks (rt_synchronize.cpp) ----------------------------------------------------
+
+@_face()
+def subscribe_report(thread_id: int, stream: int) -> None:
+    current_runtime().callbacks.subscribe(thread_id, stream)
+
+
+@_face()
+def unsubscribe_report(thread_id: int, stream: int) -> None:
+    current_runtime().callbacks.unsubscribe(thread_id, stream)
+
+
+@_face()
+def process_report(timeout: int) -> None:
+    current_runtime().callbacks.process(timeout)
+
+
+@_face()
+def launch_callback(fn: Callable[[Any], Any], user_data: Any, block_type: int,
+                    stream: int) -> None:
+    current_runtime().callbacks.launch(fn, user_data, block_type, stream)
+
+
 rt = _namespace(
     "acl.rt", "Runtime calls: devices and device memory.",
     set_device, reset_device, get_device, get_device_count, malloc, malloc_align32,
@@ -254,7 +356,11 @@ rt = _namespace(
     get_mem_info, get_mem_usage_info, check_mem_type,
     memcpy, memset, memcpy_async, memset_async, malloc_host, free_host, create_stream,
     destroy_stream, synchronize_stream, synchronize_device, create_context, destroy_context,
-    set_context, get_context, get_run_mode,
+    set_context, get_context, get_run_mode, create_stream_with_config, create_event,
+    create_event_with_flag, create_event_ex_with_flag, record_event, reset_event,
+    synchronize_event, synchronize_event_with_timeout, query_event_status, query_event,
+    query_event_wait_status, stream_wait_event, event_elapsed_time, event_get_timestamp,
+    destroy_event, subscribe_report, unsubscribe_report, process_report, launch_callback,
 )
 
 
@@ -280,8 +386,21 @@ def ptr_to_numpy(ptr: int, shape: Any, np_type: Any) -> Any:
     return _host.ptr_to_numpy(current_runtime(), ptr, shape, np_type)
 
 
-util = _namespace("acl.util", "Conversions between host objects and pointers.",
-                  bytes_to_ptr, numpy_to_ptr, ptr_to_bytes, ptr_to_numpy)
+@_face(0)
+def start_thread(fn: Callable[..., Any], args: Any = None) -> int:
+    """``thread_id, ret``: a thread running ``fn(args)`` (``fn()`` when args is None)."""
+    return current_runtime().callbacks.start_thread(fn, args)
+
+
+@_face()
+def stop_thread(thread_id: int) -> None:
+    """Join the thread (``ret``); RuntimeError when its function raised, as pyacl."""
+    current_runtime().callbacks.stop_thread(thread_id)
+
+
+util = _namespace("acl.util", "Conversions between host objects and pointers; threads.",
+                  bytes_to_ptr, numpy_to_ptr, ptr_to_bytes, ptr_to_numpy, start_thread,
+                  stop_thread)
 
 
 # -- acl.media: DVPP memory ------------------------------------------------------------------

@@ -18,7 +18,8 @@ __all__ = [
     "InternalError", "SanitizerError", "InvalidFile", "InvalidModelId", "ModelParseError",
     "ModelInputMismatch", "ModelOutputMismatch", "OpInputMismatch", "OpOutputMismatch",
     "OpNotFound", "UnsupportedDataType", "KernelError", "EventNotComplete",
-    "RepeatSubscribe", "StreamNotSubscribed", "ThreadNotSubscribed", "CallbackTimeout",
+    "RepeatSubscribe", "StreamNotSubscribed", "NoCallbackStream", "ThreadNotSubscribed",
+    "CallbackTimeout",
     "error_classes",
 ]
 
@@ -227,6 +228,12 @@ class StreamNotSubscribed(AclError, ValueError):
     """A callback launched on (or an unsubscribe of) a stream no thread subscribed."""
 
     code = ErrorCode.STREAM_NOT_SUBSCRIBE
+
+
+class NoCallbackStream(AclError, ValueError):
+    """A callback launched on a stream that no thread subscribed."""
+
+    code = ErrorCode.RT_STREAM_NO_CB_REG
 
 
 class ThreadNotSubscribed(AclError, ValueError):

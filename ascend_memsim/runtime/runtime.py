@@ -30,8 +30,10 @@ from ..memory.device import Block, Device
 from ..memory.errors import FeatureNotSupported, InvalidArgument, InvalidDevice, InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
 from ..memory.rules import DEVICE_SPAN, Api
+from .callbacks import Callbacks
 from .config import parse_config
 from .devices import DeviceTable
+from .events import Events
 from .hooks import Checker, make_checker
 from .streams import Streams
 
@@ -83,6 +85,8 @@ class Runtime:
         self.host_limit = DEVICE_SPAN
         self.data = DataPlane(self)
         self.streams = Streams(self)
+        self.events = Events(self)
+        self.callbacks = Callbacks(self)
         self.sanitizer: Checker = make_checker(sanitizer)
         self.sanitizer.attach(self)
         #: planes made on demand by higher layers (the compute plane), by name; see extension
@@ -131,6 +135,7 @@ class Runtime:
         with self._table.lock:
             for device in self._table.clear():
                 self.streams.drop_device(device.device_id)
+                self.events.drop_device(device.device_id)
                 self.sanitizer.forget_device(device)
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
@@ -234,6 +239,7 @@ class Runtime:
             device = self._table.release(number)
             if device is not None:
                 self.streams.drop_device(number)
+                self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
                 self.sanitizer.leaks("aclrtResetDevice", device.reset())
         made = self._table.made(number)

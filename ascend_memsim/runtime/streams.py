@@ -37,7 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..memory.args import as_int
-from ..memory.errors import AclError, InvalidHandle, StreamContextMismatch
+from ..memory.constants import StreamFlag
+from ..memory.errors import AclError, InvalidArgument, InvalidHandle, StreamContextMismatch
 
 __all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Streams"]
 
@@ -141,6 +142,24 @@ class Streams:
             self._streams[handle] = Stream(handle, device_id, context)
             return handle
 
+    def create_stream_with_config(self, priority: object, flag: object) -> int:
+        """aclrtCreateStreamWithConfig (pyacl rt_stream.cpp: ``(priority, flag)``, no device
+        argument): a stream on the current device.
+
+        DECISION: priority 0..7 on every product (the docs give 0..7 on 310P and a fixed 0
+        elsewhere; a simulated stream has no priority to honour); flags are the
+        ACL_STREAM_* bits of acl_rt.h.
+
+        Raises:
+            InvalidArgument: a priority outside 0..7 or unknown flag bits.
+        """
+        as_int(priority, "priority", 0, 7)
+        bits = as_int(flag, "flag", 0, 0xFFFF_FFFF)
+        unknown = bits & ~sum(StreamFlag)
+        if unknown:
+            raise InvalidArgument(f"stream flag {bits:#x} has unknown bits {unknown:#x}")
+        return self.create_stream()
+
     def destroy_stream(self, handle: object) -> None:
         """aclrtDestroyStream: run the stream's queued work, then destroy it.
 
@@ -209,6 +228,14 @@ class Streams:
                     running.op = previous
         if first is not None:
             raise first
+
+    def run(self, streams: list[Stream]) -> None:
+        """Run the queued work of ``streams`` (events and callbacks wait through this)."""
+        self._run(streams)
+
+    def target(self, handle: object, call: str) -> Stream:
+        """The live stream ``handle`` names, checked for queuing work (see :meth:`enqueue`)."""
+        return self._target(handle, call)
 
     def running(self) -> Operation | None:
         """The queued operation this thread is running now, if any (for reports)."""
