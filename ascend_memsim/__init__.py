@@ -13,6 +13,7 @@ from .acl import install_acl, uninstall_acl
 from .checks.faults import FailNth, FailRandomly, FailWhen, HugePagesExhausted
 from .checks.reports import Report
 from .checks.sanitizer import Sanitizer
+from .compute.models import register_model, unregister_model
 from .compute.ops import register_op, registered_ops, unregister_op
 from .memory.allocator import Allocator
 from .memory.constants import ErrorCode, GiB, KiB, MallocPolicy, MemAttr, MemcpyKind, MemType, MiB
@@ -34,5 +35,5 @@ __all__ = [
     "Explanation", "explain", "PROFILES", "Profile", "get_profile", "register_profile",
     "Runtime", "UsageInfo", "current_runtime", "Report", "Sanitizer", *_error_names,
     "FailNth", "FailRandomly", "FailWhen", "HugePagesExhausted", "exhaustive",
-    "register_op", "registered_ops", "unregister_op",
+    "register_op", "registered_ops", "unregister_op", "register_model", "unregister_model",
 ]

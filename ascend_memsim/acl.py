@@ -20,6 +20,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from .compute.models import Dataset, ModelDesc, Models, spec_for_bytes, spec_for_file
 from .compute.plane import ComputePlane, compute_plane
 from .data import host as _host
 from .memory.args import as_int
@@ -27,7 +28,7 @@ from .memory.constants import FLAT_NAMES
 from .memory.errors import AclError
 from .runtime.active import acl_finalize, acl_init, current_runtime
 
-__all__ = ["init", "finalize", "rt", "util", "media", "op", "app_log", "get_recent_err_msg",
+__all__ = ["init", "finalize", "rt", "util", "media", "op", "mdl", "app_log", "get_recent_err_msg",
            "create_data_buffer", "destroy_data_buffer", "get_data_buffer_addr",
            "get_data_buffer_size", "get_data_buffer_size_v2", "update_data_buffer",
            "data_type_size", "create_tensor_desc", "destroy_tensor_desc",
@@ -588,11 +589,14 @@ def execute_v2(op_type: str, input_desc: list, inputs: list, output_desc: list, 
 
 
 @_face()
-def execute(op_type: str, input_desc: list, inputs: list, output_desc: list, outputs: list,
-            attr: int, stream: int) -> None:
+def _op_execute(op_type: str, input_desc: list, inputs: list, output_desc: list,
+                outputs: list, attr: int, stream: int) -> None:
     """aclopExecute (deprecated): as execute_v2."""
     _compute().execute(op_type, input_desc, inputs, output_desc, outputs, attr, stream,
                        call="aclopExecute")
+
+
+_op_execute.__name__ = "execute"
 
 
 @_face(0)
@@ -624,8 +628,207 @@ def create_handle_for_cast(src_desc: int, dst_desc: int, truncate: int) -> int:
 
 op = _namespace(
     "acl.op", "Single operators: attributes, execute_v2, handles (kernels: register_op).",
-    set_model_dir, create_attr, destroy_attr, *_ATTR_SETTERS, execute_v2, execute,
+    set_model_dir, create_attr, destroy_attr, *_ATTR_SETTERS, execute_v2, _op_execute,
     create_handle, execute_with_handle, destroy_handle, cast, create_handle_for_cast,
+)
+
+
+# -- acl.mdl (hicann/runtime python/pyACL/mdl/mdl_wrap.cpp) -------------------------------------
+
+def _models() -> Models:
+    plane = _compute()
+    if plane.models is None:
+        with plane.handles.lock:
+            if plane.models is None:
+                plane.models = Models(plane)
+    return plane.models
+
+
+def _host_bytes(ptr: Any, size: Any) -> bytes:
+    return _host.ptr_to_bytes(current_runtime(), ptr, size)
+
+
+@_face(0)
+def load_from_file(model_path: str) -> int:
+    return _models().load(spec_for_file(model_path))
+
+
+@_face(0)
+def load_from_mem(model: int, model_size: int) -> int:
+    return _models().load(spec_for_bytes(_host_bytes(model, model_size)))
+
+
+@_face(0)
+def load_from_file_with_mem(model_path: str, work_ptr: int, work_size: int, weight_ptr: int,
+                            weight_size: int) -> int:
+    return _models().load(spec_for_file(model_path),
+                          (work_ptr, work_size, weight_ptr, weight_size))
+
+
+@_face(0)
+def load_from_mem_with_mem(model: int, model_size: int, work_ptr: int, work_size: int,
+                           weight_ptr: int, weight_size: int) -> int:
+    return _models().load(spec_for_bytes(_host_bytes(model, model_size)),
+                          (work_ptr, work_size, weight_ptr, weight_size))
+
+
+@_face(0, 0)
+def query_size(file_name: str) -> tuple[int, int]:
+    spec = spec_for_file(file_name)
+    return spec.work_bytes, spec.weight_bytes
+
+
+@_face(0, 0)
+def query_size_from_mem(model: int, model_size: int) -> tuple[int, int]:
+    spec = spec_for_bytes(_host_bytes(model, model_size))
+    return spec.work_bytes, spec.weight_bytes
+
+
+@_face()
+def unload(model_id: int) -> None:
+    _models().unload(model_id)
+
+
+@_face(0, bare=True)
+def create_desc() -> int:
+    return _compute().handles.add(ModelDesc()).handle
+
+
+@_face()
+def get_desc(model_desc: int, model_id: int) -> None:
+    _models().get_desc(model_desc, model_id)
+
+
+@_face()
+def destroy_desc(model_desc: int) -> None:
+    _compute().handles.remove(model_desc, ModelDesc, "model_desc")
+
+
+@_face(0, bare=True)
+def get_num_inputs(model_desc: int) -> int:
+    return len(_models().described(model_desc).inputs)
+
+
+@_face(0, bare=True)
+def get_num_outputs(model_desc: int) -> int:
+    return len(_models().described(model_desc).outputs)
+
+
+def _io(name: str, outputs: bool, what: str, default: Any, read: Callable[[Any], Any],
+        bare: bool = True) -> Callable[..., Any]:
+    @_face(default, bare=bare)
+    def query(model_desc: int, index: int) -> Any:
+        return read(_models().tensor(model_desc, index, outputs))
+
+    query.__name__ = query.__qualname__ = name
+    query.__doc__ = f"aclmdl{what}."
+    return query
+
+
+_IO_QUERIES = [
+    _io(f"get_{side}_{kind}", side == "output", f"Get{side.title()}{label}", default, read,
+        bare)
+    for side in ("input", "output")
+    for kind, label, default, read, bare in (
+        ("size_by_index", "SizeByIndex", 0, lambda t: t.nbytes, True),
+        ("dims", "Dims", {}, lambda t: t.dims_dict(), False),
+        ("data_type", "DataType", -1, lambda t: int(t.dtype), True),
+        ("format", "Format", -1, lambda t: t.format, True),
+        ("name_by_index", "NameByIndex", "", lambda t: t.name, True),
+    )
+] + [
+    _io("get_input_dims_v2", False, "GetInputDimsV2", {}, lambda t: t.dims_dict(), False),
+    _io("get_cur_output_dims", True, "GetCurOutputDims", {}, lambda t: t.dims_dict(), False),
+]
+
+
+@_face(0)
+def get_input_index_by_name(model_desc: int, name: str) -> int:
+    return _models().index_by_name(model_desc, name, outputs=False)
+
+
+@_face(0)
+def get_output_index_by_name(model_desc: int, name: str) -> int:
+    return _models().index_by_name(model_desc, name, outputs=True)
+
+
+@_face({})
+def get_dynamic_batch(model_desc: int) -> dict:
+    """Not dynamic: ``batchCount`` 0 (every simulated model has static shapes)."""
+    _models().described(model_desc)
+    return {"batchCount": 0, "batch": []}
+
+
+@_face({})
+def get_dynamic_hw(model_desc: int, index: int) -> dict:
+    _models().described(model_desc)
+    return {"hwCount": 0, "hw": []}
+
+
+@_face(0)
+def get_input_dynamic_gear_count(model_desc: int, index: int) -> int:
+    _models().described(model_desc)
+    return 0
+
+
+@_face(None)
+def get_input_dynamic_dims(model_desc: int, index: int, gear_count: int) -> list:
+    _models().described(model_desc)
+    as_int(gear_count, "gear_count", 0, 4096)   # mdl_wrap.cpp: more than 4096 is refused
+    return []
+
+
+@_face(0, bare=True)
+def create_dataset() -> int:
+    return _compute().handles.add(Dataset()).handle
+
+
+def add_dataset_buffer(dataset: int, data_buffer: int) -> tuple[int, int]:
+    """aclmdlAddDatasetBuffer: ``dataset, ret`` (pyacl returns the dataset too)."""
+    return dataset, _add_dataset_buffer(dataset, data_buffer)
+
+
+@_face()
+def _add_dataset_buffer(dataset: int, data_buffer: int) -> None:
+    _models().add_buffer(dataset, data_buffer)
+
+
+@_face(0, bare=True)
+def get_dataset_num_buffers(dataset: int) -> int:
+    return len(_compute().handles.get(dataset, Dataset, "dataset").buffers)
+
+
+@_face(0, bare=True)
+def get_dataset_buffer(dataset: int, index: int) -> int:
+    return _models().dataset_buffer(dataset, index)
+
+
+@_face()
+def destroy_dataset(dataset: int) -> None:
+    """The dataset only; its data buffers stay (destroy them with destroy_data_buffer)."""
+    _compute().handles.remove(dataset, Dataset, "dataset")
+
+
+@_face()
+def execute(model_id: int, input: int, output: int) -> None:
+    """aclmdlExecute: synchronous."""
+    _models().execute(model_id, input, output)
+
+
+@_face()
+def execute_async(model_id: int, input: int, output: int, stream: int) -> None:
+    """aclmdlExecuteAsync: queued on ``stream``, run when it is synchronised."""
+    _models().execute(model_id, input, output, stream)
+
+
+mdl = _namespace(
+    "acl.mdl", "Models: stand-in descriptions, loading, datasets, execution.",
+    load_from_file, load_from_mem, load_from_file_with_mem, load_from_mem_with_mem,
+    query_size, query_size_from_mem, unload, create_desc, get_desc, destroy_desc,
+    get_num_inputs, get_num_outputs, *_IO_QUERIES, get_input_index_by_name,
+    get_output_index_by_name, get_dynamic_batch, get_dynamic_hw, get_input_dynamic_gear_count,
+    get_input_dynamic_dims, create_dataset, add_dataset_buffer, get_dataset_num_buffers,
+    get_dataset_buffer, destroy_dataset, execute, execute_async,
 )
 
 
@@ -646,7 +849,8 @@ def app_log(level: int, message: str) -> int | None:
     return None
 
 # The names above live on acl.rt; keep the module namespace as pyacl's.
-for _name in (*rt.__all__, *util.__all__, *media.__all__, *op.__all__):
+for _name in (*rt.__all__, *util.__all__, *media.__all__, *op.__all__, *mdl.__all__,
+              "_op_execute"):
     globals().pop(_name, None)
 del _name
 
@@ -664,12 +868,13 @@ def install_acl() -> types.ModuleType:
     sys.modules["acl.util"] = util
     sys.modules["acl.media"] = media
     sys.modules["acl.op"] = op
+    sys.modules["acl.mdl"] = mdl
     return previous
 
 
 def uninstall_acl(previous: types.ModuleType | None = None) -> None:
     """Undo :func:`install_acl`, restoring ``previous`` as ``acl`` if given."""
-    for name in ("acl.rt", "acl.util", "acl.media", "acl.op"):
+    for name in ("acl.rt", "acl.util", "acl.media", "acl.op", "acl.mdl"):
         sys.modules.pop(name, None)
     if previous is None:
         sys.modules.pop("acl", None)

@@ -101,11 +101,12 @@ def write_operand(runtime, call: str, operand: Operand, array) -> None:
         region.write(offset, memoryview(flat).cast("B"))
 
 
-def check_results(call: str, results: object, outputs: Sequence[Operand]) -> list:
+def check_results(call: str, results: object, outputs: Sequence[Operand],
+                  mismatch: type = OpOutputMismatch) -> list:
     """The function's results as arrays matching the output operands exactly.
 
     Raises:
-        OpOutputMismatch: another count, shape or dtype.
+        OpOutputMismatch (or ``mismatch``): another count, shape or dtype.
     """
     np = require_numpy()
     if isinstance(results, (list, tuple)):
@@ -113,14 +114,14 @@ def check_results(call: str, results: object, outputs: Sequence[Operand]) -> lis
     else:
         results = [results]
     if len(results) != len(outputs):
-        raise OpOutputMismatch(f"{call}: the function returned {len(results)} output(s), the "
+        raise mismatch(f"{call}: the function returned {len(results)} output(s), the "
                                f"output descriptors describe {len(outputs)}")
     arrays = []
     for i, (result, out) in enumerate(zip(results, outputs)):
         array = np.asarray(result)
         want = numpy_dtype(out.dtype)
         if array.dtype != want or array.shape != tuple(out.dims):
-            raise OpOutputMismatch(
+            raise mismatch(
                 f"{call}: output {i} is {array.dtype}{list(array.shape)}, but its descriptor "
                 f"says {want}{list(out.dims)} (cast or reshape it in the function)")
         arrays.append(array)
@@ -129,15 +130,17 @@ def check_results(call: str, results: object, outputs: Sequence[Operand]) -> lis
 
 def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
            outputs: Sequence[Operand], compute: Callable[[list], object],
-           name: str) -> None:
-    """Check the operands now, queue ``compute(input arrays)`` on ``stream``.
+           name: str, mismatch: type = OpOutputMismatch) -> None:
+    """Check the operands now, queue ``compute(input arrays)`` on ``stream`` (None: run it
+    now, for the synchronous calls).
 
     Raises:
         InvalidPointer, DeviceNotSet: see :func:`check_operand`.
         InvalidHandle, StreamContextMismatch: a bad stream.
     """
     streams = runtime.streams
-    target = streams.stream(stream)  # a bad handle fails before the operands are looked at
+    # a bad handle fails before the operands are looked at
+    target = None if stream is None else streams.stream(stream)
     for operand in inputs:
         check_operand(runtime, call, operand, write=False)
     for operand in outputs:
@@ -148,7 +151,7 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
         arrays = [read_operand(runtime, call, op) for op in inputs]
         try:
             results = compute(arrays)
-            checked = check_results(call, results, outputs)
+            checked = check_results(call, results, outputs, mismatch)
         except AclError as error:
             runtime.sanitizer.kernel_error(call, f"{name}: {error}")
             raise
@@ -160,4 +163,7 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
         for op, array in zip(outputs, checked):
             write_operand(runtime, call, op, array)
 
-    streams.enqueue(target.handle, call, ranges, run)
+    if target is None:
+        run(None)
+    else:
+        streams.enqueue(target.handle, call, ranges, run)
