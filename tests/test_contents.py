@@ -1,11 +1,13 @@
 """Memory contents: sparse storage, memcpy and memset rules, observer events."""
 
+import ctypes
 import os
 import subprocess
 import sys
 import textwrap
 import tracemalloc
 
+import numpy as np
 import pytest
 
 from ascend_memsim import (
@@ -280,10 +282,32 @@ def test_copy_leaving_the_footprint_fails_and_changes_nothing(rt):
 
 def test_unknown_addresses_are_errors_not_crashes(rt):
     ptr = put(rt, b"k" * 64)
-    for addr in (1, 12345, 1 << 40, (1 << 44) + (1 << 42), id(object())):
+    # unmapped in the process (page 0, far below any mapping) or in a device's window
+    for addr in (1, 12345, 1 << 40, (1 << 44) + (1 << 42)):
         with pytest.raises(InvalidPointer):
             rt.memcpy(ptr, 64, addr, 8, H2D)
         assert acl.rt.memcpy(addr, 64, ptr, 8, D2H) == ErrorCode.RT_PARAM_INVALID
+    assert get(rt, ptr, 64) == b"k" * 64
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+def test_raw_host_addresses_the_process_mapped(rt):
+    ptr = put(rt, b"k" * 64)
+    array = np.zeros(64, np.uint8)
+    assert acl.rt.memcpy(array.ctypes.data, 64, ptr, 64, D2H) == 0
+    assert bytes(array) == b"k" * 64
+    array[:] = 7
+    assert acl.rt.memcpy(ptr, 64, array.ctypes.data, 64, H2D) == 0
+    assert get(rt, ptr, 64) == b"\x07" * 64
+    buffer = ctypes.create_string_buffer(b"z" * 64, 64)
+    assert acl.rt.memcpy(ptr, 64, ctypes.addressof(buffer), 64, H2D) == 0
+    assert acl.rt.memset(ctypes.addressof(buffer), 64, 1, 64) == 0
+    assert buffer.raw == b"\x01" * 64
+    # code is mapped read-only: readable, never written
+    code = ctypes.cast(ctypes.pythonapi.Py_IncRef, ctypes.c_void_p).value
+    assert acl.rt.memcpy(code, 64, ptr, 8, D2H) == ErrorCode.RT_PARAM_INVALID
+    assert "writable" in acl.get_recent_err_msg()
+    assert acl.rt.memcpy(ptr, 64, code, 8, H2D) == 0
 
 
 def test_memcpy_needs_a_current_device():

@@ -286,8 +286,8 @@ def test_summary_counts_errors_and_warnings(rt):
 
 
 def test_each_kind_has_a_severity():
-    assert set(KINDS.values()) == {"error", "warning"}
-    assert len(KINDS) == 12
+    assert set(KINDS.values()) == {"error", "warning", "note"}
+    assert len(KINDS) == 13
 
 
 @pytest.mark.parametrize("spec, mode", [("strict", "strict"), ("off", "off"), (None, "report"),

@@ -18,7 +18,7 @@ KINDS = {
     "invalid-address": "error", "out-of-bounds": "error", "padding-access": "warning",
     "uninitialized-read": "error", "readonly-write": "error",
     "free-with-pending-work": "error", "leak": "error", "wrong-memory": "error",
-    "kernel-error": "error",
+    "kernel-error": "error", "unchecked-host-memory": "note",
 }
 
 _BAR = "========="

@@ -110,6 +110,8 @@ class Sanitizer:
         #: their own turn this off)
         self.leak_check = leaks
         self.reports: list[Report] = []
+        #: copies through unregistered host memory (legal; kept, at most ``history``)
+        self.notes: list[Report] = []
         # Innermost lock: never call a device, the streams or host memory while holding it
         # (see "Locks" in the module docstring).
         self.lock = threading.RLock()
@@ -366,6 +368,19 @@ class Sanitizer:
             return
         where = f"{addr:#x} is in the {region.describe()}: {why}"
         self._report("wrong-memory", call, addr, count, where, write=write, region=region)
+
+    def unchecked_host(self, call: str, addr: int, count: int, write: bool) -> None:
+        """A copy through host memory the simulator did not hand out (a raw address the
+        process has mapped): noted in :attr:`notes`, not reported, since it is legal; its
+        bounds cannot be checked."""
+        note = Report("unchecked-host-memory", call, addr, count,
+                      f"{addr:#x} is unregistered host memory mapped by the process; the "
+                      f"simulator cannot check the bounds of the buffer it belongs to",
+                      write)
+        with self.lock:
+            self.notes.append(note)
+            if len(self.notes) > self._history:
+                del self.notes[0]
 
     def kernel_error(self, call: str, where: str) -> None:
         """A kernel or model function that raised (or returned the wrong outputs) when its

@@ -422,13 +422,18 @@ class DataPlane:
     # -- resolution ---------------------------------------------------------------------------
 
     def region_at(self, addr: int):
-        """The region (device block, host block, registered buffer) holding ``addr``, or None."""
+        """The region (host block, registered buffer, device block) holding ``addr``, or None.
+
+        Host memory first: aclrtMallocHost blocks sit at real process addresses, which may
+        fall inside a device's simulated window.
+        """
         runtime = self.runtime
-        if addr >= runtime.host_limit:
-            device = runtime.device_holding(addr)
-            block = None if device is None else device.block_at(addr)
-            return None if block is None else DeviceRegion(block)
-        return runtime.host.region_at(addr)
+        region = runtime.host.region_at(addr)
+        if region is not None or addr < runtime.host_limit:
+            return region
+        device = runtime.device_holding(addr)
+        block = None if device is None else device.block_at(addr)
+        return None if block is None else DeviceRegion(block)
 
     def resolve(self, call: str, addr: int, count: int, write: bool, *,
                 deferred: bool = False):
@@ -444,9 +449,16 @@ class DataPlane:
         region = self.region_at(addr)
         sanitizer = self.runtime.sanitizer
         if region is None:
+            foreign = self.runtime.host.foreign(addr, count, write)
+            if foreign is not None:
+                # Host memory the process mapped, passed raw (ndarray.ctypes.data, ...).
+                if sanitizer.on:
+                    sanitizer.unchecked_host(call, addr, count, write)
+                return foreign, 0
             sanitizer.bad_address(call, addr, count, write)
+            access = "writable" if write else "readable"
             raise InvalidPointer(f"{call}: {addr:#x} is not in any live block or registered "
-                                 f"host buffer")
+                                 f"host buffer, nor in {access} memory of the process")
         offset = addr - region.base
         end = offset + count
         if end > region.size:

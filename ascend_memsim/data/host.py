@@ -1,14 +1,28 @@
-"""Host memory: aclrtMallocHost blocks and the host buffers user code hands in.
+"""Host memory: aclrtMallocHost blocks, the host buffers user code hands in, and raw host
+addresses the process has mapped.
 
-Host addresses live below the first device window (``DEVICE_SPAN``, 2**44), so an address
-names its side: ``[HOST_BASE, REGISTERED_BASE)`` for aclrtMallocHost blocks and
-``[REGISTERED_BASE, DEVICE_SPAN)`` for registered buffers.
+An aclrtMallocHost block is real host memory the simulator owns, at its real address, so
+``ctypes.memmove``, ``ctypes.string_at`` and ``numpy.ctypeslib.as_array`` work on it as on
+hardware, and what they write is what ``memcpy`` reads. DECISION: a fresh block holds a
+fixed 64-byte poison pattern (hardware gives whatever was there), and bytes never written by
+a simulated call count as written once they differ from the poison: a ``ctypes`` write is
+invisible to the simulator, so the initcheck compares the bytes (writing exactly the poison
+through ctypes and reading it back is reported as uninitialised). Freed host blocks are
+kept allocated (up to :data:`FREED_KEEP_BYTES`, oldest dropped first), so a stale ``ctypes``
+write soon after ``free_host`` lands in dead memory the simulator owns, not in the
+interpreter's heap.
 
 DECISION: a buffer handed in with ``bytes_to_ptr`` or ``numpy_to_ptr`` gets a *simulated*
-address in the registered window, not its real one: real process addresses (around 2**46 on
-Linux) would fall into device windows. The simulator only ever touches a buffer through its
-registration, so it never dereferences an address it did not hand out or register; a
-program that passes a real address (``arr.ctypes.data``) gets an error code.
+address in the registered window ``[REGISTERED_BASE, DEVICE_SPAN)``, not its real one, so its
+life can be followed (see below). Any other host address (``arr.ctypes.data``, a ctypes
+buffer, a tensor's ``data_ptr()``) is accepted by memcpy and memset, as hardware accepts it,
+when the whole range lies in memory the process has mapped with the access needed (read, or
+write), checked in ``/proc/self/maps`` without dereferencing; an unmapped or read-only range
+is the runtime's code, never a crash (where ``/proc/self/maps`` does not exist, such
+addresses are refused). The sanitizer notes each copy through such memory
+(``Sanitizer.notes``): it cannot see its bounds. Known memory is looked up first: host
+blocks and registrations, then live device blocks, and only then the process's mappings, so
+a real address that falls inside a device's simulated window still works.
 
 A registration holds the buffer object, keeping it alive. When user code has dropped every
 reference of its own (the registration holds the last one), the buffer counts as freed: the
@@ -21,6 +35,7 @@ simulator does too, through ctypes at the object's verified data address.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import sys
 import threading
@@ -28,7 +43,6 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from ..memory.allocator import Allocator
 from ..memory.args import as_int, as_ptr, as_size, int_or_none
 from ..memory.errors import (
     InternalError,
@@ -43,17 +57,35 @@ from .contents import Runs, fill_view, zeroed_buffer
 
 __all__ = [
     "HOST_ALIGN",
-    "HOST_BASE",
     "REGISTERED_BASE",
+    "FREED_KEEP_BYTES",
+    "POISON",
+    "ForeignRegion",
     "HostBlock",
     "HostMemory",
     "Registration",
+    "mapped",
 ]
 
-#: First aclrtMallocHost address; the window is ``2**42`` bytes wide.
-HOST_BASE = 1 << 42
 #: First registered-buffer address; the window runs up to the first device (2**44).
 REGISTERED_BASE = 1 << 43
+#: Freed aclrtMallocHost memory kept allocated (not given back), at most this many bytes.
+FREED_KEEP_BYTES = 64 << 20
+#: What a fresh aclrtMallocHost block holds, repeated from its first byte.
+POISON = bytes((0xA5 ^ (i * 37)) & 0xFF for i in range(64))
+
+
+def _poison(start: int, count: int) -> bytes:
+    """The poison bytes of offsets ``[start, start + count)`` of a host block."""
+    skip = start % len(POISON)
+    return (POISON * ((skip + count) // len(POISON) + 1))[skip:skip + count]
+
+
+def _fill_poison(view: memoryview) -> None:
+    slab = POISON * 16384  # 1 MiB
+    for at in range(0, len(view), len(slab)):
+        piece = view[at:at + len(slab)]
+        piece[:] = slab[:len(piece)]
 #: aclrtMallocHost memory is 64-byte aligned (SPEC.md 6).
 HOST_ALIGN = 64
 # Registered buffers start on a page and are kept a page apart, so an overrun lands nowhere.
@@ -113,8 +145,12 @@ class HostBlock(_HostRegion):
     footprint: int
     serial: int
     buf: bytearray | object = field(repr=False)
+    #: where the 64-byte aligned block starts in ``buf``
+    skew: int = 0
     written: Runs = field(default_factory=Runs, repr=False)
     extra: dict | None = field(default=None, repr=False)
+    #: the ctypes view that pins ``buf`` (a bytearray with an export cannot move)
+    pin: object = field(default=None, repr=False)
 
     @property
     def limit(self) -> int:
@@ -124,14 +160,85 @@ class HostBlock(_HostRegion):
         return f"{self.size}-byte host block at {self.ptr:#x} (aclrtMallocHost)"
 
     def _memory(self) -> memoryview:
-        return memoryview(self.buf)
+        return memoryview(self.buf)[self.skew:self.skew + self.footprint]
 
     def view(self, offset: int, count: int) -> memoryview:
         self.written.add(offset, offset + count)
-        return memoryview(self.buf)[offset:offset + count]
+        return self._memory()[offset:offset + count]
 
     def first_gap(self, offset: int, count: int) -> tuple[int, int] | None:
-        return self.written.first_gap(offset, offset + count)
+        """The first run never written, by the simulator or (non-zero bytes) through ctypes."""
+        while True:
+            gap = self.written.first_gap(offset, offset + count)
+            if gap is None:
+                return None
+            start, end = gap
+            if self._memory()[start:end] == _poison(start, end - start):
+                return gap
+            self.written.add(start, end)
+
+
+class ForeignRegion(_HostRegion):
+    """Host memory the simulator did not hand out, at its real address (checked mapped).
+
+    Its bounds are unknown: the region is exactly the access.
+    """
+
+    extra = None
+
+    def __init__(self, addr: int, count: int, writable: bool) -> None:
+        self.ptr = addr
+        self.size = count
+        self.writable = writable
+
+    @property
+    def limit(self) -> int:
+        return self.size
+
+    def describe(self) -> str:
+        return (f"{self.size}-byte range of unregistered host memory at {self.ptr:#x} "
+                f"(mapped by the process; its bounds are not known to the simulator)")
+
+    def _memory(self) -> memoryview:
+        return memoryview((ctypes.c_char * self.size).from_address(self.ptr)).cast("B")
+
+    def view(self, offset: int, count: int) -> memoryview:
+        if not self.writable:
+            raise InvalidPointer(f"the {self.describe()} is not writable")
+        return self._memory()[offset:offset + count]
+
+    def first_gap(self, offset: int, count: int) -> None:
+        return
+
+
+_MAPS = "/proc/self/maps"
+
+
+def mapped(addr: int, count: int, write: bool) -> bool:
+    """True when ``[addr, addr + count)`` lies in mappings of this process that are readable
+    (and writable, for ``write``), read from ``/proc/self/maps`` (never by touching it).
+    False where that file does not exist."""
+    if addr <= 0 or count <= 0:
+        return False
+    try:
+        with open(_MAPS, encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    at, end = addr, addr + count
+    for line in lines:
+        span, perms = line.split(None, 2)[:2]
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        if hi <= at:
+            continue
+        if lo > at:
+            return False  # a hole before the range is covered
+        if perms[0] != "r" or (write and perms[1] != "w"):
+            return False
+        at = hi
+        if at >= end:
+            return True
+    return False
 
 
 @dataclass(eq=False)
@@ -241,8 +348,9 @@ class HostMemory:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.allocator = Allocator(REGISTERED_BASE - HOST_BASE, base=HOST_BASE,
-                                   granule=HOST_ALIGN)
+        #: freed host blocks kept allocated (see FREED_KEEP_BYTES), and their bytes
+        self._freed: collections.deque[HostBlock] = collections.deque()
+        self._freed_bytes = 0
         self._regions: dict[int, HostBlock | Registration] = {}
         self._starts = SortedList()
         self._by_id: dict[int, Registration] = {}
@@ -266,16 +374,16 @@ class HostMemory:
         size = as_size(size)
         footprint = -(-size // HOST_ALIGN) * HOST_ALIGN
         with self.lock:
-            ptr = self.allocator.allocate(footprint, HOST_ALIGN)
-            if ptr is None:
-                raise OutOfHostMemory(f"the simulated host window has no {footprint} free bytes")
             try:
-                buf = zeroed_buffer(footprint)
+                buf = zeroed_buffer(footprint + HOST_ALIGN)
+                pin = (ctypes.c_char * (footprint + HOST_ALIGN)).from_buffer(buf)
             except (MemoryError, OverflowError, OSError, ValueError):
-                self.allocator.release(ptr)
                 raise OutOfHostMemory(f"cannot allocate {size} bytes of host memory") from None
+            base = ctypes.addressof(pin)
+            skew = -base % HOST_ALIGN
             self._serial += 1
-            block = HostBlock(ptr, size, footprint, self._serial, buf)
+            block = HostBlock(base + skew, size, footprint, self._serial, buf, skew, pin=pin)
+            _fill_poison(block._memory())
             if self.record_sites:
                 block.extra = {"site": capture_site()}
             self._add(block)
@@ -293,7 +401,10 @@ class HostMemory:
                 raise InvalidPointer(f"{ptr:#x} is not the start of a live aclrtMallocHost "
                                      f"block")
             self._remove(block)
-            self.allocator.release(ptr)
+            self._freed.append(block)
+            self._freed_bytes += block.footprint
+            while self._freed_bytes > FREED_KEEP_BYTES:
+                self._freed_bytes -= self._freed.popleft().footprint
             return block
 
     # -- registered buffers --------------------------------------------------------------------
@@ -316,6 +427,9 @@ class HostMemory:
         elif isinstance(obj, bytearray):
             size = len(obj)
         elif kind == "ndarray":
+            if obj.dtype.hasobject:
+                raise InvalidArgumentType("a numpy array of Python objects holds references, "
+                                          "not data: it cannot be copied to a device")
             if not obj.flags["C_CONTIGUOUS"]:
                 raise InvalidArgumentType("numpy array must be C-contiguous")
             size = obj.nbytes
@@ -381,6 +495,12 @@ class HostMemory:
                 return None
             return region
 
+    @staticmethod
+    def foreign(addr: int, count: int, write: bool) -> ForeignRegion | None:
+        """The access as a :class:`ForeignRegion` when the process has that range mapped
+        (readable; writable for ``write``), else None. Never touches the memory."""
+        return ForeignRegion(addr, count, write) if mapped(addr, count, write) else None
+
     def blocks(self) -> list[HostBlock]:
         """Live aclrtMallocHost blocks, by address."""
         with self.lock:
@@ -442,6 +562,9 @@ def numpy_to_ptr(runtime, array: object) -> int:
     if type(array).__name__ != "ndarray":
         raise InvalidArgumentType(f"numpy_to_ptr takes a numpy.ndarray, got "
                                   f"{type(array).__name__}")
+    if array.dtype.hasobject:
+        raise InvalidArgumentType("a numpy array of Python objects holds references, not "
+                                  "data: it cannot be copied to a device")
     if not array.flags["C_CONTIGUOUS"]:
         array = array.copy(order="C")
     return runtime.host.register(array).ptr
