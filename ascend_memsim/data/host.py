@@ -93,6 +93,8 @@ _REG_ALIGN = 4096
 _BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
 
 
+# Size: host blocks, registrations and raw mapped ranges share _HostRegion and HostMemory's
+# lookups; a separate module for the raw ranges would import this one and be imported by it.
 class _HostRegion:
     """What host blocks and registered buffers share: bounds, site, reads and writes.
 
