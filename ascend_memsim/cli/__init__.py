@@ -153,6 +153,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="exit status when leaks or sanitizer reports are found (default 1)")
     p.add_argument("--no-leak-check", action="store_true",
                    help="do not report blocks still live at reset or exit")
+    p.add_argument("--run-mode", choices=("host", "device"), default="host",
+                   help="host (default) or device: the program runs on the device's CPU "
+                        "(ACL_DEVICE), so operators take host memory and ptr_to_bytes reads "
+                        "device memory (the acl.init config's memsim.run_mode may say too)")
     p.add_argument("--trace", metavar="OUT.jsonl", help="record every event to this file")
     p.add_argument("--stacks", action="store_true", help="record the Python stack per event")
     p.add_argument("--sanitizer", choices=("off", "report", "strict"), default="report",

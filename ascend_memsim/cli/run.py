@@ -39,7 +39,8 @@ def sanitizer_report_count(runtime: Runtime) -> int:
 
 #: run's own options, which a user may wrongly write after the script name
 _RUN_OPTIONS = ("--product", "--capacity", "--error-exitcode", "--no-leak-check", "--trace",
-                "--stacks", "--sanitizer", "--print-limit", "--log-file", "--json")
+                "--stacks", "--sanitizer", "--print-limit", "--log-file", "--json",
+                "--run-mode")
 
 _BAR = "========="
 
@@ -106,7 +107,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         with Runtime(args.product, sanitizer={"mode": args.sanitizer, "leaks": False,
                                               "print_limit": args.print_limit,
                                               "output": report_to},
-                     **overrides) as rt:
+                     run_mode=args.run_mode, **overrides) as rt:
             rt.set_record_sites(True)
             recorder = Recorder(rt, stacks=args.stacks) if args.trace else None
             if recorder is not None:

@@ -7,7 +7,8 @@ program synchronises, in stream order:
 
 * every operand must be live device memory of the calling thread's current device, and its
   buffer must hold what its descriptor describes (host memory or another device's block is
-  ACL_ERROR_RT_PARAM_INVALID 107000 and a ``wrong-memory`` sanitizer report);
+  ACL_ERROR_RT_PARAM_INVALID 107000 and a ``wrong-memory`` sanitizer report; host memory is
+  accepted when the runtime's run mode is ACL_DEVICE);
 * when the work runs, inputs are read through the data plane (the sanitizer's initcheck
   reports bytes never written), outputs freed meanwhile fail (use after free; the free itself
   was reported as ``free-with-pending-work``), the function is called with numpy arrays
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..memory.constants import DataType
+from ..memory.constants import DataType, RunMode
 from ..memory.errors import AclError, InvalidPointer, KernelError, OpOutputMismatch
 from .tensors import numpy_dtype, require_numpy
 
@@ -65,6 +66,8 @@ def check_operand(runtime, call: str, operand: Operand, write: bool) -> None:
     data = runtime.data
     with data.lock:
         region, _ = data.resolve(call, operand.addr, operand.nbytes, write=write, deferred=True)
+        if region.host and runtime.run_mode is RunMode.DEVICE:
+            return  # ACL_DEVICE: host and device memory are one (see parse_run_mode)
         if region.host:
             why = "operators and models take device memory (copy it with memcpy first)"
         elif region.block.device_id != device.device_id:

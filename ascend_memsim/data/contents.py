@@ -323,6 +323,19 @@ class DeviceRegion:
         """Device bytes are not directly addressable (see :meth:`read`)."""
         return
 
+    def direct_view(self, offset: int, count: int) -> memoryview:
+        """The block's bytes themselves (ACL_DEVICE run mode: the host may address device
+        memory), counted as written. A block over :data:`DENSE_LIMIT` is refused.
+
+        Raises:
+            InvalidPointer: a block stored in chunks.
+        """
+        contents = contents_of(self.block)
+        if self.block.footprint > DENSE_LIMIT:
+            raise InvalidPointer(f"the {self.block.describe()} is too big to view directly")
+        contents.written.add(offset, offset + count)
+        return contents._materialise(0)[offset:offset + count]
+
     def read_into(self, offset: int, out: memoryview) -> None:
         contents = _contents_if_any(self.block)
         if contents is None:

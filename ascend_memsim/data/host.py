@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from ..memory.args import as_int, as_ptr, as_size, int_or_none
+from ..memory.constants import RunMode
 from ..memory.errors import (
     InternalError,
     InvalidArgument,
@@ -579,9 +580,10 @@ def _host_region(runtime, call: str, ptr: object, size: int, write: bool):
     data = runtime.data
     with data.lock:
         region = data.region_at(ptr)
-        if region is not None and not region.host:
+        if region is not None and not region.host and runtime.run_mode is not RunMode.DEVICE:
             raise InvalidPointer(f"{call}: {ptr:#x} is device memory; the host cannot read it "
-                                 f"directly (copy it with memcpy first)")
+                                 f"directly (copy it with memcpy first, or simulate a program "
+                                 f"that runs on the device: run_mode 'device')")
         return data.resolve(call, ptr, size, write=write)
 
 
@@ -595,6 +597,8 @@ def ptr_to_bytes(runtime, ptr: object, size: object) -> bytes:
     if size == 0:
         return b""
     region, offset = _host_region(runtime, "ptr_to_bytes", ptr, size, write=False)
+    if not region.host:  # ACL_DEVICE run mode: device memory read directly
+        return bytes(region.read(offset, size))
     return bytes(region.source(offset, size))
 
 
@@ -635,6 +639,7 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     if size == 0:
         return numpy.empty(dims, dtype)
     region, offset = _host_region(runtime, "ptr_to_numpy", ptr, size, write=True)
-    return numpy.frombuffer(region.view(offset, size), dtype=dtype).reshape(dims)
+    view = region.view(offset, size) if region.host else region.direct_view(offset, size)
+    return numpy.frombuffer(view, dtype=dtype).reshape(dims)
 
 

@@ -26,6 +26,7 @@ CONFIG_KEYS: dict[str, Callable[[dict, Any], None]] = {
     "device_count": lambda kw, v: kw.__setitem__("device_count", v),
     "hbm_bytes": lambda kw, v: kw.__setitem__("hbm_bytes", v),
     "ddr_bytes": lambda kw, v: kw.__setitem__("ddr_bytes", v),
+    "run_mode": lambda kw, v: kw.__setitem__("run_mode", v),
 }
 
 

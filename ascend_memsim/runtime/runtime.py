@@ -37,7 +37,27 @@ from .events import Events
 from .hooks import Checker, make_checker
 from .streams import Streams
 
-__all__ = ["Runtime", "UsageInfo"]
+__all__ = ["Runtime", "UsageInfo", "parse_run_mode"]
+
+
+def parse_run_mode(value: object) -> RunMode:
+    """``"host"`` (the default) or ``"device"``, or an aclrtRunMode value.
+
+    DECISION: in device mode (ACL_DEVICE: the program runs on the device's own CPU, as on an
+    Atlas 200 DK, where host and device memory are one) operators and models accept host
+    memory as operands, and ``acl.util.ptr_to_bytes`` / ``ptr_to_numpy`` read device memory
+    directly; everything else is as in host mode.
+
+    Raises:
+        InvalidArgument: anything else.
+    """
+    if isinstance(value, RunMode):
+        return value
+    if isinstance(value, str) and value.lower() in ("host", "device"):
+        return RunMode[value.upper()]
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return RunMode(value)
+    raise InvalidArgument(f"run_mode {value!r} is neither 'host' nor 'device'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +90,11 @@ class Runtime:
 
     def __init__(self, product: str | Profile = DEFAULT_PRODUCT, *,
                  default_device: int | None = None, interceptors: Iterable[Callable] = (),
-                 sanitizer: Any = "report",
+                 sanitizer: Any = "report", run_mode: Any = "host",
                  **overrides: Any) -> None:
         self._table = DeviceTable(get_profile(product).with_overrides(**overrides))
+        #: where the program runs (aclrtGetRunMode); see parse_run_mode
+        self.run_mode = parse_run_mode(run_mode)
         #: each thread's current device and context
         self.threads = self._table.threads
         #: set by acl.init / cleared by acl.finalize; owned: acl.init made this runtime
@@ -412,9 +434,9 @@ class Runtime:
         self._release(self._owner(ptr), ptr, "acldvppFree")
 
     def get_run_mode(self) -> RunMode:
-        """aclrtGetRunMode: DECISION: ACL_HOST, the program runs on a host with the device
-        attached (the simulator has no on-device mode)."""
-        return RunMode.HOST
+        """aclrtGetRunMode: ACL_HOST by default (the program runs on a host with the device
+        attached), ACL_DEVICE with ``run_mode="device"`` (see :func:`parse_run_mode`)."""
+        return self.run_mode
 
     def _owner(self, ptr: object) -> Device:
         """The device whose window holds ``ptr``, else the current one (which must exist).
@@ -491,13 +513,17 @@ class Runtime:
         interceptors = list(options.pop("interceptors", ()))
         sanitizer = options.pop("sanitizer", None)
         product = options.pop("product", None)
+        run_mode = options.pop("run_mode", None)
         with self._table.lock:
             profile, new_sanitizer = self.profile, None
-            if product is not None or options or sanitizer is not None:
+            if run_mode is not None:
+                run_mode = parse_run_mode(run_mode)
+            if product is not None or options or sanitizer is not None or run_mode is not None:
                 if self._table:
                     asked = ", ".join(f"{k}={v!r}" for k, v in
                                       [("product", product), *options.items(),
-                                       ("sanitizer", sanitizer)] if v is not None)
+                                       ("sanitizer", sanitizer), ("run_mode", run_mode)]
+                                      if v is not None)
                     raise InvalidArgument(
                         f"acl.init config asks for {asked}, but the active simulation "
                         f"({self.profile.name}) already has devices in use; configure the "
@@ -517,6 +543,8 @@ class Runtime:
                 raise InvalidDevice(f"defaultDevice {default} is outside "
                                     f"[0, {profile.device_count})")
             self.profile = profile
+            if run_mode is not None:
+                self.run_mode = run_mode
             if new_sanitizer is not None:
                 self.sanitizer.detach(self)
                 self.sanitizer = new_sanitizer
