@@ -27,12 +27,14 @@ def _cast(result, outputs) -> Any:
 def _binary(fn_name: str) -> Callable:
     def kernel(inputs, attrs, outputs):
         np = require_numpy()
-        a, b = inputs[0], inputs[1]
         fn = getattr(np, fn_name)
-        if fn_name == "true_divide" and np.issubdtype(outputs[0].dtype, np.integer):
+        dtype = outputs[0].dtype
+        if fn_name != "true_divide":
+            return fn(inputs[0], inputs[1]).astype(dtype, copy=False)
+        if np.issubdtype(dtype, np.integer):
             fn = np.floor_divide
         with np.errstate(all="ignore"):
-            return _cast(fn(a, b), outputs)
+            return _cast(fn(inputs[0], inputs[1]), outputs)
     kernel.__name__ = fn_name
     return kernel
 

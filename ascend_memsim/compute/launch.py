@@ -34,7 +34,7 @@ from .tensors import numpy_dtype, require_numpy
 __all__ = ["Operand", "OutputSpec", "launch"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Operand:
     """One input or output of queued compute: where, how many bytes, what it holds."""
 
@@ -45,7 +45,7 @@ class Operand:
     dims: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class OutputSpec:
     """What an output must be: its shape and numpy dtype (given to kernels that ask)."""
 
@@ -53,7 +53,7 @@ class OutputSpec:
     dtype: Any
 
 
-def check_operand(runtime, call: str, operand: Operand, write: bool) -> None:
+def check_operand(runtime, call: str, operand: Operand, write: bool, device=None) -> None:
     """Refuse an operand that is not live device memory of the current device.
 
     Raises:
@@ -62,7 +62,8 @@ def check_operand(runtime, call: str, operand: Operand, write: bool) -> None:
     """
     if operand.nbytes == 0:
         return
-    device = runtime.current_device()
+    if device is None:
+        device = runtime.current_device()
     data = runtime.data
     with data.lock:
         region, _ = data.resolve(call, operand.addr, operand.nbytes, write=write, deferred=True)
@@ -82,14 +83,13 @@ def check_operand(runtime, call: str, operand: Operand, write: bool) -> None:
 def read_operand(runtime, call: str, operand: Operand):
     """The operand's bytes as a new, writable numpy array of its dtype and dims."""
     np = require_numpy()
-    dtype = numpy_dtype(operand.dtype)
-    buf = bytearray(operand.nbytes)
+    array = np.empty(operand.dims, numpy_dtype(operand.dtype))
     if operand.nbytes:
         data = runtime.data
         with data.lock:
             region, offset = data.resolve(call, operand.addr, operand.nbytes, write=False)
-            region.read_into(offset, memoryview(buf))
-    return np.frombuffer(buf, dtype=dtype).reshape(operand.dims)
+            region.read_into(offset, memoryview(array.reshape(-1)).cast("B"))
+    return array
 
 
 def write_operand(runtime, call: str, operand: Operand, array) -> None:
@@ -144,10 +144,11 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
     streams = runtime.streams
     # a bad handle fails before the operands are looked at
     target = None if stream is None else streams.stream(stream)
+    device = runtime.current_device()
     for operand in inputs:
-        check_operand(runtime, call, operand, write=False)
+        check_operand(runtime, call, operand, False, device)
     for operand in outputs:
-        check_operand(runtime, call, operand, write=True)
+        check_operand(runtime, call, operand, True, device)
     ranges = tuple((op.addr, op.addr + op.nbytes) for op in (*inputs, *outputs) if op.nbytes)
 
     def run(_stream) -> None:

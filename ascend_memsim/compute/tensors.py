@@ -59,13 +59,20 @@ def require_numpy():
     return numpy
 
 
+_DTYPES: dict[DataType, Any] = {}
+
+
 def numpy_dtype(dtype: DataType):
     """The numpy dtype of an aclDataType. Raises UnsupportedDataType when numpy has none."""
+    found = _DTYPES.get(dtype)
+    if found is not None:
+        return found
     name = NUMPY_NAMES.get(dtype)
     if name is None:
         raise UnsupportedDataType(f"{dtype.name} (aclDataType {int(dtype)}) has no numpy "
                                   f"dtype, so the simulator's kernels cannot compute in it")
-    return require_numpy().dtype(name)
+    found = _DTYPES[dtype] = require_numpy().dtype(name)
+    return found
 
 
 def data_type(value: object, what: str = "data_type") -> DataType:

@@ -437,16 +437,16 @@ class DataPlane:
     def region_at(self, addr: int):
         """The region (host block, registered buffer, device block) holding ``addr``, or None.
 
-        Host memory first: aclrtMallocHost blocks sit at real process addresses, which may
-        fall inside a device's simulated window.
+        A live device block first, then host memory: aclrtMallocHost blocks sit at real
+        process addresses, which may fall inside a device's simulated window.
         """
         runtime = self.runtime
-        region = runtime.host.region_at(addr)
-        if region is not None or addr < runtime.host_limit:
-            return region
-        device = runtime.device_holding(addr)
-        block = None if device is None else device.block_at(addr)
-        return None if block is None else DeviceRegion(block)
+        if addr >= runtime.host_limit:
+            device = runtime.device_holding(addr)
+            block = None if device is None else device.block_at(addr)
+            if block is not None:
+                return DeviceRegion(block)
+        return runtime.host.region_at(addr)
 
     def resolve(self, call: str, addr: int, count: int, write: bool, *,
                 deferred: bool = False):
