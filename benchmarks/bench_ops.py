@@ -19,8 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
 
-from ascend_memsim import MiB, Runtime, Sanitizer
-from ascend_memsim import acl
+from ascend_memsim import MiB, Runtime, Sanitizer, acl
 
 
 def best_of(fn, iterations: int, rounds: int = 5) -> float:
