@@ -56,7 +56,10 @@ __all__ = ["Callbacks"]
 class _Report:
     fn: Callable[[Any], Any]
     user_data: Any
+    #: set when the callback has returned (a blocking launch waits for it)
     done: threading.Event = field(default_factory=threading.Event)
+    #: taken by the one thread that runs the callback
+    claimed: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass(eq=False)
@@ -132,20 +135,23 @@ class Callbacks:
             if block == CallbackBlock.BLOCK:
                 while not report.done.wait(0.05):
                     if not self._subscriber(owner):
-                        self._call(report)
+                        self._call(report)  # does nothing if the subscriber claimed it
+                        report.done.wait()
                         return
 
         self.runtime.streams.enqueue(target, "aclrtLaunchCallback", (), run)
 
     @staticmethod
     def _call(report: _Report) -> None:
-        if report.done.is_set():
+        """Run the callback once (whichever thread claims it first), then mark it done."""
+        if not report.claimed.acquire(blocking=False):
             return
-        report.done.set()
         try:
             report.fn(report.user_data)
         except Exception:
             traceback.print_exc(file=sys.stderr)
+        finally:
+            report.done.set()
 
     def process(self, timeout_ms: object) -> None:
         """aclrtProcessReport: run one callback handed to this thread, waiting up to
