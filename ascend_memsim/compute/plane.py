@@ -24,6 +24,7 @@ from .tensors import (
     DataBuffer,
     Handle,
     HandleTable,
+    Layout,
     TensorDesc,
     as_list,
     data_type,
@@ -168,27 +169,29 @@ class ComputePlane:
             return {}
         return dict(self.attr(handle).values)
 
-    def _descs(self, handles: object, what: str) -> list[TensorDesc]:
+    def _descs(self, handles: object, what: str) -> list[Layout]:
         """Snapshots of the descriptors (later changes do not affect queued work)."""
         descs = []
+        get = self.handles.get
         for i, h in enumerate(as_list(handles, what)):
-            desc = self.handles.get(h, TensorDesc, f"{what}[{i}]")
-            if not desc.static:
-                raise OpInputMismatch(f"{what}[{i}] has a dynamic shape {list(desc.dims)}; "
+            layout = get(h, TensorDesc, what).layout()
+            if not layout.static:
+                raise OpInputMismatch(f"{what}[{i}] has a dynamic shape {list(layout.dims)}; "
                                       f"the simulator runs static shapes only")
-            numpy_dtype(desc.dtype)
-            descs.append(TensorDesc(dtype=desc.dtype, dims=desc.dims, format=desc.format))
+            numpy_dtype(layout.dtype)
+            descs.append(layout)
         return descs
 
-    def _operands(self, descs: list[TensorDesc], buffers: object, what: str,
+    def _operands(self, descs: list[Layout], buffers: object, what: str,
                   mismatch: type) -> list[Operand]:
         buffers = as_list(buffers, what)
         if len(buffers) != len(descs):
             raise mismatch(f"{len(buffers)} {what} for {len(descs)} descriptors")
         operands = []
+        get = self.handles.get
         for i, (desc, h) in enumerate(zip(descs, buffers)):
-            buffer = self.handles.get(h, DataBuffer, f"{what}[{i}]")
-            need = desc.byte_size()
+            buffer = get(h, DataBuffer, what)
+            need = desc.nbytes
             if buffer.nbytes < need:
                 raise mismatch(f"{what}[{i}] holds {buffer.nbytes} bytes, but its descriptor "
                                f"{desc.spec()} needs {need}")
@@ -208,8 +211,8 @@ class ComputePlane:
         self._launch(call, kernel, in_descs, out_descs, self._attrs(attr), inputs, outputs,
                      stream)
 
-    def _launch(self, call: str, kernel, in_descs: list[TensorDesc],
-                out_descs: list[TensorDesc], attrs: dict, inputs: object, outputs: object,
+    def _launch(self, call: str, kernel, in_descs: list[Layout],
+                out_descs: list[Layout], attrs: dict, inputs: object, outputs: object,
                 stream: object) -> None:
         ins = self._operands(in_descs, inputs, "inputs", OpInputMismatch)
         outs = self._operands(out_descs, outputs, "outputs", OpOutputMismatch)

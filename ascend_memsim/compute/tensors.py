@@ -31,7 +31,7 @@ from ..memory.errors import (
 from ..memory.sites import capture_site
 
 __all__ = [
-    "HANDLE_BASE", "Handle", "TensorDesc", "DataBuffer", "HandleTable", "numpy_dtype",
+    "HANDLE_BASE", "Handle", "Layout", "TensorDesc", "DataBuffer", "HandleTable", "numpy_dtype",
     "data_type", "require_numpy", "as_list",
 ]
 
@@ -131,6 +131,20 @@ class Handle:
         return f"{self.kind} {self.handle:#x} ({self.made_by}; destroy with {self.destroyed_by})"
 
 
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What a tensor descriptor describes, fixed: see :meth:`TensorDesc.layout`."""
+
+    dtype: DataType
+    dims: tuple[int, ...]
+    format: int
+    static: bool
+    nbytes: int
+
+    def spec(self) -> str:
+        return f"{self.dtype.name}{list(self.dims)}"
+
+
 @dataclass(eq=False)
 class TensorDesc(Handle):
     """aclTensorDesc: data type, dims (int64, -1 a dynamic dim) and format."""
@@ -139,9 +153,20 @@ class TensorDesc(Handle):
     dims: tuple[int, ...] = ()
     format: int = int(Format.ND)
     name: str = ""
+    _layout: Layout | None = field(default=None, init=False, repr=False)
     made_by = "aclCreateTensorDesc"
     destroyed_by = "aclDestroyTensorDesc"
     kind = "tensor descriptor"
+
+    def layout(self) -> Layout:
+        """An immutable snapshot of the type, dims and format (made once per change), which
+        queued work keeps: later changes to the descriptor do not reach it."""
+        layout = self._layout
+        if layout is None or (layout.dtype, layout.dims, layout.format) != (
+                self.dtype, self.dims, self.format):
+            layout = self._layout = Layout(self.dtype, self.dims, self.format, self.static,
+                                           self.byte_size())
+        return layout
 
     @property
     def static(self) -> bool:
@@ -211,6 +236,9 @@ class HandleTable:
             InvalidArgumentType: not an int. InvalidArgument: 0 (NULL).
             InvalidHandle: unknown, destroyed, or a handle of another kind.
         """
+        obj = self._live.get(handle) if handle.__class__ is int else None
+        if obj.__class__ is cls:  # the common case: a live handle of the exact class
+            return obj
         what = what or cls.kind
         number = as_int(handle, what, None, SIZE_MAX)
         if number == 0:

@@ -211,7 +211,8 @@ class Streams:
                 queues = [s.queue for s in streams if s.queue]
                 if not queues:
                     return
-                work = list(heapq.merge(*queues, key=lambda op: op.seq))
+                work = (queues[0] if len(queues) == 1
+                        else list(heapq.merge(*queues, key=lambda op: op.seq)))
                 for s in streams:
                     s.queue = []
                 self.pending -= len(work)
