@@ -122,3 +122,14 @@ def test_a_caching_allocator_that_fills_host_memory_with_memmove(rt):
     cache.release()
     acl.rt.free(dev)
     assert rt.sanitizer.reports == []
+
+
+def test_freed_host_memory_is_a_use_after_free_not_foreign_memory(rt):
+    host, _ = acl.rt.malloc_host(128)
+    dev, _ = acl.rt.malloc(128, 0)
+    acl.rt.memset(dev, 128, 1, 128)
+    assert acl.rt.free_host(host) == 0
+    assert acl.rt.memcpy(host, 128, dev, 128, 2) == 107000
+    assert acl.rt.memcpy(host + 64, 64, dev, 64, 2) == 107000
+    assert [r.kind for r in rt.sanitizer.reports] == ["use-after-free"] * 2
+    acl.rt.free(dev)

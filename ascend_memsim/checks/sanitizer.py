@@ -285,14 +285,16 @@ class Sanitizer:
         """``96 bytes past the end of the 100-byte block at 0x...`` (or nothing near)."""
         runtime = self.runtime
         regions = []
-        # Only the memory the address points into: a device's window, or host memory.
+        # Only the memory the address points into: a device's window, or host memory
+        # (aclrtMallocHost blocks sit at real process addresses, anywhere).
         if runtime is not None and addr >= runtime.host_limit:
             device = runtime.device_holding(addr)
             if device is not None:
                 regions.extend(device.neighbours(addr))
-        elif runtime is not None:
+        if runtime is not None:
             regions.extend(runtime.host.blocks())
-            regions.extend(runtime.host.registrations())
+            if addr < runtime.host_limit:
+                regions.extend(runtime.host.registrations())
         best = None
         for r in regions:
             distance = addr - (r.ptr + r.size) if addr >= r.ptr else r.ptr - addr

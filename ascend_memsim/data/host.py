@@ -22,7 +22,10 @@ is the runtime's code, never a crash (where ``/proc/self/maps`` does not exist, 
 addresses are refused). The sanitizer notes each copy through such memory
 (``Sanitizer.notes``): it cannot see its bounds. Known memory is looked up first: host
 blocks and registrations, then live device blocks, and only then the process's mappings, so
-a real address that falls inside a device's simulated window still works.
+a real address that falls inside a device's simulated window still works. DECISION: an
+access into a freed aclrtMallocHost block still kept is a use after free; one that starts
+past a live host block's end, in other mapped memory, is accepted with a note (the
+simulator cannot tell it from a buffer of the program's own).
 
 A registration holds the buffer object, keeping it alive. When user code has dropped every
 reference of its own (the registration holds the last one), the buffer counts as freed: the
@@ -498,10 +501,17 @@ class HostMemory:
                 return None
             return region
 
-    @staticmethod
-    def foreign(addr: int, count: int, write: bool) -> ForeignRegion | None:
+    def foreign(self, addr: int, count: int, write: bool) -> ForeignRegion | None:
         """The access as a :class:`ForeignRegion` when the process has that range mapped
-        (readable; writable for ``write``), else None. Never touches the memory."""
+        (readable; writable for ``write``), else None. Never touches the memory.
+
+        An access that touches a freed aclrtMallocHost block still kept allocated is None
+        (a use after free, not foreign memory). O(kept freed blocks) plus reading the maps.
+        """
+        with self.lock:
+            for block in self._freed:
+                if addr < block.ptr + block.footprint and block.ptr < addr + count:
+                    return None
         return ForeignRegion(addr, count, write) if mapped(addr, count, write) else None
 
     def blocks(self) -> list[HostBlock]:
