@@ -87,6 +87,11 @@ BAD_CALLS = [
     lambda: acl.rt.set_device(5), lambda: acl.rt.check_mem_type([], 2, 0),
     lambda: acl.rt.memset(0, 10, 1, 10), lambda: acl.rt.memcpy(0x1234, 10, 0x5678, 10, 1),
     lambda: acl.rt.memcpy(device_base(0), 10, device_base(0) + 64, 20, 3),
+    lambda: acl.op.execute_v2("NoSuchOp", [], [], [], [], 0, 0),
+    lambda: acl.op.execute_v2("Add", (1,), [], [], [], 0, 0),
+    lambda: acl.mdl.load_from_file("/nonexistent/model.om"), lambda: acl.mdl.unload(99),
+    lambda: acl.destroy_data_buffer(0x1234), lambda: acl.rt.record_event(0x1234, 0),
+    lambda: acl.rt.create_event_with_flag(0x4), lambda: acl.rt.launch_callback(print, 1, 0, 0),
 ]
 
 
