@@ -347,3 +347,33 @@ def test_marker_registers_ops_for_one_test(memsim):
 def test_marker_ops_are_gone_after_the_test(rt, t):
     d, b = t.put(X)
     assert acl.op.execute_v2("Neg", [d], [b], [d], [b], 0, 0) == 100024
+
+
+def test_threads_running_operators_on_their_own_streams(rt):
+    import threading
+
+    errors = []
+
+    def worker(seed):
+        try:
+            acl.rt.set_device(0)
+            stream, _ = acl.rt.create_stream()
+            t = Tensors(rt)
+            for i in range(20):
+                a = np.full((4, 4), seed * 100 + i, np.int32)
+                got = run(t, "Add", [a, a], (4, 4), np.int32, stream=stream)
+                if not (got == 2 * a).all():
+                    errors.append((seed, i))
+            t.release()
+            acl.rt.destroy_stream(stream)
+            acl.rt.reset_device(0)
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert rt.extension("compute", None).handles.live() == []
