@@ -6,34 +6,60 @@ the ``testing`` toolkit on top; ``observe`` (stats, traces, replay, pictures) an
 (sanitizer, faults), which attach to a runtime through its hooks; ``runtime`` (the composition
 root: devices, current device per thread, streams, aclInit); ``data`` (device bytes, host
 memory); ``memory`` at the bottom (rules, allocator, device, profiles, constants, errors).
-This module only re-exports the public names.
+This module only re-exports the public names, each imported on first use (PEP 562), so a
+command that needs little (``ascend-memsim --help``) does not pay for the whole package. The
+first public name asked for imports the checks too, which register the sanitizer as every new
+runtime's checker (see :mod:`ascend_memsim.runtime.hooks`).
 """
 
-from .acl import install_acl, uninstall_acl
-from .checks.faults import FailNth, FailRandomly, FailWhen, HugePagesExhausted
-from .checks.reports import Report
-from .checks.sanitizer import Sanitizer
-from .compute.models import register_model, unregister_model
-from .compute.ops import register_op, registered_ops, unregister_op
-from .memory.allocator import Allocator
-from .memory.constants import ErrorCode, GiB, KiB, MallocPolicy, MemAttr, MemcpyKind, MemType, MiB
-from .memory.device import Block, Device
-from .memory.errors import *  # noqa: F403  (every exception class, listed in errors.__all__)
-from .memory.errors import __all__ as _error_names
-from .memory.explain import Explanation, explain
-from .memory.profiles import PROFILES, Profile, get_profile, register_profile
-from .memory.rules import Api, Page
-from .runtime.active import current_runtime
-from .runtime.runtime import Runtime, UsageInfo
-from .testing.exhaustive import exhaustive
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "install_acl", "uninstall_acl", "Allocator", "KiB", "MiB", "GiB", "MallocPolicy",
-    "MemAttr", "MemcpyKind", "MemType", "ErrorCode", "Api", "Block", "Device", "Page",
-    "Explanation", "explain", "PROFILES", "Profile", "get_profile", "register_profile",
-    "Runtime", "UsageInfo", "current_runtime", "Report", "Sanitizer", *_error_names,
-    "FailNth", "FailRandomly", "FailWhen", "HugePagesExhausted", "exhaustive",
-    "register_op", "registered_ops", "unregister_op", "register_model", "unregister_model",
-]
+#: public name -> the module it lives in (one import path each, README "Architecture")
+_HOMES = {
+    **dict.fromkeys(("install_acl", "uninstall_acl"), ".acl"),
+    **dict.fromkeys(("FailNth", "FailRandomly", "FailWhen", "HugePagesExhausted"),
+                    ".checks.faults"),
+    "Report": ".checks.reports",
+    "Sanitizer": ".checks.sanitizer",
+    "Allocator": ".memory.allocator",
+    **dict.fromkeys(("ErrorCode", "GiB", "KiB", "MallocPolicy", "MemAttr", "MemcpyKind",
+                     "MemType", "MiB"), ".memory.constants"),
+    **dict.fromkeys(("Block", "Device"), ".memory.device"),
+    **dict.fromkeys(("Explanation", "explain"), ".memory.explain"),
+    **dict.fromkeys(("PROFILES", "Profile", "get_profile", "register_profile"),
+                    ".memory.profiles"),
+    **dict.fromkeys(("Api", "Page"), ".memory.rules"),
+    "current_runtime": ".runtime.active",
+    **dict.fromkeys(("Runtime", "UsageInfo"), ".runtime.runtime"),
+    "exhaustive": ".testing.exhaustive",
+    **dict.fromkeys(("register_op", "registered_ops", "unregister_op"), ".compute.ops"),
+    **dict.fromkeys(("register_model", "unregister_model"), ".compute.models"),
+}
+
+
+def _error_names() -> list[str]:
+    return list(importlib.import_module(".memory.errors", __name__).__all__)
+
+
+def __getattr__(name: str) -> object:
+    if name == "__all__":
+        value: object = [*_HOMES, *_error_names()]
+    else:
+        home = _HOMES.get(name)
+        if home is None:
+            if name.startswith("__") or name not in _error_names():
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            home = ".memory.errors"
+        # Registers the sanitizer as the runtimes' checker (see the module docstring).
+        importlib.import_module(".checks", __name__)
+        value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES, *_error_names()])

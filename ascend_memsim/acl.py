@@ -20,6 +20,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from . import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from .compute.models import Dataset, ModelDesc, Models, spec_for_bytes, spec_for_file
 from .compute.plane import ComputePlane, compute_plane
 from .data import host as _host

@@ -96,3 +96,29 @@ def test_size_classes_are_monotonic():
 def test_constructor_rejects_unaligned_ranges(bad):
     with pytest.raises(ValueError):
         Allocator(**bad)
+
+
+def test_a_class_full_of_too_short_holes_is_searched_by_length_and_stays_first_fit():
+    # 200 holes of 4096 bytes, then holes of 4096 + 64k (k < 8), all in one size class; a
+    # request just longer than the first ones makes the search give up walking the class run
+    # by run and build its length index. Every answer must still be the lowest hole that
+    # fits, and stay so as the holes change.
+    a = Allocator(1 << 24)
+    holes = []
+    for i in range(240):
+        holes.append(a.allocate(4096 if i < 200 else 4096 + 64 * (i % 8)))
+        a.allocate(64)  # keeps the holes apart
+    for p in holes:
+        a.release(p)
+    for want in (4096 + 64 * 7, 4096 + 64 * 5, 4096 + 64 * 6, 4096 + 64 * 7, 4096):
+        runs = list(a.free_runs())
+        expected = next(s for s, e in runs if e - s >= want)
+        assert a.allocate(want) == expected
+        a.check_invariants()
+    assert a._lengths, "the length index was never made"
+    for p in holes[:50]:
+        if a.extent(p):
+            a.release(p)
+        a.check_invariants()
+    expected = next(s for s, e in a.free_runs() if e - s >= 4288)
+    assert a.allocate(4096 + 64 * 3) == expected

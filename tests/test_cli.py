@@ -367,3 +367,21 @@ def test_run_options_after_the_script_get_a_note(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0 and "args ['--trace', 't.jsonl']" in captured.out
     assert "put run's own options before the script" in captured.err
+
+
+def test_help_names_the_default_product_and_imports_nothing_of_the_package():
+    import subprocess
+    import sys
+
+    from ascend_memsim import cli
+    from ascend_memsim.cli import common
+    from ascend_memsim.memory.profiles import DEFAULT_PRODUCT
+
+    assert cli.HELP_DEFAULT_PRODUCT == DEFAULT_PRODUCT
+    assert cli.USAGE_ERROR == common.USAGE_ERROR
+    code = ("import sys; from ascend_memsim.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('ascend_memsim')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "['ascend_memsim', 'ascend_memsim.cli']"

@@ -392,3 +392,58 @@ def test_threads_copying_to_their_own_blocks_do_not_mix(rt):
         t.join()
     assert errors == []
     rt.device(0).check_invariants()
+
+
+def test_copying_never_written_or_filled_memory_makes_nothing():
+    with Runtime("A2", hbm_bytes=8 * GiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        size = 2 * GiB
+        a = rt.malloc(size, MallocPolicy.NORMAL_ONLY)
+        b = rt.malloc(size, MallocPolicy.NORMAL_ONLY)
+        rt.memcpy(b, size, a, size, D2D)  # a was never written: b reads zeros, holds no bytes
+        assert contents_of(rt.block(b)).materialised_bytes() == 0
+        assert get(rt, b + CHUNK_BYTES + 5, 16) == bytes(16)
+        rt.memset(a, size, 7, size)  # whole chunks stay ints, and so do their copies
+        rt.memcpy(b + 64, size - 64, a + 64, size - 64, D2D)
+        assert contents_of(rt.block(b)).materialised_bytes() == CHUNK_BYTES  # the first chunk
+        assert get(rt, b, 80) == bytes(64) + b"\x07" * 16
+        assert get(rt, b + size - 8, 8) == b"\x07" * 8
+
+
+def test_a_copy_that_runs_out_of_host_memory_changes_nothing(monkeypatch):
+    from ascend_memsim.data import contents
+
+    with Runtime("A2", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        a = rt.malloc(GiB + 4096, MallocPolicy.NORMAL_ONLY)  # past DENSE_LIMIT: 64 MiB chunks
+        b = rt.malloc(GiB + 4096, MallocPolicy.NORMAL_ONLY)
+        for at in range(0, 4 * CHUNK_BYTES, CHUNK_BYTES):  # real bytes in every chunk of a
+            buf = bytearray(b"data")
+            rt.memcpy(a + at, 4, rt.host.register(buf).ptr, 4, H2D)
+        buf = bytearray(b"keep")
+        rt.memcpy(b + CHUNK_BYTES, 4, rt.host.register(buf).ptr, 4, H2D)
+        before = dict(contents_of(rt.block(b)).chunks), contents_of(rt.block(b)).written.runs()
+        made = []
+        limit = [2]
+        real = contents.zeroed_buffer
+
+        def two_then_out(size):
+            if len(made) == limit[0]:
+                raise MemoryError
+            made.append(size)
+            return real(size)
+
+        monkeypatch.setattr(contents, "zeroed_buffer", two_then_out)
+        with pytest.raises(MemoryError):
+            rt.memcpy(b, 4 * CHUNK_BYTES, a, 4 * CHUNK_BYTES, D2D)
+        assert len(made) == 2
+        after = contents_of(rt.block(b))
+        assert (dict(after.chunks), after.written.runs()) == before
+        assert get(rt, b, 4) == bytes(4) and get(rt, b + CHUNK_BYTES, 4) == b"keep"
+        made.clear()
+        limit[0] = 1
+        eight = bytearray(b"8 bytes!")
+        with pytest.raises(MemoryError):  # host to device writes are all or nothing too
+            across = rt.host.register(eight).ptr  # into chunks 2 and 3, both new
+            rt.memcpy(b + 3 * CHUNK_BYTES - 4, 8, across, 8, H2D)
+        assert (dict(after.chunks), after.written.runs()) == before

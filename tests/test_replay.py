@@ -173,3 +173,37 @@ def test_a_trace_header_capacity_that_is_not_a_multiple_of_64_is_named():
     with pytest.raises(InvalidArgument, match="the trace header's hbm_bytes=100"):
         replay(trace)
     assert replay(trace, capacity=64 * MiB).fits
+
+
+def test_bisection_starts_from_the_high_water_mark_and_matches_a_linear_search():
+    import random
+
+    rng = random.Random(7)
+    events, live, ptr = [], [], 0
+    for _ in range(300):
+        if live and rng.random() < 0.45:
+            p, size = live.pop(rng.randrange(len(live)))
+            events.append(("free", p, size))
+        else:
+            ptr += 1
+            size = rng.choice((100, 5000, 70_000, 1 * MiB, 3 * MiB))
+            events.append(("malloc", ptr, size))
+            live.append((ptr, size))
+    trace = _trace(*events)
+    step = 2 * MiB
+    found = smallest_capacity(trace, "A2", step=step)
+    roomy = replay(trace, "A2", capacity=found.capacity + 64 * step, keep_runtime=True)
+    at_mark = replay(trace, "A2", capacity=-(-roomy.high_water // step) * step,
+                     keep_runtime=True)
+    try:  # from the high-water mark up, the very same placements
+        assert at_mark.fits
+        assert ([b.ptr for b in roomy.runtime.device(0).blocks()]
+                == [b.ptr for b in at_mark.runtime.device(0).blocks()])
+    finally:
+        roomy.runtime.close()
+        at_mark.runtime.close()
+    capacity = step
+    while not replay(trace, "A2", capacity=capacity, stop_at_failure=True).fits:
+        capacity += step
+    assert found.capacity == capacity  # this trace's first fit is also the smallest
+    assert found.runs <= 2 + (capacity // step).bit_length()

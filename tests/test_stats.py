@@ -110,3 +110,36 @@ def test_unknown_events_are_ignored_and_empty_snapshot_is_zero(a2):
     stats("memcpy", a2.device(0), {"dst": 1, "src": 2, "count": 3, "kind": 1, "stream": None})
     assert stats.snapshot(0)["allocation.all.allocated"] == 0
     assert stats.snapshot(5)["footprint_bytes.all.current"] == 0
+
+
+def test_an_observer_of_some_events_sees_only_those_on_devices_made_before_and_after():
+    seen, everything = [], []
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2) as rt:
+        rt.set_device(0)
+        rt.add_observer(lambda event, device, info: seen.append((event, device.device_id)),
+                        events=("free", "reset", "set_device"))
+        rt.add_observer(lambda event, device, info: everything.append(event))
+        rt.free(rt.malloc(100))
+        rt.set_device(1)
+        ptr = rt.malloc(100)
+        rt.reset_device(1)
+        assert ptr not in {b.ptr for b in rt.blocks()}
+    assert seen[:3] == [("free", 0), ("set_device", 1), ("reset", 1)]  # then close resets
+    assert everything[:4] == ["malloc", "free", "set_device", "malloc"]
+    assert "reset" in everything and "reset_device" in everything
+
+
+def test_an_observer_removed_from_its_events_sees_nothing_more():
+    seen = []
+
+    def watch(event, device, info):
+        seen.append(event)
+
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        rt.add_observer(watch, events=("malloc",))
+        rt.set_device(0)
+        rt.free(rt.malloc(100))
+        rt.remove_observer(watch, events=("malloc",))
+        rt.free(rt.malloc(100))
+        assert not rt.device(0).subscribers
+    assert seen == ["malloc"]

@@ -6,3 +6,7 @@ They attach to a runtime through the hooks it owns (:mod:`ascend_memsim.runtime.
 :func:`~ascend_memsim.runtime.config.register_config_key`). They may import the runtime, the
 data plane and the memory core; nothing below imports them.
 """
+
+# Importing the layer registers the sanitizer as every runtime's checker and the "sanitizer"
+# and "faults" aclInit config keys.
+from . import faults, sanitizer  # noqa: F401

@@ -56,7 +56,7 @@ from sortedcontainers import SortedDict
 from ..data.host import HostBlock
 from ..memory.args import as_ptr
 from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
-from ..memory.sites import Site, capture_site
+from ..memory.sites import Site, capture_site, site_of
 from ..memory.units import parse_size
 from ..runtime.config import register_config_key
 from ..runtime.hooks import register_checker
@@ -82,8 +82,7 @@ class _Freed:
 
     @property
     def alloc_site(self) -> Site | None:
-        extra = self.block.extra
-        return None if extra is None else extra.get("site")
+        return site_of(self.block)
 
 
 #: How far a block may be from a bad address and still be named as the nearest one.
@@ -123,7 +122,7 @@ class Sanitizer:
         # was reused, then freed again). Brought up to date lazily, at the next lookup, so a
         # free costs two list appends: _fresh (remembered since) and _stale (dropped since).
         # None: rebuild from _freed (more than ``history`` frees without a lookup).
-        self._pieces: SortedDict | None = SortedDict()
+        self._pieces: SortedDict | None = None  # made at the first lookup
         self._fresh: list[_Freed] = []
         self._stale: list[_Freed] = []
         self._quarantine: deque = deque()
@@ -393,17 +392,21 @@ class Sanitizer:
 
     # -- frees ---------------------------------------------------------------------------------
 
-    def free(self, device: Any, ptr: Any, call: str = "aclrtFree") -> Any:
+    def free(self, device: Any, ptr: Any, call: str = "aclrtFree", block: Any = False) -> Any:
         """Free ``ptr`` on ``device`` with the checks; the released block (or None if held).
+
+        ``block``: the live block at ``ptr`` (or None) when the caller has looked it up.
+        O(log n) as Device.free, plus a stack capture (the free site).
 
         Raises:
             InvalidArgument, InvalidArgumentType: NULL or not an int (as Device.free).
             InvalidPointer: as Device.free (after an invalid/double free report).
             SanitizerError: strict mode, free with pending work.
         """
-        ptr = as_ptr(ptr)
-        block = device.block(ptr)
-        if block is not None:
+        if block is False:
+            ptr = as_ptr(ptr)
+            block = device.block(ptr)
+        if block is not None and self.runtime.streams.pending:
             self._check_pending(call, block)
         free_site = self.capture() if self.record_sites else None
         try:
@@ -552,8 +555,7 @@ class _BlockView:
         return self.block.describe()
 
     def site(self) -> Site | None:
-        extra = self.block.extra
-        return None if extra is None else extra.get("site")
+        return site_of(self.block)
 
 
 def _release(held: list) -> None:

@@ -11,20 +11,81 @@ a command's result text with one JSON document.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..memory.args import UINT32_MAX
-from ..memory.constants import MallocPolicy, MiB
-from ..memory.errors import AclError, InvalidArgument
-from ..memory.explain import explain
-from ..memory.profiles import DEFAULT_PRODUCT, PROFILES
-from ..memory.units import format_bytes, parse_size
-from .common import USAGE_ERROR, print_json, version
-from .demo import cmd_demo
-from .run import cmd_run, sanitizer_report_count
-from .traces import cmd_export, cmd_map, cmd_plot, cmd_replay, cmd_stats
+if TYPE_CHECKING:  # imported by _load(), once a command runs (--help needs none of them)
+    from ..memory.args import UINT32_MAX
+    from ..memory.constants import MallocPolicy
+    from ..memory.errors import AclError, InvalidArgument
+    from ..memory.explain import explain
+    from ..memory.profiles import PROFILES
+    from ..memory.units import format_bytes, parse_size
+    from .common import print_json
+
+#: exit status for bad usage or unreadable input (argparse uses 2 as well); the same as
+#: common.USAGE_ERROR, named here so that --help imports nothing of the package
+USAGE_ERROR = 2
+#: memory.profiles.DEFAULT_PRODUCT, named here for the same reason (tests/test_cli.py checks
+#: the two agree)
+HELP_DEFAULT_PRODUCT = "A2"
+_MiB = 1 << 20
+
+
+def _load() -> None:
+    """Import what the commands use (about a tenth of a second), once."""
+    if "explain" in globals():
+        return
+    from .. import checks  # noqa: F401  (registers the sanitizer and the config keys)
+    from ..memory import args, constants, errors, explain, profiles, units
+    from . import common
+
+    globals().update(
+        UINT32_MAX=args.UINT32_MAX, MallocPolicy=constants.MallocPolicy,
+        AclError=errors.AclError, InvalidArgument=errors.InvalidArgument,
+        explain=explain.explain, PROFILES=profiles.PROFILES, format_bytes=units.format_bytes,
+        parse_size=units.parse_size, print_json=common.print_json)
+
+
+def _command(module: str, name: str) -> Any:
+    """The command ``name`` of submodule ``module``, imported when it first runs."""
+    def run(args: argparse.Namespace, out: TextIO) -> int:
+        _load()
+        return getattr(importlib.import_module(module, __name__), name)(args, out)
+
+    run.__name__ = name
+    return run
+
+
+cmd_demo = _command(".demo", "cmd_demo")
+cmd_run = _command(".run", "cmd_run")
+cmd_export, cmd_map, cmd_plot, cmd_replay, cmd_stats = (
+    _command(".traces", n) for n in ("cmd_export", "cmd_map", "cmd_plot", "cmd_replay",
+                                      "cmd_stats"))
+
+
+def sanitizer_report_count(runtime: Any) -> int:
+    """See :func:`ascend_memsim.cli.run.sanitizer_report_count`."""
+    from .run import sanitizer_report_count as count
+
+    return count(runtime)
+
+
+class _Version(argparse.Action):
+    """--version, looking the installed version up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from .common import version
+
+        print(f"ascend-memsim {version()}", file=sys.stdout)  # as argparse's version action
+        parser.exit()
 
 __all__ = ["main", "parse_policy_arg", "sanitizer_report_count", "USAGE_ERROR"]
 
@@ -39,6 +100,7 @@ def parse_policy_arg(text: str) -> int:
     Raises:
         InvalidArgument: neither a policy name nor a number.
     """
+    _load()
     name = text.strip().upper().replace("-", "_")
     name = name.removeprefix("ACL_MEM_MALLOC_")
     if name in MallocPolicy.__members__:
@@ -54,6 +116,7 @@ def parse_policy_arg(text: str) -> int:
 
 
 def _size_arg(text: str) -> int:
+    _load()
     try:
         return parse_size(text)
     except InvalidArgument as e:
@@ -61,6 +124,7 @@ def _size_arg(text: str) -> int:
 
 
 def _policy_arg(text: str) -> int:
+    _load()
     try:
         return parse_policy_arg(text)
     except InvalidArgument as e:
@@ -107,8 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ascend-memsim",
         description="A simulator of the Ascend CANN runtime's device memory.")
-    parser.add_argument("--version", action="version",
-                        version=f"ascend-memsim {version()}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def json_option(p: argparse.ArgumentParser) -> None:
@@ -116,8 +179,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="print the result as one JSON document")
 
     p = sub.add_parser("demo", help="a guided tour of the allocation rules (start here)")
-    p.add_argument("--product", default=DEFAULT_PRODUCT)
-    p.add_argument("--capacity", type=_size_arg, default=64 * MiB,
+    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT)
+    p.add_argument("--capacity", type=_size_arg, default=64 * _MiB,
                    help="device memory for the tour (default 64MiB)")
     p.add_argument("--html", metavar="OUT.html", help="also write the memory map picture")
     p.set_defaults(func=cmd_demo)
@@ -126,7 +189,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("size", type=_size_arg, metavar="SIZE", help="bytes: 123, 64KiB, 2MiB, 1GiB")
     p.add_argument("--policy", type=_policy_arg, default=0,
                    help="HUGE_FIRST (default), HUGE_ONLY, NORMAL_ONLY, ... or a number")
-    p.add_argument("--product", default=DEFAULT_PRODUCT)
+    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT)
     p.add_argument("--api", default="aclrtMalloc",
                    help="aclrtMalloc (default), aclrtMallocAlign32, malloc_cached, ...")
     json_option(p)
@@ -144,8 +207,8 @@ def _parser() -> argparse.ArgumentParser:
                     "\"defaultDevice\") overrides them.")
     p.add_argument("script", metavar="SCRIPT.py")
     p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
-    p.add_argument("--product", default=DEFAULT_PRODUCT,
-                   help=f"the product to simulate (default {DEFAULT_PRODUCT}) unless the "
+    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
+                   help=f"the product to simulate (default {HELP_DEFAULT_PRODUCT}) unless the "
                         f"script's acl.init config names one")
     p.add_argument("--capacity", type=_size_arg,
                    help="override the device memory size (the acl.init config may too)")
@@ -182,7 +245,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--api", help="replace every recorded allocation API")
     p.add_argument("--bisect", action="store_true",
                    help="find the smallest capacity on which the whole trace fits")
-    p.add_argument("--step", type=_size_arg, default=2 * MiB,
+    p.add_argument("--step", type=_size_arg, default=2 * _MiB,
                    help="bisection step: 2MiB (default, a huge page) or 64 (bytes)")
     json_option(p)
     p.set_defaults(func=cmd_replay)
@@ -233,6 +296,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(out)
         return 0
+    _load()
     try:
         return args.func(args, out)
     except BrokenPipeError:

@@ -145,7 +145,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             print(f"{_BAR} ERROR: Leaked {block.size} bytes at {block.ptr:#x}: "
                   f"{block.describe()} on device {block.device_id} was never freed [leak]",
                   file=report_to)
-            site = (block.extra or {}).get("site")
+            site = block.alloc_site
             print(f"{_BAR}     allocated at:", file=report_to)
             print(format_site(site, indent=f"{_BAR}         ")
                   or f"{_BAR}         (no Python stack recorded)", file=report_to)
@@ -168,7 +168,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             "leaks": [{"device": b.device_id, "ptr": b.ptr, "size": b.size,
                        "footprint": b.footprint, "api": b.api.value,
                        "site": [f"{f.filename}:{f.lineno} in {f.name}"
-                                for f in ((b.extra or {}).get("site") or ())]}
+                                for f in (b.alloc_site or ())]}
                       for b in leaks],
             "leaked_bytes": sum(b.size for b in leaks),
             "findings": dict(counts), "trace": args.trace}, out)

@@ -18,6 +18,8 @@ never single bytes in Python.
 
 from __future__ import annotations
 
+# Size: over 600 lines because Contents (sparse chunks, fills, all-or-nothing copies) and the
+# DataPlane that checks and routes each copy read the same chunk layout; they change together.
 import mmap
 import threading
 from bisect import bisect_left, bisect_right
@@ -174,11 +176,31 @@ class Contents:
         return memoryview(chunk)
 
     def write(self, offset: int, data: memoryview) -> None:
-        """Store ``data`` at ``offset``. O(bytes / chunk) steps."""
-        for pos, index, lo, take in self._pieces(offset, len(data)):
-            self._materialise(index)[lo:lo + take] = data[pos:pos + take]
+        """Store ``data`` at ``offset``. O(bytes / chunk) steps.
+
+        All or nothing: the chunks it needs are made first (a MemoryError changes nothing).
+        """
+        pieces = list(self._pieces(offset, len(data)))
+        self._make_all(index for _, index, _, _ in pieces)
+        for pos, index, lo, take in pieces:
+            out = self._materialise(index)
+            _advise_huge(self.chunks[index], lo, take)
+            out[lo:lo + take] = data[pos:pos + take]
         if len(data):
             self.written.add(offset, offset + len(data))
+
+    def _make_all(self, indices) -> None:
+        """Make every chunk of ``indices`` not yet a buffer, all before any is installed."""
+        chunks = self.chunks
+        fresh: dict[int, object] = {}
+        for index in indices:
+            chunk = chunks.get(index)
+            if (chunk is None or chunk.__class__ is int) and index not in fresh:
+                buffer = zeroed_buffer(self._chunk_len(index))  # may raise MemoryError
+                if chunk:
+                    fill_view(memoryview(buffer), chunk)
+                fresh[index] = buffer
+        chunks.update(fresh)
 
     def fill(self, offset: int, count: int, value: int) -> None:
         """Set ``count`` bytes from ``offset`` to ``value`` (0..255); whole chunks stay ints.
@@ -213,25 +235,86 @@ class Contents:
         count = -(-self.limit >> _CHUNK_SHIFT)
         self.chunks = {} if chunk is None else dict.fromkeys(range(count), chunk)
 
+    def uniform(self, offset: int, count: int) -> int | None:
+        """The byte every one of ``count`` bytes from ``offset`` reads as, when no chunk over
+        them holds real bytes (never made: 0; filled whole: its int); else None.
+        O(chunks covered)."""
+        value = None
+        chunks = self.chunks
+        for _, index, _, _ in self._pieces(offset, count):
+            chunk = chunks.get(index, 0)
+            if chunk.__class__ is not int or (value is not None and chunk != value):
+                return None
+            value = chunk
+        return 0 if value is None else value
+
     def copy_from(self, source: Contents | None, src_off: int, dst_off: int,
                   count: int) -> None:
         """Copy ``count`` bytes at ``src_off`` of ``source`` (None: a block never written,
         all zeros) to ``dst_off``, chunk to chunk without a whole-size temporary.
 
-        Overlapping ranges of one block behave as memmove (through one temporary).
+        Sparse stays sparse: a piece whose source holds no real bytes (never written, or
+        filled whole) becomes an int chunk or a fill, not a copy, so copying a never-written
+        block makes nothing. All or nothing: every buffer the copy needs is made before a
+        byte moves, so running out of host memory (MemoryError) leaves the destination as it
+        was. Overlapping ranges of one block behave as memmove (through one temporary).
         O(bytes / chunk) steps.
         """
         if source is self and src_off < dst_off + count and dst_off < src_off + count:
             self.write(dst_off, memoryview(self.read(src_off, count)))
             return
+        pieces = []
+        fresh: dict[int, object] = {}
+        chunks = self.chunks
         for pos, index, lo, take in self._pieces(dst_off, count):
-            out = self._materialise(index)[lo:lo + take]
-            if source is None:
-                fill_view(out, 0)
+            value = 0 if source is None else source.uniform(src_off + pos, take)
+            chunk = chunks.get(index)
+            whole = lo == 0 and take == self._chunk_len(index)
+            made = chunk is not None and chunk.__class__ is not int
+            if value is not None and (whole or (not made and (chunk or 0) == value)):
+                pieces.append((pos, index, lo, take, value, False))
+                continue
+            if not made and index not in fresh:
+                buffer = zeroed_buffer(self._chunk_len(index))  # may raise MemoryError
+                if chunk:
+                    fill_view(memoryview(buffer), chunk)
+                fresh[index] = buffer
+            pieces.append((pos, index, lo, take, value, True))
+        chunks.update(fresh)
+        for pos, index, lo, take, value, buffered in pieces:
+            if not buffered:
+                if lo == 0 and take == self._chunk_len(index):
+                    chunks[index] = value
+                continue
+            _advise_huge(chunks[index], lo, take)
+            out = memoryview(chunks[index])[lo:lo + take]
+            if value is not None:
+                fill_view(out, value)
             else:
                 source.read_into(src_off + pos, out)
         if count:
             self.written.add(dst_off, dst_off + count)
+
+
+#: Writes of this many bytes or more ask the OS for huge pages on the range they cover.
+HUGE_ADVICE_BYTES = 2 << 20
+_MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+
+
+def _advise_huge(chunk: object, lo: int, take: int) -> None:
+    """madvise(MADV_HUGEPAGE) the whole 2 MiB pages of ``[lo, lo + take)`` of a mapped chunk
+    when the write covers at least :data:`HUGE_ADVICE_BYTES` (fewer page faults on first
+    touch, as numpy does for its large buffers). Only the written range is advised, so a
+    sparse block stays sparse. Linux only; elsewhere, or if refused, nothing happens."""
+    if take < HUGE_ADVICE_BYTES or _MADV_HUGEPAGE is None or chunk.__class__ is not mmap.mmap:
+        return
+    start = -(-lo // HUGE_ADVICE_BYTES) * HUGE_ADVICE_BYTES
+    end = (lo + take) // HUGE_ADVICE_BYTES * HUGE_ADVICE_BYTES
+    if end > start:
+        try:
+            chunk.madvise(_MADV_HUGEPAGE, start, end - start)
+        except (OSError, ValueError):
+            pass  # transparent huge pages off or unsupported: 4 KiB pages it is
 
 
 def fill_view(out: memoryview, value: int) -> None:
@@ -312,8 +395,7 @@ class DeviceRegion:
         return self.block.describe()
 
     def site(self):
-        extra = self.block.extra
-        return None if extra is None else extra.get("site")
+        return self.block.alloc_site
 
     def view(self, offset: int, count: int) -> None:
         """Device bytes are not directly addressable (see :meth:`write`)."""
@@ -350,6 +432,19 @@ class DeviceRegion:
 
     def write(self, offset: int, data: memoryview) -> None:
         contents_of(self.block).write(offset, data)
+
+    def _make_all(self, indices) -> None:
+        """Make every chunk of ``indices`` not yet a buffer, all before any is installed."""
+        chunks = self.chunks
+        fresh: dict[int, object] = {}
+        for index in indices:
+            chunk = chunks.get(index)
+            if (chunk is None or chunk.__class__ is int) and index not in fresh:
+                buffer = zeroed_buffer(self._chunk_len(index))  # may raise MemoryError
+                if chunk:
+                    fill_view(memoryview(buffer), chunk)
+                fresh[index] = buffer
+        chunks.update(fresh)
 
     def fill(self, offset: int, count: int, value: int) -> None:
         contents_of(self.block).fill(offset, count, value)
@@ -574,6 +669,6 @@ class DataPlane:
                 break
         else:
             device = runtime.current_device_or_none()
-        if device is not None and device.observers:
-            for observer in list(device.observers):
+        if device is not None and (device.observers or event in device.subscribers):
+            for observer in [*device.observers, *device.subscribers.get(event, ())]:
                 observer(event, device, info)

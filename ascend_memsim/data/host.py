@@ -527,6 +527,8 @@ class HostMemory:
     def clear(self) -> list[HostBlock]:
         """Forget everything (aclFinalize); the aclrtMallocHost blocks still live."""
         with self.lock:
+            if not self._regions and not self._serial and self._next_reg == REGISTERED_BASE:
+                return []  # never used: nothing to rebuild
             live = self.blocks()
             record_sites, on_forget = self.record_sites, self.on_forget
             self.__init__()

@@ -3,20 +3,30 @@
 The allocator knows nothing of products, policies or pages: it places ``size`` bytes at the
 lowest address, aligned to ``align``, where a free run can hold them, and gives them back.
 
-Free runs are kept three ways, all in step:
+Free runs are kept four ways, all in step:
 
 * ``_run_end[start] = end`` and ``_run_start[end] = start``: O(1) coalescing on release;
 * a segregated index: runs grouped by length into classes (four per power of two, as in
-  TLSF), each class a ``SortedList`` of run starts, with an int bitmask of non-empty classes.
+  TLSF), each class a ``SortedList`` of run starts (made when a run first lands in the
+  class), with an int bitmask of non-empty classes;
+* ``_heads[class]``: the lowest start in each non-empty class, kept current on every change,
+  so reading a class's head is one dict lookup, not a ``SortedList`` index;
+* per class, once a search has walked 128 of its runs without an answer: the distinct run
+  lengths present (a ``SortedList``), and per length the start of its one run or a
+  ``SortedList`` of starts. From then on that class is searched length by length after a
+  walk of its first 8 runs; a class that never needed it costs nothing to keep.
 
 First-fit search therefore never walks small holes. A class whose shortest possible run is
 at least ``size + align - 64`` always fits at its lowest run, so its head is a candidate in
-O(1); only the classes that straddle the request size are walked, in address order and only
-below the best candidate so far. Costs, with n free runs and C = 4 classes per power of two:
+O(1); only the classes that straddle the request size are searched, below the best
+candidate so far: their first runs in address order (most often one of them fits), then,
+for a class full of too-short runs, its length index. Costs, with n free runs, c non-empty
+classes (at most four per power of two of run lengths) and L distinct run lengths in a
+straddling class:
 
-* :meth:`allocate`: O(C log n) typical; O(C log n + k) where k counts the runs of the
-  request's own size class that lie below the answer and are too short once aligned.
-* :meth:`release`: O(log n).
+* :meth:`allocate`: O(c + log n) typical; at most O(c + 128 log n + L log n).
+* :meth:`release`: O(log n), plus O(log n) for a class with a length index.
+* construction: O(1); a class's length index: O(m log m) for its m runs, made once.
 
 >>> a = Allocator(1 << 20)
 >>> a.allocate(100, 64), a.allocate(64, 4096)
@@ -35,7 +45,11 @@ from sortedcontainers import SortedList
 __all__ = ["Allocator", "size_class"]
 
 _SUB_BITS = 2  # four classes per power of two
-_NCLASSES = 64 << _SUB_BITS
+#: runs of a straddling class tried in address order before its length-by-length search
+_WALK = 8
+#: the same for a class with no length index yet: walking on is cheaper than making one,
+#: until a class holds this many too-short runs in front
+_WALK_UNINDEXED = 128
 
 
 def size_class(length: int) -> int:
@@ -65,10 +79,11 @@ class Allocator:
     default); alignments are powers of two.
     """
 
-    __slots__ = ("base", "capacity", "granule", "_run_end", "_run_start", "_classes", "_mask",
-                 "_by_length", "_lengths", "_live", "_free_bytes")
+    __slots__ = ("base", "capacity", "granule", "_run_end", "_run_start", "_classes", "_heads",
+                 "_mask", "_by_length", "_lengths", "_live", "_free_bytes")
 
     def __init__(self, capacity: int, *, base: int = 0, granule: int = 64) -> None:
+        """O(1): the per-class structures are made when a run first lands in the class."""
         if capacity < 0 or capacity % granule or base % granule:
             raise ValueError("capacity and base must be non-negative multiples of the granule")
         self.base = base
@@ -76,13 +91,17 @@ class Allocator:
         self.granule = granule
         self._run_end: dict[int, int] = {}
         self._run_start: dict[int, int] = {}
-        self._classes: list[SortedList] = [SortedList() for _ in range(_NCLASSES)]
+        #: class -> SortedList of the starts of its runs (made on first use, kept once made)
+        self._classes: dict[int, SortedList] = {}
+        #: class -> the lowest start in it (the SortedList's head, read on every search)
+        self._heads: dict[int, int] = {}
         self._mask = 0
         #: run length -> start of the one run that long, or a SortedList of starts if several
         self._by_length: dict[int, int | SortedList] = {}
-        #: class -> the distinct run lengths present in it
-        self._lengths: list[SortedList] = [SortedList() for _ in range(_NCLASSES)]
-        #: live extents: start -> end
+        #: class -> the distinct run lengths present in it: made for a class the first time
+        #: a search does not find its answer among the class's first runs, kept current after
+        self._lengths: dict[int, SortedList] = {}
+        #: live extents: start -> length (lengths repeat, so they share int objects)
         self._live: dict[int, int] = {}
         self._free_bytes = capacity
         if capacity:
@@ -94,33 +113,64 @@ class Allocator:
         length = end - start
         self._run_end[start] = end
         self._run_start[end] = start
-        cls = size_class(length)
-        self._classes[cls].add(start)
-        self._mask |= 1 << cls
+        top = length.bit_length() - 1
+        cls = (top << 2) | ((length >> (top - 2)) & 3) if top >= 2 else length
+        members = self._classes.get(cls)
+        if members is None:
+            members = self._classes[cls] = SortedList()
+        members.add(start)
+        head = self._heads.get(cls)
+        if head is None or start < head:
+            self._heads[cls] = start
+            self._mask |= 1 << cls
+        lengths = self._lengths.get(cls)
+        if lengths is not None:
+            self._index_run(lengths, length, start)
+
+    def _index_run(self, lengths: SortedList, length: int, start: int) -> None:
         # A length held by one run maps to its start (an int): most lengths are unique, and a
         # SortedList per length would cost more than the search it serves.
         starts = self._by_length.get(length)
         if starts is None:
             self._by_length[length] = start
-            self._lengths[cls].add(length)
+            lengths.add(length)
         elif starts.__class__ is int:
             self._by_length[length] = SortedList((starts, start))
         else:
             starts.add(start)
 
+    def _length_index(self, cls: int) -> SortedList:
+        """The distinct run lengths of class ``cls``, its per-length index made now if the
+        class has none yet (O(m log m) for its m runs, once; kept current from then on)."""
+        lengths = self._lengths.get(cls)
+        if lengths is None:
+            lengths = self._lengths[cls] = SortedList()
+            run_end = self._run_end
+            for start in self._classes[cls]:
+                self._index_run(lengths, run_end[start] - start, start)
+        return lengths
+
     def _remove_run(self, start: int, end: int) -> None:
         length = end - start
         del self._run_end[start]
         del self._run_start[end]
-        cls = size_class(length)
+        top = length.bit_length() - 1
+        cls = (top << 2) | ((length >> (top - 2)) & 3) if top >= 2 else length
         members = self._classes[cls]
         members.remove(start)
-        if not members:
-            self._mask &= ~(1 << cls)
+        if self._heads[cls] == start:
+            if members:
+                self._heads[cls] = members[0]
+            else:
+                del self._heads[cls]
+                self._mask &= ~(1 << cls)
+        lengths = self._lengths.get(cls)
+        if lengths is None:
+            return
         starts = self._by_length[length]
         if starts.__class__ is int:
             del self._by_length[length]
-            self._lengths[cls].remove(length)
+            lengths.remove(length)
         else:
             starts.remove(start)
             if len(starts) == 1:
@@ -138,7 +188,7 @@ class Allocator:
 
     def _search(self, size: int, align: int) -> tuple[int, int] | None:
         """(aligned address, start of the run holding it) of the first fit, or None."""
-        classes = self._classes
+        heads = self._heads
         # Runs start on granule boundaries, so aligning wastes at most align - granule bytes:
         # a run at least `sure` long always fits, at its aligned start.
         sure = size + align - self.granule if align > self.granule else size
@@ -149,16 +199,36 @@ class Allocator:
         pending = self._mask >> first_sure << first_sure
         while pending:
             low = pending & -pending
-            head = classes[low.bit_length() - 1][0]
+            head = heads[low.bit_length() - 1]
             if best_run is None or head < best_run:
                 best_run = head
             pending ^= low
         # The classes that straddle [size, sure): look at each run length present there.
         pending = self._mask & ((1 << first_sure) - 1) & ~((1 << size_class(size)) - 1)
+        run_end = self._run_end
         while pending:
             low = pending & -pending
             pending ^= low
-            for length in self._lengths[low.bit_length() - 1].irange(minimum=size):
+            cls = low.bit_length() - 1
+            if best_run is not None and heads[cls] >= best_run:
+                continue
+            # Most often one of the class's first few runs (in address order) fits: try them
+            # before the length-by-length search, which stays the bound when they do not.
+            walked = 0
+            limit = _WALK if cls in self._lengths else _WALK_UNINDEXED
+            members = self._classes[cls]
+            for start in (members if best_run is None else
+                          members.irange(maximum=best_run, inclusive=(True, False))):
+                if -(-start // align) * align + size <= run_end[start]:
+                    best_run = start
+                    walked = -1
+                    break
+                walked += 1
+                if walked == limit:
+                    break
+            if walked < limit:
+                continue  # found, or every run of the class below the best looked at
+            for length in self._length_index(cls).irange(minimum=size):
                 starts = self._by_length[length]
                 single = starts.__class__ is int
                 if length >= sure:
@@ -194,7 +264,7 @@ class Allocator:
             self._add_run(start, placed)
         if placed + size < end:
             self._add_run(placed + size, end)
-        self._live[placed] = placed + size
+        self._live[placed] = size
         self._free_bytes -= size
         return placed
 
@@ -203,10 +273,10 @@ class Allocator:
 
         Coalesces with the free neighbours. O(log n).
         """
-        end = self._live.pop(start, None)
-        if end is None:
+        size = self._live.pop(start, None)
+        if size is None:
             return None
-        size = end - start
+        end = start + size
         self._free_bytes += size
         run_start = self._run_start
         run_end = self._run_end
@@ -240,7 +310,8 @@ class Allocator:
 
     def extent(self, start: int) -> int | None:
         """The end of the live extent that begins at ``start``, or None."""
-        return self._live.get(start)
+        size = self._live.get(start)
+        return None if size is None else start + size
 
     def free_runs(self) -> Iterator[tuple[int, int]]:
         """Free runs ``(start, end)`` in address order. O(n log n)."""
@@ -248,7 +319,7 @@ class Allocator:
 
     def live_extents(self) -> Iterator[tuple[int, int]]:
         """Live extents ``(start, end)`` in address order. O(m log m)."""
-        return iter(sorted(self._live.items()))
+        return iter(sorted((start, start + size) for start, size in self._live.items()))
 
     def largest_free_run(self) -> int:
         """Length of the longest free run (0 when full). O(C + runs of the top class)."""
@@ -291,14 +362,16 @@ class Allocator:
         runs = sorted(self._run_end.items())
         assert len(runs) == len(self._run_start), "run maps out of step"
         indexed = 0
-        for cls, members in enumerate(self._classes):
+        for cls, members in self._classes.items():
             assert bool(members) == bool(self._mask >> cls & 1), f"mask wrong at class {cls}"
+            assert self._heads.get(cls) == (members[0] if members else None), "head stale"
             for start in members:
                 assert size_class(self._run_end[start] - start) == cls, "run in wrong class"
             indexed += len(members)
         assert indexed == len(runs), "class index out of step with the runs"
         by_length = {n: [v] if v.__class__ is int else list(v) for n, v in self._by_length.items()}
-        assert sum(len(v) for v in by_length.values()) == len(runs), "length index wrong"
+        indexed = sum(len(self._classes[c]) for c in self._lengths)
+        assert sum(len(v) for v in by_length.values()) == indexed, "length index wrong"
         for length, starts in by_length.items():
             assert starts and length in self._lengths[size_class(length)], "length index stale"
             assert len(starts) == 1 or self._by_length[length].__class__ is SortedList
@@ -314,7 +387,7 @@ class Allocator:
                 assert start > prev_end, "free runs overlap or are not coalesced"
             prev_end = end
             free += end - start
-        live = sorted(self._live.items())
+        live = sorted((start, start + size) for start, size in self._live.items())
         used = 0
         for start, end in live:
             assert start % g == 0 and end % g == 0 and start < end, "live extent misaligned"

@@ -27,7 +27,9 @@ from .errors import (
 )
 from .profiles import Memory, Profile
 from .rules import (
+    HUGE_FIRST_THRESHOLD,
     MEMORY_OFFSET,
+    OUT_OF_RANGE_HUGE_FROM,
     P2P_POLICIES,
     PAGE_BYTES,
     POLICY_MIN,
@@ -42,9 +44,15 @@ from .rules import (
     policy_name,
     rule_size,
 )
-from .sites import capture_site
+from .sites import Site, capture_site
 
 __all__ = ["Block", "Device"]
+
+#: The pointer index takes at least this many changes before it is rebuilt rather than
+#: updated (see Device._index).
+_DELTA_MIN = 4096
+#: Sizes below this need no overflow check (their rounding cannot pass SIZE_MAX).
+_SAFE_SIZE = 1 << 62
 
 
 @dataclass(slots=True, eq=False)
@@ -66,8 +74,11 @@ class Block:
     p2p: bool = False
     fallback: bool = False
     mem_type: MemType = MemType.DEV
-    #: Free-form slot for later layers (allocation stack, contents); None by default.
+    #: Free-form slot for later layers (contents, the quarantine's mark); None by default.
     extra: dict | None = field(default=None, repr=False)
+    #: Where the program allocated it (when the device records sites); shared between
+    #: blocks allocated from the same stack.
+    alloc_site: Site | None = field(default=None, repr=False)
 
     @property
     def end(self) -> int:
@@ -139,11 +150,16 @@ class Device:
         self.lock = threading.RLock()
         #: Called as ``observer(event, device, info)`` after each change; see :meth:`_emit`.
         self.observers: list[Observer] = []
+        #: event name -> observers of that event only (``Runtime.add_observer(fn, events)``):
+        #: an event nobody subscribed to costs one dict lookup.
+        self.subscribers: dict[str, list[Observer]] = {}
         #: Called with each :class:`Request` before it is placed; may raise an AclError to
         #: fail it (fault injection) or return page kinds to refuse (e.g. huge pages spent).
         self.interceptors: list[Callable[[Request], Iterable[Page] | None]] = []
-        #: When true, each block keeps its allocation site in ``block.extra["site"]``.
+        #: When true, each block keeps its allocation site in ``block.alloc_site``.
         self.record_sites = False
+        #: (policy, api, size band) -> what a malloc does (see _plan)
+        self._plans: dict[tuple, tuple] = {}
         self._reset_state()
 
     def __repr__(self) -> str:
@@ -151,14 +167,32 @@ class Device:
                 f"free={self._main.free_bytes})")
 
     def _reset_state(self) -> None:
+        """Start afresh. O(1) when the device holds nothing: allocators with no extent are
+        as good as new, so they are kept (and the pointer index, when empty)."""
+        if not (getattr(self, "_blocks", True) or self._held
+                or any(len(a) for a in self.allocators.values())):
+            self._serial = 0
+            self._usage = {}
+            self._ptrs_delta, self._delta_cap = {}, _DELTA_MIN
+            if self._ptrs:
+                self._ptrs = SortedList()
+            return
         base = device_base(self.device_id)
         self.allocators: dict[Memory, Allocator] = {
             memory: Allocator(self.profile.capacity(memory), base=base + MEMORY_OFFSET[memory])
             for memory in Memory if self.profile.capacity(memory)
         }
-        self._main = self.allocators[self.profile.main_memory]
+        self._main_memory = self.profile.main_memory
+        self._main = self.allocators[self._main_memory]
         self._blocks: dict[int, Block] = {}
+        # The sorted pointer index (block_at, neighbours, blocks) is brought up to date only
+        # when read: malloc and free note the pointer in _ptrs_delta (True: added, False:
+        # removed; a pair on one pointer cancels), O(1) each.
+        # More changes than _delta_cap and the delta is dropped (None): the index is rebuilt
+        # from the block table at the next read, and malloc and free note nothing until then.
         self._ptrs = SortedList()
+        self._ptrs_delta: dict[int, bool] | None = {}
+        self._delta_cap = _DELTA_MIN
         #: Blocks the program freed but the sanitizer's quarantine still holds: no longer live
         #: (not in _blocks, usage or the events), their footprint still reserved in the allocator.
         self._held: dict[int, Block] = {}
@@ -187,76 +221,111 @@ class Device:
                  mem_type: MemType = MemType.DEV) -> Block:
         """As :meth:`malloc`, but returns the whole :class:`Block` record.
 
-        ``mem_type`` is what aclrtCheckMemType sees (DVPP memory says so).
+        ``mem_type`` is what aclrtCheckMemType sees (DVPP memory says so). The arguments are
+        checked once; what a (policy, API, size band) means on this product (page kinds,
+        the rounding rule) is worked out once per device and remembered (:meth:`_plan`).
         """
-        size = as_size(size)
-        policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
-        module = as_int(module, "module id", 0, SIZE_MAX)
-        if module > MODULE_ID_MAX:
-            # api_error.cc: the runtime counts an id above 255 as APP.
-            module = MODULE_APP
-        elif module not in MODULE_NAMES:
-            # DECISION: an id with no name in log_types.h has nothing to report under.
-            raise InvalidArgument(f"module id {module} has no entry in the runtime's module "
-                                  f"table (log_types.h); APP is {MODULE_APP}")
-        base, readonly = parse_policy(policy, api)
-        pages = page_order(self.profile, size, base)
-        if rule_size(self.profile, size, pages[0], api) > SIZE_MAX:
+        if size.__class__ is not int or not 0 < size < _SAFE_SIZE:
+            size = as_size(size)
+        if policy.__class__ is not int or not POLICY_MIN <= policy <= UINT32_MAX:
+            policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
+        if module.__class__ is not int or module:  # APP (0) is the common case
+            module = self._module(module)
+        band = 0 if size <= HUGE_FIRST_THRESHOLD else 1 if size < OUT_OF_RANGE_HUGE_FROM else 2
+        plan = self._plans.get((policy, api, band))
+        if plan is None:
+            plan = self._plan(policy, api, size, band)
+        if size >= _SAFE_SIZE and rule_size(self.profile, size, plan[2][0], api) > SIZE_MAX:
             # memory.cpp: size + appendSize overflowing size_t is ACL_ERROR_INVALID_PARAM.
             raise InvalidArgument(f"size={size} overflows size_t when rounded up by "
                                   f"{api.value}'s size rule")
-        return self._place(Request(self.device_id, api, size, policy, module, pages), pages, base,
-                           readonly, mem_type)
+        return self._place(size, policy, api, module, plan, mem_type)
 
-    def _place(self, request: Request, pages: tuple[Page, ...], base: MallocPolicy | None,
-               readonly: bool, mem_type: MemType) -> Block:
-        profile = self.profile
-        size, api = request.size, request.api
+    def _module(self, module: object) -> int:
+        module = as_int(module, "module id", 0, SIZE_MAX)
+        if module > MODULE_ID_MAX:
+            # api_error.cc: the runtime counts an id above 255 as APP.
+            return MODULE_APP
+        if module not in MODULE_NAMES:
+            # DECISION: an id with no name in log_types.h has nothing to report under.
+            raise InvalidArgument(f"module id {module} has no entry in the runtime's module "
+                                  f"table (log_types.h); APP is {MODULE_APP}")
+        return module
+
+    def _plan(self, policy: int, api: Api, size: int, band: int) -> tuple:
+        """(base policy, readonly, page kinds, ((page, granule, rule padding), ...)) for a
+        checked policy word and ``api``; ``size`` only picks the band (page_order's
+        thresholds). Remembered per (policy, api, band); a refusal is not.
+
+        Raises:
+            InvalidArgument: aclrtMallocCached with a policy other than its four.
+            FeatureNotSupported: 1 GB pages on a product without them.
+        """
+        base, readonly = parse_policy(policy, api)
+        pages = page_order(self.profile, size, base)
+        # rule_size is ALIGN_UP(size, 32) plus a fixed padding per (product, page, api).
+        steps = tuple((page, PAGE_BYTES[page], rule_size(self.profile, 32, page, api) - 32)
+                      for page in pages)
+        plan = (base, readonly, pages, steps, base in P2P_POLICIES)
+        if len(self._plans) < 4096:  # policy words are 32-bit: bound what odd callers cost
+            self._plans[policy, api, band] = plan
+        return plan
+
+    def _place(self, size: int, policy: int, api: Api, module: int, plan: tuple,
+               mem_type: MemType) -> Block:
+        _, readonly, pages, steps, p2p = plan
         with self.lock:
             refused: frozenset[Page] = frozenset()
-            try:
-                for intercept in self.interceptors:
-                    denied = intercept(request)
-                    if denied:
-                        refused = refused.union(denied)
-            except AclError as error:
-                # An injected failure is a failed malloc like any other, for stats and traces.
-                if self.observers:
-                    self._emit("malloc_failed", request=request, error=error)
-                raise
+            request = None
+            if self.interceptors:
+                request = Request(self.device_id, api, size, policy, module, pages)
+                try:
+                    for intercept in self.interceptors:
+                        denied = intercept(request)
+                        if denied:
+                            refused = refused.union(denied)
+                except AclError as error:
+                    # An injected failure is a failed malloc like any other, for stats and
+                    # traces.
+                    if self.observers or self.subscribers:
+                        self._emit("malloc_failed", request=request, error=error)
+                    raise
             alloc = self._main
-            for page in pages:
-                if page in refused:
+            aligned = -(-size // 32) * 32
+            for page, granule, padding in steps:
+                if refused and page in refused:
                     continue
-                rule = rule_size(profile, size, page, api)
-                granule = PAGE_BYTES[page]
+                rule = aligned + padding
                 footprint = -(-rule // granule) * granule
                 ptr = alloc.allocate(footprint, granule)
                 if ptr is not None:
                     break
             else:
+                request = request or Request(self.device_id, api, size, policy, module, pages)
                 error = OutOfDeviceMemory(self._oom_message(request, pages, refused))
-                if self.observers:
+                if self.observers or self.subscribers:
                     self._emit("malloc_failed", request=request, error=error)
                 raise error
             self._serial += 1
-            block = Block(ptr, size, rule, footprint, page, profile.main_memory, api,
-                          request.policy, request.module, self.device_id, self._serial,
-                          readonly=readonly, p2p=base in P2P_POLICIES,
-                          fallback=page is not pages[0],
-                          mem_type=mem_type)
-            if self.record_sites:
-                block.extra = {"site": capture_site()}
+            block = Block(ptr, size, rule, footprint, page, self._main_memory, api, policy,
+                          module, self.device_id, self._serial, readonly, p2p,
+                          page is not pages[0], mem_type,
+                          None, capture_site() if self.record_sites else None)
             self._blocks[ptr] = block
-            self._ptrs.add(ptr)
-            usage = self._usage.get(request.module)
+            delta = self._ptrs_delta
+            if delta is not None and delta.pop(ptr, None) is None:
+                delta[ptr] = True
+                if len(delta) > self._delta_cap:
+                    self._ptrs_delta = None  # cheaper to rebuild the index when next read
+            usage = self._usage.get(module)
             if usage is None:
-                usage = self._usage[request.module] = [0, 0]
+                usage = self._usage[module] = [0, 0]
             usage[0] += footprint
             if usage[0] > usage[1]:
                 usage[1] = usage[0]
-            if self.observers:
-                self._emit("malloc", block=block, request=request)
+            if self.observers or "malloc" in self.subscribers:
+                self._emit("malloc", block=block, request=request or
+                           Request(self.device_id, api, size, policy, module, pages))
             return block
 
     def _oom_message(self, request: Request, pages: tuple[Page, ...],
@@ -295,11 +364,15 @@ class Device:
             InvalidArgument: NULL. InvalidArgumentType: not an int.
             InvalidPointer: not the start of a live block (never allocated, interior, freed).
         """
-        ptr = as_ptr(ptr)
+        if ptr.__class__ is not int or not 0 < ptr <= SIZE_MAX:
+            ptr = as_ptr(ptr)
         with self.lock:
             block = self._retire(ptr)
-            self.allocators[block.memory].release(ptr)
-            if self.observers:
+            if block.memory is self._main_memory:
+                self._main.release(ptr)
+            else:
+                self.allocators[block.memory].release(ptr)
+            if self.observers or "free" in self.subscribers:
                 self._emit("free", block=block)
             return block
 
@@ -319,7 +392,7 @@ class Device:
         with self.lock:
             block = self._retire(ptr)
             self._held[ptr] = block
-            if self.observers:
+            if self.observers or "free" in self.subscribers:
                 self._emit("free", block=block)
             return block
 
@@ -338,7 +411,11 @@ class Device:
         block = self._blocks.pop(ptr, None)
         if block is None:
             raise InvalidPointer(self._not_a_block(ptr))
-        self._ptrs.remove(ptr)
+        delta = self._ptrs_delta
+        if delta is not None and delta.pop(ptr, None) is None:
+            delta[ptr] = False
+            if len(delta) > self._delta_cap:
+                self._ptrs_delta = None
         self._usage[block.module][0] -= block.footprint
         return block
 
@@ -355,7 +432,7 @@ class Device:
         """Discard every block and start afresh (aclrtResetDevice); the blocks still live."""
         with self.lock:
             leaked = sorted(self._blocks.values(), key=lambda b: b.serial)
-            if self.observers:
+            if self.observers or "reset" in self.subscribers:
                 self._emit("reset", blocks=leaked)
             self._reset_state()
             return leaked
@@ -405,11 +482,35 @@ class Device:
         if addr.__class__ is not int:
             addr = as_int(addr, "addr", None, None)
         with self.lock:
-            i = self._ptrs.bisect_right(addr)
+            ptrs = self._index()
+            i = ptrs.bisect_right(addr)
             if not i:
                 return None
-            block = self._blocks[self._ptrs[i - 1]]
+            block = self._blocks[ptrs[i - 1]]
             return block if addr < block.end else None
+
+    def _index(self) -> SortedList:
+        """The sorted pointer index, brought up to date (call with the lock held).
+
+        O(d log n) for d pointers changed since the last read; a rebuild, O(n log n), when
+        more than a quarter of the index (and at least 4096) changed: amortised O(log n) per
+        malloc and free.
+        """
+        delta = self._ptrs_delta
+        if delta is None:
+            self._ptrs = SortedList(self._blocks)
+            self._ptrs_delta = {}
+            self._delta_cap = max(_DELTA_MIN, len(self._blocks) // 4)
+        elif delta:
+            ptrs = self._ptrs
+            for ptr, added in delta.items():
+                if added:
+                    ptrs.add(ptr)
+                else:
+                    ptrs.remove(ptr)
+            delta.clear()
+            self._delta_cap = max(_DELTA_MIN, len(ptrs) // 4)
+        return self._ptrs
 
     def held(self) -> list[Block]:
         """The blocks :meth:`hold` keeps (freed for the program, addresses not yet reusable)."""
@@ -435,14 +536,14 @@ class Device:
         O(log n).
         """
         with self.lock:
-            ptrs = self._ptrs
+            ptrs = self._index()
             i = ptrs.bisect_right(addr)
             return [self._blocks[ptrs[j]] for j in (i - 1, i) if 0 <= j < len(ptrs)]
 
     def blocks(self) -> Iterator[Block]:
         """The live blocks in address order (a snapshot)."""
         with self.lock:
-            return iter([self._blocks[p] for p in self._ptrs])
+            return iter([self._blocks[p] for p in self._index()])
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -503,7 +604,7 @@ class Device:
                     assert alloc.extent(b.ptr) == b.end, f"block {b.ptr:#x} extent wrong"
                     assert b.ptr % 64 == 0 and b.ptr % PAGE_BYTES[b.page] == 0
                     assert b.footprint % PAGE_BYTES[b.page] == 0 and b.footprint >= b.rule_size
-            assert list(self._ptrs) == sorted(self._blocks), "pointer index out of step"
+            assert list(self._index()) == sorted(self._blocks), "pointer index out of step"
             by_module: dict[int, int] = {}
             for b in self._blocks.values():
                 by_module[b.module] = by_module.get(b.module, 0) + b.footprint
@@ -511,5 +612,5 @@ class Device:
                 assert cur == by_module.get(module, 0) and peak >= cur, "usage figures wrong"
 
     def _emit(self, event: str, **info: object) -> None:
-        for observer in list(self.observers):
+        for observer in [*self.observers, *self.subscribers.get(event, ())]:
             observer(event, self, info)

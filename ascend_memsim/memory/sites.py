@@ -1,8 +1,9 @@
 """Where in the user's program a call came from: the Python stack without simulator frames.
 
-Capturing a :class:`Site` walks the stack and keeps only (code object, line) pairs, a few
-microseconds; the readable frames are built on first use. Devices record sites only when
-``Device.record_sites`` is on (the sanitizer, the pytest plugin and traces turn it on).
+Capturing a :class:`Site` walks the stack and keeps only (code object, instruction offset)
+pairs; line numbers and the readable frames are worked out on first use. Devices record
+sites only when ``Device.record_sites`` is on (the sanitizer, the pytest plugin and traces
+turn it on).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from types import CodeType
 from typing import NamedTuple
 
-__all__ = ["Frame", "Site", "capture_site", "format_site"]
+__all__ = ["Frame", "Site", "capture_site", "format_site", "site_of"]
 
 # The whole package (this file is in its memory/ subpackage): its frames are never the user's.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -67,8 +68,8 @@ class Site:
     @property
     def frames(self) -> tuple[Frame, ...]:
         if self._frames is None:
-            self._frames = tuple(Frame(code.co_filename, line, code.co_name)
-                                 for code, line in self._raw)
+            self._frames = tuple(Frame(code.co_filename, _line(code, lasti), code.co_name)
+                                 for code, lasti in self._raw)
         return self._frames
 
     def __iter__(self) -> Iterator[Frame]:
@@ -90,14 +91,27 @@ class Site:
         return f"Site({list(self.frames)!r})"
 
 
+def _line(code: CodeType, lasti: int) -> int:
+    """The source line of the instruction at byte offset ``lasti`` (what ``f_lineno`` says
+    while the frame runs it). O(instructions of the code object)."""
+    line = code.co_firstlineno
+    for start, end, number in code.co_lines():
+        if start <= lasti < end:
+            return line if number is None else number
+        if number is not None:
+            line = number
+    return line
+
+
 def capture_site(limit: int = 10) -> Site:
     """The calling stack, innermost ``limit`` user frames: the simulator's frames left out,
     and nothing from the first tool frame (pytest, Hypothesis, runpy) outwards.
 
-    O(stack depth); each file name is classified once.
+    O(stack depth); each file name is classified once. Reads no line numbers (their lookup
+    costs more than the walk): :class:`Site` works them out when its frames are first read.
     """
-    raw: list[tuple[CodeType, int]] = []
-    append = raw.append
+    codes: list[CodeType] = []
+    key: list[int] = []
     kinds = _KIND
     frame = sys._getframe(1)
     left = limit
@@ -107,15 +121,40 @@ def capture_site(limit: int = 10) -> Site:
         if kind is None:
             kind = kinds[code.co_filename] = _kind(code.co_filename)
         if kind == _KEEP:
-            append((code, frame.f_lineno))
+            codes.append(code)
+            key.append(id(code))
+            key.append(frame.f_lasti)
             left -= 1
             if not left:
                 break
         elif kind == _STOP:
             break
         frame = frame.f_back
-    raw.reverse()
-    return Site(tuple(raw))
+    # One Site per distinct stack: a program allocates from a few places many times, so a
+    # million live blocks share a few Site objects. Keyed by code ids (hashing a code object
+    # costs more than the walk); the Site holds its code objects, so an id in the cache
+    # names the same code for as long as the entry lives.
+    found = _SITES.get(frozen := tuple(key))
+    if found is None:
+        if len(_SITES) >= _SITES_MAX:
+            _SITES.clear()
+        found = _SITES[frozen] = Site(tuple(zip(reversed(codes), reversed(key[1::2]))))
+    return found
+
+
+#: (code id, offset, ...) of a stack, innermost first -> its Site (see capture_site)
+_SITES: dict[tuple[int, ...], Site] = {}
+_SITES_MAX = 1 << 16
+
+
+def site_of(region: object) -> Site | None:
+    """The allocation site a device block (``alloc_site``) or a host region
+    (``extra["site"]``) keeps, or None."""
+    site = getattr(region, "alloc_site", None)
+    if site is None:
+        extra = getattr(region, "extra", None)
+        site = None if extra is None else extra.get("site")
+    return site
 
 
 def format_site(site: Site | tuple | None, indent: str = "    ") -> str:

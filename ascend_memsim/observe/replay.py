@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..memory.constants import ErrorCode, MiB
 from ..memory.device import Block
 from ..memory.errors import AclError, InvalidArgument
@@ -117,6 +118,9 @@ class ReplayResult:
     #: when the trace has stacks: (innermost frame, footprint bytes, blocks) live at the
     #: peak, largest first
     peak_sites: list[tuple[str, int, int]] = field(default_factory=list)
+    #: bytes of main memory below the highest byte any block used (on any device): every
+    #: capacity from here up to the one replayed gives the same placements
+    high_water: int = 0
     problems: list[str] = field(default_factory=list)
     timeline: Timeline | None = None
     #: the runtime after the replay, when ``keep_runtime`` (the caller closes it)
@@ -227,6 +231,12 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
     stacks = any("stack" in e for e in trace.events)
     by_site: dict[str, list[int]] = {}
     at_peak: dict[str, list[int]] = {}
+    main = rt.profile.main_memory
+
+    def reached(device: Any, block: Block) -> None:
+        top = block.ptr + block.footprint - device.allocators[main].base
+        if top > result.high_water:
+            result.high_water = top
 
     def changed(index: int, block: Block, sign: int) -> None:
         nonlocal total, at_peak
@@ -293,6 +303,7 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
                 if stop_at_failure:
                     break
                 continue
+            reached(device, block)
             if kind == "malloc_failed":
                 # DECISION: a recorded failure is probed, then released: the program never
                 # had that memory, so it must not stay live.
@@ -388,8 +399,15 @@ def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2
                       **overrides: Any) -> Bisection:
     """The smallest multiple of ``step`` bytes of main memory on which ``trace`` fits.
 
-    Doubling from a lower bound (the peak of the requested bytes), then bisection: about
-    2 log2(capacity / step) replays, each stopping at its first failure. First-fit placement
+    One replay on the largest simulated capacity first: if the trace fits there, the
+    high-water mark of that run (the highest byte any block used) is an upper bound, because
+    first-fit never looks past it, so every capacity from the high-water mark up gives the
+    same placements (without huge-page fallbacks, exactly those capacities fit). Then a
+    search down from that bound, in strides doubling from ``step`` until one fails, and a
+    bisection of the last stride, never below the peak of the requested bytes (no smaller
+    device can hold them); each fitting trial lowers the bound to its own high-water mark.
+    About 2 + 2 log2(distance / step) replays for an answer ``distance`` below the mark (2
+    when it is the mark), each failing one stopping at its first failure. First-fit placement
     is not strictly monotone in the capacity, so the answer is the smallest capacity the
     search saw fit with one step less failing (DECISION: 2 MiB steps by default, the huge
     page; 64 B steps on request).
@@ -421,30 +439,40 @@ def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2
             peak = max(peak, now)
         elif event.get("event") == "free":
             now -= live.pop(key, 0)
-    lo = peak // step * step
     hi = max(step, -(-peak // step) * step)
+    lo = hi - step  # the largest multiple of the step known too small (exclusive bound)
     largest = MEMORY_SPAN // step * step
     if hi > largest:
         return Bisection(product, step, None, runs, None,
                          f"its requested bytes peak at {format_bytes(peak)}, more than the "
                          f"largest simulated capacity ({format_bytes(largest)})")
-    result = attempt(hi)
-    while not result.fits:
+    result = attempt(largest)
+    if not result.fits:
         failure = result.first_failure
         if failure is not None and failure.code != ErrorCode.RT_MEMORY_ALLOCATION:
             return Bisection(product, step, None, runs, result, failure.message)
-        if hi >= largest:
-            return Bisection(product, step, None, runs, result,
-                             f"not even the largest simulated capacity "
-                             f"({format_bytes(largest)}) holds it")
-        lo, hi = hi, min(hi * 2, largest)
-        result = attempt(hi)
+        return Bisection(product, step, None, runs, result,
+                         f"not even the largest simulated capacity ({format_bytes(largest)}) "
+                         f"holds it")
+    hi = max(hi, -(-result.high_water // step) * step)
     below: ReplayResult | None = None
+    # Most often the answer is at or just below the mark (a smaller device differs only where
+    # a huge-page request falls back to normal pages): step down from it in growing strides
+    # until a capacity fails, then bisect the last stride.
+    stride = step
+    while hi - lo > step:
+        trial_at = max(lo + step, hi - stride)
+        trial = attempt(trial_at)
+        if not trial.fits:
+            lo, below = trial_at, trial
+            break
+        hi = max(lo + step, -(-trial.high_water // step) * step)
+        stride *= 2
     while hi - lo > step:
         mid = (lo + hi) // 2 // step * step
         trial = attempt(mid)
         if trial.fits:
-            hi = mid
+            hi = max(lo + step, -(-trial.high_water // step) * step)
         else:
             lo, below = mid, trial
     if below is None or lo != hi - step:

@@ -119,7 +119,7 @@ def allocation_site(block: Block) -> str:
     stack = extra.get("stack")
     if stack:
         return "\n".join(str(frame) for frame in stack)
-    site = extra.get("site")
+    site = block.alloc_site
     return "\n".join(f"{f.filename}:{f.lineno} in {f.name}" for f in site) if site else ""
 
 

@@ -35,6 +35,8 @@ class DeviceTable:
         self._refs: dict[int, int] = {}
         #: given to every device made (see Device.observers / Device.interceptors)
         self.observers: list[Callable] = []
+        #: event -> observers of that event only (see Device.subscribers)
+        self.subscribers: dict[str, list[Callable]] = {}
         self.interceptors: list[Callable] = []
         #: passed to every device: keep each block's allocation site (see memory.sites)
         self.record_sites = False
@@ -69,6 +71,7 @@ class DeviceTable:
                 if device is None:
                     device = Device(self.profile, number)
                     device.observers.extend(self.observers)
+                    device.subscribers = {e: list(fns) for e, fns in self.subscribers.items()}
                     device.interceptors.extend(self.interceptors)
                     device.record_sites = self.record_sites
                     self._devices[number] = device
@@ -93,6 +96,28 @@ class DeviceTable:
                     hooks.append(fn)
                 else:
                     hooks.remove(fn)
+
+    def subscribe(self, fn: Callable, events: frozenset[str], *, add: bool) -> None:
+        """Add ``fn`` as an observer of ``events`` only (or remove it), here and on every
+        device."""
+        with self.lock:
+            for owner in (self, *self._devices.values()):
+                for event in events:
+                    fns = owner.subscribers.setdefault(event, [])
+                    if add:
+                        fns.append(fn)
+                    else:
+                        fns.remove(fn)
+                    if not fns:
+                        del owner.subscribers[event]
+
+    def wants(self, event: str) -> bool:
+        """True when some observer of the table sees ``event``."""
+        return bool(self.observers) or event in self.subscribers
+
+    def observers_of(self, event: str) -> list[Callable]:
+        """The observers that see ``event``: those of every event, then its subscribers."""
+        return [*self.observers, *self.subscribers.get(event, ())]
 
     def set_record_sites(self, on: bool) -> None:
         with self.lock:

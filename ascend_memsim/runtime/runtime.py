@@ -29,7 +29,7 @@ from ..memory.constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType
 from ..memory.device import Block, Device
 from ..memory.errors import FeatureNotSupported, InvalidArgument, InvalidDevice, InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
-from ..memory.rules import DEVICE_SPAN, Api
+from ..memory.rules import DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
 from .config import parse_config
 from .devices import DeviceTable
@@ -200,18 +200,26 @@ class Runtime:
         """Make every device (now and later) keep each block's allocation site."""
         self._table.set_record_sites(on)
 
-    def add_observer(self, observer: Callable) -> None:
+    def add_observer(self, observer: Callable, events: Iterable[str] | None = None) -> None:
         """Call ``observer(event, device, info)`` for every event of every device, now and
         later, and for the runtime's own events (``set_device``, ``reset_device``).
 
         Device events: ``malloc`` (block, request), ``malloc_failed`` (request, error),
-        ``free`` (block), ``reset`` (blocks still live).
+        ``free`` (block), ``reset`` (blocks still live); the data plane's ``memcpy``,
+        ``memset``. Given ``events``, the observer sees only those, and the others cost it
+        nothing (an observer of every event costs each malloc and free a call).
         """
-        self._table.hook("observers", observer, add=True)
+        if events is None:
+            self._table.hook("observers", observer, add=True)
+        else:
+            self._table.subscribe(observer, frozenset(events), add=True)
 
-    def remove_observer(self, observer: Callable) -> None:
-        """Stop calling ``observer``."""
-        self._table.hook("observers", observer, add=False)
+    def remove_observer(self, observer: Callable, events: Iterable[str] | None = None) -> None:
+        """Stop calling ``observer`` (added with the same ``events``)."""
+        if events is None:
+            self._table.hook("observers", observer, add=False)
+        else:
+            self._table.subscribe(observer, frozenset(events), add=False)
 
     def add_interceptor(self, interceptor: Callable) -> None:
         """Call ``interceptor(request)`` before every allocation on every device (see
@@ -224,7 +232,7 @@ class Runtime:
         self._table.hook("interceptors", interceptor, add=False)
 
     def _emit(self, event: str, device: Device) -> None:
-        for observer in list(self._table.observers):
+        for observer in self._table.observers_of(event):
             observer(event, device, {})
 
     # -- devices (see DeviceTable) --------------------------------------------------------------
@@ -247,7 +255,7 @@ class Runtime:
         Reference counted: each call needs one :meth:`reset_device`.
         """
         device = self._table.acquire(device_id)
-        if self._table.observers:
+        if self._table.wants("set_device"):
             self._emit("set_device", device)
         return device
 
@@ -265,7 +273,7 @@ class Runtime:
                 self.sanitizer.forget_device(device)
                 self.sanitizer.leaks("aclrtResetDevice", device.reset())
         made = self._table.made(number)
-        if self._table.observers and made is not None:
+        if made is not None and self._table.wants("reset_device"):
             self._emit("reset_device", made)
 
     def get_device(self) -> int:
@@ -360,9 +368,9 @@ class Runtime:
     def _release(self, device: Device, ptr: int, call: str) -> None:
         """The one release path of device memory: the DVPP rule (:meth:`Device.releasable`),
         then the sanitizer's checks."""
-        device.releasable(ptr, call)
+        block = device.releasable(ptr, call)
         if self.sanitizer.on:
-            self.sanitizer.free(device, ptr, call)
+            self.sanitizer.free(device, ptr, call, block)
         else:
             device.free(ptr)
 
@@ -438,13 +446,15 @@ class Runtime:
         attached), ACL_DEVICE with ``run_mode="device"`` (see :func:`parse_run_mode`)."""
         return self.run_mode
 
-    def _owner(self, ptr: object) -> Device:
-        """The device whose window holds ``ptr``, else the current one (which must exist).
+    def _owner(self, ptr: int) -> Device:
+        """The device whose window holds ``ptr`` (a checked pointer), else the current one
+        (which must exist). O(1).
 
         A bad pointer is left for the device to refuse, with its own message.
         """
-        current = self.current_device()
-        device = self.device_holding(ptr)
+        table = self._table
+        current = table.current()
+        device = table.made(device_of(ptr))
         return current if device is None else device
 
     # -- queries -------------------------------------------------------------------------------
@@ -554,5 +564,5 @@ class Runtime:
             if default is not None:
                 self.threads.default_device = default
                 device = self._table.acquire(default, thread=False)
-                if self._table.observers:
+                if self._table.wants("set_device"):
                     self._emit("set_device", device)

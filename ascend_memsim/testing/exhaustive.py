@@ -16,7 +16,7 @@ from ..checks.faults import call_text, count_arg, error_class
 from ..memory.device import Block
 from ..memory.errors import AclError, InvalidArgumentType, OutOfDeviceMemory
 from ..memory.rules import Request
-from ..memory.sites import Site, capture_site, format_site
+from ..memory.sites import Site, capture_site, format_site, site_of
 from ..runtime.runtime import Runtime
 
 __all__ = ["exhaustive", "ExhaustiveReport", "SiteOutcome"]
@@ -73,7 +73,7 @@ class SiteOutcome:
             lines.append(f"  raised {type(self.exception).__name__}: {self.exception}")
         for block in self.leaked:
             lines.append(f"  leaked {block.describe()}")
-            where = format_site((block.extra or {}).get("site"), "      ")
+            where = format_site(site_of(block), "      ")
             if where:
                 lines.append("    allocated at\n" + where)
         return "\n".join(lines)

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
+from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..memory.constants import MemAttr, MiB
 from ..runtime.runtime import Runtime
 

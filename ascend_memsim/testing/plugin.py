@@ -199,16 +199,25 @@ class _Peak:
         self.peak = 0
         self.peak_device = 0
         self.at_peak: dict[str, list[int]] = {}
+        self._names: dict[int, tuple[Any, str]] = {}
         for block in runtime.blocks():
             self._add(block.device_id, block, +1)
 
-    @staticmethod
-    def _site(block: Any) -> str:
-        frames = _test_frames((block.extra or {}).get("site"))
+    def _site(self, block: Any) -> str:
+        # Blocks allocated from one stack share its Site: name it once (keyed by identity,
+        # the Site held so its id stays its own).
+        site = block.alloc_site
+        known = self._names.get(id(site))
+        if known is not None and known[0] is site:
+            return known[1]
+        frames = _test_frames(site)
         if not frames:
-            return "(allocation site not recorded)"
-        f = frames[-1]
-        return f"{f.filename}:{f.lineno} in {f.name}"
+            name = "(allocation site not recorded)"
+        else:
+            f = frames[-1]
+            name = f"{f.filename}:{f.lineno} in {f.name}"
+        self._names[id(site)] = (site, name)
+        return name
 
     def _add(self, device: int, block: Any, sign: int) -> None:
         total = self.live[device] = self.live.get(device, 0) + sign * block.footprint
@@ -375,7 +384,7 @@ def _leak_report(nodeid: str, leaked: list, at_reset: list, handles: list = ()) 
     for block in at_reset + leaked:
         when = " (discarded while live, by reset_device or finalize)" if block in at_reset else ""
         lines.append(f"  device {block.device_id}: {block.describe()}{when}")
-        site = format_site(_test_frames((block.extra or {}).get("site")), "      ")
+        site = format_site(_test_frames(block.alloc_site), "      ")
         lines.append("    allocated at\n" + site if site else
                      "    (allocation site not recorded: record_sites=False)")
     return "\n".join(lines)
@@ -415,12 +424,11 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
 
     def on_reset(event: str, device: object, info: dict) -> None:
         # reset_device discards the blocks still live on the device: leaks too.
-        if event == "reset":
-            at_reset.extend(info["blocks"])
+        at_reset.extend(info["blocks"])
 
     if leak_check:
-        runtime.add_observer(on_reset)
-    runtime.add_observer(state.peak)
+        runtime.add_observer(on_reset, events=("reset",))
+    runtime.add_observer(state.peak, events=("malloc", "free", "reset"))
     request.node.stash[_state_key] = state
     with runtime, registered_ops(ops):
         yield runtime

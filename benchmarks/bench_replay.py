@@ -1,0 +1,127 @@
+"""Replay at scale: a generated training-loop trace, loaded, replayed and bisected.
+
+Run: ``python benchmarks/bench_replay.py [events]`` (default 1,000,000 events: several
+minutes). The trace has a training loop's shape: a few hundred distinct sizes, frees mostly
+in reverse order of allocation (LIFO-ish), two streams, a slowly growing set of long-lived
+blocks. Each step runs in a fresh process, which reports its own time and peak RSS:
+
+1. ``json.loads`` of every line, each record dropped at once (the floor: reading the text);
+2. ``trace.load`` (the events as the replay gets them);
+3. ``replay`` (load + replay; targets: <= 4x the json.loads time, <= 300 MiB peak RSS);
+4. ``smallest_capacity`` (``--bisect``): replays run (target <= 8) and time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_STEPS = {
+    "json": """
+import json
+n = 0
+with open(path) as f:
+    for line in f:
+        json.loads(line)
+        n += 1
+""",
+    "load": """
+from ascend_memsim.observe.trace import load
+n = len(load(path).events)
+""",
+    "replay": """
+from ascend_memsim.observe.replay import replay
+from ascend_memsim.observe.trace import load
+result = replay(load(path), "A2", capacity=64 << 30)
+assert result.fits, result.first_failure
+n = result.replayed
+""",
+    "bisect": """
+from ascend_memsim.observe.replay import smallest_capacity
+from ascend_memsim.observe.trace import load
+found = smallest_capacity(load(path), "A2")
+n = found.runs
+print("capacity", found.capacity)
+""",
+}
+
+
+def generate(path: str, events: int, seed: int = 1) -> int:
+    """Write the trace; its peak of live blocks."""
+    rng = random.Random(seed)
+    sizes = sorted({rng.choice((512, 4096, 65536, 1 << 20)) * rng.randint(1, 16)
+                    for _ in range(300)})
+    stack: list[tuple[int, int, int]] = []  # (ptr, size, stream): the step's activations
+    kept: list[tuple[int, int, int]] = []   # long-lived (weights, optimizer state)
+    ptr = 1 << 44
+    peak = 0
+    with open(path, "w") as f:
+        f.write(json.dumps({"format": "ascend-memsim-trace", "version": 1, "product": "A2",
+                            "capacity": 64 << 30}) + "\n")
+        seq = 0
+        while seq < events:
+            if stack and (rng.random() < 0.48 or len(stack) > 2000):
+                # LIFO-ish: mostly the newest, sometimes one a little deeper
+                i = len(stack) - 1 - min(len(stack) - 1, int(rng.expovariate(1.5)))
+                p, size, stream = stack.pop(i)
+                record = {"seq": seq, "event": "free", "device": 0, "thread": 0,
+                          "stream": stream, "ptr": p, "size": size, "footprint": size + 64}
+            else:
+                size = rng.choice(sizes)
+                stream = 0 if rng.random() < 0.7 else 1
+                ptr += 1 << 12
+                record = {"seq": seq, "event": "malloc", "device": 0, "thread": 0,
+                          "stream": stream, "api": "aclrtMalloc", "policy": 0, "size": size,
+                          "module": 33, "ptr": ptr, "rule_size": size + 32,
+                          "footprint": size + 64, "page": "normal", "memory": "HBM",
+                          "fallback": False}
+                (kept if rng.random() < 0.0002 else stack).append((ptr, size, stream))
+            f.write(json.dumps(record) + "\n")
+            seq += 1
+            peak = max(peak, len(stack) + len(kept))
+    return peak
+
+
+def run(step: str, path: str) -> tuple[float, float, str]:
+    """(seconds, peak RSS MiB, extra output) of one step in a fresh process."""
+    code = ("import resource, sys, time\npath = sys.argv[1]\nt0 = time.perf_counter()\n"
+            + _STEPS[step] + "\nprint('result', n, time.perf_counter() - t0, "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+    done = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    if done.returncode:
+        raise SystemExit(f"{step} failed:\n{done.stderr}")
+    lines = done.stdout.split("\n")
+    _, n, seconds, rss = next(line for line in lines if line.startswith("result")).split()
+    extra = " ".join(line for line in lines if line and not line.startswith("result"))
+    return float(seconds), float(rss), f"{n} {extra}".strip()
+
+
+def main(events: int = 1_000_000) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.jsonl")
+        peak_live = generate(path, events)
+        megabytes = os.path.getsize(path) / (1 << 20)
+        results = {step: run(step, path) for step in _STEPS}
+    base = results["json"][0]
+    print(f"a {events:,}-event training-loop trace ({megabytes:,.0f} MiB of JSON Lines, "
+          f"{peak_live:,} blocks live at most); each step a fresh process")
+    print(f"{'step':<44}{'seconds':>9}{'x json':>8}{'peak RSS':>12}{'target':>22}")
+    targets = {"replay": "<= 4x, <= 300 MiB", "bisect": "<= 8 replays"}
+    names = {"json": "json.loads of every line", "load": "trace.load",
+             "replay": "trace.load + replay", "bisect": "--bisect (smallest_capacity)"}
+    for step, (seconds, rss, _) in results.items():
+        print(f"{names[step]:<44}{seconds:>9.1f}{seconds / base:>7.1f}x{rss:>8.0f} MiB"
+              f"{targets.get(step, ''):>22}")
+    print(f"bisection: {results['bisect'][2].split()[0]} replays, "
+          f"{' '.join(results['bisect'][2].split()[1:])}")
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:]))
