@@ -514,3 +514,48 @@ def test_free_refuses_dvpp_memory_and_dvpp_free_refuses_the_rest(initialised):
     assert current_runtime().block(dvpp) is not None
     assert acl.media.dvpp_free(dvpp) == 0
     assert acl.rt.free(plain) == 0
+
+
+@pytest.mark.parametrize(("section", "key"), [
+    ({"memsim": {"sanitizer": {"print_limit": "x"}}}, "print_limit"),
+    ({"memsim": {"sanitizer": {"print_limit": 1e400}}}, "print_limit"),
+    ({"memsim": {"sanitizer": {"output": "report.txt"}}}, "output"),
+    ({"memsim": {"sanitizer": {"output": 1}}}, "output"),
+    ({"memsim": {"sanitizer": {"history": None}}}, "history"),
+    ({"memsim": {"sanitizer": {"site_depth": "x"}}}, "site_depth"),
+    ({"memsim": {"sanitizer": {"site_depth": 0}}}, "site_depth"),
+    ({"memsim": {"sanitizer": {"quarantine_bytes": -1}}}, "quarantine_bytes"),
+    ({"memsim": {"sanitizer": {"quarantine_bytes": 1.5}}}, "quarantine_bytes"),
+    ({"memsim": {"sanitizer": {"initcheck": 1}}}, "initcheck"),
+    ({"memsim": {"sanitizer": {"leaks": "no"}}}, "leaks"),
+    ({"memsim": {"sanitizer": {"record_sites": None}}}, "record_sites"),
+    ({"memsim": {"sanitizer": {"mode": ["strict"]}}}, "mode"),
+    ({"memsim": {"sanitizer": {"colour": 1}}}, "colour"),
+    ({"defaultDevice": {"default_device": "\u00b2"}}, "default_device"),
+    ({"defaultDevice": {"default_device": "01"}}, "default_device"),
+    ({"defaultDevice": {"default_device": "9" * 5000}}, "default_device"),
+    ({"memsim": {"faults": [{"nth": "x"}]}}, "faults[0]"),
+    ({"memsim": {"faults": [{"probability": 1e400}]}}, "faults[0]"),
+])
+def test_every_bad_config_value_is_refused_at_init_naming_its_key(tmp_path, section, key):
+    """Issue 9: these raised ValueError / OverflowError at init, or were accepted and made a
+    later free or finalize raise. Now acl.init refuses each with 100000 and names the key
+    (defaultDevice: json_parser.cpp accepts only "0|[1-9]\\d*")."""
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps(section))
+    assert acl.init(str(config)) == E.INVALID_PARAM
+    assert key in acl.get_recent_err_msg()
+    assert acl.rt.malloc(100, 0) == (0, E.UNINITIALIZE)
+
+
+def test_sanitizer_output_stdout_prints_reports_there(tmp_path, capsys):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"memsim": {"sanitizer": {"output": "stdout"}}}))
+    assert acl.init(str(config)) == 0
+    try:
+        assert acl.rt.set_device(0) == 0
+        assert acl.rt.free(0x1234) == E.RT_PARAM_INVALID
+        assert acl.rt.reset_device(0) == 0
+    finally:
+        assert acl.finalize() == 0
+    assert "invalid-free" in capsys.readouterr().out

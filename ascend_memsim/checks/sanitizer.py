@@ -23,8 +23,8 @@ Findings (``Report.kind``), severity in brackets:
 * ``free-with-pending-work`` [error]: free while queued async work still targets the block;
 * ``leak`` [error, never fails a call]: blocks live at reset_device / finalize.
 
-Reports print in a compute-sanitizer-like form to ``output`` (stderr by default; None keeps
-them quiet) and stay in :attr:`Sanitizer.reports`; :meth:`Sanitizer.summary` counts them.
+Reports print in a compute-sanitizer-like form to ``output`` (``"stderr"``, the default,
+``"stdout"``, a file-like object, or None to keep them quiet) and stay in :attr:`Sanitizer.reports`; :meth:`Sanitizer.summary` counts them.
 
 The quarantine: a freed block leaves the live blocks at once (aclrtCheckMemType, block
 lookups, aclrtGetMemUsageInfo and observers see it freed), but the oldest ones are really
@@ -54,8 +54,14 @@ from typing import Any, TextIO
 from sortedcontainers import SortedDict
 
 from ..data.host import HostBlock
-from ..memory.args import as_ptr
-from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
+from ..memory.args import SIZE_MAX, as_int, as_ptr
+from ..memory.errors import (
+    AclError,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidPointer,
+    SanitizerError,
+)
 from ..memory.sites import Site, capture_site
 from ..memory.units import parse_size
 from ..runtime.config import register_config_key
@@ -99,23 +105,25 @@ class Sanitizer:
                  record_sites: bool = True, site_depth: int = 8, leaks: bool = True,
                  print_limit: int = 100) -> None:
         self.mode = mode
-        self.output = output
+        #: where reports print: a file-like object, "stderr", "stdout" or None (nowhere)
+        self.output = _output(output)
         #: print at most this many reports (compute-sanitizer's --print-limit); all are kept
-        self.print_limit = int(print_limit)
-        self.quarantine_bytes = parse_size(quarantine_bytes)
-        self.initcheck = initcheck
-        self.record_sites = record_sites
-        self.site_depth = site_depth
+        self.print_limit = _option(print_limit, "print_limit", 0)
+        #: bytes, or text such as "64MiB"
+        self.quarantine_bytes = _size(quarantine_bytes, "quarantine_bytes")
+        self.initcheck = _flag(initcheck, "initcheck")
+        self.record_sites = _flag(record_sites, "record_sites")
+        self.site_depth = _option(site_depth, "site_depth", 1)
         #: report blocks still live at reset_device / finalize (tools with a leak check of
         #: their own turn this off)
-        self.leak_check = leaks
+        self.leak_check = _flag(leaks, "leaks")
         self.reports: list[Report] = []
         #: copies through unregistered host memory (legal; kept, at most ``history``)
         self.notes: list[Report] = []
         # Innermost lock: never call a device, the streams or host memory while holding it
         # (see "Locks" in the module docstring).
         self.lock = threading.RLock()
-        self._history = history
+        self._history = _option(history, "history", 0)
         #: freed blocks by start, oldest first (at most ``history``)
         self._freed: OrderedDict[int, _Freed] = OrderedDict()
         # An index of where freed blocks lie, for _freed_at: start -> (end, entry), disjoint
@@ -140,7 +148,7 @@ class Sanitizer:
 
     @mode.setter
     def mode(self, mode: str) -> None:
-        if mode not in MODES:
+        if not isinstance(mode, str) or mode not in MODES:
             raise InvalidArgument(f"sanitizer mode {mode!r} is not one of {MODES}")
         self._mode = mode
         #: plain attributes: read on every free and access
@@ -164,10 +172,11 @@ class Sanitizer:
         if isinstance(spec, str):
             return cls(spec)
         if isinstance(spec, dict):
-            try:
-                return cls(**spec)
-            except TypeError as e:
-                raise InvalidArgument(f"bad sanitizer config {spec!r}: {e}") from None
+            unknown = [k for k in spec if k not in _OPTIONS]
+            if unknown:
+                raise InvalidArgument(f"unknown sanitizer option(s) {unknown!r}; known: "
+                                      f"{list(_OPTIONS)}")
+            return cls(**spec)
         raise InvalidArgument(f"sanitizer must be a mode, a dict or a Sanitizer, got {spec!r}")
 
     def attach(self, runtime) -> None:
@@ -232,7 +241,9 @@ class Sanitizer:
         with self.lock:
             self.reports.append(report)
             count = len(self.reports)
-        out = sys.stderr if self.output == "stderr" else self.output
+        out = self.output
+        if isinstance(out, str):
+            out = sys.stderr if out == "stderr" else sys.stdout
         if out is not None and count <= self.print_limit:
             print(report.format(), file=out)
             if count == self.print_limit:
@@ -538,6 +549,57 @@ class Sanitizer:
             self._report("leak", call, block.ptr, block.size,
                          f"the {block.describe()} was never freed", region=_BlockView(block),
                          fail=False)
+
+
+#: The options a sanitizer config may hold (the keyword arguments of Sanitizer).
+_OPTIONS = ("mode", "output", "quarantine_bytes", "initcheck", "history", "record_sites",
+            "site_depth", "leaks", "print_limit")
+
+
+def _option(value: Any, key: str, lo: int) -> int:
+    """A whole-number sanitizer option, checked when the sanitizer is made (acl.init).
+
+    Raises:
+        InvalidArgument, InvalidArgumentType: not an int in ``[lo, 2**64 - 1]``; the message
+            names the option.
+    """
+    return as_int(value, f"sanitizer option {key!r}", lo, SIZE_MAX)
+
+
+def _size(value: Any, key: str) -> int:
+    """A size option: bytes, or text such as "64MiB" (memory.units.parse_size).
+
+    Raises:
+        InvalidArgument: not a size; the message names the option.
+    """
+    if isinstance(value, bool) or value is None:
+        raise InvalidArgumentType(f"sanitizer option {key!r} must be a size, got {value!r}")
+    try:
+        return parse_size(value)
+    except AclError as error:
+        raise type(error)(f"sanitizer option {key!r}: {error.message}") from None
+
+
+def _flag(value: Any, key: str) -> bool:
+    """A true/false sanitizer option. Raises InvalidArgumentType for anything but a bool."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentType(f"sanitizer option {key!r} must be true or false, got "
+                                  f"{value!r}")
+    return value
+
+
+def _output(value: Any) -> Any:
+    """The ``output`` option: "stderr", "stdout", None, or an object with a ``write`` method.
+
+    Raises:
+        InvalidArgument: anything else (the message names the option).
+    """
+    if value is None or (isinstance(value, str) and value in ("stderr", "stdout")):
+        return value
+    if not isinstance(value, str) and callable(getattr(value, "write", None)):
+        return value
+    raise InvalidArgument(f"sanitizer option 'output' must be \"stderr\", \"stdout\", null "
+                          f"(print nothing) or a file-like object, got {value!r}")
 
 
 class _BlockView:
