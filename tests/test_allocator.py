@@ -96,3 +96,16 @@ def test_size_classes_are_monotonic():
 def test_constructor_rejects_unaligned_ranges(bad):
     with pytest.raises(ValueError):
         Allocator(**bad)
+
+
+def test_undo_release_restores_the_free_runs_exactly():
+    alloc = Allocator(64 * 64)
+    starts = [alloc.allocate(64 * n) for n in (1, 2, 1, 3, 1)]
+    alloc.release(starts[1])
+    runs, free = list(alloc.free_runs()), alloc.free_bytes
+    journal = alloc.release_tentatively([starts[0], starts[2], starts[4], 12345])
+    assert len(journal) == 3 and alloc.free_bytes == free + 3 * 64
+    alloc.check_invariants()
+    alloc.undo_release(journal)
+    assert list(alloc.free_runs()) == runs and alloc.free_bytes == free
+    alloc.check_invariants()

@@ -24,14 +24,16 @@ Findings (``Report.kind``), severity in brackets:
 * ``leak`` [error, never fails a call]: blocks live at reset_device / finalize.
 
 Reports print in a compute-sanitizer-like form to ``output`` (``"stderr"``, the default,
-``"stdout"``, a file-like object, or None to keep them quiet) and stay in :attr:`Sanitizer.reports`; :meth:`Sanitizer.summary` counts them.
+``"stdout"``, a file-like object, or None to keep them quiet) and stay in
+:attr:`Sanitizer.reports`; :meth:`Sanitizer.summary` counts them.
 
 The quarantine: a freed block leaves the live blocks at once (aclrtCheckMemType, block
 lookups, aclrtGetMemUsageInfo and observers see it freed), but the oldest ones are really
 released only when the quarantine holds more than ``quarantine_bytes``, or when a malloc on
-the device might not fit otherwise. A quarantined block counts as free in aclrtGetMemInfo
-(the program freed it, and a malloc that needs it gets it); only its addresses stay out of
-reuse (see :meth:`Device.hold`).
+the device does not fit otherwise (the device takes the quarantined memory back for that
+malloc; if it fails even so, the quarantine is left as it was). A quarantined block counts
+as free in aclrtGetMemInfo (the program freed it, and a malloc that needs it gets it); only
+its addresses stay out of reuse (see :meth:`Device.hold`).
 
 Locks (DECISION, one order for the whole sanitizer): :attr:`Sanitizer.lock` is innermost.
 Code holding it never calls into a device, the streams or host memory; a device's lock may
@@ -188,12 +190,12 @@ class Sanitizer:
         if self.on:
             runtime.host.on_forget = self._forget_buffer
         if self.on and self.quarantine_bytes:
-            runtime.add_interceptor(self._relieve)
+            runtime.add_reclaim_listener(self._reclaimed)
 
     def detach(self, runtime) -> None:
         """Undo :meth:`attach` (a runtime that takes another sanitizer)."""
-        if self._relieve in runtime.interceptors:
-            runtime.remove_interceptor(self._relieve)
+        if self._reclaimed in runtime.reclaim_listeners:
+            runtime.remove_reclaim_listener(self._reclaimed)
         if runtime.host.on_forget == self._forget_buffer:
             runtime.host.on_forget = None
 
@@ -521,17 +523,15 @@ class Sanitizer:
         _release(out)
         return len(out)
 
-    def _relieve(self, request: Any) -> None:
-        """Interceptor: release the device's quarantine when a malloc might not fit."""
-        if not self._quarantine:
-            return
-        device = self.runtime.device(request.device_id)
-        # Empty it whenever the first page kind does not fit now: with the quarantined
-        # memory free, as the program believes it is, it might, and then no fallback or
-        # failure may differ from a run without the quarantine.
-        if not device.first_choice_fits(request):
-            self.flush_quarantine(device)
-        return
+    def _reclaimed(self, device: Any, blocks: list) -> None:
+        """A malloc took back quarantined blocks (see :meth:`Device.hold`): forget them.
+
+        Called under the device's lock; takes only the sanitizer's (innermost) lock.
+        """
+        taken = {id(b) for b in blocks}
+        with self.lock:
+            self._quarantine = deque(q for q in self._quarantine if id(q[1]) not in taken)
+            self._quarantined = sum(b.footprint for _, b in self._quarantine)
 
     # -- leaks ---------------------------------------------------------------------------------
 

@@ -144,6 +144,9 @@ class Device:
         self.interceptors: list[Callable[[Request], Iterable[Page] | None]] = []
         #: When true, each block keeps its allocation site in ``block.extra["site"]``.
         self.record_sites = False
+        #: Called as ``listener(device, blocks)`` when a malloc takes back the footprints of
+        #: blocks :meth:`hold` kept (the sanitizer's quarantine forgets them).
+        self.reclaim_listeners: list[Callable[[Device, list[Block]], None]] = []
         self._reset_state()
 
     def __repr__(self) -> str:
@@ -225,6 +228,7 @@ class Device:
                     self._emit("malloc_failed", request=request, error=error)
                 raise
             alloc = self._main
+            journal = self._reclaim(request, pages, refused) if self._held else None
             for page in pages:
                 if page in refused:
                     continue
@@ -235,10 +239,17 @@ class Device:
                 if ptr is not None:
                     break
             else:
+                if journal:
+                    # A failed malloc changes nothing: the held blocks stay held.
+                    alloc.undo_release(journal)
                 error = OutOfDeviceMemory(self._oom_message(request, pages, refused))
                 if self.observers:
                     self._emit("malloc_failed", request=request, error=error)
                 raise error
+            if journal:
+                taken = [self._held.pop(start) for start, *_ in journal]
+                for listener in list(self.reclaim_listeners):
+                    listener(self, taken)
             self._serial += 1
             block = Block(ptr, size, rule, footprint, page, profile.main_memory, api,
                           request.policy, request.module, self.device_id, self._serial,
@@ -258,6 +269,23 @@ class Device:
             if self.observers:
                 self._emit("malloc", block=block, request=request)
             return block
+
+    def _reclaim(self, request: Request, pages: tuple[Page, ...],
+                 refused: frozenset[Page]) -> list | None:
+        """Release the held blocks tentatively when the first page kind the request may use
+        does not fit without them (with their memory free, as the program believes it is,
+        it might; then no fallback or failure differs from a run without holding). The
+        journal, for :meth:`Allocator.undo_release` if the malloc still fails; else None."""
+        page = next((p for p in pages if p not in refused), None)
+        if page is None:
+            return None
+        granule = PAGE_BYTES[page]
+        footprint = align_up(rule_size(self.profile, request.size, page, request.api), granule)
+        alloc = self._main
+        if alloc.find(footprint, granule) is not None:
+            return None
+        return alloc.release_tentatively(
+            [b.ptr for b in self._held.values() if self.allocators[b.memory] is alloc])
 
     def _oom_message(self, request: Request, pages: tuple[Page, ...],
                      refused: frozenset[Page]) -> str:
@@ -310,6 +338,8 @@ class Device:
         observers see ``"free"``, and :meth:`mem_info` counts it as free; its footprint stays
         reserved in the allocator until :meth:`release_held`, so its addresses are not handed
         out again. The sanitizer's quarantine uses this so a stale pointer is not reused.
+        A malloc whose first page kind does not fit otherwise takes the held footprints back
+        (and tells :attr:`reclaim_listeners`); a malloc that fails even so leaves them held.
         O(log n).
 
         Raises:

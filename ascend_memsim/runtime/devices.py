@@ -36,6 +36,7 @@ class DeviceTable:
         #: given to every device made (see Device.observers / Device.interceptors)
         self.observers: list[Callable] = []
         self.interceptors: list[Callable] = []
+        self.reclaim_listeners: list[Callable] = []
         #: passed to every device: keep each block's allocation site (see memory.sites)
         self.record_sites = False
 
@@ -70,6 +71,7 @@ class DeviceTable:
                     device = Device(self.profile, number)
                     device.observers.extend(self.observers)
                     device.interceptors.extend(self.interceptors)
+                    device.reclaim_listeners.extend(self.reclaim_listeners)
                     device.record_sites = self.record_sites
                     self._devices[number] = device
         return device
@@ -84,8 +86,8 @@ class DeviceTable:
             return [self._devices[i] for i in sorted(self._devices)]
 
     def hook(self, table: str, fn: Callable, *, add: bool) -> None:
-        """Add ``fn`` to (or remove it from) ``table`` (``observers``, ``interceptors``) of
-        this table and of every device."""
+        """Add ``fn`` to (or remove it from) ``table`` (``observers``, ``interceptors``,
+        ``reclaim_listeners``) of this table and of every device."""
         with self.lock:
             for owner in (self, *self._devices.values()):
                 hooks = getattr(owner, table)

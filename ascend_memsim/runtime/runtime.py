@@ -193,6 +193,10 @@ class Runtime:
         return self._table.interceptors
 
     @property
+    def reclaim_listeners(self) -> list[Callable]:
+        return self._table.reclaim_listeners
+
+    @property
     def record_sites(self) -> bool:
         return self._table.record_sites
 
@@ -222,6 +226,15 @@ class Runtime:
     def remove_interceptor(self, interceptor: Callable) -> None:
         """Stop calling ``interceptor``."""
         self._table.hook("interceptors", interceptor, add=False)
+
+    def add_reclaim_listener(self, listener: Callable) -> None:
+        """Call ``listener(device, blocks)`` when a malloc on any device takes back the
+        footprints of held blocks (see :meth:`Device.hold`)."""
+        self._table.hook("reclaim_listeners", listener, add=True)
+
+    def remove_reclaim_listener(self, listener: Callable) -> None:
+        """Stop calling ``listener``."""
+        self._table.hook("reclaim_listeners", listener, add=False)
 
     def _emit(self, event: str, device: Device) -> None:
         for observer in list(self._table.observers):
