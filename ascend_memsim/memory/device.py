@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from .allocator import Allocator
-from .args import SIZE_MAX, UINT32_MAX, as_int, as_ptr, as_size
+from .args import SIZE_MAX, as_int, as_ptr
 from .constants import MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MallocPolicy, MemAttr, MemType
 from .errors import (
     AclError,
@@ -30,15 +30,13 @@ from .rules import (
     MEMORY_OFFSET,
     P2P_POLICIES,
     PAGE_BYTES,
-    POLICY_MIN,
     Api,
     Page,
     Request,
     align_up,
     device_base,
     fallback_note,
-    page_order,
-    parse_policy,
+    plan,
     policy_name,
     rule_size,
 )
@@ -192,8 +190,7 @@ class Device:
 
         ``mem_type`` is what aclrtCheckMemType sees (DVPP memory says so).
         """
-        size = as_size(size)
-        policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
+        size, policy, base, readonly, pages = plan(self.profile, size, policy, api)
         module = as_int(module, "module id", 0, SIZE_MAX)
         if module > MODULE_ID_MAX:
             # api_error.cc: the runtime counts an id above 255 as APP.
@@ -202,12 +199,6 @@ class Device:
             # DECISION: an id with no name in log_types.h has nothing to report under.
             raise InvalidArgument(f"module id {module} has no entry in the runtime's module "
                                   f"table (log_types.h); APP is {MODULE_APP}")
-        base, readonly = parse_policy(policy, api)
-        pages = page_order(self.profile, size, base)
-        if rule_size(self.profile, size, pages[0], api) > SIZE_MAX:
-            # memory.cpp: size + appendSize overflowing size_t is ACL_ERROR_INVALID_PARAM.
-            raise InvalidArgument(f"size={size} overflows size_t when rounded up by "
-                                  f"{api.value}'s size rule")
         return self._place(Request(self.device_id, api, size, policy, module, pages), pages, base,
                            readonly, mem_type)
 

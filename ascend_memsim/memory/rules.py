@@ -18,6 +18,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
+from .args import SIZE_MAX, UINT32_MAX, as_int, as_size
 from .constants import GiB, MallocFlag, MallocPolicy, MiB
 from .errors import FeatureNotSupported, InvalidArgument
 from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
@@ -26,7 +27,7 @@ __all__ = [
     "Page", "Api", "Request", "align_up", "rule_size", "page_order", "parse_policy",
     "policy_name", "device_base", "device_of", "DEVICE_SPAN", "MEMORY_OFFSET",
     "HUGE_FIRST_THRESHOLD", "OUT_OF_RANGE_HUGE_FROM", "PAGE_BYTES", "POLICY_MIN",
-    "CACHED_POLICIES", "P2P_POLICIES", "fallback_note",
+    "CACHED_POLICIES", "P2P_POLICIES", "fallback_note", "plan",
 ]
 
 class Page(str, Enum):
@@ -181,6 +182,28 @@ def rule_size(profile: Profile, size: int, page: Page, api: Api) -> int:
             or page is Page.HUGE1G):
         return aligned
     return aligned + 32
+
+
+def plan(profile: Profile, size: object, policy: object,
+         api: Api) -> tuple[int, int, MallocPolicy | None, bool, tuple[Page, ...]]:
+    """Check an allocation's size and policy as the runtime does, and plan it: (size, policy,
+    base policy, readonly, page kinds to try). One function for the device and for
+    :func:`~ascend_memsim.memory.explain.explain`, so explain refuses what malloc refuses.
+
+    Raises:
+        InvalidArgument, InvalidArgumentType: size 0 or not a size_t, a policy outside
+            int32/uint32, or a size whose rounding overflows size_t (memory.cpp,
+            GetAlignedAndPaddingSize: ACL_ERROR_INVALID_PARAM).
+        FeatureNotSupported: 1 GB pages on a product without them.
+    """
+    size = as_size(size)
+    policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
+    base, readonly = parse_policy(policy, api)
+    pages = page_order(profile, size, base)
+    if rule_size(profile, size, pages[0], api) > SIZE_MAX:
+        raise InvalidArgument(f"size={size} overflows size_t when rounded up by "
+                              f"{api.value}'s size rule")
+    return size, policy, base, readonly, pages
 
 
 class Request(NamedTuple):
