@@ -64,6 +64,28 @@ def test_invalid_free(rt):
     assert kinds(rt) == ["invalid-free", "invalid-free"]
 
 
+def test_invalid_free_of_an_interior_pointer_names_the_blocks_sites(rt):
+    """Issue 9: an invalid free of an interior pointer gave no allocation stack, though the
+    report names the block. Live blocks (device, host) give their allocation site; a freed
+    block its allocation and free sites."""
+    ptr = allocate_here(rt)
+    assert acl.rt.free(ptr + 64) == ErrorCode.RT_PARAM_INVALID
+    host = rt.malloc_host(256)
+    assert acl.rt.free_host(host + 64) == ErrorCode.RT_PARAM_INVALID
+    freed = allocate_here(rt, 4096)
+    free_here(rt, freed)
+    assert acl.rt.free(freed + 128) == ErrorCode.RT_PARAM_INVALID
+    live, host_report, stale = rt.sanitizer.reports
+    assert {r.kind for r in (live, host_report, stale)} == {"invalid-free"}
+    assert "100-byte block" in live.block and "allocate_here" in site_names(live.alloc_site)
+    assert host_report.block is not None and host_report.alloc_site is not None
+    assert "allocate_here" in site_names(stale.alloc_site)
+    assert "free_here" in site_names(stale.free_site)
+    assert "allocated at" in live.format() and "freed at" in stale.format()
+    rt.free(ptr)
+    rt.free_host(host)
+
+
 def test_double_free_names_the_alloc_and_free_sites(rt):
     ptr = allocate_here(rt)
     free_here(rt, ptr)

@@ -484,7 +484,22 @@ class Sanitizer:
             self._report("double-free", call, ptr, 0, f"{ptr:#x} is the {freed.description}, "
                          f"already freed", freed=freed, fail=False)
         else:
-            self._report("invalid-free", call, ptr, 0, self._nearest(ptr), fail=False)
+            # An interior pointer names its block: the report carries the block's allocation
+            # site, or, inside a freed block, its allocation and free sites.
+            region = self._holder(ptr)
+            inside = self._freed_at(ptr) if region is None else None
+            self._report("invalid-free", call, ptr, 0, self._nearest(ptr), region=region,
+                         freed=inside, fail=False)
+
+    def _holder(self, addr: int) -> Any:
+        """The live device block or host region holding ``addr`` (for a report), or None."""
+        runtime = self.runtime
+        if runtime is None:
+            return None
+        if addr >= runtime.host_limit:
+            block = runtime.block_at(addr)
+            return None if block is None else _BlockView(block)
+        return runtime.host.region_at(addr)
 
     def _remember(self, ptr: int, limit: int, block: Any, free_site: Site | None) -> None:
         """Keep a freed block for later reports. O(1): the index catches up at lookup."""
