@@ -367,3 +367,16 @@ def test_run_options_after_the_script_get_a_note(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0 and "args ['--trace', 't.jsonl']" in captured.out
     assert "put run's own options before the script" in captured.err
+
+
+def test_plot_to_svg_draws_both_pictures_by_default(tmp_path):
+    """Issue 9: `plot T -o x.svg` (--what both) silently dropped the timeline."""
+    path = _trace_file(tmp_path)
+    svg = tmp_path / "both.svg"
+    assert run("plot", path, "-o", str(svg), "--quiet")[0] == 0
+    text = svg.read_text()
+    assert "event number" in text and "Memory map" in text
+    assert text.count("<svg ") == 3  # the document and its two panels
+    only = tmp_path / "map.svg"
+    assert run("plot", path, "-o", str(only), "--what", "map", "--quiet")[0] == 0
+    assert "event number" not in only.read_text()
