@@ -13,8 +13,9 @@ def expected_pages(product: str, size: int, policy: int, api: str) -> list[str] 
     """The page kinds to try, in order; None when the call must be refused."""
     # only the cfg APIs read flag bits; elsewhere a flagged word is outside the enum
     base = policy & ~0x101100 if api in CFG_APIS and policy >= 0 else policy
-    if api == "malloc_cached" and (base not in (0, 1, 2, 6) or policy != base):
-        return None
+    if api == "malloc_cached" and base not in (0, 1, 2, 6):
+        # SPEC 4: aclrtMallocCached maps any other policy to the default (a hint)
+        base = -1
     if base in (0, 3):
         return ["normal"] if size <= MiB else ["huge", "normal"]
     if base in (1, 4):

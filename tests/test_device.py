@@ -124,13 +124,20 @@ def test_flags_or_into_the_policy():
 
 
 @pytest.mark.parametrize("policy", [P.HUGE_FIRST_P2P, P.HUGE_ONLY_P2P, P.NORMAL_ONLY_P2P,
-                                    P.HUGE1G_ONLY_P2P, 8, P.HUGE_ONLY | 0x100])
-def test_malloc_cached_takes_four_policies_only(policy):
+                                    P.HUGE1G_ONLY_P2P, 8, P.HUGE_ONLY | 0x100, -1, 2**32 - 1])
+def test_malloc_cached_takes_every_policy_and_other_values_are_hints(policy):
+    """memory.cpp (aclrtMallocCachedImpl) maps every policy but its four to RT_MEMORY_DEFAULT
+    and goes on (the vendor chapter: aclrtMallocCached is equivalent to aclrtMalloc); it used
+    to be 100000 here. So the _P2P policies and flagged words are hints: huge pages from
+    2 MiB, normal below, and no P2P memory."""
     dev = make()
-    with pytest.raises(InvalidArgument):
-        dev.allocate(100, policy, api=Api.MALLOC_CACHED)
-    for ok in (P.HUGE_FIRST, P.HUGE_ONLY, P.NORMAL_ONLY):
-        dev.allocate(100, ok, api=Api.MALLOC_CACHED)
+    small = dev.allocate(100, policy, api=Api.MALLOC_CACHED)
+    big = dev.allocate(2 * MiB, policy, api=Api.MALLOC_CACHED)
+    assert (small.page, big.page) == (Page.NORMAL, Page.HUGE)
+    assert not small.p2p and not big.p2p and small.rule_size == 160
+    for ok, page in ((P.HUGE_FIRST, Page.NORMAL), (P.HUGE_ONLY, Page.HUGE),
+                     (P.NORMAL_ONLY, Page.NORMAL)):
+        assert dev.allocate(100, ok, api=Api.MALLOC_CACHED).page is page
 
 
 # -- placement, fallback, out of memory ---------------------------------------------------------

@@ -37,8 +37,6 @@ def test_errors_are_the_core_errors():
 @given(size=st.integers(1, 8 * MiB), policy=st.sampled_from([0, 1, 2, 3, 4, 5, 9]),
        product=st.sampled_from(["A2", "950PR", "310P"]), api=st.sampled_from(list(Api)))
 def test_explain_agrees_with_the_device(size, policy, product, api):
-    if api is Api.MALLOC_CACHED and policy not in (0, 1, 2):
-        return
     e = explain(size, policy, product=product, api=api)
     profile = get_profile(product)
     capacity = {"hbm_bytes": 64 * MiB} if profile.hbm_bytes else {"ddr_bytes": 64 * MiB}

@@ -80,7 +80,9 @@ class Api(str, Enum):
         return self.name.lower()
 
 
-#: DECISION (SPEC.md 4): aclrtMallocCached accepts only these four policies.
+#: The policies aclrtMallocCached maps to page flags of their own (memory.cpp,
+#: aclrtMallocCachedImpl); it maps every other value, the _P2P ones included, to
+#: RT_MEMORY_DEFAULT and goes on, which the simulator treats as the out-of-enum hint rule.
 CACHED_POLICIES = frozenset({MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_ONLY,
                              MallocPolicy.NORMAL_ONLY, MallocPolicy.HUGE1G_ONLY})
 
@@ -119,9 +121,10 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
     Only the APIs that take an aclrtMallocConfig read the flag bits (acl_rt.h: aclrtMallocWithCfg
     may OR a bandwidth flag and USER_SPACE_READONLY into the policy). For the others a flagged
     word is a value outside the enum, as memory.cpp's if/else chain treats it.
-
-    Raises:
-        InvalidArgument: aclrtMallocCached with a policy other than its four.
+    aclrtMallocCached maps any policy but its four (:data:`CACHED_POLICIES`) to the default
+    (memory.cpp, aclrtMallocCachedImpl), so for it a _P2P policy is a hint too (no P2P
+    memory). DECISION: for HUGE1G_ONLY_P2P that source also drops the +32 padding while
+    allocating default pages; the simulator keeps the +32 of default pages (32 bytes apart).
     """
     if api in _CFG_APIS and policy >= 0:
         readonly = bool(policy & _READONLY)
@@ -130,9 +133,7 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
         readonly, value = False, policy
     base = _POLICY_BY_VALUE.get(value)
     if api is Api.MALLOC_CACHED and base not in CACHED_POLICIES:
-        raise InvalidArgument(
-            f"aclrtMallocCached takes HUGE_FIRST, HUGE_ONLY, NORMAL_ONLY or HUGE1G_ONLY, "
-            f"got policy={policy:#x}")
+        base = None
     return base, readonly
 
 
