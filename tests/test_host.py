@@ -311,6 +311,26 @@ def test_dvpp_memory_is_its_own_type(rt):
     assert acl.media.dvpp_malloc(0) == (0, ErrorCode.INVALID_PARAM)
 
 
+@pytest.mark.parametrize("product", ["950PR", "950DT"])
+def test_dvpp_memory_is_ordinary_device_memory_on_950(product):
+    """aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): 950PR/950DT have no
+    separate DVPP memory type; it is ordinary device memory. So check_mem_type sees device
+    memory, and free and dvpp_free each free either kind."""
+    with Runtime(product, hbm_bytes=64 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        dvpp, ret = acl.media.dvpp_malloc(1000)
+        plain = rt.malloc(64)
+        assert ret == 0
+        assert rt.check_mem_type([dvpp, plain], MemType.DEV) == 1
+        assert rt.check_mem_type([dvpp, plain], MemType.DVPP) == 1
+        assert rt.check_mem_type([dvpp], MemType.RSVD) == 0
+        assert acl.rt.free(dvpp) == 0
+        assert acl.media.dvpp_free(plain) == 0
+        other, _ = acl.media.dvpp_malloc(64)
+        assert acl.media.dvpp_free(other) == 0
+        assert rt.blocks() == []
+
+
 def test_app_log(caplog):
     with caplog.at_level(logging.DEBUG, logger="acl.app"):
         assert acl.app_log(1, "hello") is None

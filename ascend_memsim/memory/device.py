@@ -398,14 +398,16 @@ class Device:
 
         DECISION: aclrtFree and aclrtFreeWithDevSync free only aclrtMalloc / Cached / Align32
         memory (vendor docs), and acldvppFree only DVPP memory: each refuses the other's
-        blocks with ACL_ERROR_RT_PARAM_INVALID.
+        blocks with ACL_ERROR_RT_PARAM_INVALID. On a product where DVPP memory is ordinary
+        device memory (``profile.dvpp_type`` false: Ascend 950PR/950DT, aclrtCheckMemType
+        notes) there is one kind, and each frees either.
 
         Raises:
             InvalidPointer: a live block of the other kind.
         """
         block = self._blocks.get(ptr)
-        if block is None:
-            return None
+        if block is None or not self.profile.dvpp_type:
+            return block
         if (block.mem_type == MemType.DVPP) != (call == "acldvppFree"):
             if call == "acldvppFree":
                 raise InvalidPointer(f"acldvppFree of the {block.describe()}, which is not "

@@ -64,6 +64,9 @@ class Profile:
     huge1g: bool
     usage_info: bool
     p2p: bool = True
+    #: DVPP memory is a type of its own (aclrtCheckMemType's ACL_RT_MEM_TYPE_DVPP); False
+    #: where it is ordinary device memory (Ascend 950PR/950DT)
+    dvpp_type: bool = True
     device_count: int = 1
     aliases: tuple[str, ...] = ()
     #: what aclrtGetSocName (acl.get_soc_name) answers: the SoC_version of the part's
@@ -79,7 +82,7 @@ class Profile:
         for name in ("hbm_bytes", "ddr_bytes", "device_count"):
             value = as_int(getattr(self, name), f"profile {self.name}: {name}", 0, MEMORY_SPAN)
             object.__setattr__(self, name, value)
-        for name in ("huge1g", "usage_info", "p2p"):
+        for name in ("huge1g", "usage_info", "p2p", "dvpp_type"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentType(f"profile {self.name}: {name} must be True or False, "
                                           f"got {getattr(self, name)!r}")
@@ -129,7 +132,7 @@ _THIRD_PARTY = "third-party figure (vendor docs give none); reported total, rese
 _BUILTIN = (
     Profile(
         name="950PR", description="Ascend 950PR", hbm_bytes=128 * GiB, ddr_bytes=0,
-        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False,
+        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False, dvpp_type=False,
         aliases=("ascend950pr", "950pr", "ascend 950pr"),
         soc_name="Ascend950PR_9599",
         sources=MappingProxyType({
@@ -139,10 +142,13 @@ _BUILTIN = (
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
             "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
             "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
+            "dvpp_type": "aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): "
+                         "950PR/950DT have no separate DVPP memory type, it is ordinary "
+                         "device memory",
         })),
     Profile(
         name="950DT", description="Ascend 950DT", hbm_bytes=144 * GiB, ddr_bytes=0,
-        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False,
+        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False, dvpp_type=False,
         aliases=("ascend950dt", "950dt", "ascend 950dt"),
         soc_name="Ascend950DT_9591",
         sources=MappingProxyType({
@@ -152,6 +158,9 @@ _BUILTIN = (
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
             "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
             "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
+            "dvpp_type": "aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): "
+                         "950PR/950DT have no separate DVPP memory type, it is ordinary "
+                         "device memory",
         })),
     Profile(
         name="A2", description="Atlas A2 training/inference series (Ascend 910B)",

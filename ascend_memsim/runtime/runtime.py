@@ -432,16 +432,20 @@ class Runtime:
     def dvpp_malloc(self, size: object) -> int:
         """acldvppMalloc: device memory of type DVPP (aclrtCheckMemType's ACL_RT_MEM_TYPE_DVPP).
 
-        DECISION: placed and rounded as aclrtMalloc with HUGE_FIRST.
+        DECISION: placed and rounded as aclrtMalloc with HUGE_FIRST. On Ascend 950PR/950DT
+        there is no separate DVPP memory type (aclrtCheckMemType notes): the block is ordinary
+        device memory there (``profile.dvpp_type``).
         """
+        kind = MemType.DVPP if self.profile.dvpp_type else MemType.DEV
         return self.current_device().malloc(size, MallocPolicy.HUGE_FIRST, api=Api.MALLOC,
-                                            mem_type=MemType.DVPP)
+                                            mem_type=kind)
 
     def dvpp_free(self, ptr: object) -> None:
         """acldvppFree: free a block made by dvpp_malloc.
 
         Raises:
-            InvalidPointer: a live block that is not DVPP memory (DECISION), or as free.
+            InvalidPointer: a live block that is not DVPP memory (DECISION; on 950PR/950DT
+                every device block is, see :meth:`Device.releasable`), or as free.
         """
         ptr = as_ptr(ptr)
         self._release(self._owner(ptr), ptr, "acldvppFree")
@@ -489,13 +493,19 @@ class Runtime:
     def check_mem_type(self, addr_list: object, mem_type: object, reserve: object = 0) -> int:
         """aclrtCheckMemType: 1 when every address lies in a live block of a type in mem_type.
 
-        An address counts when it lies inside a block's footprint (DECISION).
+        An address counts when it lies inside a block's footprint (DECISION). On a product
+        where DVPP memory is ordinary device memory (Ascend 950PR/950DT: "no separate
+        ACL_RT_MEM_TYPE_DVPP, treated as ordinary Device memory", aclrtCheckMemType notes),
+        the DVPP bit asks for device memory (DECISION: the docs' "treated as" read for the
+        query too).
 
         Raises:
             InvalidArgument: empty list, a mem_type with unknown or no bits, reserve != 0.
         """
         self.current_device()
         addrs, kinds = parse_mem_type_query(addr_list, mem_type, reserve)
+        if kinds & MemType.DVPP and not self.profile.dvpp_type:
+            kinds |= MemType.DEV
         for addr in addrs:
             block = self.block_at(addr)
             if block is None or not block.mem_type & kinds:
