@@ -268,6 +268,7 @@ C_TO_PYACL = {
     "aclrtCreateContext": "rt.create_context", "aclrtDestroyContext": "rt.destroy_context",
     "aclrtSetCurrentContext": "rt.set_context", "aclrtGetCurrentContext": "rt.get_context",
     "aclrtGetRunMode": "rt.get_run_mode",
+    "aclrtMemFlush": "rt.mem_flush", "aclrtMemInvalidate": "rt.mem_invalidate",
     "acldvppMalloc": "media.dvpp_malloc", "acldvppFree": "media.dvpp_free",
     "aclCreateDataBuffer": "create_data_buffer", "aclDestroyDataBuffer": "destroy_data_buffer",
     "aclGetDataBufferAddr": "get_data_buffer_addr", "aclGetDataBufferSize": "get_data_buffer_size",
@@ -560,3 +561,26 @@ def test_sanitizer_output_stdout_prints_reports_there(tmp_path, capsys):
     finally:
         assert acl.finalize() == 0
     assert "invalid-free" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["mem_flush", "mem_invalidate"])
+def test_mem_flush_and_invalidate_check_their_arguments_and_do_nothing(name):
+    """acl_rt.h: aclrtMemFlush / aclrtMemInvalidate(void *devPtr, size_t size); memory.cpp
+    refuses NULL and size 0 with 100000, then rtFlushCache / rtInvalidCache needs a context
+    (107002) and on the standard SoCs returns at once, checking no range."""
+    call = getattr(acl.rt, name)
+    c_call = getattr(aclrt, {"mem_flush": "aclrtMemFlush",
+                             "mem_invalidate": "aclrtMemInvalidate"}[name])
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        assert call(0, 64) == E.INVALID_PARAM            # NULL before the context
+        assert call(0x1234, 64) == E.RT_CONTEXT_NULL
+        rt.set_device(0)
+        ptr = rt.malloc(100)
+        before = (rt.get_mem_info(acl.ACL_HBM_MEM), rt.block(ptr))
+        assert call(ptr, 100) == 0 and c_call(ptr, 100) == 0
+        assert call(ptr + 4096, 1 << 20) == 0            # no range check, as the runtime
+        for bad in [(ptr, 0), (0, 100), (None, 100), (ptr, 1.5), (ptr, -1), (2**64, 1),
+                    (True, 1), (ptr, "8")]:
+            assert call(*bad) == E.INVALID_PARAM, bad
+        assert (rt.get_mem_info(acl.ACL_HBM_MEM), rt.block(ptr)) == before
+        rt.free(ptr)

@@ -24,7 +24,14 @@ from typing import Any, ClassVar
 
 from ..data.contents import DataPlane
 from ..data.host import HostMemory
-from ..memory.args import SIZE_MAX, as_int, as_ptr, parse_malloc_config, parse_mem_type_query
+from ..memory.args import (
+    SIZE_MAX,
+    as_int,
+    as_ptr,
+    as_size,
+    parse_malloc_config,
+    parse_mem_type_query,
+)
 from ..memory.constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
 from ..memory.device import Block, Device
 from ..memory.errors import FeatureNotSupported, InvalidArgument, InvalidDevice, InvalidRuntimeParam
@@ -449,6 +456,38 @@ class Runtime:
         """
         ptr = as_ptr(ptr)
         self._release(self._owner(ptr), ptr, "acldvppFree")
+
+    def mem_flush(self, ptr: object, size: object) -> None:
+        """aclrtMemFlush: write cached data back to device memory (a no-op here).
+
+        acl_rt.h: ``aclError aclrtMemFlush(void *devPtr, size_t size)``. memory.cpp
+        (aclrtMemFlushImpl) refuses a NULL devPtr and size 0 with ACL_ERROR_INVALID_PARAM, then
+        calls rtFlushCache, which needs a context (RT_ERROR_CONTEXT_NULL) and on the standard
+        SoCs returns at once (api_impl_standard_soc.cc, FlushCache); the vendor chapter says
+        programs never need it. Like the runtime, it does not check that the range is
+        allocated memory.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL, size 0, not ints, or past 64 bits.
+            DeviceNotSet: no current device.
+        """
+        self._cache_maintenance(ptr, size)
+
+    def mem_invalidate(self, ptr: object, size: object) -> None:
+        """aclrtMemInvalidate: drop cached data (a no-op here), checked as :meth:`mem_flush`
+        (memory.cpp aclrtMemInvalidateImpl, rtInvalidCache).
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL, size 0, not ints, or past 64 bits.
+            DeviceNotSet: no current device.
+        """
+        self._cache_maintenance(ptr, size)
+
+    def _cache_maintenance(self, ptr: object, size: object) -> None:
+        # memory.cpp order: devPtr, then size (ACL layer), then the context (runtime).
+        as_ptr(ptr, "dev_ptr")
+        as_size(size)
+        self.current_device()
 
     def get_run_mode(self) -> RunMode:
         """aclrtGetRunMode: ACL_HOST by default (the program runs on a host with the device
