@@ -154,7 +154,7 @@ class Device:
     def _reset_state(self) -> None:
         base = device_base(self.device_id)
         self.allocators: dict[Memory, Allocator] = {
-            memory: Allocator(self.profile.capacity(memory), base=base + MEMORY_OFFSET[memory])
+            memory: Allocator(self.profile.total(memory), base=base + MEMORY_OFFSET[memory])
             for memory in Memory if self.profile.capacity(memory)
         }
         self._main = self.allocators[self.profile.main_memory]

@@ -118,7 +118,7 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
     profile = get_profile(product)
     api = Api.parse(api)
     size, policy, base, readonly, pages = plan(profile, size, policy, api)
-    capacity = profile.capacity(profile.main_memory)
+    capacity = profile.total(profile.main_memory)
     if all(align_up(rule_size(profile, size, p, api), PAGE_BYTES[p]) > capacity for p in pages):
         # A device of the product holds no such footprint even when empty: malloc's refusal.
         raise OutOfDeviceMemory(
