@@ -71,6 +71,10 @@ def _rule_step(profile: Profile, size: int, page: Page, api: Api) -> Step:
     if api is Api.MALLOC_ALIGN32:
         return Step(f"size rule: ALIGN_UP({size}, 32) = {result}",
                     "seed chapter, aclrtMallocAlign32: round up to 32 bytes only")
+    if api in (Api.MALLOC_WITH_CFG, Api.MALLOC_FOR_TASK_SCHEDULER):
+        return Step(f"size rule: ALIGN_UP({size}, 32) = {result} (no +32)",
+                    f"runtime source: {api.value} passes the size unpadded; DevMalloc "
+                    f"rounds it to 32 bytes (memory.cpp, api_impl.cc)")
     if profile.size_rule is SizeRule.ALIGN32:
         return Step(f"size rule: ALIGN_UP({size}, 32) = {result}",
                     "seed chapter, aclrtMalloc: Ascend 950PR/950DT round up to 32 bytes")

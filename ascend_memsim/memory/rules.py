@@ -174,12 +174,20 @@ def page_order(profile: Profile, size: int, base: MallocPolicy | None) -> tuple[
 def rule_size(profile: Profile, size: int, page: Page, api: Api) -> int:
     """The size after the product's rounding rule for ``api`` (seed chapter, aclrtMalloc).
 
+    aclrtMalloc and aclrtMallocCached: ALIGN_UP(size, 32) + 32 on the products whose rule
+    adds 32, except on 1 GB pages (memory.cpp, GetAlignedAndPaddingSize). aclrtMallocAlign32:
+    ALIGN_UP(size, 32). aclrtMallocWithCfg and aclrtMallocForTaskScheduler: ALIGN_UP(size, 32)
+    on every product: memory.cpp (aclrtMallocInnerWithCfg) passes the size unpadded to
+    rtsMalloc, and the runtime's DevMalloc (api_impl.cc) only rounds it to 32 bytes.
+    DECISION: a size within 31 of 2**64, which that rounding wraps around, is refused as an
+    overflow (ACL_ERROR_INVALID_PARAM), as for aclrtMalloc.
+
     >>> from ascend_memsim.memory.profiles import get_profile
     >>> rule_size(get_profile("A2"), 2 * MiB, Page.HUGE, Api.MALLOC) - 2 * MiB
     32
     """
     aligned = -(-size // 32) * 32
-    if (api is Api.MALLOC_ALIGN32 or profile.size_rule is SizeRule.ALIGN32
+    if (api is Api.MALLOC_ALIGN32 or api in _CFG_APIS or profile.size_rule is SizeRule.ALIGN32
             or page is Page.HUGE1G):
         return aligned
     return aligned + 32

@@ -332,13 +332,18 @@ class Runtime:
 
     def malloc_with_cfg(self, size: object, policy: object = MallocPolicy.HUGE_FIRST,
                         cfg: object = None) -> int:
-        """aclrtMallocWithCfg: ``cfg`` may name the module id and the device id."""
+        """aclrtMallocWithCfg: ``cfg`` may name the module id and the device id.
+
+        The size is rounded to 32 bytes only, with no +32 (see :func:`rule_size`).
+        """
         return self._malloc_cfg(size, policy, cfg, Api.MALLOC_WITH_CFG)
 
     def malloc_for_task_scheduler(self, size: object,
                                   policy: object = MallocPolicy.HUGE_FIRST,
                                   cfg: object = None) -> int:
-        """aclrtMallocForTaskScheduler: as aclrtMallocWithCfg (DECISION: same rounding)."""
+        """aclrtMallocForTaskScheduler: as aclrtMallocWithCfg, rounding included (memory.cpp:
+        both call aclrtMallocInnerWithCfg; the runtime adds only RT_MEMORY_TS, memory within
+        4 GB, which the simulator does not model)."""
         return self._malloc_cfg(size, policy, cfg, Api.MALLOC_FOR_TASK_SCHEDULER)
 
     def _malloc_cfg(self, size: object, policy: object, cfg: object, api: Api) -> int:
