@@ -92,11 +92,13 @@ def load_config(config_path: object) -> dict:
         InvalidArgumentType: a path that is not a str.
         InvalidArgument: unreadable, not JSON, or not a JSON object.
     """
-    if config_path is None or config_path == "":
+    if config_path is None:
         return {}
     if not isinstance(config_path, (str, os.PathLike)):
         raise InvalidArgumentType(f"config_path must be a str path, got "
                                   f"{type(config_path).__name__}")
+    if config_path == "":
+        return {}
     try:
         with open(config_path, encoding="utf-8") as f:
             text = f.read()
