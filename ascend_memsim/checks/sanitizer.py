@@ -56,18 +56,12 @@ from typing import Any, TextIO
 from sortedcontainers import SortedDict
 
 from ..data.host import HostBlock
-from ..memory.args import SIZE_MAX, as_int, as_ptr
-from ..memory.errors import (
-    AclError,
-    InvalidArgument,
-    InvalidArgumentType,
-    InvalidPointer,
-    SanitizerError,
-)
+from ..memory.args import as_ptr
+from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
 from ..memory.sites import Site, capture_site
-from ..memory.units import parse_size
 from ..runtime.config import register_config_key
 from ..runtime.hooks import register_checker
+from .options import OPTIONS, check_flag, check_number, check_output, check_size
 from .reports import KINDS, MODES, Report, plural_bytes
 
 __all__ = ["Sanitizer", "SanitizerError"]
@@ -108,24 +102,24 @@ class Sanitizer:
                  print_limit: int = 100) -> None:
         self.mode = mode
         #: where reports print: a file-like object, "stderr", "stdout" or None (nowhere)
-        self.output = _output(output)
+        self.output = check_output(output)
         #: print at most this many reports (compute-sanitizer's --print-limit); all are kept
-        self.print_limit = _option(print_limit, "print_limit", 0)
+        self.print_limit = check_number(print_limit, "print_limit", 0)
         #: bytes, or text such as "64MiB"
-        self.quarantine_bytes = _size(quarantine_bytes, "quarantine_bytes")
-        self.initcheck = _flag(initcheck, "initcheck")
-        self.record_sites = _flag(record_sites, "record_sites")
-        self.site_depth = _option(site_depth, "site_depth", 1)
+        self.quarantine_bytes = check_size(quarantine_bytes, "quarantine_bytes")
+        self.initcheck = check_flag(initcheck, "initcheck")
+        self.record_sites = check_flag(record_sites, "record_sites")
+        self.site_depth = check_number(site_depth, "site_depth", 1)
         #: report blocks still live at reset_device / finalize (tools with a leak check of
         #: their own turn this off)
-        self.leak_check = _flag(leaks, "leaks")
+        self.leak_check = check_flag(leaks, "leaks")
         self.reports: list[Report] = []
         #: copies through unregistered host memory (legal; kept, at most ``history``)
         self.notes: list[Report] = []
         # Innermost lock: never call a device, the streams or host memory while holding it
         # (see "Locks" in the module docstring).
         self.lock = threading.RLock()
-        self._history = _option(history, "history", 0)
+        self._history = check_number(history, "history", 0)
         #: freed blocks by start, oldest first (at most ``history``)
         self._freed: OrderedDict[int, _Freed] = OrderedDict()
         # An index of where freed blocks lie, for _freed_at: start -> (end, entry), disjoint
@@ -174,10 +168,10 @@ class Sanitizer:
         if isinstance(spec, str):
             return cls(spec)
         if isinstance(spec, dict):
-            unknown = [k for k in spec if k not in _OPTIONS]
+            unknown = [k for k in spec if k not in OPTIONS]
             if unknown:
                 raise InvalidArgument(f"unknown sanitizer option(s) {unknown!r}; known: "
-                                      f"{list(_OPTIONS)}")
+                                      f"{list(OPTIONS)}")
             return cls(**spec)
         raise InvalidArgument(f"sanitizer must be a mode, a dict or a Sanitizer, got {spec!r}")
 
@@ -564,57 +558,6 @@ class Sanitizer:
             self._report("leak", call, block.ptr, block.size,
                          f"the {block.describe()} was never freed", region=_BlockView(block),
                          fail=False)
-
-
-#: The options a sanitizer config may hold (the keyword arguments of Sanitizer).
-_OPTIONS = ("mode", "output", "quarantine_bytes", "initcheck", "history", "record_sites",
-            "site_depth", "leaks", "print_limit")
-
-
-def _option(value: Any, key: str, lo: int) -> int:
-    """A whole-number sanitizer option, checked when the sanitizer is made (acl.init).
-
-    Raises:
-        InvalidArgument, InvalidArgumentType: not an int in ``[lo, 2**64 - 1]``; the message
-            names the option.
-    """
-    return as_int(value, f"sanitizer option {key!r}", lo, SIZE_MAX)
-
-
-def _size(value: Any, key: str) -> int:
-    """A size option: bytes, or text such as "64MiB" (memory.units.parse_size).
-
-    Raises:
-        InvalidArgument: not a size; the message names the option.
-    """
-    if isinstance(value, bool) or value is None:
-        raise InvalidArgumentType(f"sanitizer option {key!r} must be a size, got {value!r}")
-    try:
-        return parse_size(value)
-    except AclError as error:
-        raise type(error)(f"sanitizer option {key!r}: {error.message}") from None
-
-
-def _flag(value: Any, key: str) -> bool:
-    """A true/false sanitizer option. Raises InvalidArgumentType for anything but a bool."""
-    if not isinstance(value, bool):
-        raise InvalidArgumentType(f"sanitizer option {key!r} must be true or false, got "
-                                  f"{value!r}")
-    return value
-
-
-def _output(value: Any) -> Any:
-    """The ``output`` option: "stderr", "stdout", None, or an object with a ``write`` method.
-
-    Raises:
-        InvalidArgument: anything else (the message names the option).
-    """
-    if value is None or (isinstance(value, str) and value in ("stderr", "stdout")):
-        return value
-    if not isinstance(value, str) and callable(getattr(value, "write", None)):
-        return value
-    raise InvalidArgument(f"sanitizer option 'output' must be \"stderr\", \"stdout\", null "
-                          f"(print nothing) or a file-like object, got {value!r}")
 
 
 class _BlockView:
