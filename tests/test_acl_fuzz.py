@@ -28,7 +28,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ascend_memsim import AclError, Runtime, acl
-from ascend_memsim.data.host import HOST_BASE, REGISTERED_BASE
+from ascend_memsim.data.host import REGISTERED_BASE, mapped
+from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.rules import device_base
 
 MiB = 1 << 20
@@ -46,16 +47,27 @@ def _readme_codes() -> set[int]:
 
 CODES = _readme_codes() | {0}
 
-# Every function of the face, with the module it hangs from.
-FACE = [("acl", acl.init), ("acl", acl.finalize), ("acl", acl.app_log),
-        ("acl", acl.get_recent_err_msg),
-        *[("rt", getattr(acl.rt, name)) for name in acl.rt.__all__],
-        *[("util", getattr(acl.util, name)) for name in acl.util.__all__],
-        *[("media", getattr(acl.media, name)) for name in acl.media.__all__]]
-# The calls that run queued work: when work is queued, their error may come from that work,
-# which ran (a synchronising call cannot undo it).
+# Every function of the face, with the namespace it hangs from: acl itself (init, finalize,
+# data buffers, tensor descriptors, ...), acl.rt, acl.op, acl.mdl, acl.util, acl.media.
+FACE = [("acl", acl.init), ("acl", acl.finalize),
+        *[("acl", getattr(acl, name)) for name in acl.__all__
+          if name not in ("init", "finalize") and not name.isupper()
+          and inspect.isfunction(getattr(acl, name, None))],
+        *[(space, getattr(getattr(acl, space), name))
+          for space in ("rt", "op", "mdl", "util", "media")
+          for name in getattr(acl, space).__all__]]
+MEMORY_FACE = [(space, fn) for space, fn in FACE if space in ("rt", "media", "util")]
+ALLOCATING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
+    "malloc", "malloc_align32", "malloc_cached", "malloc_with_cfg", "malloc_for_task_scheduler",
+    "free", "free_with_dev_sync", "dvpp_malloc", "dvpp_free", "malloc_host", "free_host",
+    "memcpy", "memset", "memcpy_async", "memset_async", "numpy_to_ptr", "bytes_to_ptr")]
+# The calls that may run queued work: when work is queued, their error may come from that
+# work, which ran (a synchronising call cannot undo it).
 RUNS_QUEUED_WORK = {"synchronize_stream", "synchronize_device", "destroy_stream",
-                    "destroy_context", "free_with_dev_sync"}
+                    "destroy_context", "free_with_dev_sync", "synchronize_event",
+                    "synchronize_event_with_timeout", "query_event", "query_event_status",
+                    "query_event_wait_status", "execute", "execute_v2", "execute_with_handle",
+                    "cast", "process_report", "unload", "destroy_event", "reset_device"}
 
 _BIG = [0, 1, -1, 2, 31, 32, 33, 64, 100, 4096, MiB, 2 * MiB, 2 * MiB + 1, 2**31 - 1, 2**31,
         -(2**31), -(2**31) - 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 33, 2**64 - 1,
@@ -183,14 +195,16 @@ def _pointers(rt):
     """Addresses worth trying now: at, inside, just past and before live blocks (device and
     host), freed and quarantined ones, other devices' windows, host windows."""
     found = [device_base(d) + off for d in (0, 1, 2, 5) for off in (0, 64, 2 * MiB)]
-    found += [HOST_BASE, HOST_BASE + 64, REGISTERED_BASE, REGISTERED_BASE + 64, 0x1234]
+    found += [REGISTERED_BASE, REGISTERED_BASE + 64, 0x1234]
     if rt is not None:
         for device in rt.devices():
             for block in [*device.blocks(), *device.held()][:20]:
                 found += [block.ptr, block.ptr + 32, block.ptr + block.size,
                           block.ptr + block.footprint, block.ptr - 64]
+        # aclrtMallocHost blocks are real memory: only addresses inside them (past the end
+        # lies the process's own memory, which the face accepts as a raw host address)
         for block in rt.host.blocks()[:10]:
-            found += [block.ptr, block.ptr + 8, block.ptr + block.size]
+            found += [block.ptr, block.ptr + 8]
         for reg in rt.host.registrations()[:10]:
             found += [reg.ptr, reg.ptr + 1]
     return found
@@ -221,12 +235,46 @@ PLAUSIBLE = {
     "np_type": st.one_of(st.sampled_from([0, 1, 2, 11, 12, 23, 99, "int8", "O", "1/0"])),
     "data": st.binary(min_size=0, max_size=32).map(lambda b: bytes(bytearray(b))),
     "array": numpy_values,
+    "dims": st.lists(st.integers(-2, 5), max_size=3), "data_type": st.integers(-1, 13),
+    "format": st.integers(-1, 4), "index": st.integers(-1, 3), "flag": st.integers(0, 9),
+    "priority": st.integers(0, 8), "model_id": st.integers(0, 3),
+    "op_type": st.sampled_from(["Add", "Cast", "Abs", "NoSuchOp", ""]),
+    "name": st.text(max_size=4), "attr_name": st.text(max_size=4),
+}
+#: Parameters that always get a plausible value: a wait that must stay short, and paths
+#: that must name no real file.
+ALWAYS = {
+    "timeout": st.sampled_from([0, 1, 5]),
+    "model_path": st.just("/nonexistent/model.om"), "file_name": st.just("/nonexistent/x"),
+    "model_dir": st.just("/nonexistent/ops"),
 }
 
 
+def _not_process_memory(rt, value):
+    """``value``, or 0x1234 if it is an address of the process's own memory that no
+    simulated region holds: the face accepts such raw host addresses (as hardware does) and
+    would write there, into the interpreter."""
+    addr = int_or_none(value)
+    if addr is None or addr <= 0:
+        return value
+    known = rt is not None and addr < 2**64 and rt.data.region_at(addr) is not None
+    return value if known or not mapped(addr, 1, False) else 0x1234
+
+
 def _argument(data, rt, name: str):
+    """A value for parameter ``name`` (never the process's own memory, see
+    :func:`_not_process_memory`)."""
+    value = _draw_argument(data, rt, name)
+    if "ptr" in name or name in ("dst", "src", "addr"):
+        return _not_process_memory(rt, value)
+    return value
+
+
+def _draw_argument(data, rt, name: str):
     """A value for parameter ``name``: anything at all (one time in four), else something
     near what it wants."""
+    if name in ALWAYS:
+        return data.draw(ALWAYS[name], label=name)
     anything = data.draw(st.integers(0, 3), label=f"{name}: anything") == 0
     if anything or name == "config_path":
         return data.draw(st.one_of(st.none(), st.just("/nonexistent/acl.json"), values)
@@ -248,11 +296,16 @@ def _call(data, rt, fn):
     return [_argument(data, rt, p.name) for p in params[:count]]
 
 
-def _code_of(space: str, name: str, result):
-    """The aclError code a face call returned (None: the call has no code slot)."""
-    if space == "util" or name == "get_recent_err_msg":
+#: acl.util's conversions: plain values, and the core's exceptions on bad input (README)
+RAISES = {acl.util.bytes_to_ptr, acl.util.numpy_to_ptr, acl.util.ptr_to_bytes,
+          acl.util.ptr_to_numpy}
+
+
+def _code_of(fn, result):
+    """The aclError code a face call returned (None: the call returns no code)."""
+    if fn in RAISES or fn is acl.get_recent_err_msg or getattr(fn, "bare", False):
         return None
-    if name == "app_log":
+    if fn is acl.app_log:
         return 0 if result is None else result
     return result[-1] if isinstance(result, tuple) else result
 
@@ -289,8 +342,11 @@ def _fuzz(config, data):
                 acl.rt.set_device(data.draw(st.integers(0, 1), label="device"))
             # init and finalize end or restart the runtime: one call in twenty
             rare = data.draw(st.integers(0, 19), label="init or finalize") == 0
-            space, fn = data.draw(st.sampled_from(FACE[:2] if rare else FACE[2:]),
-                                  label="function")
+            # a third of the calls allocate, free or move bytes, a third come from the memory
+            # face (acl.rt, acl.media, acl.util), the rest from the whole face
+            pool = FACE[:2] if rare else (ALLOCATING, MEMORY_FACE, FACE[2:])[
+                data.draw(st.integers(0, 2), label="pool")]
+            space, fn = data.draw(st.sampled_from(pool), label="function")
             args = _call(data, rt, fn)
             name = fn.__name__
             before = _snapshot(rt)
@@ -298,14 +354,16 @@ def _fuzz(config, data):
             try:
                 result = fn(*args)
             except AclError as error:
-                assert space == "util", f"{name}{tuple(args)!r} raised {error!r}"
+                # only acl.util's conversions raise (as pyacl's do); the rest return codes
+                assert fn in RAISES, f"{space}.{name}{tuple(args)!r} raised {error!r}"
                 assert int(error.code) in CODES, f"{name} raised {error!r}, not in the README"
                 code = int(error.code)
             else:
-                code = _code_of(space, name, result)
+                code = _code_of(fn, result)
                 event(f"{name}: {'ok' if not code else code}")
                 assert code is None or code in CODES, (
-                    f"{name}{tuple(args)!r} returned {code}, which the README does not list")
+                    f"{space}.{name}{tuple(args)!r} returned {code!r}, which the README does "
+                    f"not list")
             if code and name not in ("init", "finalize") and not (
                     name in RUNS_QUEUED_WORK and pending):
                 assert _snapshot(_runtime()) == before, (

@@ -488,12 +488,7 @@ class Sanitizer:
     def _holder(self, addr: int) -> Any:
         """The live device block or host region holding ``addr`` (for a report), or None."""
         runtime = self.runtime
-        if runtime is None:
-            return None
-        if addr >= runtime.host_limit:
-            block = runtime.block_at(addr)
-            return None if block is None else _BlockView(block)
-        return runtime.host.region_at(addr)
+        return None if runtime is None else runtime.data.region_at(addr)
 
     def _remember(self, ptr: int, limit: int, block: Any, free_site: Site | None) -> None:
         """Keep a freed block for later reports. O(1): the index catches up at lookup."""

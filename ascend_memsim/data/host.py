@@ -583,7 +583,8 @@ def numpy_to_ptr(runtime, array: object) -> int:
         # Its bytes are PyObject pointers: copying them to or from the device corrupts the
         # interpreter (pyacl hands out the raw buffer; refusing is the simulator's check).
         raise InvalidArgumentType(f"numpy_to_ptr: an array of dtype {array.dtype} holds Python "
-                                  f"object pointers, not data; convert it to a numeric dtype")
+                                  f"objects (their pointers), not data; convert it to a "
+                                  f"numeric dtype")
     if not array.flags["C_CONTIGUOUS"]:
         array = array.copy(order="C")
     return runtime.host.register(array).ptr
