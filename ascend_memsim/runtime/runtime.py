@@ -327,7 +327,8 @@ class Runtime:
         return self.current_device().malloc(size, policy, api=Api.MALLOC_ALIGN32)
 
     def malloc_cached(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
-        """aclrtMallocCached: as aclrtMalloc, four policies only."""
+        """aclrtMallocCached: as aclrtMalloc; a policy other than HUGE_FIRST, HUGE_ONLY,
+        NORMAL_ONLY and HUGE1G_ONLY is the default hint (memory.cpp, see rules.parse_policy)."""
         return self.current_device().malloc(size, policy, api=Api.MALLOC_CACHED)
 
     def malloc_with_cfg(self, size: object, policy: object = MallocPolicy.HUGE_FIRST,
