@@ -45,6 +45,8 @@ C_NAMES = {
     "aclrtSetCurrentContext": acl.rt.set_context,
     "aclrtGetCurrentContext": acl.rt.get_context,
     "aclrtGetRunMode": acl.rt.get_run_mode,
+    "aclrtMemFlush": acl.rt.mem_flush,
+    "aclrtMemInvalidate": acl.rt.mem_invalidate,
     "acldvppMalloc": acl.media.dvpp_malloc,
     "acldvppFree": acl.media.dvpp_free,
     # data buffers, tensor descriptors, operators, models, events and callbacks

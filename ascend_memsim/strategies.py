@@ -138,8 +138,6 @@ def programs(draw, *, max_steps: int = 30, max_size: int = 8 * MiB,
             live.append(len(steps))
             api = draw(apis_)
             policy = draw(policies_)
-            if api is Api.MALLOC_CACHED:
-                policy = draw(st.sampled_from([0, 1, 2, 6]))
             steps.append(Malloc(draw(sizes_), policy, api))
     if free_all:
         steps.extend(Free(i) for i in live)

@@ -13,8 +13,9 @@ def expected_pages(product: str, size: int, policy: int, api: str) -> list[str] 
     """The page kinds to try, in order; None when the call must be refused."""
     # only the cfg APIs read flag bits; elsewhere a flagged word is outside the enum
     base = policy & ~0x101100 if api in CFG_APIS and policy >= 0 else policy
-    if api == "malloc_cached" and (base not in (0, 1, 2, 6) or policy != base):
-        return None
+    if api == "malloc_cached" and base not in (0, 1, 2, 6):
+        # SPEC 4: aclrtMallocCached maps any other policy to the default (a hint)
+        base = -1
     if base in (0, 3):
         return ["normal"] if size <= MiB else ["huge", "normal"]
     if base in (1, 4):
@@ -27,6 +28,11 @@ def expected_pages(product: str, size: int, policy: int, api: str) -> list[str] 
 
 
 def expected_rule(product: str, size: int, api: str) -> int:
-    """The size after the product's rounding rule (not on 1 GB pages, which skip the +32)."""
+    """The size after the product's rounding rule (not on 1 GB pages, which skip the +32).
+
+    The cfg APIs never add 32 (issue 9: the runtime's aclrtMallocInnerWithCfg passes the size
+    unpadded and DevMalloc rounds it to 32 only).
+    """
     aligned = -(-size // 32) * 32
-    return aligned + 32 if product in ADDS_32 and api != "malloc_align32" else aligned
+    padded = product in ADDS_32 and api != "malloc_align32" and api not in CFG_APIS
+    return aligned + 32 if padded else aligned

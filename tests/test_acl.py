@@ -38,7 +38,8 @@ def test_the_pyacl_shapes(initialised):
     (lambda: acl.rt.malloc(1.5, 0), (0, E.INVALID_PARAM)),
     (lambda: acl.rt.malloc(128 * MiB, 0), (0, E.RT_MEMORY_ALLOCATION)),
     (lambda: acl.rt.malloc(100, acl.ACL_MEM_MALLOC_HUGE1G_ONLY), (0, E.RT_MEMORY_ALLOCATION)),
-    (lambda: acl.rt.malloc_cached(100, acl.ACL_MEM_MALLOC_HUGE_FIRST_P2P), (0, E.INVALID_PARAM)),
+    # memory.cpp (aclrtMallocCachedImpl) maps a _P2P policy to the default and goes on
+    (lambda: acl.rt.malloc_cached(0, acl.ACL_MEM_MALLOC_HUGE_FIRST_P2P), (0, E.INVALID_PARAM)),
     (lambda: acl.rt.free(0), E.INVALID_PARAM),
     (lambda: acl.rt.free("ptr"), E.INVALID_PARAM),
     (lambda: acl.rt.free(0x1234), E.RT_PARAM_INVALID),
@@ -219,8 +220,9 @@ def test_usage_info_by_component(initialised):
     acl.rt.malloc(100, 0)
     infos, ret = acl.rt.get_mem_usage_info(0, 2)
     assert ret == 0
+    # footprints: aclrtMallocWithCfg rounds to 32 with no +32 (memory.cpp), then to 64
     assert [(i.name, i.cur_mem_size, i.mem_peak_size) for i in infos] == [
-        ("GE", 5056, 5056), ("HCCL", 1088, 1088)]
+        ("GE", 5056, 5056), ("HCCL", 1024, 1024)]
 
 
 def test_usage_info_is_not_supported_on_950():
@@ -267,6 +269,7 @@ C_TO_PYACL = {
     "aclrtCreateContext": "rt.create_context", "aclrtDestroyContext": "rt.destroy_context",
     "aclrtSetCurrentContext": "rt.set_context", "aclrtGetCurrentContext": "rt.get_context",
     "aclrtGetRunMode": "rt.get_run_mode",
+    "aclrtMemFlush": "rt.mem_flush", "aclrtMemInvalidate": "rt.mem_invalidate",
     "acldvppMalloc": "media.dvpp_malloc", "acldvppFree": "media.dvpp_free",
     "aclCreateDataBuffer": "create_data_buffer", "aclDestroyDataBuffer": "destroy_data_buffer",
     "aclGetDataBufferAddr": "get_data_buffer_addr", "aclGetDataBufferSize": "get_data_buffer_size",
@@ -514,3 +517,71 @@ def test_free_refuses_dvpp_memory_and_dvpp_free_refuses_the_rest(initialised):
     assert current_runtime().block(dvpp) is not None
     assert acl.media.dvpp_free(dvpp) == 0
     assert acl.rt.free(plain) == 0
+
+
+@pytest.mark.parametrize(("section", "key"), [
+    ({"memsim": {"sanitizer": {"print_limit": "x"}}}, "print_limit"),
+    ({"memsim": {"sanitizer": {"print_limit": 1e400}}}, "print_limit"),
+    ({"memsim": {"sanitizer": {"output": "report.txt"}}}, "output"),
+    ({"memsim": {"sanitizer": {"output": 1}}}, "output"),
+    ({"memsim": {"sanitizer": {"history": None}}}, "history"),
+    ({"memsim": {"sanitizer": {"site_depth": "x"}}}, "site_depth"),
+    ({"memsim": {"sanitizer": {"site_depth": 0}}}, "site_depth"),
+    ({"memsim": {"sanitizer": {"quarantine_bytes": -1}}}, "quarantine_bytes"),
+    ({"memsim": {"sanitizer": {"quarantine_bytes": 1.5}}}, "quarantine_bytes"),
+    ({"memsim": {"sanitizer": {"initcheck": 1}}}, "initcheck"),
+    ({"memsim": {"sanitizer": {"leaks": "no"}}}, "leaks"),
+    ({"memsim": {"sanitizer": {"record_sites": None}}}, "record_sites"),
+    ({"memsim": {"sanitizer": {"mode": ["strict"]}}}, "mode"),
+    ({"memsim": {"sanitizer": {"colour": 1}}}, "colour"),
+    ({"defaultDevice": {"default_device": "\u00b2"}}, "default_device"),
+    ({"defaultDevice": {"default_device": "01"}}, "default_device"),
+    ({"defaultDevice": {"default_device": "9" * 5000}}, "default_device"),
+    ({"memsim": {"faults": [{"nth": "x"}]}}, "faults[0]"),
+    ({"memsim": {"faults": [{"probability": 1e400}]}}, "faults[0]"),
+])
+def test_every_bad_config_value_is_refused_at_init_naming_its_key(tmp_path, section, key):
+    """Issue 9: these raised ValueError / OverflowError at init, or were accepted and made a
+    later free or finalize raise. Now acl.init refuses each with 100000 and names the key
+    (defaultDevice: json_parser.cpp accepts only "0|[1-9]\\d*")."""
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps(section))
+    assert acl.init(str(config)) == E.INVALID_PARAM
+    assert key in acl.get_recent_err_msg()
+    assert acl.rt.malloc(100, 0) == (0, E.UNINITIALIZE)
+
+
+def test_sanitizer_output_stdout_prints_reports_there(tmp_path, capsys):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"memsim": {"sanitizer": {"output": "stdout"}}}))
+    assert acl.init(str(config)) == 0
+    try:
+        assert acl.rt.set_device(0) == 0
+        assert acl.rt.free(0x1234) == E.RT_PARAM_INVALID
+        assert acl.rt.reset_device(0) == 0
+    finally:
+        assert acl.finalize() == 0
+    assert "invalid-free" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["mem_flush", "mem_invalidate"])
+def test_mem_flush_and_invalidate_check_their_arguments_and_do_nothing(name):
+    """acl_rt.h: aclrtMemFlush / aclrtMemInvalidate(void *devPtr, size_t size); memory.cpp
+    refuses NULL and size 0 with 100000, then rtFlushCache / rtInvalidCache needs a context
+    (107002) and on the standard SoCs returns at once, checking no range."""
+    call = getattr(acl.rt, name)
+    c_call = getattr(aclrt, {"mem_flush": "aclrtMemFlush",
+                             "mem_invalidate": "aclrtMemInvalidate"}[name])
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        assert call(0, 64) == E.INVALID_PARAM            # NULL before the context
+        assert call(0x1234, 64) == E.RT_CONTEXT_NULL
+        rt.set_device(0)
+        ptr = rt.malloc(100)
+        before = (rt.get_mem_info(acl.ACL_HBM_MEM), rt.block(ptr))
+        assert call(ptr, 100) == 0 and c_call(ptr, 100) == 0
+        assert call(ptr + 4096, 1 << 20) == 0            # no range check, as the runtime
+        for bad in [(ptr, 0), (0, 100), (None, 100), (ptr, 1.5), (ptr, -1), (2**64, 1),
+                    (True, 1), (ptr, "8")]:
+            assert call(*bad) == E.INVALID_PARAM, bad
+        assert (rt.get_mem_info(acl.ACL_HBM_MEM), rt.block(ptr)) == before
+        rt.free(ptr)

@@ -122,3 +122,16 @@ def test_a_class_full_of_too_short_holes_is_searched_by_length_and_stays_first_f
         a.check_invariants()
     expected = next(s for s, e in a.free_runs() if e - s >= 4288)
     assert a.allocate(4096 + 64 * 3) == expected
+
+
+def test_undo_release_restores_the_free_runs_exactly():
+    alloc = Allocator(64 * 64)
+    starts = [alloc.allocate(64 * n) for n in (1, 2, 1, 3, 1)]
+    alloc.release(starts[1])
+    runs, free = list(alloc.free_runs()), alloc.free_bytes
+    journal = alloc.release_tentatively([starts[0], starts[2], starts[4], 12345])
+    assert len(journal) == 3 and alloc.free_bytes == free + 3 * 64
+    alloc.check_invariants()
+    alloc.undo_release(journal)
+    assert list(alloc.free_runs()) == runs and alloc.free_bytes == free
+    alloc.check_invariants()

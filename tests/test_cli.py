@@ -128,7 +128,7 @@ def test_replay_bisect_plot_map_stats(tmp_path):
     code, text = run("replay", path, "--capacity", "10MiB", "--quiet")
     assert code == 1 and "first failure: event 3" in text
     code, text = run("replay", path, "--bisect", "--quiet")
-    assert code == 0 and "12 MiB + 192 B" not in text and "14 MiB" in text
+    assert code == 0 and "12 MiB + 128 B" not in text and "14 MiB" in text
     code, text = run("replay", path, "--bisect", "--product", "950PR", "--quiet")
     assert "8 MiB" in text
     out = str(tmp_path / "p.html")
@@ -140,7 +140,8 @@ def test_replay_bisect_plot_map_stats(tmp_path):
     code, text = run("map", path, "--at", "end", "--quiet")
     assert code == 0 and "HhHhHhn" in text
     code, text = run("stats", path, "--quiet")
-    assert code == 0 and "footprint_bytes all" in text and "12 MiB + 192 B" in text
+    # the 100-byte aclrtMallocWithCfg block: ALIGN_UP(100, 32) = 128, no +32 (memory.cpp)
+    assert code == 0 and "footprint_bytes all" in text and "12 MiB + 128 B" in text
 
 
 def test_bad_trace_reports_line_numbers(tmp_path, capsys):
@@ -313,7 +314,8 @@ def test_json_output_of_run_replay_stats_explain_profiles(tmp_path, capsys):
     result = json.loads(run("replay", path, "--bisect", "--quiet", "--json")[1])
     assert result["capacity"] == 14 * MiB
     result = json.loads(run("stats", path, "--quiet", "--json")[1])
-    assert result["devices"]["0"]["footprint_bytes.all.peak"] == 12 * MiB + 192
+    # aclrtMallocWithCfg rounds to 32 only (memory.cpp, aclrtMallocInnerWithCfg): 128 B
+    assert result["devices"]["0"]["footprint_bytes.all.peak"] == 12 * MiB + 128
     assert result["replay"]["mallocs"] == 4
     result = json.loads(run("explain", "2MiB", "--json")[1])
     assert result["footprint"] == 4 * MiB and result["page"] == "huge" and result["steps"]
@@ -385,3 +387,16 @@ def test_help_names_the_default_product_and_imports_nothing_of_the_package():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip().splitlines()[-1] == "['ascend_memsim', 'ascend_memsim.cli']"
+
+
+def test_plot_to_svg_draws_both_pictures_by_default(tmp_path):
+    """Issue 9: `plot T -o x.svg` (--what both) silently dropped the timeline."""
+    path = _trace_file(tmp_path)
+    svg = tmp_path / "both.svg"
+    assert run("plot", path, "-o", str(svg), "--quiet")[0] == 0
+    text = svg.read_text()
+    assert "event number" in text and "Memory map" in text
+    assert text.count("<svg ") == 3  # the document and its two panels
+    only = tmp_path / "map.svg"
+    assert run("plot", path, "-o", str(only), "--what", "map", "--quiet")[0] == 0
+    assert "event number" not in only.read_text()

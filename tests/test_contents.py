@@ -447,3 +447,33 @@ def test_a_copy_that_runs_out_of_host_memory_changes_nothing(monkeypatch):
             across = rt.host.register(eight).ptr  # into chunks 2 and 3, both new
             rt.memcpy(b + 3 * CHUNK_BYTES - 4, 8, across, 8, H2D)
         assert (dict(after.chunks), after.written.runs()) == before
+
+
+@pytest.mark.parametrize("mode", ["off", "report", "strict"])
+def test_a_copy_onto_itself_is_still_checked(mode):
+    """Issue 9: memcpy with dst == src skipped every check. The runtime returns success for
+    it without touching memory (api_error.cc, MemCopySync); the simulator still refuses a
+    range outside live memory, and moves nothing."""
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"mode": mode, "output": None}) as rt:
+        rt.set_device(0)
+        assert acl.rt.memcpy(0x1234, 8, 0x1234, 8, 0) == ErrorCode.RT_PARAM_INVALID
+        dev = rt.malloc(100)
+        assert acl.rt.memcpy(dev, 4096, dev, 4096, 3) == ErrorCode.RT_PARAM_INVALID
+        assert acl.rt.memcpy(dev, 100, dev, 100, 3) == 0
+        stream, _ = acl.rt.create_stream()
+        assert acl.rt.memcpy_async(dev, 4096, dev, 4096, 3, stream) == ErrorCode.RT_PARAM_INVALID
+        assert acl.rt.memcpy_async(dev, 100, dev, 100, 3, stream) == 0
+        if mode == "strict":
+            # strict refuses a free while queued work still uses the block
+            assert acl.rt.free(dev) == ErrorCode.RT_PARAM_INVALID
+            assert acl.rt.synchronize_stream(stream) == 0
+            rt.free(dev)
+        else:
+            rt.free(dev)
+            # the queued self-copy now targets freed memory: it fails when it runs
+            assert acl.rt.synchronize_stream(stream) == ErrorCode.RT_PARAM_INVALID
+        if mode == "report":
+            kinds = {r.kind for r in rt.sanitizer.reports}
+            assert {"invalid-address", "out-of-bounds", "use-after-free"} <= kinds
+            assert "uninitialized-read" not in kinds
+        acl.rt.destroy_stream(stream)

@@ -47,11 +47,21 @@ def test_malloc_rounding_rule_per_product(product, size, rule):
     assert block.footprint == -(-rule // 64) * 64
 
 
-@pytest.mark.parametrize("api", [Api.MALLOC, Api.MALLOC_CACHED, Api.MALLOC_WITH_CFG,
-                                 Api.MALLOC_FOR_TASK_SCHEDULER])
-def test_every_malloc_api_uses_the_product_rule(api):
+@pytest.mark.parametrize("api", [Api.MALLOC, Api.MALLOC_CACHED])
+def test_malloc_and_malloc_cached_use_the_product_rule(api):
     assert make("A2").allocate(100, P.NORMAL_ONLY, api=api).rule_size == 160
     assert make("950PR").allocate(100, P.NORMAL_ONLY, api=api).rule_size == 128
+
+
+@pytest.mark.parametrize("api", [Api.MALLOC_WITH_CFG, Api.MALLOC_FOR_TASK_SCHEDULER])
+@pytest.mark.parametrize("product", ["A2", "A3", "950PR", "310P"])
+def test_cfg_apis_round_to_32_only(api, product):
+    """memory.cpp (aclrtMallocInnerWithCfg) passes the size to rtsMalloc unpadded and the
+    runtime's DevMalloc (api_impl.cc) rounds it to 32 bytes: no +32 on any product. (This
+    test used to expect the +32 of aclrtMalloc, a project decision the source overrules.)"""
+    dev = make(product)
+    assert dev.allocate(100, P.NORMAL_ONLY, api=api).rule_size == 128
+    assert dev.allocate(2 * MiB, P.HUGE_FIRST, api=api).footprint == 2 * MiB
 
 
 @pytest.mark.parametrize("product", ["A2", "A3", "950PR", "310P"])
@@ -124,13 +134,20 @@ def test_flags_or_into_the_policy():
 
 
 @pytest.mark.parametrize("policy", [P.HUGE_FIRST_P2P, P.HUGE_ONLY_P2P, P.NORMAL_ONLY_P2P,
-                                    P.HUGE1G_ONLY_P2P, 8, P.HUGE_ONLY | 0x100])
-def test_malloc_cached_takes_four_policies_only(policy):
+                                    P.HUGE1G_ONLY_P2P, 8, P.HUGE_ONLY | 0x100, -1, 2**32 - 1])
+def test_malloc_cached_takes_every_policy_and_other_values_are_hints(policy):
+    """memory.cpp (aclrtMallocCachedImpl) maps every policy but its four to RT_MEMORY_DEFAULT
+    and goes on (the vendor chapter: aclrtMallocCached is equivalent to aclrtMalloc); it used
+    to be 100000 here. So the _P2P policies and flagged words are hints: huge pages from
+    2 MiB, normal below, and no P2P memory."""
     dev = make()
-    with pytest.raises(InvalidArgument):
-        dev.allocate(100, policy, api=Api.MALLOC_CACHED)
-    for ok in (P.HUGE_FIRST, P.HUGE_ONLY, P.NORMAL_ONLY):
-        dev.allocate(100, ok, api=Api.MALLOC_CACHED)
+    small = dev.allocate(100, policy, api=Api.MALLOC_CACHED)
+    big = dev.allocate(2 * MiB, policy, api=Api.MALLOC_CACHED)
+    assert (small.page, big.page) == (Page.NORMAL, Page.HUGE)
+    assert not small.p2p and not big.p2p and small.rule_size == 160
+    for ok, page in ((P.HUGE_FIRST, Page.NORMAL), (P.HUGE_ONLY, Page.HUGE),
+                     (P.NORMAL_ONLY, Page.NORMAL)):
+        assert dev.allocate(100, ok, api=Api.MALLOC_CACHED).page is page
 
 
 # -- placement, fallback, out of memory ---------------------------------------------------------

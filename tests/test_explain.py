@@ -1,10 +1,10 @@
 """explain(): every step names its rule, and it agrees with the simulated device."""
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ascend_memsim import Api, Device, FeatureNotSupported, GiB, MiB, explain, get_profile
+from ascend_memsim import AclError, Api, Device, FeatureNotSupported, GiB, MiB, explain, get_profile
 
 
 def test_the_two_mib_gotcha_on_a2():
@@ -37,10 +37,40 @@ def test_errors_are_the_core_errors():
 @given(size=st.integers(1, 8 * MiB), policy=st.sampled_from([0, 1, 2, 3, 4, 5, 9]),
        product=st.sampled_from(["A2", "950PR", "310P"]), api=st.sampled_from(list(Api)))
 def test_explain_agrees_with_the_device(size, policy, product, api):
-    if api is Api.MALLOC_CACHED and policy not in (0, 1, 2):
-        return
     e = explain(size, policy, product=product, api=api)
     profile = get_profile(product)
     capacity = {"hbm_bytes": 64 * MiB} if profile.hbm_bytes else {"ddr_bytes": 64 * MiB}
     block = Device(profile.with_overrides(**capacity)).allocate(size, policy, api=api)
     assert (e.page, e.rule_size, e.footprint) == (block.page, block.rule_size, block.footprint)
+
+
+_ANY_SIZE = st.one_of(st.integers(-2, 2**64 + 2), st.integers(2**64 - 200, 2**64 - 1),
+                      st.sampled_from([0, 1, 2**63, 2**64 - 33, 2**64 - 32, 2**64 - 1, 1.5,
+                                       True, None, "8"]))
+_ANY_POLICY = st.one_of(st.integers(-(2**31) - 2, 2**32 + 2), st.sampled_from(
+    [0, 1, 2, 3, 4, 5, 6, 7, 9, -(2**31), 2**32 - 1, 2**32, 0x100, 0x10000, 1.0, None]))
+
+
+def _outcome(fn):
+    try:
+        fn()
+    except AclError as error:
+        return int(error.code)
+    return 0
+
+
+@given(size=_ANY_SIZE, policy=_ANY_POLICY,
+       product=st.sampled_from(["A2", "A3", "950PR", "310P"]), api=st.sampled_from(list(Api)),
+       small=st.booleans())
+@example(size=2**64 - 1, policy=0, product="A2", api=Api.MALLOC, small=False)
+@example(size=2**40, policy=0, product="A2", api=Api.MALLOC, small=False)
+def test_explain_refuses_what_malloc_refuses_with_the_same_code(size, policy, product, api,
+                                                               small):
+    """Issue 9: explain(2**64 - 1) explained a footprint while malloc returned 100000."""
+    profile = get_profile(product)
+    if small:
+        profile = profile.with_overrides(
+            **({"hbm_bytes": 64 * MiB} if profile.hbm_bytes else {"ddr_bytes": 64 * MiB}))
+    said = _outcome(lambda: explain(size, policy, product=profile, api=api))
+    did = _outcome(lambda: Device(profile).allocate(size, policy, api=api))
+    assert said == did

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ascend_memsim import (
+    AclError,
     InvalidArgument,
     InvalidArgumentType,
     InvalidPointer,
@@ -310,6 +311,26 @@ def test_dvpp_memory_is_its_own_type(rt):
     assert acl.media.dvpp_malloc(0) == (0, ErrorCode.INVALID_PARAM)
 
 
+@pytest.mark.parametrize("product", ["950PR", "950DT"])
+def test_dvpp_memory_is_ordinary_device_memory_on_950(product):
+    """aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): 950PR/950DT have no
+    separate DVPP memory type; it is ordinary device memory. So check_mem_type sees device
+    memory, and free and dvpp_free each free either kind."""
+    with Runtime(product, hbm_bytes=64 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        dvpp, ret = acl.media.dvpp_malloc(1000)
+        plain = rt.malloc(64)
+        assert ret == 0
+        assert rt.check_mem_type([dvpp, plain], MemType.DEV) == 1
+        assert rt.check_mem_type([dvpp, plain], MemType.DVPP) == 1
+        assert rt.check_mem_type([dvpp], MemType.RSVD) == 0
+        assert acl.rt.free(dvpp) == 0
+        assert acl.media.dvpp_free(plain) == 0
+        other, _ = acl.media.dvpp_malloc(64)
+        assert acl.media.dvpp_free(other) == 0
+        assert rt.blocks() == []
+
+
 def test_app_log(caplog):
     with caplog.at_level(logging.DEBUG, logger="acl.app"):
         assert acl.app_log(1, "hello") is None
@@ -338,3 +359,35 @@ def test_host_memory_needs_a_current_device():
     with Runtime("A2"):
         assert acl.rt.malloc_host(100) == (0, acl.ACL_ERROR_RT_CONTEXT_NULL)
         assert acl.rt.free_host(0x1000) == acl.ACL_ERROR_RT_CONTEXT_NULL
+
+
+@pytest.mark.parametrize("array", [np.array([1, None, "x"], dtype=object),
+                                   np.zeros(3, dtype=[("a", "O"), ("b", "i4")])])
+def test_numpy_to_ptr_refuses_arrays_of_python_objects(rt, array):
+    """Issue 9: a device-to-host copy into an object array overwrote PyObject pointers and
+    crashed the interpreter. Such arrays are refused before they get an address."""
+    with pytest.raises(InvalidArgumentType) as caught:
+        acl.util.numpy_to_ptr(array)
+    assert caught.value.code == ErrorCode.INVALID_PARAM and "object" in str(caught.value)
+    assert rt.host.registrations() == []
+
+
+@pytest.mark.parametrize(("shape", "np_type"), [
+    ((0, 2**63), np.int8), ((2,), "O"), ((2,), "1/0"), ((2,), [("a", "O")]), ("ab", np.int8),
+    ((2,) * 65, np.int8), ((2**62, 4), np.int8), ((2,), ("i4", -1)), (None, np.int8),
+])
+def test_ptr_to_numpy_raises_the_cores_exceptions(rt, shape, np_type):
+    """Issue 9: these raised plain ValueError; acl.util raises the core's exceptions."""
+    ptr = rt.malloc_host(64)
+    with pytest.raises(AclError) as caught:
+        acl.util.ptr_to_numpy(ptr, shape, np_type)
+    assert caught.value.code == ErrorCode.INVALID_PARAM
+    rt.free_host(ptr)
+
+
+def test_ptr_to_numpy_takes_a_shape_as_a_list_tuple_or_1d_array(rt):
+    ptr = rt.malloc_host(64)
+    for shape in ([2, 4], (2, 4), np.array([2, 4])):
+        assert acl.util.ptr_to_numpy(ptr, shape, np.int32).shape == (2, 4)
+    assert acl.util.ptr_to_numpy(ptr, (0, 5), np.int32).shape == (0, 5)
+    rt.free_host(ptr)

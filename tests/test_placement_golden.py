@@ -1,6 +1,8 @@
 """Placement does not drift: a recorded random workload gets the very addresses it got when
 they were recorded (tests/data/placement.json, made by tests/placement_workload.py before the
-allocator and device were reworked for speed)."""
+allocator and device were reworked for speed, and made again, identical to what the reworked
+code gives, by the code that first had the fidelity corrections of the cfg APIs' rounding,
+malloc_cached's policies and A2's reserved memory)."""
 
 from __future__ import annotations
 

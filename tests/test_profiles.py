@@ -11,7 +11,8 @@ from ascend_memsim import (
     Runtime,
     get_profile,
 )
-from ascend_memsim.memory.profiles import PROFILES, SizeRule, register_profile
+from ascend_memsim.memory.constants import MemAttr
+from ascend_memsim.memory.profiles import PROFILES, Memory, SizeRule, register_profile
 
 
 @pytest.mark.parametrize("spelling, name", [
@@ -89,3 +90,34 @@ def test_profile_values_must_have_their_type(change):
 def test_numpy_capacities_are_taken():
     np = pytest.importorskip("numpy", reason="numpy is an optional extra")
     assert get_profile("A2").with_overrides(hbm_bytes=np.int64(64 * MiB)).hbm_bytes == 64 * MiB
+
+
+def test_totals_leave_out_system_reserved_memory():
+    """aclrtGetMemInfo's total excludes system-reserved memory. A2: 64 GiB of HBM
+    (Ascend910B3.ini memory_size) of which a 910B reports 65452113920 bytes as its total
+    (vllm-ascend issue #4404); the other parts have no public figure, so 0."""
+    a2 = get_profile("A2")
+    assert a2.hbm_bytes == 64 * GiB and a2.total(Memory.HBM) == 65452113920
+    assert "4404" in a2.sources["reserved_bytes"]
+    for name in ("950PR", "950DT", "A3", "310P"):
+        profile = get_profile(name)
+        assert profile.reserved_bytes == 0 and "no public source" in profile.sources[
+            "reserved_bytes"]
+    with Runtime("A2") as rt:
+        rt.set_device(0)
+        free, total = rt.get_mem_info(MemAttr.HBM_MEM)
+        assert (free, total) == (65452113920, 65452113920)
+        ptr = rt.malloc(100)
+        assert rt.get_mem_info(MemAttr.HBM_MEM) == (total - 192, total)
+        rt.free(ptr)
+
+
+def test_a_capacity_given_for_a_simulation_is_its_total():
+    profile = get_profile("A2").with_overrides(hbm_bytes=64 * MiB)
+    assert profile.reserved_bytes == 0 and profile.total(Memory.HBM) == 64 * MiB
+    both = get_profile("A2").with_overrides(hbm_bytes=64 * MiB, reserved_bytes=4 * MiB)
+    assert both.total(Memory.HBM) == 60 * MiB
+    with pytest.raises(InvalidArgument):
+        get_profile("A2").with_overrides(hbm_bytes=64 * MiB, reserved_bytes=64 * MiB)
+    with pytest.raises(InvalidArgument):
+        get_profile("A2").with_overrides(reserved_bytes=100)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ascend_memsim import InvalidPointer, MiB, Runtime, acl
+from ascend_memsim import FailNth, InvalidPointer, MiB, Runtime, acl
 from ascend_memsim.checks.reports import KINDS
 from ascend_memsim.checks.sanitizer import Sanitizer, SanitizerError
 from ascend_memsim.memory.constants import ErrorCode, MallocFlag, MallocPolicy
@@ -62,6 +62,28 @@ def test_invalid_free(rt):
     assert "64 bytes inside the 100-byte block" in report.where
     assert acl.rt.free(123456789) == ErrorCode.RT_PARAM_INVALID
     assert kinds(rt) == ["invalid-free", "invalid-free"]
+
+
+def test_invalid_free_of_an_interior_pointer_names_the_blocks_sites(rt):
+    """Issue 9: an invalid free of an interior pointer gave no allocation stack, though the
+    report names the block. Live blocks (device, host) give their allocation site; a freed
+    block its allocation and free sites."""
+    ptr = allocate_here(rt)
+    assert acl.rt.free(ptr + 64) == ErrorCode.RT_PARAM_INVALID
+    host = rt.malloc_host(256)
+    assert acl.rt.free_host(host + 64) == ErrorCode.RT_PARAM_INVALID
+    freed = allocate_here(rt, 4096)
+    free_here(rt, freed)
+    assert acl.rt.free(freed + 128) == ErrorCode.RT_PARAM_INVALID
+    live, host_report, stale = rt.sanitizer.reports
+    assert {r.kind for r in (live, host_report, stale)} == {"invalid-free"}
+    assert "100-byte block" in live.block and "allocate_here" in site_names(live.alloc_site)
+    assert host_report.block is not None and host_report.alloc_site is not None
+    assert "allocate_here" in site_names(stale.alloc_site)
+    assert "free_here" in site_names(stale.free_site)
+    assert "allocated at" in live.format() and "freed at" in stale.format()
+    rt.free(ptr)
+    rt.free_host(host)
 
 
 def test_double_free_names_the_alloc_and_free_sites(rt):
@@ -533,7 +555,9 @@ def test_the_nearest_block_is_looked_for_in_the_memory_the_address_points_into()
 @example([(False, 100, 6), (True, 100, 0), (False, 1024 * MiB, 0), (False, 1500 * MiB, 6)])
 def test_no_malloc_fails_or_falls_back_while_memory_is_quarantined(program):
     """The quarantine moves addresses (its purpose), but it gives its memory back before a
-    malloc would fail or fall back to normal pages for want of it."""
+    malloc would fail or fall back to normal pages for want of it. A malloc that fails even
+    with the quarantine given back leaves the quarantine as it was (issue 9: it used to empty
+    it, so the next malloc reused a stale pointer's address)."""
     with Runtime("A2", hbm_bytes=4 * 1024 * MiB,
                  sanitizer={"quarantine_bytes": 8 * 1024 * MiB, "output": None,
                             "leaks": False}) as rt:
@@ -544,10 +568,44 @@ def test_no_malloc_fails_or_falls_back_while_memory_is_quarantined(program):
             if free_one and live:
                 assert acl.rt.free(live.pop(0)) == 0
                 continue
+            held = device.held()
             ptr, ret = acl.rt.malloc(size, policy)
-            if ret or rt.block(ptr).fallback:
-                assert device.held() == [], "failed or fell back with memory in quarantine"
+            if ret:
+                assert device.held() == held, "a failed malloc changed the quarantine"
+                # ... and it failed for want of memory the quarantine did not hold
+                rt.sanitizer.flush_quarantine()
+                assert acl.rt.malloc(size, policy) == (0, ret)
+            elif rt.block(ptr).fallback:
+                assert device.held() == [], "fell back with memory in quarantine"
             if not ret:
                 live.append(ptr)
+            device.check_invariants()
         for ptr in live:
             acl.rt.free(ptr)
+
+
+@pytest.mark.parametrize("failure", ["too big", "injected"])
+def test_a_failed_malloc_leaves_the_quarantine_as_it_was(failure):
+    """Issue 9: a malloc that failed (or an injected failure) released the quarantined blocks,
+    so the next malloc returned a stale pointer's address."""
+    with Runtime("A2", hbm_bytes=64 * MiB,
+                 sanitizer={"quarantine_bytes": 64 * MiB, "output": None}) as rt:
+        rt.set_device(0)
+        device = rt.device(0)
+        stale = rt.malloc(40 * MiB, 2)
+        rt.free(stale)
+        held = device.held()
+        before = [rt.get_mem_info(attr) for attr in range(18)]
+        if failure == "too big":
+            # 40 MiB held, 24 MiB free: does not fit even with the quarantine given back
+            assert acl.rt.malloc(65 * MiB, 2)[1] == acl.ACL_ERROR_RT_MEMORY_ALLOCATION
+        else:
+            # would fit only with the quarantine given back; the injected failure comes first
+            with FailNth(1).installed(rt):
+                assert acl.rt.malloc(30 * MiB, 2)[1] == acl.ACL_ERROR_RT_MEMORY_ALLOCATION
+        assert device.held() == held
+        assert [rt.get_mem_info(attr) for attr in range(18)] == before
+        device.check_invariants()
+        fresh = rt.malloc(100)
+        assert fresh != stale
+        rt.free(fresh)

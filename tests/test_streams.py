@@ -288,3 +288,97 @@ def test_work_after_a_failed_operation_still_runs(rt):
     assert read(rt, kept, 64) == b"\2" * 32 + b"\3" * 32
     assert rt.streams.pending == 0
     acl.rt.free(kept)
+
+
+def _submit_during_drain(rt, destroy, stream, dev):
+    """Run ``destroy`` while, from inside the drain of its first operation, another thread
+    queues a memset of 9 on ``stream``; (code of that submission, code of the destroy)."""
+    codes = {}
+
+    def submit():
+        rt.set_device(0)
+        codes["late"] = acl.rt.memset_async(dev, 64, 9, 64, stream)
+
+    def observer(event, device, info):
+        if event == "memset" and info["value"] == 1 and "late" not in codes:
+            late = threading.Thread(target=submit, daemon=True)
+            late.start()
+            late.join(5)
+
+    rt.add_observer(observer)
+    rt.memset_async(dev, 64, 1, 64, stream)
+    codes["destroy"] = destroy()
+    rt.remove_observer(observer)
+    return codes
+
+
+def test_work_submitted_while_destroy_stream_drains_runs_or_is_refused(rt):
+    """Issue 9: a memset_async accepted (0) during destroy_stream's drain never ran and left
+    the pending count wrong. Now it is refused with 107017 and nothing is left queued."""
+    stream = rt.streams.create_stream()
+    dev = rt.malloc(64)
+    codes = _submit_during_drain(rt, lambda: acl.rt.destroy_stream(stream), stream, dev)
+    assert codes == {"late": ErrorCode.RT_INVALID_HANDLE, "destroy": 0}
+    assert acl.rt.synchronize_device() == 0
+    assert rt.streams.pending == 0
+    assert read(rt, dev, 1) == b"\x01"
+
+
+def test_work_submitted_while_destroy_context_drains_runs_or_is_refused(rt):
+    context, _ = acl.rt.create_context(0)
+    stream, _ = acl.rt.create_stream()
+    dev = rt.malloc(64)
+    codes = _submit_during_drain(rt, lambda: acl.rt.destroy_context(context), stream, dev)
+    assert codes == {"late": ErrorCode.RT_INVALID_HANDLE, "destroy": 0}
+    assert acl.rt.synchronize_device() == 0
+    assert rt.streams.pending == 0
+    assert read(rt, dev, 1) == b"\x01"
+
+
+def test_no_stream_is_made_in_a_context_being_destroyed(rt):
+    context, _ = acl.rt.create_context(0)
+    stream, _ = acl.rt.create_stream()
+    dev = rt.malloc(64)
+    made = {}
+
+    def observer(event, device, info):
+        if event == "memset" and not made:
+            made["stream"] = acl.rt.create_stream()
+
+    rt.memset_async(dev, 64, 1, 64, stream)
+    rt.add_observer(observer)
+    assert acl.rt.destroy_context(context) == 0
+    assert made["stream"] == (0, ErrorCode.RT_INVALID_HANDLE)
+
+
+def test_threads_submitting_while_streams_are_destroyed_lose_no_accepted_work(rt):
+    """Every memset_async that returned 0 ran: the count of runs equals the count accepted."""
+    rounds, submitters = 20, 3
+    ran = []
+    rt.add_observer(lambda event, device, info: ran.append(1) if event == "memset" else None)
+    dev = rt.malloc(64)
+    accepted = [0] * submitters
+    for _ in range(rounds):
+        stream = rt.streams.create_stream()
+        stop = threading.Event()
+
+        def submit(i, stream=stream, stop=stop):
+            rt.set_device(0)
+            while not stop.is_set():
+                if acl.rt.memset_async(dev, 64, 1, 64, stream) == 0:
+                    accepted[i] += 1
+                else:
+                    return
+
+        threads = [threading.Thread(target=submit, args=(i,), daemon=True)
+                   for i in range(submitters)]
+        for t in threads:
+            t.start()
+        assert acl.rt.destroy_stream(stream) == 0
+        stop.set()
+        for t in threads:
+            t.join(10)
+        assert not any(t.is_alive() for t in threads)
+    assert acl.rt.synchronize_device() == 0
+    assert rt.streams.pending == 0
+    assert len(ran) == sum(accepted)

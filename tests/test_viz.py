@@ -14,6 +14,7 @@ from ascend_memsim.observe.viz import (
     html_page,
     map_svg,
     text_map,
+    timeline_steps,
     timeline_svg,
 )
 
@@ -108,3 +109,60 @@ def test_png_through_matplotlib(a2, tmp_path):
     snapshot = _scene(a2)
     save_picture(str(tmp_path / "m.png"), snapshot=snapshot)
     assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _trace_scene(a2):
+    with Recorder(a2) as rec:
+        first = a2.malloc(2 * MiB)
+        a2.malloc_with_cfg(100, 2, {1: 3})
+        a2.free(first)
+        a2.malloc(3 * MiB)
+    return replay(rec.trace, "A2", capacity=64 * MiB, timeline=True)
+
+
+def test_svg_with_both_pictures_holds_both_panels(a2, tmp_path):
+    """Issue 9: `plot T -o x.svg` (both, the default) silently dropped the timeline."""
+    result = _trace_scene(a2)
+    path = tmp_path / "both.svg"
+    save_picture(str(path), snapshot=MapSnapshot.of(a2.device(0)), timeline=result.timeline)
+    root = ET.parse(path).getroot()
+    panels = root.findall(f"{SVG}svg")
+    assert len(panels) == 2
+    text = path.read_text()
+    assert "event number" in text and "Memory map" in text
+    heights = [float(p.get("height")) for p in panels]
+    assert float(panels[1].get("y")) >= heights[0]
+    assert float(root.get("height")) >= sum(heights)
+
+
+def test_timeline_steps_give_the_last_step_its_width(a2):
+    """Issue 9: the PNG timeline ended at the last change, so its last step had no width."""
+    timeline = _trace_scene(a2).timeline
+    xs, ys = timeline_steps(timeline)
+    assert xs[0] == 0 and xs[-1] == timeline.events and xs == sorted(xs)
+    last = timeline.points[-1][1]
+    assert {name: values[-1] for name, values in ys.items()} == {
+        name: last.get(name, 0) for name in ys}
+    assert all(len(values) == len(xs) for values in ys.values())
+
+
+def test_png_legends_overlap_no_axis_label(a2):
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    import matplotlib.pyplot as plt
+
+    from ascend_memsim.observe.png import draw_figure
+
+    result = _trace_scene(a2)
+    fig = draw_figure(snapshot=MapSnapshot.of(a2.device(0)), timeline=result.timeline)
+    try:
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            legend = ax.get_legend().get_window_extent(renderer)
+            for other in (ax.xaxis.label, ax.title):
+                box = other.get_window_extent(renderer)
+                assert not legend.overlaps(box), f"legend overlaps {other.get_text()!r}"
+        line = fig.axes[0].collections[0]
+        assert max(v[0] for path in line.get_paths() for v in path.vertices) == (
+            result.timeline.events)
+    finally:
+        plt.close(fig)

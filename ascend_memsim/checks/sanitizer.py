@@ -23,15 +23,17 @@ Findings (``Report.kind``), severity in brackets:
 * ``free-with-pending-work`` [error]: free while queued async work still targets the block;
 * ``leak`` [error, never fails a call]: blocks live at reset_device / finalize.
 
-Reports print in a compute-sanitizer-like form to ``output`` (stderr by default; None keeps
-them quiet) and stay in :attr:`Sanitizer.reports`; :meth:`Sanitizer.summary` counts them.
+Reports print in a compute-sanitizer-like form to ``output`` (``"stderr"``, the default,
+``"stdout"``, a file-like object, or None to keep them quiet) and stay in
+:attr:`Sanitizer.reports`; :meth:`Sanitizer.summary` counts them.
 
 The quarantine: a freed block leaves the live blocks at once (aclrtCheckMemType, block
 lookups, aclrtGetMemUsageInfo and observers see it freed), but the oldest ones are really
 released only when the quarantine holds more than ``quarantine_bytes``, or when a malloc on
-the device might not fit otherwise. A quarantined block counts as free in aclrtGetMemInfo
-(the program freed it, and a malloc that needs it gets it); only its addresses stay out of
-reuse (see :meth:`Device.hold`).
+the device does not fit otherwise (the device takes the quarantined memory back for that
+malloc; if it fails even so, the quarantine is left as it was). A quarantined block counts
+as free in aclrtGetMemInfo (the program freed it, and a malloc that needs it gets it); only
+its addresses stay out of reuse (see :meth:`Device.hold`).
 
 Locks (DECISION, one order for the whole sanitizer): :attr:`Sanitizer.lock` is innermost.
 Code holding it never calls into a device, the streams or host memory; a device's lock may
@@ -57,9 +59,9 @@ from ..data.host import HostBlock
 from ..memory.args import as_ptr
 from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
 from ..memory.sites import Site, capture_site, site_of
-from ..memory.units import parse_size
 from ..runtime.config import register_config_key
 from ..runtime.hooks import register_checker
+from .options import OPTIONS, check_flag, check_number, check_output, check_size
 from .reports import KINDS, MODES, Report, plural_bytes
 
 __all__ = ["Sanitizer", "SanitizerError"]
@@ -98,23 +100,25 @@ class Sanitizer:
                  record_sites: bool = True, site_depth: int = 8, leaks: bool = True,
                  print_limit: int = 100) -> None:
         self.mode = mode
-        self.output = output
+        #: where reports print: a file-like object, "stderr", "stdout" or None (nowhere)
+        self.output = check_output(output)
         #: print at most this many reports (compute-sanitizer's --print-limit); all are kept
-        self.print_limit = int(print_limit)
-        self.quarantine_bytes = parse_size(quarantine_bytes)
-        self.initcheck = initcheck
-        self.record_sites = record_sites
-        self.site_depth = site_depth
+        self.print_limit = check_number(print_limit, "print_limit", 0)
+        #: bytes, or text such as "64MiB"
+        self.quarantine_bytes = check_size(quarantine_bytes, "quarantine_bytes")
+        self.initcheck = check_flag(initcheck, "initcheck")
+        self.record_sites = check_flag(record_sites, "record_sites")
+        self.site_depth = check_number(site_depth, "site_depth", 1)
         #: report blocks still live at reset_device / finalize (tools with a leak check of
         #: their own turn this off)
-        self.leak_check = leaks
+        self.leak_check = check_flag(leaks, "leaks")
         self.reports: list[Report] = []
         #: copies through unregistered host memory (legal; kept, at most ``history``)
         self.notes: list[Report] = []
         # Innermost lock: never call a device, the streams or host memory while holding it
         # (see "Locks" in the module docstring).
         self.lock = threading.RLock()
-        self._history = history
+        self._history = check_number(history, "history", 0)
         #: freed blocks by start, oldest first (at most ``history``)
         self._freed: OrderedDict[int, _Freed] = OrderedDict()
         # An index of where freed blocks lie, for _freed_at: start -> (end, entry), disjoint
@@ -139,7 +143,7 @@ class Sanitizer:
 
     @mode.setter
     def mode(self, mode: str) -> None:
-        if mode not in MODES:
+        if not isinstance(mode, str) or mode not in MODES:
             raise InvalidArgument(f"sanitizer mode {mode!r} is not one of {MODES}")
         self._mode = mode
         #: plain attributes: read on every free and access
@@ -163,10 +167,11 @@ class Sanitizer:
         if isinstance(spec, str):
             return cls(spec)
         if isinstance(spec, dict):
-            try:
-                return cls(**spec)
-            except TypeError as e:
-                raise InvalidArgument(f"bad sanitizer config {spec!r}: {e}") from None
+            unknown = [k for k in spec if k not in OPTIONS]
+            if unknown:
+                raise InvalidArgument(f"unknown sanitizer option(s) {unknown!r}; known: "
+                                      f"{list(OPTIONS)}")
+            return cls(**spec)
         raise InvalidArgument(f"sanitizer must be a mode, a dict or a Sanitizer, got {spec!r}")
 
     def attach(self, runtime) -> None:
@@ -178,12 +183,12 @@ class Sanitizer:
         if self.on:
             runtime.host.on_forget = self._forget_buffer
         if self.on and self.quarantine_bytes:
-            runtime.add_interceptor(self._relieve)
+            runtime.add_reclaim_listener(self._reclaimed)
 
     def detach(self, runtime) -> None:
         """Undo :meth:`attach` (a runtime that takes another sanitizer)."""
-        if self._relieve in runtime.interceptors:
-            runtime.remove_interceptor(self._relieve)
+        if self._reclaimed in runtime.reclaim_listeners:
+            runtime.remove_reclaim_listener(self._reclaimed)
         if runtime.host.on_forget == self._forget_buffer:
             runtime.host.on_forget = None
 
@@ -231,7 +236,9 @@ class Sanitizer:
         with self.lock:
             self.reports.append(report)
             count = len(self.reports)
-        out = sys.stderr if self.output == "stderr" else self.output
+        out = self.output
+        if isinstance(out, str):
+            out = sys.stderr if out == "stderr" else sys.stdout
         if out is not None and count <= self.print_limit:
             print(report.format(), file=out)
             if count == self.print_limit:
@@ -474,7 +481,17 @@ class Sanitizer:
             self._report("double-free", call, ptr, 0, f"{ptr:#x} is the {freed.description}, "
                          f"already freed", freed=freed, fail=False)
         else:
-            self._report("invalid-free", call, ptr, 0, self._nearest(ptr), fail=False)
+            # An interior pointer names its block: the report carries the block's allocation
+            # site, or, inside a freed block, its allocation and free sites.
+            region = self._holder(ptr)
+            inside = self._freed_at(ptr) if region is None else None
+            self._report("invalid-free", call, ptr, 0, self._nearest(ptr), region=region,
+                         freed=inside, fail=False)
+
+    def _holder(self, addr: int) -> Any:
+        """The live device block or host region holding ``addr`` (for a report), or None."""
+        runtime = self.runtime
+        return None if runtime is None else runtime.data.region_at(addr)
 
     def _remember(self, ptr: int, limit: int, block: Any, free_site: Site | None) -> None:
         """Keep a freed block for later reports. O(1): the index catches up at lookup."""
@@ -513,17 +530,15 @@ class Sanitizer:
         _release(out)
         return len(out)
 
-    def _relieve(self, request: Any) -> None:
-        """Interceptor: release the device's quarantine when a malloc might not fit."""
-        if not self._quarantine:
-            return
-        device = self.runtime.device(request.device_id)
-        # Empty it whenever the first page kind does not fit now: with the quarantined
-        # memory free, as the program believes it is, it might, and then no fallback or
-        # failure may differ from a run without the quarantine.
-        if not device.first_choice_fits(request):
-            self.flush_quarantine(device)
-        return
+    def _reclaimed(self, device: Any, blocks: list) -> None:
+        """A malloc took back quarantined blocks (see :meth:`Device.hold`): forget them.
+
+        Called under the device's lock; takes only the sanitizer's (innermost) lock.
+        """
+        taken = {id(b) for b in blocks}
+        with self.lock:
+            self._quarantine = deque(q for q in self._quarantine if id(q[1]) not in taken)
+            self._quarantined = sum(b.footprint for _, b in self._quarantine)
 
     # -- leaks ---------------------------------------------------------------------------------
 

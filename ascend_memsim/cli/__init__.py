@@ -146,16 +146,19 @@ def cmd_profiles(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         print_json(list(PROFILES.values()), out)
         return 0
-    header = (f"{'name':7} {'memory':14} {'aclrtMalloc rounding':32} {'1G pages':9} "
-              f"{'usage info':11} {'devices':7}  description")
+    header = (f"{'name':7} {'memory':14} {'reserved':14} {'aclrtMalloc rounding':32} "
+              f"{'1G pages':9} {'usage info':11} {'devices':7}  description")
     print(header, file=out)
     print("-" * len(header), file=out)
     for profile in PROFILES.values():
         main = profile.main_memory
         memory = f"{main.value} {format_bytes(profile.capacity(main))}"
+        # get_mem_info's total leaves the system-reserved memory out (Profile.total)
+        reserved = format_bytes(profile.reserved_bytes)
         rule = ("ALIGN_UP(size, 32)" if profile.size_rule.value == "align32"
                 else "ALIGN_UP(size, 32) + 32")
-        print(f"{profile.name:7} {memory:14} {rule:32} {'yes' if profile.huge1g else 'no':9} "
+        print(f"{profile.name:7} {memory:14} {reserved:14} {rule:32} "
+              f"{'yes' if profile.huge1g else 'no':9} "
               f"{'yes' if profile.usage_info else 'no':11} {profile.device_count:<7}  "
               f"{profile.description}", file=out)
     print("\nsources:", file=out)

@@ -481,7 +481,8 @@ class DataPlane:
 
         Rules (runtime memory.cpp and api_error.cc): count 0 succeeds before any other
         check; NULL dst/src and kinds outside 0..5 are ACL_ERROR_INVALID_PARAM; count past
-        dest_max is ACL_ERROR_RT_PARAM_INVALID; dst == src succeeds without copying.
+        dest_max is ACL_ERROR_RT_PARAM_INVALID. dst == src is returned too: :meth:`copy`
+        checks its range and moves nothing.
 
         Raises:
             InvalidArgument, InvalidArgumentType: NULL pointer, bad kind, bad types.
@@ -501,8 +502,6 @@ class DataPlane:
         dest_max = as_int(dest_max, "dest_max")
         if count > dest_max:
             raise InvalidRuntimeParam(f"count={count} is more than dest_max={dest_max}")
-        if dst == src:
-            return None
         return dst, src, count, kind
 
     @staticmethod
@@ -623,6 +622,15 @@ class DataPlane:
     def copy(self, dst: int, src: int, count: int, kind: int, *, call: str = "aclrtMemcpy",
              stream: object = None) -> None:
         """A checked copy (see :meth:`memcpy`): resolve both ends, then move the bytes."""
+        if dst == src:
+            # api_error.cc (MemCopySync): after the argument checks, dst == src returns
+            # RT_ERROR_NONE without touching memory. DECISION: the simulator still checks
+            # that the range lies in live memory, as for every copy (an unknown or overrunning
+            # pointer is refused with 107000 and reported), and moves and reads nothing (so no
+            # padding, read-only or initcheck finding).
+            with self.lock:
+                self.resolve(call, src, count, write=False, deferred=True)
+            return
         with self.lock:
             src_region, src_off = self.resolve(call, src, count, write=False)
             dst_region, dst_off = self.resolve(call, dst, count, write=True)

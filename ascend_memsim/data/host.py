@@ -546,6 +546,9 @@ class HostMemory:
 
 # -- pyacl's acl.util conversions ----------------------------------------------------------------
 
+#: The largest numpy index (intp on a 64-bit host).
+_INTP_MAX = (1 << 63) - 1
+
 #: ptr_to_numpy type codes (pyacl docs, function-ptr_to_numpy) -> numpy dtype names.
 NPY_TYPES = {0: "bool", 1: "int8", 2: "uint8", 3: "int16", 4: "uint16", 5: "int32",
              6: "uint32", 7: "int64", 8: "uint64", 9: "longlong", 10: "ulonglong",
@@ -572,14 +575,18 @@ def numpy_to_ptr(runtime, array: object) -> int:
     no one, so its address dangles at once (as on hardware).
 
     Raises:
-        InvalidArgumentType: not a numpy array.
+        InvalidArgumentType: not a numpy array, or an array of Python objects (dtype object,
+            or a structured dtype with object fields).
     """
     if type(array).__name__ != "ndarray":
         raise InvalidArgumentType(f"numpy_to_ptr takes a numpy.ndarray, got "
                                   f"{type(array).__name__}")
     if array.dtype.hasobject:
-        raise InvalidArgumentType("a numpy array of Python objects holds references, not "
-                                  "data: it cannot be copied to a device")
+        # Its bytes are PyObject pointers: copying them to or from the device corrupts the
+        # interpreter (pyacl hands out the raw buffer; refusing is the simulator's check).
+        raise InvalidArgumentType(f"numpy_to_ptr: an array of dtype {array.dtype} holds Python "
+                                  f"objects (their pointers), not data; convert it to a "
+                                  f"numeric dtype")
     if not array.flags["C_CONTIGUOUS"]:
         array = array.copy(order="C")
     return runtime.host.register(array).ptr
@@ -621,7 +628,10 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     DECISION: the returned array is writable, so the host block counts as written.
 
     Raises:
-        InvalidArgument: an unknown type code or a bad shape. InvalidPointer: as ptr_to_bytes.
+        InvalidArgument: an unknown type code, a dtype of Python objects, a shape that is not an
+            int or a list/tuple of ints >= 0, or one numpy cannot index.
+        InvalidArgumentType: a dimension that is not an int.
+        InvalidPointer: as ptr_to_bytes.
     """
     import numpy  # optional: only this conversion needs it
 
@@ -633,20 +643,31 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     else:
         try:
             dtype = numpy.dtype(type_code)
-        except TypeError:
+        except (TypeError, ValueError, KeyError, SyntaxError):  # e.g. '1/0', {'x': 1}
             raise InvalidArgument(f"{type_code!r} is not a numpy type") from None
+    if dtype.hasobject:
+        raise InvalidArgument(f"ptr_to_numpy: dtype {dtype} holds Python object pointers; host "
+                              f"memory holds only data")
     length = int_or_none(shape)
     if length is not None:
-        dims = (length,)
+        given: tuple = (length,)
+    elif isinstance(shape, (list, tuple)):
+        given = tuple(shape)
+    elif type(shape).__name__ == "ndarray" and shape.ndim == 1:
+        given = tuple(shape.tolist())
     else:
-        try:
-            dims = tuple(shape)
-        except TypeError:
-            raise InvalidArgument(f"shape {shape!r} is neither an int nor a sequence of "
-                                  f"ints") from None
-    count = 1
-    for i, d in enumerate(dims):
-        count *= as_int(d, f"shape[{i}]")
+        raise InvalidArgument(f"shape {shape!r} is neither an int nor a list, tuple or 1-D "
+                              f"array of ints")
+    # numpy's own limit: each dimension, and the product of the non-zero ones, fit in intp
+    # (numpy.empty((0, 2**63)) raises ValueError).
+    dims = tuple(as_int(d, f"shape[{i}]", 0, _INTP_MAX) for i, d in enumerate(given))
+    count, nonzero = 1, 1
+    for d in dims:
+        count *= d
+        nonzero *= max(d, 1)
+    if nonzero * dtype.itemsize > _INTP_MAX or len(dims) > 64:
+        raise InvalidArgument(f"shape {dims} of {dtype} is larger than numpy can index "
+                              f"(at most 64 dimensions, {_INTP_MAX} bytes)")
     size = count * dtype.itemsize
     if size == 0:
         return numpy.empty(dims, dtype)

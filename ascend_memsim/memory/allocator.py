@@ -273,6 +273,12 @@ class Allocator:
 
         Coalesces with the free neighbours. O(log n).
         """
+        step = self._release(start)
+        return None if step is None else step[1] - step[0]
+
+    def _release(self, start: int) -> tuple[int, int, int, int] | None:
+        """Release the extent at ``start``: (start, end, lo, hi) with [lo, hi) the free run
+        it became part of, or None if no extent begins there."""
         size = self._live.pop(start, None)
         if size is None:
             return None
@@ -290,7 +296,29 @@ class Allocator:
             self._remove_run(hi, nxt)
             hi = nxt
         self._add_run(lo, hi)
-        return size
+        return start, end, lo, hi
+
+    def release_tentatively(self, starts: Iterable[int]) -> list[tuple[int, int, int, int]]:
+        """Release the extents at ``starts``; a journal that :meth:`undo_release` reverts
+        (as long as nothing was allocated or released in between). O(k log n)."""
+        journal = []
+        for start in starts:
+            step = self._release(start)
+            if step is not None:
+                journal.append(step)
+        return journal
+
+    def undo_release(self, journal: list[tuple[int, int, int, int]]) -> None:
+        """Take back the extents :meth:`release_tentatively` released, newest first, leaving
+        the free runs exactly as they were. O(k log n)."""
+        for start, end, lo, hi in reversed(journal):
+            self._remove_run(lo, hi)
+            if lo < start:
+                self._add_run(lo, start)
+            if end < hi:
+                self._add_run(end, hi)
+            self._live[start] = end - start
+            self._free_bytes -= end - start
 
     # -- queries ------------------------------------------------------------------------------
 

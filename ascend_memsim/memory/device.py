@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from .allocator import Allocator
-from .args import SIZE_MAX, UINT32_MAX, as_int, as_ptr, as_size
+from .args import SIZE_MAX, UINT32_MAX, as_int, as_ptr
 from .constants import MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MallocPolicy, MemAttr, MemType
 from .errors import (
     AclError,
@@ -43,6 +43,9 @@ from .rules import (
     parse_policy,
     policy_name,
     rule_size,
+)
+from .rules import (
+    plan as plan_request,
 )
 from .sites import Site, capture_site
 
@@ -161,6 +164,9 @@ class Device:
         self.record_sites = False
         #: (policy, api, size band) -> what a malloc does (see _plan)
         self._plans: dict[tuple, tuple] = {}
+        #: Called as ``listener(device, blocks)`` when a malloc takes back the footprints of
+        #: blocks :meth:`hold` kept (the sanitizer's quarantine forgets them).
+        self.reclaim_listeners: list[Callable[[Device, list[Block]], None]] = []
         self._reset_state()
 
     def __repr__(self) -> str:
@@ -180,7 +186,7 @@ class Device:
             return
         base = device_base(self.device_id)
         self.allocators: dict[Memory, Allocator] = {
-            memory: Allocator(self.profile.capacity(memory), base=base + MEMORY_OFFSET[memory])
+            memory: Allocator(self.profile.total(memory), base=base + MEMORY_OFFSET[memory])
             for memory in Memory if self.profile.capacity(memory)
         }
         self._main_memory = self.profile.main_memory
@@ -226,20 +232,17 @@ class Device:
         checked once; what a (policy, API, size band) means on this product (page kinds,
         the rounding rule) is worked out once per device and remembered (:meth:`_plan`).
         """
-        if size.__class__ is not int or not 0 < size < _SAFE_SIZE:
-            size = as_size(size)
-        if policy.__class__ is not int or not POLICY_MIN <= policy <= UINT32_MAX:
-            policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
+        if (size.__class__ is not int or not 0 < size < _SAFE_SIZE
+                or policy.__class__ is not int or not POLICY_MIN <= policy <= UINT32_MAX):
+            # Anything unusual goes through the one planning function, which explain() uses
+            # too, so both refuse the same requests (size 0, overflow, a bad policy word).
+            size, policy, *_ = plan_request(self.profile, size, policy, api)
         if module.__class__ is not int or module:  # APP (0) is the common case
             module = self._module(module)
         band = 0 if size <= HUGE_FIRST_THRESHOLD else 1 if size < OUT_OF_RANGE_HUGE_FROM else 2
         plan = self._plans.get((policy, api, band))
         if plan is None:
             plan = self._plan(policy, api, size, band)
-        if size >= _SAFE_SIZE and rule_size(self.profile, size, plan[2][0], api) > SIZE_MAX:
-            # memory.cpp: size + appendSize overflowing size_t is ACL_ERROR_INVALID_PARAM.
-            raise InvalidArgument(f"size={size} overflows size_t when rounded up by "
-                                  f"{api.value}'s size rule")
         return self._place(size, policy, api, module, plan, mem_type)
 
     def _module(self, module: object) -> int:
@@ -292,6 +295,7 @@ class Device:
                         self._emit("malloc_failed", request=request, error=error)
                     raise
             alloc = self._main
+            journal = (self._reclaim(size, api, steps, refused) if self._held else None)
             aligned = -(-size // 32) * 32
             for page, granule, padding in steps:
                 if refused and page in refused:
@@ -302,11 +306,18 @@ class Device:
                 if ptr is not None:
                     break
             else:
+                if journal:
+                    # A failed malloc changes nothing: the held blocks stay held.
+                    alloc.undo_release(journal)
                 request = request or Request(self.device_id, api, size, policy, module, pages)
                 error = OutOfDeviceMemory(self._oom_message(request, pages, refused))
                 if self.observers or self.subscribers:
                     self._emit("malloc_failed", request=request, error=error)
                 raise error
+            if journal:
+                taken = [self._held.pop(start) for start, *_ in journal]
+                for listener in list(self.reclaim_listeners):
+                    listener(self, taken)
             self._serial += 1
             block = Block(ptr, size, rule, footprint, page, self._main_memory, api, policy,
                           module, self.device_id, self._serial, readonly, p2p,
@@ -328,6 +339,23 @@ class Device:
                 self._emit("malloc", block=block, request=request or
                            Request(self.device_id, api, size, policy, module, pages))
             return block
+
+    def _reclaim(self, size: int, api: Api, steps: tuple,
+                 refused: frozenset[Page]) -> list | None:
+        """Release the held blocks tentatively when the first page kind the request may use
+        does not fit without them (with their memory free, as the program believes it is,
+        it might; then no fallback or failure differs from a run without holding). The
+        journal, for :meth:`Allocator.undo_release` if the malloc still fails; else None."""
+        step = next((st for st in steps if st[0] not in refused), None)
+        if step is None:
+            return None
+        _, granule, padding = step
+        footprint = align_up(align_up(size, 32) + padding, granule)
+        alloc = self._main
+        if alloc.find(footprint, granule) is not None:
+            return None
+        return alloc.release_tentatively(
+            [b.ptr for b in self._held.values() if self.allocators[b.memory] is alloc])
 
     def _oom_message(self, request: Request, pages: tuple[Page, ...],
                      refused: frozenset[Page]) -> str:
@@ -384,6 +412,8 @@ class Device:
         observers see ``"free"``, and :meth:`mem_info` counts it as free; its footprint stays
         reserved in the allocator until :meth:`release_held`, so its addresses are not handed
         out again. The sanitizer's quarantine uses this so a stale pointer is not reused.
+        A malloc whose first page kind does not fit otherwise takes the held footprints back
+        (and tells :attr:`reclaim_listeners`); a malloc that fails even so leaves them held.
         O(log n).
 
         Raises:
@@ -455,14 +485,16 @@ class Device:
 
         DECISION: aclrtFree and aclrtFreeWithDevSync free only aclrtMalloc / Cached / Align32
         memory (vendor docs), and acldvppFree only DVPP memory: each refuses the other's
-        blocks with ACL_ERROR_RT_PARAM_INVALID.
+        blocks with ACL_ERROR_RT_PARAM_INVALID. On a product where DVPP memory is ordinary
+        device memory (``profile.dvpp_type`` false: Ascend 950PR/950DT, aclrtCheckMemType
+        notes) there is one kind, and each frees either.
 
         Raises:
             InvalidPointer: a live block of the other kind.
         """
         block = self._blocks.get(ptr)
-        if block is None:
-            return None
+        if block is None or not self.profile.dvpp_type:
+            return block
         if (block.mem_type == MemType.DVPP) != (call == "acldvppFree"):
             if call == "acldvppFree":
                 raise InvalidPointer(f"acldvppFree of the {block.describe()}, which is not "

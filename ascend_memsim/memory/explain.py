@@ -13,19 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .args import UINT32_MAX, as_int, as_size
 from .constants import MallocPolicy
+from .errors import OutOfDeviceMemory
 from .profiles import DEFAULT_PRODUCT, Profile, SizeRule, get_profile
 from .rules import (
     HUGE_FIRST_THRESHOLD,
     OUT_OF_RANGE_HUGE_FROM,
     PAGE_BYTES,
-    POLICY_MIN,
     Api,
     Page,
     align_up,
-    page_order,
-    parse_policy,
+    plan,
     policy_name,
     rule_size,
 )
@@ -73,6 +71,10 @@ def _rule_step(profile: Profile, size: int, page: Page, api: Api) -> Step:
     if api is Api.MALLOC_ALIGN32:
         return Step(f"size rule: ALIGN_UP({size}, 32) = {result}",
                     "seed chapter, aclrtMallocAlign32: round up to 32 bytes only")
+    if api in (Api.MALLOC_WITH_CFG, Api.MALLOC_FOR_TASK_SCHEDULER):
+        return Step(f"size rule: ALIGN_UP({size}, 32) = {result} (no +32)",
+                    f"runtime source: {api.value} passes the size unpadded; DevMalloc "
+                    f"rounds it to 32 bytes (memory.cpp, api_impl.cc)")
     if profile.size_rule is SizeRule.ALIGN32:
         return Step(f"size rule: ALIGN_UP({size}, 32) = {result}",
                     "seed chapter, aclrtMalloc: Ascend 950PR/950DT round up to 32 bytes")
@@ -108,16 +110,25 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
 
     Uses the very functions the simulated device uses, so it cannot disagree with it.
 
+    Refuses, with the same exception (and code), every request that malloc on a fresh device
+    of the product refuses.
+
     Raises:
-        InvalidArgument, InvalidArgumentType: a bad size, policy, product or API.
+        InvalidArgument, InvalidArgumentType: a bad size, policy, product or API, or a size
+            whose rounding overflows size_t.
         FeatureNotSupported: 1 GB pages on a product without them.
+        OutOfDeviceMemory: a footprint larger than the product's whole memory.
     """
     profile = get_profile(product)
     api = Api.parse(api)
-    size = as_size(size)
-    policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
-    base, readonly = parse_policy(policy, api)
-    pages = page_order(profile, size, base)
+    size, policy, base, readonly, pages = plan(profile, size, policy, api)
+    capacity = profile.total(profile.main_memory)
+    if all(align_up(rule_size(profile, size, p, api), PAGE_BYTES[p]) > capacity for p in pages):
+        # A device of the product holds no such footprint even when empty: malloc's refusal.
+        raise OutOfDeviceMemory(
+            f"{api.value}(size={size}, policy={policy_name(policy, api)}) can never fit on "
+            f"{profile.description}: every footprint it may take is larger than the "
+            f"{capacity} bytes of {profile.main_memory.value}")
     request = f"{api.value}(size={size}, policy={policy_name(policy, api)}) on {profile.description}"
     steps = [_rule_step(profile, size, pages[0], api), _page_step(size, base, policy, api, pages)]
     for i, page in enumerate(pages):

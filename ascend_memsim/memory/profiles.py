@@ -4,9 +4,10 @@ A :class:`Profile` is frozen; :meth:`Profile.with_overrides` makes a changed cop
 want a 64 MiB device). The registry is read-only to readers; :func:`register_profile` adds
 a user's own product.
 
-Capacities and system-reserved sizes are *not* in the vendor documentation. The figures
-below are the totals ``aclrtGetMemInfo`` reports in the simulator (system-reserved memory is
-already left out, as the vendor API does); each says its source.
+Capacities and system-reserved sizes are *not* in the vendor documentation; each figure below
+says its source. ``hbm_bytes`` / ``ddr_bytes`` are the memory a part has; ``reserved_bytes``
+the part of the main memory the system keeps, which the totals of ``aclrtGetMemInfo`` leave
+out (:meth:`Profile.total`), as the vendor API does.
 
 >>> get_profile("atlas a2").name
 'A2'
@@ -64,6 +65,13 @@ class Profile:
     huge1g: bool
     usage_info: bool
     p2p: bool = True
+    #: System-reserved bytes of the main memory: part of ``hbm_bytes`` / ``ddr_bytes`` (the
+    #: memory the part has) but not of the total aclrtGetMemInfo reports, which a program sees
+    #: (see :meth:`total`). 0 where no public source gives a figure.
+    reserved_bytes: int = 0
+    #: DVPP memory is a type of its own (aclrtCheckMemType's ACL_RT_MEM_TYPE_DVPP); False
+    #: where it is ordinary device memory (Ascend 950PR/950DT)
+    dvpp_type: bool = True
     device_count: int = 1
     aliases: tuple[str, ...] = ()
     #: what aclrtGetSocName (acl.get_soc_name) answers: the SoC_version of the part's
@@ -73,13 +81,13 @@ class Profile:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("hbm_bytes", "ddr_bytes"):
+        for name in ("hbm_bytes", "ddr_bytes", "reserved_bytes"):
             if isinstance(getattr(self, name), str):   # "64MiB", "1.5GiB": the one parser
                 object.__setattr__(self, name, parse_size(getattr(self, name)))
-        for name in ("hbm_bytes", "ddr_bytes", "device_count"):
+        for name in ("hbm_bytes", "ddr_bytes", "device_count", "reserved_bytes"):
             value = as_int(getattr(self, name), f"profile {self.name}: {name}", 0, MEMORY_SPAN)
             object.__setattr__(self, name, value)
-        for name in ("huge1g", "usage_info", "p2p"):
+        for name in ("huge1g", "usage_info", "p2p", "dvpp_type"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentType(f"profile {self.name}: {name} must be True or False, "
                                           f"got {getattr(self, name)!r}")
@@ -88,6 +96,10 @@ class Profile:
         if self.hbm_bytes == 0 and self.ddr_bytes == 0:
             raise InvalidArgument(f"profile {self.name}: a device needs some memory "
                                   f"(hbm_bytes or ddr_bytes)")
+        if self.reserved_bytes % 64 or self.reserved_bytes >= self.capacity(self.main_memory):
+            raise InvalidArgument(f"profile {self.name}: reserved_bytes={self.reserved_bytes} "
+                                  f"must be a multiple of 64 below the main memory's "
+                                  f"{self.capacity(self.main_memory)} bytes")
         if not 1 <= self.device_count <= 64:
             raise InvalidArgument(f"profile {self.name}: device_count={self.device_count} "
                                   f"is outside [1, 64]")
@@ -103,8 +115,16 @@ class Profile:
         return Memory.HBM if self.hbm_bytes else Memory.DDR
 
     def capacity(self, memory: Memory) -> int:
-        """Total bytes of ``memory`` per device (0 when the part lacks it)."""
+        """Bytes of ``memory`` the part has per device, reserved ones included (0 when the
+        part lacks it)."""
         return self.hbm_bytes if memory is Memory.HBM else self.ddr_bytes
+
+    def total(self, memory: Memory) -> int:
+        """The total aclrtGetMemInfo reports for ``memory``: its capacity without the
+        system-reserved bytes (aclrtGetMemInfo docs: totals exclude reserved memory). The
+        device allocates from exactly this many bytes."""
+        reserved = self.reserved_bytes if memory is self.main_memory else 0
+        return self.capacity(memory) - reserved
 
     def with_overrides(self, **changes: object) -> Profile:
         """A copy with some fields changed, e.g. ``with_overrides(hbm_bytes=64 * MiB)``.
@@ -119,17 +139,24 @@ class Profile:
         changes = {k: v for k, v in changes.items() if v is not None}
         if not changes:
             return self
+        main_key = "hbm_bytes" if changes.get("hbm_bytes", self.hbm_bytes) else "ddr_bytes"
+        if main_key in changes and "reserved_bytes" not in changes:
+            # DECISION: a capacity given for a simulation is the total its programs see
+            # (Runtime("A2", hbm_bytes=64 * MiB) reports 64 MiB), so nothing is reserved.
+            changes["reserved_bytes"] = 0
         sources = dict(self.sources)
         sources.update({k: "overridden for this simulation" for k in changes})
         return dataclasses.replace(self, sources=MappingProxyType(sources), **changes)
 
 
-_THIRD_PARTY = "third-party figure (vendor docs give none); reported total, reserve not modelled"
+_THIRD_PARTY = "third-party figure (vendor docs give none)"
+_NO_RESERVE = ("0: no public source gives this part's system-reserved memory, so the total "
+               "reported is the whole capacity")
 
 _BUILTIN = (
     Profile(
         name="950PR", description="Ascend 950PR", hbm_bytes=128 * GiB, ddr_bytes=0,
-        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False,
+        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False, dvpp_type=False,
         aliases=("ascend950pr", "950pr", "ascend 950pr"),
         soc_name="Ascend950PR_9599",
         sources=MappingProxyType({
@@ -139,10 +166,14 @@ _BUILTIN = (
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
             "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
             "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
+            "dvpp_type": "aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): "
+                         "950PR/950DT have no separate DVPP memory type, it is ordinary "
+                         "device memory",
+            "reserved_bytes": _NO_RESERVE,
         })),
     Profile(
         name="950DT", description="Ascend 950DT", hbm_bytes=144 * GiB, ddr_bytes=0,
-        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False,
+        size_rule=SizeRule.ALIGN32, huge1g=False, usage_info=False, dvpp_type=False,
         aliases=("ascend950dt", "950dt", "ascend 950dt"),
         soc_name="Ascend950DT_9591",
         sources=MappingProxyType({
@@ -152,16 +183,25 @@ _BUILTIN = (
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
             "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
             "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
+            "dvpp_type": "aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): "
+                         "950PR/950DT have no separate DVPP memory type, it is ordinary "
+                         "device memory",
+            "reserved_bytes": _NO_RESERVE,
         })),
     Profile(
         name="A2", description="Atlas A2 training/inference series (Ascend 910B)",
         hbm_bytes=64 * GiB, ddr_bytes=0, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=True,
         usage_info=True, aliases=("atlas a2", "atlasa2", "910b", "ascend910b"),
         soc_name="Ascend910B2",
+        reserved_bytes=64 * GiB - 65452113920,
         sources=MappingProxyType({
             "soc_name": ("SoC_version of hicann/runtime platform_config/cann/"
                         "Ascend910B2.ini (memory_size 64 GiB)"),
-            "hbm_bytes": "64 GB: " + _THIRD_PARTY,
+            "hbm_bytes": "64 GiB: memory_size=68719476736 in the runtime's platform config "
+                         "(hicann/runtime src/platform/platform_config/cann/Ascend910B2.ini)",
+            "reserved_bytes": "3116 MiB: 64 GiB less the total a 910B reports through "
+                              "aclrtGetMemInfo, 65452113920 bytes (vllm-ascend issue #4404, "
+                              "'total memory: 65452113920' on a 910B; driver-dependent)",
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
             "huge1g": "acl_rt.h aclrtMemMallocPolicy HUGE1G_ONLY; docs list A2/A3",
         })),
@@ -174,6 +214,7 @@ _BUILTIN = (
             "soc_name": ("SoC_version of hicann/runtime platform_config/cann/"
                         "Ascend910_9392.ini (memory_size 64 GiB per die)"),
             "hbm_bytes": "64 GB per die: commonly cited, unverified; " + _THIRD_PARTY,
+            "reserved_bytes": _NO_RESERVE,
             "device_count": "simulator default: one package of two dies",
             "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
             "huge1g": "acl_rt.h aclrtMemMallocPolicy HUGE1G_ONLY; docs list A2/A3",
@@ -187,6 +228,7 @@ _BUILTIN = (
             "soc_name": ("SoC_version of hicann/runtime platform_config/cann/"
                         "Ascend310P3.ini (memory_size 24e9 bytes)"),
             "ddr_bytes": "24 GB LPDDR4X (Atlas 300I Pro card): " + _THIRD_PARTY,
+            "reserved_bytes": _NO_RESERVE,
             "size_rule": "SPEC.md DECISION: as Atlas A2",
             "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
         })),

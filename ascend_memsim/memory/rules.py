@@ -18,6 +18,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
+from .args import SIZE_MAX, UINT32_MAX, as_int, as_size
 from .constants import GiB, MallocFlag, MallocPolicy, MiB
 from .errors import FeatureNotSupported, InvalidArgument
 from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
@@ -26,7 +27,7 @@ __all__ = [
     "Page", "Api", "Request", "align_up", "rule_size", "page_order", "parse_policy",
     "policy_name", "device_base", "device_of", "DEVICE_SPAN", "MEMORY_OFFSET",
     "HUGE_FIRST_THRESHOLD", "OUT_OF_RANGE_HUGE_FROM", "PAGE_BYTES", "POLICY_MIN",
-    "CACHED_POLICIES", "P2P_POLICIES", "fallback_note",
+    "CACHED_POLICIES", "P2P_POLICIES", "fallback_note", "plan",
 ]
 
 class Page(str, Enum):
@@ -79,7 +80,9 @@ class Api(str, Enum):
         return self.name.lower()
 
 
-#: DECISION (SPEC.md 4): aclrtMallocCached accepts only these four policies.
+#: The policies aclrtMallocCached maps to page flags of their own (memory.cpp,
+#: aclrtMallocCachedImpl); it maps every other value, the _P2P ones included, to
+#: RT_MEMORY_DEFAULT and goes on, which the simulator treats as the out-of-enum hint rule.
 CACHED_POLICIES = frozenset({MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_ONLY,
                              MallocPolicy.NORMAL_ONLY, MallocPolicy.HUGE1G_ONLY})
 
@@ -118,9 +121,10 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
     Only the APIs that take an aclrtMallocConfig read the flag bits (acl_rt.h: aclrtMallocWithCfg
     may OR a bandwidth flag and USER_SPACE_READONLY into the policy). For the others a flagged
     word is a value outside the enum, as memory.cpp's if/else chain treats it.
-
-    Raises:
-        InvalidArgument: aclrtMallocCached with a policy other than its four.
+    aclrtMallocCached maps any policy but its four (:data:`CACHED_POLICIES`) to the default
+    (memory.cpp, aclrtMallocCachedImpl), so for it a _P2P policy is a hint too (no P2P
+    memory). DECISION: for HUGE1G_ONLY_P2P that source also drops the +32 padding while
+    allocating default pages; the simulator keeps the +32 of default pages (32 bytes apart).
     """
     if api in _CFG_APIS and policy >= 0:
         readonly = bool(policy & _READONLY)
@@ -129,9 +133,7 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
         readonly, value = False, policy
     base = _POLICY_BY_VALUE.get(value)
     if api is Api.MALLOC_CACHED and base not in CACHED_POLICIES:
-        raise InvalidArgument(
-            f"aclrtMallocCached takes HUGE_FIRST, HUGE_ONLY, NORMAL_ONLY or HUGE1G_ONLY, "
-            f"got policy={policy:#x}")
+        base = None
     return base, readonly
 
 
@@ -172,15 +174,45 @@ def page_order(profile: Profile, size: int, base: MallocPolicy | None) -> tuple[
 def rule_size(profile: Profile, size: int, page: Page, api: Api) -> int:
     """The size after the product's rounding rule for ``api`` (seed chapter, aclrtMalloc).
 
+    aclrtMalloc and aclrtMallocCached: ALIGN_UP(size, 32) + 32 on the products whose rule
+    adds 32, except on 1 GB pages (memory.cpp, GetAlignedAndPaddingSize). aclrtMallocAlign32:
+    ALIGN_UP(size, 32). aclrtMallocWithCfg and aclrtMallocForTaskScheduler: ALIGN_UP(size, 32)
+    on every product: memory.cpp (aclrtMallocInnerWithCfg) passes the size unpadded to
+    rtsMalloc, and the runtime's DevMalloc (api_impl.cc) only rounds it to 32 bytes.
+    DECISION: a size within 31 of 2**64, which that rounding wraps around, is refused as an
+    overflow (ACL_ERROR_INVALID_PARAM), as for aclrtMalloc.
+
     >>> from ascend_memsim.memory.profiles import get_profile
     >>> rule_size(get_profile("A2"), 2 * MiB, Page.HUGE, Api.MALLOC) - 2 * MiB
     32
     """
     aligned = -(-size // 32) * 32
-    if (api is Api.MALLOC_ALIGN32 or profile.size_rule is SizeRule.ALIGN32
+    if (api is Api.MALLOC_ALIGN32 or api in _CFG_APIS or profile.size_rule is SizeRule.ALIGN32
             or page is Page.HUGE1G):
         return aligned
     return aligned + 32
+
+
+def plan(profile: Profile, size: object, policy: object,
+         api: Api) -> tuple[int, int, MallocPolicy | None, bool, tuple[Page, ...]]:
+    """Check an allocation's size and policy as the runtime does, and plan it: (size, policy,
+    base policy, readonly, page kinds to try). One function for the device and for
+    :func:`~ascend_memsim.memory.explain.explain`, so explain refuses what malloc refuses.
+
+    Raises:
+        InvalidArgument, InvalidArgumentType: size 0 or not a size_t, a policy outside
+            int32/uint32, or a size whose rounding overflows size_t (memory.cpp,
+            GetAlignedAndPaddingSize: ACL_ERROR_INVALID_PARAM).
+        FeatureNotSupported: 1 GB pages on a product without them.
+    """
+    size = as_size(size)
+    policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
+    base, readonly = parse_policy(policy, api)
+    pages = page_order(profile, size, base)
+    if rule_size(profile, size, pages[0], api) > SIZE_MAX:
+        raise InvalidArgument(f"size={size} overflows size_t when rounded up by "
+                              f"{api.value}'s size rule")
+    return size, policy, base, readonly, pages
 
 
 class Request(NamedTuple):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .viz import MapSnapshot, html_page, map_svg, text_map, timeline_svg
+from .viz import MapSnapshot, html_page, map_svg, stack_svg, text_map, timeline_svg
 
 if TYPE_CHECKING:
     from .replay import Timeline
@@ -15,8 +15,8 @@ __all__ = ["save_picture"]
 def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
                  timeline: Timeline | None = None, title: str = "ascend-memsim",
                  text: str = "", color_by: str = "page") -> None:
-    """Write ``path`` by its extension: ``.svg`` (map, else timeline), ``.html`` (both and
-    ``text``), ``.png`` (matplotlib).
+    """Write ``path`` by its extension: ``.svg`` (the timeline and/or the map; both as two
+    panels of one SVG), ``.html`` (both and ``text``), ``.png`` (matplotlib, both panels).
 
     Raises:
         ValueError: another extension, or nothing to draw.
@@ -28,12 +28,15 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
         save_png(path, snapshot=snapshot, timeline=timeline, title=title)
         return
     if lower.endswith(".svg"):
+        panels = []
+        if timeline is not None:
+            panels.append(timeline_svg(timeline, title=title))
         if snapshot is not None:
-            content = map_svg(snapshot, color_by=color_by)
-        elif timeline is not None:
-            content = timeline_svg(timeline, title=title)
-        else:
+            panels.append(map_svg(snapshot, color_by=color_by))
+        if not panels:
             raise ValueError("nothing to draw")
+        # both: one SVG, the timeline above the map
+        content = panels[0] if len(panels) == 1 else stack_svg(*panels)
     elif lower.endswith((".html", ".htm")):
         sections = []
         if timeline is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..memory.constants import MiB
 from ..memory.units import format_bytes
@@ -14,16 +14,31 @@ from .viz import (
     component_colors,
     offset_label,
     rows_of,
+    timeline_steps,
 )
 
 if TYPE_CHECKING:
     from .replay import Timeline
 
-__all__ = ["save_png"]
+__all__ = ["save_png", "draw_figure"]
 
 def save_png(path: str, *, snapshot: MapSnapshot | None = None,
              timeline: Timeline | None = None, title: str = "") -> None:
     """Draw the map and/or the timeline into a PNG with matplotlib (the ``plot`` extra).
+
+    Raises:
+        ImportError: matplotlib is not installed (the message says how to get it).
+    """
+    fig = draw_figure(snapshot=snapshot, timeline=timeline, title=title)
+    import matplotlib.pyplot as plt  # draw_figure has checked that matplotlib is there
+
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | None = None,
+                title: str = "") -> Any:
+    """The matplotlib figure :func:`save_png` writes (the timeline above the map).
 
     Raises:
         ImportError: matplotlib is not installed (the message says how to get it).
@@ -52,13 +67,15 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
     if timeline is not None:
         ax = next(ax_iter)
         names = timeline.components()
-        xs = [i for i, _ in timeline.points]
-        ys = [[by.get(n, 0) / MiB for _, by in timeline.points] for n in names]
+        # The last value holds to the last event, as in the SVG (timeline_steps).
+        xs, by_name = timeline_steps(timeline)
+        ys = [[v / MiB for v in by_name[n]] for n in names]
         if names:
             ax.stackplot(xs, ys, labels=names, step="post",
                          colors=[component_colors(names)[n] for n in names])
         for index in timeline.failures:
-            ax.axvline(index, color="#C00000", linewidth=0.8)
+            ax.axvline(index + 1, color="#C00000", linewidth=0.8)
+        ax.set_xlim(0, max(xs[-1], 1))
         ax.set_xlabel("event number")
         ax.set_ylabel("MiB in use (footprint)")
         ax.set_title(title or "Bytes in use")
@@ -86,12 +103,12 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
         ax.invert_yaxis()
         ax.set_xlim(0, row_bytes / MiB)
         ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)})")
-        ax.set_title(f"Memory map: {snapshot.title}")
+        # The legend sits between the title and the map, where no axis label is.
+        ax.set_title(f"Memory map: {snapshot.title}", pad=26)
         ax.legend(handles=[Patch(color=c, label=f"{k} pages") for k, c in PAGE_COLORS.items()]
                   + [Patch(color=PADDING_COLOR, label="padding"),
                      Patch(facecolor="#DDDDDD", hatch="//", label="page rounding")],
-                  loc="upper center", bbox_to_anchor=(0.5, -0.12 if len(rows) < 20 else -0.04),
+                  loc="lower center", bbox_to_anchor=(0.5, 1.0),
                   ncol=5, fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -216,7 +216,7 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
     for observer in observers or ():
         rt.add_observer(observer)
     forced_api = Api.parse(api) if api is not None else None
-    result = ReplayResult(trace.name, rt.profile.name, rt.profile.capacity(
+    result = ReplayResult(trace.name, rt.profile.name, rt.profile.total(
         rt.profile.main_memory), policy, len(trace.events))
     line = trace.line_of
     # (device, recorded ptr) -> (block, stream)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from ..memory.args import UINT32_MAX
 from ..memory.constants import MODULE_ID_MAX, MODULE_NAMES
 from ..memory.errors import InvalidArgument, TraceFormatError
+from ..memory.profiles import Memory
 from ..memory.sites import capture_site
 from .snapshot import SnapshotError, is_snapshot, read_snapshot, safe_unpickle
 
@@ -167,8 +168,10 @@ class Recorder:
 
     def _header(self) -> dict[str, Any]:
         profile = self.runtime.profile
-        return {"product": profile.name, "hbm_bytes": profile.hbm_bytes,
-                "ddr_bytes": profile.ddr_bytes, "device_count": profile.device_count}
+        # The totals programs saw (system-reserved memory left out), which a replay on the
+        # same product takes as its capacity.
+        return {"product": profile.name, "hbm_bytes": profile.total(Memory.HBM),
+                "ddr_bytes": profile.total(Memory.DDR), "device_count": profile.device_count}
 
     def __call__(self, event: str, device: Device, info: dict) -> None:
         record: dict[str, Any] = {"event": event, "device": device.device_id,

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .replay import Timeline
 
 __all__ = ["MapSnapshot", "map_svg", "timeline_svg", "text_map", "html_page",
-           "PAGE_COLORS"]
+           "stack_svg", "timeline_steps", "PAGE_COLORS"]
 
 ROW_BYTES = PAGE_BYTES[Page.HUGE]
 
@@ -400,6 +401,44 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
         f'<text x="{left}" y="20" class="title">{html.escape(title)} '
         f'<tspan class="tick">({html.escape(sub)})</tspan></text>',
         *legend, *axis[2:], *parts, *axis[:2], *marks, "</svg>"])
+
+
+def timeline_steps(timeline: Timeline) -> tuple[list[int], dict[str, list[int]]]:
+    """The timeline as steps for a plot: x positions and bytes per component.
+
+    The value after event ``i`` holds from x = i + 1 (the first point, the empty device, from
+    x = 0) to the next change; the last value holds to x = ``timeline.events``, as the SVG
+    draws it, so the last step has its width.
+    """
+    points = timeline.points
+    xs = [index + 1 for index, _ in points]
+    end = max(timeline.events, xs[-1] if xs else 0)
+    ys = {name: [by.get(name, 0) for _, by in points] for name in timeline.components()}
+    if xs and xs[-1] < end:
+        xs.append(end)
+        for values in ys.values():
+            values.append(values[-1])
+    return xs, ys
+
+
+def stack_svg(*documents: str, gap: int = 12) -> str:
+    """One SVG holding ``documents`` (SVG strings, as :func:`map_svg` and
+    :func:`timeline_svg` return) as panels, one under another."""
+    panels, width, y = [], 0, 0
+    for doc in documents:
+        head = re.match(r'\s*<svg [^>]*width="(\d+(?:\.\d+)?)" height="(\d+(?:\.\d+)?)"', doc)
+        if head is None:
+            raise ValueError("stack_svg takes SVG documents with a width and a height")
+        w, h = float(head.group(1)), float(head.group(2))
+        panels.append(doc.replace("<svg ", f'<svg x="0" y="{y:g}" ', 1))
+        width = max(width, w)
+        y += h + gap
+    height = max(y - gap, 0)
+    return "\n".join([
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
+        f'viewBox="0 0 {width:g} {height:g}">',
+        f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>',
+        *panels, "</svg>"])
 
 
 def _nice_count(n: int) -> int:

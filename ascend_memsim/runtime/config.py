@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -68,8 +69,17 @@ def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         if "default_device" in default:
             text = default["default_device"]
             # The vendor writes the id as a string of digits ("0"); a plain int is taken too.
-            if isinstance(text, str) and text.strip().isdigit():
-                text = int(text)
+            # json_parser.cpp (GetDefaultDeviceIdFromFile) accepts only "0|[1-9]\d*" and
+            # refuses the rest with ACL_ERROR_INVALID_PARAM; so "²" (str.isdigit() takes it)
+            # and "01" are refused. An id outside the device count is the runtime's refusal
+            # (rtSetDefaultDeviceId, acl.cpp): ACL_ERROR_RT_INVALID_DEVICEID.
+            if isinstance(text, str):
+                digits = text.strip()
+                # (and at most 18 digits: int() of thousands of digits raises ValueError)
+                if len(digits) > 18 or not re.fullmatch("0|[1-9][0-9]*", digits):
+                    raise InvalidArgument(f'"defaultDevice": {{"default_device": {text!r}}} '
+                                          f"is not a device id (write digits, such as \"0\")")
+                text = int(digits)
             options["default_device"] = as_int(text, "defaultDevice.default_device", None,
                                                None)
     return options
@@ -82,11 +92,13 @@ def load_config(config_path: object) -> dict:
         InvalidArgumentType: a path that is not a str.
         InvalidArgument: unreadable, not JSON, or not a JSON object.
     """
-    if config_path is None or config_path == "":
+    if config_path is None:
         return {}
     if not isinstance(config_path, (str, os.PathLike)):
         raise InvalidArgumentType(f"config_path must be a str path, got "
                                   f"{type(config_path).__name__}")
+    if config_path == "":
+        return {}
     try:
         with open(config_path, encoding="utf-8") as f:
             text = f.read()

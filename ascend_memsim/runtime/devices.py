@@ -38,6 +38,7 @@ class DeviceTable:
         #: event -> observers of that event only (see Device.subscribers)
         self.subscribers: dict[str, list[Callable]] = {}
         self.interceptors: list[Callable] = []
+        self.reclaim_listeners: list[Callable] = []
         #: passed to every device: keep each block's allocation site (see memory.sites)
         self.record_sites = False
 
@@ -73,6 +74,7 @@ class DeviceTable:
                     device.observers.extend(self.observers)
                     device.subscribers = {e: list(fns) for e, fns in self.subscribers.items()}
                     device.interceptors.extend(self.interceptors)
+                    device.reclaim_listeners.extend(self.reclaim_listeners)
                     device.record_sites = self.record_sites
                     self._devices[number] = device
         return device
@@ -87,8 +89,8 @@ class DeviceTable:
             return [self._devices[i] for i in sorted(self._devices)]
 
     def hook(self, table: str, fn: Callable, *, add: bool) -> None:
-        """Add ``fn`` to (or remove it from) ``table`` (``observers``, ``interceptors``) of
-        this table and of every device."""
+        """Add ``fn`` to (or remove it from) ``table`` (``observers``, ``interceptors``,
+        ``reclaim_listeners``) of this table and of every device."""
         with self.lock:
             for owner in (self, *self._devices.values()):
                 hooks = getattr(owner, table)

@@ -24,7 +24,14 @@ from typing import Any, ClassVar
 
 from ..data.contents import DataPlane
 from ..data.host import HostMemory
-from ..memory.args import SIZE_MAX, as_int, as_ptr, parse_malloc_config, parse_mem_type_query
+from ..memory.args import (
+    SIZE_MAX,
+    as_int,
+    as_ptr,
+    as_size,
+    parse_malloc_config,
+    parse_mem_type_query,
+)
 from ..memory.constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
 from ..memory.device import Block, Device
 from ..memory.errors import FeatureNotSupported, InvalidArgument, InvalidDevice, InvalidRuntimeParam
@@ -193,6 +200,10 @@ class Runtime:
         return self._table.interceptors
 
     @property
+    def reclaim_listeners(self) -> list[Callable]:
+        return self._table.reclaim_listeners
+
+    @property
     def record_sites(self) -> bool:
         return self._table.record_sites
 
@@ -230,6 +241,15 @@ class Runtime:
     def remove_interceptor(self, interceptor: Callable) -> None:
         """Stop calling ``interceptor``."""
         self._table.hook("interceptors", interceptor, add=False)
+
+    def add_reclaim_listener(self, listener: Callable) -> None:
+        """Call ``listener(device, blocks)`` when a malloc on any device takes back the
+        footprints of held blocks (see :meth:`Device.hold`)."""
+        self._table.hook("reclaim_listeners", listener, add=True)
+
+    def remove_reclaim_listener(self, listener: Callable) -> None:
+        """Stop calling ``listener``."""
+        self._table.hook("reclaim_listeners", listener, add=False)
 
     def _emit(self, event: str, device: Device) -> None:
         for observer in self._table.observers_of(event):
@@ -315,18 +335,24 @@ class Runtime:
         return self.current_device().malloc(size, policy, api=Api.MALLOC_ALIGN32)
 
     def malloc_cached(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
-        """aclrtMallocCached: as aclrtMalloc, four policies only."""
+        """aclrtMallocCached: as aclrtMalloc; a policy other than HUGE_FIRST, HUGE_ONLY,
+        NORMAL_ONLY and HUGE1G_ONLY is the default hint (memory.cpp, see rules.parse_policy)."""
         return self.current_device().malloc(size, policy, api=Api.MALLOC_CACHED)
 
     def malloc_with_cfg(self, size: object, policy: object = MallocPolicy.HUGE_FIRST,
                         cfg: object = None) -> int:
-        """aclrtMallocWithCfg: ``cfg`` may name the module id and the device id."""
+        """aclrtMallocWithCfg: ``cfg`` may name the module id and the device id.
+
+        The size is rounded to 32 bytes only, with no +32 (see :func:`rule_size`).
+        """
         return self._malloc_cfg(size, policy, cfg, Api.MALLOC_WITH_CFG)
 
     def malloc_for_task_scheduler(self, size: object,
                                   policy: object = MallocPolicy.HUGE_FIRST,
                                   cfg: object = None) -> int:
-        """aclrtMallocForTaskScheduler: as aclrtMallocWithCfg (DECISION: same rounding)."""
+        """aclrtMallocForTaskScheduler: as aclrtMallocWithCfg, rounding included (memory.cpp:
+        both call aclrtMallocInnerWithCfg; the runtime adds only RT_MEMORY_TS, memory within
+        4 GB, which the simulator does not model)."""
         return self._malloc_cfg(size, policy, cfg, Api.MALLOC_FOR_TASK_SCHEDULER)
 
     def _malloc_cfg(self, size: object, policy: object, cfg: object, api: Api) -> int:
@@ -427,19 +453,55 @@ class Runtime:
     def dvpp_malloc(self, size: object) -> int:
         """acldvppMalloc: device memory of type DVPP (aclrtCheckMemType's ACL_RT_MEM_TYPE_DVPP).
 
-        DECISION: placed and rounded as aclrtMalloc with HUGE_FIRST.
+        DECISION: placed and rounded as aclrtMalloc with HUGE_FIRST. On Ascend 950PR/950DT
+        there is no separate DVPP memory type (aclrtCheckMemType notes): the block is ordinary
+        device memory there (``profile.dvpp_type``).
         """
+        kind = MemType.DVPP if self.profile.dvpp_type else MemType.DEV
         return self.current_device().malloc(size, MallocPolicy.HUGE_FIRST, api=Api.MALLOC,
-                                            mem_type=MemType.DVPP)
+                                            mem_type=kind)
 
     def dvpp_free(self, ptr: object) -> None:
         """acldvppFree: free a block made by dvpp_malloc.
 
         Raises:
-            InvalidPointer: a live block that is not DVPP memory (DECISION), or as free.
+            InvalidPointer: a live block that is not DVPP memory (DECISION; on 950PR/950DT
+                every device block is, see :meth:`Device.releasable`), or as free.
         """
         ptr = as_ptr(ptr)
         self._release(self._owner(ptr), ptr, "acldvppFree")
+
+    def mem_flush(self, ptr: object, size: object) -> None:
+        """aclrtMemFlush: write cached data back to device memory (a no-op here).
+
+        acl_rt.h: ``aclError aclrtMemFlush(void *devPtr, size_t size)``. memory.cpp
+        (aclrtMemFlushImpl) refuses a NULL devPtr and size 0 with ACL_ERROR_INVALID_PARAM, then
+        calls rtFlushCache, which needs a context (RT_ERROR_CONTEXT_NULL) and on the standard
+        SoCs returns at once (api_impl_standard_soc.cc, FlushCache); the vendor chapter says
+        programs never need it. Like the runtime, it does not check that the range is
+        allocated memory.
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL, size 0, not ints, or past 64 bits.
+            DeviceNotSet: no current device.
+        """
+        self._cache_maintenance(ptr, size)
+
+    def mem_invalidate(self, ptr: object, size: object) -> None:
+        """aclrtMemInvalidate: drop cached data (a no-op here), checked as :meth:`mem_flush`
+        (memory.cpp aclrtMemInvalidateImpl, rtInvalidCache).
+
+        Raises:
+            InvalidArgument, InvalidArgumentType: NULL, size 0, not ints, or past 64 bits.
+            DeviceNotSet: no current device.
+        """
+        self._cache_maintenance(ptr, size)
+
+    def _cache_maintenance(self, ptr: object, size: object) -> None:
+        # memory.cpp order: devPtr, then size (ACL layer), then the context (runtime).
+        as_ptr(ptr, "dev_ptr")
+        as_size(size)
+        self.current_device()
 
     def get_run_mode(self) -> RunMode:
         """aclrtGetRunMode: ACL_HOST by default (the program runs on a host with the device
@@ -486,13 +548,19 @@ class Runtime:
     def check_mem_type(self, addr_list: object, mem_type: object, reserve: object = 0) -> int:
         """aclrtCheckMemType: 1 when every address lies in a live block of a type in mem_type.
 
-        An address counts when it lies inside a block's footprint (DECISION).
+        An address counts when it lies inside a block's footprint (DECISION). On a product
+        where DVPP memory is ordinary device memory (Ascend 950PR/950DT: "no separate
+        ACL_RT_MEM_TYPE_DVPP, treated as ordinary Device memory", aclrtCheckMemType notes),
+        the DVPP bit asks for device memory (DECISION: the docs' "treated as" read for the
+        query too).
 
         Raises:
             InvalidArgument: empty list, a mem_type with unknown or no bits, reserve != 0.
         """
         self.current_device()
         addrs, kinds = parse_mem_type_query(addr_list, mem_type, reserve)
+        if kinds & MemType.DVPP and not self.profile.dvpp_type:
+            kinds |= MemType.DEV
         for addr in addrs:
             block = self.block_at(addr)
             if block is None or not block.mem_type & kinds:

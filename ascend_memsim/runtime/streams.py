@@ -14,8 +14,11 @@ DECISIONs (the vendor documents no code for these in the sources read):
   (the first one); the rest of the queue still runs;
 * ``synchronize_device`` runs the work of all the device's streams in submission order;
 * ``destroy_stream`` runs the stream's queued work first, and so does ``destroy_context`` for
-  the streams of the context (a destroy never loses work silently); ``reset_device`` (last
-  reference) discards the device's streams and their queued work;
+  the streams of the context (a destroy never loses work silently). From the moment a destroy
+  starts, the stream (or the context's streams, and new streams in that context) refuses new
+  work with ACL_ERROR_RT_INVALID_HANDLE (107017), as a destroyed one does: work is either
+  accepted and run by the destroy, or refused; none is accepted and dropped.
+  ``reset_device`` (last reference) discards the device's streams and their queued work;
 * stream 0 (or None) is the default stream of the current device; a handle is checked as an
   int first (bool, float: ACL_ERROR_INVALID_PARAM 100000);
 * queuing work on a stream of another device than the current one is
@@ -73,6 +76,8 @@ class Stream:
     context: int
     queue: list[Operation] = field(default_factory=list)
     destroyed: bool = False
+    #: a destroy has started: queued work still runs, new work is refused
+    closing: bool = False
 
 
 @dataclass(eq=False)
@@ -83,6 +88,8 @@ class Context:
     device_id: int
     default: bool = False
     destroyed: bool = False
+    #: aclrtDestroyContext has started: its streams take no new work, no new stream is made
+    closing: bool = False
 
 
 class Streams:
@@ -138,6 +145,10 @@ class Streams:
         device_id = self.runtime.current_device().device_id
         context = self.get_context()
         with self.lock:
+            owner = self._contexts.get(context)
+            if owner is None or owner.closing:
+                raise InvalidHandle(f"context {context:#x} is being destroyed; no new stream "
+                                    f"can be made in it")
             handle = STREAM_BASE + 64 * next(self._handles)
             self._streams[handle] = Stream(handle, device_id, context)
             return handle
@@ -170,7 +181,12 @@ class Streams:
         """
         if handle is None or as_int(handle, "stream") == 0:
             raise InvalidHandle("the default stream cannot be destroyed")
-        stream = self.stream(handle)
+        with self.lock:
+            stream = self.stream(handle)
+            if stream.closing:
+                raise InvalidHandle(f"stream {stream.handle:#x} is already being destroyed")
+            # From here new work is refused, so the drain below runs all that was accepted.
+            stream.closing = True
         try:
             self._run([stream])
         finally:
@@ -267,8 +283,9 @@ class Streams:
         """
         stream = handle if isinstance(handle, Stream) else self._target(handle, call)
         with self.lock:
-            if stream.destroyed:
-                raise InvalidHandle(f"stream {stream.handle:#x} was destroyed")
+            if stream.destroyed or stream.closing:
+                raise InvalidHandle(f"stream {stream.handle:#x} was destroyed or is being "
+                                    f"destroyed")
             op = Operation(next(self._seq), call, ranges, lambda: run(stream))
             sanitizer = self.runtime.sanitizer
             if sanitizer.on and sanitizer.record_sites:
@@ -391,7 +408,14 @@ class Streams:
             context = self._context(handle)
             if context.default:
                 raise InvalidHandle("a device's default context cannot be destroyed")
+            if context.closing:
+                raise InvalidHandle(f"context {context.handle:#x} is already being destroyed")
+            # From here its streams refuse new work and no stream is made in it, so the drain
+            # below runs everything that was accepted.
+            context.closing = True
             streams = [s for s in self._streams.values() if s.context == context.handle]
+            for stream in streams:
+                stream.closing = True
         try:
             self._run(streams)
         finally:
@@ -401,8 +425,8 @@ class Streams:
                     del self._contexts[context.handle]
                     for key, stream in list(self._streams.items()):
                         if stream.context == context.handle:
-                            self.pending -= len(stream.queue)
-                            stream.queue = []
+                            # Empty: nothing is queued on a closing stream after the drain.
+                            assert not stream.queue, "work accepted on a closing stream"
                             stream.destroyed = True
                             del self._streams[key]
                     dropped = True
