@@ -1,0 +1,216 @@
+"""acl.mdl: models described by stand-ins (``<model>.memsim.json`` or register_model):
+loading, descriptions, datasets, execution.
+
+Signatures and return shapes follow hicann/runtime python/pyACL/mdl/mdl_wrap.cpp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..compute.models import Dataset, ModelDesc, Models, spec_for_bytes, spec_for_file
+from ..data import host as _host
+from ..memory.args import as_int
+from ..runtime.active import current_runtime
+from ._face import compute as _compute
+from ._face import face as _face
+
+
+def _models() -> Models:
+    plane = _compute()
+    if plane.models is None:
+        with plane.handles.lock:
+            if plane.models is None:
+                plane.models = Models(plane)
+    return plane.models
+
+
+def _host_bytes(ptr: Any, size: Any) -> bytes:
+    return _host.ptr_to_bytes(current_runtime(), ptr, size)
+
+
+@_face(0)
+def load_from_file(model_path: str) -> int:
+    return _models().load(spec_for_file(model_path))
+
+
+@_face(0)
+def load_from_mem(model: int, model_size: int) -> int:
+    return _models().load(spec_for_bytes(_host_bytes(model, model_size)))
+
+
+@_face(0)
+def load_from_file_with_mem(model_path: str, work_ptr: int, work_size: int, weight_ptr: int,
+                            weight_size: int) -> int:
+    return _models().load(spec_for_file(model_path),
+                          (work_ptr, work_size, weight_ptr, weight_size))
+
+
+@_face(0)
+def load_from_mem_with_mem(model: int, model_size: int, work_ptr: int, work_size: int,
+                           weight_ptr: int, weight_size: int) -> int:
+    return _models().load(spec_for_bytes(_host_bytes(model, model_size)),
+                          (work_ptr, work_size, weight_ptr, weight_size))
+
+
+@_face(0, 0)
+def query_size(file_name: str) -> tuple[int, int]:
+    spec = spec_for_file(file_name)
+    return spec.work_bytes, spec.weight_bytes
+
+
+@_face(0, 0)
+def query_size_from_mem(model: int, model_size: int) -> tuple[int, int]:
+    spec = spec_for_bytes(_host_bytes(model, model_size))
+    return spec.work_bytes, spec.weight_bytes
+
+
+@_face()
+def unload(model_id: int) -> None:
+    _models().unload(model_id)
+
+
+@_face(0, bare=True)
+def create_desc() -> int:
+    return _compute().handles.add(ModelDesc()).handle
+
+
+@_face()
+def get_desc(model_desc: int, model_id: int) -> None:
+    _models().get_desc(model_desc, model_id)
+
+
+@_face()
+def destroy_desc(model_desc: int) -> None:
+    _compute().handles.remove(model_desc, ModelDesc, "model_desc")
+
+
+@_face(0, bare=True)
+def get_num_inputs(model_desc: int) -> int:
+    return len(_models().described(model_desc).inputs)
+
+
+@_face(0, bare=True)
+def get_num_outputs(model_desc: int) -> int:
+    return len(_models().described(model_desc).outputs)
+
+
+def _io(name: str, outputs: bool, what: str, default: Any, read: Callable[[Any], Any],
+        bare: bool = True) -> Callable[..., Any]:
+    @_face(default, bare=bare)
+    def query(model_desc: int, index: int) -> Any:
+        return read(_models().tensor(model_desc, index, outputs))
+
+    query.__name__ = query.__qualname__ = name
+    query.__doc__ = f"aclmdl{what}."
+    return query
+
+
+_IO_QUERIES = [
+    _io(f"get_{side}_{kind}", side == "output", f"Get{side.title()}{label}", default, read,
+        bare)
+    for side in ("input", "output")
+    for kind, label, default, read, bare in (
+        ("size_by_index", "SizeByIndex", 0, lambda t: t.nbytes, True),
+        ("dims", "Dims", {}, lambda t: t.dims_dict(), False),
+        ("data_type", "DataType", -1, lambda t: int(t.dtype), True),
+        ("format", "Format", -1, lambda t: t.format, True),
+        ("name_by_index", "NameByIndex", "", lambda t: t.name, True),
+    )
+] + [
+    _io("get_input_dims_v2", False, "GetInputDimsV2", {}, lambda t: t.dims_dict(), False),
+    _io("get_cur_output_dims", True, "GetCurOutputDims", {}, lambda t: t.dims_dict(), False),
+]
+
+
+@_face(0)
+def get_input_index_by_name(model_desc: int, name: str) -> int:
+    return _models().index_by_name(model_desc, name, outputs=False)
+
+
+@_face(0)
+def get_output_index_by_name(model_desc: int, name: str) -> int:
+    return _models().index_by_name(model_desc, name, outputs=True)
+
+
+@_face({})
+def get_dynamic_batch(model_desc: int) -> dict:
+    """Not dynamic: ``batchCount`` 0 (every simulated model has static shapes)."""
+    _models().described(model_desc)
+    return {"batchCount": 0, "batch": []}
+
+
+@_face({})
+def get_dynamic_hw(model_desc: int, index: int) -> dict:
+    _models().described(model_desc)
+    return {"hwCount": 0, "hw": []}
+
+
+@_face(0)
+def get_input_dynamic_gear_count(model_desc: int, index: int) -> int:
+    _models().described(model_desc)
+    return 0
+
+
+@_face(None)
+def get_input_dynamic_dims(model_desc: int, index: int, gear_count: int) -> list:
+    _models().described(model_desc)
+    as_int(gear_count, "gear_count", 0, 4096)   # mdl_wrap.cpp: more than 4096 is refused
+    return []
+
+
+@_face(0, bare=True)
+def create_dataset() -> int:
+    return _compute().handles.add(Dataset()).handle
+
+
+def add_dataset_buffer(dataset: int, data_buffer: int) -> tuple[int, int]:
+    """aclmdlAddDatasetBuffer: ``dataset, ret`` (pyacl returns the dataset too)."""
+    return dataset, _add_dataset_buffer(dataset, data_buffer)
+
+
+@_face()
+def _add_dataset_buffer(dataset: int, data_buffer: int) -> None:
+    _models().add_buffer(dataset, data_buffer)
+
+
+@_face(0, bare=True)
+def get_dataset_num_buffers(dataset: int) -> int:
+    return len(_compute().handles.get(dataset, Dataset, "dataset").buffers)
+
+
+@_face(0, bare=True)
+def get_dataset_buffer(dataset: int, index: int) -> int:
+    return _models().dataset_buffer(dataset, index)
+
+
+@_face()
+def destroy_dataset(dataset: int) -> None:
+    """The dataset only; its data buffers stay (destroy them with destroy_data_buffer)."""
+    _compute().handles.remove(dataset, Dataset, "dataset")
+
+
+@_face()
+def execute(model_id: int, input: int, output: int) -> None:
+    """aclmdlExecute: synchronous."""
+    _models().execute(model_id, input, output)
+
+
+@_face()
+def execute_async(model_id: int, input: int, output: int, stream: int) -> None:
+    """aclmdlExecuteAsync: queued on ``stream``, run when it is synchronised."""
+    _models().execute(model_id, input, output, stream)
+
+
+_EXPORTS = (
+    load_from_file, load_from_mem, load_from_file_with_mem,
+    load_from_mem_with_mem, query_size, query_size_from_mem, unload, create_desc, get_desc,
+    destroy_desc, get_num_inputs, get_num_outputs, *_IO_QUERIES, get_input_index_by_name,
+    get_output_index_by_name, get_dynamic_batch, get_dynamic_hw, get_input_dynamic_gear_count,
+    get_input_dynamic_dims, create_dataset, add_dataset_buffer, get_dataset_num_buffers,
+    get_dataset_buffer, destroy_dataset, execute, execute_async,
+)
+# The generated queries and setters become module attributes, as pyacl has them.
+globals().update({fn.__name__: fn for fn in _EXPORTS})
+__all__ = [fn.__name__ for fn in _EXPORTS]

@@ -1,0 +1,287 @@
+"""acl.rt: devices, device memory, copies, streams, contexts, events and host callbacks.
+
+Signatures and return shapes follow hicann/runtime python/pyACL/rt/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..memory.args import as_int
+from ..runtime.active import current_runtime
+from ._face import face as _face
+
+
+@_face()
+def set_device(device_id: int) -> None:
+    current_runtime().set_device(device_id)
+
+
+@_face()
+def reset_device(device_id: int) -> None:
+    current_runtime().reset_device(device_id)
+
+
+@_face(-1)
+def get_device() -> int:
+    return current_runtime().get_device()
+
+
+@_face(0)
+def get_device_count() -> int:
+    return current_runtime().device_count
+
+
+@_face(0)
+def malloc(size: int, policy: int) -> int:
+    return current_runtime().malloc(size, policy)
+
+
+@_face(0)
+def malloc_align32(size: int, policy: int) -> int:
+    return current_runtime().malloc_align32(size, policy)
+
+
+@_face(0)
+def malloc_cached(size: int, policy: int) -> int:
+    return current_runtime().malloc_cached(size, policy)
+
+
+@_face(0)
+def malloc_with_cfg(size: int, policy: int, cfg: Any = None) -> int:
+    return current_runtime().malloc_with_cfg(size, policy, cfg)
+
+
+@_face(0)
+def malloc_for_task_scheduler(size: int, policy: int, cfg: Any = None) -> int:
+    return current_runtime().malloc_for_task_scheduler(size, policy, cfg)
+
+
+@_face()
+def free(dev_ptr: int) -> None:
+    current_runtime().free(dev_ptr)
+
+
+@_face()
+def free_with_dev_sync(dev_ptr: int) -> None:
+    current_runtime().free_with_dev_sync(dev_ptr)
+
+
+@_face(0, 0)
+def get_mem_info(attr: int) -> tuple[int, int]:
+    return current_runtime().get_mem_info(attr)
+
+
+@_face([])
+def get_mem_usage_info(device_id: int, input_num: int) -> list:
+    return current_runtime().get_mem_usage_info(device_id, input_num)
+
+
+@_face(0)
+def check_mem_type(addr_list: list, mem_type: int, reserve: int = 0) -> int:
+    return current_runtime().check_mem_type(addr_list, mem_type, reserve)
+
+
+@_face()
+def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
+    current_runtime().memcpy(dst, dest_max, src, count, kind)
+
+
+@_face()
+def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
+    current_runtime().memset(dev_ptr, max_count, value, count)
+
+
+@_face()
+def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
+                 stream: int = 0) -> None:
+    current_runtime().memcpy_async(dst, dest_max, src, count, kind, stream)
+
+
+@_face()
+def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int = 0) -> None:
+    current_runtime().memset_async(dev_ptr, max_count, value, count, stream)
+
+
+@_face(0)
+def malloc_host(size: int) -> int:
+    return current_runtime().malloc_host(size)
+
+
+@_face()
+def free_host(host_ptr: int) -> None:
+    current_runtime().free_host(host_ptr)
+
+
+@_face(0)
+def create_stream() -> int:
+    return current_runtime().streams.create_stream()
+
+
+@_face()
+def destroy_stream(stream: int) -> None:
+    current_runtime().streams.destroy_stream(stream)
+
+
+@_face()
+def synchronize_stream(stream: int) -> None:
+    current_runtime().streams.synchronize_stream(stream)
+
+
+@_face()
+def synchronize_device() -> None:
+    current_runtime().synchronize_device()
+
+
+@_face(0)
+def create_context(device_id: int) -> int:
+    return current_runtime().streams.create_context(device_id)
+
+
+@_face()
+def destroy_context(context: int) -> None:
+    current_runtime().streams.destroy_context(context)
+
+
+@_face()
+def set_context(context: int) -> None:
+    current_runtime().streams.set_context(context)
+
+
+@_face(0)
+def get_context() -> int:
+    return current_runtime().streams.get_context()
+
+
+@_face()
+def mem_flush(dev_ptr: int, size: int) -> None:
+    current_runtime().mem_flush(dev_ptr, size)
+
+
+@_face()
+def mem_invalidate(dev_ptr: int, size: int) -> None:
+    current_runtime().mem_invalidate(dev_ptr, size)
+
+
+@_face(1)
+def get_run_mode() -> int:
+    return int(current_runtime().get_run_mode())
+
+
+@_face(0)
+def create_stream_with_config(priority: int, flag: int) -> int:
+    return current_runtime().streams.create_stream_with_config(priority, flag)
+
+
+# -- events (hicann/runtime python/pyACL/rt/rt_synchronize.cpp) ---------------------------------
+
+@_face(0)
+def create_event() -> int:
+    return current_runtime().events.create(0)
+
+
+@_face(0)
+def create_event_with_flag(flag: int) -> int:
+    return current_runtime().events.create(flag)
+
+
+@_face(0)
+def create_event_ex_with_flag(flag: int) -> int:
+    return current_runtime().events.create(flag)
+
+
+@_face()
+def record_event(event: int, stream: int) -> None:
+    current_runtime().events.record(event, stream)
+
+
+@_face()
+def reset_event(event: int, stream: int) -> None:
+    current_runtime().events.record(event, stream, reset=True)
+
+
+@_face()
+def synchronize_event(event: int) -> None:
+    current_runtime().events.synchronize(event)
+
+
+@_face()
+def synchronize_event_with_timeout(event: int, timeout: int) -> None:
+    """DECISION: the simulated wait never times out (the work runs now)."""
+    as_int(timeout, "timeout", -1, 2**31 - 1)
+    current_runtime().events.synchronize(event)
+
+
+@_face(0)
+def query_event_status(event: int) -> int:
+    return int(current_runtime().events.recorded_status(event))
+
+
+@_face(0)
+def query_event(event: int) -> int:
+    return int(current_runtime().events.status(event))
+
+
+@_face(0)
+def query_event_wait_status(event: int) -> int:
+    return int(current_runtime().events.status(event))
+
+
+@_face()
+def stream_wait_event(stream: int, event: int) -> None:
+    current_runtime().events.wait(stream, event)
+
+
+@_face(0.0)
+def event_elapsed_time(start: int, end: int) -> float:
+    return current_runtime().events.elapsed_ms(start, end)
+
+
+@_face(0)
+def event_get_timestamp(event: int) -> int:
+    return int(current_runtime().events.timestamp(event) * 1e6)
+
+
+@_face()
+def destroy_event(event: int) -> None:
+    current_runtime().events.destroy(event)
+
+
+# -- host callbacks (rt_synchronize.cpp) ----------------------------------------------------
+
+@_face()
+def subscribe_report(thread_id: int, stream: int) -> None:
+    current_runtime().callbacks.subscribe(thread_id, stream)
+
+
+@_face()
+def unsubscribe_report(thread_id: int, stream: int) -> None:
+    current_runtime().callbacks.unsubscribe(thread_id, stream)
+
+
+@_face()
+def process_report(timeout: int) -> None:
+    current_runtime().callbacks.process(timeout)
+
+
+@_face()
+def launch_callback(fn: Callable[[Any], Any], user_data: Any, block_type: int,
+                    stream: int) -> None:
+    current_runtime().callbacks.launch(fn, user_data, block_type, stream)
+
+
+_EXPORTS = (
+    set_device, reset_device, get_device, get_device_count, malloc, malloc_align32,
+    malloc_cached, malloc_with_cfg, malloc_for_task_scheduler, free, free_with_dev_sync,
+    get_mem_info, get_mem_usage_info, check_mem_type, memcpy, memset, memcpy_async,
+    memset_async, malloc_host, free_host, create_stream, destroy_stream, synchronize_stream,
+    synchronize_device, create_context, destroy_context, set_context, get_context,
+    get_run_mode, create_stream_with_config, create_event, create_event_with_flag,
+    create_event_ex_with_flag, record_event, reset_event, synchronize_event,
+    synchronize_event_with_timeout, query_event_status, query_event, query_event_wait_status,
+    stream_wait_event, event_elapsed_time, event_get_timestamp, destroy_event,
+    subscribe_report, unsubscribe_report, process_report, launch_callback, mem_flush,
+    mem_invalidate,
+)
+__all__ = [fn.__name__ for fn in _EXPORTS]

@@ -1,0 +1,50 @@
+"""acl.util: conversions between host objects and pointers (plain values, no code: errors
+raise the core's exceptions, as pyacl raises on a bad argument), and host threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..data import host as _host
+from ..runtime.active import current_runtime
+from ._face import face as _face
+
+
+def bytes_to_ptr(data: bytes) -> int:
+    """The address of a bytes object's buffer (registered; see ascend_memsim.data.host)."""
+    return _host.bytes_to_ptr(current_runtime(), data)
+
+
+def numpy_to_ptr(array: Any) -> int:
+    """The address of a numpy array's data."""
+    return _host.numpy_to_ptr(current_runtime(), array)
+
+
+def ptr_to_bytes(ptr: int, size: int) -> bytes:
+    """``size`` bytes of host memory at ``ptr``."""
+    return _host.ptr_to_bytes(current_runtime(), ptr, size)
+
+
+def ptr_to_numpy(ptr: int, shape: Any, np_type: Any) -> Any:
+    """A numpy array over host memory at ``ptr`` (pyacl type code or dtype)."""
+    return _host.ptr_to_numpy(current_runtime(), ptr, shape, np_type)
+
+
+@_face(0)
+def start_thread(fn: Callable[..., Any], args: Any = None) -> int:
+    """``thread_id, ret``: a thread running ``fn(args)`` (``fn()`` when args is None)."""
+    return current_runtime().callbacks.start_thread(fn, args)
+
+
+@_face()
+def stop_thread(thread_id: int) -> None:
+    """Join the thread (``ret``); RuntimeError when its function raised, as pyacl."""
+    current_runtime().callbacks.stop_thread(thread_id)
+
+
+_EXPORTS = (
+    bytes_to_ptr, numpy_to_ptr, ptr_to_bytes, ptr_to_numpy, start_thread, stop_thread,
+)
+__all__ = [fn.__name__ for fn in _EXPORTS]
