@@ -433,19 +433,6 @@ class DeviceRegion:
     def write(self, offset: int, data: memoryview) -> None:
         contents_of(self.block).write(offset, data)
 
-    def _make_all(self, indices) -> None:
-        """Make every chunk of ``indices`` not yet a buffer, all before any is installed."""
-        chunks = self.chunks
-        fresh: dict[int, object] = {}
-        for index in indices:
-            chunk = chunks.get(index)
-            if (chunk is None or chunk.__class__ is int) and index not in fresh:
-                buffer = zeroed_buffer(self._chunk_len(index))  # may raise MemoryError
-                if chunk:
-                    fill_view(memoryview(buffer), chunk)
-                fresh[index] = buffer
-        chunks.update(fresh)
-
     def fill(self, offset: int, count: int, value: int) -> None:
         contents_of(self.block).fill(offset, count, value)
 
