@@ -13,12 +13,18 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..memory.args import as_int
-from ..memory.errors import InvalidArgument, InvalidArgumentType
+from ..memory.constants import RunMode
+from ..memory.errors import InvalidArgument, InvalidArgumentType, InvalidDevice
+from ..memory.profiles import Profile, get_profile
 
-__all__ = ["CONFIG_KEYS", "register_config_key", "parse_config", "load_config"]
+__all__ = [
+    "CONFIG_KEYS", "register_config_key", "parse_config", "load_config", "parse_run_mode",
+    "plan_adoption", "Adoption",
+]
 
 #: Keys a ``"memsim"`` config object may hold, each with the function that applies it to the
 #: keyword arguments of :class:`Runtime`.
@@ -117,3 +123,83 @@ def load_config(config_path: object) -> dict:
         raise InvalidArgument(f"aclInit config {config_path!r} must hold a JSON object, "
                               f"not {type(config).__name__}")
     return config
+
+
+def parse_run_mode(value: object) -> RunMode:
+    """``"host"`` (the default) or ``"device"``, or an aclrtRunMode value.
+
+    DECISION: in device mode (ACL_DEVICE: the program runs on the device's own CPU, as on an
+    Atlas 200 DK, where host and device memory are one) operators and models accept host
+    memory as operands, and ``acl.util.ptr_to_bytes`` / ``ptr_to_numpy`` read device memory
+    directly; everything else is as in host mode.
+
+    Raises:
+        InvalidArgument: anything else.
+    """
+    if isinstance(value, RunMode):
+        return value
+    if isinstance(value, str) and value.lower() in ("host", "device"):
+        return RunMode[value.upper()]
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return RunMode(value)
+    raise InvalidArgument(f"run_mode {value!r} is neither 'host' nor 'device'")
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What an aclInit config asks of an active runtime, checked (see :func:`plan_adoption`)."""
+
+    profile: Profile
+    #: a checker spec for make_checker, or None to keep the runtime's checker
+    checker: Any
+    run_mode: RunMode | None
+    default_device: int | None
+    interceptors: tuple
+
+
+def plan_adoption(options: Mapping[str, Any], profile: Profile, *, in_use: bool,
+                  leak_check: bool) -> Adoption:
+    """Check aclInit options (from :func:`parse_config`) against an active runtime whose
+    product is ``profile`` and whose checker lists leaks when ``leak_check``.
+
+    Faults and the default device always apply. A product, profile override, sanitizer or
+    run mode applies only while no device has been made (``in_use`` false); after that it is
+    refused, because the simulation the caller set up (a test fixture, ``ascend-memsim run``)
+    is already in use. Nothing changes here: the runtime applies the result.
+
+    Raises:
+        InvalidArgument: a product, override, sanitizer or run mode the runtime can no
+            longer take.
+        InvalidDevice: a default device outside the (new) device count.
+    """
+    options = dict(options)
+    default = options.pop("default_device", None)
+    interceptors = tuple(options.pop("interceptors", ()))
+    sanitizer = options.pop("sanitizer", None)
+    product = options.pop("product", None)
+    run_mode = options.pop("run_mode", None)
+    if run_mode is not None:
+        run_mode = parse_run_mode(run_mode)
+    if product is not None or options or sanitizer is not None or run_mode is not None:
+        if in_use:
+            asked = ", ".join(f"{k}={v!r}" for k, v in
+                              [("product", product), *options.items(),
+                               ("sanitizer", sanitizer), ("run_mode", run_mode)]
+                              if v is not None)
+            raise InvalidArgument(
+                f"acl.init config asks for {asked}, but the active simulation "
+                f"({profile.name}) already has devices in use; configure the "
+                f"simulation where it is made (Runtime(...), the memsim marker, or "
+                f"ascend-memsim run --product)")
+        base = profile if product is None else get_profile(product)
+        profile = base.with_overrides(**options)
+        if sanitizer is not None:
+            # Whoever set up this runtime chose who lists leaks (the pytest fixture and `run`
+            # list them themselves); a config that does not say keeps that.
+            if isinstance(sanitizer, str):
+                sanitizer = {"mode": sanitizer}
+            if isinstance(sanitizer, Mapping) and "leaks" not in sanitizer:
+                sanitizer = {**sanitizer, "leaks": leak_check}
+    if default is not None and not 0 <= default < profile.device_count:
+        raise InvalidDevice(f"defaultDevice {default} is outside [0, {profile.device_count})")
+    return Adoption(profile, sanitizer, run_mode, default, interceptors)

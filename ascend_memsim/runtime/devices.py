@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ..memory.args import as_int, int_or_none
+from ..memory.args import SIZE_MAX, as_int, int_or_none
+from ..memory.constants import MemType
 from ..memory.device import Block, Device
-from ..memory.errors import DeviceNotSet, InvalidDevice
+from ..memory.errors import DeviceNotSet, FeatureNotSupported, InvalidDevice
 from ..memory.profiles import Profile
 from ..memory.rules import device_of
 from .threads import ThreadState
@@ -192,3 +193,38 @@ class DeviceTable:
             self._refs.clear()
             self.threads.clear()
         return devices
+
+    # -- queries across devices ---------------------------------------------------------------
+
+    def usage(self, device_id: object, input_num: object) -> list[tuple[str, int, int]]:
+        """aclrtGetMemUsageInfo's rows for ``device_id``: (component, current, peak) by
+        current bytes, descending, at most ``input_num``. A device never used has none.
+
+        Raises:
+            InvalidDevice: bad id. FeatureNotSupported: a product without usage info
+            (950PR/DT). InvalidArgument: input_num < 1.
+        """
+        number = self.check_id(device_id)
+        if not self.profile.usage_info:
+            raise FeatureNotSupported(
+                f"aclrtGetMemUsageInfo is not supported on {self.profile.description}")
+        count = as_int(input_num, "input_num", 1, SIZE_MAX)
+        device = self._devices.get(number)
+        return [] if device is None else device.usage()[:count]
+
+    def all_of_type(self, addrs: list[int], kinds: int) -> bool:
+        """True when every address lies in the footprint of a live block (any device) whose
+        memory type is in ``kinds`` (aclrtCheckMemType's mask).
+
+        On a product where DVPP memory is ordinary device memory (Ascend 950PR/950DT: "no
+        separate ACL_RT_MEM_TYPE_DVPP, treated as ordinary Device memory", aclrtCheckMemType
+        notes), the DVPP bit asks for device memory (DECISION: the docs' "treated as" read
+        for the query too).
+        """
+        if kinds & MemType.DVPP and not self.profile.dvpp_type:
+            kinds |= MemType.DEV
+        for addr in addrs:
+            block = self.block_at(addr)
+            if block is None or not block.mem_type & kinds:
+                return False
+        return True

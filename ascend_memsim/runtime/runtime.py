@@ -25,8 +25,6 @@ from typing import Any, ClassVar
 from ..data.contents import DataPlane
 from ..data.host import HostMemory
 from ..memory.args import (
-    SIZE_MAX,
-    as_int,
     as_ptr,
     as_size,
     parse_malloc_config,
@@ -34,37 +32,17 @@ from ..memory.args import (
 )
 from ..memory.constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
 from ..memory.device import Block, Device
-from ..memory.errors import FeatureNotSupported, InvalidArgument, InvalidDevice, InvalidRuntimeParam
+from ..memory.errors import InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
 from ..memory.rules import DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
-from .config import parse_config
+from .config import parse_config, parse_run_mode, plan_adoption
 from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
 from .streams import Streams
 
-__all__ = ["Runtime", "UsageInfo", "parse_run_mode"]
-
-
-def parse_run_mode(value: object) -> RunMode:
-    """``"host"`` (the default) or ``"device"``, or an aclrtRunMode value.
-
-    DECISION: in device mode (ACL_DEVICE: the program runs on the device's own CPU, as on an
-    Atlas 200 DK, where host and device memory are one) operators and models accept host
-    memory as operands, and ``acl.util.ptr_to_bytes`` / ``ptr_to_numpy`` read device memory
-    directly; everything else is as in host mode.
-
-    Raises:
-        InvalidArgument: anything else.
-    """
-    if isinstance(value, RunMode):
-        return value
-    if isinstance(value, str) and value.lower() in ("host", "device"):
-        return RunMode[value.upper()]
-    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
-        return RunMode(value)
-    raise InvalidArgument(f"run_mode {value!r} is neither 'host' nor 'device'")
+__all__ = ["Runtime", "UsageInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +54,10 @@ class UsageInfo:
     mem_peak_size: int
 
 
-# Size: Runtime is the one place each aclrt call is routed from (some forty calls, a few lines
-# each); the planes it routes to hold the logic (DeviceTable, Device, DataPlane, HostMemory,
-# Streams, the checker). Splitting the routing would scatter "what does aclrtX do" over files.
+# Size: Runtime is the one place each aclrt call is routed from (some fifty calls with their
+# vendor citations, a few lines each); the logic lives in the planes it routes to (DeviceTable,
+# Device, DataPlane, HostMemory, Streams, Events, Callbacks, the checker) and the aclInit
+# handling in config.py. Splitting the routing would scatter "what does aclrtX do" over files.
 class Runtime:
     """A fresh simulated runtime: one product, its devices, reference-counted contexts.
 
@@ -537,13 +516,7 @@ class Runtime:
             InvalidArgument: input_num < 1.
         """
         self.current_device()
-        number = self._table.check_id(device_id)
-        if not self.profile.usage_info:
-            raise FeatureNotSupported(
-                f"aclrtGetMemUsageInfo is not supported on {self.profile.description}")
-        count = as_int(input_num, "input_num", 1, SIZE_MAX)
-        device = self._table.made(number)
-        return [] if device is None else [UsageInfo(*row) for row in device.usage()[:count]]
+        return [UsageInfo(*row) for row in self._table.usage(device_id, input_num)]
 
     def check_mem_type(self, addr_list: object, mem_type: object, reserve: object = 0) -> int:
         """aclrtCheckMemType: 1 when every address lies in a live block of a type in mem_type.
@@ -559,13 +532,7 @@ class Runtime:
         """
         self.current_device()
         addrs, kinds = parse_mem_type_query(addr_list, mem_type, reserve)
-        if kinds & MemType.DVPP and not self.profile.dvpp_type:
-            kinds |= MemType.DEV
-        for addr in addrs:
-            block = self.block_at(addr)
-            if block is None or not block.mem_type & kinds:
-                return 0
-        return 1
+        return int(self._table.all_of_type(addrs, kinds))
 
     # -- configuration (runtime.config reads the file; runtime.active is aclInit) ------------
 
@@ -586,51 +553,21 @@ class Runtime:
             InvalidArgument: a product, override or sanitizer the runtime can no longer take.
             InvalidDevice: a default device outside the (new) device count.
         """
-        options = dict(options)
-        default = options.pop("default_device", None)
-        interceptors = list(options.pop("interceptors", ()))
-        sanitizer = options.pop("sanitizer", None)
-        product = options.pop("product", None)
-        run_mode = options.pop("run_mode", None)
         with self._table.lock:
-            profile, new_sanitizer = self.profile, None
-            if run_mode is not None:
-                run_mode = parse_run_mode(run_mode)
-            if product is not None or options or sanitizer is not None or run_mode is not None:
-                if self._table:
-                    asked = ", ".join(f"{k}={v!r}" for k, v in
-                                      [("product", product), *options.items(),
-                                       ("sanitizer", sanitizer), ("run_mode", run_mode)]
-                                      if v is not None)
-                    raise InvalidArgument(
-                        f"acl.init config asks for {asked}, but the active simulation "
-                        f"({self.profile.name}) already has devices in use; configure the "
-                        f"simulation where it is made (Runtime(...), the memsim marker, or "
-                        f"ascend-memsim run --product)")
-                base = self.profile if product is None else get_profile(product)
-                profile = base.with_overrides(**options)
-                if sanitizer is not None:
-                    # Whoever set up this runtime chose who lists leaks (the pytest fixture
-                    # and `run` list them themselves); a config that does not say keeps that.
-                    if isinstance(sanitizer, str):
-                        sanitizer = {"mode": sanitizer}
-                    if isinstance(sanitizer, Mapping) and "leaks" not in sanitizer:
-                        sanitizer = {**sanitizer, "leaks": self.sanitizer.leak_check}
-                    new_sanitizer = make_checker(sanitizer)
-            if default is not None and not 0 <= default < profile.device_count:
-                raise InvalidDevice(f"defaultDevice {default} is outside "
-                                    f"[0, {profile.device_count})")
-            self.profile = profile
-            if run_mode is not None:
-                self.run_mode = run_mode
-            if new_sanitizer is not None:
+            plan = plan_adoption(options, self.profile, in_use=bool(self._table),
+                                 leak_check=self.sanitizer.leak_check)
+            checker = None if plan.checker is None else make_checker(plan.checker)
+            self.profile = plan.profile
+            if plan.run_mode is not None:
+                self.run_mode = plan.run_mode
+            if checker is not None:
                 self.sanitizer.detach(self)
-                self.sanitizer = new_sanitizer
-                new_sanitizer.attach(self)
-            for interceptor in interceptors:
+                self.sanitizer = checker
+                checker.attach(self)
+            for interceptor in plan.interceptors:
                 self.add_interceptor(interceptor)
-            if default is not None:
-                self.threads.default_device = default
-                device = self._table.acquire(default, thread=False)
+            if plan.default_device is not None:
+                self.threads.default_device = plan.default_device
+                device = self._table.acquire(plan.default_device, thread=False)
                 if self._table.wants("set_device"):
                     self._emit("set_device", device)
