@@ -27,15 +27,18 @@ from ..memory.profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
 from ..memory.rules import Api, policy_name
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
+from .stream import _BIT, TraceStream, records
 from .trace import Trace
 
 __all__ = ["replay", "smallest_capacity", "ReplayResult", "Failure", "Bisection", "Timeline",
            "tty_progress", "parse_size"]
 
-#: progress(done, total) is called about this many times per replay
-_PROGRESS_STEPS = 100
-
 Progress = Callable[[int, int], None]
+#: what replay reads: a trace in memory or a stream of a file
+Source = Trace | TraceStream
+#: a replay's timeline keeps about this many points at most
+_TIMELINE_POINTS = 2000
+_API_ABSENT = _BIT["api"]
 
 
 @dataclass
@@ -77,7 +80,11 @@ class Failure:
 
 @dataclass
 class Timeline:
-    """Bytes in use (footprints) per component after each event that changed them."""
+    """Bytes in use (footprints) per component after the events that changed them.
+
+    A replay keeps at most about 2,000 points whatever the trace's length: beyond that, the
+    events are grouped in buckets of :attr:`bucket` events and each keeps its highest point.
+    """
 
     #: (event index, {component: bytes}) — one point per change, first point at -1 (empty)
     points: list[tuple[int, dict[str, int]]] = field(default_factory=lambda: [(-1, {})])
@@ -85,6 +92,9 @@ class Timeline:
     failures: list[int] = field(default_factory=list)
     capacity: int = 0
     events: int = 0
+    #: events per bucket: 1 keeps every change; above 1 each point is the highest total
+    #: within its bucket of that many events (peaks exact), plus the state at the end
+    bucket: int = 1
 
     def components(self) -> list[str]:
         """Every component seen, largest peak first."""
@@ -123,6 +133,10 @@ class ReplayResult:
     high_water: int = 0
     problems: list[str] = field(default_factory=list)
     timeline: Timeline | None = None
+    #: the most bytes requested (not footprints) live at once, all devices
+    requested_peak: int = 0
+    #: the device of the last event replayed
+    last_device: int = 0
     #: the runtime after the replay, when ``keep_runtime`` (the caller closes it)
     runtime: Runtime | None = None
 
@@ -161,7 +175,7 @@ def _capacity_key(product: str) -> str:
     return "hbm_bytes" if get_profile(product).hbm_bytes else "ddr_bytes"
 
 
-def _default_capacity(trace: Trace, product: str) -> int | None:
+def _default_capacity(trace: Source, product: str) -> int | None:
     """DECISION: on the product it was recorded on, a trace replays on the recorded capacity;
     on another product, on that product's own capacity."""
     recorded = trace.header.get("product")
@@ -180,20 +194,98 @@ def _default_capacity(trace: Trace, product: str) -> int | None:
 def site_of(block: Block) -> str:
     """The innermost recorded frame of ``block``'s allocation (``file:line in function``)."""
     stack = (block.extra or {}).get("stack")
-    return stack[-1] if stack else "(no stack recorded)"
+    return stack[-1] if stack else _NO_SITE
 
 
-def replay(trace: Trace, product: str | None = None, *, capacity: int | None = None,
+_NO_SITE = "(no stack recorded)"
+
+
+def _device_count(trace: Source, profile: Any) -> int | None:
+    """The devices a replay needs beyond the product's own count, or None. A trace in memory
+    is asked; a stream is not read twice: it gets the most the simulator makes (64), which
+    changes no placement (devices are made on first use)."""
+    if isinstance(trace, Trace):
+        devices = max([e.get("device", 0) for e in trace.events
+                       if isinstance(e.get("device"), int)] + [0]) + 1
+    else:
+        devices = _MAX_DEVICES
+    return min(devices, _MAX_DEVICES) if devices > profile.device_count else None
+
+
+_MAX_DEVICES = 64
+
+
+class _Timeline:
+    """Collects a :class:`Timeline` in at most ``limit`` (+2) points: the event indices are
+    cut into buckets of ``bucket`` events, doubled whenever the points would pass the limit,
+    and each bucket keeps its highest total (so every peak stays exact); the last point is
+    the state at the end. O(1) amortised per change, O(limit) memory."""
+
+    def __init__(self, track: Timeline, limit: int) -> None:
+        self.track = track
+        self.limit = limit
+        self.by: dict[str, int] = {}
+        self.bucket = -1      # the bucket number of the last point
+        self.high = -1        # its total
+        self.current = True   # the last point is the state now
+
+    def change(self, index: int, name: str, delta: int, total: int) -> None:
+        by = self.by
+        by[name] = by.get(name, 0) + delta
+        points = self.track.points
+        bucket = index // self.track.bucket
+        if bucket == self.bucket:
+            if total > self.high:
+                points[-1] = (index, dict(by))
+                self.high, self.current = total, True
+            else:
+                self.current = False
+            return
+        points.append((index, dict(by)))
+        self.bucket, self.high, self.current = bucket, total, True
+        if len(points) > self.limit:
+            self._coarsen()
+
+    def _coarsen(self) -> None:
+        """Double the bucket width and keep each new bucket's highest point."""
+        track = self.track
+        track.bucket *= 2
+        kept: list[tuple[int, dict[str, int]]] = [track.points[0]]
+        kept_bucket = kept_high = None
+        for index, by in track.points[1:]:
+            bucket, total = index // track.bucket, sum(by.values())
+            if bucket == kept_bucket:
+                if kept_high is not None and total > kept_high:
+                    kept[-1], kept_high = (index, by), total
+                continue
+            kept.append((index, by))
+            kept_bucket, kept_high = bucket, total
+        track.points = kept
+        self.bucket, self.high = kept_bucket, kept_high
+
+    def finish(self, last_index: int) -> None:
+        if not self.current:
+            self.track.points.append((last_index, dict(self.by)))
+
+
+def replay(trace: Source, product: str | None = None, *, capacity: int | None = None,
            policy: int | None = None, api: str | None = None, stop_at_failure: bool = False,
            stop_after: int | None = None, timeline: bool = False,
            progress: Progress | None = None, keep_runtime: bool = False,
            observers: list | None = None, **overrides: Any) -> ReplayResult:
     """Run ``trace`` on a fresh runtime of ``product`` with ``capacity`` bytes of main memory.
 
-    ``policy`` / ``api`` replace the recorded ones for every malloc. ``stop_at_failure`` ends
-    at the first failed malloc; ``stop_after`` after that event index (for a map at a given
-    moment, with ``keep_runtime``). ``observers`` are added to the fresh runtime (e.g. a
-    :class:`~ascend_memsim.observe.stats.MemoryStats`). O(events x allocator cost).
+    ``trace`` is a :class:`~ascend_memsim.observe.trace.Trace` in memory or a
+    :class:`~ascend_memsim.observe.stream.TraceStream` (from ``open_trace``), read in one
+    pass. ``policy`` / ``api`` replace the recorded ones for every malloc. ``stop_at_failure``
+    ends at the first failed malloc; ``stop_after`` after that event index (for a map at a
+    given moment, with ``keep_runtime``). ``observers`` are added to the fresh runtime (e.g.
+    a :class:`~ascend_memsim.observe.stats.MemoryStats`). ``timeline`` keeps at most
+    ~2,000 points (:class:`Timeline`). ``progress(done, total)`` is called about 100 times,
+    in events for a trace in memory, in bytes of the file for a stream.
+
+    Time O(events x allocator cost); memory O(live blocks + distinct stacks + timeline
+    points), independent of the trace's length when it is a stream.
 
     Raises:
         InvalidArgument: an unknown product, a bad capacity or API.
@@ -202,13 +294,12 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
     profile = get_profile(product)
     if capacity is None:
         capacity = _default_capacity(trace, profile.name)
-    devices = max([e.get("device", 0) for e in trace.events if isinstance(e.get("device"), int)]
-                  + [0]) + 1
     settings = dict(overrides)
     if capacity is not None:
         settings[_capacity_key(profile.name)] = capacity
-    if devices > profile.device_count:
-        settings["device_count"] = min(devices, 64)
+    devices = _device_count(trace, profile)
+    if devices is not None:
+        settings["device_count"] = devices
     # DECISION: replay reports the trace's own problems; the sanitizer (leaks at close,
     # and its cost per call) is off unless asked for.
     settings.setdefault("sanitizer", "off")
@@ -216,73 +307,82 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
     for observer in observers or ():
         rt.add_observer(observer)
     forced_api = Api.parse(api) if api is not None else None
+    total_events = len(trace.events) if isinstance(trace, Trace) else 0
     result = ReplayResult(trace.name, rt.profile.name, rt.profile.total(
-        rt.profile.main_memory), policy, len(trace.events))
-    line = trace.line_of
-    # (device, recorded ptr) -> (block, stream)
-    live: dict[tuple[int, int], tuple[Block, Any]] = {}
-    failed: set[tuple[int, int]] = set()
+        rt.profile.main_memory), policy, total_events)
+    name = trace.name
+    # (device, recorded ptr) -> (block, stream, allocation site)
+    live: dict[tuple[int, Any], tuple[Block, Any, str]] = {}
+    failed: set[tuple[int, Any]] = set()
     stream_bytes: dict[Any, int] = {}
-    total = 0
-    track = Timeline(capacity=result.capacity) if timeline else None
-    by_component: dict[str, int] = {}
-    every = max(1, len(trace.events) // _PROGRESS_STEPS)
-
-    stacks = any("stack" in e for e in trace.events)
+    peak_by_stream = result.peak_by_stream
+    total = requested = 0
+    track = _Timeline(Timeline(capacity=result.capacity), _TIMELINE_POINTS) \
+        if timeline else None
+    stacks = False
+    # footprint bytes and blocks per allocation site: with no stacks, one site
     by_site: dict[str, list[int]] = {}
     at_peak: dict[str, list[int]] = {}
     main = rt.profile.main_memory
+    apis: dict[Any, Api] = {}
+    devices_seen: dict[Any, Any] = {}
+    index = -1
+    last_change = -1
 
-    def reached(device: Any, block: Block) -> None:
-        top = block.ptr + block.footprint - device.allocators[main].base
-        if top > result.high_water:
-            result.high_water = top
-
-    def changed(index: int, block: Block, sign: int) -> None:
+    def changed(index: int, block: Block, site: str, sign: int) -> None:
         nonlocal total, at_peak
-        total += sign * block.footprint
-        if stacks:
-            entry = by_site.setdefault(site_of(block), [0, 0])
-            entry[0] += sign * block.footprint
-            entry[1] += sign
+        footprint = block.footprint
+        total += sign * footprint
+        entry = by_site.get(site)
+        if entry is None:
+            entry = by_site[site] = [0, 0]
+        entry[0] += sign * footprint
+        entry[1] += sign
         if total > result.peak_bytes:
             result.peak_bytes, result.peak_index = total, index
             if stacks:   # O(sites) per new peak
                 at_peak = {k: list(v) for k, v in by_site.items() if v[0] > 0}
         if track is not None:
-            name = block.module_name
-            by_component[name] = by_component.get(name, 0) + sign * block.footprint
-            track.points.append((index, dict(by_component)))
+            track.change(index, block.module_name, sign * footprint, total)
 
     def stream_add(stream: Any, n: int) -> None:
-        stream_bytes[stream] = stream_bytes.get(stream, 0) + n
-        if stream_bytes[stream] > result.peak_by_stream.get(stream, 0):
-            result.peak_by_stream[stream] = stream_bytes[stream]
+        now = stream_bytes[stream] = stream_bytes.get(stream, 0) + n
+        if now > peak_by_stream.get(stream, 0):
+            peak_by_stream[stream] = now
 
-    for index, event in enumerate(trace.events):
-        if progress is not None and index % every == 0:
-            progress(index, len(trace.events))
+    for index, event in enumerate(records(trace, progress)):
         if stop_after is not None and index > stop_after:
+            index -= 1
             break
-        kind = event.get("event")
+        kind = event.kind
         result.replayed += 1
-        device_id = event.get("device", 0)
-        try:
-            device = rt.device(device_id)
-        except AclError as e:
-            result.problems.append(f"{trace.name}:{line(index)}: {e}")
-            continue
-        if kind in ("malloc", "malloc_failed"):
+        device_id = event.device
+        result.last_device = device_id
+        device = devices_seen.get(device_id)
+        if device is None:
             try:
-                call_api = forced_api or Api.parse(event.get("api", "aclrtMalloc"))
+                device = devices_seen[device_id] = rt.device(device_id)
             except AclError as e:
-                result.problems.append(f"{trace.name}:{line(index)}: {e}")
+                result.problems.append(f"{name}:{event.line}: {e}")
                 continue
-            call_policy = event.get("policy", 0) if policy is None else policy
-            key = (device_id, event.get("ptr"))
+        if kind == "malloc" or kind == "malloc_failed":
+            call_api = forced_api
+            if call_api is None:
+                recorded_api = "aclrtMalloc" if event.absent & _API_ABSENT else event.api
+                call_api = apis.get(recorded_api) if type(recorded_api) is str else None
+                if call_api is None:
+                    try:
+                        call_api = Api.parse(recorded_api)
+                    except AclError as e:
+                        result.problems.append(f"{name}:{event.line}: {e}")
+                        continue
+                    if type(recorded_api) is str:
+                        apis[recorded_api] = call_api
+            call_policy = (event.policy or 0) if policy is None else policy
+            key = (device_id, event.ptr)
             try:
-                block = device.allocate(event.get("size"), call_policy, api=call_api,
-                                        module=event.get("module", 33))
+                block = device.allocate(event.size, call_policy, api=call_api,
+                                        module=33 if event.module is None else event.module)
             except AclError as e:
                 if kind == "malloc_failed":
                     result.recorded_failures += 1
@@ -290,12 +390,12 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
                 result.failures += 1
                 failed.add(key)
                 if track is not None:
-                    track.failures.append(index)
+                    track.track.failures.append(index)
                 if result.first_failure is None:
-                    alloc = device.allocators[rt.profile.main_memory]
-                    shown = dict(event, api=call_api.value, policy=call_policy)
+                    alloc = device.allocators[main]
+                    shown = dict(event.as_dict(), api=call_api.value, policy=call_policy)
                     result.first_failure = Failure(
-                        index, line(index), shown, getattr(e, "message", str(e)),
+                        index, event.line, shown, getattr(e, "message", str(e)),
                         int(getattr(e, "code", ErrorCode.RT_MEMORY_ALLOCATION)),
                         sum(b.footprint for b in device.blocks()),
                         {s: n for s, n in stream_bytes.items() if n}, alloc.free_bytes,
@@ -303,7 +403,9 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
                 if stop_at_failure:
                     break
                 continue
-            reached(device, block)
+            top = block.ptr + block.footprint - device.allocators[main].base
+            if top > result.high_water:
+                result.high_water = top
             if kind == "malloc_failed":
                 # DECISION: a recorded failure is probed, then released: the program never
                 # had that memory, so it must not stay live.
@@ -312,19 +414,29 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
                 device.free(block.ptr)
                 continue
             result.mallocs += 1
-            if isinstance(event.get("stack"), list):
+            stack = event.stack
+            if type(stack) is tuple and stack:
                 # the recorded allocation site, for the pictures and the peak's sites
-                block.extra = {**(block.extra or {}), "stack": event["stack"]}
+                block.extra = {**(block.extra or {}), "stack": stack}
+                site = stack[-1]
+                stacks = True
+            else:
+                site = _NO_SITE
             if key in live:
                 result.problems.append(
-                    f"{trace.name}:{line(index)}: pointer {key[1]:#x} allocated again while "
+                    f"{name}:{event.line}: pointer {key[1]:#x} allocated again while "
                     f"live (a free is missing from the trace); the old block stays live")
-            stream = event.get("stream")
-            live[key] = (block, stream)
+                requested -= live[key][0].size
+            stream = event.stream
+            live[key] = (block, stream, site)
+            requested += block.size
+            if requested > result.requested_peak:
+                result.requested_peak = requested
             stream_add(stream, block.footprint)
-            changed(index, block, +1)
+            changed(index, block, site, +1)
+            last_change = index
         elif kind == "free":
-            key = (device_id, event.get("ptr"))
+            key = (device_id, event.ptr)
             entry = live.pop(key, None)
             if entry is None:
                 if key in failed:
@@ -333,34 +445,38 @@ def replay(trace: Trace, product: str | None = None, *, capacity: int | None = N
                     ptr = key[1]
                     shown = f"{ptr:#x}" if isinstance(ptr, int) else repr(ptr)
                     result.problems.append(
-                        f"{trace.name}:{line(index)}: free of {shown}, which is not live "
+                        f"{name}:{event.line}: free of {shown}, which is not live "
                         f"(freed twice, or never allocated in this trace)")
                 continue
-            block, stream = entry
+            block, stream, site = entry
             device.free(block.ptr)
             result.frees += 1
+            requested -= block.size
             stream_add(stream, -block.footprint)
-            changed(index, block, -1)
+            changed(index, block, site, -1)
+            last_change = index
         elif kind == "reset":
             # DECISION: replay acts on the device's "reset" event (blocks discarded), not on
             # reset_device reference counts.
             for block in device.reset():
-                for key, (b, stream) in list(live.items()):
+                for key, (b, stream, site) in list(live.items()):
                     if b is block:
                         del live[key]
+                        requested -= block.size
                         stream_add(stream, -block.footprint)
-                        changed(index, block, -1)
+                        changed(index, block, site, -1)
+                        last_change = index
         elif kind in ("set_device", "reset_device"):
             continue
         else:
             result.skipped[str(kind)] = result.skipped.get(str(kind), 0) + 1
-    if progress is not None:
-        progress(len(trace.events), len(trace.events))
+    result.total = max(result.total, index + 1)
     result.peak_sites = sorted(((site, b, n) for site, (b, n) in at_peak.items()),
                                key=lambda row: (-row[1], row[0]))
     if track is not None:
-        track.events = len(trace.events)
-        result.timeline = track
+        track.finish(last_change)
+        track.track.events = result.total
+        result.timeline = track.track
     if keep_runtime:
         result.runtime = rt
     else:
@@ -394,7 +510,7 @@ class Bisection:
         return text
 
 
-def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2 * MiB,
+def smallest_capacity(trace: Source, product: str | None = None, *, step: int = 2 * MiB,
                       policy: int | None = None, progress: Progress | None = None,
                       **overrides: Any) -> Bisection:
     """The smallest multiple of ``step`` bytes of main memory on which ``trace`` fits.
@@ -405,12 +521,17 @@ def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2
     same placements (without huge-page fallbacks, exactly those capacities fit). Then a
     search down from that bound, in strides doubling from ``step`` until one fails, and a
     bisection of the last stride, never below the peak of the requested bytes (no smaller
-    device can hold them); each fitting trial lowers the bound to its own high-water mark.
+    device can hold them; taken from the first replay for a stream, from the events for a
+    trace in memory); each fitting trial lowers the bound to its own high-water mark.
     About 2 + 2 log2(distance / step) replays for an answer ``distance`` below the mark (2
-    when it is the mark), each failing one stopping at its first failure. First-fit placement
+    when it is the mark), each failing one stopping at its first failure; each replay is one
+    pass over ``trace`` (memory O(live blocks) for a stream). First-fit placement
     is not strictly monotone in the capacity, so the answer is the smallest capacity the
     search saw fit with one step less failing (DECISION: 2 MiB steps by default, the huge
     page; 64 B steps on request).
+
+    ``progress(run, 0)`` is called as each replay starts, and ``progress(done, total)``
+    during it (see :func:`replay`).
 
     Raises:
         InvalidArgument: a step that is not a positive multiple of 64 bytes.
@@ -426,26 +547,12 @@ def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2
         if progress is not None:
             progress(runs, 0)
         return replay(trace, product, capacity=capacity, policy=policy, stop_at_failure=True,
-                      **overrides)
+                      progress=progress, **overrides)
 
-    # the requested bytes live at their peak: no smaller device can hold them
-    live: dict[tuple[int, Any], int] = {}
-    now = peak = 0
-    for event in trace.events:
-        key = (event.get("device", 0), event.get("ptr"))
-        if event.get("event") == "malloc" and isinstance(event.get("size"), int):
-            now += event["size"] - live.get(key, 0)
-            live[key] = event["size"]
-            peak = max(peak, now)
-        elif event.get("event") == "free":
-            now -= live.pop(key, 0)
-    hi = max(step, -(-peak // step) * step)
-    lo = hi - step  # the largest multiple of the step known too small (exclusive bound)
     largest = MEMORY_SPAN // step * step
-    if hi > largest:
-        return Bisection(product, step, None, runs, None,
-                         f"its requested bytes peak at {format_bytes(peak)}, more than the "
-                         f"largest simulated capacity ({format_bytes(largest)})")
+    peak = _requested_peak(trace) if isinstance(trace, Trace) else None
+    if peak is not None and max(step, -(-peak // step) * step) > largest:
+        return _too_large(product, step, runs, None, peak, largest)
     result = attempt(largest)
     if not result.fits:
         failure = result.first_failure
@@ -454,6 +561,11 @@ def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2
         return Bisection(product, step, None, runs, result,
                          f"not even the largest simulated capacity ({format_bytes(largest)}) "
                          f"holds it")
+    if peak is None:
+        peak = result.requested_peak
+    # the requested bytes live at their peak: no smaller device can hold them
+    hi = max(step, -(-peak // step) * step)
+    lo = hi - step  # the largest multiple of the step known too small (exclusive bound)
     hi = max(hi, -(-result.high_water // step) * step)
     below: ReplayResult | None = None
     # Most often the answer is at or just below the mark (a smaller device differs only where
@@ -480,19 +592,50 @@ def smallest_capacity(trace: Trace, product: str | None = None, *, step: int = 2
     return Bisection(product, step, hi, runs, below)
 
 
-def tty_progress(stream: Any = None) -> Progress | None:
-    """A progress callback drawing ``replay 42%`` on ``stream`` if it is a terminal, else None."""
+def _requested_peak(trace: Trace) -> int:
+    """The most bytes the events of ``trace`` request live at once (O(events))."""
+    live: dict[tuple[int, Any], int] = {}
+    now = peak = 0
+    for event in trace.events:
+        key = (event.get("device", 0), event.get("ptr"))
+        if event.get("event") == "malloc" and isinstance(event.get("size"), int):
+            now += event["size"] - live.get(key, 0)
+            live[key] = event["size"]
+            peak = max(peak, now)
+        elif event.get("event") == "free":
+            now -= live.pop(key, 0)
+    return peak
+
+
+def _too_large(product: str, step: int, runs: int, result: ReplayResult | None, peak: int,
+               largest: int) -> Bisection:
+    return Bisection(product, step, None, runs, result,
+                     f"its requested bytes peak at {format_bytes(peak)}, more than the "
+                     f"largest simulated capacity ({format_bytes(largest)})")
+
+
+def tty_progress(stream: Any = None, label: str = "replay") -> Progress | None:
+    """A progress callback drawing ``replay  42%`` on ``stream`` (stderr by default) if it
+    is a terminal, else None.
+
+    ``(done, total)`` with a total draws the percentage; ``(run, 0)`` starts replay number
+    ``run`` of a bisection, drawn in front of the percentage.
+    """
     stream = stream or sys.stderr
     if not getattr(stream, "isatty", lambda: False)():
         return None
+    run = 0
 
     def show(done: int, total: int) -> None:
+        nonlocal run
         if total:
-            stream.write(f"\rreplay {100 * done // total:3d}% ({done}/{total} events)")
-            if done >= total:
+            head = f"bisection: replay {run}, " if run else f"{label} "
+            stream.write(f"\r{head}{100 * done // total:3d}%")
+            if done >= total and not run:
                 stream.write("\n")
         else:
-            stream.write(f"\rbisection: replay {done}")
+            run = done
+            stream.write(f"\rbisection: replay {done}      ")
         stream.flush()
 
     return show

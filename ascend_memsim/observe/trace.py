@@ -37,7 +37,7 @@ import csv
 import io
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -291,20 +291,10 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
         try:
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TraceFormatError(f"{where}: not a JSON object ({e.msg}; truncated line?)"
-                                       ) from None
-            except ValueError as e:
-                # e.g. an integer longer than int() reads (sys.set_int_max_str_digits)
-                raise TraceFormatError(f"{where}: cannot read the line: {e}") from None
-            except RecursionError:
-                raise TraceFormatError(f"{where}: cannot read the line: nested too deeply"
-                                       ) from None
+            except (ValueError, RecursionError) as e:
+                raise _line_error(e, where) from None
             if isinstance(record, dict) and record.get("format") == FORMAT:
-                if record.get("version") != VERSION:
-                    raise TraceFormatError(f"{where}: trace version {record.get('version')!r}"
-                                           f" is not {VERSION}")
-                trace.header = record
+                trace.header = _header_of(record, where)
                 continue
             record = _check_event(record, where)
         except TraceFormatError as e:
@@ -315,12 +305,35 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
         trace.events.append(record)
         trace.lines.append(number)
     if not trace.events and not trace.header:
-        first_problem = f" (first problem: {trace.problems[0]})" if trace.problems else ""
-        raise TraceFormatError(
-            f"{name}: not a trace in any known format: no ascend-memsim trace header and no "
-            f"event line; expected JSON Lines, an RMM CSV log or a PyTorch/torch_npu memory "
-            f"snapshot{first_problem}")
+        raise _not_a_trace(name, trace.problems)
     return trace
+
+
+def _line_error(error: Exception, where: str) -> TraceFormatError:
+    """What is wrong with a line ``json.loads`` refused."""
+    if isinstance(error, json.JSONDecodeError):
+        return TraceFormatError(f"{where}: not a JSON object ({error.msg}; truncated line?)")
+    if isinstance(error, RecursionError):
+        return TraceFormatError(f"{where}: cannot read the line: nested too deeply")
+    # e.g. an integer longer than int() reads (sys.set_int_max_str_digits), or bytes that
+    # are not UTF-8
+    return TraceFormatError(f"{where}: cannot read the line: {error}")
+
+
+def _header_of(record: dict, where: str) -> dict:
+    """The header line ``record``, or TraceFormatError for another version."""
+    if record.get("version") != VERSION:
+        raise TraceFormatError(f"{where}: trace version {record.get('version')!r}"
+                               f" is not {VERSION}")
+    return record
+
+
+def _not_a_trace(name: str, problems: list[str]) -> TraceFormatError:
+    first_problem = f" (first problem: {problems[0]})" if problems else ""
+    return TraceFormatError(
+        f"{name}: not a trace in any known format: no ascend-memsim trace header and no "
+        f"event line; expected JSON Lines, an RMM CSV log or a PyTorch/torch_npu memory "
+        f"snapshot{first_problem}")
 
 
 def from_snapshot(obj: Any, name: str = "<snapshot>", *, strict: bool = False) -> Trace:
@@ -407,9 +420,20 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
         TraceFormatError: with ``strict``, at the first bad line.
     """
     trace = Trace(name=name, header={"source": "rmm-csv"})
-    reader = csv.reader(source)
+    for event, number in _rmm_events(csv.reader(source), name, trace.problems,
+                                     strict=strict):
+        trace.events.append(event)
+        trace.lines.append(number)
+    return trace
+
+
+def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = False
+                ) -> Iterator[tuple[dict, int]]:
+    """(event, line number) of each row of an RMM log read by ``reader`` (a csv.reader), in
+    order; the rows left out are described in ``problems``. O(1) memory per row."""
     threads: dict[str, int] = {}
     columns: dict[str, int] | None = None
+    seq = 0
     while True:
         try:
             row = next(reader)
@@ -468,17 +492,16 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
         except TraceFormatError as e:
             if strict:
                 raise
-            trace.problems.append(str(e))
+            problems.append(str(e))
             continue
-        event["seq"] = len(trace.events)
-        trace.events.append(event)
-        trace.lines.append(number)
+        event["seq"] = seq
+        seq += 1
+        yield event, number
     if columns is None:
         problem = f"{name}:1: empty RMM log (no header line)"
         if strict:
             raise TraceFormatError(problem)
-        trace.problems.append(problem)
-    return trace
+        problems.append(problem)
 
 
 def _rmm_time(event: dict, index: int) -> str:
