@@ -13,41 +13,51 @@ from ..observe.pictures import save_picture
 from ..observe.replay import replay, smallest_capacity, tty_progress
 from ..observe.snapshot import memory_viz_bytes
 from ..observe.stats import MemoryStats
-from ..observe.trace import dumps_rmm_csv, load
+from ..observe.stream import open_trace
+from ..observe.trace import dumps_rmm_csv
 from ..observe.viz import MapSnapshot, text_map
 from .common import print_json
 
 __all__ = ["cmd_replay", "cmd_plot", "cmd_map", "cmd_stats", "cmd_export"]
 
 
-def _load_trace(path: str, out: TextIO):
-    """The trace at ``path``; its problems are warnings on stderr (at most 20 lines)."""
-    trace = load(path)
+def _open(path: str):
+    """The trace at ``path`` opened as a stream (read again by each replay)."""
+    return open_trace(path)
+
+
+def _warn(trace) -> None:
+    """The trace's problems (lines left out) as warnings on stderr, at most 20 lines."""
     for problem in trace.problems[:20]:
         print(f"warning: {problem}", file=sys.stderr)
     if len(trace.problems) > 20:
         print(f"warning: ... and {len(trace.problems) - 20} more problems", file=sys.stderr)
-    return trace
+
+
+def _progress(args: argparse.Namespace, label: str = "replay"):
+    return None if getattr(args, "quiet", False) else tty_progress(label=label)
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    trace = _load_trace(args.trace, out)
-    progress = None if args.quiet else tty_progress()
+    trace = _open(args.trace)
+    progress = _progress(args)
     if args.bisect:
         step = args.step
         result = smallest_capacity(trace, args.product, step=step, policy=args.policy,
                                    progress=progress)
         if progress is not None:
             sys.stderr.write("\n")
+        _warn(trace)
         print_json(result, out) if args.json else print(result, file=out)
         return 0 if result.capacity is not None else 1
     result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
                     api=args.api, progress=progress)
+    _warn(trace)
     print_json(result, out) if args.json else print(result, file=out)
     return 0 if result.fits else 1
 
 
-def _moment(trace, args: argparse.Namespace, first_pass) -> tuple[int, str]:
+def _moment(first_pass, args: argparse.Namespace) -> tuple[int, str]:
     """The event index to draw the map at, and its description."""
     at = args.at
     if at == "failure":
@@ -58,27 +68,32 @@ def _moment(trace, args: argparse.Namespace, first_pass) -> tuple[int, str]:
                                                    f"{first_pass.first_failure.index})"
     if at == "peak":
         return first_pass.peak_index, f"at the peak (event {first_pass.peak_index})"
+    events = first_pass.total
     if at == "end":
-        return len(trace.events) - 1, "at the end"
+        return events - 1, "at the end"
     try:
         index = int(at)
     except ValueError:
         raise InvalidArgument(f"--at must be failure, peak, end or an event number, "
                               f"got {at!r}") from None
-    if not 0 <= index < len(trace.events):
-        raise InvalidArgument(f"--at {index} is not an event number of {trace.name}: it has "
-                              f"{len(trace.events)} events (0 to {len(trace.events) - 1})")
+    if not 0 <= index < events:
+        raise InvalidArgument(f"--at {index} is not an event number of {first_pass.name}: it "
+                              f"has {events} events (0 to {events - 1})")
     return index, f"after event {index}"
 
 
 def _replay_for_picture(args: argparse.Namespace, out: TextIO):
-    trace = _load_trace(args.trace, out)
+    """Two passes over the trace: the whole replay (with its timeline), then a replay up to
+    the moment drawn, kept for the map. Memory O(live blocks + timeline points)."""
+    trace = _open(args.trace)
     first = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
-                   timeline=True, progress=None if args.quiet else tty_progress())
-    index, moment = _moment(trace, args, first)
-    device_id = trace.events[index].get("device", 0) if 0 <= index < len(trace.events) else 0
+                   timeline=True, progress=_progress(args, "replay 1 of 2:"))
+    _warn(trace)
+    index, moment = _moment(first, args)
     second = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
-                    stop_after=index, keep_runtime=True)
+                    stop_after=index, keep_runtime=True,
+                    progress=_progress(args, "replay 2 of 2:"))
+    device_id = second.last_device if index >= 0 else 0
     try:
         snapshot = MapSnapshot.of(second.runtime.device(device_id),
                                   f"{second.product} device {device_id}, {moment}")
@@ -94,8 +109,11 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     save_picture(path, snapshot=None if args.what == "timeline" else snapshot,
                  timeline=None if args.what == "map" else result.timeline, title=title,
                  text=str(result), color_by=args.color_by)
+    timeline = result.timeline
+    sampled = (f"; the timeline keeps the highest point of each {timeline.bucket:,} events"
+               if timeline is not None and timeline.bucket > 1 and args.what != "map" else "")
     print(f"{path} written ({'fits' if result.fits else 'a malloc failed'}; "
-          f"peak {format_bytes(result.peak_bytes)})", file=out)
+          f"peak {format_bytes(result.peak_bytes)}{sampled})", file=out)
     return 0
 
 
@@ -106,10 +124,11 @@ def cmd_map(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
-    trace = _load_trace(args.trace, out)
+    trace = _open(args.trace)
     stats = MemoryStats()
     result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
-                    observers=[stats], keep_runtime=True)
+                    observers=[stats], keep_runtime=True, progress=_progress(args))
+    _warn(trace)
     # the figures at the end of the trace, before closing the runtime resets the devices
     devices = stats.device_ids() or [0]
     if args.json:
@@ -133,7 +152,8 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """Write a trace as a memory_viz snapshot pickle or an RMM CSV log."""
-    trace = _load_trace(args.trace, out)
+    trace = _open(args.trace).load(_progress(args, "reading"))
+    _warn(trace)
     if args.format == "memory-viz":
         data = memory_viz_bytes(trace.events, trace.header)
         path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".pickle"

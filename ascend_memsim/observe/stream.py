@@ -213,15 +213,16 @@ class TraceStream:
                                          strict=self.strict):
             yield compact(event, number)
 
-    def load(self) -> Trace:
+    def load(self, progress: Progress | None = None) -> Trace:
         """The whole trace in memory (a :class:`~ascend_memsim.observe.trace.Trace` of
-        dicts): O(events) memory."""
+        dicts, as :func:`~ascend_memsim.observe.trace.load` gives): O(events) memory."""
         if self._whole is not None:
             return self._whole
-        trace = Trace(header=dict(self.header), name=self.name)
-        for event in self:
+        trace = Trace(name=self.name)
+        for event in self.records(progress):
             trace.events.append(event.as_dict())
             trace.lines.append(event.line)
+        trace.header = self.header
         trace.problems = list(self.problems)
         return trace
 

@@ -389,6 +389,8 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
                       f'<text x="{lx + 19}" y="44" class="legend">{html.escape(label)}</text>')
         lx += 34 + 6.3 * len(label)
     sub = f"peak {format_bytes(peak)} over {timeline.events} events"
+    if getattr(timeline, "bucket", 1) > 1:
+        sub += f"; each point the highest of {timeline.bucket} events"
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">',
