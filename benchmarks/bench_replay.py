@@ -6,9 +6,11 @@ in reverse order of allocation (LIFO-ish), two streams, a slowly growing set of 
 blocks. Each step runs in a fresh process, which reports its own time and peak RSS:
 
 1. ``json.loads`` of every line, each record dropped at once (the floor: reading the text);
-2. ``trace.load`` (the events as the replay gets them);
-3. ``replay`` (load + replay; targets: <= 4x the json.loads time, <= 300 MiB peak RSS);
-4. ``smallest_capacity`` (``--bisect``): replays run (target <= 8) and time.
+2. ``open_trace`` and every record of it (the events as the replay gets them, streamed);
+3. ``replay`` of the stream (targets: <= 4x the json.loads time, <= 300 MiB peak RSS);
+4. ``ascend-memsim stats``, ``map`` and ``plot`` on the file (each <= 300 MiB peak RSS; map
+   and plot replay twice: the whole trace, then up to the moment drawn);
+5. ``smallest_capacity`` (``--bisect``): replays run (target <= 8) and time.
 """
 
 from __future__ import annotations
@@ -31,21 +33,37 @@ with open(path) as f:
         json.loads(line)
         n += 1
 """,
-    "load": """
-from ascend_memsim.observe.trace import load
-n = len(load(path).events)
+    "stream": """
+from ascend_memsim.observe.stream import open_trace
+n = sum(1 for _ in open_trace(path))
 """,
     "replay": """
 from ascend_memsim.observe.replay import replay
-from ascend_memsim.observe.trace import load
-result = replay(load(path), "A2", capacity=64 << 30)
+from ascend_memsim.observe.stream import open_trace
+result = replay(open_trace(path), "A2", capacity=64 << 30)
 assert result.fits, result.first_failure
 n = result.replayed
 """,
+    "stats": """
+from ascend_memsim.cli import main
+n = main(["stats", path, "--capacity", "64GiB", "--quiet"], out=open(os.devnull, "w"))
+""",
+    "map": """
+from ascend_memsim.cli import main
+n = main(["map", path, "--capacity", "64GiB", "--quiet"], out=open(os.devnull, "w"))
+""",
+    "plot": """
+import io
+from ascend_memsim.cli import main
+said = io.StringIO()
+n = main(["plot", path, "--capacity", "64GiB", "--quiet", "-o",
+          os.path.join(os.path.dirname(path), "plot.html")], out=said)
+print(said.getvalue().strip().replace(path[:-5], ""))
+""",
     "bisect": """
 from ascend_memsim.observe.replay import smallest_capacity
-from ascend_memsim.observe.trace import load
-found = smallest_capacity(load(path), "A2")
+from ascend_memsim.observe.stream import open_trace
+found = smallest_capacity(open_trace(path), "A2")
 n = found.runs
 print("capacity", found.capacity)
 """,
@@ -90,7 +108,7 @@ def generate(path: str, events: int, seed: int = 1) -> int:
 
 def run(step: str, path: str) -> tuple[float, float, str]:
     """(seconds, peak RSS MiB, extra output) of one step in a fresh process."""
-    code = ("import resource, sys, time\npath = sys.argv[1]\nt0 = time.perf_counter()\n"
+    code = ("import os, resource, sys, time\npath = sys.argv[1]\nt0 = time.perf_counter()\n"
             + _STEPS[step] + "\nprint('result', n, time.perf_counter() - t0, "
             "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
     done = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
@@ -113,15 +131,18 @@ def main(events: int = 1_000_000) -> None:
     print(f"a {events:,}-event training-loop trace ({megabytes:,.0f} MiB of JSON Lines, "
           f"{peak_live:,} blocks live at most); each step a fresh process")
     print(f"{'step':<44}{'seconds':>9}{'x json':>8}{'peak RSS':>12}{'target':>22}")
-    targets = {"replay": "<= 4x, <= 300 MiB", "bisect": "<= 8 replays"}
-    names = {"json": "json.loads of every line", "load": "trace.load",
-             "replay": "trace.load + replay", "bisect": "--bisect (smallest_capacity)"}
+    targets = {"replay": "<= 4x, <= 300 MiB", "stats": "<= 300 MiB",
+               "map": "<= 300 MiB", "plot": "<= 300 MiB", "bisect": "<= 8 replays"}
+    names = {"json": "json.loads of every line", "stream": "open_trace, every record",
+             "replay": "open_trace + replay", "stats": "ascend-memsim stats",
+             "map": "ascend-memsim map (2 replays)", "plot": "ascend-memsim plot (2 replays)",
+             "bisect": "--bisect (smallest_capacity)"}
     for step, (seconds, rss, _) in results.items():
         print(f"{names[step]:<44}{seconds:>9.1f}{seconds / base:>7.1f}x{rss:>8.0f} MiB"
               f"{targets.get(step, ''):>22}")
     print(f"bisection: {results['bisect'][2].split()[0]} replays, "
           f"{' '.join(results['bisect'][2].split()[1:])}")
-
+    print(f"plot: {' '.join(results['plot'][2].split()[1:])}")
 
 if __name__ == "__main__":
     main(*(int(a) for a in sys.argv[1:]))

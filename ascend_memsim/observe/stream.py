@@ -45,6 +45,7 @@ from .trace import (
     _line_error,
     _not_a_trace,
     _rmm_events,
+    _valid,
     from_snapshot,
     load,
 )
@@ -116,23 +117,49 @@ class _Compactor:
         event.device = pop("device", 0)
         event.line = line
         absent = 0
-        for name, bit in _BIT.items():
-            if name in record:
-                setattr(event, name, pop(name))
-            else:
-                setattr(event, name, None)
-                absent |= bit
+        if "stream" in record:
+            stream = event.stream = pop("stream")
+            if type(stream) is str:
+                event.stream = self.intern(stream)
+        else:
+            event.stream = None
+            absent = 1
+        if "size" in record:
+            event.size = pop("size")
+        else:
+            event.size = None
+            absent |= 2
+        if "ptr" in record:
+            event.ptr = pop("ptr")
+        else:
+            event.ptr = None
+            absent |= 4
+        if "policy" in record:
+            event.policy = pop("policy")
+        else:
+            event.policy = None
+            absent |= 8
+        if "api" in record:
+            api = event.api = pop("api")
+            if type(api) is str:
+                event.api = self.intern(api)
+        else:
+            event.api = None
+            absent |= 16
+        if "module" in record:
+            event.module = pop("module")
+        else:
+            event.module = None
+            absent |= 32
+        if "stack" in record:
+            stack = event.stack = pop("stack")
+            if type(stack) is list:
+                key = tuple(stack)
+                event.stack = self.stacks.setdefault(key, key)
+        else:
+            event.stack = None
+            absent |= 64
         event.absent = absent
-        api = event.api
-        if type(api) is str:
-            event.api = self.intern(api)
-        stream = event.stream
-        if type(stream) is str:
-            event.stream = self.intern(stream)
-        stack = event.stack
-        if type(stack) is list:
-            key = tuple(stack)
-            event.stack = self.stacks.setdefault(key, key)
         event.rest = record or None
         return event
 
@@ -172,12 +199,13 @@ class TraceStream:
             return
         problems: list[str] = []
         count = 0
-        with _open(self.path) as f:
-            events = (self._jsonl(f, problems) if self.kind == "jsonl"
-                      else self._rmm(f, problems))
+        jsonl = self.kind == "jsonl"
+        with _open(self.path, text=jsonl) as f:
+            events = self._jsonl(f, problems) if jsonl else self._rmm(f, problems)
+            tell = f.buffer.tell if jsonl else f.tell
             for count, event in enumerate(events, 1):
                 if progress is not None and not count % _PROGRESS_EVERY:
-                    progress(f.tell(), self.size)
+                    progress(min(tell(), self.size), self.size)
                 yield event
         if progress is not None:
             progress(self.size, self.size)
@@ -186,15 +214,24 @@ class TraceStream:
 
     def _jsonl(self, f: Any, problems: list[str]) -> Iterator[Event]:
         compact = _Compactor()
+        # json's own scanner, without json.loads' per-call checks; any line it does not
+        # take whole goes through json.loads, which gives the same value or the error
+        scan = json.decoder.JSONDecoder().scan_once
         parse = json.loads
         name, strict = self.name, self.strict
         for number, line in enumerate(f, 1):
             try:
-                record = parse(line)
+                try:
+                    record, end = scan(line, 0)
+                    if end != len(line) and line[end:].strip():
+                        raise ValueError
+                except (StopIteration, ValueError):
+                    record = parse(line)
                 if type(record) is dict and record.get("format") == FORMAT:
                     self.header = _header_of(record, f"{name}:{number}")
                     continue
-                record = _check_event(record, f"{name}:{number}")
+                if not _valid(record):
+                    record = _check_event(record, f"{name}:{number}")
             except (ValueError, RecursionError, TraceFormatError) as e:
                 if not line.strip():
                     continue
@@ -227,9 +264,16 @@ class TraceStream:
         return trace
 
 
-def _open(path: str) -> Any:
-    """The file opened for reading bytes, or InvalidArgument saying why it cannot be."""
+def _open(path: str, *, text: bool = False) -> Any:
+    """The file opened for reading bytes (or UTF-8 text), or InvalidArgument saying why it
+    cannot be.
+
+    DECISION: bytes that are not UTF-8 in a JSON Lines trace read as U+FFFD (the line is
+    read, or left out as any bad line), never refuse the whole file.
+    """
     try:
+        if text:
+            return open(path, encoding="utf-8", errors="replace", buffering=1 << 20)
         return open(path, "rb", buffering=1 << 20)
     except PermissionError as e:
         raise InvalidArgument(f"cannot read trace {path!r}: {e} (a torch_npu snapshot is "
@@ -272,7 +316,7 @@ def open_trace(path: str, *, strict: bool = False) -> TraceStream:
                                whole=from_snapshot(value, path, strict=strict))
     stream = TraceStream(path, "jsonl", {}, strict=strict)
     problems: list[str] = []
-    with _open(path) as f:
+    with _open(path, text=True) as f:
         for _ in stream._jsonl(f, problems):
             break
         else:

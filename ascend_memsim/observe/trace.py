@@ -234,6 +234,29 @@ def _int_field(record: dict, key: str, where: str, *, minimum: int = 0,
     return value
 
 
+def _valid(record: Any) -> bool:
+    """True when ``record`` is a malloc or free event that :func:`_check_event` would pass
+    unchanged: the fast test of the common lines (O(1)); False means "check it fully"."""
+    if type(record) is not dict:
+        return False
+    get = record.get
+    device, stream = get("device"), get("stream")
+    if type(device) is not int or device < 0 or not (
+            stream is None or type(stream) is int or type(stream) is str):
+        return False
+    kind, ptr = get("event"), get("ptr")
+    if type(ptr) is not int or ptr < 1:
+        return False
+    if kind == "free":
+        return True
+    if kind != "malloc":
+        return False
+    size, policy, module = get("size"), get("policy"), get("module", MODULE_ID_MAX + 1)
+    return (type(size) is int and size >= 1 and type(policy) is int
+            and 0 <= policy <= UINT32_MAX and "api" in record and type(module) is int
+            and (module > MODULE_ID_MAX or 0 <= module and module in MODULE_NAMES))
+
+
 def _check_event(record: Any, where: str) -> dict:
     """The event ``record`` with its fields checked, or TraceFormatError."""
     if not isinstance(record, dict):
@@ -296,7 +319,8 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
             if isinstance(record, dict) and record.get("format") == FORMAT:
                 trace.header = _header_of(record, where)
                 continue
-            record = _check_event(record, where)
+            if not _valid(record):
+                record = _check_event(record, where)
         except TraceFormatError as e:
             if strict:
                 raise
