@@ -254,7 +254,7 @@ def _valid(record: Any) -> bool:
     size, policy, module = get("size"), get("policy"), get("module", MODULE_ID_MAX + 1)
     return (type(size) is int and size >= 1 and type(policy) is int
             and 0 <= policy <= UINT32_MAX and "api" in record and type(module) is int
-            and (module > MODULE_ID_MAX or 0 <= module and module in MODULE_NAMES))
+            and (module > MODULE_ID_MAX or (0 <= module and module in MODULE_NAMES)))
 
 
 def _check_event(record: Any, where: str) -> dict:
