@@ -100,18 +100,25 @@ class Event:
     def __repr__(self) -> str:
         return f"Event(line={self.line}, {self.as_dict()!r})"
 
+    @classmethod
+    def of(cls, fields: dict, line: int = 0) -> Event:
+        """The record of an event dict (``{"event": "malloc", "size": 4096, ...}``), which is
+        left unchanged."""
+        return _Compactor(cls)(dict(fields), line)
+
 
 class _Compactor:
     """Turns checked event dicts into :class:`Event` records, sharing stacks and names."""
 
-    def __init__(self) -> None:
+    def __init__(self, record_type: type[Event] | None = None) -> None:
+        self.record_type = record_type or Event
         self.stacks: dict[tuple, tuple] = {}
         self.intern = sys.intern
 
     def __call__(self, record: dict, line: int) -> Event:
         """O(fields) per record; ``record`` is consumed (its fields are moved out)."""
         pop = record.pop
-        event = Event()
+        event = self.record_type()
         kind = pop("event", None)
         event.kind = self.intern(kind) if type(kind) is str else kind
         event.device = pop("device", 0)
@@ -178,7 +185,7 @@ class TraceStream:
                  whole: Trace | None = None) -> None:
         self.path = self.name = path
         self.kind = kind  # "jsonl", "rmm-csv" or "snapshot"
-        self.header = header
+        self.header = whole.header if whole is not None else header
         self.strict = strict
         self.problems: list[str] = list(whole.problems) if whole is not None else []
         self.events: int | None = len(whole.events) if whole is not None else None
@@ -339,10 +346,13 @@ def records(source: Trace | TraceStream, progress: Progress | None = None
             ) -> Iterator[Event]:
     """The events of a trace in memory or of a stream as :class:`Event` records, in order.
 
+    Any other object with a ``records(progress)`` method yielding Events (and ``name``,
+    ``header`` and ``problems`` attributes) is a stream too: replay takes it the same way.
+
     ``progress(done, total)`` is called about 100 times (in events for a trace in memory, in
     bytes for a file). O(events) time; memory O(1) beyond the source.
     """
-    if isinstance(source, TraceStream):
+    if not isinstance(source, Trace):
         yield from source.records(progress)
         return
     compact = _Compactor()
