@@ -17,7 +17,8 @@ from ascend_memsim.observe.trace import Recorder, dumps_rmm_csv, load
 
 def _recorded(stacks=True):
     # a block left live for the reset event: the sanitizer's leak report is not wanted
-    with Runtime("A2", hbm_bytes=16 * MiB, sanitizer="off") as rt, Recorder(rt, stacks=stacks) as rec:
+    with Runtime("A2", hbm_bytes=16 * MiB, sanitizer="off") as rt, \
+            Recorder(rt, stacks=stacks) as rec:
         rt.set_device(0)
         a = rt.malloc(100)
         b = rt.malloc(3 * MiB, 1)
