@@ -292,3 +292,26 @@ def test_map_and_stats_read_the_stream(tmp_path, capsys):
     assert "it has 2000 events" in capsys.readouterr().err
     assert main(["stats", str(path), "--quiet", "--capacity", "64MiB"]) == 0
     assert "replayed 2000 of 2000 events" in capsys.readouterr().out
+
+
+def test_a_terminal_gets_a_progress_bar_for_reading_and_replaying(tmp_path):
+    import io
+
+    from ascend_memsim.observe.replay import tty_progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    path = tmp_path / "churn.jsonl"
+    _churn(path, 40_000)
+    assert tty_progress(io.StringIO()) is None    # not a terminal: nothing drawn
+    screen = Tty()
+    replay(open_trace(str(path)), capacity=64 * MiB, progress=tty_progress(screen))
+    drawn = screen.getvalue()
+    assert "replay   0%" not in drawn.split("\r")[-1] and drawn.endswith("replay 100%\n")
+    assert drawn.count("\r") >= 3
+    screen = Tty()
+    smallest_capacity(open_trace(str(path)), "A2", progress=tty_progress(screen))
+    assert "bisection: replay 1, 100%" in screen.getvalue()
+    assert "bisection: replay 2, " in screen.getvalue()

@@ -26,6 +26,10 @@ CSV allocation log (``Thread,Time,Action,Pointer,Size,Stream``, from
 :func:`dumps_rmm_csv` writes a trace as RMM's log. A file in none of these formats is a
 :class:`TraceFormatError`, never an empty trace.
 
+:func:`load` holds the whole trace (O(events) memory); for traces of any length,
+:func:`ascend_memsim.observe.stream.open_trace` reads the same formats as a stream of compact
+records.
+
 Bad input never crashes a load: a line that cannot be read is left out and described, with
 its line number, in :attr:`Trace.problems` (``strict=True`` raises :class:`TraceFormatError`
 at the first one instead).
