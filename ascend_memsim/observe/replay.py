@@ -309,7 +309,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
                 result.failures += 1
                 failed.add(key)
                 if track is not None:
-                    track.track.failures.append(index)
+                    track.failure(index)
                 if result.first_failure is None:
                     alloc = device.allocators[main]
                     shown = dict(event.as_dict(), api=call_api.value, policy=call_policy)

@@ -20,8 +20,10 @@ class Timeline:
 
     #: (event index, {component: bytes}) — one point per change, first point at -1 (empty)
     points: list[tuple[int, dict[str, int]]] = field(default_factory=lambda: [(-1, {})])
-    #: event indices of failed mallocs
+    #: event indices of failed mallocs (the first :data:`POINTS` of them)
     failures: list[int] = field(default_factory=list)
+    #: how many mallocs failed in all
+    failed: int = 0
     capacity: int = 0
     events: int = 0
     #: events per bucket: 1 keeps every change; above 1 each point is the highest total
@@ -84,6 +86,12 @@ class _Timeline:
             kept_bucket, kept_high = bucket, total
         track.points = kept
         self.bucket, self.high = kept_bucket, kept_high
+
+    def failure(self, index: int) -> None:
+        """A malloc failed at event ``index`` (O(1); the first POINTS are kept)."""
+        self.track.failed += 1
+        if len(self.track.failures) < self.limit:
+            self.track.failures.append(index)
 
     def finish(self, last_index: int) -> None:
         if not self.current:

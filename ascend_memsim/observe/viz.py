@@ -383,7 +383,8 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
     lx = left
     items = [(colors[n], n) for n in names]
     if timeline.failures:
-        items.append(("#C00000", f"failed malloc ({len(timeline.failures)})"))
+        failed = max(getattr(timeline, "failed", 0), len(timeline.failures))
+        items.append(("#C00000", f"failed malloc ({failed})"))
     for fill, label in items:
         legend.append(f'<rect x="{lx}" y="34" width="14" height="12" fill="{fill}"/>'
                       f'<text x="{lx + 19}" y="44" class="legend">{html.escape(label)}</text>')
