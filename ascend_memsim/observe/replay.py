@@ -269,7 +269,8 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
         if now > peak_by_stream.get(stream, 0):
             peak_by_stream[stream] = now
 
-    for index, event in enumerate(records(trace, progress)):
+    events = records(trace, progress) if isinstance(trace, Trace) else trace.records(progress)
+    for index, event in enumerate(events):
         if stop_after is not None and index > stop_after:
             index -= 1
             break
@@ -351,7 +352,10 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
             requested += block.size
             if requested > result.requested_peak:
                 result.requested_peak = requested
-            stream_add(stream, block.footprint)
+            footprint = block.footprint
+            now = stream_bytes[stream] = stream_bytes.get(stream, 0) + footprint
+            if now > peak_by_stream.get(stream, 0):
+                peak_by_stream[stream] = now
             changed(index, block, site, +1)
             last_change = index
         elif kind == "free":
@@ -371,7 +375,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
             device.free(block.ptr)
             result.frees += 1
             requested -= block.size
-            stream_add(stream, -block.footprint)
+            stream_bytes[stream] -= block.footprint
             changed(index, block, site, -1)
             last_change = index
         elif kind == "reset":

@@ -59,6 +59,7 @@ Progress = Callable[[int, int], None]
 _SLOTTED = ("stream", "size", "ptr", "policy", "api", "module", "stack")
 _BIT = {name: 1 << i for i, name in enumerate(_SLOTTED)}
 _ALL_ABSENT = (1 << len(_SLOTTED)) - 1
+_MISSING = object()
 #: records between two progress calls when streaming a file
 _PROGRESS_EVERY = 1 << 14
 
@@ -124,48 +125,37 @@ class _Compactor:
         event.device = pop("device", 0)
         event.line = line
         absent = 0
-        if "stream" in record:
-            stream = event.stream = pop("stream")
-            if type(stream) is str:
-                event.stream = self.intern(stream)
-        else:
-            event.stream = None
-            absent = 1
-        if "size" in record:
-            event.size = pop("size")
-        else:
-            event.size = None
-            absent |= 2
-        if "ptr" in record:
-            event.ptr = pop("ptr")
-        else:
-            event.ptr = None
-            absent |= 4
-        if "policy" in record:
-            event.policy = pop("policy")
-        else:
-            event.policy = None
-            absent |= 8
-        if "api" in record:
-            api = event.api = pop("api")
-            if type(api) is str:
-                event.api = self.intern(api)
-        else:
-            event.api = None
-            absent |= 16
-        if "module" in record:
-            event.module = pop("module")
-        else:
-            event.module = None
-            absent |= 32
-        if "stack" in record:
-            stack = event.stack = pop("stack")
-            if type(stack) is list:
-                key = tuple(stack)
-                event.stack = self.stacks.setdefault(key, key)
-        else:
-            event.stack = None
-            absent |= 64
+        stream = pop("stream", _MISSING)
+        if stream is _MISSING:
+            stream, absent = None, 1
+        elif type(stream) is str:
+            stream = self.intern(stream)
+        event.stream = stream
+        value = event.size = pop("size", _MISSING)
+        if value is _MISSING:
+            event.size, absent = None, absent | 2
+        value = event.ptr = pop("ptr", _MISSING)
+        if value is _MISSING:
+            event.ptr, absent = None, absent | 4
+        value = event.policy = pop("policy", _MISSING)
+        if value is _MISSING:
+            event.policy, absent = None, absent | 8
+        api = pop("api", _MISSING)
+        if api is _MISSING:
+            api, absent = None, absent | 16
+        elif type(api) is str:
+            api = self.intern(api)
+        event.api = api
+        value = event.module = pop("module", _MISSING)
+        if value is _MISSING:
+            event.module, absent = None, absent | 32
+        stack = pop("stack", _MISSING)
+        if stack is _MISSING:
+            stack, absent = None, absent | 64
+        elif type(stack) is list:
+            key = tuple(stack)
+            stack = self.stacks.setdefault(key, key)
+        event.stack = stack
         event.absent = absent
         event.rest = record or None
         return event
