@@ -230,7 +230,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     result = ReplayResult(trace.name, rt.profile.name, rt.profile.total(
         rt.profile.main_memory), policy, total_events)
     name = trace.name
-    # (device, recorded ptr) -> (block, stream, allocation site)
+    # (device, recorded ptr) -> (block, stream, allocation site or None before any stack)
     live: dict[tuple[int, Any], tuple[Block, Any, str]] = {}
     failed: set[tuple[int, Any]] = set()
     stream_bytes: dict[Any, int] = {}
@@ -239,7 +239,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     track = _Timeline(Timeline(capacity=result.capacity)) \
         if timeline else None
     stacks = False
-    # footprint bytes and blocks per allocation site: with no stacks, one site
+    # footprint bytes and blocks per allocation site, from the first recorded stack on
     by_site: dict[str, list[int]] = {}
     at_peak: dict[str, list[int]] = {}
     main = rt.profile.main_memory
@@ -248,15 +248,16 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     index = -1
     last_change = -1
 
-    def changed(index: int, block: Block, site: str, sign: int) -> None:
+    def changed(index: int, block: Block, site: str | None, sign: int) -> None:
         nonlocal total, at_peak
         footprint = block.footprint
         total += sign * footprint
-        entry = by_site.get(site)
-        if entry is None:
-            entry = by_site[site] = [0, 0]
-        entry[0] += sign * footprint
-        entry[1] += sign
+        if site is not None:
+            entry = by_site.get(site)
+            if entry is None:
+                entry = by_site[site] = [0, 0]
+            entry[0] += sign * footprint
+            entry[1] += sign
         if total > result.peak_bytes:
             result.peak_bytes, result.peak_index = total, index
             if stacks:   # O(sites) per new peak
@@ -341,7 +342,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
                 site = stack[-1]
                 stacks = True
             else:
-                site = _NO_SITE
+                site = _NO_SITE if stacks else None
             if key in live:
                 result.problems.append(
                     f"{name}:{event.line}: pointer {key[1]:#x} allocated again while "
