@@ -71,20 +71,26 @@ def _moment(first_pass, args: argparse.Namespace) -> tuple[int, str]:
     events = first_pass.total
     if at == "end":
         return events - 1, "at the end"
-    try:
-        index = int(at)
-    except ValueError:
-        raise InvalidArgument(f"--at must be failure, peak, end or an event number, "
-                              f"got {at!r}") from None
+    index = _event_number(at)
     if not 0 <= index < events:
         raise InvalidArgument(f"--at {index} is not an event number of {first_pass.name}: it "
                               f"has {events} events (0 to {events - 1})")
     return index, f"after event {index}"
 
 
+def _event_number(at: str) -> int:
+    try:
+        return int(at)
+    except ValueError:
+        raise InvalidArgument(f"--at must be failure, peak, end or an event number, "
+                              f"got {at!r}") from None
+
+
 def _replay_for_picture(args: argparse.Namespace, out: TextIO):
     """Two passes over the trace: the whole replay (with its timeline), then a replay up to
     the moment drawn, kept for the map. Memory O(live blocks + timeline points)."""
+    if args.at not in ("failure", "peak", "end"):
+        _event_number(args.at)   # a bad --at is told before the trace is read
     trace = _open(args.trace)
     first = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
                    timeline=True, progress=_progress(args, "replay 1 of 2:"))
