@@ -33,7 +33,7 @@ def get_device_count() -> int:
     return current_runtime().device_count
 
 
-@_face(0)
+@_face(0, route="malloc")
 def malloc(size: int, policy: int) -> int:
     return current_runtime().malloc(size, policy)
 
@@ -58,7 +58,7 @@ def malloc_for_task_scheduler(size: int, policy: int, cfg: Any = None) -> int:
     return current_runtime().malloc_for_task_scheduler(size, policy, cfg)
 
 
-@_face()
+@_face(route="free")
 def free(dev_ptr: int) -> None:
     current_runtime().free(dev_ptr)
 

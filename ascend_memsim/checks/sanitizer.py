@@ -415,7 +415,8 @@ class Sanitizer:
             block = device.block(ptr)
         if block is not None and self.runtime.streams.pending:
             self._check_pending(call, block)
-        free_site = self.capture() if self.record_sites else None
+        # the walk starts at the caller: this frame is the simulator's
+        free_site = capture_site(self.site_depth, 1) if self.record_sites else None
         try:
             if not self.quarantine_bytes:
                 block = device.free(ptr)

@@ -162,7 +162,7 @@ class Device:
         self.interceptors: list[Callable[[Request], Iterable[Page] | None]] = []
         #: When true, each block keeps its allocation site in ``block.alloc_site``.
         self.record_sites = False
-        #: (policy, api, size band) -> what a malloc does (see _plan)
+        #: (policy, api name, size band) -> what a malloc does (see _plan)
         self._plans: dict[tuple, tuple] = {}
         #: Called as ``listener(device, blocks)`` when a malloc takes back the footprints of
         #: blocks :meth:`hold` kept (the sanitizer's quarantine forgets them).
@@ -237,10 +237,11 @@ class Device:
             # Anything unusual goes through the one planning function, which explain() uses
             # too, so both refuse the same requests (size 0, overflow, a bad policy word).
             size, policy, *_ = plan_request(self.profile, size, policy, api)
-        if module.__class__ is not int or module:  # APP (0) is the common case
+        if module.__class__ is not int or module != MODULE_APP:  # APP is the common case
             module = self._module(module)
         band = 0 if size <= HUGE_FIRST_THRESHOLD else 1 if size < OUT_OF_RANGE_HUGE_FROM else 2
-        plan = self._plans.get((policy, api, band))
+        # keyed by the API's name: hashing an Enum member runs Python code
+        plan = self._plans.get((policy, api._value_, band))
         if plan is None:
             plan = self._plan(policy, api, size, band)
         return self._place(size, policy, api, module, plan, mem_type)
@@ -272,7 +273,7 @@ class Device:
                       for page in pages)
         plan = (base, readonly, pages, steps, base in P2P_POLICIES)
         if len(self._plans) < 4096:  # policy words are 32-bit: bound what odd callers cost
-            self._plans[policy, api, band] = plan
+            self._plans[policy, api._value_, band] = plan
         return plan
 
     def _place(self, size: int, policy: int, api: Api, module: int, plan: tuple,
@@ -322,7 +323,7 @@ class Device:
             block = Block(ptr, size, rule, footprint, page, self._main_memory, api, policy,
                           module, self.device_id, self._serial, readonly, p2p,
                           page is not pages[0], mem_type,
-                          None, capture_site() if self.record_sites else None)
+                          None, capture_site(10, 2) if self.record_sites else None)  # past _place, allocate
             self._blocks[ptr] = block
             delta = self._ptrs_delta
             if delta is not None and delta.pop(ptr, None) is None:

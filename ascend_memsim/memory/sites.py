@@ -91,6 +91,9 @@ class Site:
         return f"Site({list(self.frames)!r})"
 
 
+_getframe = sys._getframe
+
+
 def _line(code: CodeType, lasti: int) -> int:
     """The source line of the instruction at byte offset ``lasti`` (what ``f_lineno`` says
     while the frame runs it). O(instructions of the code object)."""
@@ -103,17 +106,21 @@ def _line(code: CodeType, lasti: int) -> int:
     return line
 
 
-def capture_site(limit: int = 10) -> Site:
+def capture_site(limit: int = 10, skip: int = 0) -> Site:
     """The calling stack, innermost ``limit`` user frames: the simulator's frames left out,
     and nothing from the first tool frame (pytest, Hypothesis, runpy) outwards.
 
+    ``skip``: how many frames from the caller outwards are known to be the simulator's (the
+    caller itself, its caller, ...); the walk starts above them without looking at them.
     O(stack depth); each file name is classified once. Reads no line numbers (their lookup
     costs more than the walk): :class:`Site` works them out when its frames are first read.
     """
     codes: list[CodeType] = []
     key: list[int] = []
     kinds = _KIND
-    frame = sys._getframe(1)
+    # Python makes a frame object for each frame the walk reads: jumping over the known
+    # ones is the cheapest way to leave them out.
+    frame = _getframe(1 + skip)
     left = limit
     while frame is not None:
         code = frame.f_code

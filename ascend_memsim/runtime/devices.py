@@ -158,7 +158,10 @@ class DeviceTable:
         Raises:
             DeviceNotSet: no set_device on this thread (and no default device).
         """
-        number = self.threads.device_id()
+        threads = self.threads
+        number = getattr(threads.local, "device", None)  # as threads.device_id(), inlined
+        if number is None:
+            number = threads.default_device
         if number is None or number not in self._refs:
             raise DeviceNotSet("no current device on this thread: call set_device(device_id) "
                                "first")

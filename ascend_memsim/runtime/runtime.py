@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from ..data.contents import DataPlane
 from ..data.host import HostMemory
 from ..memory.args import (
+    SIZE_MAX,
     as_ptr,
     as_size,
     parse_malloc_config,
@@ -307,7 +308,8 @@ class Runtime:
 
     def malloc(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
         """aclrtMalloc on the current device: the block's address. See :meth:`Device.malloc`."""
-        return self.current_device().malloc(size, policy, api=Api.MALLOC)
+        # Device.allocate, not Device.malloc: one frame less for each allocation-site capture
+        return self._table.current().allocate(size, policy, api=Api.MALLOC).ptr
 
     def malloc_align32(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
         """aclrtMallocAlign32: size rounded to 32 bytes only, on every product."""
@@ -354,8 +356,19 @@ class Runtime:
             before the current device's). InvalidPointer: not a live block's start, or a DVPP
             block (DECISION, see :meth:`Device.releasable`).
         """
-        ptr = as_ptr(ptr)
-        self._release(self._owner(ptr), ptr, "aclrtFree")
+        if ptr.__class__ is not int or not 0 < ptr <= SIZE_MAX:
+            ptr = as_ptr(ptr)
+        # _owner and _release inlined: the free site's capture walks one frame per call level
+        table = self._table
+        current = table.current()
+        device = table.made(ptr // DEVICE_SPAN - 1)  # device_of(ptr)
+        if device is None:
+            device = current
+        block = device.releasable(ptr, "aclrtFree")
+        if self.sanitizer.on:
+            self.sanitizer.free(device, ptr, "aclrtFree", block)
+        else:
+            device.free(ptr)
 
     def free_with_dev_sync(self, ptr: object) -> None:
         """aclrtFreeWithDevSync: synchronise the device, then free.
