@@ -320,10 +320,11 @@ class Device:
                 for listener in list(self.reclaim_listeners):
                     listener(self, taken)
             self._serial += 1
+            # capture_site(10, 2): the walk starts above this frame and allocate's
             block = Block(ptr, size, rule, footprint, page, self._main_memory, api, policy,
                           module, self.device_id, self._serial, readonly, p2p,
                           page is not pages[0], mem_type,
-                          None, capture_site(10, 2) if self.record_sites else None)  # past _place, allocate
+                          None, capture_site(10, 2) if self.record_sites else None)
             self._blocks[ptr] = block
             delta = self._ptrs_delta
             if delta is not None and delta.pop(ptr, None) is None:
