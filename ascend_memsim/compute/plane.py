@@ -35,9 +35,10 @@ from .tensors import (
 __all__ = ["ComputePlane", "compute_plane"]
 
 
-def compute_plane(runtime) -> ComputePlane:
-    """The runtime's compute plane, made on first use."""
-    return runtime.extension("compute", ComputePlane)
+def compute_plane(runtime, make: bool = True) -> ComputePlane | None:
+    """The runtime's compute plane, made on first use (``make=False``: None if the runtime
+    has none yet; nothing is made)."""
+    return runtime.extension("compute", ComputePlane if make else None)
 
 
 class ComputePlane:

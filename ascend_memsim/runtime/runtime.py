@@ -154,15 +154,16 @@ class Runtime:
         self.sanitizer.leaks("aclFinalize", [*leaked, *host_leaked, *handles])
         return leaked
 
-    def extension(self, name: str, factory: Callable[[Runtime], Any]) -> Any:
-        """The plane ``name``, made by ``factory(self)`` on first use.
+    def extension(self, name: str, factory: Callable[[Runtime], Any] | None = None) -> Any:
+        """The plane ``name``, made by ``factory(self)`` on first use (without a factory:
+        the plane if it was made, else None; nothing is made).
 
         Higher layers attach here without the runtime knowing them (the compute plane of
         tensor descriptors, operators and models). At :meth:`close` each plane's ``close()``
         returns the handles still live, which the checker reports as leaks.
         """
         plane = self._extensions.get(name)
-        if plane is None:
+        if plane is None and factory is not None:
             with Runtime.active_lock:
                 plane = self._extensions.get(name)
                 if plane is None:

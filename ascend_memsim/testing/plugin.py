@@ -39,6 +39,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,7 +152,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     state = item.stash.get(_state_key, None)
     if state is not None:
         state.before_call = {id(b) for b in state.runtime.blocks()}
-        state.before_call.update(id(h) for h in compute_plane(state.runtime).handles.live())
+        state.before_call.update(id(h) for h in _live_handles(state.runtime))
         state.reset_mark = len(state.at_reset)
     try:
         result = yield
@@ -265,8 +266,7 @@ class _State:
         if self.leak_check:
             leaked = [b for b in self.runtime.blocks() if id(b) not in self.before_call]
             discarded = self.at_reset[self.reset_mark:]
-            handles = [h for h in compute_plane(self.runtime).handles.live()
-                       if id(h) not in self.before_call]
+            handles = [h for h in _live_handles(self.runtime) if id(h) not in self.before_call]
             self.reported.update(id(b) for b in leaked + discarded + handles)
             if leaked or discarded or handles:
                 problems.append(_leak_report(nodeid, leaked, discarded, handles))
@@ -360,6 +360,13 @@ def _test_frames(site: Site | None) -> Site | None:
     return site[runner[-1] + 1:] if runner else site
 
 
+def _live_handles(runtime: Runtime) -> list:
+    """The compute handles (descriptors, buffers, ...) live in ``runtime``; a test that
+    never made any has no compute plane, and none is made to say so."""
+    plane = compute_plane(runtime, make=False)
+    return [] if plane is None else plane.handles.live()
+
+
 def _sanitizer(spec: object) -> object:
     """The sanitizer setting with leak reports off (the fixture lists leaks itself), unless a
     dict turns them on."""
@@ -430,13 +437,12 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         runtime.add_observer(on_reset, events=("reset",))
     runtime.add_observer(state.peak, events=("malloc", "free", "reset"))
     request.node.stash[_state_key] = state
-    with runtime, registered_ops(ops):
+    with runtime, (registered_ops(ops) if ops else nullcontext()):
         yield runtime
         # what the call did not report: blocks a fixture allocated before the test body
         leaked = [b for b in runtime.blocks() if id(b) not in state.reported]
         discarded = [b for b in at_reset if id(b) not in state.reported]
-        handles = [h for h in compute_plane(runtime).handles.live()
-                   if id(h) not in state.reported]
+        handles = [h for h in _live_handles(runtime) if id(h) not in state.reported]
     if (leak_check and (leaked or discarded or handles)
             and not request.node.stash.get(_call_failed, False)):
         pytest.fail(_leak_report(request.node.nodeid, leaked, discarded, handles),
