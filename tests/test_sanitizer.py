@@ -11,6 +11,7 @@ from ascend_memsim import FailNth, InvalidPointer, MiB, Runtime, acl
 from ascend_memsim.checks.reports import KINDS
 from ascend_memsim.checks.sanitizer import Sanitizer, SanitizerError
 from ascend_memsim.memory.constants import ErrorCode, MallocFlag, MallocPolicy
+from ascend_memsim.memory.sites import _PACKAGE_DIR as _PACKAGE
 
 H2D, D2H = 1, 2
 
@@ -609,3 +610,33 @@ def test_a_failed_malloc_leaves_the_quarantine_as_it_was(failure):
         fresh = rt.malloc(100)
         assert fresh != stale
         rt.free(fresh)
+
+
+def _acl_alloc_here(size):
+    return acl.rt.malloc(size, MallocPolicy.NORMAL_ONLY)[0]
+
+
+def _acl_free_here(ptr):
+    assert acl.rt.free(ptr) == 0
+
+
+@pytest.mark.parametrize("via", ["acl", "runtime"])
+def test_sites_start_at_the_callers_frame_on_every_path(rt, via):
+    # The captures jump over the simulator's frames they know of: what is left must be the
+    # user's frames, innermost the function that called malloc / free, on either face.
+    if via == "acl":
+        ptr = _acl_alloc_here(100)
+        _acl_free_here(ptr)
+    else:
+        ptr = allocate_here(rt)
+        free_here(rt, ptr)
+    assert acl.rt.free(ptr) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    alloc, free = ("_acl_alloc_here", "_acl_free_here") if via == "acl" else (
+        "allocate_here", "free_here")
+    assert site_names(report.alloc_site)[-2:] == [
+        "test_sites_start_at_the_callers_frame_on_every_path", alloc]
+    assert site_names(report.free_site)[-2:] == [
+        "test_sites_start_at_the_callers_frame_on_every_path", free]
+    assert not any(f.filename.startswith(_PACKAGE) for site in (report.alloc_site,
+                   report.free_site) for f in site)
