@@ -620,20 +620,28 @@ def _acl_free_here(ptr):
     assert acl.rt.free(ptr) == 0
 
 
-@pytest.mark.parametrize("via", ["acl", "runtime"])
+def _free_synced_here(rt, ptr):
+    rt.free_with_dev_sync(ptr)
+
+
+@pytest.mark.parametrize("via", ["acl", "runtime", "free_with_dev_sync"])
 def test_sites_start_at_the_callers_frame_on_every_path(rt, via):
     # The captures jump over the simulator's frames they know of: what is left must be the
-    # user's frames, innermost the function that called malloc / free, on either face.
+    # user's frames, innermost the function that called malloc / free, on every path.
     if via == "acl":
         ptr = _acl_alloc_here(100)
         _acl_free_here(ptr)
+        alloc, free = "_acl_alloc_here", "_acl_free_here"
     else:
         ptr = allocate_here(rt)
-        free_here(rt, ptr)
+        if via == "runtime":
+            free_here(rt, ptr)
+            alloc, free = "allocate_here", "free_here"
+        else:
+            _free_synced_here(rt, ptr)
+            alloc, free = "allocate_here", "_free_synced_here"
     assert acl.rt.free(ptr) == ErrorCode.RT_PARAM_INVALID
     report, = rt.sanitizer.reports
-    alloc, free = ("_acl_alloc_here", "_acl_free_here") if via == "acl" else (
-        "allocate_here", "free_here")
     assert site_names(report.alloc_site)[-2:] == [
         "test_sites_start_at_the_callers_frame_on_every_path", alloc]
     assert site_names(report.free_site)[-2:] == [

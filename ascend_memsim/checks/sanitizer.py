@@ -399,10 +399,13 @@ class Sanitizer:
 
     # -- frees ---------------------------------------------------------------------------------
 
-    def free(self, device: Any, ptr: Any, call: str = "aclrtFree", block: Any = False) -> Any:
+    def free(self, device: Any, ptr: Any, call: str = "aclrtFree", block: Any = False,
+             skip: int = 0) -> Any:
         """Free ``ptr`` on ``device`` with the checks; the released block (or None if held).
 
         ``block``: the live block at ``ptr`` (or None) when the caller has looked it up.
+        ``skip``: how many frames above the caller are the simulator's (the free site's walk
+        jumps over them, see :func:`capture_site`).
         O(log n) as Device.free, plus a stack capture (the free site).
 
         Raises:
@@ -415,8 +418,8 @@ class Sanitizer:
             block = device.block(ptr)
         if block is not None and self.runtime.streams.pending:
             self._check_pending(call, block)
-        # the walk starts at the caller: this frame is the simulator's
-        free_site = capture_site(self.site_depth, 1) if self.record_sites else None
+        # the walk starts above this frame and the ones the caller named
+        free_site = capture_site(self.site_depth, 1 + skip) if self.record_sites else None
         try:
             if not self.quarantine_bytes:
                 block = device.free(ptr)

@@ -225,12 +225,14 @@ class Device:
 
     def allocate(self, size: object, policy: object = MallocPolicy.HUGE_FIRST, *,
                  api: Api = Api.MALLOC, module: object = MODULE_APP,
-                 mem_type: MemType = MemType.DEV) -> Block:
+                 mem_type: MemType = MemType.DEV, site_skip: int = 0) -> Block:
         """As :meth:`malloc`, but returns the whole :class:`Block` record.
 
         ``mem_type`` is what aclrtCheckMemType sees (DVPP memory says so). The arguments are
         checked once; what a (policy, API, size band) means on this product (page kinds,
         the rounding rule) is worked out once per device and remembered (:meth:`_plan`).
+        ``site_skip``: how many frames above the caller are the simulator's (the allocation
+        site's walk jumps over them, see :func:`capture_site`).
         """
         if (size.__class__ is not int or not 0 < size < _SAFE_SIZE
                 or policy.__class__ is not int or not POLICY_MIN <= policy <= UINT32_MAX):
@@ -244,7 +246,7 @@ class Device:
         plan = self._plans.get((policy, api._value_, band))
         if plan is None:
             plan = self._plan(policy, api, size, band)
-        return self._place(size, policy, api, module, plan, mem_type)
+        return self._place(size, policy, api, module, plan, mem_type, site_skip)
 
     def _module(self, module: object) -> int:
         module = as_int(module, "module id", 0, SIZE_MAX)
@@ -277,7 +279,7 @@ class Device:
         return plan
 
     def _place(self, size: int, policy: int, api: Api, module: int, plan: tuple,
-               mem_type: MemType) -> Block:
+               mem_type: MemType, site_skip: int = 0) -> Block:
         _, readonly, pages, steps, p2p = plan
         with self.lock:
             refused: frozenset[Page] = frozenset()
@@ -320,11 +322,11 @@ class Device:
                 for listener in list(self.reclaim_listeners):
                     listener(self, taken)
             self._serial += 1
-            # capture_site(10, 2): the walk starts above this frame and allocate's
+            # the site's walk starts above this frame, allocate's and the caller's own
             block = Block(ptr, size, rule, footprint, page, self._main_memory, api, policy,
                           module, self.device_id, self._serial, readonly, p2p,
                           page is not pages[0], mem_type,
-                          None, capture_site(10, 2) if self.record_sites else None)
+                          None, capture_site(10, 2 + site_skip) if self.record_sites else None)
             self._blocks[ptr] = block
             delta = self._ptrs_delta
             if delta is not None and delta.pop(ptr, None) is None:

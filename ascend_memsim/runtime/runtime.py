@@ -310,7 +310,7 @@ class Runtime:
     def malloc(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
         """aclrtMalloc on the current device: the block's address. See :meth:`Device.malloc`."""
         # Device.allocate, not Device.malloc: one frame less for each allocation-site capture
-        return self._table.current().allocate(size, policy, api=Api.MALLOC).ptr
+        return self._table.current().allocate(size, policy, api=Api.MALLOC, site_skip=1).ptr
 
     def malloc_align32(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
         """aclrtMallocAlign32: size rounded to 32 bytes only, on every product."""
@@ -367,7 +367,7 @@ class Runtime:
             device = current
         block = device.releasable(ptr, "aclrtFree")
         if self.sanitizer.on:
-            self.sanitizer.free(device, ptr, "aclrtFree", block)
+            self.sanitizer.free(device, ptr, "aclrtFree", block, skip=1)
         else:
             device.free(ptr)
 
@@ -389,7 +389,7 @@ class Runtime:
         then the sanitizer's checks."""
         block = device.releasable(ptr, call)
         if self.sanitizer.on:
-            self.sanitizer.free(device, ptr, call, block)
+            self.sanitizer.free(device, ptr, call, block, skip=2)  # _release and its caller
         else:
             device.free(ptr)
 
