@@ -90,8 +90,9 @@ class _Freed:
 #: How far a block may be from a bad address and still be named as the nearest one.
 _NEAR = 1 << 30
 
-# Size: every check reads the same freed-block history and quarantine under one lock; the
-# report text lives in reports.py.
+# Size (of the class, and of this module, a little over 600 lines): every check reads the same
+# freed-block history and quarantine under one lock; the report text lives in reports.py and
+# the option checks in options.py.
 class Sanitizer:
     """Checks and reports for one runtime. See the module docstring for the findings."""
 
