@@ -585,3 +585,22 @@ def test_mem_flush_and_invalidate_check_their_arguments_and_do_nothing(name):
             assert call(*bad) == E.INVALID_PARAM, bad
         assert (rt.get_mem_info(acl.ACL_HBM_MEM), rt.block(ptr)) == before
         rt.free(ptr)
+
+
+def test_finalize_of_an_adopted_runtime_takes_back_what_init_added(tmp_path):
+    """acl.init inside `with Runtime()` adds the config's faults and holds the default
+    device; acl.finalize takes both back, so repeated init/finalize pairs do not pile up."""
+    config = tmp_path / "acl.json"
+    config.write_text('{"memsim": {"faults": [{"nth": 1000, "api": "malloc"}]},'
+                      ' "defaultDevice": {"default_device": "0"}}')
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        for _ in range(3):
+            assert acl.init(str(config)) == 0
+            assert len(rt.interceptors) == 1 and rt.default_device == 0
+            assert acl.finalize() == 0
+            assert rt.interceptors == [] and rt.default_device is None
+        assert acl.rt.set_device(0) == 0
+        ptr, _ = acl.rt.malloc(100, 0)
+        # the program's own reset is the last reference: the block is discarded (a leak)
+        acl.rt.reset_device(0)
+        assert rt.device(0).block(ptr) is None

@@ -382,3 +382,32 @@ def test_threads_submitting_while_streams_are_destroyed_lose_no_accepted_work(rt
     assert acl.rt.synchronize_device() == 0
     assert rt.streams.pending == 0
     assert len(ran) == sum(accepted)
+
+
+def test_reset_device_runs_the_queued_work_before_it_releases():
+    """aclrtResetDevice waits for unfinished tasks (vendor api_ref): a device-to-host copy
+    queued before the last reset still lands in the host buffer."""
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"mode": "report", "output": None,
+                                                      "leaks": False}) as rt:
+        rt.set_device(0)
+        stream = rt.streams.create_stream()
+        dev = rt.malloc(64)
+        out = bytearray(64)
+        host = rt.host.register(out).ptr
+        rt.memset_async(dev, 64, 9, 64, stream)
+        rt.memcpy_async(host, 64, dev, 64, D2H, stream)
+        rt.reset_device(0)
+        assert bytes(out) == b"\x09" * 64
+        assert rt.streams.pending == 0
+
+
+def test_finalize_runs_the_queued_work_of_every_device():
+    out = bytearray(8)
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"mode": "report", "output": None,
+                                                      "leaks": False}) as rt:
+        rt.set_device(0)
+        dev = rt.malloc(64)
+        host = rt.host.register(out).ptr
+        rt.memset_async(dev, 64, 3, 8)
+        rt.memcpy_async(host, 8, dev, 8, D2H)
+    assert bytes(out) == b"\x03" * 8

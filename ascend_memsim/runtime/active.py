@@ -89,5 +89,7 @@ def acl_finalize() -> None:
         if runtime.owned_by_acl:
             Runtime.active.remove(runtime)
             runtime.close()
+        else:
+            runtime.release_adoption()
 
 

@@ -152,6 +152,10 @@ class DeviceTable:
             self.threads.set_device_id(None)
         return self._devices[number]
 
+    def refs(self, number: int) -> int:
+        """How many references device ``number`` holds (set_device calls not yet reset)."""
+        return self._refs.get(number, 0)
+
     def current(self) -> Device:
         """The calling thread's current device.
 

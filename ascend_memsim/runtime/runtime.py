@@ -33,7 +33,7 @@ from ..memory.args import (
 )
 from ..memory.constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
 from ..memory.device import Block, Device
-from ..memory.errors import InvalidRuntimeParam
+from ..memory.errors import AclError, InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
 from ..memory.rules import DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
@@ -87,6 +87,9 @@ class Runtime:
         #: set by acl.init / cleared by acl.finalize; owned: acl.init made this runtime
         self.acl_initialized = False
         self.owned_by_acl = False
+        #: what the last aclInit on this (adopted) runtime added: (interceptors, default
+        #: device it holds, the default device before), taken back by release_adoption
+        self._adopted: tuple = ((), None, None)
         for interceptor in interceptors:
             self.add_interceptor(interceptor)
         #: host memory, byte moves, streams and contexts (data.host, data.contents, streams)
@@ -141,8 +144,11 @@ class Runtime:
     def close(self) -> list[Block]:
         """Reset every device (as aclFinalize does); the blocks that were still live."""
         leaked: list[Block] = []
+        for device in self.devices():
+            self._finish_work(device.device_id)
         with self._table.lock:
             for device in self._table.clear():
+                self._finish_work(device.device_id)  # what was queued meanwhile
                 self.streams.drop_device(device.device_id)
                 self.events.drop_device(device.device_id)
                 self.sanitizer.forget_device(device)
@@ -266,9 +272,13 @@ class Runtime:
         Resetting a device that holds no reference does nothing (DECISION).
         """
         number = self._table.check_id(device_id)
+        if self._table.refs(number) == 1:
+            # The last reference: its queued work runs first, outside the table's lock.
+            self._finish_work(number)
         with self._table.lock:
             device = self._table.release(number)
             if device is not None:
+                self._finish_work(number)  # what another thread queued meanwhile
                 self.streams.drop_device(number)
                 self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
@@ -276,6 +286,18 @@ class Runtime:
         made = self._table.made(number)
         if made is not None and self._table.wants("reset_device"):
             self._emit("reset_device", made)
+
+    def _finish_work(self, device_id: int) -> None:
+        """Run the device's queued work before its streams go: aclrtResetDevice (and so
+        aclFinalize) waits for unfinished tasks before releasing (vendor api_ref,
+        aclrtResetDevice: "若默认Context或默认Stream下的任务还未完成, 系统会等待任务完成后再释放").
+        DECISION: work that fails is reported as whenever queued work fails (the sanitizer
+        names it) and does not fail the reset."""
+        if self.streams.pending:
+            try:
+                self.streams.synchronize_device(device_id)
+            except AclError:
+                pass
 
     def get_device(self) -> int:
         """The calling thread's current device id (aclrtGetDevice). Raises DeviceNotSet."""
@@ -580,8 +602,22 @@ class Runtime:
                 checker.attach(self)
             for interceptor in plan.interceptors:
                 self.add_interceptor(interceptor)
+            self._adopted = (plan.interceptors, plan.default_device, self.threads.default_device)
             if plan.default_device is not None:
                 self.threads.default_device = plan.default_device
                 device = self._table.acquire(plan.default_device, thread=False)
                 if self._table.wants("set_device"):
                     self._emit("set_device", device)
+
+    def release_adoption(self) -> None:
+        """aclFinalize of an adopted runtime: take back what :meth:`adopt_config` added (the
+        config's faults, the default device's reference, the default device itself); the
+        product, capacities and sanitizer it set before any device existed stay."""
+        interceptors, default, previous = self._adopted
+        self._adopted = ((), None, None)
+        for interceptor in interceptors:
+            if interceptor in self._table.interceptors:
+                self.remove_interceptor(interceptor)
+        if default is not None:
+            self.threads.default_device = previous
+            self.reset_device(default)

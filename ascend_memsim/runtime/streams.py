@@ -18,7 +18,9 @@ DECISIONs (the vendor documents no code for these in the sources read):
   starts, the stream (or the context's streams, and new streams in that context) refuses new
   work with ACL_ERROR_RT_INVALID_HANDLE (107017), as a destroyed one does: work is either
   accepted and run by the destroy, or refused; none is accepted and dropped.
-  ``reset_device`` (last reference) discards the device's streams and their queued work;
+  ``reset_device`` (last reference) and ``finalize`` run the device's queued work, then
+  discard its streams (aclrtResetDevice waits for unfinished tasks, vendor api_ref; work
+  that fails then is reported and does not fail the reset);
 * stream 0 (or None) is the default stream of the current device; a handle is checked as an
   int first (bool, float: ACL_ERROR_INVALID_PARAM 100000);
 * queuing work on a stream of another device than the current one is
@@ -359,7 +361,8 @@ class Streams:
                     if any(a < end and start < b for a, b in op.ranges)]
 
     def drop_device(self, device_id: int) -> None:
-        """Discard the device's streams and queued work, and its contexts (aclrtResetDevice)."""
+        """Discard the device's streams and contexts (aclrtResetDevice; the runtime has run their
+        queued work first: what is still queued is dropped)."""
         with self.lock:
             for table in (self._streams, self._defaults):
                 for key, stream in list(table.items()):
