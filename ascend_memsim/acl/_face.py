@@ -94,16 +94,14 @@ def _routed(name: str, defaults: tuple) -> Callable[..., Any]:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
-                # active[-1] is current_runtime() without its frame; it raises when empty
-                return getattr(active[-1] if active else current_runtime(),
-                               name)(*args, **kwargs), 0
+                return getattr(_active_runtime(active), name)(*args, **kwargs), 0
             except AclError as error:
                 remember_error(error)
                 return default, int(error.code)
     else:
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
-                getattr(active[-1] if active else current_runtime(), name)(*args, **kwargs)
+                getattr(_active_runtime(active), name)(*args, **kwargs)
             except AclError as error:
                 remember_error(error)
                 return int(error.code)
@@ -119,6 +117,15 @@ def remember_error(error: AclError) -> None:
 def get_recent_err_msg() -> str:
     """The message of the last error a face call on this thread returned ('' if none)."""
     return getattr(_last, "message", "")
+
+
+def _active_runtime(active: list) -> Runtime:
+    """The innermost active runtime: ``active[-1]``, read in one step (another thread may
+    finalize the last one at any moment), else :func:`current_runtime`'s NotInitialized."""
+    try:
+        return active[-1]
+    except IndexError:
+        return current_runtime()
 
 
 def compute() -> ComputePlane:

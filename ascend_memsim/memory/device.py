@@ -17,7 +17,7 @@ from sortedcontainers import SortedList
 
 from .allocator import Allocator
 from .args import SIZE_MAX, UINT32_MAX, as_int, as_ptr
-from .constants import MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MallocPolicy, MemAttr, MemType
+from .constants import MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MemAttr, MemType
 from .errors import (
     AclError,
     InvalidArgument,
@@ -27,6 +27,7 @@ from .errors import (
 )
 from .profiles import Memory, Profile
 from .rules import (
+    DEFAULT_POLICY,
     HUGE_FIRST_THRESHOLD,
     MEMORY_OFFSET,
     OUT_OF_RANGE_HUGE_FROM,
@@ -209,7 +210,7 @@ class Device:
 
     # -- allocation ---------------------------------------------------------------------------
 
-    def malloc(self, size: object, policy: object = MallocPolicy.HUGE_FIRST, *,
+    def malloc(self, size: object, policy: object = DEFAULT_POLICY, *,
                api: Api = Api.MALLOC, module: object = MODULE_APP,
                mem_type: MemType = MemType.DEV) -> int:
         """Allocate ``size`` bytes as ``api`` would; the block's device address.
@@ -223,7 +224,7 @@ class Device:
         """
         return self.allocate(size, policy, api=api, module=module, mem_type=mem_type).ptr
 
-    def allocate(self, size: object, policy: object = MallocPolicy.HUGE_FIRST, *,
+    def allocate(self, size: object, policy: object = DEFAULT_POLICY, *,
                  api: Api = Api.MALLOC, module: object = MODULE_APP,
                  mem_type: MemType = MemType.DEV, site_skip: int = 0) -> Block:
         """As :meth:`malloc`, but returns the whole :class:`Block` record.
@@ -553,14 +554,6 @@ class Device:
         """The blocks :meth:`hold` keeps (freed for the program, addresses not yet reusable)."""
         with self.lock:
             return list(self._held.values())
-
-    def first_choice_fits(self, request: Request) -> bool:
-        """True when a free run holds the request on its first page kind right now."""
-        page = request.pages[0]
-        granule = PAGE_BYTES[page]
-        footprint = align_up(rule_size(self.profile, request.size, page, request.api), granule)
-        with self.lock:
-            return self._main.find(footprint, granule) is not None
 
     def largest_free_run(self) -> int:
         """Bytes in the longest free run of the memory malloc draws from."""

@@ -27,8 +27,13 @@ __all__ = [
     "Page", "Api", "Request", "align_up", "rule_size", "page_order", "parse_policy",
     "policy_name", "device_base", "device_of", "DEVICE_SPAN", "MEMORY_OFFSET",
     "HUGE_FIRST_THRESHOLD", "OUT_OF_RANGE_HUGE_FROM", "PAGE_BYTES", "POLICY_MIN",
-    "CACHED_POLICIES", "P2P_POLICIES", "fallback_note", "plan",
+    "CACHED_POLICIES", "DEFAULT_POLICY", "P2P_POLICIES", "fallback_note", "plan",
 ]
+
+#: The default policy, HUGE_FIRST, as a plain int: a default of this kind takes the device's
+#: fast argument path (an IntEnum member would be checked again on every call).
+DEFAULT_POLICY = int(MallocPolicy.HUGE_FIRST)
+
 
 class Page(str, Enum):
     """The page kind backing a block."""

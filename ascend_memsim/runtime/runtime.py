@@ -31,11 +31,11 @@ from ..memory.args import (
     parse_malloc_config,
     parse_mem_type_query,
 )
-from ..memory.constants import MODULE_APP, MallocAttrType, MallocPolicy, MemType, RunMode
+from ..memory.constants import MODULE_APP, MallocAttrType, MemType, RunMode
 from ..memory.device import Block, Device
 from ..memory.errors import AclError, InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
-from ..memory.rules import DEVICE_SPAN, Api, device_of
+from ..memory.rules import DEFAULT_POLICY, DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
 from .config import parse_config, parse_run_mode, plan_adoption
 from .devices import DeviceTable
@@ -329,21 +329,21 @@ class Runtime:
 
     # -- allocation ----------------------------------------------------------------------------
 
-    def malloc(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
+    def malloc(self, size: object, policy: object = DEFAULT_POLICY) -> int:
         """aclrtMalloc on the current device: the block's address. See :meth:`Device.malloc`."""
         # Device.allocate, not Device.malloc: one frame less for each allocation-site capture
         return self._table.current().allocate(size, policy, api=Api.MALLOC, site_skip=1).ptr
 
-    def malloc_align32(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
+    def malloc_align32(self, size: object, policy: object = DEFAULT_POLICY) -> int:
         """aclrtMallocAlign32: size rounded to 32 bytes only, on every product."""
         return self.current_device().malloc(size, policy, api=Api.MALLOC_ALIGN32)
 
-    def malloc_cached(self, size: object, policy: object = MallocPolicy.HUGE_FIRST) -> int:
+    def malloc_cached(self, size: object, policy: object = DEFAULT_POLICY) -> int:
         """aclrtMallocCached: as aclrtMalloc; a policy other than HUGE_FIRST, HUGE_ONLY,
         NORMAL_ONLY and HUGE1G_ONLY is the default hint (memory.cpp, see rules.parse_policy)."""
         return self.current_device().malloc(size, policy, api=Api.MALLOC_CACHED)
 
-    def malloc_with_cfg(self, size: object, policy: object = MallocPolicy.HUGE_FIRST,
+    def malloc_with_cfg(self, size: object, policy: object = DEFAULT_POLICY,
                         cfg: object = None) -> int:
         """aclrtMallocWithCfg: ``cfg`` may name the module id and the device id.
 
@@ -352,7 +352,7 @@ class Runtime:
         return self._malloc_cfg(size, policy, cfg, Api.MALLOC_WITH_CFG)
 
     def malloc_for_task_scheduler(self, size: object,
-                                  policy: object = MallocPolicy.HUGE_FIRST,
+                                  policy: object = DEFAULT_POLICY,
                                   cfg: object = None) -> int:
         """aclrtMallocForTaskScheduler: as aclrtMallocWithCfg, rounding included (memory.cpp:
         both call aclrtMallocInnerWithCfg; the runtime adds only RT_MEMORY_TS, memory within
@@ -473,7 +473,7 @@ class Runtime:
         device memory there (``profile.dvpp_type``).
         """
         kind = MemType.DVPP if self.profile.dvpp_type else MemType.DEV
-        return self.current_device().malloc(size, MallocPolicy.HUGE_FIRST, api=Api.MALLOC,
+        return self.current_device().malloc(size, DEFAULT_POLICY, api=Api.MALLOC,
                                             mem_type=kind)
 
     def dvpp_free(self, ptr: object) -> None:
