@@ -199,6 +199,14 @@ def test_count_zero_succeeds_and_does_nothing(rt):
     # memory.cpp (newer): count 0 returns ACL_SUCCESS before any other check (even NULL).
     rt.memcpy(0, 0, 0, 0, 99)
     rt.memset(0, 0, 7, 0)
+    ptr = put(rt, b"k" * 64)
+    events = []
+    rt.add_observer(lambda event, device, info: events.append(event))
+    rt.memset(ptr, 64, 7, 0)
+    rt.memcpy(ptr, 64, ptr + 1024, 0, 3)
+    assert events == []
+    assert get(rt, ptr, 64) == b"k" * 64
+    assert rt.sanitizer.reports == []
 
 
 def test_count_past_dest_max_is_rt_param_invalid(rt):
