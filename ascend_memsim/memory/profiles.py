@@ -153,6 +153,16 @@ _THIRD_PARTY = "third-party figure (vendor docs give none)"
 _NO_RESERVE = ("0: no public source gives this part's system-reserved memory, so the total "
                "reported is the whole capacity")
 
+#: What the two Ascend 950 parts share, with its sources.
+_SOURCES_950 = {
+    "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
+    "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
+    "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
+    "dvpp_type": "aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): "
+                 "950PR/950DT have no separate DVPP memory type, it is ordinary device memory",
+    "reserved_bytes": _NO_RESERVE,
+}
+
 _BUILTIN = (
     Profile(
         name="950PR", description="Ascend 950PR", hbm_bytes=128 * GiB, ddr_bytes=0,
@@ -163,13 +173,7 @@ _BUILTIN = (
             "soc_name": ("SoC_version of hicann/runtime platform_config/cann-dev/"
                         "Ascend950PR_9599.ini (memory_size 128 GiB)"),
             "hbm_bytes": "128 GB: " + _THIRD_PARTY,
-            "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
-            "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
-            "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
-            "dvpp_type": "aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): "
-                         "950PR/950DT have no separate DVPP memory type, it is ordinary "
-                         "device memory",
-            "reserved_bytes": _NO_RESERVE,
+            **_SOURCES_950,
         })),
     Profile(
         name="950DT", description="Ascend 950DT", hbm_bytes=144 * GiB, ddr_bytes=0,
@@ -180,13 +184,7 @@ _BUILTIN = (
             "soc_name": ("SoC_version of hicann/runtime platform_config/cann-dev/"
                         "Ascend950DT_9591.ini (memory_size 144 GiB)"),
             "hbm_bytes": "144 GB: " + _THIRD_PARTY,
-            "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
-            "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
-            "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
-            "dvpp_type": "aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): "
-                         "950PR/950DT have no separate DVPP memory type, it is ordinary "
-                         "device memory",
-            "reserved_bytes": _NO_RESERVE,
+            **_SOURCES_950,
         })),
     Profile(
         name="A2", description="Atlas A2 training/inference series (Ascend 910B)",
