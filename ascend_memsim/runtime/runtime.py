@@ -381,17 +381,7 @@ class Runtime:
         """
         if ptr.__class__ is not int or not 0 < ptr <= SIZE_MAX:
             ptr = as_ptr(ptr)
-        # _owner and _release inlined: the free site's capture walks one frame per call level
-        table = self._table
-        current = table.current()
-        device = table.made(ptr // DEVICE_SPAN - 1)  # device_of(ptr)
-        if device is None:
-            device = current
-        block = device.releasable(ptr, "aclrtFree")
-        if self.sanitizer.on:
-            self.sanitizer.free(device, ptr, "aclrtFree", block, skip=1)
-        else:
-            device.free(ptr)
+        self._release(self._owner(ptr), ptr, "aclrtFree")
 
     def free_with_dev_sync(self, ptr: object) -> None:
         """aclrtFreeWithDevSync: synchronise the device, then free.
