@@ -55,7 +55,8 @@ class UsageInfo:
     mem_peak_size: int
 
 
-# Size: Runtime is the one place each aclrt call is routed from (some fifty calls with their
+# Size (of the class, and so of this module, a little over 600 lines): Runtime is the one
+# place each aclrt call is routed from (some fifty calls with their
 # vendor citations, a few lines each); the logic lives in the planes it routes to (DeviceTable,
 # Device, DataPlane, HostMemory, Streams, Events, Callbacks, the checker) and the aclInit
 # handling in config.py. Splitting the routing would scatter "what does aclrtX do" over files.
