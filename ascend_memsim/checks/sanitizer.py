@@ -44,6 +44,10 @@ device after dropping it.
 Configure with ``Runtime(sanitizer="strict")``, ``Runtime(sanitizer=Sanitizer(...))`` or the
 aclInit JSON: ``{"memsim": {"sanitizer": "strict"}}`` or
 ``{"memsim": {"sanitizer": {"mode": "report", "quarantine_bytes": 67108864}}}``.
+
+Size: over 600 lines, on purpose: every check reads the same freed-block history and
+quarantine under one lock; the report text lives in reports.py and the option checks in
+options.py.
 """
 
 from __future__ import annotations
@@ -90,9 +94,6 @@ class _Freed:
 #: How far a block may be from a bad address and still be named as the nearest one.
 _NEAR = 1 << 30
 
-# Size (of the class, and of this module, a little over 600 lines): every check reads the same
-# freed-block history and quarantine under one lock; the report text lives in reports.py and
-# the option checks in options.py.
 class Sanitizer:
     """Checks and reports for one runtime. See the module docstring for the findings."""
 

@@ -14,12 +14,14 @@ api_error.cc), resolves each address to a *region* (a device block here, a host 
 registered host buffer in :mod:`ascend_memsim.data.host`), lets the sanitizer look at the access,
 and only then moves bytes. A failed call changes nothing. Copies move memoryview slices,
 never single bytes in Python.
+
+Size: over 600 lines, on purpose: Contents (sparse chunks, fills, all-or-nothing copies) and
+the DataPlane that checks and routes each copy read the same chunk layout; they change
+together.
 """
 
 from __future__ import annotations
 
-# Size: over 600 lines because Contents (sparse chunks, fills, all-or-nothing copies) and the
-# DataPlane that checks and routes each copy read the same chunk layout; they change together.
 import mmap
 import threading
 from bisect import bisect_left, bisect_right

@@ -34,6 +34,10 @@ next access through its address is a use after free and the registration is drop
 The vendor's samples copy device data into an immutable ``bytes`` object reached through
 ``bytes_to_ptr`` and read it back with ``np.frombuffer``; real pyacl writes there, so the
 simulator does too, through ctypes at the object's verified data address.
+
+Size: over 600 lines, on purpose: host blocks, registrations and raw mapped ranges share
+_HostRegion and HostMemory's lookups; a separate module for the raw ranges would import this
+one and be imported by it.
 """
 
 from __future__ import annotations
@@ -97,8 +101,6 @@ _REG_ALIGN = 4096
 _BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
 
 
-# Size: host blocks, registrations and raw mapped ranges share _HostRegion and HostMemory's
-# lookups; a separate module for the raw ranges would import this one and be imported by it.
 class _HostRegion:
     """What host blocks and registered buffers share: bounds, site, reads and writes.
 

@@ -5,6 +5,10 @@ A request is checked and turned into page kinds and sizes by the rules in
 :class:`~ascend_memsim.memory.allocator.Allocator` of its memory type (HBM, DDR). Every
 public method checks its arguments, then takes the device lock; a failed call changes
 nothing. Observers (statistics, traces, the sanitizer) see each event after it happened.
+
+Size: over 600 lines, on purpose: the allocation hot path (malloc, free, their bookkeeping)
+stays in one class so its attributes are bound once per call; queries and checks sit beside
+the tables they read.
 """
 
 from __future__ import annotations
@@ -140,9 +144,6 @@ _ATTR_FIGURE: dict[int, tuple[str, str, bool]] = {
 Observer = Callable[[str, "Device", dict], None]
 
 
-# Size: the allocation hot path (malloc, free, their bookkeeping) stays in one class so its
-# attributes are bound once per call; queries and checks sit beside the tables they read.
-# That keeps this module a little over 600 lines too.
 class Device:
     """A simulated device of a product: memory ranges, live blocks, usage per component.
 

@@ -13,6 +13,12 @@ host memory and byte moves (:mod:`ascend_memsim.data`), the streams and contexts
 (:mod:`.streams`) and a checker (the sanitizer, made through :mod:`.hooks`), and routes each
 aclrt call to the plane that does it. Used as a context manager it becomes the *active* one:
 the pyacl face talks to it (:mod:`.active`: ``acl.init`` / ``acl.finalize``). Activations nest.
+
+Size: over 600 lines, on purpose: Runtime is the one place each aclrt call is routed from
+(some fifty calls with their vendor citations, a few lines each); the logic lives in the
+planes it routes to (DeviceTable, Device, DataPlane, HostMemory, Streams, Events, Callbacks,
+the checker) and the aclInit handling in config.py. Splitting the routing would scatter
+"what does aclrtX do" over files.
 """
 
 from __future__ import annotations
@@ -55,11 +61,6 @@ class UsageInfo:
     mem_peak_size: int
 
 
-# Size (of the class, and so of this module, a little over 600 lines): Runtime is the one
-# place each aclrt call is routed from (some fifty calls with their
-# vendor citations, a few lines each); the logic lives in the planes it routes to (DeviceTable,
-# Device, DataPlane, HostMemory, Streams, Events, Callbacks, the checker) and the aclInit
-# handling in config.py. Splitting the routing would scatter "what does aclrtX do" over files.
 class Runtime:
     """A fresh simulated runtime: one product, its devices, reference-counted contexts.
 
