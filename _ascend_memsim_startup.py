@@ -16,12 +16,16 @@ import os
 import sys
 
 VARIABLE = "ASCEND_MEMSIM"
-_OFF = ("", "0", "false", "no", "off")
+#: values (case and spaces aside) that leave the simulator off; ``ascend_memsim.pth`` spells
+#: the same tuple inline (a test checks), so an unset variable costs no import
+OFF_WORDS = ("", "0", "false", "no", "off")
+#: values that turn it on without naming a product
+ON_WORDS = ("1", "true", "yes", "on")
 
 
 def enabled() -> bool:
     """True when ``ASCEND_MEMSIM`` asks for the simulator (``1``, ``950PR``, ...)."""
-    return os.environ.get(VARIABLE, "").strip().lower() not in _OFF
+    return os.environ.get(VARIABLE, "").strip().lower() not in OFF_WORDS
 
 
 class _Loader(importlib.abc.Loader):

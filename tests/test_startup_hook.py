@@ -75,3 +75,17 @@ def test_an_unknown_product_is_an_error_code_not_a_crash():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "100000" and "H100" in "\n".join(lines[1:])
+
+
+def test_the_hook_line_and_the_runtime_know_the_same_off_words():
+    """``ascend_memsim.pth`` spells the off words inline (so an unset variable imports
+    nothing); they must be the startup module's, which ``env_product`` reads too."""
+    import ast
+
+    import _ascend_memsim_startup as startup
+
+    line = (pathlib.Path(__file__).parent.parent / HOOK).read_text(encoding="utf-8")
+    inline = next(node for node in ast.walk(ast.parse(line))
+                  if isinstance(node, ast.Tuple))
+    assert ast.literal_eval(inline) == startup.OFF_WORDS
+    assert f'"{startup.VARIABLE}"' in line

@@ -20,12 +20,11 @@ from .. import checks as _checks  # noqa: F401  (registers the checker and confi
 from ..compute.plane import ComputePlane
 from ..memory.args import as_int
 from ..memory.constants import FLAT_NAMES
-from ..memory.errors import AclError
 from ..runtime.active import acl_finalize, acl_init, current_runtime
 from . import mdl, media, op, rt, util
 from ._face import compute as _compute
 from ._face import face as _face
-from ._face import get_recent_err_msg, remember_error
+from ._face import get_recent_err_msg
 
 __all__ = ["init", "finalize", "rt", "util", "media", "op", "mdl", "app_log", "get_recent_err_msg",
            "create_data_buffer", "destroy_data_buffer", "get_data_buffer_addr",
@@ -174,17 +173,13 @@ _app_logger = logging.getLogger("acl.app")
 _APP_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
 
 
+@_face(ok=None)
 def app_log(level: int, message: str) -> int | None:
     """ACL_APP_LOG: log ``message`` at level 0 DEBUG, 1 INFO, 2 WARNING, 3 ERROR (returns
     nothing, as pyacl) to the Python logger ``acl.app``. DECISION: other int levels log as
     ERROR; a level that is not an int logs nothing and returns ACL_ERROR_INVALID_PARAM."""
-    try:
-        number = as_int(level, "level", None, None)
-    except AclError as error:
-        remember_error(error)
-        return int(error.code)
+    number = as_int(level, "level", None, None)
     _app_logger.log(_APP_LEVELS.get(number, logging.ERROR), "%s", message)
-    return None
 
 
 _NAMESPACES = {"rt": rt, "util": util, "media": media, "op": op, "mdl": mdl}

@@ -23,8 +23,8 @@ __all__ = ["face", "get_recent_err_msg", "remember_error", "compute"]
 _last = threading.local()
 
 
-def face(*defaults: Any, bare: bool = False,
-         route: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def face(*defaults: Any, bare: bool = False, route: str | None = None,
+         ok: Any = 0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Wrap a core call in pyacl's return convention.
 
     With no ``defaults`` the wrapped call returns just the code. With one, ``(value, code)``;
@@ -37,6 +37,9 @@ def face(*defaults: Any, bare: bool = False,
     ``route``: the wrapped function is ``current_runtime().<route>(<its arguments>)`` and
     nothing else; the wrapper makes that call itself (the hot calls, malloc and free: one
     Python frame less per call, and per stack capture).
+
+    ``ok``: what a call with no ``defaults`` returns on success (0, the code; ``None`` for a
+    call that pyacl makes return nothing unless it fails, as ``acl.app_log``).
     """
 
     if route is not None and (bare or len(defaults) > 1):
@@ -60,7 +63,7 @@ def face(*defaults: Any, bare: bool = False,
                 except AclError as error:
                     remember_error(error)
                     return int(error.code)
-                return 0
+                return ok
         elif len(defaults) == 1:
             def call(*args: Any, **kwargs: Any) -> Any:
                 try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from _ascend_memsim_startup import OFF_WORDS, ON_WORDS, VARIABLE
+
 from ..memory.errors import AlreadyFinalized, AlreadyInitialized, NotInitialized
 from .config import load_config, parse_config
 from .runtime import Runtime
@@ -17,8 +19,7 @@ __all__ = ["current_runtime", "acl_init", "acl_finalize", "env_product", "ENV_SW
 #: ``ASCEND_MEMSIM=1`` makes ``import acl`` the simulator in every Python process of an
 #: environment the package is installed in (the startup hook ``ascend_memsim.pth``);
 #: ``ASCEND_MEMSIM=950PR`` also names the product.
-ENV_SWITCH = "ASCEND_MEMSIM"
-_ON = ("1", "true", "yes", "on")
+ENV_SWITCH = VARIABLE
 
 
 def env_product() -> str | None:
@@ -28,7 +29,7 @@ def env_product() -> str | None:
     none, so ``ASCEND_MEMSIM=950PR python train.py`` runs an unchanged program on a 950PR.
     """
     value = os.environ.get(ENV_SWITCH, "").strip()
-    if value.lower() in ("", "0", "false", "no", "off", *_ON):
+    if value.lower() in OFF_WORDS or value.lower() in ON_WORDS:
         return None
     return value
 
