@@ -105,6 +105,17 @@ def test_destroy_stream_runs_its_work_first(rt):
     assert read(rt, dev, 2) == b"\x06\x06"
 
 
+def test_destroy_stream_whose_work_fails_returns_the_error_and_destroys_it(rt):
+    stream, ret = acl.rt.create_stream()
+    dev = rt.malloc(64)
+    assert acl.rt.memset_async(dev, 64, 6, 64, stream) == 0
+    rt.free(dev)  # the queued memset now targets freed memory
+    assert acl.rt.destroy_stream(stream) == ErrorCode.RT_PARAM_INVALID
+    # the stream is gone: neither usable nor destroyable again
+    assert acl.rt.synchronize_stream(stream) == ErrorCode.RT_INVALID_HANDLE
+    assert acl.rt.destroy_stream(stream) == ErrorCode.RT_INVALID_HANDLE
+
+
 def test_free_releases_at_once_and_the_queued_work_fails_later(rt):
     stream = rt.streams.create_stream()
     dev = rt.malloc(64)

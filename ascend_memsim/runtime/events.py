@@ -109,8 +109,14 @@ class Events:
             op = self.runtime.streams.enqueue(target, call, (), run)
             event.pending, event.stream = op, target
 
-    def synchronize(self, handle: object) -> None:
-        """aclrtSynchronizeEvent: run the recording stream's work (nothing if complete)."""
+    def synchronize(self, handle: object, timeout_ms: object = -1) -> None:
+        """aclrtSynchronizeEvent (and ...WithTimeout, ``timeout_ms`` an int32, -1 for ever):
+        run the recording stream's work (nothing if complete).
+
+        DECISION: the simulated wait never times out: the work runs now, whatever the
+        timeout.
+        """
+        as_int(timeout_ms, "timeout", -1, 2**31 - 1)
         event = self.get(handle)
         if event.pending is not None and event.stream is not None:
             self.runtime.streams.run([event.stream])

@@ -176,10 +176,15 @@ class Streams:
     def destroy_stream(self, handle: object) -> None:
         """aclrtDestroyStream: run the stream's queued work, then destroy it.
 
+        DECISION: the stream is destroyed even when its queued work fails (the error is
+        still returned): the work ran, as on a device, and a handle left half-destroyed
+        could be neither used nor destroyed again. The same holds for
+        :meth:`destroy_context`.
+
         Raises:
             InvalidArgumentType: not an int.
             InvalidHandle: unknown, destroyed, or the default stream (0).
-            AclError: the first queued operation that failed.
+            AclError: the first queued operation that failed (the stream is destroyed anyway).
         """
         if handle is None or as_int(handle, "stream") == 0:
             raise InvalidHandle("the default stream cannot be destroyed")
