@@ -400,7 +400,12 @@ class Runtime:
 
     def _release(self, device: Device, ptr: int, call: str) -> None:
         """The one release path of device memory: the DVPP rule (:meth:`Device.releasable`),
-        then the sanitizer's checks."""
+        then the sanitizer's checks.
+
+        The block is looked up twice on purpose: here, for the DVPP rule and the sanitizer's
+        pending-work check, and again by :meth:`Device.free` under the device lock, which is
+        what lets only one of two threads freeing one pointer succeed (~0.1 us a free).
+        """
         block = device.releasable(ptr, call)
         if self.sanitizer.on:
             self.sanitizer.free(device, ptr, call, block, skip=2)  # _release and its caller
