@@ -16,7 +16,14 @@ Prints one table, all figures from this run:
 * pairs/s of the baseline and of ``acl.rt`` with the sanitizer in its default mode and off,
   at 1,000 and 100,000 live blocks, and time per pair as a multiple of the baseline's
   (targets: <= 2.0x default, <= 1.4x off);
-* 100,000-live throughput against 1,000-live (target >= 0.8).
+* 100,000-live throughput against 1,000-live (target >= 0.8), beside the bare first-fit's
+  own;
+* what one lookup in the heap's structures costs at each size: a dict lookup of a run start
+  and a ``SortedList`` remove + add in its fullest class. Every first-fit kept in dicts and
+  ``SortedList``s does a dozen or more of these per pair, and in CPython each costs several
+  times more in a 100,000-live heap (tens of MB of objects spread over memory, so most reads
+  miss the caches) than in a 1,000-live one (a few hundred KB): that floor, not the
+  simulator's own work, sets the throughput ratio.
 """
 
 from __future__ import annotations
@@ -127,21 +134,48 @@ def _program(live: int, pairs: int, seed: int = 1) -> tuple[list[int], list[int]
 
 
 def bare(live: int, pairs: int) -> tuple[float, list[int]]:
-    fill, slots, sizes = _program(live, pairs)
-    heap = BareFirstFit(64 * GiB, base=0)
-    ptrs = [heap.allocate(_footprint(s)) for s in fill]
-    for p in ptrs[1::2]:
-        heap.release(p)
-    held = ptrs[0::2]
-    placed = []
+    _, slots, sizes = _program(live, pairs)
+    heap, held = _heap(live)
     allocate, release = heap.allocate, heap.release
     t0 = time.perf_counter()
     for slot, size in zip(slots, sizes):
         release(held[slot])
         held[slot] = allocate(_footprint(size))
-    seconds = time.perf_counter() - t0
-    placed = held
-    return seconds, placed
+    return time.perf_counter() - t0, held
+
+
+def _heap(live: int) -> tuple[BareFirstFit, list[int]]:
+    """The bare heap of the churn, filled and fragmented as every row starts; its blocks."""
+    fill, _, _ = _program(live, 0)
+    heap = BareFirstFit(64 * GiB, base=0)
+    ptrs = [heap.allocate(_footprint(s)) for s in fill]
+    for p in ptrs[1::2]:
+        heap.release(p)
+    return heap, ptrs[0::2]
+
+
+def lookup_costs(live: int, probes: int = 200_000) -> tuple[int, float, float]:
+    """(free runs, ns per dict lookup of a run start, ns per SortedList remove + add in the
+    fullest class) in the churn's heap of ``live`` blocks."""
+    heap, _ = _heap(live)
+    rng = random.Random(2)
+    starts = list(heap.run_end)
+    # fresh int objects, as a program's pointers are
+    keys = [int(str(rng.choice(starts))) for _ in range(probes)]
+    run_end = heap.run_end
+    t0 = time.perf_counter()
+    for key in keys:
+        run_end[key]
+    per_lookup = (time.perf_counter() - t0) / probes * 1e9
+    fullest = max(heap.classes, key=len)
+    members = list(fullest)
+    keys = [int(str(rng.choice(members))) for _ in range(probes // 4)]
+    t0 = time.perf_counter()
+    for key in keys:
+        fullest.remove(key)
+        fullest.add(key)
+    per_update = (time.perf_counter() - t0) / len(keys) * 1e9
+    return len(starts), per_lookup, per_update
 
 
 def simulated(live: int, pairs: int, mode: str) -> tuple[float, list[int]]:
@@ -190,9 +224,16 @@ def main(pairs: int = 20_000) -> None:
                   f"{seconds / base_time:>7.2f}x{target.get(name, ''):>8}")
     print()
     print(f"{'100k-live / 1k-live throughput':<48}{'ratio':>8}{'target':>8}")
-    for name in ("acl.rt, sanitizer default", "acl.rt, sanitizer off"):
+    for name in ("bare indexed first-fit", "acl.rt, sanitizer default", "acl.rt, sanitizer off"):
         ratio = rates[100_000, name] / rates[1_000, name]
-        print(f"  {name:<46}{ratio:>8.2f}{'>= 0.8':>8}")
+        print(f"  {name:<46}{ratio:>8.2f}{'' if name.startswith('bare') else '>= 0.8':>8}")
+    print()
+    print("one step in the heap's structures (best of 3)")
+    print(f"{'live blocks':>12}{'free runs':>11}{'dict lookup':>14}{'SortedList remove+add':>24}")
+    for live in (1_000, 100_000):
+        runs, lookups, updates = zip(*(lookup_costs(live) for _ in range(3)))
+        runs, lookup, update = runs[0], min(lookups), min(updates)
+        print(f"{live:>12,}{runs:>11,}{lookup:>11.0f} ns{update:>21,.0f} ns")
 
 
 if __name__ == "__main__":
