@@ -107,6 +107,7 @@ def test_destroy_stream_runs_its_work_first(rt):
 
 def test_destroy_stream_whose_work_fails_returns_the_error_and_destroys_it(rt):
     stream, ret = acl.rt.create_stream()
+    assert ret == 0
     dev = rt.malloc(64)
     assert acl.rt.memset_async(dev, 64, 6, 64, stream) == 0
     rt.free(dev)  # the queued memset now targets freed memory

@@ -10,7 +10,10 @@ Free runs are kept four ways, all in step:
   TLSF), each class a ``SortedList`` of run starts (made when a run first lands in the
   class), with an int bitmask of non-empty classes;
 * ``_heads[class]``: the lowest start in each non-empty class, kept current on every change,
-  so reading a class's head is one dict lookup, not a ``SortedList`` index;
+  so reading a class's head is one dict lookup, not a ``SortedList`` index; with
+  ``_nonempty``, the non-empty classes ascending, the lowest head of all the classes from
+  one up is one ``min`` over a tail of that list, in C (a loop over the mask's bits in Python
+  cost 2-4 us a malloc in a heap with 20-40 non-empty classes);
 * per class, once a search has walked 128 of its runs without an answer: the distinct run
   lengths present (a ``SortedList``), and per length the start of its one run or a
   ``SortedList`` of starts. From then on that class is searched length by length after a
@@ -38,6 +41,7 @@ straddling class:
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedList
@@ -80,7 +84,7 @@ class Allocator:
     """
 
     __slots__ = ("base", "capacity", "granule", "_run_end", "_run_start", "_classes", "_heads",
-                 "_mask", "_by_length", "_lengths", "_live", "_free_bytes")
+                 "_mask", "_nonempty", "_by_length", "_lengths", "_live", "_free_bytes")
 
     def __init__(self, capacity: int, *, base: int = 0, granule: int = 64) -> None:
         """O(1): the per-class structures are made when a run first lands in the class."""
@@ -96,6 +100,9 @@ class Allocator:
         #: class -> the lowest start in it (the SortedList's head, read on every search)
         self._heads: dict[int, int] = {}
         self._mask = 0
+        #: the non-empty classes, ascending (the mask's bits as a list: the search takes the
+        #: lowest head of a tail of it in one C-level min)
+        self._nonempty: list[int] = []
         #: run length -> start of the one run that long, or a SortedList of starts if several
         self._by_length: dict[int, int | SortedList] = {}
         #: class -> the distinct run lengths present in it: made for a class the first time
@@ -120,9 +127,12 @@ class Allocator:
             members = self._classes[cls] = SortedList()
         members.add(start)
         head = self._heads.get(cls)
-        if head is None or start < head:
+        if head is None:
             self._heads[cls] = start
             self._mask |= 1 << cls
+            insort(self._nonempty, cls)
+        elif start < head:
+            self._heads[cls] = start
         lengths = self._lengths.get(cls)
         if lengths is not None:
             self._index_run(lengths, length, start)
@@ -164,6 +174,7 @@ class Allocator:
             else:
                 del self._heads[cls]
                 self._mask &= ~(1 << cls)
+                self._nonempty.remove(cls)
         lengths = self._lengths.get(cls)
         if lengths is None:
             return
@@ -195,14 +206,9 @@ class Allocator:
         first_sure = size_class(sure)
         if _class_floor(first_sure) < sure:
             first_sure += 1
-        best_run = None
-        pending = self._mask >> first_sure << first_sure
-        while pending:
-            low = pending & -pending
-            head = heads[low.bit_length() - 1]
-            if best_run is None or head < best_run:
-                best_run = head
-            pending ^= low
+        nonempty = self._nonempty
+        sure_classes = nonempty[bisect_left(nonempty, first_sure):]
+        best_run = min(map(heads.__getitem__, sure_classes)) if sure_classes else None
         # The classes that straddle [size, sure): look at each run length present there.
         pending = self._mask & ((1 << first_sure) - 1) & ~((1 << size_class(size)) - 1)
         run_end = self._run_end
@@ -404,9 +410,11 @@ class Allocator:
         g = self.granule
         runs = sorted(self._run_end.items())
         assert len(runs) == len(self._run_start), "run maps out of step"
+        assert self._nonempty == sorted(self._nonempty), "class list not ascending"
         indexed = 0
         for cls, members in self._classes.items():
             assert bool(members) == bool(self._mask >> cls & 1), f"mask wrong at class {cls}"
+            assert bool(members) == (cls in self._nonempty), f"class list wrong at {cls}"
             assert self._heads.get(cls) == (members[0] if members else None), "head stale"
             for start in members:
                 assert size_class(self._run_end[start] - start) == cls, "run in wrong class"
