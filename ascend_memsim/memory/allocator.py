@@ -8,7 +8,7 @@ Free runs are kept four ways, all in step:
 * ``_run_end[start] = end`` and ``_run_start[end] = start``: O(1) coalescing on release;
 * a segregated index: runs grouped by length into classes (four per power of two, as in
   TLSF), each class a ``SortedList`` of run starts (made when a run first lands in the
-  class), with an int bitmask of non-empty classes;
+  class);
 * ``_heads[class]``: the lowest start in each non-empty class, kept current on every change,
   so reading a class's head is one dict lookup, not a ``SortedList`` index; with
   ``_nonempty``, the non-empty classes ascending, the lowest head of all the classes from
@@ -84,7 +84,7 @@ class Allocator:
     """
 
     __slots__ = ("base", "capacity", "granule", "_run_end", "_run_start", "_classes", "_heads",
-                 "_mask", "_nonempty", "_by_length", "_lengths", "_live", "_free_bytes")
+                 "_nonempty", "_by_length", "_lengths", "_live", "_free_bytes")
 
     def __init__(self, capacity: int, *, base: int = 0, granule: int = 64) -> None:
         """O(1): the per-class structures are made when a run first lands in the class."""
@@ -99,9 +99,8 @@ class Allocator:
         self._classes: dict[int, SortedList] = {}
         #: class -> the lowest start in it (the SortedList's head, read on every search)
         self._heads: dict[int, int] = {}
-        self._mask = 0
-        #: the non-empty classes, ascending (the mask's bits as a list: the search takes the
-        #: lowest head of a tail of it in one C-level min)
+        #: the non-empty classes, ascending (the search takes the lowest head of a tail of it
+        #: in one C-level min)
         self._nonempty: list[int] = []
         #: run length -> start of the one run that long, or a SortedList of starts if several
         self._by_length: dict[int, int | SortedList] = {}
@@ -129,7 +128,6 @@ class Allocator:
         head = self._heads.get(cls)
         if head is None:
             self._heads[cls] = start
-            self._mask |= 1 << cls
             insort(self._nonempty, cls)
         elif start < head:
             self._heads[cls] = start
@@ -173,7 +171,6 @@ class Allocator:
                 self._heads[cls] = members[0]
             else:
                 del self._heads[cls]
-                self._mask &= ~(1 << cls)
                 self._nonempty.remove(cls)
         lengths = self._lengths.get(cls)
         if lengths is None:
@@ -207,15 +204,11 @@ class Allocator:
         if _class_floor(first_sure) < sure:
             first_sure += 1
         nonempty = self._nonempty
-        sure_classes = nonempty[bisect_left(nonempty, first_sure):]
-        best_run = min(map(heads.__getitem__, sure_classes)) if sure_classes else None
+        cut = bisect_left(nonempty, first_sure)
+        best_run = min(map(heads.__getitem__, nonempty[cut:])) if cut < len(nonempty) else None
         # The classes that straddle [size, sure): look at each run length present there.
-        pending = self._mask & ((1 << first_sure) - 1) & ~((1 << size_class(size)) - 1)
         run_end = self._run_end
-        while pending:
-            low = pending & -pending
-            pending ^= low
-            cls = low.bit_length() - 1
+        for cls in nonempty[bisect_left(nonempty, size_class(size), 0, cut):cut]:
             if best_run is not None and heads[cls] >= best_run:
                 continue
             # Most often one of the class's first few runs (in address order) fits: try them
@@ -372,9 +365,9 @@ class Allocator:
 
     def largest_free_run(self) -> int:
         """Length of the longest free run (0 when full). O(C + runs of the top class)."""
-        if not self._mask:
+        if not self._nonempty:
             return 0
-        top = self._mask.bit_length() - 1
+        top = self._nonempty[-1]
         run_end = self._run_end
         return max(run_end[s] - s for s in self._classes[top])
 
@@ -413,7 +406,6 @@ class Allocator:
         assert self._nonempty == sorted(self._nonempty), "class list not ascending"
         indexed = 0
         for cls, members in self._classes.items():
-            assert bool(members) == bool(self._mask >> cls & 1), f"mask wrong at class {cls}"
             assert bool(members) == (cls in self._nonempty), f"class list wrong at {cls}"
             assert self._heads.get(cls) == (members[0] if members else None), "head stale"
             for start in members:
