@@ -12,7 +12,7 @@ Free runs are kept four ways, all in step:
 * ``_heads[class]``: the lowest start in each non-empty class, kept current on every change,
   so reading a class's head is one dict lookup, not a ``SortedList`` index; with
   ``_nonempty``, the non-empty classes ascending, the lowest head of all the classes from
-  one up is one ``min`` over a tail of that list, in C (a loop over the mask's bits in Python
+  one up is one ``min`` over a tail of that list, in C (a loop over the classes in Python
   cost 2-4 us a malloc in a heap with 20-40 non-empty classes);
 * per class, once a search has walked 128 of its runs without an answer: the distinct run
   lengths present (a ``SortedList``), and per length the start of its one run or a
