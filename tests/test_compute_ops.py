@@ -215,6 +215,9 @@ def test_kernels_get_attrs_and_output_specs(rt, t):
     ("set_attr_int", 1.5), ("set_attr_float", "x"), ("set_attr_bool", 300),
     ("set_attr_string", 3), ("set_attr_list_int", (1, 2)), ("set_attr_list_string", [1]),
     ("set_attr_list_list_int", [[1], 2]),
+    # float() raised through the face for these (found by the fuzz test)
+    ("set_attr_float", np.ones(3)), ("set_attr_float", 2**1100),
+    ("set_attr_list_float", [1.0, np.zeros((2, 2))]), ("set_attr_list_float", [2**1100]),
 ])
 def test_bad_attr_values_change_nothing(rt, setter, value):
     attr = acl.op.create_attr()

@@ -159,7 +159,13 @@ def _number(value: object, what: str, kind: type) -> Any:
         if isinstance(value, bool) or (not isinstance(value, (int, float)) and not hasattr(
                 value, "__float__")):
             raise InvalidArgumentType(f"{what} must be a float, got {type(value).__name__}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int past the double range
+            raise InvalidArgument(f"{what} {value} is too large for a float") from None
+        except (TypeError, ValueError) as error:  # an array of several values, a bad __float__
+            raise InvalidArgumentType(f"{what} must be a float, got {type(value).__name__} "
+                                      f"({error})") from None
     if kind is bool:
         # pyacl: set_attr_bool(attr, name, value) parses value as uint8 ("ksB").
         if isinstance(value, bool):
