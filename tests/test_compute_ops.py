@@ -168,6 +168,17 @@ def test_an_unregistered_op_is_op_not_found_with_how_to(rt, t):
     assert (handle, ret) == (0, 100024)
 
 
+@pytest.mark.parametrize("attr", [np.array([], dtype=np.int8), np.ones(2), 0.0, "0"])
+def test_an_attr_that_is_not_an_int_is_invalid_param(rt, t, attr):
+    """execute_v2's attr is a handle, 0 or None: an array (whose == gives an array), a float
+    or a str is ACL_ERROR_INVALID_PARAM and queues nothing (an array's ValueError escaped,
+    found by the fuzz test)."""
+    (d, b) = t.put(X)
+    assert acl.op.execute_v2("Add", [d, d], [b, b], [d], [b], attr, 0) == 100000
+    assert rt.streams.pending == 0
+    assert acl.op.execute_v2("Add", [d, d], [b, b], [d], [b], np.int64(0), 0) == 0
+
+
 def test_register_op_plain_decorator_and_scoped(rt, t):
     register_op("Twice", lambda inputs, attrs: inputs[0] * 2)
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..memory.args import SIZE_MAX, as_int
+from ..memory.args import SIZE_MAX, as_int, int_or_none
 from ..memory.constants import DATA_TYPE_BITS, UNKNOWN_RANK, DataType, Format
 from ..memory.errors import (
     InvalidArgument,
@@ -165,8 +165,8 @@ class ComputePlane:
             set_attr(attr, kind, name, value)
 
     def _attrs(self, handle: object) -> dict:
-        """A copy of the attribute values (0: no attributes)."""
-        if handle is None or (not isinstance(handle, bool) and handle == 0):
+        """A copy of the attribute values (0 or None: no attributes)."""
+        if handle is None or int_or_none(handle) == 0:
             return {}
         return dict(self.attr(handle).values)
 
