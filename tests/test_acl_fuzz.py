@@ -484,7 +484,8 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         blocks = [b for device in rt.devices() for b in device.blocks()][:20]
         if name == "data" and blocks and data.draw(st.booleans(), label="a block"):
             return data.draw(st.sampled_from([b.ptr for b in blocks]), label=name)
-        sizes = [b.size for b in blocks if b.ptr == drawn.get("data")]
+        addr = drawn.get("data")
+        sizes = [b.size for b in blocks if type(addr) is int and b.ptr == addr]
         if name == "size" and sizes and data.draw(st.integers(0, 3), label="its size") > 0:
             return sizes[0]
     if name == "value" and fn.__module__ == acl.op.__name__:
