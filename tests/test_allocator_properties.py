@@ -108,3 +108,88 @@ def test_free_everything_gives_one_run(sizes_list):
         alloc.release(p)
     assert list(alloc.free_runs()) == [(BASE, BASE + UNITS * G)]
     alloc.check_invariants()
+
+
+MiB = 1 << 20
+
+
+class RunListModel:
+    """The free runs as a sorted list of [start, end); first fit walks them in order."""
+
+    def __init__(self, base: int, capacity: int) -> None:
+        self.runs = [[base, base + capacity]]
+
+    def first_fit(self, size: int, align: int) -> int | None:
+        for start, end in self.runs:
+            placed = -(-start // align) * align
+            if placed + size <= end:
+                return placed
+        return None
+
+    def take(self, ptr: int, size: int) -> None:
+        i = next(i for i, (s, e) in enumerate(self.runs) if s <= ptr and ptr + size <= e)
+        s, e = self.runs[i]
+        self.runs[i:i + 1] = [r for r in ([s, ptr], [ptr + size, e]) if r[0] < r[1]]
+
+    def give(self, ptr: int, size: int) -> None:
+        self.runs.append([ptr, ptr + size])
+        self.runs.sort()
+        merged = [self.runs[0]]
+        for s, e in self.runs[1:]:
+            if merged[-1][1] == s:
+                merged[-1][1] = e
+            else:
+                merged.append([s, e])
+        self.runs = merged
+
+
+class TinyChunks(Allocator):
+    """Two to four runs a chunk, so a small heap crosses chunk boundaries all the time."""
+
+    _LOAD = 2
+
+
+# sizes from one granule to a few huge pages; the heap is 24 MiB so 2 MiB alignment matters
+big_sizes = st.one_of(st.integers(1, 64).map(lambda n: n * G),
+                      st.integers(1, 48).map(lambda n: n * 64 * 1024))
+big_aligns = st.sampled_from([64, 4096, 2 * MiB])
+steps = st.lists(st.tuples(st.sampled_from(["alloc", "alloc", "free", "tentative"]),
+                           big_sizes, big_aligns, st.integers(0, 1 << 16)), max_size=120)
+
+
+@given(steps, st.sampled_from([Allocator, TinyChunks]), st.sampled_from([4 * MiB, 24 * MiB]))
+@example([("alloc", 64, 64, 0), ("alloc", 2 * MiB, 2 * MiB, 0), ("free", 0, 64, 0),
+          ("alloc", MiB, 2 * MiB, 0)], TinyChunks, 24 * MiB)
+@example([("alloc", 64 * 1024 * n, 64, 0) for n in (8, 16, 8, 16, 16)]
+         + [("free", 0, 64, p) for p in (1, 3, 0, 0, 0)], TinyChunks, 4 * MiB)
+def test_aligned_first_fit_matches_a_run_list_model(program, kind, capacity):
+    # The small heap fills up, so blocks are freed after the last free run and with none.
+    base = 3 * MiB  # not huge-page aligned: the first fit of a 2 MiB page is not at the base
+    alloc = kind(capacity, base=base)
+    model = RunListModel(base, capacity)
+    live: list[tuple[int, int]] = []
+    for op, size, align, pick in program:
+        if op == "alloc" or not live:
+            expected = model.first_fit(size, align)
+            assert alloc.find(size, align) == expected
+            got = alloc.allocate(size, align)
+            assert got == expected
+            if got is not None:
+                model.take(got, size)
+                live.append((got, size))
+        elif op == "free":
+            ptr, size = live.pop(pick % len(live))
+            assert alloc.release(ptr) == size
+            model.give(ptr, size)
+        else:
+            # release a few blocks tentatively, then take them back: nothing may change
+            before = list(alloc.free_runs())
+            chosen = {live[(pick + i * 7) % len(live)][0] for i in range(3)}
+            journal = alloc.release_tentatively([*chosen, 1])
+            assert len(journal) == len(chosen)
+            alloc.check_invariants()
+            alloc.undo_release(journal)
+            assert list(alloc.free_runs()) == before
+        assert [list(r) for r in alloc.free_runs()] == model.runs
+        assert alloc.largest_free_run() == max((e - s for s, e in model.runs), default=0)
+        alloc.check_invariants()

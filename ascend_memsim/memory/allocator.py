@@ -3,33 +3,40 @@
 The allocator knows nothing of products, policies or pages: it places ``size`` bytes at the
 lowest address, aligned to ``align``, where a free run can hold them, and gives them back.
 
-Free runs are kept four ways, all in step:
+Free runs live in address-ordered *chunks*: chunk ``k`` is two ``array('q')``, the starts
+``_S[k]`` and the lengths ``_L[k]`` of 32 to 64 consecutive runs (a chunk splits in two when
+it passes 64 and is dropped when it empties). Beside them, per chunk:
 
-* ``_run_end[start] = end`` and ``_run_start[end] = start``: O(1) coalescing on release;
-* a segregated index: runs grouped by length into classes (four per power of two, as in
-  TLSF), each class a ``SortedList`` of run starts (made when a run first lands in the
-  class);
-* ``_heads[class]``: the lowest start in each non-empty class, kept current on every change,
-  so reading a class's head is one dict lookup, not a ``SortedList`` index; with
-  ``_nonempty``, the non-empty classes ascending, the lowest head of all the classes from
-  one up is one ``min`` over a tail of that list, in C (a loop over the classes in Python
-  cost 2-4 us a malloc in a heap with 20-40 non-empty classes);
-* per class, once a search has walked 128 of its runs without an answer: the distinct run
-  lengths present (a ``SortedList``), and per length the start of its one run or a
-  ``SortedList`` of starts. From then on that class is searched length by length after a
-  walk of its first 8 runs; a class that never needed it costs nothing to keep.
+* ``_smax[k]``: its last run start (an ``array('q')``), so an address bisects to its chunk;
+* ``_cmax[k]``: its longest run;
+* ``_T``: a binary max-tree over ``_cmax`` in one ``array('q')`` (leaves at ``_P + k``, ``_P``
+  a power of two, padding leaves 0, the root ``_T[1]`` the longest free run).
 
-First-fit search therefore never walks small holes. A class whose shortest possible run is
-at least ``size + align - 64`` always fits at its lowest run, so its head is a candidate in
-O(1); only the classes that straddle the request size are searched, below the best
-candidate so far: their first runs in address order (most often one of them fits), then,
-for a class full of too-short runs, its length index. Costs, with n free runs, c non-empty
-classes (at most four per power of two of run lengths) and L distinct run lengths in a
-straddling class:
+First fit of ``size`` descends the tree to the leftmost chunk whose longest run holds it,
+then takes the first run there at least that long (``filter`` over the array, in C). Runs
+start on granule boundaries, so aligning to ``align`` wastes at most ``align - granule``
+bytes: a run of ``sure = size + align - granule`` bytes always fits, but a shorter one of at
+least ``size`` may fit or not. An aligned request therefore finds B, the leftmost run of at
+least ``sure``, by the same descent, then walks the runs of at least ``size`` that lie
+before B (chunk by chunk, from the leftmost chunk that could hold one, each next chunk found
+by the tree) and takes the first whose aligned start fits; B when none does. For an
+alignment up to the granule, ``sure == size`` and the walk is empty.
 
-* :meth:`allocate`: O(c + log n) typical; at most O(c + 128 log n + L log n).
-* :meth:`release`: O(log n), plus O(log n) for a class with a length index.
-* construction: O(1); a class's length index: O(m log m) for its m runs, made once.
+Release bisects ``_smax`` to the chunk, then the chunk to the run, and coalesces with the
+runs before and after (which may lie in the neighbouring chunk). The arrays hold machine
+integers, so a heap of 100,000 runs is a few MB of contiguous memory instead of tens of MB
+of dict entries and ``SortedList`` nodes; that, and doing the scans in C, is what makes
+this faster than a class-indexed first-fit at every heap size. Costs, with n free runs in
+c = O(n / 32) chunks:
+
+* :meth:`allocate`: O(log c + 64) plain (tree descent plus a C scan of one chunk and an
+  ``array`` insert or delete); a split or dropped chunk rebuilds the tree, O(c), at most
+  once per 32 run insertions or deletions. Aligned: the same plus one O(64 + log c) step
+  per chunk holding a run of at least ``size`` before B, and one Python step per such run:
+  O(m + (c' log c)) for m such runs in c' chunks, O(n) at worst (a heap full of runs just
+  too short to hold the request at its alignment). In practice huge-page requests are few.
+* :meth:`release`: O(log c + 64), same rebuild rule.
+* construction: O(1) (one chunk with one run, a one-leaf tree).
 
 >>> a = Allocator(1 << 20)
 >>> a.allocate(100, 64), a.allocate(64, 4096)
@@ -41,39 +48,11 @@ straddling class:
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-from sortedcontainers import SortedList
-
-__all__ = ["Allocator", "size_class"]
-
-_SUB_BITS = 2  # four classes per power of two
-#: runs of a straddling class tried in address order before its length-by-length search
-_WALK = 8
-#: the same for a class with no length index yet: walking on is cheaper than making one,
-#: until a class holds this many too-short runs in front
-_WALK_UNINDEXED = 128
-
-
-def size_class(length: int) -> int:
-    """The class of a run of ``length`` bytes; classes grow with length.
-
-    >>> [size_class(n) for n in (64, 80, 96, 112, 128)]
-    [24, 25, 26, 27, 28]
-    """
-    top = length.bit_length() - 1
-    if top < _SUB_BITS:
-        return length
-    return (top << _SUB_BITS) | ((length >> (top - _SUB_BITS)) & ((1 << _SUB_BITS) - 1))
-
-
-def _class_floor(cls: int) -> int:
-    """The shortest run length in class ``cls``."""
-    top = cls >> _SUB_BITS
-    if top < _SUB_BITS:
-        return cls
-    return ((1 << _SUB_BITS) | (cls & ((1 << _SUB_BITS) - 1))) << (top - _SUB_BITS)
+__all__ = ["Allocator"]
 
 
 class Allocator:
@@ -83,106 +62,222 @@ class Allocator:
     default); alignments are powers of two.
     """
 
-    __slots__ = ("base", "capacity", "granule", "_run_end", "_run_start", "_classes", "_heads",
-                 "_nonempty", "_by_length", "_lengths", "_live", "_free_bytes")
+    __slots__ = ("base", "capacity", "granule", "_S", "_L", "_smax", "_cmax", "_P", "_T",
+                 "_live", "_free_bytes")
+
+    #: a chunk holds _LOAD to 2 * _LOAD runs after a split (fewer as runs go); tests may
+    #: set a small value on a subclass to exercise chunk boundaries in tiny heaps
+    _LOAD = 32
 
     def __init__(self, capacity: int, *, base: int = 0, granule: int = 64) -> None:
-        """O(1): the per-class structures are made when a run first lands in the class."""
+        """O(1): one chunk holding the one free run."""
         if capacity < 0 or capacity % granule or base % granule:
             raise ValueError("capacity and base must be non-negative multiples of the granule")
         self.base = base
         self.capacity = capacity
         self.granule = granule
-        self._run_end: dict[int, int] = {}
-        self._run_start: dict[int, int] = {}
-        #: class -> SortedList of the starts of its runs (made on first use, kept once made)
-        self._classes: dict[int, SortedList] = {}
-        #: class -> the lowest start in it (the SortedList's head, read on every search)
-        self._heads: dict[int, int] = {}
-        #: the non-empty classes, ascending (the search takes the lowest head of a tail of it
-        #: in one C-level min)
-        self._nonempty: list[int] = []
-        #: run length -> start of the one run that long, or a SortedList of starts if several
-        self._by_length: dict[int, int | SortedList] = {}
-        #: class -> the distinct run lengths present in it: made for a class the first time
-        #: a search does not find its answer among the class's first runs, kept current after
-        self._lengths: dict[int, SortedList] = {}
-        #: live extents: start -> length (lengths repeat, so they share int objects)
+        #: per chunk: run starts and run lengths, address-ordered
+        self._S: list[array] = [array("q", (base,))] if capacity else []
+        self._L: list[array] = [array("q", (capacity,))] if capacity else []
+        #: per chunk: its last run start
+        self._smax = array("q", (base,) if capacity else ())
+        #: per chunk: its longest run
+        self._cmax: list[int] = [capacity] if capacity else []
+        #: leaves in the tree (a power of two, at least the number of chunks)
+        self._P = 1
+        #: max-tree: node i has children 2i and 2i + 1; leaf k at _P + k; root at 1
+        self._T = array("q", (0, capacity))
+        #: live extents: start -> length
         self._live: dict[int, int] = {}
         self._free_bytes = capacity
-        if capacity:
-            self._add_run(base, base + capacity)
 
-    # -- free-run bookkeeping ---------------------------------------------------------------
+    # -- chunk and tree bookkeeping ---------------------------------------------------------
 
-    def _add_run(self, start: int, end: int) -> None:
-        length = end - start
-        self._run_end[start] = end
-        self._run_start[end] = start
-        top = length.bit_length() - 1
-        cls = (top << 2) | ((length >> (top - 2)) & 3) if top >= 2 else length
-        members = self._classes.get(cls)
-        if members is None:
-            members = self._classes[cls] = SortedList()
-        members.add(start)
-        head = self._heads.get(cls)
-        if head is None:
-            self._heads[cls] = start
-            insort(self._nonempty, cls)
-        elif start < head:
-            self._heads[cls] = start
-        lengths = self._lengths.get(cls)
-        if lengths is not None:
-            self._index_run(lengths, length, start)
+    def _rebuild(self) -> None:
+        """Remake the tree after the number of chunks changed. O(c)."""
+        c = len(self._cmax)
+        p = 1
+        while p < c:
+            p *= 2
+        t = array("q", bytes(16 * p))
+        t[p:p + c] = array("q", self._cmax)
+        n = p
+        while n > 1:
+            h = n // 2
+            t[h:n] = array("q", map(max, t[n:2 * n:2], t[n + 1:2 * n:2]))
+            n = h
+        self._P = p
+        self._T = t
 
-    def _index_run(self, lengths: SortedList, length: int, start: int) -> None:
-        # A length held by one run maps to its start (an int): most lengths are unique, and a
-        # SortedList per length would cost more than the search it serves.
-        starts = self._by_length.get(length)
-        if starts is None:
-            self._by_length[length] = start
-            lengths.add(length)
-        elif starts.__class__ is int:
-            self._by_length[length] = SortedList((starts, start))
+    def _setmax(self, k: int, m: int) -> None:
+        """Chunk ``k``'s longest run is now ``m``: update its leaf and the path up."""
+        self._cmax[k] = m
+        t = self._T
+        i = self._P + k
+        t[i] = m
+        i >>= 1
+        while i:
+            a = t[2 * i]
+            b = t[2 * i + 1]
+            v = a if a > b else b
+            if t[i] == v:
+                break
+            t[i] = v
+            i >>= 1
+
+    def _split(self, k: int) -> None:
+        h = self._LOAD
+        for chunks in (self._S, self._L):
+            a = chunks[k]
+            chunks[k:k + 1] = [a[:h], a[h:]]
+        self._smax[k:k + 1] = array("q", (self._S[k][-1], self._S[k + 1][-1]))
+        self._cmax[k:k + 1] = [max(self._L[k]), max(self._L[k + 1])]
+        self._rebuild()
+
+    def _drop(self, k: int) -> None:
+        del self._S[k], self._L[k], self._smax[k], self._cmax[k]
+        self._rebuild()
+
+    def _descend(self, size: int) -> int:
+        """The leftmost chunk holding a run of at least ``size`` (the root must hold one)."""
+        t = self._T
+        p = self._P
+        i = 1
+        while i < p:
+            i += i
+            if t[i] < size:
+                i += 1
+        return i - p
+
+    def _next_chunk(self, k: int, size: int) -> int | None:
+        """The first chunk after ``k`` holding a run of at least ``size``, or None."""
+        t = self._T
+        p = self._P
+        i = p + k
+        while i > 1:
+            if not i & 1 and t[i + 1] >= size:
+                i += 1
+                while i < p:
+                    i += i
+                    if t[i] < size:
+                        i += 1
+                return i - p
+            i >>= 1
+        return None
+
+    def _carve(self, k: int, j: int, placed: int, size: int) -> None:
+        """Take ``[placed, placed + size)`` out of run ``j`` of chunk ``k`` (which holds it)."""
+        sk = self._S[k]
+        lk = self._L[k]
+        s = sk[j]
+        v = lk[j]
+        head = placed - s
+        tail = v - head - size
+        if head:
+            lk[j] = head
+            if tail:
+                j += 1
+                sk.insert(j, placed + size)
+                lk.insert(j, tail)
+                if j == len(sk) - 1:
+                    self._smax[k] = placed + size
+                if v == self._cmax[k]:
+                    self._setmax(k, max(lk))
+                if len(sk) > 2 * self._LOAD:
+                    self._split(k)
+                return
+        elif tail:
+            sk[j] = placed + size
+            lk[j] = tail
+            if j == len(sk) - 1:
+                self._smax[k] = placed + size
         else:
-            starts.add(start)
+            del sk[j], lk[j]
+            if not sk:
+                self._drop(k)
+                return
+            if j == len(sk):
+                self._smax[k] = sk[-1]
+        if v == self._cmax[k]:
+            self._setmax(k, max(lk))
 
-    def _length_index(self, cls: int) -> SortedList:
-        """The distinct run lengths of class ``cls``, its per-length index made now if the
-        class has none yet (O(m log m) for its m runs, once; kept current from then on)."""
-        lengths = self._lengths.get(cls)
-        if lengths is None:
-            lengths = self._lengths[cls] = SortedList()
-            run_end = self._run_end
-            for start in self._classes[cls]:
-                self._index_run(lengths, run_end[start] - start, start)
-        return lengths
+    def _locate(self, start: int) -> tuple[int, int]:
+        """(chunk, index) where a run starting at ``start`` is or would be inserted."""
+        k = bisect_left(self._smax, start)
+        if k == len(self._smax):
+            if not k:
+                return 0, 0
+            k -= 1
+            return k, len(self._S[k])
+        return k, bisect_left(self._S[k], start)
 
-    def _remove_run(self, start: int, end: int) -> None:
-        length = end - start
-        del self._run_end[start]
-        del self._run_start[end]
-        top = length.bit_length() - 1
-        cls = (top << 2) | ((length >> (top - 2)) & 3) if top >= 2 else length
-        members = self._classes[cls]
-        members.remove(start)
-        if self._heads[cls] == start:
-            if members:
-                self._heads[cls] = members[0]
-            else:
-                del self._heads[cls]
-                self._nonempty.remove(cls)
-        lengths = self._lengths.get(cls)
-        if lengths is None:
-            return
-        starts = self._by_length[length]
-        if starts.__class__ is int:
-            del self._by_length[length]
-            lengths.remove(length)
+    def _free(self, start: int, size: int) -> tuple[int, int]:
+        """Return ``[start, start + size)`` to the free runs; the run it became part of."""
+        end = start + size
+        S, L, smax = self._S, self._L, self._smax
+        if not S:
+            S.append(array("q", (start,)))
+            L.append(array("q", (size,)))
+            smax.append(start)
+            self._cmax.append(size)
+            self._rebuild()
+            return start, end
+        k, j = self._locate(start)
+        sk = S[k]
+        lk = L[k]
+        if j:
+            pk, pj, plk = k, j - 1, lk
+            prev = sk[pj]
+        elif k:
+            pk = k - 1
+            plk = L[pk]
+            pj = len(plk) - 1
+            prev = S[pk][pj]
         else:
-            starts.remove(start)
-            if len(starts) == 1:
-                self._by_length[length] = starts[0]
+            prev = None
+        joins_next = j < len(sk) and sk[j] == end
+        if prev is not None and prev + plk[pj] == start:
+            if joins_next:
+                old = lk[j]
+                nl = plk[pj] + size + old
+                plk[pj] = nl
+                del sk[j], lk[j]
+                if pk == k:
+                    if j == len(sk):
+                        smax[k] = sk[-1]
+                    if nl > self._cmax[k]:
+                        self._setmax(k, nl)
+                else:
+                    if nl > self._cmax[pk]:
+                        self._setmax(pk, nl)
+                    if not sk:
+                        self._drop(k)
+                    elif old == self._cmax[k]:
+                        self._setmax(k, max(lk))
+                return prev, prev + nl
+            nl = plk[pj] + size
+            plk[pj] = nl
+            if nl > self._cmax[pk]:
+                self._setmax(pk, nl)
+            return prev, prev + nl
+        if joins_next:
+            sk[j] = start
+            nl = lk[j] + size
+            lk[j] = nl
+            if j == len(sk) - 1:
+                smax[k] = start
+            if nl > self._cmax[k]:
+                self._setmax(k, nl)
+            return start, start + nl
+        sk.insert(j, start)
+        lk.insert(j, size)
+        if j == len(sk) - 1:
+            smax[k] = start
+        if size > self._cmax[k]:
+            self._setmax(k, size)
+        if len(sk) > 2 * self._LOAD:
+            self._split(k)
+        return start, end
 
     # -- the two hot operations -------------------------------------------------------------
 
@@ -192,77 +287,54 @@ class Allocator:
         Changes nothing. Complexity as :meth:`allocate`.
         """
         found = self._search(size, align)
-        return None if found is None else found[0]
+        return None if found is None else found[2]
 
-    def _search(self, size: int, align: int) -> tuple[int, int] | None:
-        """(aligned address, start of the run holding it) of the first fit, or None."""
-        heads = self._heads
-        # Runs start on granule boundaries, so aligning wastes at most align - granule bytes:
-        # a run at least `sure` long always fits, at its aligned start.
-        sure = size + align - self.granule if align > self.granule else size
-        first_sure = size_class(sure)
-        if _class_floor(first_sure) < sure:
-            first_sure += 1
-        nonempty = self._nonempty
-        cut = bisect_left(nonempty, first_sure)
-        best_run = min(map(heads.__getitem__, nonempty[cut:])) if cut < len(nonempty) else None
-        # The classes that straddle [size, sure): look at each run length present there.
-        run_end = self._run_end
-        for cls in nonempty[bisect_left(nonempty, size_class(size), 0, cut):cut]:
-            if best_run is not None and heads[cls] >= best_run:
-                continue
-            # Most often one of the class's first few runs (in address order) fits: try them
-            # before the length-by-length search, which stays the bound when they do not.
-            walked = 0
-            limit = _WALK if cls in self._lengths else _WALK_UNINDEXED
-            members = self._classes[cls]
-            for start in (members if best_run is None else
-                          members.irange(maximum=best_run, inclusive=(True, False))):
-                if -(-start // align) * align + size <= run_end[start]:
-                    best_run = start
-                    walked = -1
-                    break
-                walked += 1
-                if walked == limit:
-                    break
-            if walked < limit:
-                continue  # found, or every run of the class below the best looked at
-            for length in self._length_index(cls).irange(minimum=size):
-                starts = self._by_length[length]
-                single = starts.__class__ is int
-                if length >= sure:
-                    head = starts if single else starts[0]
-                    if best_run is None or head < best_run:
-                        best_run = head
-                    continue
-                # Too short for some alignments: walk this length's runs in address order.
-                if single:
-                    starts = (starts,) if best_run is None or starts < best_run else ()
-                else:
-                    starts = starts.irange(maximum=best_run, inclusive=(True, False))
-                for start in starts:
-                    if -(-start // align) * align + size <= start + length:
-                        best_run = start
-                        break
-        if best_run is None:
+    def _search(self, size: int, align: int) -> tuple[int, int, int] | None:
+        """(chunk, run index, aligned address) of the first fit, or None."""
+        t = self._T
+        if t[1] < size or not self._S:
             return None
-        return -(-best_run // align) * align, best_run
+        sure = size + align - self.granule if align > self.granule else size
+        if t[1] >= sure:
+            kb = self._descend(sure)
+            lk = self._L[kb]
+            jb = lk.index(next(filter(sure.__le__, lk)))
+            if sure == size:
+                return kb, jb, self._S[kb][jb]
+        else:
+            kb = len(self._S)
+            jb = 0
+        # Runs of [size, sure) bytes before B may fit at their aligned start: walk them.
+        k: int | None = self._descend(size)
+        while k is not None and k <= kb:
+            sk = self._S[k]
+            lk = self._L[k]
+            stop = jb if k == kb else len(lk)
+            j = 0
+            for v in filter(size.__le__, lk):
+                j = lk.index(v, j)
+                if j >= stop:
+                    break
+                s = sk[j]
+                placed = -(-s // align) * align
+                if placed + size <= s + v:
+                    return k, j, placed
+                j += 1
+            k = self._next_chunk(k, size)
+        if kb == len(self._S):
+            return None
+        return kb, jb, -(-self._S[kb][jb] // align) * align
 
     def allocate(self, size: int, align: int = 64) -> int | None:
         """Place ``size`` bytes at the lowest address aligned to ``align``; None when none fits.
 
-        A failed call changes nothing. Complexity: O(C log n) typical, see the module doc.
+        A failed call changes nothing. Complexity: see the module doc.
         """
         found = self._search(size, align)
         if found is None:
             return None
-        placed, start = found
-        end = self._run_end[start]
-        self._remove_run(start, end)
-        if placed > start:
-            self._add_run(start, placed)
-        if placed + size < end:
-            self._add_run(placed + size, end)
+        k, j, placed = found
+        self._carve(k, j, placed, size)
         self._live[placed] = size
         self._free_bytes -= size
         return placed
@@ -270,67 +342,34 @@ class Allocator:
     def release(self, start: int) -> int | None:
         """Give back the extent that begins at ``start``; its size, or None if none begins there.
 
-        Coalesces with the free neighbours. O(log n).
+        Coalesces with the free neighbours. O(log c + 64), see the module doc.
         """
-        # _release's body without its journal entry: this is every free's path
         size = self._live.pop(start, None)
         if size is None:
             return None
-        end = start + size
         self._free_bytes += size
-        lo, hi = start, end
-        prev = self._run_start.get(lo)
-        if prev is not None:
-            self._remove_run(prev, lo)
-            lo = prev
-        nxt = self._run_end.get(hi)
-        if nxt is not None:
-            self._remove_run(hi, nxt)
-            hi = nxt
-        self._add_run(lo, hi)
+        self._free(start, size)
         return size
-
-    def _release(self, start: int) -> tuple[int, int, int, int] | None:
-        """Release the extent at ``start``: (start, end, lo, hi) with [lo, hi) the free run
-        it became part of, or None if no extent begins there."""
-        size = self._live.pop(start, None)
-        if size is None:
-            return None
-        end = start + size
-        self._free_bytes += size
-        run_start = self._run_start
-        run_end = self._run_end
-        lo, hi = start, end
-        prev = run_start.get(lo)
-        if prev is not None:
-            self._remove_run(prev, lo)
-            lo = prev
-        nxt = run_end.get(hi)
-        if nxt is not None:
-            self._remove_run(hi, nxt)
-            hi = nxt
-        self._add_run(lo, hi)
-        return start, end, lo, hi
 
     def release_tentatively(self, starts: Iterable[int]) -> list[tuple[int, int, int, int]]:
         """Release the extents at ``starts``; a journal that :meth:`undo_release` reverts
         (as long as nothing was allocated or released in between). O(k log n)."""
         journal = []
         for start in starts:
-            step = self._release(start)
-            if step is not None:
-                journal.append(step)
+            size = self._live.pop(start, None)
+            if size is None:
+                continue
+            self._free_bytes += size
+            lo, hi = self._free(start, size)
+            journal.append((start, start + size, lo, hi))
         return journal
 
     def undo_release(self, journal: list[tuple[int, int, int, int]]) -> None:
         """Take back the extents :meth:`release_tentatively` released, newest first, leaving
         the free runs exactly as they were. O(k log n)."""
-        for start, end, lo, hi in reversed(journal):
-            self._remove_run(lo, hi)
-            if lo < start:
-                self._add_run(lo, start)
-            if end < hi:
-                self._add_run(end, hi)
+        for start, end, lo, _hi in reversed(journal):
+            k, j = self._locate(lo)
+            self._carve(k, j, start, end - start)
             self._live[start] = end - start
             self._free_bytes -= end - start
 
@@ -356,20 +395,16 @@ class Allocator:
         return None if size is None else start + size
 
     def free_runs(self) -> Iterator[tuple[int, int]]:
-        """Free runs ``(start, end)`` in address order. O(n log n)."""
-        return iter(sorted(self._run_end.items()))
+        """Free runs ``(start, end)`` in address order. O(n)."""
+        return iter([(s, s + n) for sk, lk in zip(self._S, self._L) for s, n in zip(sk, lk)])
 
     def live_extents(self) -> Iterator[tuple[int, int]]:
         """Live extents ``(start, end)`` in address order. O(m log m)."""
         return iter(sorted((start, start + size) for start, size in self._live.items()))
 
     def largest_free_run(self) -> int:
-        """Length of the longest free run (0 when full). O(C + runs of the top class)."""
-        if not self._nonempty:
-            return 0
-        top = self._nonempty[-1]
-        run_end = self._run_end
-        return max(run_end[s] - s for s in self._classes[top])
+        """Length of the longest free run (0 when full). O(1): the tree's root."""
+        return self._T[1]
 
     def free_aligned_pages(self, page: int, also_free: Iterable[tuple[int, int]] = ()) -> int:
         """How many whole, ``page``-aligned pages lie in free runs. O(n).
@@ -377,7 +412,7 @@ class Allocator:
         This is what a huge-page figure of aclrtGetMemInfo counts. ``also_free`` extents
         (live ones the caller counts as free) join the runs they touch. O(n log n) then.
         """
-        runs: Iterable[tuple[int, int]] = self._run_end.items()
+        runs: Iterable[tuple[int, int]] = self.free_runs()
         extra = list(also_free)
         if extra:
             merged: list[list[int]] = []
@@ -396,38 +431,34 @@ class Allocator:
         return count
 
     def check_invariants(self) -> None:
-        """Assert the free list is sorted, disjoint, coalesced, aligned and accounts for all.
+        """Assert the free runs are sorted, disjoint, coalesced, aligned and account for all,
+        and that the chunks, their summaries and the tree agree with them.
 
         For tests; production never calls it. Raises AssertionError on the first breach.
         """
         g = self.granule
-        runs = sorted(self._run_end.items())
-        assert len(runs) == len(self._run_start), "run maps out of step"
-        assert self._nonempty == sorted(self._nonempty), "class list not ascending"
-        indexed = 0
-        for cls, members in self._classes.items():
-            assert bool(members) == (cls in self._nonempty), f"class list wrong at {cls}"
-            assert self._heads.get(cls) == (members[0] if members else None), "head stale"
-            for start in members:
-                assert size_class(self._run_end[start] - start) == cls, "run in wrong class"
-            indexed += len(members)
-        assert indexed == len(runs), "class index out of step with the runs"
-        by_length = {n: [v] if v.__class__ is int else list(v) for n, v in self._by_length.items()}
-        indexed = sum(len(self._classes[c]) for c in self._lengths)
-        assert sum(len(v) for v in by_length.values()) == indexed, "length index wrong"
-        for length, starts in by_length.items():
-            assert starts and length in self._lengths[size_class(length)], "length index stale"
-            assert len(starts) == 1 or self._by_length[length].__class__ is SortedList
-            for start in starts:
-                assert self._run_end[start] - start == length, "run under the wrong length"
+        S, L = self._S, self._L
+        c = len(S)
+        assert len(L) == len(self._smax) == len(self._cmax) == c, "chunk lists out of step"
+        for k in range(c):
+            assert S[k].typecode == L[k].typecode == "q", "chunk not an array of int64"
+            assert 0 < len(S[k]) == len(L[k]) <= 2 * self._LOAD, f"chunk {k} size wrong"
+            assert self._smax[k] == S[k][-1], f"chunk {k}: last start stale"
+            assert self._cmax[k] == max(L[k]), f"chunk {k}: longest run stale"
+        p, t = self._P, self._T
+        assert p >= max(c, 1) and p & (p - 1) == 0 and (p == 1 or p < 2 * c), "tree size wrong"
+        assert len(t) == 2 * p, "tree length wrong"
+        assert list(t[p:]) == list(self._cmax) + [0] * (p - c), "tree leaves stale"
+        for i in range(1, p):
+            assert t[i] == max(t[2 * i], t[2 * i + 1]), f"tree node {i} stale"
+        runs = list(self.free_runs())
         free = 0
         prev_end = None
         for start, end in runs:
-            assert self._run_start[end] == start, "run maps disagree"
             assert self.base <= start < end <= self.base + self.capacity, "run out of range"
             assert start % g == 0 and end % g == 0, "run not on the granule"
             if prev_end is not None:
-                assert start > prev_end, "free runs overlap or are not coalesced"
+                assert start > prev_end, "free runs overlap, are unsorted or not coalesced"
             prev_end = end
             free += end - start
         live = sorted((start, start + size) for start, size in self._live.items())
