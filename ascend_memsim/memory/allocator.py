@@ -296,7 +296,13 @@ class Allocator:
             return None
         sure = size + align - self.granule if align > self.granule else size
         if t[1] >= sure:
-            kb = self._descend(sure)
+            p = self._P  # the descent of _descend, inlined: this is every malloc's path
+            i = 1
+            while i < p:
+                i += i
+                if t[i] < sure:
+                    i += 1
+            kb = i - p
             lk = self._L[kb]
             jb = lk.index(next(filter(sure.__le__, lk)))
             if sure == size:
