@@ -1,4 +1,4 @@
-"""First-fit speed: the segregated free list against a plain linear scan, and at scale.
+"""First-fit speed: the simulator's first-fit against a plain linear scan, and at scale.
 
 Run: ``python benchmarks/bench_allocator.py`` (about half a minute). Prints two tables:
 

@@ -86,6 +86,21 @@ def test_largest_free_run_and_free_aligned_pages():
     assert full.largest_free_run() == 0
 
 
+def test_an_empty_range_holds_nothing_and_a_full_one_refills():
+    empty = Allocator(0, base=1 << 20)
+    assert empty.allocate(64) is None and empty.release(1 << 20) is None
+    assert empty.largest_free_run() == 0 and list(empty.free_runs()) == []
+    empty.check_invariants()
+    full = Allocator(4 * 64)
+    blocks = [full.allocate(64) for _ in range(4)]
+    assert list(full.free_runs()) == [] and full.allocate(64) is None
+    full.release(blocks[3])  # no free run left anywhere: the first one comes back
+    full.release(blocks[1])
+    assert list(full.free_runs()) == [(64, 128), (192, 256)]
+    assert full.largest_free_run() == 64
+    full.check_invariants()
+
+
 @pytest.mark.parametrize("bad", [dict(capacity=100), dict(capacity=-64), dict(capacity=64, base=1)])
 def test_constructor_rejects_unaligned_ranges(bad):
     with pytest.raises(ValueError):

@@ -4,8 +4,8 @@ The allocator knows nothing of products, policies or pages: it places ``size`` b
 lowest address, aligned to ``align``, where a free run can hold them, and gives them back.
 
 Free runs live in address-ordered *chunks*: chunk ``k`` is two ``array('q')``, the starts
-``_S[k]`` and the lengths ``_L[k]`` of 32 to 64 consecutive runs (a chunk splits in two when
-it passes 64 and is dropped when it empties). Beside them, per chunk:
+``_S[k]`` and the lengths ``_L[k]`` of up to 64 consecutive runs (a chunk splits in two halves
+of 32 when it passes 64, and is dropped when it empties). Beside them, per chunk:
 
 * ``_smax[k]``: its last run start (an ``array('q')``), so an address bisects to its chunk;
 * ``_cmax[k]``: its longest run;
@@ -30,12 +30,14 @@ this faster than a class-indexed first-fit at every heap size. Costs, with n fre
 c = O(n / 32) chunks:
 
 * :meth:`allocate`: O(log c + 64) plain (tree descent plus a C scan of one chunk and an
-  ``array`` insert or delete); a split or dropped chunk rebuilds the tree, O(c), at most
-  once per 32 run insertions or deletions. Aligned: the same plus one O(64 + log c) step
-  per chunk holding a run of at least ``size`` before B, and one Python step per such run:
-  O(m + (c' log c)) for m such runs in c' chunks, O(n) at worst (a heap full of runs just
-  too short to hold the request at its alignment). In practice huge-page requests are few.
-* :meth:`release`: O(log c + 64), same rebuild rule.
+  ``array`` insert or delete). Aligned: the same plus one O(64 + log c) step per chunk
+  holding a run of at least ``size`` before B, and one Python step per such run:
+  O(m + c' log c) for m such runs in c' chunks, O(n) at worst (a heap full of runs just
+  too short to hold the request at its alignment). Huge-page requests are the aligned ones.
+* :meth:`release`: O(log c + 64).
+* both: a chunk that splits or empties rebuilds the tree, O(c) (mostly in C). A chunk
+  splits only after 32 run insertions into it since it was made and empties at most once,
+  so that is at most about two rebuilds per 32 run insertions: amortised O(c / 16).
 * construction: O(1) (one chunk with one run, a one-leaf tree).
 
 >>> a = Allocator(1 << 20)
@@ -60,6 +62,9 @@ class Allocator:
 
     All sizes, alignments and the base must be multiples of ``granule`` (64 bytes by
     default); alignments are powers of two.
+
+    Longer than 350 lines because every method keeps the same chunk arrays, their summaries
+    and the tree in step; a third of it is docstrings and :meth:`check_invariants`.
     """
 
     __slots__ = ("base", "capacity", "granule", "_S", "_L", "_smax", "_cmax", "_P", "_T",
