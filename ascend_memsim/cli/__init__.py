@@ -266,6 +266,10 @@ def _parser() -> argparse.ArgumentParser:
                            help="OUT.html (default), OUT.svg or OUT.png (needs the plot extra)")
             p.add_argument("--what", choices=("both", "map", "timeline"), default="both")
             p.add_argument("--color-by", choices=("page", "component"), default="page")
+            p.add_argument("--player", action="store_true",
+                           help="write the interactive trace player (OUT.html): map, "
+                                "timeline and a slider over events, on --product and on "
+                                "950PR (A2 when --product is 950PR) side by side")
         p.set_defaults(func=func)
 
     p = sub.add_parser(

@@ -19,9 +19,9 @@ from .viz import (
     PAGE_COLORS,
     ROW_BYTES,
     MapSnapshot,
+    _wrap,
     component_colors,
     offset_label,
-    _wrap,
     rows_of,
     timeline_steps,
 )
