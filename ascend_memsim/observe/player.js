@@ -366,8 +366,9 @@
            P.peak[0]);
     }
     if (P.first_failure) {
-      html("span", {"class": "failt"}, detail, "first failure at event " +
-           P.first_failure.index + ": " + P.first_failure.message);
+      const text = "first failure at event " + P.first_failure.index + ": " +
+        P.first_failure.message;
+      html("span", {"class": "failt", title: text}, detail, text);
     }
     if (P.failures.indexOf(n) >= 0) html("span", {"class": "failt now"}, detail,
                                           "this malloc failed here");
@@ -377,18 +378,19 @@
 
   // -- the controls ----------------------------------------------------------------------------
   function describe(n) {
-    const kind = D.kinds[n];
-    const p = panels[0];
-    const changes = p ? p.changesAt(n) : [];
-    if (changes.length) {
+    const failedOn = panels.filter((p) => p.P.failures.indexOf(n) >= 0).map((p) => p.P.product);
+    const fails = failedOn.length ? "; it fails on " + failedOn.join(" and ") : "";
+    for (const p of panels) {   // the first panel where the event changed something
+      const changes = p.changesAt(n);
+      if (!changes.length) continue;
       const [id, sign] = changes[0];
       const b = p.P.blocks[id];
       return (sign > 0 ? "malloc of " : "free of ") + fmt(b[SIZE]) + " (" + D.apis[b[API]] +
-        ", footprint " + fmt(b[FP]) + ")" + (changes.length > 1 ? " and " +
-        (changes.length - 1) + " more" : "");
+        ", footprint on " + p.P.product + " " + fmt(b[FP]) + ")" + (changes.length > 1 ?
+        " and " + (changes.length - 1) + " more" : "") + fails;
     }
-    return {m: "a malloc", f: "a free", x: "a malloc recorded as failed",
-            r: "a device reset", ".": "no change to device memory"}[kind] || "";
+    return ({m: "a malloc", f: "a free", x: "a malloc recorded as failed",
+             r: "a device reset", ".": "no change to device memory"}[D.kinds[n]] || "") + fails;
   }
 
   function go(n) {
@@ -461,7 +463,9 @@
     tip.style.display = "block";
     const room = window.innerWidth - tip.offsetWidth - 8;
     tip.style.left = Math.max(4, Math.min(e.pageX + 14, window.scrollX + room)) + "px";
-    tip.style.top = (e.pageY + 16) + "px";
+    const below = e.pageY + 16;   // below the pointer, or above it when there is no room
+    tip.style.top = (below + tip.offsetHeight > window.scrollY + window.innerHeight - 4 ?
+                     Math.max(window.scrollY + 4, e.pageY - tip.offsetHeight - 10) : below) + "px";
   });
   document.getElementById("panels").addEventListener("mouseleave", () => {
     tip.style.display = "none";
