@@ -145,6 +145,24 @@ def test_player_draws_what_the_replay_computes(browser, tmp_path):
     shot = tmp_path / "player.png"
     assert browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _errors(browser) == []
+
+
+def _errors(driver):
+    """The page's script errors (and anything else the browser logged as severe)."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_player_of_an_empty_trace_loads_without_errors(browser, tmp_path):
+    from ascend_memsim.observe.trace import Trace
+
+    page = tmp_path / "empty.html"
+    save_player(str(page), Trace(name="empty.jsonl"), ["A2", "950PR"])
+    browser.get(page.as_uri())
+    panels = browser.find_elements(By.CSS_SELECTOR, "section.panel")
+    assert [p.get_attribute("data-blocks") for p in panels] == ["0", "0"]
+    assert browser.find_element(By.ID, "to-peak").get_attribute("disabled") == "true"
+    assert _errors(browser) == []
 
 
 def test_player_shows_hostile_stack_text_as_text(browser, tmp_path):
@@ -166,3 +184,4 @@ def test_player_shows_hostile_stack_text_as_text(browser, tmp_path):
     text = browser.find_element(By.ID, "tip").text
     assert hostile in text and "x$\\sqrt{$ & <!-- -->" in text
     assert browser.execute_script("return document.querySelectorAll('img, b').length") == 0
+    assert browser.title != "1" and _errors(browser) == []
