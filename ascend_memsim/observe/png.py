@@ -224,13 +224,20 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
                 bx = (offset - r * row_bytes) / MiB
                 ax.plot([bx, bx], [position[r] - 0.42, position[r] + 0.42], color="#222222",
                         linewidth=1.0, solid_capstyle="butt")
+    # the 2 MiB grid: ticks inside a row when rows are larger than a huge page (as the SVG)
+    if ROW_BYTES < row_bytes <= 64 * ROW_BYTES:
+        ticks = [k * ROW_BYTES / MiB for k in range(1, row_bytes // ROW_BYTES)]
+        for y in position.values():
+            ax.vlines(ticks, y - 0.36, y + 0.36, color="#FFFFFF", linewidth=0.8, zorder=1.7)
     rows = [(y, a) for y, (kind, a, _) in enumerate(lines) if kind == "row"]
     every = max(1, -(-len(rows) // 40))   # at most about 40 labels, so they never overprint
     ax.set_yticks([y for y, _ in rows[::every]])
     ax.set_yticklabels([offset_label(a * row_bytes) for _, a in rows[::every]], fontsize=7)
     ax.set_ylim(len(lines) - 0.5, -0.5)
     ax.set_xlim(0, row_mib)
-    ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)})")
+    ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)}"
+                  + (f", ticks every {format_bytes(ROW_BYTES)})" if row_bytes > ROW_BYTES
+                     else ", one huge page)"))
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="y", length=0)
