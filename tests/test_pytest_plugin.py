@@ -335,10 +335,10 @@ def test_sanitizer_errors_fail_the_test_warnings_do_not_and_fail_on_chooses(pyte
         import pytest
         from ascend_memsim import acl
 
-        def test_double_free(memsim):           # report mode: the call succeeds, the test fails
+        def test_double_free(memsim):           # report mode: the runtime's code, and a failure
             ptr, ret = acl.rt.malloc(100, 0)
             assert acl.rt.free(ptr) == 0
-            acl.rt.free(ptr)
+            assert acl.rt.free(ptr) == acl.ACL_ERROR_RT_PARAM_INVALID
 
         def test_padding_access_is_a_warning(memsim):
             ptr, ret = acl.rt.malloc(100, 0)
