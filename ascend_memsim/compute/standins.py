@@ -367,7 +367,11 @@ def spec_for_file(path: object) -> ModelSpec:
         raise InvalidArgumentType(f"model path must be a non-empty str, got {_show(path)}")
     if "\0" in path:
         raise InvalidFile(f"model path {_show(path)} holds a NUL character")
-    if os.path.isfile(path) and os.path.getsize(path) == 0:
+    try:
+        empty = os.path.isfile(path) and os.path.getsize(path) == 0
+    except OSError:       # gone between the two calls: the lookups below say so
+        empty = False
+    if empty:
         raise InvalidFile(f"{path}: the model file is empty (0 bytes), which the runtime "
                           f"cannot load; a stand-in does not change that (rebuild the model, "
                           f"or remove the empty file and keep only {path + SUFFIX})")
