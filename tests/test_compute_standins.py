@@ -100,6 +100,7 @@ def test_an_empty_model_file_does_not_load_even_with_a_stand_in(rt, tmp_path):
 
 def test_a_non_string_name_is_invalid_param(rt, tmp_path):
     model_id, ret = acl.mdl.load_from_file(stand_in(tmp_path))
+    assert ret == 0
     desc = acl.mdl.create_desc()
     assert acl.mdl.get_desc(desc, model_id) == 0
     assert acl.mdl.get_input_index_by_name(desc, np.array([1, 2])) == (0, 100000)

@@ -232,5 +232,5 @@ def test_a_bad_fail_on_is_refused():
     class Bad(RuntimeMachine):
         fail_on = "sometimes"
 
-    with pytest.raises(ValueError, match="Bad.fail_on='sometimes': write one of error"):
+    with pytest.raises(ValueError, match=r"Bad\.fail_on='sometimes': write one of error"):
         run_state_machine_as_test(Bad, settings=settings(max_examples=1, database=None))
