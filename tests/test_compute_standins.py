@@ -98,6 +98,16 @@ def test_an_empty_model_file_does_not_load_even_with_a_stand_in(rt, tmp_path):
     assert load(path) == 0
 
 
+def test_a_path_whose_repr_raises_is_invalid_param(rt):
+    class Hostile:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    assert acl.mdl.query_size(Hostile()) == (0, 0, 100000)
+    assert acl.mdl.load_from_file(Hostile()) == (0, 100000)
+    assert "<Hostile object>" in acl.get_recent_err_msg()
+
+
 def test_a_non_string_name_is_invalid_param(rt, tmp_path):
     model_id, ret = acl.mdl.load_from_file(stand_in(tmp_path))
     assert ret == 0

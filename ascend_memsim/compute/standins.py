@@ -60,8 +60,12 @@ _short.maxstring = _short.maxother = 80
 
 
 def _show(value: object) -> str:
-    """``repr(value)``, bounded in length and depth (a hostile value cannot recurse)."""
-    return _short.repr(value)
+    """``repr(value)``, bounded in length and depth (a hostile value cannot recurse, nor
+    break the message with a ``__repr__`` that raises)."""
+    try:
+        return _short.repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
 
 
 @dataclass(frozen=True)
