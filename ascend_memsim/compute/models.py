@@ -253,24 +253,11 @@ class Models:
         fn = spec.fn or _default_fn(spec)
         call = "aclmdlExecute" if stream is None else "aclmdlExecuteAsync"
         name = f"model {model.model_id} function {getattr(fn, '__name__', fn)!r}"
-        launch(self.runtime, call, stream, ins, outs, _no_exit(fn), name,
+        launch(self.runtime, call, stream, ins, outs, fn, name,
                mismatch=ModelOutputMismatch)
 
     def close(self) -> None:
         self._loaded.clear()
-
-
-def _no_exit(fn: Callable) -> Callable[[list], object]:
-    """``fn(arrays)``, with a ``sys.exit`` inside it turned into an error of the call (the
-    model's function must not end the program from inside ``aclmdlExecute``)."""
-
-    def call(arrays: list) -> object:
-        try:
-            return fn(arrays)
-        except SystemExit as error:
-            raise RuntimeError(f"the model function called sys.exit({error.code!r})") from error
-
-    return call
 
 
 def _default_fn(spec: ModelSpec) -> Callable[[list], list]:
