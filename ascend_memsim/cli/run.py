@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import runpy
 import sys
-import traceback
 from collections import Counter
 from typing import TextIO
 
@@ -17,6 +15,7 @@ from ..observe.replay import _capacity_key
 from ..observe.trace import Recorder
 from ..runtime.runtime import Runtime
 from .common import USAGE_ERROR, print_json
+from .script import run_script
 
 __all__ = ["cmd_run", "sanitizer_report_count"]
 
@@ -97,7 +96,6 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 
     log = open(args.log_file, "w", encoding="utf-8") if args.log_file else None
     report_to = log if log is not None else sys.stderr
-    saved_argv, saved_path = sys.argv, list(sys.path)
     status = 0
     try:
         # `run` lists leaks itself (with their sites); the sanitizer reports everything else.
@@ -116,20 +114,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                 rt.add_observer(on_reset)
             # installed once the runtime exists, so a failure above leaves sys.modules alone
             previous = install_acl()
-            sys.argv = [script, *args.script_args]
-            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
             try:
-                runpy.run_path(script, run_name="__main__")
-            except SystemExit as e:
-                code = e.code
-                status = code if isinstance(code, int) else (0 if code is None else 1)
-                if not isinstance(code, int) and code is not None:
-                    print(code, file=sys.stderr)
-            except BaseException:
-                traceback.print_exc()
-                status = 1
+                # the script's exit too (atexit handlers, its objects' __del__) happens here,
+                # before the runtime is finalized, as in the script's own process
+                status = run_script(script, [script, *args.script_args])
             finally:
-                sys.argv, sys.path[:] = saved_argv, saved_path
                 uninstall_acl(previous)
             leaks = [] if args.no_leak_check else leaked_at_reset + rt.blocks()
             sanitizer = getattr(rt, "sanitizer", None)

@@ -1,0 +1,105 @@
+"""``ascend-memsim run``: the script's whole life, its exit included, on the simulator."""
+
+import atexit
+import io
+import sys
+import textwrap
+
+from ascend_memsim.cli import main
+
+
+def run(*argv):
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def _script(tmp_path, text, name="prog.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+CLEANS_UP_AT_EXIT = """
+    import atexit
+    import sys
+    import acl
+
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    first, _ = acl.rt.malloc(100, 0)
+    second, _ = acl.rt.malloc(200, 0)
+
+
+    class Holder:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def __del__(self):
+            print("del free", acl.rt.free(self.ptr))
+
+
+    holder = Holder(second)
+
+
+    @atexit.register
+    def release():
+        print("atexit free", acl.rt.free(first))
+
+
+    atexit.register(print, "never printed")
+    atexit.unregister(print)
+    if sys.argv[1:] == ["exit"]:
+        sys.exit(3)
+"""
+
+
+def test_atexit_handlers_and_module_cleanup_run_before_the_runtime_is_finalized(
+        tmp_path, capsys):
+    # Regression: run finalized the runtime when the script's code returned; the atexit
+    # handler and the module-level object's __del__ then freed into a finalized runtime
+    # (100001) and both blocks were reported as leaks, exit status 1.
+    script = _script(tmp_path, CLEANS_UP_AT_EXIT)
+    main_module, argv, handlers = sys.modules["__main__"], list(sys.argv), atexit._ncallbacks()
+    code, _ = run("run", script)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "atexit free 0" in captured.out and "del free 0" in captured.out
+    assert "never printed" not in captured.out
+    assert "Leaked" not in captured.err and "0 errors" in captured.err
+    # the process's own __main__, argv and exit handlers are as they were
+    assert sys.modules["__main__"] is main_module and sys.argv == argv
+    assert atexit._ncallbacks() == handlers
+    # sys.exit() in the script: its status, after the same clean-up
+    code, _ = run("run", script, "exit")
+    captured = capsys.readouterr()
+    assert code == 3 and "atexit free 0" in captured.out and "del free 0" in captured.out
+    assert "Leaked" not in captured.err
+
+
+def test_exit_handlers_run_last_first_and_a_failing_one_does_not_stop_the_rest(
+        tmp_path, capsys):
+    script = _script(tmp_path, """
+        import atexit
+        atexit.register(print, "registered first, runs last")
+        def boom():
+            raise RuntimeError("handler failed")
+        atexit.register(boom)
+        atexit.register(print, "registered last, runs first")
+    """)
+    code, _ = run("run", "--sanitizer", "off", script)
+    captured = capsys.readouterr()
+    assert code == 0                     # as python: a failing handler leaves the status
+    assert captured.out.index("runs first") < captured.out.index("runs last")
+    assert "Exception ignored in atexit callback" in captured.err
+    assert "RuntimeError: handler failed" in captured.err
+
+
+def test_a_traceback_starts_in_the_script_and_a_syntax_error_is_status_1(tmp_path, capsys):
+    script = _script(tmp_path, "def f():\n    raise KeyError('k')\nf()\n")
+    assert run("run", "--sanitizer", "off", script)[0] == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):\n  File \"" + script)
+    assert "KeyError: 'k'" in err and "script.py" not in err
+    broken = _script(tmp_path, "def (:\n", name="broken.py")
+    assert run("run", "--sanitizer", "off", broken)[0] == 1
+    assert "SyntaxError" in capsys.readouterr().err
