@@ -360,17 +360,6 @@ def test_a_closed_pipe_ends_the_output_quietly(capsys):
     assert "Broken pipe" not in capsys.readouterr().err
 
 
-def test_run_options_after_the_script_get_a_note(tmp_path, capsys):
-    script = _script(tmp_path, """
-        import sys
-        print("args", sys.argv[1:])
-    """)
-    code, _ = run("run", script, "--trace", "t.jsonl")
-    captured = capsys.readouterr()
-    assert code == 0 and "args ['--trace', 't.jsonl']" in captured.out
-    assert "put run's own options before the script" in captured.err
-
-
 def test_help_names_the_default_product_and_imports_nothing_of_the_package():
     import subprocess
     import sys

@@ -2,6 +2,7 @@
 
 import atexit
 import io
+import json
 import sys
 import textwrap
 
@@ -103,3 +104,60 @@ def test_a_traceback_starts_in_the_script_and_a_syntax_error_is_status_1(tmp_pat
     broken = _script(tmp_path, "def (:\n", name="broken.py")
     assert run("run", "--sanitizer", "off", broken)[0] == 1
     assert "SyntaxError" in capsys.readouterr().err
+
+
+SHOWS_ARGS = """
+    import json, pathlib, sys
+    pathlib.Path(sys.argv[0]).with_suffix(".args").write_text(json.dumps(sys.argv[1:]))
+"""
+
+
+def _args_seen(script):
+    path = script[:-3] + ".args"
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def test_runs_own_options_after_the_script_are_refused_not_passed_on(tmp_path, capsys):
+    # Regression: `run prog.py --trace t.jsonl` gave --trace to the script with a note,
+    # and wrote no trace.
+    script = _script(tmp_path, SHOWS_ARGS)
+    trace = str(tmp_path / "t.jsonl")
+    assert run("run", script, "--trace", trace)[0] == 2
+    err = capsys.readouterr().err
+    assert f"ascend-memsim run --trace {trace} {script}\n" in err
+    assert f"ascend-memsim run {script} -- --trace {trace}" in err
+    assert _args_seen(script) is None and not (tmp_path / "t.jsonl").exists()
+    # the = form, and several: the fix keeps the script's own arguments in their order
+    assert run("run", "--sanitizer", "off", script, "a", "--capacity=64MiB", "b",
+               "--no-leak-check")[0] == 2
+    err = capsys.readouterr().err
+    assert "--capacity, --no-leak-check after the script" in err
+    assert f"run --capacity=64MiB --no-leak-check {script} a b\n" in err
+    assert _args_seen(script) is None
+    # after --, everything goes to the script as it is (a second -- too)
+    assert run("run", "--sanitizer", "off", script, "a", "--", "--trace", trace, "--")[0] == 0
+    assert _args_seen(script) == ["a", "--trace", trace, "--"]
+    # an option run does not have is the script's
+    assert run("run", "--sanitizer", "off", script, "--device", "1", "--traces")[0] == 0
+    assert _args_seen(script) == ["--device", "1", "--traces"]
+    # no script at all
+    assert run("run", "--sanitizer", "off")[0] == 2
+    assert "the script to run is missing" in capsys.readouterr().err
+
+
+def test_the_demos_run_hint_is_a_command_that_writes_a_trace(tmp_path, capsys):
+    # Regression: the demo suggested `ascend-memsim run your_script.py --trace t.jsonl`.
+    text = run("demo")[1]
+    hint = next(line for line in text.splitlines() if "ascend-memsim run " in line)
+    words = hint.split("(")[0].split()
+    words = words[words.index("ascend-memsim") + 1:]
+    script = _script(tmp_path, "import acl\nacl.init()\nacl.rt.set_device(0)\n")
+    trace = tmp_path / "t.jsonl"
+    argv = [script if w == "your_script.py" else str(trace) if w == "t.jsonl" else w
+            for w in words]
+    assert run(*argv)[0] == 0
+    assert '"set_device"' in trace.read_text()

@@ -204,12 +204,16 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "run", help="run a pyacl script on the simulator, report leaks",
+        usage="ascend-memsim run [options] SCRIPT.py [ARGS ...] [-- ARGS ...]",
         description="Run an unmodified pyacl script on the simulator; report leaks and "
-                    "sanitizer findings. --product and --capacity are defaults: the script's "
-                    "own acl.init config (\"memsim\": {\"product\": ...}, "
-                    "\"defaultDevice\") overrides them.")
-    p.add_argument("script", metavar="SCRIPT.py")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
+                    "sanitizer findings. --product, --capacity and --device-count are "
+                    "defaults: the script's own acl.init config (\"memsim\": {\"product\": "
+                    "...}, \"defaultDevice\") overrides them. run's options go before "
+                    "SCRIPT.py; one of them after it is refused (exit 2) unless it follows "
+                    "--, after which every argument goes to the script as it is.")
+    p.add_argument("script", metavar="SCRIPT.py", nargs="?")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="the script's arguments")
     p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
                    help=f"the product to simulate (default {HELP_DEFAULT_PRODUCT}) unless the "
                         f"script's acl.init config names one")
@@ -233,7 +237,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-file", metavar="F",
                    help="write sanitizer reports, leaks and the summaries to F, not stderr")
     json_option(p)
-    p.set_defaults(func=cmd_run)
+    # run's own long options and how many values each takes: one of them among the
+    # script's arguments is refused (see cmd_run)
+    p.set_defaults(func=cmd_run, run_options={
+        s: 0 if a.nargs == 0 else 1 for a in p._actions for s in a.option_strings
+        if s.startswith("--") and s != "--help"})
 
     def trace_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", metavar="TRACE", help="JSON Lines trace, RMM CSV log or "
@@ -292,10 +300,25 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line with ``argv`` (default sys.argv[1:]); the exit status."""
     out = out or sys.stdout
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    after = None
+    if argv[:1] == ["run"] and "--" in argv:
+        # `run [options] SCRIPT.py [ARGS] -- ARGS`: what follows the first -- goes to the
+        # script as it is (argparse's own handling of -- differs between Python versions)
+        after = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else USAGE_ERROR
+    if args.command == "run":
+        if args.script is None and after:
+            args.script, after = after[0], after[1:]
+        if args.script is None:
+            print("ascend-memsim run: error: the script to run is missing "
+                  "(ascend-memsim run [options] SCRIPT.py [ARGS ...])", file=sys.stderr)
+            return USAGE_ERROR
+        args.unchecked_args = after or []
     if not getattr(args, "func", None):
         parser.print_help(out)
         return 0

@@ -123,7 +123,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     say()
     say("Next: ascend-memsim explain 2MiB --policy HUGE_FIRST   (how a size becomes a footprint)")
     say("      ascend-memsim profiles                            (the products and their rules)")
-    say("      ascend-memsim run your_script.py --trace t.jsonl   (run a pyacl program here)")
+    say("      ascend-memsim run --trace t.jsonl your_script.py   (run a pyacl program here)")
     say("      ascend-memsim replay t.jsonl --product 950PR --bisect; ascend-memsim plot t.jsonl")
     return 0
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
+import shlex
 import sys
 from collections import Counter
 from typing import TextIO
@@ -36,11 +38,6 @@ def sanitizer_report_count(runtime: Runtime) -> int:
     return int(count() if callable(count) else count)
 
 
-#: run's own options, which a user may wrongly write after the script name
-_RUN_OPTIONS = ("--product", "--capacity", "--error-exitcode", "--no-leak-check", "--trace",
-                "--stacks", "--sanitizer", "--print-limit", "--log-file", "--json",
-                "--run-mode")
-
 _BAR = "========="
 
 
@@ -63,6 +60,39 @@ def _error_summary(counts: Counter) -> str:
     return f"{text} ({detail})" if detail else text
 
 
+def _misplaced_options(args: argparse.Namespace) -> str:
+    """The refusal of run's own options written after the script ('' when there are none).
+
+    DECISION: an option of run's after SCRIPT.py is refused (exit 2), neither taken nor
+    passed on: the script may have an option of the same name, so either guess could be
+    wrong without a word. The message gives the command with the options moved, and how to
+    pass them to the script on purpose (after ``--``).
+    """
+    options = getattr(args, "run_options", {})
+    mine: list[str] = []
+    theirs: list[str] = []
+    found: list[str] = []
+    words = iter(args.script_args)
+    for word in words:
+        name = word.split("=", 1)[0]
+        if name not in options:
+            theirs.append(word)
+            continue
+        found.append(name)
+        mine.append(word)
+        if options[name] and "=" not in word:
+            mine.extend(itertools.islice(words, 1))
+    if not found:
+        return ""
+    unchecked = getattr(args, "unchecked_args", [])
+    fixed = shlex.join(["ascend-memsim", "run", *mine, args.script, *theirs, *unchecked])
+    passed = shlex.join(["ascend-memsim", "run", args.script, "--", *args.script_args,
+                         *unchecked])
+    return (f"ascend-memsim run: error: {', '.join(dict.fromkeys(found))} after the script "
+            f"would go to the script; run's own options go before it:\n    {fixed}\n"
+            f"(to give them to the script itself, put them after --:\n    {passed})")
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     """Run an unmodified pyacl script under the simulator; report leaks (and sanitizer).
 
@@ -80,11 +110,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if not os.path.isfile(script):
         print(f"ascend-memsim run: no such script: {script}", file=sys.stderr)
         return USAGE_ERROR
-    own = sorted({a.split("=")[0] for a in args.script_args} & set(_RUN_OPTIONS))
-    if own:
-        print(f"ascend-memsim run: note: {', '.join(own)} after SCRIPT.py go to the script; "
-              f"put run's own options before the script: ascend-memsim run {own[0]} ... "
-              f"{script}", file=sys.stderr)
+    misplaced = _misplaced_options(args)
+    if misplaced:
+        print(misplaced, file=sys.stderr)
+        return USAGE_ERROR
     overrides = {}
     if args.capacity is not None:
         overrides[_capacity_key(args.product)] = args.capacity
@@ -117,7 +146,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             try:
                 # the script's exit too (atexit handlers, its objects' __del__) happens here,
                 # before the runtime is finalized, as in the script's own process
-                status = run_script(script, [script, *args.script_args])
+                status = run_script(script, [script, *args.script_args,
+                                             *getattr(args, "unchecked_args", [])])
             finally:
                 uninstall_acl(previous)
             leaks = [] if args.no_leak_check else leaked_at_reset + rt.blocks()
