@@ -161,3 +161,49 @@ def test_the_demos_run_hint_is_a_command_that_writes_a_trace(tmp_path, capsys):
             for w in words]
     assert run(*argv)[0] == 0
     assert '"set_device"' in trace.read_text()
+
+
+def test_error_exitcode_outside_one_byte_is_refused(tmp_path, capsys):
+    # Regression: --error-exitcode 256 was taken, and the process exited 256 % 256 = 0
+    # with leaks.
+    script = _script(tmp_path, "import acl\nacl.init()\nacl.rt.set_device(0)\n"
+                               "acl.rt.malloc(100, 0)\n")
+    for bad in ("256", "0", "-1", "1e3", "x"):
+        assert run("run", "--error-exitcode", bad, script)[0] == 2, bad
+        assert "argument --error-exitcode" in capsys.readouterr().err
+    assert run("run", "--error-exitcode", "255", script)[0] == 255
+    assert "Leaked 100 bytes" in capsys.readouterr().err
+
+
+SECOND_DEVICE = """
+    import json, sys
+    import acl
+    config = ""
+    if sys.argv[1:]:
+        config = sys.argv[0] + ".json"
+        with open(config, "w") as f:
+            json.dump({"memsim": json.loads(sys.argv[1])}, f)
+    assert acl.init(config) == 0
+    print("set_device(1)", acl.rt.set_device(1))
+    ptr, ret = acl.rt.malloc(100, 0)
+    print("free", acl.rt.free(ptr))
+"""
+
+
+def test_device_count_gives_the_product_more_devices_unless_the_config_says(
+        tmp_path, capsys):
+    script = _script(tmp_path, SECOND_DEVICE)
+    assert run("run", script)[0] == 0
+    assert "set_device(1) 107001" in capsys.readouterr().out     # A2: one device
+    assert run("run", "--device-count", "2", script)[0] == 0
+    assert "set_device(1) 0\nfree 0" in capsys.readouterr().out
+    # the script's acl.init config overrides it, as it does --product and --capacity
+    assert run("run", "--device-count", "2", script, '{"device_count": 1}')[0] == 0
+    assert "set_device(1) 107001" in capsys.readouterr().out
+    assert run("run", "--device-count", "2", script, '{"product": "A2"}')[0] == 0
+    assert "set_device(1) 107001" in capsys.readouterr().out
+    assert run("run", script, '{"device_count": 4}')[0] == 0
+    assert "set_device(1) 0" in capsys.readouterr().out
+    for bad in ("0", "65", "two"):
+        assert run("run", "--device-count", bad, script)[0] == 2, bad
+        assert "device" in capsys.readouterr().err

@@ -123,6 +123,22 @@ def _size_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(e.message) from None
 
 
+def _int_in(lo: int, hi: int | None = None) -> Any:
+    """An argparse type: an int in ``lo..hi`` (no upper bound when ``hi`` is None)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < lo or (hi is not None and value > hi):
+            bounds = f"in {lo}..{hi}" if hi is not None else f"{lo} or more"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
 def _policy_arg(text: str) -> int:
     _load()
     try:
@@ -219,7 +235,11 @@ def _parser() -> argparse.ArgumentParser:
                         f"script's acl.init config names one")
     p.add_argument("--capacity", type=_size_arg,
                    help="override the device memory size (the acl.init config may too)")
-    p.add_argument("--error-exitcode", type=int, default=1,
+    p.add_argument("--device-count", type=_int_in(1), metavar="N",
+                   help="devices the product has (default: the product's own, 1 on A2); the "
+                        "acl.init config's memsim.device_count may say too")
+    # an exit status is one byte: 256 would be seen as 0 (success) by the shell
+    p.add_argument("--error-exitcode", type=_int_in(1, 255), default=1, metavar="1..255",
                    help="exit status when leaks or sanitizer reports are found (default 1)")
     p.add_argument("--no-leak-check", action="store_true",
                    help="do not report blocks still live at reset or exit")

@@ -117,6 +117,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     overrides = {}
     if args.capacity is not None:
         overrides[_capacity_key(args.product)] = args.capacity
+    if args.device_count is not None:
+        overrides["device_count"] = args.device_count
     leaked_at_reset: list = []
 
     def on_reset(event: str, device: object, info: dict) -> None:
