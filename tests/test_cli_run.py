@@ -207,3 +207,41 @@ def test_device_count_gives_the_product_more_devices_unless_the_config_says(
     for bad in ("0", "65", "two"):
         assert run("run", "--device-count", bad, script)[0] == 2, bad
         assert "device" in capsys.readouterr().err
+
+
+LOADS_A_MODEL = """
+    import acl
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    for _ in range(2):
+        model_id, ret = acl.mdl.load_from_file("resnet50.om")
+        print("load", model_id, ret)
+    print("query", acl.mdl.query_size("resnet50.om")[-1])
+"""
+
+
+def test_a_model_with_no_stand_in_shows_the_recipe_in_runs_diagnostics(
+        tmp_path, capsys, monkeypatch):
+    # Regression: the recipe for a stand-in was only in acl.get_recent_err_msg(), which a
+    # program seldom prints; run said nothing.
+    import ascend_memsim.acl.mdl as mdl
+
+    monkeypatch.chdir(tmp_path)
+    before = mdl.load_from_file, mdl.query_size
+    script = _script(tmp_path, LOADS_A_MODEL)
+    assert run("run", script)[0] == 0
+    captured = capsys.readouterr()
+    assert "load 0 100003\nload 0 100003\nquery 100003" in captured.out   # as without run
+    assert captured.err.count("acl.mdl.load_from_file returned 100003: resnet50.om: no such "
+                              "model file and no stand-in; write the stand-in "
+                              "resnet50.om.memsim.json") == 1   # once per message
+    assert '"inputs": [' in captured.err
+    (tmp_path / "resnet50.om").write_bytes(b"\x00" * 16)
+    log = tmp_path / "run.log"
+    code, text = run("run", "--json", "--log-file", str(log), script)
+    assert code == 0 and "cannot read .om models" not in capsys.readouterr().err
+    assert "acl.mdl.load_from_file returned 100013: resnet50.om: the simulator cannot " \
+           "read .om models; write the stand-in" in log.read_text()
+    failures = json.loads(text)["model_failures"]
+    assert [f["call"] for f in failures] == ["acl.mdl.load_from_file"]
+    assert "resnet50.om.memsim.json" in failures[0]["message"]
+    assert (mdl.load_from_file, mdl.query_size) == before     # the face as it was

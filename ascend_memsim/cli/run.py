@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import itertools
 import os
 import shlex
 import sys
+import threading
 from collections import Counter
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 from ..checks.reports import KINDS
 from ..memory.sites import format_site
@@ -58,6 +62,48 @@ def _error_summary(counts: Counter) -> str:
     text = (f"{_BAR} ERROR SUMMARY: {errors} error{'s' * (errors != 1)}, {warnings} "
             f"warning{'s' * (warnings != 1)}")
     return f"{text} ({detail})" if detail else text
+
+
+#: acl.mdl calls whose failure run reports: a model with no stand-in fails here, and the
+#: message (acl.get_recent_err_msg) says how to write one
+_MODEL_CALLS = ("load_from_file", "load_from_file_with_mem", "load_from_mem",
+                "load_from_mem_with_mem", "query_size", "query_size_from_mem")
+
+
+@contextlib.contextmanager
+def _reporting_model_failures(report: Callable[[dict], None]) -> Iterator[None]:
+    """While the script runs, each acl.mdl load or query that fails is passed to ``report``
+    as {"call", "code", "message"}, the message being what acl.get_recent_err_msg gives
+    (once per distinct message). The script sees the same results."""
+    from ..acl import get_recent_err_msg, mdl
+
+    seen: set[str] = set()
+    lock = threading.Lock()
+
+    def watched(name: str, call: Callable) -> Callable:
+        @functools.wraps(call)
+        def watching(*args: Any, **kwargs: Any) -> Any:
+            result = call(*args, **kwargs)
+            code = result[-1] if isinstance(result, tuple) else result
+            if code:
+                message = get_recent_err_msg()
+                with lock:
+                    new = message not in seen
+                    seen.add(message)
+                if new:
+                    report({"call": f"acl.mdl.{name}", "code": int(code), "message": message})
+            return result
+
+        return watching
+
+    saved = {name: getattr(mdl, name) for name in _MODEL_CALLS}
+    for name, call in saved.items():
+        setattr(mdl, name, watched(name, call))
+    try:
+        yield
+    finally:
+        for name, call in saved.items():
+            setattr(mdl, name, call)
 
 
 def _misplaced_options(args: argparse.Namespace) -> str:
@@ -127,6 +173,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 
     log = open(args.log_file, "w", encoding="utf-8") if args.log_file else None
     report_to = log if log is not None else sys.stderr
+    model_failures: list[dict] = []
+
+    def on_model_failure(failure: dict) -> None:
+        # the model the script asked for cannot be loaded: say why, and how to describe it
+        model_failures.append(failure)
+        print(f"ascend-memsim run: {failure['call']} returned {failure['code']}: "
+              f"{failure['message']}", file=report_to, flush=True)
     status = 0
     try:
         # `run` lists leaks itself (with their sites); the sanitizer reports everything else.
@@ -148,8 +201,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             try:
                 # the script's exit too (atexit handlers, its objects' __del__) happens here,
                 # before the runtime is finalized, as in the script's own process
-                status = run_script(script, [script, *args.script_args,
-                                             *getattr(args, "unchecked_args", [])])
+                with _reporting_model_failures(on_model_failure):
+                    status = run_script(script, [script, *args.script_args,
+                                                 *getattr(args, "unchecked_args", [])])
             finally:
                 uninstall_acl(previous)
             leaks = [] if args.no_leak_check else leaked_at_reset + rt.blocks()
@@ -192,6 +246,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                                 for f in (b.alloc_site or ())]}
                       for b in leaks],
             "leaked_bytes": sum(b.size for b in leaks),
-            "findings": dict(counts), "trace": args.trace}, out)
+            "findings": dict(counts), "model_failures": model_failures,
+            "trace": args.trace}, out)
     return result
 
