@@ -32,6 +32,8 @@ USAGE_ERROR = 2
 #: the two agree)
 HELP_DEFAULT_PRODUCT = "A2"
 _MiB = 1 << 20
+#: what every size option takes (memory.units.parse_size)
+_SIZES = "units are binary: K/KB/KiB = 1024, M/MB/MiB = 2**20, G/GB/GiB = 2**30"
 
 
 def _load() -> None:
@@ -198,17 +200,22 @@ def _parser() -> argparse.ArgumentParser:
                        help="print the result as one JSON document")
 
     p = sub.add_parser("demo", help="a guided tour of the allocation rules (start here)")
-    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT)
+    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
+                   help=f"the product whose rules the tour shows (default "
+                        f"{HELP_DEFAULT_PRODUCT}; see the profiles command)")
     p.add_argument("--capacity", type=_size_arg, default=64 * _MiB,
-                   help="device memory for the tour (default 64MiB)")
+                   help=f"device memory for the tour (default 64MiB; {_SIZES})")
     p.add_argument("--html", metavar="OUT.html", help="also write the memory map picture")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("explain", help="how SIZE becomes a footprint, step by step")
-    p.add_argument("size", type=_size_arg, metavar="SIZE", help="bytes: 123, 64KiB, 2MiB, 1GiB")
+    p.add_argument("size", type=_size_arg, metavar="SIZE",
+                   help=f"bytes: 123, 64KiB, 2MiB, 1GiB ({_SIZES})")
     p.add_argument("--policy", type=_policy_arg, default=0,
                    help="HUGE_FIRST (default), HUGE_ONLY, NORMAL_ONLY, ... or a number")
-    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT)
+    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
+                   help=f"the product whose rules apply (default {HELP_DEFAULT_PRODUCT}; see "
+                        f"the profiles command)")
     p.add_argument("--api", default="aclrtMalloc",
                    help="aclrtMalloc (default), aclrtMallocAlign32, malloc_cached, ...")
     json_option(p)
@@ -227,14 +234,15 @@ def _parser() -> argparse.ArgumentParser:
                     "...}, \"defaultDevice\") overrides them. run's options go before "
                     "SCRIPT.py; one of them after it is refused (exit 2) unless it follows "
                     "--, after which every argument goes to the script as it is.")
-    p.add_argument("script", metavar="SCRIPT.py", nargs="?")
+    p.add_argument("script", metavar="SCRIPT.py", nargs="?", help="the pyacl program to run")
     p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                    help="the script's arguments")
     p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
                    help=f"the product to simulate (default {HELP_DEFAULT_PRODUCT}) unless the "
                         f"script's acl.init config names one")
     p.add_argument("--capacity", type=_size_arg,
-                   help="override the device memory size (the acl.init config may too)")
+                   help=f"override the device memory size, e.g. 16GiB ({_SIZES}; the "
+                        f"acl.init config may say too)")
     p.add_argument("--device-count", type=_int_in(1), metavar="N",
                    help="devices the product has (default: the product's own, 1 on A2); the "
                         "acl.init config's memsim.device_count may say too")
@@ -267,7 +275,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("trace", metavar="TRACE", help="JSON Lines trace, RMM CSV log or "
                        "PyTorch/torch_npu memory snapshot (.pickle or .json)")
         p.add_argument("--product", help="default: the product the trace was recorded on")
-        p.add_argument("--capacity", type=_size_arg, help="device memory (e.g. 16GiB)")
+        p.add_argument("--capacity", type=_size_arg,
+                       help=f"device memory, e.g. 16GiB ({_SIZES})")
         p.add_argument("--policy", type=_policy_arg, help="replace every recorded policy")
         p.add_argument("--quiet", action="store_true", help="no progress display")
 
@@ -292,8 +301,13 @@ def _parser() -> argparse.ArgumentParser:
         if name == "plot":
             p.add_argument("-o", "--output", metavar="OUT",
                            help="OUT.html (default), OUT.svg or OUT.png (needs the plot extra)")
-            p.add_argument("--what", choices=("both", "map", "timeline"), default="both")
-            p.add_argument("--color-by", choices=("page", "component"), default="page")
+            p.add_argument("--what", choices=("both", "map", "timeline"), default="both",
+                           help="what to draw: both (default), the memory map or the "
+                                "timeline")
+            p.add_argument("--color-by", choices=("page", "component"), default="page",
+                           help="colour blocks by page kind, normal, huge or 1 GiB (page, "
+                                "default), or by the component that allocated them "
+                                "(component: APP, ...)")
         p.set_defaults(func=func)
 
     p = sub.add_parser(
@@ -302,7 +316,9 @@ def _parser() -> argparse.ArgumentParser:
                     "(pytorch.org/memory_viz) opens, or as RMM's logging_resource_adaptor CSV.")
     p.add_argument("trace", metavar="TRACE",
                    help="JSON Lines trace, RMM CSV log or PyTorch/torch_npu snapshot")
-    p.add_argument("--format", choices=("memory-viz", "rmm-csv"), required=True)
+    p.add_argument("--format", choices=("memory-viz", "rmm-csv"), required=True,
+                   help="memory-viz: a PyTorch memory snapshot (pickle); rmm-csv: an RMM "
+                        "logging_resource_adaptor CSV log")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="output file (default: TRACE's name with .pickle or .csv)")
     p.add_argument("--device", type=int,

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from ..checks.reports import KINDS
 from ..memory.sites import format_site
-from ..memory.units import format_bytes
+from ..memory.units import format_bytes, plural
 from ..observe.replay import _capacity_key
 from ..observe.trace import Recorder
 from ..runtime.runtime import Runtime
@@ -49,8 +49,8 @@ def _leak_summary(leaks: list) -> str:
     """compute-sanitizer's leak line: requested bytes, allocations (and footprint)."""
     requested = sum(b.size for b in leaks)
     footprint = sum(b.footprint for b in leaks)
-    text = (f"{_BAR} LEAK SUMMARY: {requested} bytes leaked in {len(leaks)} allocation"
-            f"{'s' * (len(leaks) != 1)}")
+    text = (f"{_BAR} LEAK SUMMARY: {plural(requested, 'byte')} leaked in "
+            f"{plural(len(leaks), 'allocation')}")
     return text + (f" ({format_bytes(footprint)} of footprint)" if leaks else "")
 
 
@@ -59,8 +59,7 @@ def _error_summary(counts: Counter) -> str:
     errors = sum(n for k, n in counts.items() if KINDS.get(k, "error") == "error")
     warnings = sum(counts.values()) - errors
     detail = ", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))
-    text = (f"{_BAR} ERROR SUMMARY: {errors} error{'s' * (errors != 1)}, {warnings} "
-            f"warning{'s' * (warnings != 1)}")
+    text = f"{_BAR} ERROR SUMMARY: {plural(errors, 'error')}, {plural(warnings, 'warning')}"
     return f"{text} ({detail})" if detail else text
 
 
@@ -213,11 +212,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                 recorder.stop()
         if recorder is not None:
             recorder.trace.save(args.trace)
-            print(f"ascend-memsim: trace of {len(recorder.trace)} events written to "
+            print(f"ascend-memsim: trace of {plural(len(recorder.trace), 'event')} written to "
                   f"{args.trace}", file=sys.stderr)
         shown = leaks[:args.print_limit]
         for block in shown:
-            print(f"{_BAR} ERROR: Leaked {block.size} bytes at {block.ptr:#x}: "
+            print(f"{_BAR} ERROR: Leaked {plural(block.size, 'byte')} at {block.ptr:#x}: "
                   f"{block.describe()} on device {block.device_id} was never freed [leak]",
                   file=report_to)
             site = block.alloc_site
@@ -226,8 +225,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                   or f"{_BAR}         (no Python stack recorded)", file=report_to)
             print(_BAR, file=report_to)
         if len(leaks) > len(shown):
-            print(f"{_BAR} print limit reached: {len(leaks) - len(shown)} more leaked blocks",
-                  file=report_to)
+            print(f"{_BAR} print limit reached: "
+                  f"{plural(len(leaks) - len(shown), 'more leaked block')}", file=report_to)
         counts["leak"] += len(leaks)
         counts = +counts
         if args.sanitizer != "off" or leaks:
