@@ -40,6 +40,9 @@ CLEANS_UP_AT_EXIT = """
 
 
     holder = Holder(second)
+    import memsim_test_releaser    # a class of another module: freed when the module goes
+    third, _ = acl.rt.malloc(300, 0)
+    releaser = memsim_test_releaser.Releaser(third)
 
 
     @atexit.register
@@ -54,17 +57,32 @@ CLEANS_UP_AT_EXIT = """
 """
 
 
+RELEASER = """
+    import acl
+
+
+    class Releaser:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def __del__(self):
+            print("releaser free", acl.rt.free(self.ptr))
+"""
+
+
 def test_atexit_handlers_and_module_cleanup_run_before_the_runtime_is_finalized(
         tmp_path, capsys):
     # Regression: run finalized the runtime when the script's code returned; the atexit
     # handler and the module-level object's __del__ then freed into a finalized runtime
     # (100001) and both blocks were reported as leaks, exit status 1.
+    _script(tmp_path, RELEASER, name="memsim_test_releaser.py")
     script = _script(tmp_path, CLEANS_UP_AT_EXIT)
     main_module, argv, handlers = sys.modules["__main__"], list(sys.argv), atexit._ncallbacks()
     code, _ = run("run", script)
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "atexit free 0" in captured.out and "del free 0" in captured.out
+    assert "releaser free 0" in captured.out
     assert "never printed" not in captured.out
     assert "Leaked" not in captured.err and "0 errors" in captured.err
     # the process's own __main__, argv and exit handlers are as they were

@@ -20,7 +20,6 @@ import sys
 import threading
 import traceback
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -61,29 +60,6 @@ class _ExitHandlers:
             except BaseException as e:  # as the interpreter: print it, go on
                 print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
                 traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
-
-
-class _Watch:
-    """Put in the main module's globals at the end: alive after a collection means something
-    still holds the globals (a thread, a registry), so they are cleared as the interpreter
-    clears a module it could not collect."""
-
-    __slots__ = ("namespace", "__weakref__")
-
-    def __init__(self, namespace: dict) -> None:
-        self.namespace = namespace
-
-
-def _clear_module_dict(namespace: dict) -> None:
-    """Set a module's globals to None in the order CPython's finalization does
-    (``_PyModule_ClearDict``: names with one leading underscore first, then all others but
-    ``__builtins__``)."""
-    for name in list(namespace):
-        if name.startswith("_") and not name.startswith("__"):
-            namespace[name] = None
-    for name in list(namespace):
-        if name != "__builtins__":
-            namespace[name] = None
 
 
 def _status(code: object) -> int:
@@ -138,9 +114,8 @@ def run_script(path: str, argv: list[str]) -> int:
     (normally, by ``sys.exit`` or by an exception, whose traceback is printed), the
     interpreter's exit is done here, in its order: the ``atexit`` handlers registered while it
     ran are called (last first), then its main module is torn down (the garbage collector
-    finalizes its objects, ``__del__`` included; globals still held elsewhere are then set to
-    None as the interpreter does). ``sys.argv``, ``sys.path``, ``sys.modules["__main__"]``
-    and ``atexit`` are restored afterwards.
+    finalizes its objects, ``__del__`` included). ``sys.argv``, ``sys.path``,
+    ``sys.modules["__main__"]`` and ``atexit`` are restored afterwards.
 
     DECISION: every handler registered through ``atexit`` while the script runs is the
     script's (its libraries' too: a real process would run them at its exit), and none
@@ -166,15 +141,10 @@ def run_script(path: str, argv: list[str]) -> int:
         sys.modules["__main__"] = saved[2]
         if saved[2] is None:
             del sys.modules["__main__"]
-    watch = _Watch(namespace)
-    namespace["__ascend_memsim_exit__"] = watch
-    alive = weakref.ref(watch)
-    del module, namespace, watch
+    # Nothing of run's holds the module now: the collector finalizes its objects (their
+    # globals intact, as at the interpreter's exit). Globals something else still holds
+    # (a registry, a thread) stay, as they would in the process until it dies.
+    del module, namespace
     gc.collect()
-    left = alive()
-    if left is not None:
-        _clear_module_dict(left.namespace)
-        del left
-        gc.collect()
     sys.argv, sys.path[:] = saved[0], saved[1]
     return status
