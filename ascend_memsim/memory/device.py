@@ -53,6 +53,7 @@ from .rules import (
     plan as plan_request,
 )
 from .sites import Site, capture_site
+from .units import plural
 
 __all__ = ["Block", "Device"]
 
@@ -382,7 +383,7 @@ class Device:
         held = f", {len(self._held)} more held by the sanitizer's quarantine" if self._held else ""
         lines.append(f"  free {alloc.free_bytes} of {alloc.capacity} bytes; "
                      f"largest free run {alloc.largest_free_run()} bytes; "
-                     f"{len(self._blocks)} live blocks{held}")
+                     f"{plural(len(self._blocks), 'live block')}{held}")
         if smallest is not None and alloc.free_bytes >= smallest:
             lines.append(f"  fragmentation: {alloc.free_bytes} bytes are free, but no single "
                          f"suitably aligned run holds {smallest}")
