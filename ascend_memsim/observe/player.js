@@ -121,8 +121,10 @@
     if (showCap) {
       svg("line", {x1: left, x2: left + w, y1: y(P.capacity), y2: y(P.capacity), "class": "cap"},
           s);
-      svg("text", {x: left + w - 3, y: y(P.capacity) - 3, "class": "capt",
-                   "text-anchor": "end"}, s, "capacity " + fmt(P.capacity));
+      // the label on the side away from the peak's, so the two never overprint
+      const right = P.peak[0] < 0 || x(P.peak[0]) < left + w / 2;
+      svg("text", {x: right ? left + w - 3 : left + 3, y: y(P.capacity) - 3, "class": "capt",
+                   "text-anchor": right ? "end" : "start"}, s, "capacity " + fmt(P.capacity));
     }
     if (D.shown < D.events) {
       const beyond = svg("rect", {x: x(D.shown), y: top, width: x(n) - x(D.shown), height: h,
