@@ -308,6 +308,10 @@ def _parser() -> argparse.ArgumentParser:
                            help="colour blocks by page kind, normal, huge or 1 GiB (page, "
                                 "default), or by the component that allocated them "
                                 "(component: APP, ...)")
+            p.add_argument("--player", action="store_true",
+                           help="write the interactive trace player (OUT.html): map, "
+                                "timeline and a slider over events, on --product and on "
+                                "950PR (A2 when --product is 950PR) side by side")
         p.set_defaults(func=func)
 
     p = sub.add_parser(
