@@ -667,7 +667,8 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     for d in dims:
         count *= d
         nonzero *= max(d, 1)
-    if nonzero * dtype.itemsize > _INTP_MAX or len(dims) > 64:
+    # A sub-array dtype (("i4", (2,))) adds its own dimensions, as numpy.empty(dims, dtype).
+    if nonzero * dtype.itemsize > _INTP_MAX or len(dims) + len(dtype.shape) > 64:
         raise InvalidArgument(f"shape {dims} of {dtype} is larger than numpy can index "
                               f"(at most 64 dimensions, {_INTP_MAX} bytes)")
     size = count * dtype.itemsize
@@ -675,6 +676,6 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
         return numpy.empty(dims, dtype)
     region, offset = _host_region(runtime, "ptr_to_numpy", ptr, size, write=True)
     view = region.view(offset, size) if region.host else region.direct_view(offset, size)
-    return numpy.frombuffer(view, dtype=dtype).reshape(dims)
+    return numpy.frombuffer(view, dtype=dtype).reshape(dims + dtype.shape)
 
 
