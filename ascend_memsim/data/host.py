@@ -103,6 +103,8 @@ HOST_ALIGN = 64
 _REG_ALIGN = 4096
 _BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
 _MADV_NOHUGEPAGE = getattr(mmap, "MADV_NOHUGEPAGE", None)
+# Held while pages of a lazily poisoned block are settled (each page once, so rarely).
+_SETTLE_LOCK = threading.Lock()
 
 
 def _poison(start: int, count: int) -> bytes:
@@ -113,7 +115,7 @@ def _poison(start: int, count: int) -> bytes:
 
 def _fill_poison(view: memoryview) -> None:
     """Poison ``view``, which starts at a block offset that is a multiple of 64."""
-    slab = POISON * 16384  # 1 MiB
+    slab = POISON * min(16384, -(-len(view) // len(POISON)))  # at most 1 MiB
     for at in range(0, len(view), len(slab)):
         piece = view[at:at + len(slab)]
         piece[:] = slab[:len(piece)]
@@ -201,17 +203,18 @@ class HostBlock(_HostRegion):
         if settled is None:
             return
         page = raw.PAGE
-        while True:
-            gap = settled.first_gap(offset, offset + count)
-            if gap is None:
-                return
-            lo = gap[0] // page * page
-            hi = min(-(-gap[1] // page) * page, self.footprint)
-            memory = self._memory()
-            for start, end in raw.untouched(self.ptr + lo, hi - lo) or ():
-                a, b = start - self.ptr, min(end - self.ptr, self.footprint)
-                _fill_poison(memory[a:b])
-            settled.add(lo, hi)
+        with _SETTLE_LOCK:
+            while True:
+                gap = settled.first_gap(offset, offset + count)
+                if gap is None:
+                    return
+                lo = gap[0] // page * page
+                hi = min(-(-gap[1] // page) * page, self.footprint)
+                memory = self._memory()
+                for start, end in raw.untouched(self.ptr + lo, hi - lo) or ():
+                    a, b = start - self.ptr, min(end - self.ptr, self.footprint)
+                    _fill_poison(memory[a:b])
+                settled.add(lo, hi)
 
     def view(self, offset: int, count: int) -> memoryview:
         self.settle(offset, count)
