@@ -98,6 +98,33 @@ def test_a_file_mapping_past_the_end_of_its_truncated_file_is_refused():
                    "alive"]
 
 
+def test_a_registered_array_over_a_truncated_file_mapping_is_refused_not_a_sigbus():
+    """numpy.frombuffer over a file's memory map, registered with numpy_to_ptr, then the
+    file shrinks: its bytes move through /proc/self/mem, so the vanished page is 107000."""
+    out = isolated("""
+        import numpy as np
+        f = tempfile.TemporaryFile()
+        f.write(b"f" * 8192)
+        f.flush()
+        m = mmap.mmap(f.fileno(), 8192)
+        array = np.frombuffer(m, np.uint8)
+        ptr = acl.util.numpy_to_ptr(array)
+        f.truncate(100)
+        print(acl.rt.memcpy(dev, 8192, ptr, 8192, 1))
+        print(device_bytes() == b"\x07" * 8192)
+        print(acl.rt.memcpy(ptr, 8192, dev, 8192, 2))
+        print(acl.rt.memset(ptr, 8192, 1, 8192))
+        print(m[:100] == b"f" * 100)
+        print(acl.rt.memcpy(ptr, 50, dev, 50, 2))           # the part still backed works
+        print(m[:60] == b"\x07" * 50 + b"f" * 10)
+        print(acl.util.ptr_to_bytes(ptr, 60) == b"\x07" * 50 + b"f" * 10)
+        print(acl.rt.memcpy(dev, 100, ptr, 100, 1))
+        print("alive")
+    """)
+    assert out == ["107000", "True", "107000", "107000", "True", "0", "True", "True", "0",
+                   "alive"]
+
+
 def test_raw_writes_next_to_a_host_block_are_refused():
     """Issue 16 (11): memset(p - 1024, ...) next to a malloc_host block returned 0 and
     corrupted the interpreter's heap (a crash later). Now each block has guard pages, and the

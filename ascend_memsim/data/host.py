@@ -24,7 +24,8 @@ Three kinds of host address, one rule each:
 * **Registered buffers**: DECISION: a buffer handed in with ``bytes_to_ptr`` or
   ``numpy_to_ptr`` gets a *simulated* address in the registered window ``[REGISTERED_BASE,
   DEVICE_SPAN)``, not its real one, so its life can be followed (see below); it is read and
-  written through the buffer protocol, as numpy reads it.
+  written through the buffer protocol, as numpy reads it, except an array over a memory map,
+  whose bytes move as raw ones do (:mod:`ascend_memsim.data.registered`).
 
 * **Raw addresses**: any other host address (``arr.ctypes.data``, a ctypes buffer, a tensor's
   ``data_ptr()``) is accepted by memcpy and memset, as hardware accepts it, when the whole
@@ -56,7 +57,6 @@ from __future__ import annotations
 import collections
 import ctypes
 import mmap
-import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -64,7 +64,6 @@ from sortedcontainers import SortedList
 
 from ..memory.args import as_size
 from ..memory.errors import (
-    InternalError,
     InvalidArgumentType,
     InvalidPointer,
     OutOfHostMemory,
@@ -74,6 +73,7 @@ from ..memory.sites import capture_site
 from . import raw
 from .contents import Runs, fill_view, zeroed_buffer
 from .raw import ForeignRegion
+from .registered import Registration, bytes_address, in_a_memory_map
 
 __all__ = [
     "HOST_ALIGN",
@@ -101,7 +101,6 @@ EAGER_POISON = 1 << 20
 HOST_ALIGN = 64
 # Registered buffers start on a page and are kept a page apart, so an overrun lands nowhere.
 _REG_ALIGN = 4096
-_BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
 _MADV_NOHUGEPAGE = getattr(mmap, "MADV_NOHUGEPAGE", None)
 # Held while pages of a lazily poisoned block are settled (each page once, so rarely).
 _SETTLE_LOCK = threading.Lock()
@@ -246,105 +245,6 @@ class HostBlock(_HostRegion):
             self.written.add(start, end)
 
 
-@dataclass(eq=False)
-class Registration(_HostRegion):
-    """A host buffer (bytes, bytearray, numpy array) that user code handed in.
-
-    ``span`` is the buffer's length when it was registered (the addresses reserved for it);
-    ``size`` is what of it still exists: a bytearray can shrink after registration, and an
-    access past its current length is out of bounds.
-    """
-
-    ptr: int
-    span: int
-    obj: object = field(repr=False)
-    kind: str = "bytes"
-    serial: int = 0
-    extra: dict | None = field(default=None, repr=False)
-
-    @property
-    def size(self) -> int:
-        obj = self.obj
-        if obj is None:
-            return self.span
-        now = len(obj) if isinstance(obj, (bytes, bytearray)) else obj.nbytes
-        return min(now, self.span)
-
-    @property
-    def limit(self) -> int:
-        return self.size
-
-    def describe(self) -> str:
-        size = self.size
-        now = f", now {size} bytes long" if size != self.span else ""
-        return f"{self.span}-byte registered host buffer at {self.ptr:#x} ({self.kind}{now})"
-
-    def orphaned(self) -> bool:
-        """True when nothing but the registration keeps the buffer's memory alive.
-
-        Walks from the registered object to the object that owns the memory (a numpy view's
-        ``base``, a memoryview's ``obj``): each link is held once by the link before it (the
-        first by ``obj``), so any further reference (user code, another view of the same
-        array) means the memory is still held (views of one array registered separately
-        hold its owner for each other: a missed report, never a false one). Counts per
-        link: the holder, the local variable, and getrefcount's own argument. Immortal
-        objects (CPython 3.12+) never look orphaned.
-        """
-        obj = self.obj
-        while obj is not None:
-            if sys.getrefcount(obj) > 3:
-                return False
-            obj = _memory_owner(obj)
-        return True
-
-    def _memory(self) -> memoryview:
-        obj = self.obj
-        if type(obj) is bytes:
-            # Real pyacl writes into the bytes object's buffer; so do we (bounds: self.span).
-            # The ctypes array holds the bytes object, so a view made from it (ptr_to_numpy)
-            # keeps the object alive, and the registration is not orphaned while it lives.
-            array = (ctypes.c_char * self.span).from_address(id(obj) + _BYTES_DATA_OFFSET)
-            array.keep = obj
-            return memoryview(array).cast("B")
-        return memoryview(obj).cast("B")
-
-    def view(self, offset: int, count: int) -> memoryview:
-        view = self._memory()
-        if view.readonly:
-            raise InvalidPointer(f"the {self.describe()} is read-only")
-        return view[offset:offset + count]
-
-    def first_gap(self, offset: int, count: int) -> None:
-        """A buffer user code made counts as written throughout."""
-        return
-
-
-def _memory_owner(obj: object) -> object:
-    """The object a numpy view or memoryview takes its memory from, or None."""
-    if isinstance(obj, memoryview):
-        try:
-            return obj.obj
-        except ValueError:  # released
-            return None
-    if type(obj).__name__ == "ndarray":
-        return obj.base
-    return None
-
-
-def _bytes_address(obj: bytes) -> int:
-    """The data address of a bytes object, checked two ways.
-
-    Raises:
-        InternalError: the interpreter lays bytes out differently than expected.
-    """
-    by_ctypes = ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value
-    by_layout = id(obj) + _BYTES_DATA_OFFSET
-    if by_ctypes != by_layout:
-        raise InternalError("cannot locate the data of a bytes object on this interpreter "
-                            f"({by_ctypes:#x} != {by_layout:#x})")
-    return by_layout
-
-
 class HostMemory:
     """The host side of one runtime: aclrtMallocHost blocks and registered buffers.
 
@@ -469,7 +369,7 @@ class HostMemory:
                 # every such constant in the process.
                 raise InvalidArgumentType("bytes_to_ptr needs a bytes object of at least "
                                           "2 bytes (shorter ones are shared singletons)")
-            _bytes_address(obj)
+            bytes_address(obj)
         elif isinstance(obj, bytearray):
             size = len(obj)
         elif kind == "ndarray":
@@ -496,7 +396,8 @@ class HostMemory:
             if self._next_reg >= DEVICE_SPAN:
                 raise OutOfHostMemory("the registered host window is used up")
             self._serial += 1
-            reg = Registration(ptr, size, obj, kind, self._serial)
+            reg = Registration(ptr, size, obj, kind, self._serial,
+                               raw_io=kind == "ndarray" and in_a_memory_map(obj))
             if self.record_sites:
                 reg.extra = {"site": capture_site()}
             self._by_id[id(obj)] = reg

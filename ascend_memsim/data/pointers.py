@@ -152,7 +152,9 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     if size == 0:
         return numpy.empty(dims, dtype)
     region, offset = _host_region(runtime, "ptr_to_numpy", ptr, size, write=True)
-    view = region.view(offset, size) if region.host else region.direct_view(offset, size)
+    view = region.view(offset, size) if region.host else None
+    if view is None:  # device memory (device run mode), or a memory-mapped buffer
+        view = region.direct_view(offset, size)
     return numpy.frombuffer(view, dtype=dtype).reshape(dims + dtype.shape)
 
 
