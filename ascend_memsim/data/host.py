@@ -470,7 +470,11 @@ class HostMemory:
         """Why a raw access of ``count`` bytes at ``addr`` is refused (for the message)."""
         block = self.store_at(addr, count)
         if block is not None:
-            state = "" if self._regions.get(block.ptr) is block else "freed "
+            with self.lock:
+                freed = self._regions.get(block.ptr) is not block
+            if freed and addr < block.end and block.ptr < addr + count:
+                return f"is in the {block.describe()}, which was freed (a use after free)"
+            state = "freed " if freed else ""
             return (f"touches memory the simulator keeps for the {state}{block.describe()}, "
                     f"outside the block (its guard pages or slack): a raw access there is "
                     f"refused, so a stray pointer cannot corrupt the simulator")
