@@ -120,47 +120,8 @@ def _fill_poison(view: memoryview) -> None:
         piece[:] = slab[:len(piece)]
 
 
-class _HostRegion:
-    """What host blocks and registered buffers share: bounds, site, reads and writes.
-
-    Subclasses give ``ptr``, ``limit``, ``extra`` and ``_memory()`` (the bytes as a memoryview).
-    """
-
-    host = True
-    readonly = False
-
-    @property
-    def base(self) -> int:
-        return self.ptr
-
-    @property
-    def end(self) -> int:
-        return self.ptr + self.limit
-
-    def site(self):
-        return None if self.extra is None else self.extra.get("site")
-
-    def view(self, offset: int, count: int) -> memoryview:
-        return self._memory()[offset:offset + count]
-
-    def source(self, offset: int, count: int) -> memoryview:
-        return self._memory()[offset:offset + count]
-
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self._memory()[offset:offset + len(out)]
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self._memory()[offset:offset + count])
-
-    def write(self, offset: int, data: memoryview) -> None:
-        self.view(offset, len(data))[:] = data
-
-    def fill(self, offset: int, count: int, value: int) -> None:
-        fill_view(self.view(offset, count), value)
-
-
 @dataclass(eq=False)
-class HostBlock(_HostRegion):
+class HostBlock:
     """An aclrtMallocHost block: real host bytes, 64-byte aligned.
 
     ``buf`` is the block's own anonymous memory map between guard pages (a plain zeroed
@@ -185,9 +146,23 @@ class HostBlock(_HostRegion):
     #: False: a big block whose untouched pages cannot be found, never poisoned
     poisoned: bool = True
 
+    host = True
+    readonly = False
+
     @property
     def limit(self) -> int:
         return self.footprint
+
+    @property
+    def base(self) -> int:
+        return self.ptr
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.footprint
+
+    def site(self):
+        return None if self.extra is None else self.extra.get("site")
 
     def describe(self) -> str:
         return f"{self.size}-byte host block at {self.ptr:#x} (aclrtMallocHost)"
@@ -199,7 +174,7 @@ class HostBlock(_HostRegion):
         """Poison the pages of ``[offset, offset + count)`` that no one has touched yet
         (a lazily poisoned block; each page once). O(pages not yet settled)."""
         settled = self.settled
-        if settled is None:
+        if settled is None or count <= 0:
             return
         page = raw.PAGE
         with _SETTLE_LOCK:
@@ -229,6 +204,12 @@ class HostBlock(_HostRegion):
 
     def read(self, offset: int, count: int) -> bytes:
         return bytes(self.source(offset, count))
+
+    def write(self, offset: int, data: memoryview) -> None:
+        self.view(offset, len(data))[:] = data
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        fill_view(self.view(offset, count), value)
 
     def first_gap(self, offset: int, count: int) -> tuple[int, int] | None:
         """The first run never written, by the simulator or (non-zero bytes) through ctypes."""
