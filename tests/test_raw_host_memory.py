@@ -168,6 +168,26 @@ def test_ptr_to_bytes_and_ptr_to_numpy_refuse_an_interpreter_address(rt):
     assert x == [1, 2, 3]
 
 
+def test_anonymous_memory_is_reached_directly_and_file_mappings_through_proc_mem(tmp_path):
+    """A readable page of anonymous private memory is always backed (read directly, at full
+    speed); a file mapping's page may be gone (reached through /proc/self/mem)."""
+    import mmap
+
+    import numpy as np
+
+    array = np.ones(1 << 20, np.uint8)
+    assert raw.mapping(array.ctypes.data, array.nbytes, True) == "anonymous"
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 8192)
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 8192)
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        assert raw.mapping(addr, 8192, True) == "other"
+        assert raw.mapping(addr - 1, 2, False) in (None, "other")
+    code = ctypes.cast(ctypes.pythonapi.Py_IncRef, ctypes.c_void_p).value
+    assert raw.mapping(code, 1, False) == "other" and raw.mapping(code, 1, True) is None
+
+
 def test_a_raw_copy_still_works_both_ways(rt):
     import numpy as np
 

@@ -31,10 +31,12 @@ Three kinds of host address, one rule each:
   ``data_ptr()``) is accepted by memcpy and memset, as hardware accepts it, when the whole
   range lies in memory the process has mapped with the access needed (read, or write),
   checked in ``/proc/self/maps``, and outside the storage the simulator keeps for host blocks
-  (their slack and guard pages, freed blocks still kept). Its bytes move only through
-  ``/proc/self/mem`` (:mod:`ascend_memsim.data.raw`), so a page that would fault (``[vvar]``,
-  a file mapping past the end of a truncated file) is the runtime's code, never a crash; a
-  write is probed first, so a refused one changes nothing. Where ``/proc/self/maps`` does not
+  (their slack and guard pages, freed blocks still kept). Anonymous private memory (the
+  heap, numpy's and ctypes' buffers) is read directly, since a readable page there is
+  always backed; any other mapping is reached only through ``/proc/self/mem``
+  (:mod:`ascend_memsim.data.raw`), so a page that would fault (``[vvar]``, a file mapping
+  past the end of a truncated file) is the runtime's code, never a crash; a write there is
+  probed first, so a refused one changes nothing. Where ``/proc/self/maps`` does not
   exist, raw addresses are refused. The sanitizer notes each copy through such memory
   (``Sanitizer.notes``): it cannot see its bounds. Known memory is looked up first: host
   blocks and registrations, then live device blocks, and only then the process's mappings,
@@ -433,7 +435,10 @@ class HostMemory:
         """
         if self.store_at(addr, count) is not None:
             return None
-        return ForeignRegion(addr, count, write) if raw.mapped(addr, count, write) else None
+        kind = raw.mapping(addr, count, write)
+        if kind is None:
+            return None
+        return ForeignRegion(addr, count, write, direct=kind == "anonymous")
 
     def store_at(self, addr: int, count: int) -> HostBlock | None:
         """The host block (live, or freed and kept) whose storage overlaps the access."""

@@ -2,14 +2,17 @@
 
 What host memory the simulator itself reaches by address, and how (Linux):
 
-* :func:`mapped` reads ``/proc/self/maps``: is a range mapped readable (and writable)? The
-  kernel's own bookkeeping, so nothing is touched.
-* :func:`read`, :func:`write`, :func:`fill` and :func:`probe` go through ``/proc/self/mem``
-  (``os.preadv`` / ``os.pwritev``): a page with nothing behind it (the ``[vvar]`` page, a file
-  mapping past the end of a file truncated since, device memory) makes the kernel answer EIO
-  or a short count where a load or store would deliver SIGBUS or SIGSEGV and kill the
+* :func:`mapping` reads ``/proc/self/maps``: is a range mapped readable (and writable), and
+  only in anonymous private memory? The kernel's own bookkeeping, so nothing is touched.
+  A readable page of anonymous private memory (the heap, stacks, numpy's and ctypes'
+  buffers) is always backed, so it is read and written directly, at full speed.
+* Any other memory (a file mapping, shared memory, ``[vvar]``, device memory) is reached
+  only through ``/proc/self/mem`` by :func:`read`, :func:`write`, :func:`fill` and
+  :func:`probe` (``os.preadv`` / ``os.pwritev``): a page with nothing behind it (the
+  ``[vvar]`` page, a file mapping past the end of a file truncated since) makes the kernel
+  answer EIO or a short count where a load or store would deliver SIGBUS and kill the
   interpreter; the call then fails with :class:`InvalidPointer`. ``/proc/self/mem`` ignores
-  page protections (the kernel's ``FOLL_FORCE``), so callers check :func:`mapped` first.
+  page protections (the kernel's ``FOLL_FORCE``), so callers check :func:`mapping` first.
 * :func:`untouched` reads ``/proc/self/pagemap``: which pages of an anonymous mapping no one
   has touched yet (not present, not swapped), so a big aclrtMallocHost block can be poisoned
   lazily, page by page, without overwriting what ``ctypes`` wrote.
@@ -30,9 +33,10 @@ import struct
 import threading
 
 from ..memory.errors import InvalidPointer
+from .contents import fill_view
 
-__all__ = ["PAGE", "ForeignRegion", "guarded_map", "mapped", "probe", "read", "write", "fill",
-           "untouched"]
+__all__ = ["PAGE", "ForeignRegion", "guarded_map", "mapped", "mapping", "probe", "read", "write",
+           "fill", "untouched"]
 
 #: The host page size.
 PAGE = mmap.PAGESIZE
@@ -50,27 +54,48 @@ def mapped(addr: int, count: int, write: bool) -> bool:
     """True when ``[addr, addr + count)`` lies in mappings of this process that are readable
     (and writable, for ``write``), read from ``/proc/self/maps`` (never by touching it).
     False where that file does not exist. O(mappings)."""
+    return mapping(addr, count, write) is not None
+
+
+#: Names /proc/self/maps gives anonymous memory (besides none at all), and prefixes
+#: (``[stack:tid]`` on old kernels, ``[anon:name]`` for memory named with prctl).
+_ANONYMOUS_NAMES = ("[heap]", "[stack]")
+_ANONYMOUS_PREFIXES = ("[stack:", "[anon:")
+
+
+def mapping(addr: int, count: int, write: bool) -> str | None:
+    """How ``[addr, addr + count)`` is mapped, from ``/proc/self/maps``: None when some of it
+    is not mapped readable (and writable, for ``write``); ``"anonymous"`` when it lies only in
+    anonymous private memory (the heap, a thread's stack, an anonymous map: a readable page
+    there is always backed, so it is read directly); ``"other"`` when any of it is a file
+    mapping, shared memory or a special mapping such as ``[vvar]``, whose pages can be
+    missing (a file truncated since) and must be reached through ``/proc/self/mem``.
+    O(mappings)."""
     if addr <= 0 or count <= 0:
-        return False
+        return None
     try:
-        with open(_MAPS, encoding="ascii") as f:
+        with open(_MAPS, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError:
-        return False
+        return None
     at, end = addr, addr + count
+    kind = "anonymous"
     for line in lines:
-        span, perms = line.split(None, 2)[:2]
-        lo, hi = (int(x, 16) for x in span.split("-"))
+        fields = line.split(None, 5)
+        lo, hi = (int(x, 16) for x in fields[0].split("-"))
         if hi <= at:
             continue
-        if lo > at:
-            return False  # a hole before the range is covered
-        if perms[0] != "r" or (write and perms[1] != "w"):
-            return False
+        perms = fields[1]
+        if lo > at or perms[0] != "r" or (write and perms[1] != "w"):
+            return None  # a hole before the range is covered, or the access is not allowed
+        name = fields[5].strip() if len(fields) > 5 else ""
+        if perms[3] != "p" or (name and name not in _ANONYMOUS_NAMES
+                               and not name.startswith(_ANONYMOUS_PREFIXES)):
+            kind = "other"
         at = hi
         if at >= end:
-            return True
-    return False
+            return kind
+    return None
 
 
 class _Files:
@@ -237,19 +262,21 @@ def guarded_map(size: int) -> tuple[mmap.mmap, object, int] | None:
 class ForeignRegion:
     """Host memory the simulator did not hand out, at its real address (checked mapped).
 
-    Its bounds are unknown: the region is exactly the access. Its bytes move only through
-    this module (``/proc/self/mem``): a page that faults is an
-    :class:`InvalidPointer`, and nothing is moved. It gives no view of itself.
+    Its bounds are unknown: the region is exactly the access. In anonymous private memory
+    (``direct``: the heap, numpy's and ctypes' buffers) it is read and written directly, as
+    a load would; anywhere else its bytes move only through ``/proc/self/mem``, so a page
+    that faults is an :class:`InvalidPointer` and nothing is moved (no view is given).
     """
 
     host = True
     readonly = False
     extra = None
 
-    def __init__(self, addr: int, count: int, writable: bool) -> None:
+    def __init__(self, addr: int, count: int, writable: bool, direct: bool = False) -> None:
         self.ptr = addr
         self.size = count
         self.writable = writable
+        self.direct = direct
 
     @property
     def base(self) -> int:
@@ -274,26 +301,42 @@ class ForeignRegion:
         if not self.writable:
             raise InvalidPointer(f"the {self.describe()} is not writable")
 
-    def view(self, offset: int, count: int) -> None:
-        """No direct view: writes go through :meth:`write`, which cannot fault."""
-        return None
+    def _memory(self, offset: int, count: int) -> memoryview:
+        array = (ctypes.c_char * count).from_address(self.ptr + offset)
+        return memoryview(array).cast("B")
+
+    def view(self, offset: int, count: int) -> memoryview | None:
+        """A view of anonymous memory; None elsewhere (writes go through :meth:`write`,
+        which cannot fault)."""
+        if not self.direct:
+            return None
+        self._check_writable()
+        return self._memory(offset, count)
 
     def source(self, offset: int, count: int) -> memoryview:
+        if self.direct:
+            return self._memory(offset, count)
         return memoryview(read(self.ptr + offset, count))
 
     def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = read(self.ptr + offset, len(out))
+        out[:] = self.source(offset, len(out))
 
     def read(self, offset: int, count: int) -> bytes:
-        return bytes(read(self.ptr + offset, count))
+        return bytes(self.source(offset, count))
 
     def write(self, offset: int, data: memoryview) -> None:
         self._check_writable()
-        write(self.ptr + offset, data)
+        if self.direct:
+            self._memory(offset, len(data))[:] = data
+        else:
+            write(self.ptr + offset, data)
 
     def fill(self, offset: int, count: int, value: int) -> None:
         self._check_writable()
-        fill(self.ptr + offset, count, value)
+        if self.direct:
+            fill_view(self._memory(offset, count), value)
+        else:
+            fill(self.ptr + offset, count, value)
 
     def copy_from(self, source, src_off: int, dst_off: int, count: int) -> None:
         """Copy from a region that gives no view either (device memory)."""
