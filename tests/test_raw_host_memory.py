@@ -225,3 +225,29 @@ def test_malloc_host_of_4_gib_fills_nothing_until_touched(rt):
     assert touched <= 4 * raw.PAGE
     acl.rt.free(dev)
     rt.free_host(p)
+
+
+def test_a_copy_into_a_lazily_poisoned_block_poisons_only_the_pages_it_half_covers(rt):
+    """The pages a copy covers whole count as written at once (no poison needed); the bytes
+    around it in its end pages get the poison, so reading them is still reported."""
+    try:
+        p = rt.malloc_host(64 * MiB)
+    except OutOfHostMemory:
+        pytest.skip("the host may not map 64 MiB here")
+    if raw.untouched(p, 1) is None:
+        pytest.skip("/proc/self/pagemap cannot be read here")
+    page = raw.PAGE
+    count = 3 * page
+    dev, _ = acl.rt.malloc(count, 0)
+    acl.rt.memset(dev, count, 5, count)
+    assert acl.rt.memcpy(p + 100, count, dev, count, 2) == 0
+    assert ctypes.string_at(p + 100, count) == b"\x05" * count
+    assert ctypes.string_at(p, 100) != bytes(100)              # poisoned: half covered
+    assert ctypes.string_at(p + 100 + count, 64) != bytes(64)
+    assert rt.sanitizer.reports == []
+    assert acl.rt.memcpy(dev, 64, p + 100 + count, 64, 1) == 0
+    assert acl.rt.memcpy(dev, 100, p, 100, 1) == 0
+    assert [r.kind for r in rt.sanitizer.reports] == ["uninitialized-read"] * 2
+    assert raw.untouched(p + 5 * page, page) == [(p + 5 * page, p + 6 * page)]
+    acl.rt.free(dev)
+    rt.free_host(p)

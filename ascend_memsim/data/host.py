@@ -81,6 +81,7 @@ __all__ = [
     "HOST_ALIGN",
     "REGISTERED_BASE",
     "FREED_KEEP_BYTES",
+    "FREED_KEEP_BLOCKS",
     "EAGER_POISON",
     "POISON",
     "HostBlock",
@@ -172,13 +173,18 @@ class HostBlock:
     def _memory(self) -> memoryview:
         return memoryview(self.buf)[self.skew:self.skew + self.footprint]
 
-    def settle(self, offset: int, count: int) -> None:
+    def settle(self, offset: int, count: int, *, written: bool = False) -> None:
         """Poison the pages of ``[offset, offset + count)`` that no one has touched yet
-        (a lazily poisoned block; each page once). O(pages not yet settled)."""
+        (a lazily poisoned block; each page once). ``written``: the range is about to count
+        as written, so only its partly covered end pages need the poison.
+        O(pages not yet settled)."""
         settled = self.settled
         if settled is None or count <= 0:
             return
         page = raw.PAGE
+        # the whole pages inside the range (none when first >= last)
+        first = -(-offset // page) * page if written else 0
+        last = (offset + count) // page * page if written else 0
         with _SETTLE_LOCK:
             while True:
                 gap = settled.first_gap(offset, offset + count)
@@ -189,11 +195,14 @@ class HostBlock:
                 memory = self._memory()
                 for start, end in raw.untouched(self.ptr + lo, hi - lo) or ():
                     a, b = start - self.ptr, min(end - self.ptr, self.footprint)
-                    _fill_poison(memory[a:b])
+                    if first < last:
+                        _fill_poison(memory[a:max(a, min(b, first))])
+                        a = max(a, last)
+                    _fill_poison(memory[a:max(a, b)])
                 settled.add(lo, hi)
 
     def view(self, offset: int, count: int) -> memoryview:
-        self.settle(offset, count)
+        self.settle(offset, count, written=True)
         self.written.add(offset, offset + count)
         return self._memory()[offset:offset + count]
 
