@@ -249,5 +249,7 @@ def test_a_copy_into_a_lazily_poisoned_block_poisons_only_the_pages_it_half_cove
     assert acl.rt.memcpy(dev, 100, p, 100, 1) == 0
     assert [r.kind for r in rt.sanitizer.reports] == ["uninitialized-read"] * 2
     assert raw.untouched(p + 5 * page, page) == [(p + 5 * page, p + 6 * page)]
+    assert acl.rt.memset(p + 8 * page, 2 * page, 1, 2 * page) == 0   # whole pages only
+    assert ctypes.string_at(p + 8 * page, 2 * page) == b"\x01" * 2 * page
     acl.rt.free(dev)
     rt.free_host(p)

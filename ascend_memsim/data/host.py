@@ -117,6 +117,8 @@ def _poison(start: int, count: int) -> bytes:
 
 def _fill_poison(view: memoryview) -> None:
     """Poison ``view``, which starts at a block offset that is a multiple of 64."""
+    if not len(view):
+        return
     slab = POISON * min(16384, -(-len(view) // len(POISON)))  # at most 1 MiB
     for at in range(0, len(view), len(slab)):
         piece = view[at:at + len(slab)]
