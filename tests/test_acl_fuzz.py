@@ -46,7 +46,8 @@ from ascend_memsim.compute.models import Dataset, Model, ModelDesc
 from ascend_memsim.compute.ops import OpAttr, OpHandle
 from ascend_memsim.compute.plane import compute_plane
 from ascend_memsim.compute.tensors import HANDLE_BASE, DataBuffer, TensorDesc
-from ascend_memsim.data.host import REGISTERED_BASE, mapped
+from ascend_memsim.data.host import REGISTERED_BASE
+from ascend_memsim.data.raw import mapped
 from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.rules import device_base

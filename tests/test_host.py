@@ -375,6 +375,7 @@ def test_numpy_to_ptr_refuses_arrays_of_python_objects(rt, array):
 @pytest.mark.parametrize(("shape", "np_type"), [
     ((0, 2**63), np.int8), ((2,), "O"), ((2,), "1/0"), ((2,), [("a", "O")]), ("ab", np.int8),
     ((2,) * 65, np.int8), ((2**62, 4), np.int8), ((2,), ("i4", -1)), (None, np.int8),
+    ((1,) * 63, ("i1", (1, 1))),
 ])
 def test_ptr_to_numpy_raises_the_cores_exceptions(rt, shape, np_type):
     """Issue 9: these raised plain ValueError; acl.util raises the core's exceptions."""
@@ -382,6 +383,18 @@ def test_ptr_to_numpy_raises_the_cores_exceptions(rt, shape, np_type):
     with pytest.raises(AclError) as caught:
         acl.util.ptr_to_numpy(ptr, shape, np_type)
     assert caught.value.code == ErrorCode.INVALID_PARAM
+    rt.free_host(ptr)
+
+
+def test_ptr_to_numpy_with_a_sub_array_dtype_adds_its_dimensions(rt):
+    """Issue 16 (14): a sub-array dtype raised a plain ValueError from reshape; numpy's own
+    meaning (``numpy.empty((2,), ("i4", (2,)))`` has shape (2, 2)) is what a user expects."""
+    ptr = rt.malloc_host(64)
+    rt.memset(ptr, 64, 1, 64)
+    array = acl.util.ptr_to_numpy(ptr, (2,), ("i4", (2,)))
+    assert array.shape == (2, 2) and array.dtype == np.int32
+    assert (array == 0x01010101).all()
+    assert acl.util.ptr_to_numpy(ptr, [2], [("a", "i4", (2,))]).shape == (2,)
     rt.free_host(ptr)
 
 

@@ -7,29 +7,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..data import host as _host
+from ..data import pointers as _pointers
 from ..runtime.active import current_runtime
 from ._face import face as _face
 
 
 def bytes_to_ptr(data: bytes) -> int:
     """The address of a bytes object's buffer (registered; see ascend_memsim.data.host)."""
-    return _host.bytes_to_ptr(current_runtime(), data)
+    return _pointers.bytes_to_ptr(current_runtime(), data)
 
 
 def numpy_to_ptr(array: Any) -> int:
     """The address of a numpy array's data."""
-    return _host.numpy_to_ptr(current_runtime(), array)
+    return _pointers.numpy_to_ptr(current_runtime(), array)
 
 
 def ptr_to_bytes(ptr: int, size: int) -> bytes:
-    """``size`` bytes of host memory at ``ptr``."""
-    return _host.ptr_to_bytes(current_runtime(), ptr, size)
+    """``size`` bytes of a live malloc_host block or registered buffer at ``ptr`` (a raw
+    host address raises InvalidPointer; memcpy takes those)."""
+    return _pointers.ptr_to_bytes(current_runtime(), ptr, size)
 
 
 def ptr_to_numpy(ptr: int, shape: Any, np_type: Any) -> Any:
-    """A numpy array over host memory at ``ptr`` (pyacl type code or dtype)."""
-    return _host.ptr_to_numpy(current_runtime(), ptr, shape, np_type)
+    """A numpy array over a live malloc_host block or registered buffer at ``ptr`` (pyacl
+    type code or dtype; a raw host address raises InvalidPointer)."""
+    return _pointers.ptr_to_numpy(current_runtime(), ptr, shape, np_type)
 
 
 @_face(0)

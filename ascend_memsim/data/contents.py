@@ -552,9 +552,8 @@ class DataPlane:
                     sanitizer.unchecked_host(call, addr, count, write)
                 return foreign, 0
             sanitizer.bad_address(call, addr, count, write)
-            access = "writable" if write else "readable"
-            raise InvalidPointer(f"{call}: {addr:#x} is not in any live block or registered "
-                                 f"host buffer, nor in {access} memory of the process")
+            why = self.runtime.host.refusal(addr, count, write)
+            raise InvalidPointer(f"{call}: {addr:#x} {why}")
         offset = addr - region.base
         end = offset + count
         if end > region.size:
