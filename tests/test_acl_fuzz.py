@@ -2,8 +2,9 @@
 
 Each example starts the face with an arbitrary ``acl.init`` config (good or bad), then calls
 face functions with arguments of every kind: ints of every size, bools, floats, None, str,
-bytes, containers, numpy scalars and arrays, and pointers at, near and inside live blocks
-and of other devices. Parameters that take a handle (stream, context, event, data buffer,
+bytes, containers, numpy scalars and arrays, hostile objects (an ``__index__`` that
+raises something other than TypeError, a ``__repr__`` that raises), and pointers at, near
+and inside live blocks and of other devices. Parameters that take a handle (stream, context, event, data buffer,
 tensor descriptor, op attr, op handle, dataset, model description, model id) get, most of
 the time, one of the right kind that earlier calls of the same example made and that is
 live; else a destroyed one, one of another kind, or a made-up one. A quarter of the calls
@@ -127,7 +128,48 @@ containers = st.one_of(
     st.dictionaries(ints, ints, max_size=3),
     st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 9]), ints), max_size=3),
 )
-values = st.one_of(scalars, numpy_values, containers)
+
+
+class Hostile:
+    """An argument that misbehaves inside the face: its ``__index__`` raises ``error`` (not a
+    TypeError) or returns ``index``, and its ``__repr__`` raises when ``repr_raises``. The
+    repr raises only while a face call runs (:data:`armed`), so that Hypothesis and the
+    assertions below can still show the example."""
+
+    armed = False
+
+    def __init__(self, error: type[Exception] | None, index: int = 7,
+                 repr_raises: bool = True) -> None:
+        self.error, self.index, self.repr_raises = error, index, repr_raises
+
+    def __index__(self) -> int:
+        if self.error is not None:
+            raise self.error("hostile __index__")
+        return self.index
+
+    def __repr__(self) -> str:
+        if Hostile.armed and self.repr_raises:
+            raise RuntimeError("hostile __repr__")
+        return f"Hostile({getattr(self.error, '__name__', None)}, {self.index}, {self.repr_raises})"
+
+
+class HostileInt(int):
+    """An int whose ``__repr__`` raises while a face call runs."""
+
+    def __repr__(self) -> str:
+        if Hostile.armed:
+            raise RuntimeError("hostile __repr__")
+        return f"HostileInt({int(self)})"
+
+
+hostile = st.one_of(
+    st.builds(Hostile, st.sampled_from([ValueError, RuntimeError, OverflowError,
+                                        ZeroDivisionError, KeyError, None]),
+              st.sampled_from([0, 7, 64, -1, 2**64]), st.booleans()),
+    st.builds(HostileInt, st.sampled_from([0, 1, 7, 100, 2**31, -1])),
+    st.builds(lambda h: [h], st.builds(Hostile, st.just(ValueError))),
+)
+values = st.one_of(scalars, numpy_values, containers, hostile)
 # What a JSON config can hold (json.dumps writes NaN and Infinity, which json.loads reads).
 json_values = st.one_of(ints, st.booleans(), st.none(), st.floats(), st.text(max_size=6),
                         st.sampled_from(["0", "100", "stdout", "A2", "\u00b2", 1e400]),
@@ -577,7 +619,11 @@ def _fuzz(config, data):
             message = acl.get_recent_err_msg()
             result = None
             try:
-                result = fn(*args)
+                Hostile.armed = True
+                try:
+                    result = fn(*args)
+                finally:
+                    Hostile.armed = False
             except AclError as error:
                 # only acl.util's conversions raise (as pyacl's do); the rest return codes
                 assert fn in RAISES, f"{space}.{name}{tuple(args)!r} raised {error!r}"
@@ -611,3 +657,33 @@ def test_the_readme_lists_every_code_the_face_can_return():
     error table, which the fuzz test reads; 107017 and 200000 were missing (issue 9)."""
     assert {int(code) for code in ErrorCode} <= CODES
     assert {107017, 200000} <= CODES
+
+
+HOSTILE = [Hostile(ValueError), Hostile(RuntimeError, repr_raises=False), Hostile(None, 7),
+           Hostile(ZeroDivisionError), [Hostile(KeyError)], HostileInt(5)]
+
+
+def test_hostile_arguments_give_a_code_and_a_message(a2):
+    """Every face function, with a hostile object in each argument position (the others 0):
+    the call returns a code (acl.util's conversions raise the core's exception) and leaves a
+    message; no exception of the object's own escapes."""
+    escaped = []
+    for space, fn in FACE[2:]:
+        params = list(inspect.signature(fn).parameters)
+        for i, name in enumerate(params):
+            for bad in HOSTILE:
+                args = [0] * len(params)
+                args[i] = bad
+                Hostile.armed = True
+                try:
+                    with contextlib.redirect_stderr(io.StringIO()):
+                        fn(*args)
+                except AclError as error:
+                    if fn not in RAISES:
+                        escaped.append(f"{space}.{fn.__name__}({name}={bad}): {error!r}")
+                except Exception as error:  # noqa: BLE001 - the point of the test
+                    escaped.append(f"{space}.{fn.__name__}({name}={type(bad).__name__}): "
+                                   f"{type(error).__name__}: {error}")
+                finally:
+                    Hostile.armed = False
+    assert not escaped, "\n".join(escaped)

@@ -45,7 +45,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..memory.args import SIZE_MAX, as_int
+from ..memory.args import SIZE_MAX, as_int, as_str
 from ..memory.constants import DATA_TYPE_BITS, DataType, Format, MallocPolicy
 from ..memory.errors import (
     AclError,
@@ -227,8 +227,7 @@ def spec_for_file(path: object) -> ModelSpec:
     Raises:
         InvalidFile, ModelParseError: see the module docstring.
     """
-    if not isinstance(path, str) or not path:
-        raise InvalidArgumentType(f"model path must be a non-empty str, got {path!r}")
+    as_str(path, "model path")
     key = os.path.abspath(path)
     with _lock:
         found = _registered.get(key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..memory.args import SIZE_MAX, as_int, int_or_none
+from ..memory.args import SIZE_MAX, as_int, as_str, int_or_none
 from ..memory.constants import DATA_TYPE_BITS, UNKNOWN_RANK, DataType, Format
 from ..memory.errors import (
     InvalidArgument,
@@ -146,9 +146,7 @@ class ComputePlane:
     # -- operators (acl.op) -----------------------------------------------------------------
 
     def set_model_dir(self, path: object) -> None:
-        if not isinstance(path, str) or not path:
-            raise InvalidArgumentType(f"model_dir must be a non-empty str, got {path!r}")
-        self.model_dir = path
+        self.model_dir = as_str(path, "model_dir")
 
     def create_attr(self) -> int:
         return self.handles.add(OpAttr()).handle
