@@ -345,7 +345,7 @@ def test_default_output_is_stderr(capsys):
 
 
 def test_a_dropped_host_buffer_is_a_use_after_free(rt):
-    buf = bytearray(64)
+    buf = bytes(64)
     ptr = acl.util.bytes_to_ptr(buf)
     dev = rt.malloc(64)
     rt.memset(dev, 64, 1, 64)
