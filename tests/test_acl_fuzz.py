@@ -11,8 +11,7 @@ the same example made and that is live; else a destroyed one, one of another kin
 made-up one. A quarter of the calls come from the calls that make compute handles (data
 buffers, descriptors, op attrs, datasets, model descriptions, models, events), a sixth from
 the compute calls that can get a live handle of each kind they take, so operators and
-models run. After each call
-it checks:
+models run. After each call it checks:
 
 * no exception escapes the face (``acl.util`` may raise the core's exceptions, as documented);
 * every code returned is one the README's error table lists;
