@@ -443,8 +443,16 @@ PLAUSIBLE = {
     "value": st.integers(-1, 256), "input_num": st.integers(0, 5),
     "mem_type": st.sampled_from([2, 8, 16, 10, 0, 1]), "reserve": st.sampled_from([0, 1]),
     "level": st.integers(0, 4), "message": st.text(max_size=8),
-    "cfg": st.one_of(st.none(), st.dictionaries(st.sampled_from([0, 1, 2, 9]),
-                                                st.integers(0, 3), max_size=2)),
+    # pyacl's aclrtMallocConfig dict ({} for none), and the core's form, which pyacl refuses
+    "cfg": st.one_of(
+        st.just({}), st.none(),
+        st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 9]),
+                           st.sampled_from(["moduleId", "deviceId", "rsv", "x"]),
+                           st.integers(0, 70000)), max_size=2).map(
+            lambda attrs: {"numAttrs": len(attrs), "attrs": [
+                {"attr": t, "value": {k: [v % 256] if k == "rsv" else v}}
+                for t, k, v in attrs]}),
+        st.dictionaries(st.sampled_from([0, 1, 2, 9]), st.integers(0, 3), max_size=2)),
     "shape": st.one_of(st.integers(0, 8), st.lists(st.integers(0, 4), max_size=3)),
     "np_type": st.one_of(st.sampled_from([0, 1, 2, 11, 12, 23, 99, "int8", "O", "1/0"])),
     "data": st.binary(min_size=0, max_size=32).map(lambda b: bytes(bytearray(b))),
