@@ -631,6 +631,17 @@ def test_async_copies_need_their_stream(initialised):
     assert acl.rt.synchronize_device() == 0
 
 
+def test_memset_value_is_an_int32(initialised):
+    """aclrtMemset's value is an int32_t, parsed "i" by pyacl (rt_memory.cpp): 2**40 raised
+    there and was taken here (its low byte used)."""
+    ptr, _ = acl.rt.malloc(64, 0)
+    for value in (2**31, -(2**31) - 1, 2**40):
+        assert acl.rt.memset(ptr, 64, value, 64) == E.INVALID_PARAM
+        assert acl.rt.memset_async(ptr, 64, value, 64, 0) == E.INVALID_PARAM
+    for value in (2**31 - 1, -(2**31), 0x1FF):
+        assert acl.rt.memset(ptr, 64, value, 64) == 0
+
+
 def test_face_functions_take_no_keywords(initialised):
     """pyacl's functions are METH_VARARGS: a keyword argument is a TypeError there."""
     with pytest.raises(TypeError):

@@ -26,7 +26,7 @@ import mmap
 import threading
 from bisect import bisect_left, bisect_right
 
-from ..memory.args import SIZE_MAX, as_int
+from ..memory.args import as_int
 from ..memory.constants import MemcpyKind
 from ..memory.device import Block
 from ..memory.errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
@@ -522,7 +522,7 @@ class DataPlane:
         """Checked (ptr, count, low byte of value), or None when count is 0.
 
         Raises:
-            InvalidArgument, InvalidArgumentType: NULL ptr, bad types.
+            InvalidArgument, InvalidArgumentType: NULL ptr, a value outside int32, bad types.
             InvalidRuntimeParam: count > max_count (DECISION: 107000, as memcpy; the runtime
                 check was not found, its unit-test stub refuses it as an invalid value).
         """
@@ -532,7 +532,8 @@ class DataPlane:
         ptr = as_int(ptr, "ptr")
         if ptr == 0:
             raise InvalidArgument("ptr is NULL")
-        value = as_int(value, "value", -(1 << 63), SIZE_MAX)
+        # aclrtMemset's value is an int32_t (pyacl parses it with "i": a larger int raises)
+        value = as_int(value, "value", -(1 << 31), (1 << 31) - 1)
         max_count = as_int(max_count, "max_count")
         if count > max_count:
             raise InvalidRuntimeParam(f"count={count} is more than max_count={max_count}")
