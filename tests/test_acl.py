@@ -642,6 +642,22 @@ def test_memset_value_is_an_int32(initialised):
         assert acl.rt.memset(ptr, 64, value, 64) == 0
 
 
+def test_c_strings_hold_no_nul(initialised):
+    """pyacl's "s" format refuses a str holding NUL (ValueError); set_model_dir("a\\0")
+    returned 0 here."""
+    assert acl.op.set_model_dir("dir\0x") == E.INVALID_PARAM
+    assert "NUL" in acl.get_recent_err_msg()
+    assert acl.mdl.load_from_file("m\0.om") == (0, E.INVALID_PARAM)
+    attr = acl.op.create_attr()
+    assert acl.op.set_attr_string(attr, "a", "x\0y") == E.INVALID_PARAM
+    assert acl.op.set_attr_string(attr, "a", "") == 0
+    acl.op.destroy_attr(attr)
+    desc = acl.create_tensor_desc(0, [2], 0)
+    assert acl.set_tensor_desc_name(desc, "n\0") is None
+    assert acl.get_tensor_desc_name(desc) == ""
+    acl.destroy_tensor_desc(desc)
+
+
 def test_face_functions_take_no_keywords(initialised):
     """pyacl's functions are METH_VARARGS: a keyword argument is a TypeError there."""
     with pytest.raises(TypeError):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..memory.args import SIZE_MAX, as_int, shown
-from ..memory.errors import InvalidArgument, InvalidArgumentType
+from ..memory.args import SIZE_MAX, as_int, as_str, shown
+from ..memory.errors import InvalidArgumentType
 
 __all__ = ["malloc_config", "config_path", "bytes_object", "numpy_shape", "numpy_type",
            "log_message"]
@@ -96,16 +96,11 @@ def config_path(path: object) -> str | None:
     ``py_init_acl.cpp``; ``None`` is a TypeError there).
 
     Raises:
-        InvalidArgumentType: not a str.
+        InvalidArgumentType, InvalidArgument: not a str, or one holding NUL.
     """
     if path is _NO_PATH:
         return None
-    if not isinstance(path, str):
-        raise InvalidArgumentType(f"acl.init takes a config path (str) or nothing, got "
-                                  f"{shown(path)}")
-    if "\0" in path:
-        raise InvalidArgument("the config path holds a NUL character (a C string cannot)")
-    return path
+    return as_str(path, "acl.init's config path", empty=True)
 
 
 #: acl.init() with no argument (a default of None would accept acl.init(None)).
@@ -151,10 +146,6 @@ def log_message(message: object) -> str:
     """acl.app_log's message: a str (``"is"`` in py_init_acl.cpp).
 
     Raises:
-        InvalidArgumentType: not a str.
+        InvalidArgumentType, InvalidArgument: not a str, or one holding NUL.
     """
-    if not isinstance(message, str):
-        raise InvalidArgumentType(f"app_log's message must be a str, got {shown(message)}")
-    if "\0" in message:
-        raise InvalidArgument("app_log's message holds a NUL character (a C string cannot)")
-    return message
+    return as_str(message, "app_log's message", empty=True)

@@ -196,9 +196,7 @@ def set_attr(attr: OpAttr, kind: str, name: object, value: object) -> None:
     if kind in scalar:
         checked: Any = _number(value, what, scalar[kind])
     elif kind == "string":
-        if not isinstance(value, str):
-            raise InvalidArgumentType(f"{what} must be a str, got {type(value).__name__}")
-        checked = value
+        checked = as_str(value, what, empty=True)
     elif kind.startswith("list_") and kind[5:] in scalar:
         checked = [_number(v, f"{what}[{i}]", scalar[kind[5:]])
                    for i, v in enumerate(_values(value, what))]

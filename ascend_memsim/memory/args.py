@@ -86,15 +86,21 @@ def shown(value: object) -> str:
     return f"{kind} {text}"
 
 
-def as_str(value: object, name: str) -> str:
-    """A non-empty str argument (a path, a name).
+def as_str(value: object, name: str, *, empty: bool = False) -> str:
+    """A str argument that becomes a C string (a path, a name): non-empty unless ``empty``,
+    and without NUL (pyacl's ``"s"`` format refuses one with ValueError).
 
     Raises:
         InvalidArgumentType: not a str, or empty.
+        InvalidArgument: it holds a NUL character.
     """
-    if not issubclass(type(value), str) or not str.__len__(value):
-        raise InvalidArgumentType(f"{name} must be a non-empty str, got {shown(value)}")
-    return str.__str__(value)
+    if not issubclass(type(value), str) or not (empty or str.__len__(value)):
+        kind = "a str" if empty else "a non-empty str"
+        raise InvalidArgumentType(f"{name} must be {kind}, got {shown(value)}")
+    text = str.__str__(value)
+    if "\0" in text:
+        raise InvalidArgument(f"{name} holds a NUL character, which a C string cannot")
+    return text
 
 
 def as_size(value: object, name: str = "size") -> int:
