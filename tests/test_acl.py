@@ -691,6 +691,26 @@ def test_malloc_with_cfg_takes_pyacl_s_dict_only(initialised):
     assert acl.rt.free(ptr) == 0
 
 
+def test_cfg_is_read_as_the_c_api_reads_it(initialised):
+    """PyDict_GetItemString / PyList_GetItem: a subclass's overridden methods do not run, an
+    object that only claims to be a dict is not one, an enum member is an int."""
+    class Loud(dict):
+        def get(self, *args):
+            raise RuntimeError("not called by pyacl")
+
+    class Liar:
+        @property
+        def __class__(self):
+            return dict
+
+    ptr, ret = acl.rt.malloc_with_cfg(64, 0, Loud(numAttrs=1, attrs=[
+        {"attr": MallocAttrType.MODULE_ID, "value": {"moduleId": 3}}]))
+    assert ret == 0 and acl.rt.free(ptr) == 0
+    assert acl.rt.malloc_with_cfg(64, 0, Liar()) == (0, E.INVALID_PARAM)
+    assert acl.rt.malloc_with_cfg(64, 0, {"numAttrs": Liar(), "attrs": []}) == (
+        0, E.INVALID_PARAM)
+
+
 def test_init_takes_a_path_or_nothing():
     """py_init_acl.cpp parses "|s": acl.init() or acl.init(path); None raised there."""
     assert acl.init(None) == E.INVALID_PARAM

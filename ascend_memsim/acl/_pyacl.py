@@ -10,8 +10,6 @@ refused argument (see the README, "The C APIs and their acl.rt names").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ..memory.args import SIZE_MAX, as_int, as_str, shown
 from ..memory.errors import InvalidArgumentType
 
@@ -28,38 +26,38 @@ def malloc_config(cfg: object) -> dict[int, int] | None:
     ``numAttrs`` equal to the list's length; a value names ``moduleId`` (uint16),
     ``deviceId`` (uint32) or ``rsv`` (up to 8 bytes), cast to the union member's width
     as C does. An attribute without ``"attr"`` is type 0 (the struct is zeroed), one without
-    ``"value"`` has value 0.
+    ``"value"`` has value 0. Dicts and lists are read as the C API reads them
+    (PyDict_GetItemString, PyList_GetItem), so a subclass's overridden methods do not run.
 
     Raises:
         InvalidArgumentType: anything pyacl refuses (not a dict, no ``attrs`` list, a count
             that does not match, a value without a known key, a negative or non-int number).
     """
-    if not isinstance(cfg, dict):
+    if not issubclass(type(cfg), dict):
         raise InvalidArgumentType(f"cfg must be a dict as pyacl takes it ({{}} for none, or "
                                   f"{{'numAttrs': n, 'attrs': [{{'attr': t, 'value': "
                                   f"{{'moduleId': m}}}}]}}), got {shown(cfg)}")
-    if not cfg:
+    if not dict.__len__(cfg):
         return None
-    attrs = cfg.get("attrs")
-    if not isinstance(attrs, list):
+    attrs = dict.get(cfg, "attrs")
+    if not issubclass(type(attrs), list):
         raise InvalidArgumentType(f"cfg['attrs'] must be a list of attribute dicts, got "
                                   f"{shown(attrs)}")
-    count = _number(cfg.get("numAttrs", 0), "cfg['numAttrs']", 0xFFFF_FFFF)
+    attrs = list.copy(attrs)
+    count = _number(dict.get(cfg, "numAttrs", 0), "cfg['numAttrs']", 0xFFFF_FFFF)
     if count != len(attrs):
         raise InvalidArgumentType(f"cfg['numAttrs'] is {count} but cfg['attrs'] holds "
                                   f"{len(attrs)} (pyacl: 'The numAttrs inputed does not match')")
     found: dict[int, int] = {}
     for i, attr in enumerate(attrs):
         where = f"cfg['attrs'][{i}]"
-        if not isinstance(attr, Mapping):
+        if not issubclass(type(attr), dict):
             raise InvalidArgumentType(f"{where} must be a dict, got {shown(attr)}")
-        kind = attr.get("attr", 0)
+        kind = dict.get(attr, "attr", 0)
         # GetEnumValueFromPyDict: a missing or non-int "attr" leaves the zeroed field
-        if type(kind) is int:
-            kind = as_int(kind, f"{where}['attr']", -(1 << 63), (1 << 63) - 1)
-        else:
-            kind = 0
-        found[kind] = _union_value(attr.get("value"), where)
+        kind = as_int(int.__index__(kind), f"{where}['attr']", -(1 << 63), (1 << 63) - 1) \
+            if issubclass(type(kind), int) else 0
+        found[kind] = _union_value(dict.get(attr, "value"), where)
     return found
 
 
@@ -67,28 +65,29 @@ def _union_value(value: object, where: str) -> int:
     """An aclrtMallocAttrValue from its dict (GetUnionValueFromPyDict), as an int."""
     if value is None:
         return 0
-    if not isinstance(value, Mapping):
+    if not issubclass(type(value), dict):
         raise InvalidArgumentType(f"{where}['value'] must be a dict, got {shown(value)}")
-    if "moduleId" in value:
-        return _number(value["moduleId"], f"{where}['value']['moduleId']") & 0xFFFF
-    if "deviceId" in value:
-        return _number(value["deviceId"], f"{where}['value']['deviceId']") & 0xFFFF_FFFF
-    if "rsv" in value:
-        rsv = value["rsv"]
-        if not isinstance(rsv, list):
+    if dict.__contains__(value, "moduleId"):
+        return _number(dict.get(value, "moduleId"), f"{where}['value']['moduleId']") & 0xFFFF
+    if dict.__contains__(value, "deviceId"):
+        return (_number(dict.get(value, "deviceId"), f"{where}['value']['deviceId']")
+                & 0xFFFF_FFFF)
+    if dict.__contains__(value, "rsv"):
+        rsv = dict.get(value, "rsv")
+        if not issubclass(type(rsv), list):
             raise InvalidArgumentType(f"{where}['value']['rsv'] must be a list, got {shown(rsv)}")
         raw = bytes(_number(b, f"{where}['value']['rsv'][{j}]") & 0xFF
-                    for j, b in enumerate(rsv[:8]))
+                    for j, b in enumerate(list.copy(rsv)[:8]))
         return int.from_bytes(raw, "little")
     raise InvalidArgumentType(f"{where}['value'] names none of moduleId, deviceId, rsv "
                               f"(pyacl: 'No valid key found in aclrtMallocAttrValue')")
 
 
 def _number(value: object, name: str, hi: int = SIZE_MAX) -> int:
-    """An unsigned C long (PyLong_AsUnsignedLong: a real int, not negative)."""
-    if type(value) is not int:
+    """An unsigned C long (PyLong_AsUnsignedLong: an int or int subclass, not negative)."""
+    if not issubclass(type(value), int):
         raise InvalidArgumentType(f"{name} must be an int, got {shown(value)}")
-    return as_int(value, name, 0, hi)
+    return as_int(int.__index__(value), name, 0, hi)
 
 
 def config_path(path: object) -> str | None:
@@ -114,7 +113,7 @@ def bytes_object(data: object) -> bytes:
     Raises:
         InvalidArgumentType: not bytes.
     """
-    if not isinstance(data, bytes):
+    if not issubclass(type(data), bytes):
         raise InvalidArgumentType(f"bytes_to_ptr takes bytes, got {shown(data)}")
     return data
 
@@ -126,11 +125,11 @@ def numpy_shape(shape: object) -> tuple:
     Raises:
         InvalidArgumentType: not a tuple of ints.
     """
-    if not isinstance(shape, tuple) or not all(isinstance(d, int) and not isinstance(d, bool)
-                                               for d in shape):
+    dims = tuple.__getitem__(shape, slice(None)) if issubclass(type(shape), tuple) else None
+    if dims is None or not all(issubclass(type(d), int) and type(d) is not bool for d in dims):
         raise InvalidArgumentType(f"ptr_to_numpy's shape must be a tuple of ints, got "
                                   f"{shown(shape)}")
-    return shape
+    return tuple(int.__index__(d) for d in dims)
 
 
 def numpy_type(np_type: object) -> int:
