@@ -658,6 +658,15 @@ def test_c_strings_hold_no_nul(initialised):
     acl.destroy_tensor_desc(desc)
 
 
+def test_a_failed_call_returns_a_fresh_empty_list(initialised):
+    """get_mem_usage_info's [] on an error was one shared list: what a caller appended
+    came back from the next failed call."""
+    infos, ret = acl.rt.get_mem_usage_info(7, 1)
+    assert (infos, ret) == ([], E.RT_INVALID_DEVICEID)
+    infos.append("stale")
+    assert acl.rt.get_mem_usage_info(7, 1) == ([], E.RT_INVALID_DEVICEID)
+
+
 def test_face_functions_take_no_keywords(initialised):
     """pyacl's functions are METH_VARARGS: a keyword argument is a TypeError there."""
     with pytest.raises(TypeError):

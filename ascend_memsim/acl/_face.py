@@ -68,6 +68,17 @@ def face(*defaults: Any, bare: bool = False, route: str | None = None,
                     remember_error(error)
                     return int(error.code)
                 return ok
+        elif len(defaults) == 1 and isinstance(defaults[0], (list, dict)):
+            # a fresh empty list or dict per failed call, as pyacl builds one: a shared
+            # default would carry what one caller put in it to the next
+            fresh = type(defaults[0])
+
+            def call(*args: Any) -> Any:
+                try:
+                    return fn(*args), 0
+                except AclError as error:
+                    remember_error(error)
+                    return fresh(), int(error.code)
         elif len(defaults) == 1:
             def call(*args: Any) -> Any:
                 try:
