@@ -33,7 +33,7 @@ def expected_rule(product: str, size: int, api: str, policy: int | None = None) 
     The cfg APIs never add 32 (issue 9: the runtime's aclrtMallocInnerWithCfg passes the size
     unpadded and DevMalloc rounds it to 32 only). Nor do the two 1 GB policies, whatever
     pages they get (memory.cpp: ``isPadding = !huge1g``, also in aclrtMallocCachedImpl,
-    which gives HUGE1G_ONLY_P2P default pages: issue 16).
+    which gives HUGE1G_ONLY_P2P default pages).
     """
     aligned = -(-size // 32) * 32
     padded = (product in ADDS_32 and api != "malloc_align32" and api not in CFG_APIS

@@ -621,7 +621,7 @@ def test_finalize_of_an_adopted_runtime_takes_back_what_init_added(tmp_path):
 
 def test_async_copies_need_their_stream(initialised):
     """rt_memory.cpp parses "kkkkik" / "kkikk": the stream is not optional. A program that
-    left it out passed here and raised on hardware (issue 16)."""
+    left it out passed here and raised on hardware."""
     ptr, _ = acl.rt.malloc(64, 0)
     with pytest.raises(TypeError):
         acl.rt.memset_async(ptr, 64, 0, 64)
@@ -680,7 +680,7 @@ def test_face_functions_take_no_keywords(initialised):
 def test_malloc_with_cfg_takes_pyacl_s_dict_only(initialised):
     """rt_memory.cpp (WrapAclRtMallocWithCfg): cfg is required and a dict, {} for none, else
     {"numAttrs": n, "attrs": [{"attr": t, "value": {"moduleId": m}}]}. The face took None,
-    {attr_type: value} and a list of pairs, which raise on hardware (issue 16)."""
+    {attr_type: value} and a list of pairs, which raise on hardware."""
     with pytest.raises(TypeError):
         acl.rt.malloc_with_cfg(100, 0)
     for cfg in (None, {MallocAttrType.MODULE_ID: 3}, [(MallocAttrType.MODULE_ID, 3)],

@@ -675,7 +675,7 @@ HOSTILE = [Hostile(ValueError), Hostile(RuntimeError, repr_raises=False), Hostil
 
 def test_hostile_arguments_give_a_code_and_a_message(a2):
     """Every face function, with a hostile object in each argument position (the others 0):
-    no exception of the object's own escapes (issue 16: 124 functions let one through); a
+    no exception of the object's own escapes (124 functions let one through); a
     failed call returns its code and leaves a message (acl.util's conversions raise the
     core's exception)."""
     escaped = []

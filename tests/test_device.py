@@ -146,7 +146,7 @@ def test_malloc_cached_takes_every_policy_and_other_values_are_hints(policy):
     assert (small.page, big.page) == (Page.NORMAL, Page.HUGE)
     assert not small.p2p and not big.p2p
     # memory.cpp, aclrtMallocCachedImpl: isPadding = !huge1g, HUGE1G_ONLY_P2P included,
-    # although it then takes default pages (issue 16: it was 160 here)
+    # although it then takes default pages (it was 160 here)
     assert small.rule_size == (128 if policy == P.HUGE1G_ONLY_P2P else 160)
     for ok, page in ((P.HUGE_FIRST, Page.NORMAL), (P.HUGE_ONLY, Page.HUGE),
                      (P.NORMAL_ONLY, Page.NORMAL)):

@@ -28,7 +28,7 @@ def test_out_of_enum_policy_is_explained():
 
 
 def test_out_of_enum_is_said_once():
-    """It read "policy 0x63 (outside the enum) is outside the enum" (issue 16)."""
+    """It read "policy 0x63 (outside the enum) is outside the enum"."""
     text = str(explain(100, 0x63))
     assert text.count("outside the enum") == 2  # the request line, and the pages step once
     assert "(outside the enum) is outside" not in text
@@ -36,7 +36,7 @@ def test_out_of_enum_is_said_once():
 
 def test_malloc_cached_does_not_pad_huge1g_only_p2p():
     """memory.cpp, aclrtMallocCachedImpl: isPadding = !huge1g for HUGE1G_ONLY and
-    HUGE1G_ONLY_P2P; the second gets default pages there. It used to be 160 (issue 16)."""
+    HUGE1G_ONLY_P2P; the second gets default pages there. It used to be 160."""
     e = explain(100, 7, product="A2", api="malloc_cached")
     assert (e.rule_size, e.page.value, e.footprint) == (128, "normal", 128)
     assert "aclrtMallocCachedImpl" in str(e) and "no +32" in str(e)
@@ -44,7 +44,7 @@ def test_malloc_cached_does_not_pad_huge1g_only_p2p():
 
 
 def test_the_valid_size_range_is_stated():
-    """A size past size_t said "outside [0, ...]" though 0 is refused too (issue 16)."""
+    """A size past size_t said "outside [0, ...]" though 0 is refused too."""
     with pytest.raises(ValueError, match=r"outside \[1, 18446744073709551615\]"):
         explain(2**70)
     with pytest.raises(ValueError, match="must be > 0"):

@@ -391,7 +391,7 @@ def test_ptr_to_numpy_raises_the_cores_exceptions(rt, shape, np_type):
 
 def test_ptr_to_numpy_takes_what_pyacl_takes(rt):
     """A tuple of ints and a numpy type number (numpy_convert.cpp, "kOi" and PyTuple_Size):
-    a list, an array or a dtype worked here and raised on hardware (issue 16)."""
+    a list, an array or a dtype worked here and raised on hardware."""
     ptr = rt.malloc_host(64)
     assert acl.util.ptr_to_numpy(ptr, (2, 4), 5).shape == (2, 4)
     assert acl.util.ptr_to_numpy(ptr, (0, 5), 5).shape == (0, 5)
@@ -403,8 +403,8 @@ def test_ptr_to_numpy_takes_what_pyacl_takes(rt):
 
 
 def test_bytes_to_ptr_takes_bytes_only(rt):
-    """bytes_convert.cpp: PyBytes_Check, so a bytearray raised on hardware and passed here
-    (issue 16). The core still registers a bytearray (Runtime.host.register)."""
+    """bytes_convert.cpp: PyBytes_Check, so a bytearray raised on hardware and passed here.
+    The core still registers a bytearray (Runtime.host.register)."""
     with pytest.raises(InvalidArgumentType, match="bytes_to_ptr takes bytes"):
         acl.util.bytes_to_ptr(bytearray(64))
     assert rt.host.register(bytearray(64)).ptr

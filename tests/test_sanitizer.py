@@ -488,8 +488,7 @@ def test_messages_say_one_byte_not_one_bytes(rt):
 
 def test_the_error_message_and_the_report_say_the_same_overrun(rt):
     """get_recent_err_msg said "runs 1 bytes past the end" (past the footprint) where the
-    report said "93 bytes past the end" (past the size): one computation, one wording now
-    (issue 16)."""
+    report said "93 bytes past the end" (past the size): one computation, one wording now."""
     ptr = rt.malloc(100)
     assert acl.rt.memset(ptr, 193, 0, 193) == ErrorCode.RT_PARAM_INVALID
     report, = rt.sanitizer.reports
@@ -503,7 +502,7 @@ def test_the_error_message_and_the_report_say_the_same_overrun(rt):
 def test_a_copy_whose_kind_contradicts_its_pointers_is_reported(rt):
     """A host-to-device copy passed as DEVICE_TO_HOST (a ModelZoo script does it): the
     runtime copies by address, so the copy happens, and the sanitizer warns with both
-    pointers' kinds (issue 16: no report before)."""
+    pointers' kinds (no report before)."""
     ptr = rt.malloc(64)
     host = rt.malloc_host(64)
     ctypes.memset(host, 7, 64)
