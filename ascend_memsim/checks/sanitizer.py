@@ -22,8 +22,8 @@ Findings (``Report.kind``), severity in brackets:
   (DECISION: reported even for host copies, which the runtime lets through);
 * ``free-with-pending-work`` [error]: free while queued async work still targets the block;
 * ``wrong-memcpy-kind`` [warning]: a copy whose kind contradicts its pointers (a host-to-device
-  copy passed as DEVICE_TO_HOST); the runtime copies by address, so it works, but the kind is
-  wrong;
+  copy passed as DEVICE_TO_HOST); DECISION: a warning, not an error, since the runtime copies
+  by address and the copy works (strict mode does not fail it);
 * ``leak`` [error, never fails a call]: blocks live at reset_device / finalize.
 
 Reports print in a compute-sanitizer-like form to ``output`` (``"stderr"``, the default,
