@@ -105,7 +105,7 @@ def test_a_path_whose_repr_raises_is_invalid_param(rt):
 
     assert acl.mdl.query_size(Hostile()) == (0, 0, 100000)
     assert acl.mdl.load_from_file(Hostile()) == (0, 100000)
-    assert "<Hostile instance" in acl.get_recent_err_msg()
+    assert "Hostile (its __repr__ raised RuntimeError)" in acl.get_recent_err_msg()
 
 
 def test_a_non_string_name_is_invalid_param(rt, tmp_path):

@@ -165,7 +165,7 @@ def create_dataset() -> int:
     return _compute().handles.add(Dataset()).handle
 
 
-def add_dataset_buffer(dataset: int, data_buffer: int) -> tuple[int, int]:
+def add_dataset_buffer(dataset: int, data_buffer: int, /) -> tuple[int, int]:
     """aclmdlAddDatasetBuffer: ``dataset, ret`` (pyacl returns the dataset too)."""
     return dataset, _add_dataset_buffer(dataset, data_buffer)
 

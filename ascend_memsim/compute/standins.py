@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import ModuleType
 
-from ..memory.args import SIZE_MAX
+from ..memory.args import SIZE_MAX, as_str
 from ..memory.constants import DATA_TYPE_BITS, DataType, Format
 from ..memory.errors import AclError, InvalidArgumentType, InvalidFile, ModelParseError
 from .tensors import data_type
@@ -367,8 +367,7 @@ def spec_for_file(path: object) -> ModelSpec:
         InvalidFile: no stand-in and no file; an empty model file.
         ModelParseError: no stand-in for an existing file; a malformed stand-in.
     """
-    if not isinstance(path, str) or not path:
-        raise InvalidArgumentType(f"model path must be a non-empty str, got {_show(path)}")
+    as_str(path, "model path")
     if "\0" in path:
         raise InvalidFile(f"model path {_show(path)} holds a NUL character")
     try:

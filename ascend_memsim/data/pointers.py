@@ -8,7 +8,7 @@ device run mode). DECISION: a raw host address is refused here (see :func:`_host
 
 from __future__ import annotations
 
-from ..memory.args import as_int, as_ptr, int_or_none
+from ..memory.args import as_int, as_ptr, int_or_none, shown
 from ..memory.constants import RunMode
 from ..memory.errors import InvalidArgument, InvalidArgumentType, InvalidPointer
 
@@ -122,8 +122,8 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     else:
         try:
             dtype = numpy.dtype(type_code)
-        except (TypeError, ValueError, KeyError, SyntaxError):  # e.g. '1/0', {'x': 1}
-            raise InvalidArgument(f"{type_code!r} is not a numpy type") from None
+        except Exception:  # e.g. '1/0', {'x': 1}, an object whose __repr__ raises
+            raise InvalidArgument(f"np_type {shown(type_code)} is not a numpy type") from None
     if dtype.hasobject:
         raise InvalidArgument(f"ptr_to_numpy: dtype {dtype} holds Python object pointers; host "
                               f"memory holds only data")
@@ -135,7 +135,7 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
     elif type(shape).__name__ == "ndarray" and shape.ndim == 1:
         given = tuple(shape.tolist())
     else:
-        raise InvalidArgument(f"shape {shape!r} is neither an int nor a list, tuple or 1-D "
+        raise InvalidArgument(f"shape {shown(shape)} is neither an int nor a list, tuple or 1-D "
                               f"array of ints")
     # numpy's own limit: each dimension, and the product of the non-zero ones, fit in intp
     # (numpy.empty((0, 2**63)) raises ValueError).

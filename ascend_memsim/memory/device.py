@@ -273,8 +273,8 @@ class Device:
         """
         base, readonly = parse_policy(policy, api)
         pages = page_order(self.profile, size, base)
-        # rule_size is ALIGN_UP(size, 32) plus a fixed padding per (product, page, api).
-        steps = tuple((page, PAGE_BYTES[page], rule_size(self.profile, 32, page, api) - 32)
+        # rule_size is ALIGN_UP(size, 32) plus a fixed padding per (product, page, api, policy).
+        steps = tuple((page, PAGE_BYTES[page], rule_size(self.profile, 32, page, api, policy) - 32)
                       for page in pages)
         plan = (base, readonly, pages, steps, base in P2P_POLICIES)
         if len(self._plans) < 4096:  # policy words are 32-bit: bound what odd callers cost
