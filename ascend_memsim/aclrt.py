@@ -148,6 +148,10 @@ C_NAMES = {
     "aclrtUnSubscribeReport": acl.rt.unsubscribe_report,
     "aclrtProcessReport": acl.rt.process_report,
     "aclrtLaunchCallback": acl.rt.launch_callback,
+    # the rest of the memory chapter (acl/_rt_memory.py)
+    "aclrtDeviceCanAccessPeer": acl.rt.device_can_access_peer,
+    "aclrtDeviceEnablePeerAccess": acl.rt.device_enable_peer_access,
+    "aclrtDeviceDisablePeerAccess": acl.rt.device_disable_peer_access,
 }
 
 globals().update(C_NAMES)

@@ -341,6 +341,10 @@ C_TO_PYACL = {
     "aclrtSubscribeReport": "rt.subscribe_report",
     "aclrtUnSubscribeReport": "rt.unsubscribe_report", "aclrtProcessReport": "rt.process_report",
     "aclrtLaunchCallback": "rt.launch_callback",
+    # the rest of the memory chapter (acl/_rt_memory.py)
+    "aclrtDeviceCanAccessPeer": "rt.device_can_access_peer",
+    "aclrtDeviceEnablePeerAccess": "rt.device_enable_peer_access",
+    "aclrtDeviceDisablePeerAccess": "rt.device_disable_peer_access",
 }
 
 

@@ -211,7 +211,12 @@ def _snapshot(rt, seen):
     host = [(b.ptr, b.size) for b in rt.host.blocks()]
     compute = sorted((h.handle, _readable(h)) for h in _compute_handles(rt))
     events = [(h, rt.events.recorded_status(h)) for h in seen.live_events(rt)]
-    return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events)
+    peer = rt.extension("peer")
+    pinned = rt.extension("pinned")
+    chapter = (sorted(peer.enabled) if peer else [],
+               pinned.snapshot() if pinned else [])
+    return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events,
+            chapter)
 
 
 def _compute_handles(rt) -> list:

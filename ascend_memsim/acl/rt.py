@@ -282,3 +282,9 @@ _EXPORTS = (
     mem_invalidate,
 )
 __all__ = [fn.__name__ for fn in _EXPORTS]
+
+# -- the rest of the memory chapter: host registration, copies, peer access (_rt_memory.py) --
+from ._rt_memory import *  # noqa: E402,F403
+from ._rt_memory import __all__ as _MEMORY_CHAPTER  # noqa: E402
+
+__all__ += _MEMORY_CHAPTER
