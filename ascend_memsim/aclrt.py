@@ -152,6 +152,13 @@ C_NAMES = {
     "aclrtDeviceCanAccessPeer": acl.rt.device_can_access_peer,
     "aclrtDeviceEnablePeerAccess": acl.rt.device_enable_peer_access,
     "aclrtDeviceDisablePeerAccess": acl.rt.device_disable_peer_access,
+    "aclrtMallocHostWithCfg": acl.rt.malloc_host_with_cfg,
+    "aclrtFreeHostWithDevSync": acl.rt.free_host_with_dev_sync,
+    "aclrtHostRegister": acl.rt.host_register,
+    "aclrtHostRegisterV2": acl.rt.host_register_v2,
+    "aclrtHostUnregister": acl.rt.host_unregister,
+    "aclrtHostGetDevicePointer": acl.rt.host_get_device_pointer,
+    "aclrtHostMemMapCapabilities": acl.rt.host_mem_map_capabilities,
 }
 
 globals().update(C_NAMES)

@@ -345,6 +345,12 @@ C_TO_PYACL = {
     "aclrtDeviceCanAccessPeer": "rt.device_can_access_peer",
     "aclrtDeviceEnablePeerAccess": "rt.device_enable_peer_access",
     "aclrtDeviceDisablePeerAccess": "rt.device_disable_peer_access",
+    "aclrtMallocHostWithCfg": "rt.malloc_host_with_cfg",
+    "aclrtFreeHostWithDevSync": "rt.free_host_with_dev_sync",
+    "aclrtHostRegister": "rt.host_register", "aclrtHostRegisterV2": "rt.host_register_v2",
+    "aclrtHostUnregister": "rt.host_unregister",
+    "aclrtHostGetDevicePointer": "rt.host_get_device_pointer",
+    "aclrtHostMemMapCapabilities": "rt.host_mem_map_capabilities",
 }
 
 

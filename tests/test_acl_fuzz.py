@@ -97,7 +97,8 @@ RUNS_QUEUED_WORK = {"synchronize_stream", "synchronize_device", "destroy_stream"
                     "destroy_context", "free_with_dev_sync", "synchronize_event",
                     "synchronize_event_with_timeout", "query_event", "query_event_status",
                     "query_event_wait_status", "execute", "execute_v2", "execute_with_handle",
-                    "cast", "process_report", "unload", "destroy_event", "reset_device"}
+                    "cast", "process_report", "unload", "destroy_event", "reset_device",
+                    "free_host_with_dev_sync"}
 
 _BIG = [0, 1, -1, 2, 31, 32, 33, 64, 100, 4096, MiB, 2 * MiB, 2 * MiB + 1, 2**31 - 1, 2**31,
         -(2**31), -(2**31) - 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 33, 2**64 - 1,
