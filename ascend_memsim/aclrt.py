@@ -159,6 +159,19 @@ C_NAMES = {
     "aclrtHostUnregister": acl.rt.host_unregister,
     "aclrtHostGetDevicePointer": acl.rt.host_get_device_pointer,
     "aclrtHostMemMapCapabilities": acl.rt.host_mem_map_capabilities,
+    "aclrtMemcpy2d": acl.rt.memcpy2d,
+    "aclrtMemcpy2dAsync": acl.rt.memcpy2d_async,
+    "aclrtMemcpyBatch": acl.rt.memcpy_batch,
+    "aclrtMemcpyBatchV2": acl.rt.memcpy_batch_v2,
+    "aclrtMemcpyBatchAsync": acl.rt.memcpy_batch_async,
+    "aclrtMemcpyBatchAsyncV2": acl.rt.memcpy_batch_async_v2,
+    "aclrtGetMemcpyDescSize": acl.rt.get_memcpy_desc_size,
+    "aclrtSetMemcpyDesc": acl.rt.set_memcpy_desc,
+    "aclrtMemcpyAsyncWithDesc": acl.rt.memcpy_async_with_desc,
+    "aclrtMemcpyAsyncWithOffset": acl.rt.memcpy_async_with_offset,
+    "aclrtMemsetD32": acl.rt.memset_d32,
+    "aclrtMemsetD32Async": acl.rt.memset_d32_async,
+    "aclrtMemcpyAsyncWithCondition": acl.rt.memcpy_async_with_condition,
 }
 
 globals().update(C_NAMES)

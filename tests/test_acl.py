@@ -351,6 +351,16 @@ C_TO_PYACL = {
     "aclrtHostUnregister": "rt.host_unregister",
     "aclrtHostGetDevicePointer": "rt.host_get_device_pointer",
     "aclrtHostMemMapCapabilities": "rt.host_mem_map_capabilities",
+    "aclrtMemcpy2d": "rt.memcpy2d", "aclrtMemcpy2dAsync": "rt.memcpy2d_async",
+    "aclrtMemcpyBatch": "rt.memcpy_batch", "aclrtMemcpyBatchV2": "rt.memcpy_batch_v2",
+    "aclrtMemcpyBatchAsync": "rt.memcpy_batch_async",
+    "aclrtMemcpyBatchAsyncV2": "rt.memcpy_batch_async_v2",
+    "aclrtGetMemcpyDescSize": "rt.get_memcpy_desc_size",
+    "aclrtSetMemcpyDesc": "rt.set_memcpy_desc",
+    "aclrtMemcpyAsyncWithDesc": "rt.memcpy_async_with_desc",
+    "aclrtMemcpyAsyncWithOffset": "rt.memcpy_async_with_offset",
+    "aclrtMemsetD32": "rt.memset_d32", "aclrtMemsetD32Async": "rt.memset_d32_async",
+    "aclrtMemcpyAsyncWithCondition": "rt.memcpy_async_with_condition",
 }
 
 

@@ -457,6 +457,8 @@ def _argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     :func:`_not_process_memory`: a data buffer's address is read and written when an
     operator or a model runs)."""
     value = _draw_argument(data, rt, seen, fn, name, drawn)
+    if name in ("dsts", "srcs") and isinstance(value, list):   # the batch copies' addresses
+        return [_not_process_memory(rt, v) for v in value]
     if "ptr" in name or name in ("dst", "src", "addr") or (fn in BUFFER_CALLS and name == "data"):
         return _not_process_memory(rt, value)
     return value

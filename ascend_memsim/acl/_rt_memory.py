@@ -10,10 +10,14 @@ teaching under the name pyacl would give it.
 
 from __future__ import annotations
 
+from ..data.copies import copies
 from ..data.pinned import pinned_host
+from ..memory.args import SIZE_MAX
+from ..memory.errors import AclError
 from ..runtime.active import current_runtime
 from ..runtime.peer import peer_access
 from ._face import face as _face
+from ._face import remember_error
 
 # -- peer access (04_device_management.md; pyacl: rt_memory.cpp) ------------------------------
 
@@ -90,4 +94,121 @@ def host_mem_map_capabilities(device_id: int, hac_type: int) -> int:
 __all__ += [
     "malloc_host_with_cfg", "free_host_with_dev_sync", "host_register", "host_register_v2",
     "host_unregister", "host_get_device_pointer", "host_mem_map_capabilities",
+]
+
+
+# -- copies (11-03_memory_copy_and_set.md; pyacl: rt_memory.cpp) ------------------------------
+
+@_face()
+def memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
+             kind: int) -> None:
+    """aclrtMemcpy2d: ``height`` rows of ``width`` bytes; host to device or device to host."""
+    copies(current_runtime()).memcpy2d(dst, dpitch, src, spitch, width, height, kind)
+
+
+@_face()
+def memcpy2d_async(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
+                   kind: int, stream: int) -> None:
+    """aclrtMemcpy2dAsync: as memcpy2d, queued on ``stream``; device to device too."""
+    copies(current_runtime()).memcpy2d_async(dst, dpitch, src, spitch, width, height, kind,
+                                             stream)
+
+
+def _batch(args: tuple, stream: object, asynchronous: bool, fail_index: bool):
+    """The batch copies' face: ``fail_index, ret`` (the failing entry, SIZE_MAX when the
+    error concerns none) or just ``ret`` for the V2 calls."""
+    try:
+        copies(current_runtime()).memcpy_batch(*args, stream=stream, asynchronous=asynchronous)
+    except AclError as error:
+        remember_error(error)
+        code = int(error.code)
+        return (getattr(error, "fail_index", SIZE_MAX), code) if fail_index else code
+    return (SIZE_MAX, 0) if fail_index else 0
+
+
+def memcpy_batch(dsts: list, dest_maxs: list, srcs: list, sizes: list, num_batches: int,
+                 attrs: list, attrs_indexes: list, num_attrs: int) -> tuple[int, int]:
+    """aclrtMemcpyBatch: ``fail_index, ret``. Each attr is
+    ``{"dstLoc": {"id": d, "type": t}, "srcLoc": {...}}`` (type: ACL_MEM_LOCATION_TYPE_HOST 0,
+    DEVICE 1). Not in pyacl (pyrt_methods.cpp binds no such function): for teaching."""
+    return _batch((dsts, dest_maxs, srcs, sizes, num_batches, attrs, attrs_indexes, num_attrs),
+                  None, False, True)
+
+
+def memcpy_batch_v2(dsts: list, dest_maxs: list, srcs: list, sizes: list, num_batches: int,
+                    attrs: list, attrs_indexes: list, num_attrs: int) -> int:
+    """aclrtMemcpyBatchV2: as memcpy_batch, without the fail index. Not in pyacl."""
+    return _batch((dsts, dest_maxs, srcs, sizes, num_batches, attrs, attrs_indexes, num_attrs),
+                  None, False, False)
+
+
+def memcpy_batch_async(dsts: list, dest_maxs: list, srcs: list, sizes: list,
+                       num_batches: int, attrs: list, attrs_indexes: list, num_attrs: int,
+                       stream: int) -> tuple[int, int]:
+    """aclrtMemcpyBatchAsync: ``fail_index, ret``, queued on ``stream``. Not in pyacl."""
+    return _batch((dsts, dest_maxs, srcs, sizes, num_batches, attrs, attrs_indexes, num_attrs),
+                  stream, True, True)
+
+
+def memcpy_batch_async_v2(dsts: list, dest_maxs: list, srcs: list, sizes: list,
+                          num_batches: int, attrs: list, attrs_indexes: list, num_attrs: int,
+                          stream: int) -> int:
+    """aclrtMemcpyBatchAsyncV2: as memcpy_batch_async, without the fail index. Not in pyacl."""
+    return _batch((dsts, dest_maxs, srcs, sizes, num_batches, attrs, attrs_indexes, num_attrs),
+                  stream, True, False)
+
+
+@_face(0)
+def get_memcpy_desc_size(kind: int) -> int:
+    """aclrtGetMemcpyDescSize: ``desc_size, ret`` (kind: ACL_MEMCPY_INNER_DEVICE_TO_DEVICE)."""
+    return copies(current_runtime()).desc_size(kind)
+
+
+@_face(0)
+def set_memcpy_desc(desc_ptr: int, kind: int, src: int, dst: int, count: int,
+                    config: int) -> int:
+    """aclrtSetMemcpyDesc: ``desc, ret``; ``desc_ptr`` is device memory of
+    get_memcpy_desc_size bytes, ``config`` reserved (0). Note pyacl's order: src before dst."""
+    return copies(current_runtime()).set_desc(desc_ptr, kind, src, dst, count, config)
+
+
+@_face()
+def memcpy_async_with_desc(desc_ptr: int, kind: int, stream: int) -> None:
+    """aclrtMemcpyAsyncWithDesc: queue the copy a descriptor describes (stream not 0)."""
+    copies(current_runtime()).async_with_desc(desc_ptr, kind, stream)
+
+
+@_face()
+def memcpy_async_with_offset(dst: int, dest_max: int, dst_offset: int, src: int, count: int,
+                             src_offset: int, kind: int, stream: int) -> None:
+    """aclrtMemcpyAsyncWithOffset: ``dst`` and ``src`` are device cells holding base
+    addresses. Not in pyacl (pyrt_methods.cpp binds no such function): for teaching."""
+    copies(current_runtime()).async_with_offset(dst, dest_max, dst_offset, src, count,
+                                                src_offset, kind, stream)
+
+
+@_face()
+def memset_d32(ptr: int, mem_size: int, value: int, count: int) -> None:
+    """aclrtMemsetD32: ``count`` (the C API's N) 32-bit values. Not in pyacl: for teaching."""
+    copies(current_runtime()).memset_d32(ptr, mem_size, value, count)
+
+
+@_face()
+def memset_d32_async(ptr: int, mem_size: int, value: int, count: int, stream: int) -> None:
+    """aclrtMemsetD32Async. Not in pyacl (pyrt_methods.cpp binds no such function)."""
+    copies(current_runtime()).memset_d32_async(ptr, mem_size, value, count, stream)
+
+
+@_face()
+def memcpy_async_with_condition(dst: int, dest_max: int, src: int, count: int, kind: int,
+                                stream: int) -> None:
+    """aclrtMemcpyAsyncWithCondition (deprecated: use memcpy_async)."""
+    copies(current_runtime()).async_with_condition(dst, dest_max, src, count, kind, stream)
+
+
+__all__ += [
+    "memcpy2d", "memcpy2d_async", "memcpy_batch", "memcpy_batch_v2", "memcpy_batch_async",
+    "memcpy_batch_async_v2", "get_memcpy_desc_size", "set_memcpy_desc",
+    "memcpy_async_with_desc", "memcpy_async_with_offset", "memset_d32", "memset_d32_async",
+    "memcpy_async_with_condition",
 ]

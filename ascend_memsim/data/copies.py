@@ -1,0 +1,621 @@
+"""The rest of the copy chapter (11-03): 2D copies, batch copies, copy descriptors, copies
+through base-address cells, the 32-bit memset, and the deprecated conditional async copy.
+
+Every byte moves through the data plane's :meth:`DataPlane.resolve` (so the sanitizer's checks
+apply unchanged) and every call checks all that it will touch before a byte moves: a failed
+call changes nothing. Async calls check the addresses now (liveness and bounds, as
+aclrtMemcpyAsync does) and queue the work on the stream, where it is checked again and run
+(:meth:`Streams.enqueue`). Rules, each cited where it is applied: hicann/runtime
+``src/acl/aclrt_impl/memory.cpp`` (the ACL layer: ACL_ERROR_INVALID_PARAM 100000),
+``src/runtime/api/impl/api_error.cc`` and ``api_impl.cc`` (the runtime layer: its
+RT_ERROR_INVALID_VALUE is ACL_ERROR_RT_PARAM_INVALID 107000, RT_ERROR_FEATURE_NOT_SUPPORT
+207000), ``docs/zh/api_ref/11-03_memory_copy_and_set.md``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+
+from ..memory.args import SIZE_MAX, as_int
+from ..memory.constants import MemcpyKind, RunMode
+from ..memory.errors import (
+    AclError,
+    FeatureNotSupported,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidPointer,
+    InvalidRuntimeParam,
+)
+from .contents import SLAB_BYTES
+from .host import HostBlock
+
+__all__ = ["BATCH_MAX", "Copies", "MEMCPY2D_MAX_HEIGHT", "MEMCPY2D_MAX_WIDTH", "copies"]
+
+K = MemcpyKind
+#: RT_MAX_MEMCPY2D_HEIGHT / WIDTH (src/runtime/core/inc/common/internal_error_define.hpp)
+MEMCPY2D_MAX_HEIGHT = 5 * 1024 * 1024
+MEMCPY2D_MAX_WIDTH = 5_000_000
+#: DEVMM_MEMCPY_BATCH_MAX_COUNT (pkg_inc/driver/ascend_hal_define.h), aclrtMemcpyBatch's limit
+BATCH_MAX = 4096
+#: MAX_MEMCPY_SIZE_OF_D2D (src/runtime/core/inc/spec/base_info.hpp): a descriptor's count
+_DESC_MAX_COUNT = 4 << 30
+#: rtMemcpyAddrInfo (pkg_inc/runtime/runtime/mem.h): resv0, resv1, resv2, len (u32), src, dst (u64)
+_DESC = struct.Struct("<IIIIQQ")
+#: aclrtMemLocationType (acl_rt.h): HOST 0, DEVICE 1, UNREGISTERED 2, HOST_NUMA 4
+_LOC_HOST, _LOC_DEVICE, _LOC_HOST_NUMA = 0, 1, 4
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _with_index(error: AclError, index: int) -> AclError:
+    """``error`` carrying the failing entry of a batch copy (read by the face)."""
+    error.fail_index = index
+    return error
+
+
+def _kind(value: object) -> int:
+    return as_int(value, "kind", *_INT32)
+
+
+class Copies:
+    """The copy calls of one runtime (a plane made through ``Runtime.extension``)."""
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+
+    def close(self) -> list:
+        """aclFinalize: the plane holds nothing."""
+        return []
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _move(self, src_region, src_off: int, dst_region, dst_off: int, count: int) -> None:
+        """Move ``count`` resolved bytes (as :meth:`DataPlane.copy` does)."""
+        out = dst_region.view(dst_off, count)
+        if out is not None:
+            src_region.read_into(src_off, out)
+            return
+        source = src_region.source(src_off, count)
+        if source is not None:
+            dst_region.write(dst_off, source)
+        else:
+            dst_region.copy_from(src_region, src_off, dst_off, count)
+
+    def _check_stars(self, call: str) -> None:
+        profile = self.runtime.profile
+        if not profile.stars:
+            raise FeatureNotSupported(f"{call} is not supported on {profile.description}")
+
+    # -- 2D copies (aclrtMemcpy2d / aclrtMemcpy2dAsync) ------------------------------------------
+
+    def _check_2d(self, dst, dpitch, src, spitch, width, height, kind):
+        """memory.cpp CheckMemcpy2dParam, then api_error.cc MemCopy2DCheckParam. None: nothing
+        to do (width or height 0)."""
+        width, height = as_int(width, "width"), as_int(height, "height")
+        dst, src = as_int(dst, "dst"), as_int(src, "src")
+        dpitch, spitch = as_int(dpitch, "dpitch"), as_int(spitch, "spitch")
+        kind = _kind(kind)
+        if width == 0 or height == 0:
+            return None  # IsZeroSizeMemcpy2d: success before any other check
+        if dst == 0 or src == 0:
+            raise InvalidArgument(f"{'dst' if dst == 0 else 'src'} is NULL")
+        if width > spitch or width > dpitch:
+            raise InvalidArgument(f"width={width} must not exceed spitch={spitch} and "
+                                  f"dpitch={dpitch}")
+        if kind not in (K.HOST_TO_DEVICE, K.DEVICE_TO_HOST, K.DEVICE_TO_DEVICE, K.DEFAULT):
+            raise InvalidArgument(f"kind={kind}: aclrtMemcpy2d takes HOST_TO_DEVICE, "
+                                  f"DEVICE_TO_HOST, DEVICE_TO_DEVICE or DEFAULT")
+        if height > MEMCPY2D_MAX_HEIGHT or width > MEMCPY2D_MAX_WIDTH:
+            raise InvalidRuntimeParam(f"height={height} (at most {MEMCPY2D_MAX_HEIGHT}) or "
+                                      f"width={width} (at most {MEMCPY2D_MAX_WIDTH}) too big")
+        return dst, dpitch, src, spitch, width, height, kind
+
+    def _rows(self, call: str, dst, dpitch, src, spitch, width, height, *, deferred=False):
+        """Resolve every row of both sides: [(src region, offset, dst region, offset)].
+
+        DECISION: each side is one buffer with a pitch, so its whole span (from the first
+        row's start to the last row's end) must lie in one live region (or, for raw host
+        memory, in memory the process has mapped): a pitch that carries a row out of the
+        buffer is refused, never taken as other memory. O(height) resolves.
+        """
+        data = self.runtime.data
+        data.resolve(call, src, (height - 1) * spitch + width, write=False, deferred=True)
+        data.resolve(call, dst, (height - 1) * dpitch + width, write=True, deferred=True)
+        rows = []
+        for row in range(height):
+            s = data.resolve(call, src + row * spitch, width, write=False, deferred=deferred)
+            d = data.resolve(call, dst + row * dpitch, width, write=True, deferred=deferred)
+            rows.append((*s, *d))
+        return rows
+
+    @staticmethod
+    def _direction(src_region, dst_region) -> str:
+        return ("H" if src_region.host else "D") + "2" + ("H" if dst_region.host else "D")
+
+    def memcpy2d(self, dst, dpitch, src, spitch, width, height, kind) -> None:
+        """aclrtMemcpy2d: ``height`` rows of ``width`` bytes, ``spitch`` / ``dpitch`` apart.
+
+        Raises:
+            InvalidArgument: NULL, width past a pitch, a kind outside H2D/D2H/D2D/DEFAULT.
+            FeatureNotSupported: DEVICE_TO_DEVICE (api_error.cc MemCopy2DSync: H2D, D2H only).
+            InvalidRuntimeParam, InvalidPointer: too big; the addresses are not host to
+            device or device to host; a row outside live memory.
+        """
+        runtime = self.runtime
+        runtime.current_device()
+        checked = self._check_2d(dst, dpitch, src, spitch, width, height, kind)
+        if checked is None:
+            return
+        dst, dpitch, src, spitch, width, height, kind = checked
+        call = "aclrtMemcpy2d"
+        if kind == K.DEVICE_TO_DEVICE:
+            raise FeatureNotSupported("aclrtMemcpy2d supports only host to device and device "
+                                      "to host (api_error.cc MemCopy2DSync)")
+        self._run_2d(call, dst, dpitch, src, spitch, width, height, ("H2D", "D2H"))
+
+    def _run_2d(self, call, dst, dpitch, src, spitch, width, height, directions,
+                stream=None) -> None:
+        data = self.runtime.data
+        with data.lock:
+            rows = self._rows(call, dst, dpitch, src, spitch, width, height)
+            direction = self._direction(rows[0][0], rows[0][2])
+            if direction not in directions:
+                # api_error.cc: MemcpyKindAutoCorrect from the addresses' locations
+                raise InvalidRuntimeParam(f"{call}: the addresses make a {direction} copy; "
+                                          f"it supports {' and '.join(directions)}")
+            if direction == "D2D":
+                data.check_p2p(call, rows[0][0], rows[0][2])
+            for src_region, src_off, dst_region, dst_off in rows:
+                self._move(src_region, src_off, dst_region, dst_off, width)
+        data._emit((rows[0][2], rows[0][0]), "memcpy2d", dst=dst, dpitch=dpitch, src=src,
+                   spitch=spitch, width=width, height=height, stream=stream)
+
+    def memcpy2d_async(self, dst, dpitch, src, spitch, width, height, kind, stream) -> None:
+        """aclrtMemcpy2dAsync: as :meth:`memcpy2d`, queued; DEVICE_TO_DEVICE allowed
+        (api_error.cc MemCopy2DAsync: H2D, D2H or D2D).
+
+        Raises:
+            as :meth:`memcpy2d`; InvalidHandle, StreamContextMismatch: the stream.
+        """
+        runtime = self.runtime
+        runtime.current_device()
+        checked = self._check_2d(dst, dpitch, src, spitch, width, height, kind)
+        if checked is None:
+            return
+        dst, dpitch, src, spitch, width, height, kind = checked
+        call = "aclrtMemcpy2dAsync"
+        directions = ("H2D", "D2H", "D2D")
+        data = runtime.data
+        with data.lock:
+            rows = self._rows(call, dst, dpitch, src, spitch, width, height, deferred=True)
+            direction = self._direction(rows[0][0], rows[0][2])
+            if direction not in directions:
+                raise InvalidRuntimeParam(f"{call}: the addresses make a {direction} copy; "
+                                          f"it supports H2D, D2H and D2D")
+            if direction == "D2D":
+                data.check_p2p(call, rows[0][0], rows[0][2])
+        span_s = (height - 1) * spitch + width
+        span_d = (height - 1) * dpitch + width
+        runtime.streams.enqueue(
+            stream, call, ((src, src + span_s), (dst, dst + span_d)),
+            lambda s: self._run_2d(call, dst, dpitch, src, spitch, width, height, directions,
+                                   s.handle))
+
+    # -- batch copies (aclrtMemcpyBatch / Async / V2) --------------------------------------------
+
+    @staticmethod
+    def _location(entry: object, name: str) -> tuple[int, int]:
+        if not isinstance(entry, Mapping):
+            raise InvalidArgumentType(f'{name} must be {{"id": ..., "type": ...}}')
+        return (as_int(entry.get("type"), f"{name} type", *_INT32),
+                as_int(entry.get("id"), f"{name} id", 0, (1 << 32) - 1))
+
+    def _parse_attrs(self, attrs: object, num_attrs: int) -> list[tuple]:
+        """aclrtMemcpyBatchAttr as a dict: ``{"dstLoc": {"id", "type"}, "srcLoc": {...},
+        "rsv": [16 bytes]}``; rsv must be all 0 (memory.cpp ValidateMemcpyBatchParams)."""
+        if not isinstance(attrs, Sequence) or isinstance(attrs, (str, bytes)) \
+                or len(attrs) != num_attrs:
+            raise InvalidArgumentType(f"attrs must be a list of {num_attrs} attribute dicts")
+        parsed = []
+        for i, attr in enumerate(attrs):
+            if not isinstance(attr, Mapping):
+                raise InvalidArgumentType(f"attrs[{i}] must be a dict")
+            rsv = attr.get("rsv", [])
+            if not isinstance(rsv, Sequence) or len(rsv) > 16:
+                raise InvalidArgumentType(f"attrs[{i}] rsv must be a list of at most 16 bytes")
+            if any(as_int(b, f"attrs[{i}] rsv", 0, 255) for b in rsv):
+                raise InvalidArgument(f"attrs[{i}] rsv must be 0")
+            parsed.append((self._location(attr.get("dstLoc"), f"attrs[{i}] dstLoc"),
+                           self._location(attr.get("srcLoc"), f"attrs[{i}] srcLoc")))
+        return parsed
+
+    @staticmethod
+    def _ints(values: object, count: int, name: str, *, ptr: bool = False) -> list[int]:
+        if not isinstance(values, Sequence) or isinstance(values, (str, bytes)) \
+                or len(values) != count:
+            raise InvalidArgumentType(f"{name} must be a list of {count} ints")
+        return [as_int(v, f"{name}[{i}]") for i, v in enumerate(values)]
+
+    def memcpy_batch(self, dsts, dest_maxs, srcs, sizes, num_batches, attrs, attrs_indexes,
+                     num_attrs, *, stream=None, asynchronous=False) -> None:
+        """aclrtMemcpyBatch (and Async, V2): copy ``sizes[i]`` bytes from ``srcs[i]`` to
+        ``dsts[i]``; all host to device or all device to host.
+
+        Every entry is checked before any byte moves (the sync runtime checks them all first,
+        ApiImpl::MemcpyBatch; DECISION: so does the async one, whose LoopMemcpyAsync queues
+        entry by entry, so that a failed call changes nothing). An error about one entry
+        carries its index (``fail_index``); others SIZE_MAX.
+
+        Raises:
+            InvalidArgument (memory.cpp): num_batches 0, a size past its dest_max, rsv not 0.
+            InvalidRuntimeParam (api_error.cc, api_impl.cc): num_attrs 0 or above num_batches,
+            more than 4096 entries (sync), attrs_indexes not 0, rising, below num_batches; an
+            entry whose locations differ from its attribute's, or host to host / device to
+            device; an async entry of size 0. InvalidPointer: an entry outside live memory.
+        """
+        runtime = self.runtime
+        call = "aclrtMemcpyBatchAsync" if asynchronous else "aclrtMemcpyBatch"
+        count = as_int(num_batches, "num_batches")
+        num_attrs = as_int(num_attrs, "num_attrs")
+        if count == 0:
+            raise InvalidArgument("num_batches must be positive")
+        sizes = self._ints(sizes, count, "sizes")
+        if not any(sizes):
+            return  # memory.cpp IsAllZeroSizeBatch: success, no other check
+        dsts = self._ints(dsts, count, "dsts")
+        srcs = self._ints(srcs, count, "srcs")
+        dest_maxs = self._ints(dest_maxs, count, "dest_maxs")
+        parsed = self._parse_attrs(attrs, num_attrs)
+        indexes = self._ints(attrs_indexes, num_attrs, "attrs_indexes")
+        for i in range(count):
+            if dest_maxs[i] < sizes[i]:
+                raise InvalidArgument(f"the copy size {sizes[i]} at index {i} exceeds the "
+                                      f"size {dest_maxs[i]} of the destination buffer")
+        # api_error.cc MemcpyBatch / MemcpyBatchAsync
+        runtime.current_device()
+        if num_attrs == 0 or num_attrs > count:
+            raise InvalidRuntimeParam(f"num_attrs={num_attrs} must be in [1, num_batches="
+                                      f"{count}]")
+        if not asynchronous and count > BATCH_MAX:
+            raise InvalidRuntimeParam(f"num_batches={count} is more than {BATCH_MAX}")
+        if indexes[0] != 0:
+            raise InvalidRuntimeParam(f"attrs_indexes[0]={indexes[0]} must be 0")
+        for i in range(1, num_attrs):
+            if indexes[i] <= indexes[i - 1] or indexes[i] >= count:
+                raise InvalidRuntimeParam(f"attrs_indexes[{i}]={indexes[i]} must be above "
+                                          f"attrs_indexes[{i - 1}] and below {count}")
+        data = runtime.data
+        with data.lock:
+            plan = []
+            attr = 0
+            for i in range(count):
+                if attr + 1 < num_attrs and i >= indexes[attr + 1]:
+                    attr += 1
+                try:
+                    plan.append(self._batch_entry(call, i, dsts[i], dest_maxs[i], srcs[i],
+                                                  sizes[i], parsed[attr], asynchronous))
+                except AclError as error:
+                    raise _with_index(error, i) from None
+            if asynchronous:
+                ranges = tuple(r for (_, _, dst, src, size) in plan
+                               for r in ((src, src + size), (dst, dst + size)))
+                runtime.streams.enqueue(stream, call, ranges,
+                                        lambda s: self._run_batch(call, plan, s.handle))
+                return
+            for src_region, src_off, dst_region, dst_off, size in self._resolved(call, plan):
+                self._move(src_region, src_off, dst_region, dst_off, size)
+        self._emit_batch(call, plan, None)
+
+    def _batch_entry(self, call, i, dst, dest_max, src, size, attr, asynchronous):
+        """Check entry ``i`` (api_impl.cc CheckMemCpyAttr, ValidateMemCpyParamsAndAttributes);
+        (dst location, src location, dst, src, size)."""
+        if asynchronous and size == 0:
+            raise InvalidRuntimeParam(f"sizes[{i}] must be positive")
+        if dst == 0 or src == 0:
+            raise InvalidRuntimeParam(f"{'dsts' if dst == 0 else 'srcs'}[{i}] is NULL")
+        data = self.runtime.data
+        dst_region = data.resolve(call, dst, max(size, 1), write=True, deferred=True)[0]
+        src_region = data.resolve(call, src, max(size, 1), write=False, deferred=True)[0]
+        (dst_type, dst_id), (src_type, src_id) = attr
+        for side, region, wanted, wanted_id in (("dst", dst_region, dst_type, dst_id),
+                                                ("src", src_region, src_type, src_id)):
+            actual = _LOC_HOST if region.host else _LOC_DEVICE
+            wanted = _LOC_HOST if wanted == _LOC_HOST_NUMA else wanted
+            if actual != wanted or (actual == _LOC_DEVICE
+                                    and region.block.device_id != wanted_id):
+                raise InvalidRuntimeParam(
+                    f"entry {i}: the {side} location in its attribute (type {wanted}, id "
+                    f"{wanted_id}) is not the memory's ({region.describe()})")
+        if dst_region.host == src_region.host:
+            raise InvalidRuntimeParam(f"entry {i}: only host to device and device to host "
+                                      f"copies are supported")
+        return (dst_region, src_region, dst, src, size)
+
+    def _resolved(self, call: str, plan: list) -> list:
+        """Resolve every entry for the move (the sanitizer's checks), all before any moves."""
+        data = self.runtime.data
+        found = []
+        for i, (_, _, dst, src, size) in enumerate(plan):
+            if not size:
+                continue
+            try:
+                s = data.resolve(call, src, size, write=False)
+                d = data.resolve(call, dst, size, write=True)
+            except AclError as error:
+                raise _with_index(error, i) from None
+            found.append((*s, *d, size))
+        return found
+
+    def _run_batch(self, call: str, plan: list, stream) -> None:
+        data = self.runtime.data
+        with data.lock:
+            for src_region, src_off, dst_region, dst_off, size in self._resolved(call, plan):
+                self._move(src_region, src_off, dst_region, dst_off, size)
+        self._emit_batch(call, plan, stream)
+
+    def _emit_batch(self, call, plan, stream) -> None:
+        first = plan[0]
+        self.runtime.data._emit((first[0], first[1]), "memcpy_batch", call=call,
+                                count=len(plan), bytes=sum(p[4] for p in plan), stream=stream)
+
+    # -- copy descriptors ------------------------------------------------------------------------
+
+    def _check_desc_kind(self, kind: object) -> int:
+        """memory.cpp: kind below RT_MEMCPY_KIND_MAX (8), else 100000."""
+        kind = _kind(kind)
+        if not 0 <= kind < 8:
+            raise InvalidArgument(f"kind={kind} is outside [0, 8)")
+        return kind
+
+    def desc_size(self, kind: object) -> int:
+        """aclrtGetMemcpyDescSize: 32 bytes (A2/A3), 64 (950): ``memcpyDescriptorSize`` in
+        src/runtime/config/*/dev_info_reg.cc.
+
+        Raises:
+            InvalidArgument: kind outside [0, 8). FeatureNotSupported: a kind other than
+            INNER_DEVICE_TO_DEVICE, or a chip without STARS (api_c_memory.cc).
+        """
+        kind = self._check_desc_kind(kind)
+        self._check_stars("aclrtGetMemcpyDescSize")
+        if kind != K.INNER_DEVICE_TO_DEVICE:
+            raise FeatureNotSupported(f"kind={kind}: only ACL_MEMCPY_INNER_DEVICE_TO_DEVICE (6)")
+        return 64 if self.runtime.profile.name.startswith("950") else 32
+
+    def set_desc(self, desc, kind, src, dst, count, config) -> int:
+        """aclrtSetMemcpyDesc: write (count, src, dst) into the descriptor's device memory
+        (Context::SetMemcpyDesc copies an rtMemcpyAddrInfo there). Returns ``desc``.
+
+        Raises:
+            InvalidArgument (memory.cpp): NULL desc, src or dst, kind outside [0, 8), count 0,
+            config not NULL. FeatureNotSupported: a kind other than 6. InvalidRuntimeParam,
+            InvalidPointer (api_error.cc SetMemcpyDesc): count over 4 GiB, desc not 64-byte
+            aligned or not device memory, src and dst not device memory of one device.
+        """
+        desc = as_int(desc, "desc")
+        if desc == 0:
+            raise InvalidArgument("desc is NULL")
+        kind = self._check_desc_kind(kind)
+        src, dst = as_int(src, "src"), as_int(dst, "dst")
+        if src == 0 or dst == 0:
+            raise InvalidArgument(f"{'src' if src == 0 else 'dst'} is NULL")
+        count = as_int(count, "count")
+        if count == 0:
+            raise InvalidArgument("count must be positive")
+        if as_int(config, "config") != 0:
+            raise InvalidArgument("config is reserved and must be NULL (0)")
+        self._check_stars("aclrtSetMemcpyDesc")
+        if kind != K.INNER_DEVICE_TO_DEVICE:
+            raise FeatureNotSupported(f"kind={kind}: only ACL_MEMCPY_INNER_DEVICE_TO_DEVICE (6)")
+        if count > _DESC_MAX_COUNT:
+            raise InvalidRuntimeParam(f"count={count} is outside (0, 4 GiB]")
+        if desc % 64:
+            raise InvalidRuntimeParam(f"desc {desc:#x} is not 64-byte aligned")
+        call = "aclrtSetMemcpyDesc"
+        size = self.desc_size(K.INNER_DEVICE_TO_DEVICE)
+        runtime = self.runtime
+        runtime.current_device()
+        data = runtime.data
+        with data.lock:
+            region, offset = data.resolve(call, desc, size, write=True)
+            if region.host:
+                raise InvalidPointer(f"{call}: desc {desc:#x} is not device memory")
+            ends = [data.resolve(call, p, 1, write=False, deferred=True)[0] for p in (dst, src)]
+            if any(r.host for r in ends) or ends[0].block.device_id != ends[1].block.device_id:
+                # DECISION: count is not checked against the blocks here (the runtime only
+                # asks their location); the copy checks it when it runs.
+                raise InvalidRuntimeParam(f"{call}: src and dst must be device memory of one "
+                                          f"device for INNER_DEVICE_TO_DEVICE")
+            record = _DESC.pack(0, 0, 0, count & 0xFFFFFFFF, src, dst).ljust(size, b"\0")
+            region.write(offset, memoryview(record))
+        data._emit((region,), "memcpy", dst=desc, src=0, count=size, kind=int(K.HOST_TO_DEVICE),
+                   stream=None)
+        return desc
+
+    def async_with_desc(self, desc, kind, stream) -> None:
+        """aclrtMemcpyAsyncWithDesc: queue the copy the descriptor describes; the descriptor
+        is read from device memory when the copy runs (as the device reads it).
+
+        Raises:
+            InvalidArgument (memory.cpp): NULL desc, kind outside [0, 8), stream NULL (0:
+            ``ACL_REQUIRES_NOT_NULL(stream)``). FeatureNotSupported: kind other than 6.
+            InvalidPointer: desc not live device memory. InvalidHandle: the stream.
+        """
+        desc = as_int(desc, "desc")
+        if desc == 0:
+            raise InvalidArgument("desc is NULL")
+        self._check_desc_kind(kind)
+        kind = _kind(kind)
+        if stream is None or as_int(stream, "stream") == 0:
+            raise InvalidArgument("stream is NULL: aclrtMemcpyAsyncWithDesc needs a stream")
+        self._check_stars("aclrtMemcpyAsyncWithDesc")
+        if kind != K.INNER_DEVICE_TO_DEVICE:
+            raise FeatureNotSupported(f"kind={kind}: only ACL_MEMCPY_INNER_DEVICE_TO_DEVICE (6)")
+        call = "aclrtMemcpyAsyncWithDesc"
+        runtime = self.runtime
+        runtime.current_device()
+        size = self.desc_size(K.INNER_DEVICE_TO_DEVICE)
+        region = runtime.data.resolve(call, desc, size, write=False, deferred=True)[0]
+        if region.host:
+            raise InvalidPointer(f"{call}: desc {desc:#x} is not device memory")
+        runtime.streams.enqueue(stream, call, ((desc, desc + size),),
+                                lambda s: self._run_desc(call, desc, size, s.handle))
+
+    def _run_desc(self, call: str, desc: int, size: int, stream) -> None:
+        data = self.runtime.data
+        with data.lock:
+            region, offset = data.resolve(call, desc, _DESC.size, write=False)
+            _, _, _, count, src, dst = _DESC.unpack(bytes(region.read(offset, _DESC.size)))
+        if count:
+            self._device_copy(call, dst, src, count, stream)
+
+    def _device_copy(self, call: str, dst: int, src: int, count: int, stream) -> None:
+        """An INNER_DEVICE_TO_DEVICE copy whose addresses were read from device memory when it
+        ran: both ends must be device memory of one device, else the work fails (the
+        addresses are never taken as raw host memory)."""
+        data = self.runtime.data
+        with data.lock:
+            ends = [data.resolve(call, p, count, write=w, deferred=True)[0]
+                    for p, w in ((src, False), (dst, True))]
+            if any(r.host for r in ends) or ends[0].block.device_id != ends[1].block.device_id:
+                raise InvalidPointer(f"{call}: {src:#x} -> {dst:#x} is not a copy inside one "
+                                     f"device's memory")
+            data.copy(dst, src, count, int(K.DEVICE_TO_DEVICE), call=call, stream=stream)
+
+    # -- copies through base-address cells (aclrtMemcpyAsyncWithOffset) ---------------------------
+
+    def async_with_offset(self, dst, dest_max, dst_offset, src, count, src_offset, kind,
+                          stream) -> None:
+        """aclrtMemcpyAsyncWithOffset: ``dst`` and ``src`` hold base addresses (8 bytes each,
+        in device memory); when the copy runs it copies ``count`` bytes from
+        ``*src + src_offset`` to ``*dst + dst_offset``.
+
+        Raises:
+            InvalidRuntimeParam (api_c_standard_soc.cc): kind other than
+            INNER_DEVICE_TO_DEVICE; count past dest_max (DECISION, as aclrtMemcpy).
+            FeatureNotSupported: a chip without RT_FEATURE_TASK_MEMCPY_D2D_BY_OFFSET.
+            InvalidPointer: a cell outside live device memory. InvalidHandle: the stream.
+        """
+        count = as_int(count, "count")
+        if count == 0:
+            return  # memory.cpp and rtMemcpyAsyncWithOffset: count 0 succeeds
+        kind = _kind(kind)
+        if kind != K.INNER_DEVICE_TO_DEVICE:
+            raise InvalidRuntimeParam(f"kind={kind}: only ACL_MEMCPY_INNER_DEVICE_TO_DEVICE (6)")
+        self._check_stars("aclrtMemcpyAsyncWithOffset")
+        dst, src = as_int(dst, "dst"), as_int(src, "src")
+        dest_max = as_int(dest_max, "dest_max")
+        dst_offset, src_offset = as_int(dst_offset, "dst_offset"), as_int(src_offset, "src_offset")
+        if count > dest_max:
+            raise InvalidRuntimeParam(f"count={count} is more than dest_max={dest_max}")
+        call = "aclrtMemcpyAsyncWithOffset"
+        runtime = self.runtime
+        runtime.current_device()
+        data = runtime.data
+        with data.lock:
+            for cell in (dst, src):
+                if cell == 0:
+                    raise InvalidPointer(f"{call}: NULL base-address cell")
+                if data.resolve(call, cell, 8, write=False, deferred=True)[0].host:
+                    raise InvalidPointer(f"{call}: {cell:#x} is not device memory")
+        runtime.streams.enqueue(
+            stream, call, ((dst, dst + 8), (src, src + 8)),
+            lambda s: self._run_offset(call, dst, dst_offset, src, src_offset, count, s.handle))
+
+    def _run_offset(self, call, dst, dst_offset, src, src_offset, count, stream) -> None:
+        data = self.runtime.data
+        with data.lock:
+            bases = []
+            for cell in (dst, src):
+                region, offset = data.resolve(call, cell, 8, write=False)
+                bases.append(int.from_bytes(region.read(offset, 8), "little"))
+        target, source = bases[0] + dst_offset, bases[1] + src_offset
+        if target > SIZE_MAX or source > SIZE_MAX or not target or not source:
+            raise InvalidPointer(f"{call}: base plus offset is NULL or overflows a pointer")
+        self._device_copy(call, target, source, count, stream)
+
+    # -- aclrtMemsetD32 / aclrtMemsetD32Async ----------------------------------------------------
+
+    def _check_d32(self, call: str, ptr, mem_size, value, n):
+        """memory.cpp aclrtMemsetD32Impl: (ptr, value, N) or None when N is 0."""
+        n = as_int(n, "N")
+        if n == 0:
+            return None
+        ptr = as_int(ptr, "ptr")
+        if ptr == 0:
+            raise InvalidArgument("ptr is NULL")
+        value = as_int(value, "value", 0, (1 << 32) - 1)
+        mem_size = as_int(mem_size, "mem_size")
+        if ptr % 4:
+            raise InvalidArgument(f"ptr {ptr:#x} is not 4-byte aligned")
+        if n * 4 > mem_size:
+            raise InvalidArgument(f"N * 4 ({n * 4}) is greater than mem_size ({mem_size})")
+        region = self.runtime.data.region_at(ptr)
+        if region is None or (region.host and not isinstance(region, HostBlock)):
+            # IsAclPinnedMemory: only aclrtMalloc and aclrtMallocHost memory
+            raise InvalidArgument(f"{call}: only memory from aclrtMalloc or aclrtMallocHost "
+                                  f"is supported ({ptr:#x} is neither)")
+        return ptr, value, n
+
+    def _fill_d32(self, call: str, ptr: int, value: int, n: int, stream=None) -> None:
+        data = self.runtime.data
+        count = n * 4
+        pattern = value.to_bytes(4, "little")
+        with data.lock:
+            region, offset = data.resolve(call, ptr, count, write=True)
+            if pattern == pattern[:1] * 4:
+                region.fill(offset, count, pattern[0])
+            else:
+                slab = pattern * (SLAB_BYTES // 4)
+                for at in range(0, count, len(slab)):
+                    piece = slab[:min(len(slab), count - at)]
+                    region.write(offset + at, memoryview(piece))
+        data._emit((region,), "memset_d32", ptr=ptr, count=count, value=value, stream=stream)
+
+    def memset_d32(self, ptr, mem_size, value, n) -> None:
+        """aclrtMemsetD32: ``N`` 32-bit values ``value`` from ``ptr``.
+
+        Raises:
+            InvalidArgument: NULL, not 4-byte aligned, N * 4 over mem_size, memory that is
+            not aclrtMalloc / aclrtMallocHost memory. InvalidPointer: past the block.
+        """
+        self.runtime.current_device()
+        checked = self._check_d32("aclrtMemsetD32", ptr, mem_size, value, n)
+        if checked is not None:
+            self._fill_d32("aclrtMemsetD32", *checked)
+
+    def memset_d32_async(self, ptr, mem_size, value, n, stream) -> None:
+        """aclrtMemsetD32Async: as :meth:`memset_d32`, queued (the documented behaviour;
+        the public runtime's standard-SoC ``rtMemsetD32Async`` still returns
+        FEATURE_NOT_SUPPORT, which aclrtMemsetD32AsyncImpl turns into success with nothing
+        set: DECISION: the simulator follows the documentation).
+        """
+        runtime = self.runtime
+        runtime.current_device()
+        call = "aclrtMemsetD32Async"
+        checked = self._check_d32(call, ptr, mem_size, value, n)
+        if checked is None:
+            return
+        ptr, value, n = checked
+        runtime.data.resolve(call, ptr, n * 4, write=True, deferred=True)
+        runtime.streams.enqueue(stream, call, ((ptr, ptr + n * 4),),
+                                lambda s: self._fill_d32(call, ptr, value, n, s.handle))
+
+    # -- aclrtMemcpyAsyncWithCondition (deprecated) ----------------------------------------------
+
+    def async_with_condition(self, dst, dest_max, src, count, kind, stream) -> None:
+        """aclrtMemcpyAsyncWithCondition: aclrtMemcpyAsync (11-03: deprecated, use it),
+        except that HOST_TO_HOST is ACL_ERROR_RT_FEATURE_NOT_SUPPORT when the program runs on
+        the host (11-03, 约束说明: Ascend EP形态).
+        """
+        runtime = self.runtime
+        if as_int(count, "count") and as_int(kind, "kind", *_INT32) == K.HOST_TO_HOST \
+                and runtime.get_run_mode() == RunMode.HOST:
+            runtime.current_device()
+            raise FeatureNotSupported("aclrtMemcpyAsyncWithCondition: HOST_TO_HOST is not "
+                                      "supported when the program runs on the host")
+        runtime.memcpy_async(dst, dest_max, src, count, kind, stream)
+
+
+def copies(runtime) -> Copies:
+    """The runtime's :class:`Copies`, made on first use (``Runtime.extension``)."""
+    return runtime.extension("copies", Copies)
