@@ -82,7 +82,7 @@ def test_the_vendor_zero_copy_example(rt):
 
 
 def test_a_mapped_device_address_is_not_memory_for_copies(rt):
-    """11-02: the device address "不能用于内存操作，例如内存复制"."""
+    """11-02: the device address "cannot be used for memory operations such as copies"."""
     host, _ = acl.rt.malloc_host(4096)
     dev, ret = acl.rt.host_register(host, 4096, acl.ACL_HOST_REGISTER_MAPPED)
     assert ret == 0 and dev >= MAPPED_BASE
