@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..data.copies import copies
 from ..data.pinned import pinned_host
-from ..memory.args import SIZE_MAX
+from ..memory.args import SIZE_MAX, int_or_none
 from ..memory.errors import AclError
 from ..runtime.active import current_runtime
 from ..runtime.peer import peer_access
@@ -164,12 +164,18 @@ def get_memcpy_desc_size(kind: int) -> int:
     return copies(current_runtime()).desc_size(kind)
 
 
-@_face(0)
 def set_memcpy_desc(desc_ptr: int, kind: int, src: int, dst: int, count: int,
-                    config: int) -> int:
+                    config: int) -> tuple[int, int]:
     """aclrtSetMemcpyDesc: ``desc, ret``; ``desc_ptr`` is device memory of
-    get_memcpy_desc_size bytes, ``config`` reserved (0). Note pyacl's order: src before dst."""
-    return copies(current_runtime()).set_desc(desc_ptr, kind, src, dst, count, config)
+    get_memcpy_desc_size bytes, ``config`` reserved (0). Note pyacl's order: src before dst.
+    As pyacl (``rt_memory.cpp`` WrapAclRtSetMemcpyDesc), the descriptor address comes back
+    whatever the code."""
+    try:
+        return copies(current_runtime()).set_desc(desc_ptr, kind, src, dst, count, config), 0
+    except AclError as error:
+        remember_error(error)
+        back = int_or_none(desc_ptr)
+        return (back if back is not None and 0 <= back <= SIZE_MAX else 0), int(error.code)
 
 
 @_face()
