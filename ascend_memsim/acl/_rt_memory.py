@@ -11,6 +11,7 @@ teaching under the name pyacl would give it.
 from __future__ import annotations
 
 from ..data.copies import copies
+from ..data.indirect import indirect_copies
 from ..data.pinned import pinned_host
 from ..memory.args import SIZE_MAX, int_or_none
 from ..memory.errors import AclError
@@ -161,7 +162,7 @@ def memcpy_batch_async_v2(dsts: list, dest_maxs: list, srcs: list, sizes: list,
 @_face(0)
 def get_memcpy_desc_size(kind: int) -> int:
     """aclrtGetMemcpyDescSize: ``desc_size, ret`` (kind: ACL_MEMCPY_INNER_DEVICE_TO_DEVICE)."""
-    return copies(current_runtime()).desc_size(kind)
+    return indirect_copies(current_runtime()).desc_size(kind)
 
 
 def set_memcpy_desc(desc_ptr: int, kind: int, src: int, dst: int, count: int,
@@ -171,7 +172,8 @@ def set_memcpy_desc(desc_ptr: int, kind: int, src: int, dst: int, count: int,
     As pyacl (``rt_memory.cpp`` WrapAclRtSetMemcpyDesc), the descriptor address comes back
     whatever the code."""
     try:
-        return copies(current_runtime()).set_desc(desc_ptr, kind, src, dst, count, config), 0
+        plane = indirect_copies(current_runtime())
+        return plane.set_desc(desc_ptr, kind, src, dst, count, config), 0
     except AclError as error:
         remember_error(error)
         back = int_or_none(desc_ptr)
@@ -181,7 +183,7 @@ def set_memcpy_desc(desc_ptr: int, kind: int, src: int, dst: int, count: int,
 @_face()
 def memcpy_async_with_desc(desc_ptr: int, kind: int, stream: int) -> None:
     """aclrtMemcpyAsyncWithDesc: queue the copy a descriptor describes (stream not 0)."""
-    copies(current_runtime()).async_with_desc(desc_ptr, kind, stream)
+    indirect_copies(current_runtime()).async_with_desc(desc_ptr, kind, stream)
 
 
 @_face()
@@ -189,7 +191,7 @@ def memcpy_async_with_offset(dst: int, dest_max: int, dst_offset: int, src: int,
                              src_offset: int, kind: int, stream: int) -> None:
     """aclrtMemcpyAsyncWithOffset: ``dst`` and ``src`` are device cells holding base
     addresses. Not in pyacl (pyrt_methods.cpp binds no such function): for teaching."""
-    copies(current_runtime()).async_with_offset(dst, dest_max, dst_offset, src, count,
+    indirect_copies(current_runtime()).async_with_offset(dst, dest_max, dst_offset, src, count,
                                                 src_offset, kind, stream)
 
 
