@@ -383,3 +383,31 @@ def test_the_c_names(rt):
     dev = device(bytes(8))
     assert aclrt.aclrtMemsetD32(dev, 8, 5, 2) == 0
     assert aclrt.aclrtMemcpy2d(dev, 8, host(b"12345678"), 8, 8, 1, H2D) == 0
+
+
+def test_the_sanitizer_sees_queued_2d_and_batch_copies():
+    """A block freed while a queued 2D or batch copy still targets it: reported at the free
+    (free-with-pending-work) and when the copy runs (use-after-free), with stacks."""
+    runtime = _runtime(sanitizer={"output": None})
+    try:
+        src = host(b"p" * 256)
+        for queue in (
+            lambda dst, s: acl.rt.memcpy2d_async(dst, 64, src, 64, 64, 2, H2D, s),
+            lambda dst, s: acl.rt.memcpy_batch_async_v2([dst], [64], [src], [64], 1,
+                                                        [TO_DEVICE], [0], 1, s),
+        ):
+            dst, _ = acl.rt.malloc(256, 0)
+            stream, _ = acl.rt.create_stream()
+            assert queue(dst, stream) == 0
+            assert acl.rt.free(dst) == 0
+            assert acl.rt.synchronize_stream(stream) == E.RT_PARAM_INVALID
+        kinds = [r.kind for r in runtime.sanitizer.reports]
+        assert kinds.count("free-with-pending-work") == 2 and kinds.count("use-after-free") == 2
+        assert all(r.call_site and r.alloc_site for r in runtime.sanitizer.reports)
+        assert {r.call for r in runtime.sanitizer.reports if r.kind == "use-after-free"} == \
+            {"aclrtMemcpy2dAsync", "aclrtMemcpyBatchAsync"}
+        assert all(r.queued_site for r in runtime.sanitizer.reports
+                   if r.kind == "use-after-free")
+    finally:
+        acl.finalize()
+        runtime.__exit__(None, None, None)
