@@ -411,3 +411,27 @@ def test_the_sanitizer_sees_queued_2d_and_batch_copies():
     finally:
         acl.finalize()
         runtime.__exit__(None, None, None)
+
+
+def test_2d_sanitizer_findings_name_the_first_row_concerned():
+    """One report per kind and call, at the first row it concerns: a row reaching into the
+    padding (A2: 256 bytes asked, 288 by the rule, footprint 320), and the first source row
+    holding a byte never written (the gaps between rows are not read, so they are not)."""
+    runtime = _runtime(sanitizer={"output": None})
+    try:
+        dev, _ = acl.rt.malloc(256, 0)
+        src = host(b"r" * 512)
+        assert acl.rt.memcpy2d(dev, 64, src, 64, 64, 5, H2D) == 0      # row 4 ends at 320
+        pads = [r for r in runtime.sanitizer.reports if r.kind == "padding-access"]
+        assert [(p.address, p.size) for p in pads] == [(dev + 256, 64)]
+        out = host(bytes(512))
+        fresh, _ = acl.rt.malloc(512, 0)
+        assert acl.rt.memset(fresh, 512, 1, 100) == 0                  # bytes [0, 100)
+        # rows at 0, 64 (written), 128, 192 (never written): one report, at row 2
+        assert acl.rt.memcpy2d(out, 16, fresh, 64, 16, 4, D2H) == 0
+        unread = [r for r in runtime.sanitizer.reports
+                  if r.kind == "uninitialized-read" and r.call == "aclrtMemcpy2d"]
+        assert [(u.address, u.size) for u in unread] == [(fresh + 128, 16)]
+    finally:
+        acl.finalize()
+        runtime.__exit__(None, None, None)

@@ -25,7 +25,7 @@ from ..memory.errors import (
     InvalidArgumentType,
     InvalidRuntimeParam,
 )
-from .contents import SLAB_BYTES
+from .contents import DENSE_LIMIT, SLAB_BYTES, contents_of
 from .host import HostBlock
 
 __all__ = ["BATCH_MAX", "Copies", "MEMCPY2D_MAX_HEIGHT", "MEMCPY2D_MAX_WIDTH", "copies"]
@@ -99,23 +99,89 @@ class Copies:
                                       f"width={width} (at most {MEMCPY2D_MAX_WIDTH}) too big")
         return dst, dpitch, src, spitch, width, height, kind
 
-    def _rows(self, call: str, dst, dpitch, src, spitch, width, height, *, deferred=False):
-        """Resolve every row of both sides: [(src region, offset, dst region, offset)].
+    def _spans(self, call: str, dst, dpitch, src, spitch, width, height, *, deferred=False):
+        """Resolve both sides of a 2D copy: (src region, offset, dst region, offset) of the
+        first rows.
 
         DECISION: each side is one buffer with a pitch, so its whole span (from the first
         row's start to the last row's end) must lie in one live region (or, for raw host
         memory, in memory the process has mapped): a pitch that carries a row out of the
-        buffer is refused, never taken as other memory. O(height) resolves.
+        buffer is refused, never taken as other memory. Two resolves, plus a few rows'
+        (see below) when the sanitizer is on and the copy runs now.
         """
         data = self.runtime.data
-        data.resolve(call, src, (height - 1) * spitch + width, write=False, deferred=True)
-        data.resolve(call, dst, (height - 1) * dpitch + width, write=True, deferred=True)
-        rows = []
+        s_region, s_off = data.resolve(call, src, (height - 1) * spitch + width, write=False,
+                                       deferred=True)
+        d_region, d_off = data.resolve(call, dst, (height - 1) * dpitch + width, write=True,
+                                       deferred=True)
+        sanitizer = self.runtime.sanitizer
+        if not deferred and sanitizer.on:
+            # The rows the sanitizer's per-access findings can concern, each looked at as an
+            # access of its own: the first (read-only memory), the first to reach into a
+            # block's padding on either side, and the first source row with a byte never
+            # written (as for memcpy, at most one report of each kind per call).
+            rows = {0, self._first_past(s_region.size, s_off, spitch, width, height),
+                    self._first_past(d_region.size, d_off, dpitch, width, height)}
+            if sanitizer.initcheck:
+                rows.add(self._first_unwritten(s_region, s_off, spitch, width, height))
+            for row in sorted(rows - {None}):
+                data.resolve(call, src + row * spitch, width, write=False)
+                data.resolve(call, dst + row * dpitch, width, write=True)
+        return s_region, s_off, d_region, d_off
+
+    @staticmethod
+    def _first_past(size: int, offset: int, pitch: int, width: int, height: int) -> int | None:
+        """The first row that ends past ``size`` bytes of its region, or None. O(1)."""
+        if offset + (height - 1) * pitch + width <= size:
+            return None
+        room = size - width - offset
+        return 0 if room < 0 else min(height - 1, room // pitch + 1)
+
+    @staticmethod
+    def _first_unwritten(region, offset: int, pitch: int, width: int, height: int) -> int | None:
+        """The first row holding a byte never written, or None. O(gaps met) lookups."""
+        end = offset + (height - 1) * pitch + width
+        at = offset
+        while at < end:
+            gap = region.first_gap(at, end - at)
+            if gap is None:
+                return None
+            row, into = divmod(gap[0] - offset, pitch)
+            if into < width:
+                return row
+            at = offset + (row + 1) * pitch
+        return None
+
+    @staticmethod
+    def _move_rows(s_region, s_off, spitch, d_region, d_off, dpitch, width, height) -> None:
+        """Move the rows: the source span is read once (so overlapping spans copy as
+        memmove), then each row is one slice assignment. O(span + height)."""
+        if spitch == width == dpitch:
+            height, width = 1, width * height      # contiguous rows: one move
+        span_s = (height - 1) * spitch + width
+        source = bytearray(span_s)
+        s_region.read_into(s_off, memoryview(source))
+        rows = memoryview(source)
+        out = d_region.view(d_off, (height - 1) * dpitch + width)
+        if out is not None:
+            for row in range(height):
+                at = row * dpitch
+                out[at:at + width] = rows[row * spitch:row * spitch + width]
+            return
+        block = d_region.block
+        if block.footprint > DENSE_LIMIT:
+            for row in range(height):
+                d_region.write(d_off + row * dpitch, rows[row * spitch:row * spitch + width])
+            return
+        # A dense device block (one chunk, contents.py): assign into the chunk itself and
+        # mark each row written, so the gaps between rows stay unwritten for initcheck.
+        contents = contents_of(block)
+        chunk = contents._materialise(0)
+        add = contents.written.add
         for row in range(height):
-            s = data.resolve(call, src + row * spitch, width, write=False, deferred=deferred)
-            d = data.resolve(call, dst + row * dpitch, width, write=True, deferred=deferred)
-            rows.append((*s, *d))
-        return rows
+            at = d_off + row * dpitch
+            chunk[at:at + width] = rows[row * spitch:row * spitch + width]
+            add(at, at + width)
 
     @staticmethod
     def _direction(src_region, dst_region) -> str:
@@ -146,17 +212,17 @@ class Copies:
                 stream=None) -> None:
         data = self.runtime.data
         with data.lock:
-            rows = self._rows(call, dst, dpitch, src, spitch, width, height)
-            direction = self._direction(rows[0][0], rows[0][2])
+            s_region, s_off, d_region, d_off = self._spans(call, dst, dpitch, src, spitch,
+                                                           width, height)
+            direction = self._direction(s_region, d_region)
             if direction not in directions:
                 # api_error.cc: MemcpyKindAutoCorrect from the addresses' locations
                 raise InvalidRuntimeParam(f"{call}: the addresses make a {direction} copy; "
                                           f"it supports {' and '.join(directions)}")
             if direction == "D2D":
-                data.check_p2p(call, rows[0][0], rows[0][2])
-            for src_region, src_off, dst_region, dst_off in rows:
-                self._move(src_region, src_off, dst_region, dst_off, width)
-        data._emit((rows[0][2], rows[0][0]), "memcpy2d", dst=dst, dpitch=dpitch, src=src,
+                data.check_p2p(call, s_region, d_region)
+            self._move_rows(s_region, s_off, spitch, d_region, d_off, dpitch, width, height)
+        data._emit((d_region, s_region), "memcpy2d", dst=dst, dpitch=dpitch, src=src,
                    spitch=spitch, width=width, height=height, stream=stream)
 
     def memcpy2d_async(self, dst, dpitch, src, spitch, width, height, kind, stream) -> None:
@@ -176,13 +242,14 @@ class Copies:
         directions = ("H2D", "D2H", "D2D")
         data = runtime.data
         with data.lock:
-            rows = self._rows(call, dst, dpitch, src, spitch, width, height, deferred=True)
-            direction = self._direction(rows[0][0], rows[0][2])
+            s_region, _, d_region, _ = self._spans(call, dst, dpitch, src, spitch, width,
+                                                   height, deferred=True)
+            direction = self._direction(s_region, d_region)
             if direction not in directions:
                 raise InvalidRuntimeParam(f"{call}: the addresses make a {direction} copy; "
                                           f"it supports H2D, D2H and D2D")
             if direction == "D2D":
-                data.check_p2p(call, rows[0][0], rows[0][2])
+                data.check_p2p(call, s_region, d_region)
         span_s = (height - 1) * spitch + width
         span_d = (height - 1) * dpitch + width
         runtime.streams.enqueue(
