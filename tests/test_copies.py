@@ -435,3 +435,18 @@ def test_2d_sanitizer_findings_name_the_first_row_concerned():
     finally:
         acl.finalize()
         runtime.__exit__(None, None, None)
+
+
+def test_2d_into_a_block_stored_in_chunks():
+    """A 100 MiB block filled whole is kept in 64 MiB chunks (contents.py): a 2D copy across
+    the chunk boundary lands in both, and leaves the gap between its rows as it was."""
+    with Runtime("A2", hbm_bytes=256 * MiB, sanitizer="off"):
+        acl.init()
+        acl.rt.set_device(0)
+        big, ret = acl.rt.malloc(100 * MiB, 0)
+        assert ret == 0 and acl.rt.memset(big, 100 * MiB, 3, 100 * MiB) == 0
+        src = host(b"AB" * 8)
+        at = big + 64 * MiB - 12
+        assert acl.rt.memcpy2d(at, 16, src, 8, 8, 2, H2D) == 0
+        assert read(at - 4, 32) == b"\x03" * 4 + b"AB" * 4 + b"\x03" * 8 + b"AB" * 4 + b"\x03" * 4
+        acl.finalize()

@@ -25,7 +25,7 @@ from ..memory.errors import (
     InvalidArgumentType,
     InvalidRuntimeParam,
 )
-from .contents import DENSE_LIMIT, SLAB_BYTES, contents_of
+from .contents import SLAB_BYTES, contents_of
 from .host import HostBlock
 
 __all__ = ["BATCH_MAX", "Copies", "MEMCPY2D_MAX_HEIGHT", "MEMCPY2D_MAX_WIDTH", "copies"]
@@ -168,14 +168,14 @@ class Copies:
                 at = row * dpitch
                 out[at:at + width] = rows[row * spitch:row * spitch + width]
             return
-        block = d_region.block
-        if block.footprint > DENSE_LIMIT:
+        contents = contents_of(d_region.block)
+        if (1 << contents.shift) < contents.limit:
+            # stored in chunks (over DENSE_LIMIT, or split by a big fill): row by row
             for row in range(height):
                 d_region.write(d_off + row * dpitch, rows[row * spitch:row * spitch + width])
             return
-        # A dense device block (one chunk, contents.py): assign into the chunk itself and
-        # mark each row written, so the gaps between rows stay unwritten for initcheck.
-        contents = contents_of(block)
+        # A block stored as one chunk (contents.py): assign into the chunk itself and mark
+        # each row written, so the gaps between rows stay unwritten for initcheck.
         chunk = contents._materialise(0)
         add = contents.written.add
         for row in range(height):
