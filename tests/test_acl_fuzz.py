@@ -422,6 +422,13 @@ PLAUSIBLE = {
     "name": st.one_of(st.text(max_size=4), st.sampled_from(["x", "y"])),
     "attr_name": st.one_of(st.text(max_size=4), st.sampled_from(["a", "dst_type"])),
     "truncate": st.integers(0, 1), "gear_count": st.integers(0, 5),
+    # the rest of the memory chapter (acl/_rt_memory.py)
+    "width": st.integers(0, 64), "height": st.integers(0, 8), "dpitch": st.integers(0, 128),
+    "spitch": st.integers(0, 128), "peer_device_id": st.integers(0, 2),
+    "flags": st.integers(0, 1), "register_type": st.sampled_from([0, 0, 4, 8, 1]),
+    "hac_type": st.integers(0, 10), "mem_size": _SIZES, "num_batches": st.integers(0, 3),
+    "num_attrs": st.integers(0, 2), "dst_offset": st.integers(0, 64),
+    "src_offset": st.integers(0, 64), "config": st.sampled_from([0, 0, 1]),
 }
 #: acl.op.set_attr_*'s values: scalars, strings and lists of them.
 ATTR_VALUES = st.one_of(
