@@ -232,3 +232,12 @@ def test_the_c_names(rt, page):
     assert aclrt.aclrtHostGetDevicePointer(addr, 0)[1] == 0
     assert aclrt.aclrtHostUnregister(addr) == 0
     assert pinned_host(rt).registrations() == []
+
+
+def test_freeing_a_registered_block_leaves_its_registration(rt):
+    """DECISION (data/pinned.py): ApiImpl::HostFree leaves register_memory.cc's maps."""
+    host, _ = acl.rt.malloc_host(4096)
+    assert acl.rt.host_register_v2(host, 4096, MAPPED) == 0
+    assert acl.rt.free_host(host) == 0
+    assert acl.rt.host_get_device_pointer(host, 0)[1] == 0
+    assert acl.rt.host_unregister(host) == 0

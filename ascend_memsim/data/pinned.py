@@ -37,7 +37,10 @@ DECISIONs (the driver's own checks are not public):
   as documented; registration changes no copy (every async copy is queued, pinned or not);
 * HostMemMapCapabilities answers SUPPORTED for every accelerator type on a product that
   supports registration, NOT_SUPPORTED elsewhere;
-* registrations still live at aclFinalize are dropped without a report.
+* registrations still live at aclFinalize are dropped without a report;
+* freeing a registered aclrtMallocHost block leaves its registration, as the runtime's
+  ``ApiImpl::HostFree`` leaves the maps of ``register_memory.cc``: unregister first (a new
+  block at the same address cannot be registered until then).
 """
 
 from __future__ import annotations
