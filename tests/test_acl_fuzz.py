@@ -99,7 +99,8 @@ RUNS_QUEUED_WORK = {"synchronize_stream", "synchronize_device", "destroy_stream"
                     "destroy_context", "free_with_dev_sync", "synchronize_event",
                     "synchronize_event_with_timeout", "query_event", "query_event_status",
                     "query_event_wait_status", "execute", "execute_v2", "execute_with_handle",
-                    "cast", "process_report", "unload", "destroy_event", "reset_device"}
+                    "cast", "process_report", "unload", "destroy_event", "reset_device",
+                    "free_host_with_dev_sync"}
 
 _BIG = [0, 1, -1, 2, 31, 32, 33, 64, 100, 4096, MiB, 2 * MiB, 2 * MiB + 1, 2**31 - 1, 2**31,
         -(2**31), -(2**31) - 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 33, 2**64 - 1,
@@ -254,7 +255,12 @@ def _snapshot(rt, seen):
     host = [(b.ptr, b.size) for b in rt.host.blocks()]
     compute = sorted((h.handle, _readable(h)) for h in _compute_handles(rt))
     events = [(h, rt.events.recorded_status(h)) for h in seen.live_events(rt)]
-    return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events)
+    peer = rt.extension("peer")
+    pinned = rt.extension("pinned")
+    chapter = (sorted(peer.enabled) if peer else [],
+               pinned.snapshot() if pinned else [])
+    return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events,
+            chapter)
 
 
 def _compute_handles(rt) -> list:
@@ -467,6 +473,13 @@ PLAUSIBLE = {
     "name": st.one_of(st.text(max_size=4), st.sampled_from(["x", "y"])),
     "attr_name": st.one_of(st.text(max_size=4), st.sampled_from(["a", "dst_type"])),
     "truncate": st.integers(0, 1), "gear_count": st.integers(0, 5),
+    # the rest of the memory chapter (acl/_rt_memory.py)
+    "width": st.integers(0, 64), "height": st.integers(0, 8), "dpitch": st.integers(0, 128),
+    "spitch": st.integers(0, 128), "peer_device_id": st.integers(0, 2),
+    "flags": st.integers(0, 1), "register_type": st.sampled_from([0, 0, 4, 8, 1]),
+    "hac_type": st.integers(0, 10), "mem_size": _SIZES, "num_batches": st.integers(0, 3),
+    "num_attrs": st.integers(0, 2), "dst_offset": st.integers(0, 64),
+    "src_offset": st.integers(0, 64), "config": st.sampled_from([0, 0, 1]),
 }
 #: acl.op.set_attr_*'s values: scalars, strings and lists of them.
 ATTR_VALUES = st.one_of(
@@ -502,6 +515,8 @@ def _argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     :func:`_not_process_memory`: a data buffer's address is read and written when an
     operator or a model runs)."""
     value = _draw_argument(data, rt, seen, fn, name, drawn)
+    if name in ("dsts", "srcs") and isinstance(value, list):   # the batch copies' addresses
+        return [_not_process_memory(rt, v) for v in value]
     if "ptr" in name or name in ("dst", "src", "addr") or (fn in BUFFER_CALLS and name == "data"):
         return _not_process_memory(rt, value)
     return value

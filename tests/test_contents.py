@@ -23,6 +23,7 @@ from ascend_memsim import (
 )
 from ascend_memsim.data.contents import CHUNK_BYTES, Contents, Runs, contents_of
 from ascend_memsim.memory.constants import ErrorCode
+from ascend_memsim.runtime.peer import peer_access
 
 H2D, D2H, D2D, H2H = (MemcpyKind.HOST_TO_DEVICE, MemcpyKind.DEVICE_TO_HOST,
                       MemcpyKind.DEVICE_TO_DEVICE, MemcpyKind.HOST_TO_HOST)
@@ -274,6 +275,11 @@ def test_copies_between_devices_need_p2p_memory():
         rt.memset(p2p0, 64, 0x33, 64)
         with pytest.raises(InvalidRuntimeParam, match="P2P"):
             rt.memcpy(plain1, 64, p2p0, 64, D2D)
+        # P2P memory at both ends, but no peer access yet
+        with pytest.raises(InvalidRuntimeParam, match="peer access"):
+            rt.memcpy(p2p1, 64, p2p0, 64, D2D)
+        assert get(rt, p2p1, 64) == bytes(64)
+        peer_access(rt).enable(1, 0)
         rt.memcpy(p2p1, 64, p2p0, 64, D2D)
         assert get(rt, p2p1, 64) == b"\x33" * 64
 

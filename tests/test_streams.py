@@ -283,6 +283,10 @@ def test_memcpy_async_between_devices_without_p2p_is_refused_at_enqueue():
             assert acl.rt.memcpy_async(dst, 64, src, 64, 3, 0) == sync_code
             assert "P2P" in acl.get_recent_err_msg()
         assert rt.streams.pending == 0
+        # P2P memory at both ends needs peer access too (vendor FAQ, runtime/peer.py)
+        assert acl.rt.memcpy_async(p2p1, 64, p2p0, 64, 3, 0) == sync_code
+        assert "peer access" in acl.get_recent_err_msg()
+        assert acl.rt.device_enable_peer_access(1, 0) == 0
         assert acl.rt.memcpy_async(p2p1, 64, p2p0, 64, 3, 0) == 0
         assert acl.rt.synchronize_stream(0) == 0
 

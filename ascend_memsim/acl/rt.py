@@ -13,7 +13,7 @@ from ..runtime.active import current_runtime
 from ._face import face as _face
 from ._pyacl import malloc_config as _malloc_config
 
-#: The functions of this module that pyacl does not bind (its method table,
+#: The functions of acl.rt that pyacl does not bind (its method table,
 #: python/pyACL/rt/pyrt_methods.cpp, has no entry for them): kept for teaching the C API,
 #: marked "not in pyacl" in their docstrings and in the README. A program that calls one
 #: meets an AttributeError on hardware.
@@ -299,3 +299,11 @@ _EXPORTS = (
     mem_invalidate,
 )
 __all__ = [fn.__name__ for fn in _EXPORTS]
+
+# -- the rest of the memory chapter: host registration, copies, peer access (_rt_memory.py) --
+from ._rt_memory import *  # noqa: E402,F403
+from ._rt_memory import NOT_IN_PYACL as _NOT_IN_PYACL_CHAPTER  # noqa: E402
+from ._rt_memory import __all__ as _MEMORY_CHAPTER  # noqa: E402
+
+__all__ += _MEMORY_CHAPTER
+NOT_IN_PYACL += _NOT_IN_PYACL_CHAPTER

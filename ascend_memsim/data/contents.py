@@ -596,21 +596,31 @@ class DataPlane:
                     sanitizer.uninitialized_read(call, addr, count, region, gap)
         return region, offset
 
-    @staticmethod
-    def check_p2p(call: str, src_region, dst_region) -> None:
-        """Refuse a copy between two devices unless both blocks are P2P memory.
+    def check_p2p(self, call: str, src_region, dst_region) -> None:
+        """Refuse a copy between two devices unless both blocks are P2P memory and peer
+        access is enabled between the devices.
 
         Raises:
             InvalidRuntimeParam: DECISION: copies between devices need P2P blocks at both
-                ends (107000), for aclrtMemcpy and aclrtMemcpyAsync alike.
+                ends (107000), for aclrtMemcpy and aclrtMemcpyAsync alike; and peer access
+                (aclrtDeviceEnablePeerAccess, either device for the other: see
+                :mod:`ascend_memsim.runtime.peer`): the vendor FAQ "跨DeviceP2P数据交互配置失败"
+                names both as causes of a failed copy between devices.
         """
         if src_region.host or dst_region.host:
             return
         a, b = src_region.block, dst_region.block
-        if a.device_id != b.device_id and not (a.p2p and b.p2p):
+        if a.device_id == b.device_id:
+            return
+        if not (a.p2p and b.p2p):
             raise InvalidRuntimeParam(
                 f"{call}: device {a.device_id} to device {b.device_id} needs P2P memory "
                 f"at both ends (a *_P2P policy); got {a.describe()} and {b.describe()}")
+        peer = self.runtime.extension("peer")
+        if peer is None or not peer.allows(a.device_id, b.device_id):
+            raise InvalidRuntimeParam(
+                f"{call}: device {a.device_id} to device {b.device_id} needs peer access: "
+                f"call device_enable_peer_access first")
 
     # -- operations ---------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ __all__ = [
     "ErrorCode", "RunMode", "DataType", "Format", "EventFlag", "EventRecordedStatus",
     "EventStatus", "StreamFlag", "CallbackBlock", "DATA_TYPE_BITS", "UNKNOWN_RANK",
     "MODULE_NAMES", "MODULE_APP", "MODULE_ID_MAX", "FLAT_NAMES",
+    "HostRegisterType", "HostRegFlag", "HacType",
 ]
 
 KiB = 1 << 10
@@ -78,6 +79,38 @@ class MemcpyKind(IntEnum):
     HOST_TO_BUF_TO_DEVICE = 5
     INNER_DEVICE_TO_DEVICE = 6
     INTER_DEVICE_TO_DEVICE = 7
+
+
+class HostRegisterType(IntEnum):
+    """aclrtHostRegisterType of aclrtHostRegister (acl_rt.h)."""
+
+    MAPPED = 0
+    IOMEMORY = 0x04
+    READONLY = 0x08
+
+
+class HostRegFlag(IntFlag):
+    """The ACL_HOST_REG_* flags of aclrtHostRegisterV2 (acl_rt.h)."""
+
+    MAPPED = 0x2
+    IOMEMORY = 0x4
+    READONLY = 0x8
+    PINNED = 0x10000000
+
+
+class HacType(IntEnum):
+    """aclrtHacType of aclrtHostMemMapCapabilities (acl_rt.h)."""
+
+    STARS = 0
+    AICPU = 1
+    AIC = 2
+    AIV = 3
+    PCIEDMA = 4
+    RDMA = 5
+    SDMA = 6
+    DVPP = 7
+    UDMA = 8
+    CCU = 9
 
 
 class MemType(IntFlag):
@@ -230,6 +263,7 @@ class ErrorCode(IntEnum):
     REPEAT_INITIALIZE = 100002
     REPEAT_FINALIZE = 100037
     BAD_ALLOC = 200000
+    FEATURE_UNSUPPORTED = 200006
     RT_PARAM_INVALID = 107000
     RT_INVALID_DEVICEID = 107001
     RT_CONTEXT_NULL = 107002
@@ -261,6 +295,9 @@ class ErrorCode(IntEnum):
     RT_MEMORY_ALLOCATION = 207001
     RT_MEMORY_FREE = 207002
     RT_INTERNAL_ERROR = 507000
+    # rt_error_codes.h: aclrtHostRegisterV2 / aclrtHostUnregister
+    HOST_MEMORY_ALREADY_REGISTERED = 507910
+    HOST_MEMORY_NOT_REGISTERED = 507911
 
     @property
     def vendor_name(self) -> str:
@@ -305,6 +342,14 @@ def _flat_names() -> dict[str, int]:
         names[f"ACL_MEMCPY_{member.name}"] = int(member)
     for member in MemType:
         names[f"ACL_RT_MEM_TYPE_{member.name}"] = int(member)
+    for member in HostRegisterType:
+        names[f"ACL_HOST_REGISTER_{member.name}"] = int(member)
+    for member in HostRegFlag:
+        names[f"ACL_HOST_REG_{member.name}"] = int(member)
+    for member in HacType:
+        names[f"ACL_RT_HAC_TYPE_{member.name}"] = int(member)
+    names["ACL_RT_HOST_MEM_MAP_NOT_SUPPORTED"] = 0  # aclrtHostMemMapCapability (acl_rt.h)
+    names["ACL_RT_HOST_MEM_MAP_SUPPORTED"] = 1
     for member in MallocAttrType:
         names[f"ACL_RT_MEM_ATTR_{member.name}"] = int(member)
     names["ACL_DEVICE"] = int(RunMode.DEVICE)

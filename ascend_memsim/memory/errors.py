@@ -19,7 +19,8 @@ __all__ = [
     "ModelInputMismatch", "ModelOutputMismatch", "OpInputMismatch", "OpOutputMismatch",
     "OpNotFound", "UnsupportedDataType", "KernelError", "EventNotComplete",
     "RepeatSubscribe", "StreamNotSubscribed", "NoCallbackStream", "ThreadNotSubscribed",
-    "CallbackTimeout",
+    "CallbackTimeout", "ReservedFlagSet", "HostMemoryAlreadyRegistered",
+    "HostMemoryNotRegistered",
     "error_classes",
 ]
 
@@ -246,6 +247,25 @@ class CallbackTimeout(AclError, TimeoutError):
     """aclrtProcessReport: no callback arrived within the timeout."""
 
     code = ErrorCode.WAIT_CALLBACK_TIMEOUT
+
+
+class ReservedFlagSet(AclError, ValueError):
+    """A reserved flags argument that must be 0 is not (aclrtDeviceEnablePeerAccess:
+    ACL_ERROR_FEATURE_UNSUPPORTED, memory.cpp)."""
+
+    code = ErrorCode.FEATURE_UNSUPPORTED
+
+
+class HostMemoryAlreadyRegistered(AclError, ValueError):
+    """aclrtHostRegisterV2 of a range that overlaps one already registered."""
+
+    code = ErrorCode.HOST_MEMORY_ALREADY_REGISTERED
+
+
+class HostMemoryNotRegistered(AclError, ValueError):
+    """aclrtHostUnregister of an address that starts no registered range."""
+
+    code = ErrorCode.HOST_MEMORY_NOT_REGISTERED
 
 
 def error_classes() -> list[type[AclError]]:

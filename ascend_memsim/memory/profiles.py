@@ -77,6 +77,15 @@ class Profile:
     #: what aclrtGetSocName (acl.get_soc_name) answers: the SoC_version of the part's
     #: platform config (hicann/runtime src/platform/platform_config/*/<soc>.ini)
     soc_name: str = ""
+    #: aclrtHostRegister / HostRegisterV2 / HostGetDevicePointer / HostUnregister are
+    #: supported (docs/zh/api_ref/11-02_host_memory_management.md: 950PR/DT, A3, A2; not
+    #: the Atlas inference parts)
+    host_register: bool = True
+    #: the chip has STARS, which runs descriptor and offset copies (aclrtGetMemcpyDescSize,
+    #: aclrtMemcpyAsyncWithDesc, aclrtMemcpyAsyncWithOffset): ``isStars`` and
+    #: RT_FEATURE_TASK_MEMCPY_D2D_BY_OFFSET in hicann/runtime src/runtime/config/*/
+    #: dev_info_reg.cc (910_B_93 and 950 have them, dc, the 310P, does not)
+    stars: bool = True
     #: Where each number came from, by field name.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -87,7 +96,7 @@ class Profile:
         for name in ("hbm_bytes", "ddr_bytes", "device_count", "reserved_bytes"):
             value = as_int(getattr(self, name), f"profile {self.name}: {name}", 0, MEMORY_SPAN)
             object.__setattr__(self, name, value)
-        for name in ("huge1g", "usage_info", "p2p", "dvpp_type"):
+        for name in ("huge1g", "usage_info", "p2p", "dvpp_type", "host_register", "stars"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentType(f"profile {self.name}: {name} must be True or False, "
                                           f"got {getattr(self, name)!r}")
@@ -222,7 +231,7 @@ _BUILTIN = (
         name="310P", description="DDR-only inference part (Ascend 310P, Atlas 300I)",
         hbm_bytes=0, ddr_bytes=24 * GiB, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=False,
         usage_info=True, aliases=("ascend310p", "310p", "atlas 300i", "atlas300i"),
-        soc_name="Ascend310P3",
+        soc_name="Ascend310P3", host_register=False, stars=False,
         sources=MappingProxyType({
             "soc_name": ("SoC_version of hicann/runtime platform_config/cann/"
                         "Ascend310P3.ini (memory_size 24e9 bytes)"),
