@@ -237,7 +237,9 @@ _BUILTIN = (
                         "Ascend310P3.ini (memory_size 24e9 bytes)"),
             "ddr_bytes": "24 GB LPDDR4X (Atlas 300I Pro card): " + _THIRD_PARTY,
             "reserved_bytes": _NO_RESERVE,
-            "size_rule": "DECISION: as Atlas A2 (api_ref 11-01 gives no rule for this part)",
+            "size_rule": ("api_ref 11-01, aclrtMalloc: the +32 rule's paragraph is tagged "
+                          "npu=\"A3,910b,910,310p,310b\" in the document's source, so the "
+                          "Atlas inference parts (310P) round as Atlas A2"),
             "huge1g": "api_ref 25-02, ACL_MEM_MALLOC_HUGE1G_ONLY: not on Atlas inference parts",
         })),
 )
