@@ -341,6 +341,18 @@ C_TO_PYACL = {
     "aclrtSubscribeReport": "rt.subscribe_report",
     "aclrtUnSubscribeReport": "rt.unsubscribe_report", "aclrtProcessReport": "rt.process_report",
     "aclrtLaunchCallback": "rt.launch_callback",
+    "aclrtReserveMemAddress": "rt.reserve_mem_address",
+    "aclrtReserveMemAddressNoUCMemory": "rt.reserve_mem_address_no_uc_memory",
+    "aclrtReleaseMemAddress": "rt.release_mem_address",
+    "aclrtMallocPhysical": "rt.malloc_physical", "aclrtFreePhysical": "rt.free_physical",
+    "aclrtMapMem": "rt.map_mem", "aclrtMemMapNoAccess": "rt.mem_map_no_access",
+    "aclrtUnmapMem": "rt.unmap_mem",
+    "aclrtMemGetAllocationGranularity": "rt.mem_get_allocation_granularity",
+    "aclrtMemSetAccess": "rt.mem_set_access", "aclrtMemGetAccess": "rt.mem_get_access",
+    "aclrtMemRetainAllocationHandle": "rt.mem_retain_allocation_handle",
+    "aclrtMemGetAllocationPropertiesFromHandle": "rt.mem_get_allocation_properties_from_handle",
+    "aclrtMemGetAddressRange": "rt.mem_get_address_range",
+    "aclrtPointerGetAttributes": "rt.pointer_get_attributes",
 }
 
 

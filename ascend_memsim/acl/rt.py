@@ -282,3 +282,9 @@ _EXPORTS = (
     mem_invalidate,
 )
 __all__ = [fn.__name__ for fn in _EXPORTS]
+
+# Virtual memory (11-04) and pointer_get_attributes (11-05): acl/_vmm.py.
+from ._vmm import *  # noqa: E402, F403
+from ._vmm import __all__ as _vmm_names  # noqa: E402
+
+__all__ += _vmm_names

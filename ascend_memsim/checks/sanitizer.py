@@ -11,9 +11,10 @@ Findings (``Report.kind``), severity in brackets:
 * ``invalid-free`` [error]: free of an address that is not a live block's start;
 * ``double-free`` [error]: free of a block already freed (with its alloc and free sites);
 * ``use-after-free`` [error]: an access to a freed block (``quarantine_bytes`` keeps freed
-  blocks reserved so a stale pointer is not silently reused by a later malloc);
+  blocks reserved so a stale pointer is not silently reused by a later malloc), or to a
+  virtual range after aclrtUnmapMem;
 * ``invalid-address`` [error]: an access where nothing was ever allocated or registered;
-* ``out-of-bounds`` [error]: an access past a block's footprint;
+* ``out-of-bounds`` [error]: an access past a block's footprint (or past a run of mappings);
 * ``padding-access`` [warning]: past the requested size but inside the footprint (the hidden
   padding that the rounding rule adds, or the page rounding beyond it): legal on hardware, a
   latent bug;
@@ -326,8 +327,9 @@ class Sanitizer:
             return
         freed = self._freed_at(addr)
         if freed is not None:
-            how = ("which user code no longer holds" if freed.free_site is None
-                   and getattr(freed.block, "kind", None) else "which was freed")
+            how = getattr(freed.block, "gone", None) or (
+                "which user code no longer holds" if freed.free_site is None
+                and getattr(freed.block, "kind", None) else "which was freed")
             where = (f"{addr:#x} is {plural_bytes(addr - freed.ptr)} inside the "
                      f"{freed.description}, "
                      f"{how}")
@@ -518,6 +520,12 @@ class Sanitizer:
                 self._stale.append(old)
             if evicted is not None:
                 self._stale.append(evicted)
+
+    def unmapped(self, mapping: Any) -> None:
+        """A mapping was removed (aclrtUnmapMem): a later access to its range is reported as
+        use after free, "which was unmapped", with its map and unmap sites."""
+        self._remember(mapping.ptr, mapping.size, mapping,
+                       self.capture() if self.record_sites else None)
 
     def _forget_buffer(self, registration: Any) -> None:
         """A registered host buffer that user code let go of counts as freed (no free site)."""
