@@ -169,7 +169,12 @@ class PhysicalHandle:
 
     def describe(self) -> str:
         return (f"physical handle {self.handle:#x} ({self.size} bytes of device "
-                f"{self.device_id}, {self.page.value} pages, footprint {self.footprint})")
+                f"{self.device_id}, {self.pages}, footprint {self.footprint})")
+
+    @property
+    def pages(self) -> str:
+        """``2 MiB pages`` or ``1 GiB pages`` (normal attributes are placed on 2 MiB)."""
+        return "1 GiB pages" if self.page is Page.HUGE1G else "2 MiB pages"
 
 
 

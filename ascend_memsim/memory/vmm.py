@@ -139,8 +139,7 @@ class Mapping:
 
     def describe(self) -> str:
         return (f"{self.size}-byte mapping at {self.ptr:#x} of physical handle "
-                f"{self.handle.handle:#x} (device {self.device_id}, {self.handle.page.value} "
-                f"pages)")
+                f"{self.handle.handle:#x} (device {self.device_id}, {self.handle.pages})")
 
 
 class AddressSpace:
