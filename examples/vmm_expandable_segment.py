@@ -144,7 +144,7 @@ class TensorArena:
 
     def drop_oldest(self) -> int:
         """Forget the oldest tensor and unmap the segments no live tensor touches any more."""
-        offset, size = self.tensors.pop(0)
+        offset, _ = self.tensors.pop(0)
         low = self.tensors[0][0] if self.tensors else self.top
         return self.segment.unmap(0, low) if low > offset else 0
 

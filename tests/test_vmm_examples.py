@@ -80,15 +80,16 @@ def _read(ptr, size):
     return bytes(out)
 
 
+def _state(rt):
+    space = rt.vmm.space
+    return (_figures(), sorted((r.ptr, tuple(r.maps)) for r in space.reservations.values()),
+            sorted((h.handle, h.refs, tuple(sorted(h.maps))) for h in space.handles.values()))
+
+
 def _refused(rt, code, call, *args):
-    before = (_figures(), sorted((r.ptr, tuple(r.maps)) for r in rt.vmm.space.reservations.values()),
-              sorted((h.handle, h.refs, tuple(sorted(h.maps)))
-                     for h in rt.vmm.space.handles.values()))
+    before = _state(rt)
     assert call(*args) == code, acl.get_recent_err_msg()
-    after = (_figures(), sorted((r.ptr, tuple(r.maps)) for r in rt.vmm.space.reservations.values()),
-             sorted((h.handle, h.refs, tuple(sorted(h.maps)))
-                    for h in rt.vmm.space.handles.values()))
-    assert after == before
+    assert _state(rt) == before
 
 
 def test_expandable_segment(product):
