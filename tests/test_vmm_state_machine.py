@@ -118,7 +118,7 @@ class VirtualMemoryMachine(RuleBasedStateMachine):
 
     @rule(target=mappings, reservation=reservations, page=st.integers(0, 3), handle=handles)
     def map(self, reservation, page, handle):
-        va, size = reservation
+        va, _ = reservation
         ptr = va + page * PAGE
         _, code = self.call(acl.rt.map_mem, ptr, self.sizes.get(handle, PAGE), 0, handle, 0)
         if code == 0:
