@@ -433,3 +433,47 @@ def test_c_names():
     assert aclrt.aclrtMapMem is acl.rt.map_mem
     assert aclrt.aclrtMemGetAddressRange is acl.rt.mem_get_address_range
     assert aclrt.aclrtPointerGetAttributes is acl.rt.pointer_get_attributes
+
+
+def test_statistics_and_traces_count_physical_memory(a2):
+    from ascend_memsim.observe.stats import MemoryStats
+    from ascend_memsim.observe.trace import Recorder
+
+    stats = MemoryStats.attach(a2)
+    with Recorder(a2) as rec:
+        h = physical(3 * MiB)
+        snap = stats.snapshot(0)
+        assert snap["footprint_bytes.physical.current"] == 4 * MiB
+        assert snap["requested_bytes.all.current"] == 3 * MiB
+        assert snap["footprint_bytes.component.APP.current"] == 4 * MiB
+        assert acl.rt.free_physical(h) == 0
+        physical(2 * MiB)                      # left for the reset
+    events = [e for e in rec.trace.events if "physical" in e["event"]]
+    assert [(e["event"], e["size"], e["footprint"], e["page"]) for e in events] == [
+        ("malloc_physical", 3 * MiB, 4 * MiB, "huge"),
+        ("free_physical", 3 * MiB, 4 * MiB, "huge"),
+        ("malloc_physical", 2 * MiB, 2 * MiB, "huge")]
+    a2.reset_device(0)
+    snap = stats.snapshot(0)
+    assert snap["footprint_bytes.physical.current"] == 0
+    assert snap["footprint_bytes.physical.peak"] == 4 * MiB
+
+
+def test_replay_places_physical_memory_in_the_same_heap(a2):
+    from ascend_memsim.observe.replay import replay
+    from ascend_memsim.observe.trace import Recorder
+
+    with Recorder(a2) as rec:
+        h = physical(20 * MiB)
+        ptr, _ = acl.rt.malloc(100, 0)
+        acl.rt.free(ptr)
+        acl.rt.free_physical(h)
+    result = replay(rec.trace)
+    assert result.skipped == {} and result.failures == 0
+    assert result.peak_bytes == 20 * MiB + 192            # the handle and the block, together
+    small = replay(rec.trace, capacity=16 * MiB)
+    assert small.failures == 1 and "aclrtMallocPhysical" in str(small.first_failure)
+    # a hostile trace: a footprint that is not whole pages is a problem, not a crash
+    event = next(e for e in rec.trace.events if e["event"] == "malloc_physical")
+    event["footprint"] = 3
+    assert "cannot be replayed" in replay(rec.trace).problems[0]

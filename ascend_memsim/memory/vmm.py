@@ -607,7 +607,7 @@ class AddressSpace:
 
     def forget_device(self, device_id: int) -> list[PhysicalHandle]:
         """A device was reset: its handles and their mappings are gone (its memory with it);
-        the handles the program had not freed."""
+        the handles dropped."""
         with self.lock:
             gone = [h for h in self.handles.values() if h.device_id == device_id]
             for handle in gone:
@@ -617,7 +617,7 @@ class AddressSpace:
                     if mapping is not None:
                         del mapping.reservation.maps[ptr]
                 handle.maps.clear()
-            return [h for h in gone if h.refs]
+            return gone
 
     def check_invariants(self) -> None:
         """Assert the tables agree (for tests)."""

@@ -201,12 +201,20 @@ class VirtualMemory:
         """The device is being reset: drop its handles and their mappings; the handles the
         program never freed (leaks)."""
         space = self.space
-        return [] if space is None else space.forget_device(device.device_id)
+        gone = [] if space is None else space.forget_device(device.device_id)
+        for handle in gone:
+            self._emit(device, "free_physical", handle)
+        return [h for h in gone if h.refs]
 
     def _emit(self, device, event: str, handle: PhysicalHandle) -> None:
+        """Tell the device's observers (statistics, traces) that physical memory was placed
+        or given back: plain values, so a trace records them as they are."""
         if device is not None and (device.observers or event in device.subscribers):
+            info = {"handle": handle.handle, "size": handle.size, "footprint": handle.footprint,
+                    "page": "huge1g" if handle.page is Page.HUGE1G else "huge",
+                    "phys": handle.phys}
             for observer in [*device.observers, *device.subscribers.get(event, ())]:
-                observer(event, device, {"handle": handle})
+                observer(event, device, info)
 
 
 def _nonnull(ptr: object, call: str) -> int:
