@@ -11,8 +11,9 @@ a device block.
 
 from __future__ import annotations
 
+from ..memory.constants import AccessFlags, LocationType
 from ..memory.errors import InvalidPointer
-from ..memory.vmm import VA_BASE, VA_END, AccessFlags, LocationType, Mapping
+from ..memory.vmm import VA_END, Mapping
 from .contents import contents_of, fill_view
 
 __all__ = ["MappedRegion", "mapped_region"]
@@ -135,7 +136,8 @@ def mapped_region(space, addr: int, count: int) -> MappedRegion | None:
     """The region of the mappings from the one holding ``addr`` as far as ``count`` bytes
     reach without a gap, or None (unmapped, or not accessible to its device: a mapping made
     by aclrtMemMapNoAccess before aclrtMemSetAccess). O(log n + k)."""
-    if space is None or not VA_BASE <= addr < VA_END:
+    # Device 0's heap lies below the floor of the window: its addresses stop here.
+    if space is None or not space.floor <= addr < VA_END:
         return None
     with space.lock:
         first = space.mapping_at(addr)
