@@ -55,7 +55,17 @@ def test_unmapped_page_of_a_reservation(rt):
     va = mapped()
     _, dst = host(64)
     assert acl.rt.memcpy(dst, 64, va + 5 * MiB, 64, 2) == RT_PARAM
-    finding(rt, "invalid-address")
+    report = finding(rt, "invalid-address")
+    assert report.where == (f"{va + 5 * MiB:#x} is 5242880 bytes inside the 8388608-byte "
+                            f"reserved range at {va:#x}, where nothing is mapped")
+
+
+def test_a_mapping_without_access(rt):
+    va, _ = acl.rt.reserve_mem_address(2 * MiB, 0, 0, 0)
+    h, _ = acl.rt.malloc_physical(2 * MiB, PROP, 0)
+    assert acl.rt.mem_map_no_access(va, 2 * MiB, 0, h, 0) == 0
+    assert acl.rt.memset(va, 8, 0, 8) == RT_PARAM
+    assert "which its device may not access" in finding(rt, "invalid-address").where
 
 
 def test_access_past_a_mapping(rt):

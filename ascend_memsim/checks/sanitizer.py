@@ -293,6 +293,16 @@ class Sanitizer:
     def _nearest(self, addr: int) -> str:
         """``96 bytes past the end of the 100-byte block at 0x...`` (or nothing near)."""
         runtime = self.runtime
+        space = None if runtime is None else runtime.vmm.space
+        reservation = None if space is None else space.reservation_at(addr)
+        if reservation is not None:
+            mapping = space.mapping_at(addr)
+            if mapping is not None:
+                return (f"{addr:#x} is in the {mapping.describe()}, which its device may not "
+                        f"access (mapped by aclrtMemMapNoAccess; aclrtMemSetAccess grants it)")
+            return (f"{addr:#x} is {plural_bytes(addr - reservation.ptr)} inside the "
+                    f"{reservation.size}-byte reserved range at {reservation.ptr:#x}, where "
+                    f"nothing is mapped")
         regions = []
         # Only the memory the address points into: a device's window, or host memory
         # (aclrtMallocHost blocks sit at real process addresses, anywhere).
