@@ -477,3 +477,60 @@ def test_replay_places_physical_memory_in_the_same_heap(a2):
     event = next(e for e in rec.trace.events if e["event"] == "malloc_physical")
     event["footprint"] = 3
     assert "cannot be replayed" in replay(rec.trace).problems[0]
+
+
+def test_registered_host_memory_is_host_to_pointer_attributes(a2):
+    buf = bytearray(100)
+    ptr = acl.util.bytes_to_ptr(buf)
+    attrs, ret = acl.rt.pointer_get_attributes(ptr + 10)
+    assert ret == 0 and attrs["location"]["type"] == acl.ACL_MEM_LOCATION_TYPE_HOST
+
+
+def test_a_ddr_only_part_takes_physical_memory_from_ddr():
+    with Runtime("310P", ddr_bytes=256 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        free0 = acl.rt.get_mem_info(acl.ACL_DDR_MEM)[0]
+        h = physical(4 * MiB)
+        assert acl.rt.get_mem_info(acl.ACL_DDR_MEM)[0] == free0 - 4 * MiB
+        va = reserve(4 * MiB)
+        assert acl.rt.map_mem(va, 4 * MiB, 0, h, 0) == 0
+        assert acl.rt.memset(va, 8, 1, 8) == 0
+        check(rt)
+
+
+def test_threads_map_and_unmap_concurrently():
+    import threading
+
+    with Runtime("A2", hbm_bytes=256 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        errors = []
+
+        def work(seed):
+            try:
+                acl.rt.set_device(0)
+                for i in range(20):
+                    va = reserve(4 * MiB)
+                    h = physical(2 * MiB)
+                    assert acl.rt.map_mem(va + 2 * MiB, 2 * MiB, 0, h, 0) == 0
+                    data = bytearray([seed, i]) * 512
+                    assert acl.rt.memcpy(va + 2 * MiB, 1024, acl.util.bytes_to_ptr(data),
+                                         1024, 1) == 0
+                    out = bytearray(1024)
+                    assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), 1024, va + 2 * MiB,
+                                         1024, 2) == 0
+                    assert out == data
+                    assert acl.rt.free_physical(h) == 0
+                    assert acl.rt.unmap_mem(va + 2 * MiB) == 0
+                    assert acl.rt.release_mem_address(va) == 0
+            except BaseException as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == 256 * MiB
+        assert not rt.vmm.space.reservations and not rt.vmm.space.handles
+        check(rt)
