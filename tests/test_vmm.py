@@ -534,3 +534,22 @@ def test_threads_map_and_unmap_concurrently():
         assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == 256 * MiB
         assert not rt.vmm.space.reservations and not rt.vmm.space.handles
         check(rt)
+
+
+# hicann/runtime python/pyACL/rt/pyrt_methods.cpp: the virtual-memory entries pyacl binds
+PYACL_BINDS = {"reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
+               "map_mem", "unmap_mem", "mem_get_allocation_granularity", "pointer_get_attributes"}
+
+
+def test_functions_pyacl_does_not_bind_say_so():
+    from ascend_memsim.acl import _vmm
+
+    assert set(_vmm.__all__) - set(_vmm.NOT_IN_PYACL) == PYACL_BINDS
+    for name in _vmm.__all__:
+        doc = getattr(acl.rt, name).__doc__
+        assert ("not in pyacl" in doc) == (name in _vmm.NOT_IN_PYACL), name
+    with open(__file__.replace("tests/test_vmm.py", "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    for name in _vmm.NOT_IN_PYACL:
+        row = next(line for line in readme.splitlines() if f"`{name}(" in line)
+        assert "**not in pyacl**" in row, name
