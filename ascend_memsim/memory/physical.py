@@ -13,13 +13,18 @@ from collections.abc import Mapping as _Dict
 from dataclasses import dataclass, field
 
 from .args import SIZE_MAX, UINT32_MAX, as_int
-from .constants import AllocationType, HandleType, LocationType, MemAttr
-from .errors import FeatureNotSupported, InvalidArgument, InvalidArgumentType
+from .constants import AccessFlags, AllocationType, HandleType, LocationType, MemAttr
+from .errors import (
+    FeatureNotSupported,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidRuntimeParam,
+)
 from .profiles import Profile
 from .rules import PAGE_BYTES, Page
 
-__all__ = ["PhysicalHandle", "PhysicalProp", "check_attr", "granule", "parse_prop",
-           "reported_attr"]
+__all__ = ["PhysicalHandle", "PhysicalProp", "check_attr", "granule", "parse_access",
+           "parse_prop", "reported_attr"]
 
 
 #: The attributes memory.cpp's memAttrHandlers accepts, and what each asks of the driver
@@ -182,3 +187,38 @@ class PhysicalHandle:
 def reported_attr(page: Page, p2p: bool) -> int:
     """The memAttr aclrtMemGetAllocationPropertiesFromHandle reports for device memory."""
     return _REPORTED[page, p2p]
+
+
+def parse_access(desc: list, count: int, device_count: int) -> dict:
+    """aclrtMemSetAccess's ``desc`` (a list of ``{"flags", "location": {"id", "type"}}``,
+    aclrtMemAccessDesc) as {(location type, id): flags}, every entry checked first.
+
+    Raises:
+        InvalidArgumentType: an entry or location that is not a dict, a field not an int.
+        InvalidRuntimeParam: DECISION (the checks are the driver's): count 0 or not the list's
+            length, a flag outside aclrtMemAccessFlags, a location other than DEVICE (a valid
+            id) or HOST.
+    """
+    if count == 0 or count != len(desc):
+        raise InvalidRuntimeParam(f"aclrtMemSetAccess: count={count} for {len(desc)} "
+                                  f"descriptor(s)")
+    changes = {}
+    for entry in desc:
+        if not isinstance(entry, _Dict):
+            raise InvalidArgumentType("each desc entry must be a dict")
+        flags = field_of(entry, "flags", UINT32_MAX)
+        location = entry.get("location", {})
+        if not isinstance(location, _Dict):
+            raise InvalidArgumentType("desc['location'] must be a dict")
+        kind = field_of(location, "type", UINT32_MAX)
+        number = field_of(location, "id", UINT32_MAX)
+        if flags not in set(AccessFlags):
+            raise InvalidRuntimeParam(f"aclrtMemSetAccess: flags={flags} is not an "
+                                      f"aclrtMemAccessFlags value")
+        if kind == LocationType.HOST:
+            number = 0
+        elif kind != LocationType.DEVICE or number >= device_count:
+            raise InvalidRuntimeParam(f"aclrtMemSetAccess: location (type {kind}, id {number}) "
+                                      f"is not a device or the host")
+        changes[LocationType(kind), number] = AccessFlags(flags)
+    return changes

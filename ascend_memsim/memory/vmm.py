@@ -67,6 +67,7 @@ from .physical import (
     check_attr,
     field_of,
     granule,
+    parse_access,
     parse_prop,
     reported_attr,
 )
@@ -521,21 +522,6 @@ class AddressSpace:
             mapping = maps.peekitem(i - 1)[1]
             return mapping if addr < mapping.end else None
 
-    def run_at(self, addr: int) -> list[Mapping]:
-        """The mappings that follow one another without a gap from the one holding ``addr``
-        (a range the program sees as contiguous memory), or []. O(log n + k)."""
-        with self.lock:
-            first = self.mapping_at(addr)
-            if first is None:
-                return []
-            run = [first]
-            maps = first.reservation.maps
-            for _, mapping in maps.items()[maps.index(first.ptr) + 1:]:
-                if mapping.ptr != run[-1].end:
-                    break
-                run.append(mapping)
-            return run
-
     # -- access --------------------------------------------------------------------------------
 
     def set_access(self, ptr: object, size: object, desc: object, count: object,
@@ -557,28 +543,7 @@ class AddressSpace:
             if size != mapping.size:
                 raise InvalidRuntimeParam(f"aclrtMemSetAccess: size={size}, but the mapping at "
                                           f"{mapping.ptr:#x} is {mapping.size} bytes")
-            if count == 0 or count != len(desc):
-                raise InvalidRuntimeParam(f"aclrtMemSetAccess: count={count} for {len(desc)} "
-                                          f"descriptor(s)")
-            changes = {}
-            for entry in desc:
-                if not isinstance(entry, _Dict):
-                    raise InvalidArgumentType("each desc entry must be a dict")
-                flags = field_of(entry, "flags", UINT32_MAX)
-                location = entry.get("location", {})
-                if not isinstance(location, _Dict):
-                    raise InvalidArgumentType("desc['location'] must be a dict")
-                kind, number = field_of(location, "type", UINT32_MAX), field_of(location, "id",
-                                                                            UINT32_MAX)
-                if flags not in set(AccessFlags):
-                    raise InvalidRuntimeParam(f"aclrtMemSetAccess: flags={flags} is not an "
-                                              f"aclrtMemAccessFlags value")
-                if kind == LocationType.HOST:
-                    number = 0
-                elif kind != LocationType.DEVICE or number >= device_count:
-                    raise InvalidRuntimeParam(f"aclrtMemSetAccess: location (type {kind}, id "
-                                              f"{number}) is not a device or the host")
-                changes[LocationType(kind), number] = AccessFlags(flags)
+            changes = parse_access(desc, count, device_count)
             mapping.access.update(changes)
             return mapping
 
