@@ -152,3 +152,24 @@ def test_ptr_to_numpy_views_mapped_memory_in_device_run_mode():
         # a view cannot span two handles (acl.util raises, as for any address it cannot view)
         with pytest.raises(InvalidPointer, match="span 2 physical handles"):
             acl.util.ptr_to_numpy(va + 2 * MiB - 8, (16,), "uint8")
+
+
+def test_physical_memory_takes_back_what_the_quarantine_holds():
+    out = io.StringIO()
+    sanitizer = Sanitizer(output=out, quarantine_bytes=1 << 30)
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer=sanitizer) as rt:
+        rt.set_device(0)
+        ptr, _ = acl.rt.malloc(60 * MiB, acl.ACL_MEM_MALLOC_HUGE_ONLY)
+        assert acl.rt.free(ptr) == 0                     # held by the quarantine
+        assert rt.device(0).held()
+        handle, ret = acl.rt.malloc_physical(40 * MiB, PROP, 0)
+        assert ret == 0                                  # the held memory was taken back
+        assert not rt.device(0).held()
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == 24 * MiB
+        # and a request that fails even so leaves the quarantine as it was
+        ptr, _ = acl.rt.malloc(20 * MiB, acl.ACL_MEM_MALLOC_HUGE_ONLY)
+        assert acl.rt.free(ptr) == 0
+        assert acl.rt.malloc_physical(40 * MiB, PROP, 0)[1] == acl.ACL_ERROR_RT_MEMORY_ALLOCATION
+        assert len(rt.device(0).held()) == 1
+        rt.device(0).check_invariants()
+        assert acl.rt.free_physical(handle) == 0
