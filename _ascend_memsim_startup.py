@@ -6,26 +6,17 @@ other than ``0``/``false``/``no``/``off``, calls :func:`install`. So the hook co
 environment lookup when the variable is unset. :func:`install` adds a finder to
 ``sys.meta_path`` and imports nothing: ``ascend_memsim`` is imported at the first
 ``import acl``, as numba's ``NUMBA_ENABLE_CUDASIM`` switches ``numba.cuda``.
+
+The switch's words live in ``ascend_memsim/memory/switch.py``, the package's lowest layer; the
+``.pth`` line spells the off words inline and this module needs none, so nothing here imports
+the package before ``import acl`` (and the package never imports this module).
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.util
-import os
 import sys
-
-VARIABLE = "ASCEND_MEMSIM"
-#: values (case and spaces aside) that leave the simulator off; ``ascend_memsim.pth`` spells
-#: the same tuple inline (a test checks), so an unset variable costs no import
-OFF_WORDS = ("", "0", "false", "no", "off")
-#: values that turn it on without naming a product
-ON_WORDS = ("1", "true", "yes", "on")
-
-
-def enabled() -> bool:
-    """True when ``ASCEND_MEMSIM`` asks for the simulator (``1``, ``950PR``, ...)."""
-    return os.environ.get(VARIABLE, "").strip().lower() not in OFF_WORDS
 
 
 class _Loader(importlib.abc.Loader):

@@ -71,7 +71,7 @@ _FLAGS = tuple(int(f) for f in MallocFlag)
 
 def policies(*, flags: bool = True, out_of_range: bool = True) -> st.SearchStrategy[int]:
     """Policy words: each enum value, with ``flags`` OR'd bandwidth/readonly bits, and with
-    ``out_of_range`` values outside the enum (a hint, not an error: SPEC.md 4)."""
+    ``out_of_range`` values outside the enum (a hint, not an error, as memory.cpp takes them)."""
     base = st.sampled_from(_BASE)
     parts = [base]
     if flags:

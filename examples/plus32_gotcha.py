@@ -1,7 +1,8 @@
 """The +32 gotcha: on Atlas A2/A3 a 2 MiB aclrtMalloc costs 4 MiB of huge pages.
 
-aclrtMalloc rounds the size up to 32 bytes and then adds 32 (the seed chapter's rule for
-Atlas A2/A3). 2 MiB + 32 B no longer fits one 2 MiB huge page, so the block takes two.
+aclrtMalloc rounds the size up to 32 bytes and then adds 32 (the vendor's aclrtMalloc
+documentation, hicann/runtime docs/zh/api_ref/11-01, for Atlas A2/A3). 2 MiB + 32 B no
+longer fits one 2 MiB huge page, so the block takes two.
 aclrtMallocAlign32 skips the extra 32 bytes; Ascend 950PR/950DT never add them.
 Run: python examples/plus32_gotcha.py
 """

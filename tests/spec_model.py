@@ -27,12 +27,15 @@ def expected_pages(product: str, size: int, policy: int, api: str) -> list[str] 
     return ["huge", "normal"] if size >= 2 * MiB else ["normal"]
 
 
-def expected_rule(product: str, size: int, api: str) -> int:
+def expected_rule(product: str, size: int, api: str, policy: int | None = None) -> int:
     """The size after the product's rounding rule (not on 1 GB pages, which skip the +32).
 
     The cfg APIs never add 32 (issue 9: the runtime's aclrtMallocInnerWithCfg passes the size
-    unpadded and DevMalloc rounds it to 32 only).
+    unpadded and DevMalloc rounds it to 32 only). Nor do the two 1 GB policies, whatever
+    pages they get (memory.cpp: ``isPadding = !huge1g``, also in aclrtMallocCachedImpl,
+    which gives HUGE1G_ONLY_P2P default pages).
     """
     aligned = -(-size // 32) * 32
-    padded = product in ADDS_32 and api != "malloc_align32" and api not in CFG_APIS
+    padded = (product in ADDS_32 and api != "malloc_align32" and api not in CFG_APIS
+              and policy not in (6, 7))
     return aligned + 32 if padded else aligned

@@ -1,6 +1,8 @@
 """The pyacl face: return shapes, error codes, init/finalize, config, contexts, queries."""
 
 import json
+import os
+import re
 import sys
 import threading
 
@@ -10,6 +12,14 @@ from ascend_memsim import GiB, MiB, Runtime, acl, aclrt, install_acl, uninstall_
 from ascend_memsim.memory.constants import ErrorCode, MallocAttrType
 
 E = ErrorCode
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+
+
+def pyacl_cfg(*pairs):
+    """An aclrtMallocConfig as pyacl takes it, from (attr_type, value) pairs."""
+    key = {MallocAttrType.MODULE_ID: "moduleId"}
+    return {"numAttrs": len(pairs),
+            "attrs": [{"attr": int(t), "value": {key.get(t, "deviceId"): v}} for t, v in pairs]}
 
 
 @pytest.fixture
@@ -56,7 +66,7 @@ def test_the_pyacl_shapes(initialised):
     (lambda: acl.rt.check_mem_type([], 2, 0), (0, E.INVALID_PARAM)),
     (lambda: acl.rt.check_mem_type([1], 0x4, 0), (0, E.INVALID_PARAM)),
     (lambda: acl.rt.check_mem_type([1], 0x2, 1), (0, E.INVALID_PARAM)),
-    (lambda: acl.rt.malloc_with_cfg(100, 0, {9: 1}), (0, E.RT_PARAM_INVALID)),
+    (lambda: acl.rt.malloc_with_cfg(100, 0, pyacl_cfg((9, 1))), (0, E.RT_PARAM_INVALID)),
     (lambda: acl.init(), E.REPEAT_INITIALIZE),
 ])
 def test_bad_calls_return_vendor_codes(initialised, call, expected):
@@ -215,8 +225,9 @@ def test_huge_figures_count_whole_free_pages():
 # -- usage info and check_mem_type --------------------------------------------------------------
 
 def test_usage_info_by_component(initialised):
-    acl.rt.malloc_with_cfg(1000, 0, {MallocAttrType.MODULE_ID: 3})
-    acl.rt.malloc_with_cfg(5000, 0, [(MallocAttrType.MODULE_ID, 45), (MallocAttrType.VA_FLAG, 0)])
+    acl.rt.malloc_with_cfg(1000, 0, pyacl_cfg((MallocAttrType.MODULE_ID, 3)))
+    acl.rt.malloc_with_cfg(5000, 0, pyacl_cfg((MallocAttrType.MODULE_ID, 45),
+                                              (MallocAttrType.VA_FLAG, 0)))
     acl.rt.malloc(100, 0)
     infos, ret = acl.rt.get_mem_usage_info(0, 2)
     assert ret == 0
@@ -232,8 +243,8 @@ def test_usage_info_is_not_supported_on_950():
 
 
 def test_malloc_with_cfg_device_must_be_current(initialised):
-    assert acl.rt.malloc_with_cfg(100, 0, {MallocAttrType.DEVICE_ID: 0})[1] == 0
-    assert acl.rt.malloc_with_cfg(100, 0, {MallocAttrType.DEVICE_ID: 5}) == (
+    assert acl.rt.malloc_with_cfg(100, 0, pyacl_cfg((MallocAttrType.DEVICE_ID, 0)))[1] == 0
+    assert acl.rt.malloc_with_cfg(100, 0, pyacl_cfg((MallocAttrType.DEVICE_ID, 5))) == (
         0, E.RT_INVALID_DEVICEID)
     assert acl.rt.malloc_with_cfg(100, 0, "module=3") == (0, E.INVALID_PARAM)
 
@@ -616,3 +627,168 @@ def test_finalize_of_an_adopted_runtime_takes_back_what_init_added(tmp_path):
         # the program's own reset is the last reference: the block is discarded (a leak)
         acl.rt.reset_device(0)
         assert rt.device(0).block(ptr) is None
+
+
+# -- strict where pyacl is strict (hicann/runtime python/pyACL/) ---------------------------------
+
+def test_async_copies_need_their_stream(initialised):
+    """rt_memory.cpp parses "kkkkik" / "kkikk": the stream is not optional. A program that
+    left it out passed here and raised on hardware."""
+    ptr, _ = acl.rt.malloc(64, 0)
+    with pytest.raises(TypeError):
+        acl.rt.memset_async(ptr, 64, 0, 64)
+    with pytest.raises(TypeError):
+        acl.rt.memcpy_async(ptr, 64, ptr, 64, 3)
+    assert acl.rt.memset_async(ptr, 64, 0, 64, 0) == 0
+    assert acl.rt.synchronize_device() == 0
+
+
+def test_memset_value_is_an_int32(initialised):
+    """aclrtMemset's value is an int32_t, parsed "i" by pyacl (rt_memory.cpp): 2**40 raised
+    there and was taken here (its low byte used)."""
+    ptr, _ = acl.rt.malloc(64, 0)
+    for value in (2**31, -(2**31) - 1, 2**40):
+        assert acl.rt.memset(ptr, 64, value, 64) == E.INVALID_PARAM
+        assert acl.rt.memset_async(ptr, 64, value, 64, 0) == E.INVALID_PARAM
+    for value in (2**31 - 1, -(2**31), 0x1FF):
+        assert acl.rt.memset(ptr, 64, value, 64) == 0
+
+
+def test_c_strings_hold_no_nul(initialised):
+    """pyacl's "s" format refuses a str holding NUL (ValueError); set_model_dir("a\\0")
+    returned 0 here."""
+    assert acl.op.set_model_dir("dir\0x") == E.INVALID_PARAM
+    assert "NUL" in acl.get_recent_err_msg()
+    assert acl.mdl.load_from_file("m\0.om") == (0, E.INVALID_PARAM)
+    attr = acl.op.create_attr()
+    assert acl.op.set_attr_string(attr, "a", "x\0y") == E.INVALID_PARAM
+    assert acl.op.set_attr_string(attr, "a", "") == 0
+    acl.op.destroy_attr(attr)
+    desc = acl.create_tensor_desc(0, [2], 0)
+    assert acl.set_tensor_desc_name(desc, "n\0") is None
+    assert acl.get_tensor_desc_name(desc) == ""
+    acl.destroy_tensor_desc(desc)
+
+
+def test_a_failed_call_returns_a_fresh_empty_list(initialised):
+    """get_mem_usage_info's [] on an error was one shared list: what a caller appended
+    came back from the next failed call."""
+    infos, ret = acl.rt.get_mem_usage_info(7, 1)
+    assert (infos, ret) == ([], E.RT_INVALID_DEVICEID)
+    infos.append("stale")
+    assert acl.rt.get_mem_usage_info(7, 1) == ([], E.RT_INVALID_DEVICEID)
+
+
+def test_face_functions_take_no_keywords(initialised):
+    """pyacl's functions are METH_VARARGS: a keyword argument is a TypeError there."""
+    with pytest.raises(TypeError):
+        acl.rt.malloc(size=64, policy=0)
+    with pytest.raises(TypeError):
+        acl.rt.free(dev_ptr=0)
+    with pytest.raises(TypeError):
+        acl.util.ptr_to_bytes(ptr=0, size=1)
+
+
+def test_malloc_with_cfg_takes_pyacl_s_dict_only(initialised):
+    """rt_memory.cpp (WrapAclRtMallocWithCfg): cfg is required and a dict, {} for none, else
+    {"numAttrs": n, "attrs": [{"attr": t, "value": {"moduleId": m}}]}. The face took None,
+    {attr_type: value} and a list of pairs, which raise on hardware."""
+    with pytest.raises(TypeError):
+        acl.rt.malloc_with_cfg(100, 0)
+    for cfg in (None, {MallocAttrType.MODULE_ID: 3}, [(MallocAttrType.MODULE_ID, 3)],
+                {"attrs": "x"}, {"numAttrs": 2, "attrs": [{"attr": 1, "value": {"moduleId": 3}}]},
+                {"numAttrs": 1, "attrs": [{"attr": 1, "value": {"other": 3}}]},
+                {"numAttrs": 1, "attrs": [{"attr": 1, "value": {"moduleId": -1}}]},
+                {"numAttrs": 1, "attrs": [5]}):
+        assert acl.rt.malloc_with_cfg(100, 0, cfg) == (0, E.INVALID_PARAM), cfg
+        assert acl.rt.malloc_for_task_scheduler(100, 0, cfg) == (0, E.INVALID_PARAM), cfg
+    ptr, ret = acl.rt.malloc_with_cfg(100, 0, {})
+    assert ret == 0 and acl.rt.free(ptr) == 0
+    # moduleId is a uint16 in the union: 3 + 65536 names module 3 (HCCL in log_types.h)
+    ptr, ret = acl.rt.malloc_with_cfg(100, 0, pyacl_cfg((MallocAttrType.MODULE_ID, 3 + 65536)))
+    assert ret == 0
+    infos, _ = acl.rt.get_mem_usage_info(0, 4)
+    assert any(i.name == "HCCL" for i in infos)
+    assert acl.rt.free(ptr) == 0
+
+
+def test_cfg_is_read_as_the_c_api_reads_it(initialised):
+    """PyDict_GetItemString / PyList_GetItem: a subclass's overridden methods do not run, an
+    object that only claims to be a dict is not one, an enum member is an int."""
+    class Loud(dict):
+        def get(self, *args):
+            raise RuntimeError("not called by pyacl")
+
+    class Liar:
+        @property
+        def __class__(self):
+            return dict
+
+    ptr, ret = acl.rt.malloc_with_cfg(64, 0, Loud(numAttrs=1, attrs=[
+        {"attr": MallocAttrType.MODULE_ID, "value": {"moduleId": 3}}]))
+    assert ret == 0 and acl.rt.free(ptr) == 0
+    assert acl.rt.malloc_with_cfg(64, 0, Liar()) == (0, E.INVALID_PARAM)
+    assert acl.rt.malloc_with_cfg(64, 0, {"numAttrs": Liar(), "attrs": []}) == (
+        0, E.INVALID_PARAM)
+
+
+def test_init_takes_a_path_or_nothing():
+    """py_init_acl.cpp parses "|s": acl.init() or acl.init(path); None raised there."""
+    assert acl.init(None) == E.INVALID_PARAM
+    assert "config path" in acl.get_recent_err_msg()
+    assert acl.init() == 0
+    assert acl.finalize() == 0
+
+
+def test_start_thread_needs_its_args_and_app_log_a_str(initialised):
+    """thread.cpp parses "OO" (args may be None, not left out); app_log parses "is"."""
+    with pytest.raises(TypeError):
+        acl.util.start_thread(lambda: None)
+    thread_id, ret = acl.util.start_thread(lambda: None, None)
+    assert ret == 0 and acl.util.stop_thread(thread_id) == 0
+    assert acl.app_log(1, 5) == E.INVALID_PARAM
+    assert acl.app_log(1, "fine") is None
+
+
+# pyacl's method tables (hicann/runtime python/pyACL/: rt/pyrt_methods.cpp, util/
+# pyutil_methods.cpp, op/pyop_methods.cpp, mdl/pymdl_methods.cpp, py_init_acl.cpp), the
+# names the simulator offers or might: a function the face adds must be in its table or in
+# NOT_IN_PYACL.
+PYACL = {
+    "rt": {"set_device", "reset_device", "get_device", "get_device_count", "get_run_mode",
+           "create_context", "destroy_context", "set_context", "get_context", "malloc", "free",
+           "get_mem_info", "malloc_cached", "mem_flush", "mem_invalidate", "malloc_host",
+           "free_host", "memcpy", "memcpy_async", "memset", "memset_async", "create_stream",
+           "create_stream_with_config", "destroy_stream", "create_event",
+           "create_event_with_flag", "create_event_ex_with_flag", "destroy_event",
+           "synchronize_stream", "process_report", "subscribe_report", "unsubscribe_report",
+           "launch_callback", "synchronize_device", "record_event", "reset_event",
+           "query_event", "query_event_status", "query_event_wait_status",
+           "synchronize_event", "synchronize_event_with_timeout", "event_elapsed_time",
+           "event_get_timestamp", "stream_wait_event", "malloc_with_cfg",
+           "malloc_for_task_scheduler", "malloc_align32", "reserve_mem_address",
+           "release_mem_address", "malloc_physical", "free_physical", "map_mem", "unmap_mem",
+           "mem_get_allocation_granularity", "pointer_get_attributes"},
+    "util": {"numpy_to_ptr", "numpy_contiguous_to_ptr", "ptr_to_numpy", "bytes_to_ptr",
+             "ptr_to_bytes", "start_thread", "stop_thread"},
+}
+
+
+def test_not_in_pyacl_marks_agree_with_pyacl_and_the_readme():
+    """acl.rt.NOT_IN_PYACL names the functions pyacl does not bind; each says so in its
+    docstring and in the README's table; every other acl.rt / acl.util function is in
+    pyacl's method table."""
+    assert set(acl.rt.__all__) - set(acl.rt.NOT_IN_PYACL) <= PYACL["rt"]
+    assert set(acl.util.__all__) <= PYACL["util"]
+    assert not set(acl.rt.NOT_IN_PYACL) & PYACL["rt"]
+    for name in acl.rt.NOT_IN_PYACL:
+        assert "not in pyacl" in getattr(acl.rt, name).__doc__
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("\n## The C APIs and their `acl.rt` names"):]
+    section = section[:section.index("\n## ", 1)]
+    marked = set()
+    for line in section.splitlines():
+        if "not in pyacl" in line and line.startswith("| `"):
+            marked.update(re.findall(r"`([a-z_0-9]+)\(", line))
+    assert marked == set(acl.rt.NOT_IN_PYACL)

@@ -1,16 +1,17 @@
 """A fuzz test of the whole pyacl face: arbitrary arguments in arbitrary sequences.
 
-Each example starts the face with an arbitrary ``acl.init`` config (good or bad), then calls
-face functions with arguments of every kind: ints of every size, bools, floats, None, str,
-bytes, containers, numpy scalars and arrays, and pointers at, near and inside live blocks
-and of other devices. Parameters that take a handle (stream, context, event, data buffer,
-tensor descriptor, op attr, op handle, dataset, model description, model id) get, most of
-the time, one of the right kind that earlier calls of the same example made and that is
-live; else a destroyed one, one of another kind, or a made-up one. A quarter of the calls
-come from the calls that make compute handles (data buffers, descriptors, op attrs,
-datasets, model descriptions, models, events), a sixth from the compute calls that can get
-a live handle of each kind they take, so operators and models run. After each call
-it checks:
+Each example starts the face with an arbitrary ``acl.init`` config (good or bad), then
+calls face functions with arguments of every kind: ints of every size, bools, floats, None,
+str, bytes, containers, numpy scalars and arrays, hostile objects (an ``__index__`` that
+raises something other than TypeError, a ``__repr__`` that raises), and pointers at, near
+and inside live blocks and of other devices. Parameters that take a handle (stream,
+context, event, data buffer, tensor descriptor, op attr, op handle, dataset, model
+description, model id) get, most of the time, one of the right kind that earlier calls of
+the same example made and that is live; else a destroyed one, one of another kind, or a
+made-up one. A quarter of the calls come from the calls that make compute handles (data
+buffers, descriptors, op attrs, datasets, model descriptions, models, events), a sixth from
+the compute calls that can get a live handle of each kind they take, so operators and
+models run. After each call it checks:
 
 * no exception escapes the face (``acl.util`` may raise the core's exceptions, as documented);
 * every code returned is one the README's error table lists;
@@ -46,7 +47,8 @@ from ascend_memsim.compute.models import Dataset, Model, ModelDesc
 from ascend_memsim.compute.ops import OpAttr, OpHandle
 from ascend_memsim.compute.plane import compute_plane
 from ascend_memsim.compute.tensors import HANDLE_BASE, DataBuffer, TensorDesc
-from ascend_memsim.data.host import REGISTERED_BASE, mapped
+from ascend_memsim.data.host import REGISTERED_BASE
+from ascend_memsim.data.raw import mapped
 from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.physical import PhysicalHandle
@@ -131,7 +133,48 @@ containers = st.one_of(
     st.dictionaries(ints, ints, max_size=3),
     st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 9]), ints), max_size=3),
 )
-values = st.one_of(scalars, numpy_values, containers)
+
+
+class Hostile:
+    """An argument that misbehaves inside the face: its ``__index__`` raises ``error`` (not a
+    TypeError) or returns ``index``, and its ``__repr__`` raises when ``repr_raises``. The
+    repr raises only while a face call runs (:data:`armed`), so that Hypothesis and the
+    assertions below can still show the example."""
+
+    armed = False
+
+    def __init__(self, error: type[Exception] | None, index: int = 7,
+                 repr_raises: bool = True) -> None:
+        self.error, self.index, self.repr_raises = error, index, repr_raises
+
+    def __index__(self) -> int:
+        if self.error is not None:
+            raise self.error("hostile __index__")
+        return self.index
+
+    def __repr__(self) -> str:
+        if Hostile.armed and self.repr_raises:
+            raise RuntimeError("hostile __repr__")
+        return f"Hostile({getattr(self.error, '__name__', None)}, {self.index}, {self.repr_raises})"
+
+
+class HostileInt(int):
+    """An int whose ``__repr__`` raises while a face call runs."""
+
+    def __repr__(self) -> str:
+        if Hostile.armed:
+            raise RuntimeError("hostile __repr__")
+        return f"HostileInt({int(self)})"
+
+
+hostile = st.one_of(
+    st.builds(Hostile, st.sampled_from([ValueError, RuntimeError, OverflowError,
+                                        ZeroDivisionError, KeyError, None]),
+              st.sampled_from([0, 7, 64, -1, 2**64]), st.booleans()),
+    st.builds(HostileInt, st.sampled_from([0, 1, 7, 100, 2**31, -1])),
+    st.builds(lambda h: [h], st.builds(Hostile, st.just(ValueError))),
+)
+values = st.one_of(scalars, numpy_values, containers, hostile)
 # What a JSON config can hold (json.dumps writes NaN and Infinity, which json.loads reads).
 json_values = st.one_of(ints, st.booleans(), st.none(), st.floats(), st.text(max_size=6),
                         st.sampled_from(["0", "100", "stdout", "A2", "\u00b2", 1e400]),
@@ -433,8 +476,16 @@ PLAUSIBLE = {
     "value": st.integers(-1, 256), "input_num": st.integers(0, 5),
     "mem_type": st.sampled_from([2, 8, 16, 10, 0, 1]), "reserve": st.sampled_from([0, 1]),
     "level": st.integers(0, 4), "message": st.text(max_size=8),
-    "cfg": st.one_of(st.none(), st.dictionaries(st.sampled_from([0, 1, 2, 9]),
-                                                st.integers(0, 3), max_size=2)),
+    # pyacl's aclrtMallocConfig dict ({} for none), and the core's form, which pyacl refuses
+    "cfg": st.one_of(
+        st.just({}), st.none(),
+        st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 9]),
+                           st.sampled_from(["moduleId", "deviceId", "rsv", "x"]),
+                           st.integers(0, 70000)), max_size=2).map(
+            lambda attrs: {"numAttrs": len(attrs), "attrs": [
+                {"attr": t, "value": {k: [v % 256] if k == "rsv" else v}}
+                for t, k, v in attrs]}),
+        st.dictionaries(st.sampled_from([0, 1, 2, 9]), st.integers(0, 3), max_size=2)),
     "shape": st.one_of(st.integers(0, 8), st.lists(st.integers(0, 4), max_size=3)),
     "np_type": st.one_of(st.sampled_from([0, 1, 2, 11, 12, 23, 99, "int8", "O", "1/0"])),
     "data": st.binary(min_size=0, max_size=32).map(lambda b: bytes(bytearray(b))),
@@ -505,9 +556,9 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     if name in ALWAYS:
         return data.draw(ALWAYS[name], label=name)
     anything = data.draw(st.integers(0, 3), label=f"{name}: anything") == 0
-    if anything or name == "config_path":
+    if anything or name == "path":
         return data.draw(st.one_of(st.none(), st.just("/nonexistent/acl.json"), values)
-                         if name == "config_path" else values, label=name)
+                         if name == "path" else values, label=name)
     kind = _handle_kind(fn, name)
     if (name in HANDLE_PARAMS or kind is PhysicalHandle) and kind is not None:
         return _draw_handle(data, rt, seen, kind, name)
@@ -612,7 +663,9 @@ def _fuzz(config, data):
     seen = _Seen()
     compute_calls = compute_ok = 0
     try:
-        code = acl.init(_write_config(config))
+        path = _write_config(config)
+        # acl.init() without a config; None is not a path for pyacl ("|s")
+        code = acl.init() if path is None else acl.init(path)
         assert code in CODES, f"acl.init returned {code}, which the README does not list"
         if code:
             assert Runtime.active == [], "a failed acl.init left a runtime"
@@ -631,7 +684,11 @@ def _fuzz(config, data):
             message = acl.get_recent_err_msg()
             result = None
             try:
-                result = fn(*args)
+                Hostile.armed = True
+                try:
+                    result = fn(*args)
+                finally:
+                    Hostile.armed = False
             except AclError as error:
                 # only acl.util's conversions raise (as pyacl's do); the rest return codes
                 assert fn in RAISES, f"{space}.{name}{tuple(args)!r} raised {error!r}"
@@ -665,3 +722,37 @@ def test_the_readme_lists_every_code_the_face_can_return():
     error table, which the fuzz test reads; 107017 and 200000 were missing (issue 9)."""
     assert {int(code) for code in ErrorCode} <= CODES
     assert {107017, 200000} <= CODES
+
+
+HOSTILE = [Hostile(ValueError), Hostile(RuntimeError, repr_raises=False), Hostile(None, 7),
+           Hostile(ZeroDivisionError), [Hostile(KeyError)], HostileInt(5)]
+
+
+def test_hostile_arguments_give_a_code_and_a_message(a2):
+    """Every face function, with a hostile object in each argument position (the others 0):
+    no exception of the object's own escapes (124 functions let one through); a
+    failed call returns its code and leaves a message (acl.util's conversions raise the
+    core's exception)."""
+    escaped = []
+    for space, fn in FACE[2:]:
+        params = list(inspect.signature(fn).parameters)
+        for i, name in enumerate(params):
+            for bad in HOSTILE:
+                args = [0] * len(params)
+                args[i] = bad
+                before = acl.get_recent_err_msg()
+                Hostile.armed = True
+                try:
+                    with contextlib.redirect_stderr(io.StringIO()):
+                        code = _code_of(fn, fn(*args))
+                    if code and acl.get_recent_err_msg() is before:
+                        escaped.append(f"{space}.{fn.__name__}({name}): {code} with no message")
+                except AclError as error:
+                    if fn not in RAISES:
+                        escaped.append(f"{space}.{fn.__name__}({name}={bad}): {error!r}")
+                except Exception as error:  # the point of the test
+                    escaped.append(f"{space}.{fn.__name__}({name}={type(bad).__name__}): "
+                                   f"{type(error).__name__}: {error}")
+                finally:
+                    Hostile.armed = False
+    assert not escaped, "\n".join(escaped)

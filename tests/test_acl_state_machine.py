@@ -16,6 +16,7 @@ from hypothesis.stateful import (
     rule,
 )
 from spec_model import expected_pages, expected_rule
+from test_acl import pyacl_cfg
 
 from ascend_memsim import MiB, Runtime, acl
 from ascend_memsim.memory.rules import device_base
@@ -81,7 +82,8 @@ BAD_CALLS = [
     lambda: acl.rt.malloc(100, acl.ACL_MEM_MALLOC_HUGE1G_ONLY),
     lambda: acl.rt.malloc(100, 1 << 40), lambda: acl.rt.malloc(100, -(1 << 31) - 1),
     lambda: acl.rt.malloc((1 << 64) - 1, 0), lambda: acl.rt.malloc_cached(0, 3),
-    lambda: acl.rt.malloc_with_cfg(100, 0, {9: 1}), lambda: acl.rt.malloc_with_cfg(100, 0, {1: 16}),
+    lambda: acl.rt.malloc_with_cfg(100, 0, pyacl_cfg((9, 1))),
+    lambda: acl.rt.malloc_with_cfg(100, 0, pyacl_cfg((1, 16))),
     lambda: acl.rt.free(0), lambda: acl.rt.free("x"), lambda: acl.rt.free(0x1234),
     lambda: acl.rt.free(device_base(0) + 8), lambda: acl.rt.get_mem_info(99),
     lambda: acl.rt.set_device(5), lambda: acl.rt.check_mem_type([], 2, 0),
@@ -112,7 +114,8 @@ class AclMachine(RuleBasedStateMachine):
     @rule(target=ptrs, size=sizes, policy=policies, api=apis)
     def malloc(self, size, policy, api):
         call = getattr(acl.rt, api)
-        ptr, ret = call(size, policy)
+        # pyacl's malloc_with_cfg takes a cfg dict, {} for none
+        ptr, ret = call(size, policy, {}) if api == "malloc_with_cfg" else call(size, policy)
         expected = self.model.malloc(size, policy, api)
         if expected is None:
             assert (ptr, ret) == (0, acl.ACL_ERROR_RT_MEMORY_ALLOCATION)

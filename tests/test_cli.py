@@ -360,17 +360,6 @@ def test_a_closed_pipe_ends_the_output_quietly(capsys):
     assert "Broken pipe" not in capsys.readouterr().err
 
 
-def test_run_options_after_the_script_get_a_note(tmp_path, capsys):
-    script = _script(tmp_path, """
-        import sys
-        print("args", sys.argv[1:])
-    """)
-    code, _ = run("run", script, "--trace", "t.jsonl")
-    captured = capsys.readouterr()
-    assert code == 0 and "args ['--trace', 't.jsonl']" in captured.out
-    assert "put run's own options before the script" in captured.err
-
-
 def test_help_names_the_default_product_and_imports_nothing_of_the_package():
     import subprocess
     import sys
@@ -400,3 +389,62 @@ def test_plot_to_svg_draws_both_pictures_by_default(tmp_path):
     only = tmp_path / "map.svg"
     assert run("plot", path, "-o", str(only), "--what", "map", "--quiet")[0] == 0
     assert "event number" not in only.read_text()
+
+
+def _subcommands():
+    import argparse
+
+    from ascend_memsim.cli import _parser
+
+    parser = _parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_option_has_help_and_sizes_say_their_units_are_binary():
+    # Regression: --product (demo, explain), --what, --color-by and --format had none.
+    for name, sub in _subcommands().items():
+        for action in sub._actions:
+            assert action.help, (name, action.option_strings or action.dest)
+        text = sub.format_help()
+        if any(a.type is not None and getattr(a.type, "__name__", "") == "_size_arg"
+               for a in sub._actions):
+            assert "MB/MiB = 2**20" in text, name
+
+
+def test_counts_agree_with_their_nouns(tmp_path, capsys):
+    # Regression: "1 mallocs", "Leaked 1 bytes", "1 live blocks", "(1 blocks still live)".
+    script = tmp_path / "one.py"
+    script.write_text("import acl\nacl.init()\nacl.rt.set_device(0)\nacl.rt.malloc(1, 0)\n"
+                      "acl.rt.reset_device(0)\n")
+    trace = str(tmp_path / "t.jsonl")
+    assert run("run", "--trace", trace, str(script))[0] == 1
+    err = capsys.readouterr().err
+    assert "trace of 4 events" in err and "Leaked 1 byte at" in err
+    assert "LEAK SUMMARY: 1 byte leaked in 1 allocation (" in err
+    assert "ERROR SUMMARY: 1 error, 0 warnings" in err
+    text = run("replay", trace, "--quiet")[1]
+    assert "1 malloc, 0 frees, 0 failed" in text
+    assert "(1 block still live)" in run("stats", trace, "--quiet")[1]
+    with Runtime("A2", hbm_bytes=4 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        rt.malloc(3 * MiB)
+        try:
+            rt.malloc(3 * MiB)
+        except Exception as e:  # OutOfDeviceMemory
+            assert "; 1 live block" in str(e) and "1 live blocks" not in str(e)
+        else:
+            raise AssertionError("the second malloc should not fit")
+
+
+def test_no_help_or_demo_text_cites_documents_users_do_not_have():
+    texts = [run("demo")[1], run("demo", "--product", "950PR")[1], _parser_help()]
+    texts += [sub.format_help() for sub in _subcommands().values()]
+    for text in texts:
+        assert "SPEC" not in text and "seed chapter" not in text
+
+
+def _parser_help():
+    from ascend_memsim.cli import _parser
+
+    return _parser().format_help()

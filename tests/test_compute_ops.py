@@ -328,6 +328,20 @@ def test_a_kernel_that_raises_is_reported_and_writes_nothing(rt, t):
     assert (t.get(ob, X.shape, np.float32) == 0).all()
 
 
+def test_a_kernel_that_calls_sys_exit_fails_the_call_not_the_program(rt, t):
+    def quits(inputs, attrs):
+        raise SystemExit(3)
+
+    d, b = t.put(X)
+    od, ob = t.empty(X.shape, np.float32, fill=0)
+    with registered_ops(Quits=quits):
+        assert acl.op.execute_v2("Quits", [d], [b], [od], [ob], 0, 0) == 0
+        assert acl.rt.synchronize_stream(0) == 507015
+    assert "SystemExit: 3" in acl.get_recent_err_msg()
+    assert rt.sanitizer.counts()["kernel-error"] == 1
+    assert (t.get(ob, X.shape, np.float32) == 0).all()
+
+
 def test_wrong_output_shape_or_dtype(rt, t):
     d, b = t.put(X)
     od, ob = t.empty(X.shape, np.float32)

@@ -125,7 +125,7 @@ def test_concurrent_copies_keep_each_threads_bytes():
                 data = bytes([index]) * size
                 dev, ret = acl.rt.malloc(size, 0)
                 host = acl.util.bytes_to_ptr(data)
-                back = bytearray(size)
+                back = bytes(size)  # a fresh bytes object: pyacl takes bytes only
                 back_ptr = acl.util.bytes_to_ptr(back)
                 if ret or acl.rt.memcpy(dev, size, host, size, 1):
                     errors.append("copy in failed")

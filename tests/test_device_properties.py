@@ -41,7 +41,7 @@ def test_blocks_obey_the_rules_and_the_figures_add_up(product, program):
             continue
         name = api.pyacl_name
         pages = expected_pages(product, size, policy, name)
-        huge = -(-expected_rule(product, size, name) // (2 * MiB)) * 2 * MiB
+        huge = -(-expected_rule(product, size, name, policy) // (2 * MiB)) * 2 * MiB
         huge_fits = alloc.find(huge, 2 * MiB) is not None
         try:
             block = dev.allocate(size, policy, api=api)
@@ -55,7 +55,7 @@ def test_blocks_obey_the_rules_and_the_figures_add_up(product, program):
         live.append(block.ptr)
         # size rule, page granularity, start alignment
         if block.page is not Page.HUGE1G:
-            assert block.rule_size == expected_rule(product, size, name)
+            assert block.rule_size == expected_rule(product, size, name, policy)
         granule = PAGE_BYTES[block.page]
         assert block.footprint == -(-block.rule_size // granule) * granule
         assert block.ptr % 64 == 0 and block.ptr % granule == 0

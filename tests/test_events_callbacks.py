@@ -161,3 +161,62 @@ def test_stop_thread_raises_when_the_function_raised(rt):
     called = []
     tid, _ = acl.util.start_thread(lambda: called.append(1), None)
     assert acl.util.stop_thread(tid) == 0 and called == [1]
+
+
+def _run_isolated(code: str) -> str:
+    """Run ``code`` in a fresh interpreter with a deadline, so a hang fails this test
+    instead of stopping the suite; its stdout."""
+    import subprocess
+    import sys
+    import textwrap
+
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_blocking_callback_of_an_ordinary_thread_that_ended_runs_instead_of_hanging():
+    """Issue 16 (12): the subscriber was a threading.Thread that returned; the callback was
+    handed to it for ever and synchronize_stream (or acl.finalize) never returned."""
+    out = _run_isolated("""
+        import threading
+        from ascend_memsim import install_acl
+        install_acl()
+        import acl
+
+        acl.init(); acl.rt.set_device(0)
+        for finish in ("synchronize", "finalize"):
+            stream, _ = acl.rt.create_stream()
+            codes = []
+            worker = threading.Thread(
+                target=lambda: codes.append(acl.rt.subscribe_report(threading.get_ident(),
+                                                                    stream)))
+            worker.start(); worker.join()
+            got = []
+            codes.append(acl.rt.launch_callback(got.append, finish, 1, stream))
+            if finish == "synchronize":
+                codes.append(acl.rt.synchronize_stream(stream))
+                acl.rt.destroy_stream(stream)
+            else:
+                acl.rt.reset_device(0)
+                codes.append(acl.finalize())
+            print(finish, codes, got)
+    """)
+    assert out.splitlines() == ["synchronize [0, 0, 0] ['synchronize']",
+                                "finalize [0, 0, 0] ['finalize']"]
+
+
+def test_subscribing_a_thread_id_that_names_no_live_thread_is_refused(rt):
+    stream, _ = acl.rt.create_stream()
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ended.join()
+    for tid in (2**63 - 1, ended.ident):
+        assert acl.rt.subscribe_report(tid, stream) == 100000
+        assert acl.rt.subscribe_report(tid, 0) == 100000
+    assert "no live thread" in acl.get_recent_err_msg()
+    assert acl.rt.launch_callback(print, None, 1, stream) == 107015      # nothing subscribed
+    assert acl.rt.subscribe_report(threading.get_ident(), stream) == 0   # a live one is fine
+    acl.rt.unsubscribe_report(threading.get_ident(), stream)
+    acl.rt.destroy_stream(stream)

@@ -11,7 +11,7 @@ def test_the_two_mib_gotcha_on_a2():
     text = str(explain(2 * MiB, 0, product="A2"))
     assert "ALIGN_UP(2097152, 32) + 32 = 2097184" in text
     assert "= 4194304 (4 MiB)" in text and "fallback, normal pages" in text
-    assert "seed chapter" in text and "acl_rt.h" in text
+    assert "api_ref 11-01, aclrtMalloc" in text and "acl_rt.h" in text
 
 
 def test_align32_avoids_it():
@@ -25,6 +25,37 @@ def test_one_gib_pages_step_says_no_plus_32():
 
 def test_out_of_enum_policy_is_explained():
     assert "outside the enum" in str(explain(3 * MiB, 42))
+
+
+def test_out_of_enum_is_said_once():
+    """It read "policy 0x63 (outside the enum) is outside the enum"."""
+    text = str(explain(100, 0x63))
+    assert text.count("outside the enum") == 2  # the request line, and the pages step once
+    assert "(outside the enum) is outside" not in text
+
+
+def test_malloc_cached_does_not_pad_huge1g_only_p2p():
+    """memory.cpp, aclrtMallocCachedImpl: isPadding = !huge1g for HUGE1G_ONLY and
+    HUGE1G_ONLY_P2P; the second gets default pages there. It used to be 160."""
+    e = explain(100, 7, product="A2", api="malloc_cached")
+    assert (e.rule_size, e.page.value, e.footprint) == (128, "normal", 128)
+    assert "aclrtMallocCachedImpl" in str(e) and "no +32" in str(e)
+    assert explain(100, 5, product="A2", api="malloc_cached").rule_size == 160
+
+
+def test_the_valid_size_range_is_stated():
+    """A size past size_t said "outside [0, ...]" though 0 is refused too."""
+    with pytest.raises(ValueError, match=r"outside \[1, 18446744073709551615\]"):
+        explain(2**70)
+    with pytest.raises(ValueError, match="must be > 0"):
+        explain(0)
+
+
+def test_no_citation_of_project_documents():
+    for policy, api in ((0, "malloc"), (6, "malloc"), (42, "malloc"), (0, "malloc_align32"),
+                        (7, "malloc_cached"), (0, "malloc_with_cfg")):
+        text = str(explain(3 * MiB, policy, product="A3", api=api))
+        assert "SPEC" not in text and "seed chapter" not in text
 
 
 def test_errors_are_the_core_errors():

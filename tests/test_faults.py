@@ -399,9 +399,38 @@ def test_exhaustive_distinguishes_sites_by_stack_and_skips_unreached_ones():
             for p in ptrs:
                 rt.free(p)
 
-    report = exhaustive(code, hbm_bytes=64 * MiB)
+    report = exhaustive(code, by="site", hbm_bytes=64 * MiB)
     assert [o.outcome for o in report.outcomes] == ["handled", "handled", "not reached"]
     assert report.ok
+    # by call (the default): each of the loop's three calls fails in a run of its own
+    calls["n"] = 0
+    report = exhaustive(code, hbm_bytes=64 * MiB)
+    assert [(o.occurrence, o.outcome) for o in report.outcomes] == [
+        (1, "handled"), (2, "handled"), (3, "handled"), (1, "handled"), (1, "not reached")]
+
+
+def test_exhaustive_fails_the_third_call_of_a_loop_where_the_bug_is():
+    def code(rt):
+        ptrs = []
+        try:
+            for _ in range(3):
+                ptrs.append(rt.malloc(64))  # one line, three calls
+        except OutOfDeviceMemory:
+            if ptrs:
+                rt.free(ptrs[0])  # forgets the rest: leaks only when the third call fails
+            raise
+        for p in ptrs:
+            rt.free(p)
+
+    assert exhaustive(code, by="site", hbm_bytes=64 * MiB).ok  # the old view: one site
+    report = exhaustive(code, hbm_bytes=64 * MiB)
+    assert [o.outcome for o in report.outcomes] == ["handled", "handled", "leaked"]
+    (leak,) = report.failures
+    assert leak.occurrence == 3 and [b.size for b in leak.leaked] == [64]
+    assert "(call #3 from the site) failing at" in str(report)
+    assert str(report).startswith("3 allocation call(s) failed one at a time: 1 crashed")
+    with pytest.raises(ValueError, match="by='line': write 'call'"):
+        exhaustive(code, by="line", hbm_bytes=64 * MiB)
 
 
 @pytest.mark.parametrize("expected", [5, "OutOfDeviceMemory", (Fails, 5), int, None])
@@ -422,3 +451,19 @@ def test_exhaustive_takes_a_list_of_expected_classes():
 def test_exhaustive_needs_a_clean_fault_free_run():
     with pytest.raises(AssertionError, match="without faults the callable leaves 1 block"):
         exhaustive(lambda rt: rt.malloc(64), hbm_bytes=64 * MiB)
+
+
+def test_a_faults_repr_and_message_show_its_filters_as_written():
+    def big(n):
+        return n > 1000
+
+    assert repr(FailWhen(size=(2 * MiB, None), policy=[1, 2])) == (
+        "FailWhen(size=(2097152, None), policy=[HUGE_ONLY, NORMAL_ONLY])")
+    assert repr(FailNth(2, size="2MiB", policy=0x63)) == "FailNth(2, size='2MiB', policy=0x63)"
+    assert repr(FailWhen(size=big)) == "FailWhen(size=big)"
+    assert repr(FailWhen(size=lambda n: n > 1)) == "FailWhen(size=<lambda>)"
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt, FailWhen(size={"min": 2000}).installed(rt):
+        rt.set_device(0)
+        with pytest.raises(OutOfDeviceMemory, match=r"injected fault FailWhen\(size=\{'min': "
+                                                    r"2000\}\) failed call #1"):
+            rt.malloc(4096)

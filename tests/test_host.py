@@ -19,6 +19,7 @@ from ascend_memsim import (
     install_acl,
     uninstall_acl,
 )
+from ascend_memsim.data import pointers
 from ascend_memsim.data.host import REGISTERED_BASE
 from ascend_memsim.memory.constants import ErrorCode, RunMode
 from ascend_memsim.memory.rules import DEVICE_SPAN
@@ -85,8 +86,8 @@ def test_bytes_to_ptr_writes_into_the_bytes_object(rt):
 
 
 def test_writes_stay_inside_the_registered_buffer(rt):
-    guard = bytearray(b"g" * 64)
-    buf = bytearray(b"b" * 64)
+    guard = bytes(bytearray(b"g" * 64))
+    buf = bytes(bytearray(b"b" * 64))
     ptr = acl.util.bytes_to_ptr(buf)
     dev = rt.malloc(256)
     rt.memset(dev, 256, 0, 256)
@@ -112,7 +113,7 @@ def test_numpy_to_ptr_and_ptr_to_numpy_share_memory(rt):
 
 def test_ptr_to_numpy_over_malloc_host_memory(rt):
     ptr = rt.malloc_host(64)
-    arr = acl.util.ptr_to_numpy(ptr, (16,), np.int32)
+    arr = acl.util.ptr_to_numpy(ptr, (16,), np.dtype(np.int32).num)
     arr[:] = np.arange(16)
     assert np.frombuffer(acl.util.ptr_to_bytes(ptr, 64), dtype=np.int32).tolist() == list(
         range(16))
@@ -143,7 +144,7 @@ def test_non_contiguous_arrays_are_copied_and_singletons_refused(rt):
 
 
 def test_a_buffer_dropped_by_user_code_is_forgotten(rt):
-    buf = bytearray(b"z" * 64)
+    buf = bytes(bytearray(b"z" * 64))
     ptr = acl.util.bytes_to_ptr(buf)
     assert acl.util.ptr_to_bytes(ptr, 4) == b"zzzz"
     del buf
@@ -154,10 +155,10 @@ def test_a_buffer_dropped_by_user_code_is_forgotten(rt):
 
 
 def test_registrations_are_swept(rt):
-    keep = bytearray(8)
+    keep = bytes(8)
     acl.util.bytes_to_ptr(keep)
     for _ in range(200):
-        acl.util.bytes_to_ptr(bytearray(8))
+        acl.util.bytes_to_ptr(bytes(8))
     assert len(rt.host.registrations()) < 100
     assert any(r.obj is keep for r in rt.host.registrations())
 
@@ -174,7 +175,7 @@ def test_a_view_of_a_live_array_is_not_orphaned(srt):
     dev = srt.malloc(100)
     assert acl.rt.memcpy(dev, 100, acl.util.numpy_to_ptr(arr[1]), 100, H2D) == 0
     assert acl.rt.memcpy(dev, 100, acl.util.numpy_to_ptr(arr.reshape(-1)), 100, H2D) == 0
-    out = bytearray(100)
+    out = bytes(100)
     assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), 100, dev, 100, D2H) == 0
     assert out == bytes(range(100))
     # A view of an array user code holds only through a sibling view.
@@ -201,31 +202,34 @@ def test_ptr_to_numpy_over_a_bytes_buffer_keeps_it_alive(srt):
     assert acl.rt.memset(ptr, 4000, 1, 4000) == ErrorCode.RT_PARAM_INVALID
 
 
-def test_ptr_to_numpy_takes_numpy_integers(rt):
+def test_ptr_to_numpy_takes_numpy_integers_where_pyacl_does(rt):
+    """pyacl (numpy_convert.cpp): the type is "i" (numpy integers too), the shape a tuple of
+    Python ints (PyLong_Type items), so a numpy integer in the shape is refused there."""
     host = rt.malloc_host(64)
-    for shape, code, dtype, dims in [(np.int64(4), 2, np.uint8, (4,)),
-                                     ((4,), np.int64(2), np.uint8, (4,)),
-                                     ((2, np.int32(2)), np.uint8(11), np.float32, (2, 2))]:
+    for shape, code, dtype, dims in [((4,), np.int64(2), np.uint8, (4,)),
+                                     ((2, 2), np.uint8(11), np.float32, (2, 2))]:
         array = acl.util.ptr_to_numpy(host, shape, code)
         assert array.dtype == dtype and array.shape == dims
     with pytest.raises(InvalidArgument):
         acl.util.ptr_to_numpy(host, (4,), np.int64(99))
-    with pytest.raises(InvalidArgument):
-        acl.util.ptr_to_numpy(host, 4.0, 2)
+    for shape in (4.0, np.int64(4), (2, np.int32(2))):
+        with pytest.raises(InvalidArgumentType):
+            acl.util.ptr_to_numpy(host, shape, 2)
 
 
 def test_a_shrunk_buffer_is_out_of_bounds_past_its_length(srt):
     dev = srt.malloc(100)
     srt.memset(dev, 100, 9, 100)
+    # bytearrays, which only the core registers (pyacl's bytes_to_ptr takes bytes)
     target = bytearray(b"t" * 100)
-    ptr = acl.util.bytes_to_ptr(target)
+    ptr = srt.host.register(target).ptr
     del target[50:]
     assert acl.rt.memcpy(ptr, 100, dev, 100, D2H) == ErrorCode.RT_PARAM_INVALID
     assert target == b"t" * 50
     assert acl.rt.memcpy(ptr, 50, dev, 50, D2H) == 0
     assert target == b"\x09" * 50
     source = bytearray(b"s" * 100)
-    src = acl.util.bytes_to_ptr(source)
+    src = srt.host.register(source).ptr
     del source[40:]
     assert acl.rt.memcpy(dev, 100, src, 100, H2D) == ErrorCode.RT_PARAM_INVALID
     assert "now 40 bytes" in acl.get_recent_err_msg()
@@ -235,7 +239,7 @@ def test_a_shrunk_buffer_is_out_of_bounds_past_its_length(srt):
     assert out == b"\x09" * 100
     assert [r.kind for r in srt.sanitizer.reports] == ["out-of-bounds"] * 2
     # Registering the buffer again drops the stale registration.
-    again = acl.util.bytes_to_ptr(source)
+    again = srt.host.register(source).ptr
     assert again != src
     assert acl.util.ptr_to_bytes(again, 40) == b"s" * 40
     with pytest.raises(InvalidPointer):
@@ -373,8 +377,9 @@ def test_numpy_to_ptr_refuses_arrays_of_python_objects(rt, array):
 
 
 @pytest.mark.parametrize(("shape", "np_type"), [
-    ((0, 2**63), np.int8), ((2,), "O"), ((2,), "1/0"), ((2,), [("a", "O")]), ("ab", np.int8),
-    ((2,) * 65, np.int8), ((2**62, 4), np.int8), ((2,), ("i4", -1)), (None, np.int8),
+    ((0, 2**63), 1), ((2,), "O"), ((2,), "1/0"), ((2,), [("a", "O")]), ("ab", 1),
+    ((2,) * 65, 1), ((2**62, 4), 1), ((2,), ("i4", -1)), (None, 1), ((2,), 17),
+    ((2,), np.int8), ([2], 1), ((2,), ("i4", (2,))),
 ])
 def test_ptr_to_numpy_raises_the_cores_exceptions(rt, shape, np_type):
     """Issue 9: these raised plain ValueError; acl.util raises the core's exceptions."""
@@ -385,9 +390,35 @@ def test_ptr_to_numpy_raises_the_cores_exceptions(rt, shape, np_type):
     rt.free_host(ptr)
 
 
-def test_ptr_to_numpy_takes_a_shape_as_a_list_tuple_or_1d_array(rt):
+def test_ptr_to_numpy_with_a_sub_array_dtype_adds_its_dimensions(rt):
+    """Issue 16 (14): a sub-array dtype raised a plain ValueError from reshape; numpy's own
+    meaning (``numpy.empty((2,), ("i4", (2,)))`` has shape (2, 2)) is what a user expects."""
     ptr = rt.malloc_host(64)
-    for shape in ([2, 4], (2, 4), np.array([2, 4])):
-        assert acl.util.ptr_to_numpy(ptr, shape, np.int32).shape == (2, 4)
-    assert acl.util.ptr_to_numpy(ptr, (0, 5), np.int32).shape == (0, 5)
+    rt.memset(ptr, 64, 1, 64)
+    # the core takes a dtype; pyacl's face takes only a type number (refused above)
+    array = pointers.ptr_to_numpy(rt, ptr, (2,), ("i4", (2,)))
+    assert array.shape == (2, 2) and array.dtype == np.int32
+    assert (array == 0x01010101).all()
+    assert pointers.ptr_to_numpy(rt, ptr, [2], [("a", "i4", (2,))]).shape == (2,)
     rt.free_host(ptr)
+
+
+def test_ptr_to_numpy_takes_what_pyacl_takes(rt):
+    """A tuple of ints and a numpy type number (numpy_convert.cpp, "kOi" and PyTuple_Size):
+    a list, an array or a dtype worked here and raised on hardware."""
+    ptr = rt.malloc_host(64)
+    assert acl.util.ptr_to_numpy(ptr, (2, 4), 5).shape == (2, 4)
+    assert acl.util.ptr_to_numpy(ptr, (0, 5), 5).shape == (0, 5)
+    for shape, np_type in (([2, 4], 5), (np.array([2, 4]), 5), ((2, 4), np.int32),
+                           ((2, 4), "int32")):
+        with pytest.raises(InvalidArgumentType):
+            acl.util.ptr_to_numpy(ptr, shape, np_type)
+    rt.free_host(ptr)
+
+
+def test_bytes_to_ptr_takes_bytes_only(rt):
+    """bytes_convert.cpp: PyBytes_Check, so a bytearray raised on hardware and passed here.
+    The core still registers a bytearray (Runtime.host.register)."""
+    with pytest.raises(InvalidArgumentType, match="bytes_to_ptr takes bytes"):
+        acl.util.bytes_to_ptr(bytearray(64))
+    assert rt.host.register(bytearray(64)).ptr

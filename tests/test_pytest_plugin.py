@@ -242,6 +242,31 @@ def test_bad_marker_arguments_fail_at_setup_saying_what_to_write(pytester):
     ])
 
 
+def test_bad_settings_are_one_message_without_a_traceback_or_a_chain(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.memsim(hbm_bytz=3)
+        def test_typo(memsim): pass
+
+        @pytest.mark.memsim(ops={"X": 3})
+        def test_bad_kernel(memsim): pass
+
+        @pytest.mark.memsim(device=99)
+        def test_bad_device(memsim): pass
+        """)
+    result = run(pytester)
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines_random([
+        "*unknown keyword 'hbm_bytz' (did you mean 'hbm_bytes'?)*",
+        "memsim settings of *test_bad_kernel: the kernel for 'X' must be callable, got int*",
+        "memsim settings of *test_bad_device: device id 99 is outside*",
+    ])
+    text = result.stdout.str()
+    assert "During handling of the above exception" not in text
+    assert "Traceback" not in text and "plugin.py" not in text
+
+
 def test_marker_faults_fail_the_nth_call_with_the_real_code(pytester):
     pytester.makepyfile("""
         import pytest
@@ -310,10 +335,10 @@ def test_sanitizer_errors_fail_the_test_warnings_do_not_and_fail_on_chooses(pyte
         import pytest
         from ascend_memsim import acl
 
-        def test_double_free(memsim):           # report mode: the call succeeds, the test fails
+        def test_double_free(memsim):           # report mode: the runtime's code, and a failure
             ptr, ret = acl.rt.malloc(100, 0)
             assert acl.rt.free(ptr) == 0
-            acl.rt.free(ptr)
+            assert acl.rt.free(ptr) == acl.ACL_ERROR_RT_PARAM_INVALID
 
         def test_padding_access_is_a_warning(memsim):
             ptr, ret = acl.rt.malloc(100, 0)

@@ -1,5 +1,6 @@
 """The sanitizer: one test per finding, the modes, the text form, configuration."""
 
+import ctypes
 import io
 import json
 
@@ -310,7 +311,7 @@ def test_summary_counts_errors_and_warnings(rt):
 
 def test_each_kind_has_a_severity():
     assert set(KINDS.values()) == {"error", "warning", "note"}
-    assert len(KINDS) == 13
+    assert len(KINDS) == 14
 
 
 @pytest.mark.parametrize("spec, mode", [("strict", "strict"), ("off", "off"), (None, "report"),
@@ -344,7 +345,7 @@ def test_default_output_is_stderr(capsys):
 
 
 def test_a_dropped_host_buffer_is_a_use_after_free(rt):
-    buf = bytearray(64)
+    buf = bytes(64)
     ptr = acl.util.bytes_to_ptr(buf)
     dev = rt.malloc(64)
     rt.memset(dev, 64, 1, 64)
@@ -479,10 +480,67 @@ def test_messages_say_one_byte_not_one_bytes(rt):
     ptr = rt.malloc(100)
     assert acl.rt.memset(ptr, 193, 0, 193) == ErrorCode.RT_PARAM_INVALID
     report, = rt.sanitizer.reports
-    assert "the access ends 1 byte past it" in report.where
+    assert "1 byte past its 192-byte footprint" in report.where
     host = rt.malloc_host(64)
     assert acl.rt.memcpy(host, 1, ptr + 193, 1, D2H) == ErrorCode.RT_PARAM_INVALID
     assert "Invalid read of 1 byte at" in rt.sanitizer.reports[1].format()
+
+
+def test_the_error_message_and_the_report_say_the_same_overrun(rt):
+    """get_recent_err_msg said "runs 1 bytes past the end" (past the footprint) where the
+    report said "93 bytes past the end" (past the size): one computation, one wording now."""
+    ptr = rt.malloc(100)
+    assert acl.rt.memset(ptr, 193, 0, 193) == ErrorCode.RT_PARAM_INVALID
+    report, = rt.sanitizer.reports
+    said = ("93 bytes past the end of the 100-byte block at "
+            f"{ptr:#x} (aclrtMalloc, normal pages, HBM, footprint 192), 1 byte past its "
+            "192-byte footprint")
+    assert report.where == said
+    assert said in acl.get_recent_err_msg()
+
+
+def test_a_copy_whose_kind_contradicts_its_pointers_is_reported(rt):
+    """A host-to-device copy passed as DEVICE_TO_HOST (a ModelZoo script does it): the
+    runtime copies by address, so the copy happens, and the sanitizer warns with both
+    pointers' kinds (no report before)."""
+    ptr = rt.malloc(64)
+    host = rt.malloc_host(64)
+    ctypes.memset(host, 7, 64)
+    assert acl.rt.memcpy(ptr, 64, host, 64, D2H) == 0
+    back = rt.malloc_host(64)
+    assert acl.rt.memcpy(back, 64, ptr, 64, D2H) == 0
+    assert ctypes.string_at(back, 64) == b"\x07" * 64
+    report, = rt.sanitizer.reports
+    assert (report.kind, report.severity, report.call) == (
+        "wrong-memcpy-kind", "warning", "aclrtMemcpy")
+    assert "kind DEVICE_TO_HOST (2)" in report.where
+    assert f"src {host:#x} is host memory" in report.where
+    assert f"dst {ptr:#x} is device memory" in report.where
+    assert "make HOST_TO_DEVICE (1)" in report.where
+    assert "[wrong-memcpy-kind]" in report.format()
+    # the right kind, DEFAULT, or a device-to-device copy with its kind: nothing to say
+    other = rt.malloc(64)
+    assert acl.rt.memcpy(ptr, 64, host, 64, 1) == 0
+    assert acl.rt.memcpy(ptr, 64, host, 64, 4) == 0
+    assert acl.rt.memcpy(other, 64, ptr, 64, 3) == 0
+    assert acl.rt.memcpy(host, 64, other, 64, D2H) == 0
+    assert len(rt.sanitizer.reports) == 1
+    # device to device passed as HOST_TO_HOST, and the same through a stream
+    assert acl.rt.memcpy(other, 64, ptr, 64, 0) == 0
+    stream, _ = acl.rt.create_stream()
+    assert acl.rt.memcpy_async(host, 64, ptr, 64, 1, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert [(r.kind, r.call) for r in rt.sanitizer.reports[1:]] == [
+        ("wrong-memcpy-kind", "aclrtMemcpy"), ("wrong-memcpy-kind", "aclrtMemcpyAsync")]
+    assert acl.rt.destroy_stream(stream) == 0
+
+
+def test_a_wrong_kind_is_a_warning_even_when_strict(strict):
+    """A warning: the runtime copies it, so strict mode does not fail the call."""
+    ptr, host = strict.malloc(64), strict.malloc_host(64)
+    strict.memset(ptr, 64, 0, 64)
+    assert acl.rt.memcpy(host, 64, ptr, 64, H2D) == 0
+    assert [r.kind for r in strict.sanitizer.reports] == ["wrong-memcpy-kind"]
 
 
 def test_padding_access_tells_rule_padding_from_page_rounding(rt):

@@ -79,13 +79,39 @@ def test_an_unknown_product_is_an_error_code_not_a_crash():
 
 def test_the_hook_line_and_the_runtime_know_the_same_off_words():
     """``ascend_memsim.pth`` spells the off words inline (so an unset variable imports
-    nothing); they must be the startup module's, which ``env_product`` reads too."""
+    nothing); they must be the package's own (``memory/switch.py``), which ``env_product``
+    reads too."""
     import ast
 
-    import _ascend_memsim_startup as startup
+    from ascend_memsim.memory import switch
 
     line = (pathlib.Path(__file__).parent.parent / HOOK).read_text(encoding="utf-8")
     inline = next(node for node in ast.walk(ast.parse(line))
                   if isinstance(node, ast.Tuple))
-    assert ast.literal_eval(inline) == startup.OFF_WORDS
-    assert f'"{startup.VARIABLE}"' in line
+    assert ast.literal_eval(inline) == switch.OFF_WORDS
+    assert f'"{switch.VARIABLE}"' in line
+
+
+def test_the_hook_and_the_package_import_neither_each_other():
+    """Issue 16 (8): the runtime took its words from the hook module, which imports the
+    face: a loop. Now the package never imports the hook, and the hook imports no part of
+    the package until ``import acl``; ``memory/switch.py`` imports nothing."""
+    done = python("""
+        import sys
+        import ascend_memsim.acl  # the face, the runtime and env_product
+        assert "_ascend_memsim_startup" not in sys.modules, "the package imports the hook"
+        import _ascend_memsim_startup
+        for name in [m for m in sys.modules if m.startswith("ascend_memsim")]:
+            del sys.modules[name]
+        import importlib
+        importlib.reload(_ascend_memsim_startup)
+        assert not any(m.startswith("ascend_memsim") for m in sys.modules), "hook imports"
+        print("ok")
+    """, None)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]
+    source = (pathlib.Path(__file__).parent.parent / "ascend_memsim" / "memory"
+              / "switch.py").read_text(encoding="utf-8")
+    import ast
+    assert not [node for node in ast.walk(ast.parse(source))
+                if isinstance(node, (ast.Import, ast.ImportFrom))]

@@ -143,7 +143,8 @@ class RuntimeMachine(AllocatorMachine):
     @rule(ptr=ptrs)
     def double_free_or_interior_is_refused(self, ptr):
         if ptr is not None:
-            assert acl.rt.free(ptr + 1) == acl.ACL_ERROR_RT_PARAM_INVALID
+            with self.expect_findings("invalid-free"):
+                assert acl.rt.free(ptr + 1) == acl.ACL_ERROR_RT_PARAM_INVALID
 
     def cleanup(self):
         for ptr in self.live:
@@ -183,3 +184,53 @@ def test_the_machine_leaves_no_runtime_active():
         max_examples=3, database=None, deadline=None))
     assert len(Runtime.active) == depth
 
+
+
+class DoubleFreeMachine(RuntimeMachine):
+    """Frees a block, then frees it again: the call returns the runtime's code, and the
+    sanitizer's double-free finding must fail the example (as in the pytest fixture)."""
+
+    @rule(size=ms.sizes(max_size=1 * MiB))
+    def free_twice(self, size):
+        ptr, ret = acl.rt.malloc(size, 0)
+        if ret == 0:
+            assert acl.rt.free(ptr) == 0
+            assert acl.rt.free(ptr) == acl.ACL_ERROR_RT_PARAM_INVALID
+
+
+def test_the_machine_fails_on_sanitizer_findings_and_prints_only_the_final_ones(capfd):
+    with pytest.raises(AssertionError) as failure:
+        run_state_machine_as_test(DoubleFreeMachine, settings=settings(
+            max_examples=50, derandomize=True, database=None, deadline=None,
+            report_multiple_bugs=False, print_blob=False))
+    message = str(failure.value)
+    assert "DoubleFreeMachine: 1 sanitizer finding(s) (double-free)" in message
+    assert "Invalid free of" in message and "already freed" in message
+    out, err = capfd.readouterr()
+    # nothing printed while Hypothesis explored and shrank (hundreds of findings before)
+    assert "Invalid free" not in out + err
+
+
+class ForgivingDoubleFreeMachine(DoubleFreeMachine):
+    fail_on = "never"
+
+
+class ExpectedDoubleFreeMachine(DoubleFreeMachine):
+    @rule(size=ms.sizes(max_size=1 * MiB))
+    def free_twice(self, size):
+        with self.expect_findings("double-free"):
+            super().free_twice(size)
+
+
+@pytest.mark.parametrize("machine", [ForgivingDoubleFreeMachine, ExpectedDoubleFreeMachine])
+def test_findings_the_machine_means_to_cause_do_not_fail_it(machine):
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=10, derandomize=True, database=None, deadline=None))
+
+
+def test_a_bad_fail_on_is_refused():
+    class Bad(RuntimeMachine):
+        fail_on = "sometimes"
+
+    with pytest.raises(ValueError, match=r"Bad\.fail_on='sometimes': write one of error"):
+        run_state_machine_as_test(Bad, settings=settings(max_examples=1, database=None))

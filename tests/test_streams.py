@@ -39,7 +39,7 @@ def test_stream_order_is_kept(rt):
     assert ret == 0
     host = rt.malloc_host(64)
     dev = rt.malloc(64)
-    out = bytearray(64)
+    out = bytes(64)  # a fresh bytes object, written in place (pyacl takes bytes only)
     out_ptr = acl.util.bytes_to_ptr(out)
     assert acl.rt.memset_async(host, 64, 7, 64, stream) == 0
     assert acl.rt.memcpy_async(dev, 64, host, 64, H2D, stream) == 0

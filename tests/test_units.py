@@ -52,3 +52,19 @@ def test_fault_size_filters_take_text():
                 rt.malloc(2 * MiB)
     with pytest.raises(InvalidArgument, match="is not a size"):
         FailWhen(size="lots")
+
+
+def test_units_are_binary_and_the_message_says_so():
+    # DECISION: "2MB" is 2 MiB, as PyTorch users mean it; the refusal of a bad size says so.
+    assert parse_size("2MB") == parse_size("2mb") == parse_size("2M") == 2 * MiB
+    assert parse_size("1GB") == GiB and parse_size("4KB") == 4096
+    with pytest.raises(InvalidArgument, match="units are binary, 2MB = 2MiB = 2097152 bytes"):
+        parse_size("2 MBytes")
+
+
+def test_plural_agrees_with_the_count():
+    from ascend_memsim.memory.units import plural
+
+    assert [plural(n, "block") for n in (0, 1, 2)] == ["0 blocks", "1 block", "2 blocks"]
+    assert plural(1, "entry", "entries") == "1 entry"
+    assert plural(5, "entry", "entries") == "5 entries"

@@ -166,3 +166,126 @@ def test_png_legends_overlap_no_axis_label(a2):
             result.timeline.events)
     finally:
         plt.close(fig)
+
+
+def _peak_trace(a2):
+    """Events 0..5 with the single highest point after event 3."""
+    with Recorder(a2) as rec:
+        p = [a2.malloc(2 * MiB) for _ in range(3)]     # events 0, 1, 2
+        q = a2.malloc(4 * MiB)                          # event 3: the peak
+        a2.free(q)                                      # event 4
+        a2.free(p[0])                                   # event 5
+    return replay(rec.trace, "A2", capacity=64 * MiB, timeline=True)
+
+
+def test_timeline_draws_event_n_at_the_tick_labelled_n(a2):
+    """Issue 16: the timeline drew each event one step later than its number ("peak (event
+    3)" rose at the tick labelled 4)."""
+    result = _peak_trace(a2)
+    assert result.peak_index == 3
+    root = ET.fromstring(timeline_svg(result.timeline))
+    ticks = {t.text: float(t.get("x")) for t in root.iter(f"{SVG}text")
+             if t.get("class") == "tick" and (t.text or "").isdigit()}
+    points = [tuple(map(float, xy.split(",")))
+              for xy in next(root.iter(f"{SVG}polygon")).get("points").split()]
+    top = min(y for _, y in points)
+    rise, fall = sorted({x for x, y in points if y == top})
+    assert rise == pytest.approx(ticks["3"], abs=0.1)
+    assert fall == pytest.approx(ticks["4"], abs=0.1)
+    xs, _ = timeline_steps(result.timeline)
+    assert [x for x, (index, _) in zip(xs, result.timeline.points)] == [
+        max(index, 0) for index, _ in result.timeline.points]
+
+
+def _text_width(text, size):
+    """The width in pixels of ``text`` in DejaVu Sans (matplotlib ships the font)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    return TextPath((0, 0), text, size=size, prop=FontProperties(family="DejaVu Sans",
+                                                                   weight="normal"),
+                    usetex=False).get_extents().width
+
+
+def test_svg_headings_fit_the_width(a2):
+    """Issue 16: the map's subtitle ran past the right edge and was clipped."""
+    pytest.importorskip("matplotlib", reason="the text is measured with matplotlib's font")
+    snapshot = _scene(a2)
+    long_title = "a_very_long_trace_file_name_recorded_on_the_cluster_" * 3 + ".jsonl on A2"
+    for draw in (lambda: map_svg(snapshot), lambda: map_svg(snapshot, title=long_title),
+                 lambda: timeline_svg(_peak_trace(a2).timeline, title=long_title)):
+        root = ET.fromstring(draw())
+        width = float(root.get("width"))
+        sizes = {"title": 15 * 1.08, "sub": 11.5, "legend": 11}
+        for t in root.iter(f"{SVG}text"):
+            if t.get("class") in sizes and t.get("text-anchor") is None:
+                right = float(t.get("x")) + _text_width(t.text or "", sizes[t.get("class")])
+                assert right <= width, f"{t.text!r} ends at {right:.0f} > {width:.0f}"
+
+
+def test_save_picture_title_heads_a_map_alone(a2, tmp_path):
+    """Issue 16: save_picture(title=...) was ignored for a map-only SVG and PNG."""
+    snapshot = _scene(a2)
+    save_picture(str(tmp_path / "m.svg"), snapshot=snapshot, title="train.jsonl on A2")
+    root = ET.parse(tmp_path / "m.svg").getroot()
+    titles = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "title"]
+    assert titles == ["train.jsonl on A2"]
+    assert "Memory map: A2 device 0" in (tmp_path / "m.svg").read_text()
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    import matplotlib.pyplot as plt
+
+    from ascend_memsim.observe.png import draw_figure
+
+    fig = draw_figure(snapshot=snapshot, title="train.jsonl on A2")
+    try:
+        assert fig.axes[0].get_title(loc="left").startswith("train.jsonl on A2\nMemory map")
+    finally:
+        plt.close(fig)
+
+
+def test_png_titles_are_never_math_text(a2, tmp_path):
+    """Issue 16: a file name with `$` went through matplotlib's math parser and failed."""
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    result = _peak_trace(a2)
+    name = r"x$\sqrt{$.jsonl on A2"
+    save_picture(str(tmp_path / "t.png"), snapshot=MapSnapshot.of(a2.device(0)),
+                 timeline=result.timeline, title=name)
+    save_picture(str(tmp_path / "m.png"), snapshot=MapSnapshot.of(a2.device(0)), title=name)
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_png_map_draws_what_the_svg_draws(a2):
+    """Issue 16: the PNG map had no labels, no block edges, invisible 32 B padding, and
+    identical rows ran together."""
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from ascend_memsim.observe.png import draw_figure
+
+    for _ in range(3):
+        a2.malloc(2 * MiB)              # three identical 2 MiB blocks: 4 MiB footprints
+    a2.malloc(100)
+    snapshot = MapSnapshot.of(a2.device(0))
+    fig = draw_figure(snapshot=snapshot)
+    try:
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        texts = [t.get_text() for t in ax.texts]
+        assert sum("2 MiB requested, aclrtMalloc" in t for t in texts) == 3
+        assert sum(t.startswith("page rounding") for t in texts) == 3
+        assert any("free to" in t or "free (" in t for t in texts)
+        # a dark line at each footprint's start and end (ends on a row boundary included)
+        assert len(ax.lines) == 2 * len(snapshot.blocks)
+        # every 32 B padding at least 2 pixels wide, drawn above the page rounding
+        padding = [p for p in ax.patches if isinstance(p, Rectangle)
+                   and p.get_facecolor()[:3] == pytest.approx((0xD5 / 255, 0x5E / 255, 0))]
+        assert len(padding) == 4
+        to_px = ax.transData.transform
+        for p in padding:
+            left, right = to_px((p.get_x(), 0))[0], to_px((p.get_x() + p.get_width(), 0))[0]
+            assert right - left >= 1.9
+            assert p.get_zorder() > max(q.get_zorder() for q in ax.patches
+                                        if q.get_hatch())
+    finally:
+        plt.close(fig)

@@ -4,7 +4,9 @@ Each misuse returns the documented (or decided) code and leaves everything as it
 """
 
 import ctypes
+import types
 
+import numpy as np
 import pytest
 
 import ascend_memsim.acl as acl
@@ -210,6 +212,10 @@ def test_granularity(a2):
     (2 * MiB, prop(device=5), 0, acl.ACL_ERROR_RT_INVALID_DEVICEID),  # no such device
     (2 * MiB, prop(location={"id": 0, "type": 0}), 0, NOT_SUPPORTED),  # host: not simulated
     (2 * MiB, [], 0, INVALID_PARAM),                                  # not a dict
+    # pyacl reads a dict (PyDict_Check) and int fields; a mapping proxy raises there, and a
+    # numpy integer is ignored (the field stays 0): the simulator refuses both
+    (2 * MiB, types.MappingProxyType(prop()), 0, INVALID_PARAM),
+    (2 * MiB, prop(memAttr=np.int64(HUGE)), 0, INVALID_PARAM),
     (512 * MiB, prop(), 0, OOM),                                      # more than the device
 ])
 def test_malloc_physical_misuse(a2, size, p, flags, code):
@@ -263,10 +269,9 @@ def test_bytes_survive_unmap_and_a_new_mapping(a2):
     assert acl.rt.memcpy(va + 4096, 1024, src, 1024, acl.ACL_MEMCPY_HOST_TO_DEVICE) == 0
     assert acl.rt.unmap_mem(va) == 0
     assert acl.rt.map_mem(va + 6 * MiB, 2 * MiB, 0, h, 0) == 0
-    out = bytearray(1024)
-    dst = acl.util.bytes_to_ptr(out)
-    assert acl.rt.memcpy(dst, 1024, va + 6 * MiB + 4096, 1024, 2) == 0
-    assert acl.util.ptr_to_bytes(dst, 1024) == data
+    out = np.zeros(1024, np.uint8)
+    assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), 1024, va + 6 * MiB + 4096, 1024, 2) == 0
+    assert out.tobytes() == data
 
 
 def test_copies_cross_consecutive_mappings_and_device_blocks(a2):
@@ -282,9 +287,9 @@ def test_copies_cross_consecutive_mappings_and_device_blocks(a2):
     assert acl.rt.memset_async(block, 4096, 0, 4096, stream) == 0
     assert acl.rt.memcpy_async(block, 4096, va + 2 * MiB - 1000, 4096, 3, stream) == 0
     assert acl.rt.synchronize_stream(stream) == 0
-    out = bytearray(4096)
-    assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), 4096, block, 4096, 2) == 0
-    assert out == b"\x07" * 4096
+    out = np.zeros(4096, np.uint8)
+    assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), 4096, block, 4096, 2) == 0
+    assert out.tobytes() == b"\x07" * 4096
     # the bytes are per handle: the second one holds the tail
     space = a2.vmm.space
     assert space.handles[h2].extra["contents"].read(0, 3096) == b"\x07" * 3096
@@ -480,7 +485,7 @@ def test_replay_places_physical_memory_in_the_same_heap(a2):
 
 
 def test_registered_host_memory_is_host_to_pointer_attributes(a2):
-    buf = bytearray(100)
+    buf = bytes(100)
     ptr = acl.util.bytes_to_ptr(buf)
     attrs, ret = acl.rt.pointer_get_attributes(ptr + 10)
     assert ret == 0 and attrs["location"]["type"] == acl.ACL_MEM_LOCATION_TYPE_HOST
@@ -512,13 +517,13 @@ def test_threads_map_and_unmap_concurrently():
                     va = reserve(4 * MiB)
                     h = physical(2 * MiB)
                     assert acl.rt.map_mem(va + 2 * MiB, 2 * MiB, 0, h, 0) == 0
-                    data = bytearray([seed, i]) * 512
+                    data = bytes([seed, i]) * 512
                     assert acl.rt.memcpy(va + 2 * MiB, 1024, acl.util.bytes_to_ptr(data),
                                          1024, 1) == 0
-                    out = bytearray(1024)
-                    assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), 1024, va + 2 * MiB,
+                    out = np.zeros(1024, np.uint8)
+                    assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), 1024, va + 2 * MiB,
                                          1024, 2) == 0
-                    assert out == data
+                    assert out.tobytes() == data
                     assert acl.rt.free_physical(h) == 0
                     assert acl.rt.unmap_mem(va + 2 * MiB) == 0
                     assert acl.rt.release_mem_address(va) == 0
@@ -552,4 +557,16 @@ def test_functions_pyacl_does_not_bind_say_so():
         readme = f.read()
     for name in _vmm.NOT_IN_PYACL:
         row = next(line for line in readme.splitlines() if f"`{name}(" in line)
-        assert "**not in pyacl**" in row, name
+        assert "(not in pyacl)" in row, name
+
+
+def test_a_dict_subclass_is_read_as_the_c_api_reads_it(a2):
+    class Hostile(dict):
+        def get(self, *args):
+            raise RuntimeError("never called")
+
+        def __getitem__(self, key):
+            raise RuntimeError("never called")
+
+    handle, ret = acl.rt.malloc_physical(2 * MiB, Hostile(prop()), 0)
+    assert ret == 0 and acl.rt.free_physical(handle) == 0

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import ascend_memsim.acl as acl
@@ -75,9 +76,9 @@ def _write(ptr, size, seed):
 
 
 def _read(ptr, size):
-    out = bytearray(size)
-    assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), size, ptr, size, 2) == 0
-    return bytes(out)
+    out = np.zeros(size, np.uint8)
+    assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), size, ptr, size, 2) == 0
+    return out.tobytes()
 
 
 def _state(rt):
@@ -157,7 +158,7 @@ def test_expandable_segment(product):
         assert _read(tptr, len(tdata)) == tdata
     assert _read(ptr, 40 * MiB) == data
     # a dropped tensor's first segment is gone: reading it is refused
-    assert acl.rt.memcpy(acl.util.bytes_to_ptr(bytearray(16)), 16, t1, 16, 2) == \
+    assert acl.rt.memcpy(acl.util.numpy_to_ptr(np.zeros(16, np.uint8)), 16, t1, 16, 2) == \
         acl.ACL_ERROR_RT_PARAM_INVALID
     for device in rt.devices():
         device.check_invariants()

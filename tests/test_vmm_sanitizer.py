@@ -41,8 +41,8 @@ def mapped(size=4 * MiB, handles=2):
 
 
 def host(size):
-    buf = bytearray(size)
-    return buf, acl.util.bytes_to_ptr(buf)
+    buf = np.zeros(size, np.uint8)
+    return buf, acl.util.numpy_to_ptr(buf)
 
 
 def finding(rt, kind):
@@ -110,7 +110,7 @@ def test_async_copies_check_mapped_memory_when_queued(rt):
     assert acl.rt.synchronize_stream(stream) == 0
     buf, dst = host(4096)
     assert acl.rt.memcpy(dst, 4096, va + 2 * MiB - 2048, 4096, 2) == 0
-    assert bytes(buf) == bytes(range(256)) * 16
+    assert buf.tobytes() == bytes(range(256)) * 16
     acl.rt.destroy_stream(stream)
 
 
@@ -143,15 +143,15 @@ def test_ptr_to_numpy_views_mapped_memory_in_device_run_mode():
         rt.set_device(0)
         va = mapped()
         assert acl.rt.memset(va + 16, 16, 9, 16) == 0
-        view = acl.util.ptr_to_numpy(va, (48,), "uint8")
+        view = acl.util.ptr_to_numpy(va, (48,), 2)   # NPY_UINT8
         assert list(view[16:32]) == [9] * 16
         view[0] = 5   # the handle's own bytes
-        out = bytearray(1)
-        assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), 1, va, 1, 2) == 0
-        assert out == b"\x05"
+        out = np.zeros(1, np.uint8)
+        assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), 1, va, 1, 2) == 0
+        assert out.tobytes() == b"\x05"
         # a view cannot span two handles (acl.util raises, as for any address it cannot view)
         with pytest.raises(InvalidPointer, match="span 2 physical handles"):
-            acl.util.ptr_to_numpy(va + 2 * MiB - 8, (16,), "uint8")
+            acl.util.ptr_to_numpy(va + 2 * MiB - 8, (16,), 2)
 
 
 def test_physical_memory_takes_back_what_the_quarantine_holds():

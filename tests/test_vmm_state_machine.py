@@ -13,6 +13,7 @@ It keeps:
 """
 
 import hypothesis.strategies as st
+import numpy as np
 from hypothesis import settings
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
@@ -180,8 +181,8 @@ class VirtualMemoryMachine(RuleBasedStateMachine):
         offset %= self.space_size(handle)
         length = min(length, self.space_size(handle) - offset)
         data = bytes((seed + i) % 256 for i in range(length))
-        buf = bytearray(data)
-        _, code = self.call(acl.rt.memcpy, ptr + offset, length, acl.util.bytes_to_ptr(buf),
+        buf = np.frombuffer(data, np.uint8).copy()
+        _, code = self.call(acl.rt.memcpy, ptr + offset, length, acl.util.numpy_to_ptr(buf),
                             length, 1)
         assert code == 0, acl.get_recent_err_msg()
         self.written[handle] = {o: d for o, d in self.written[handle].items()
@@ -203,8 +204,8 @@ class VirtualMemoryMachine(RuleBasedStateMachine):
     def mapped_bytes_survive(self):
         for ptr, handle in self.maps.items():
             for offset, data in self.written[handle].items():
-                out = bytearray(len(data))
-                assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), len(out), ptr + offset,
+                out = np.zeros(len(data), np.uint8)
+                assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), len(out), ptr + offset,
                                      len(out), 2) == 0
                 assert bytes(out) == data
 

@@ -25,6 +25,7 @@ from . import mdl, media, op, rt, util
 from ._face import compute as _compute
 from ._face import face as _face
 from ._face import get_recent_err_msg
+from ._pyacl import _NO_PATH, config_path, log_message
 
 __all__ = ["init", "finalize", "rt", "util", "media", "op", "mdl", "app_log", "get_recent_err_msg",
            "create_data_buffer", "destroy_data_buffer", "get_data_buffer_addr",
@@ -40,9 +41,11 @@ globals().update(FLAT_NAMES)
 
 
 @_face()
-def init(config_path: str | None = None) -> None:
-    """aclInit: start a simulated runtime from the JSON config (see Runtime.from_config)."""
-    acl_init(config_path)
+def init(path: str = _NO_PATH) -> None:  # type: ignore[assignment]
+    """aclInit: start a simulated runtime from the JSON config (see Runtime.from_config).
+
+    ``acl.init()`` or ``acl.init(path)``: as pyacl (``"|s"``), None is not a path."""
+    acl_init(config_path(path))
 
 
 @_face()
@@ -177,9 +180,10 @@ _APP_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging
 def app_log(level: int, message: str) -> int | None:
     """ACL_APP_LOG: log ``message`` at level 0 DEBUG, 1 INFO, 2 WARNING, 3 ERROR (returns
     nothing, as pyacl) to the Python logger ``acl.app``. DECISION: other int levels log as
-    ERROR; a level that is not an int logs nothing and returns ACL_ERROR_INVALID_PARAM."""
-    number = as_int(level, "level", None, None)
-    _app_logger.log(_APP_LEVELS.get(number, logging.ERROR), "%s", message)
+    ERROR; a level that is not an int32 or a message that is not a str logs nothing and
+    returns ACL_ERROR_INVALID_PARAM (pyacl: "is")."""
+    number = as_int(level, "level", -(1 << 31), (1 << 31) - 1)
+    _app_logger.log(_APP_LEVELS.get(number, logging.ERROR), "%s", log_message(message))
 
 
 _NAMESPACES = {"rt": rt, "util": util, "media": media, "op": op, "mdl": mdl}

@@ -40,6 +40,10 @@ def face(*defaults: Any, bare: bool = False, route: str | None = None,
 
     ``ok``: what a call with no ``defaults`` returns on success (0, the code; ``None`` for a
     call that pyacl makes return nothing unless it fails, as ``acl.app_log``).
+
+    The wrapped call takes its arguments by position only: pyacl's functions are METH_VARARGS
+    (``python/pyACL/*/py*_methods.cpp``), so a keyword argument is a TypeError there, and it
+    is one here (Python's own, raised before the call).
     """
 
     if route is not None and (bare or len(defaults) > 1):
@@ -50,31 +54,42 @@ def face(*defaults: Any, bare: bool = False, route: str | None = None,
         if route is not None:
             call = _routed(route, defaults)
         elif bare:
-            def call(*args: Any, **kwargs: Any) -> Any:
+            def call(*args: Any) -> Any:
                 try:
-                    return fn(*args, **kwargs)
+                    return fn(*args)
                 except AclError as error:
                     remember_error(error)
                     return defaults[0]
         elif not defaults:
-            def call(*args: Any, **kwargs: Any) -> Any:
+            def call(*args: Any) -> Any:
                 try:
-                    fn(*args, **kwargs)
+                    fn(*args)
                 except AclError as error:
                     remember_error(error)
                     return int(error.code)
                 return ok
-        elif len(defaults) == 1:
-            def call(*args: Any, **kwargs: Any) -> Any:
+        elif len(defaults) == 1 and isinstance(defaults[0], (list, dict)):
+            # a fresh empty list or dict per failed call, as pyacl builds one: a shared
+            # default would carry what one caller put in it to the next
+            fresh = type(defaults[0])
+
+            def call(*args: Any) -> Any:
                 try:
-                    return fn(*args, **kwargs), 0
+                    return fn(*args), 0
+                except AclError as error:
+                    remember_error(error)
+                    return fresh(), int(error.code)
+        elif len(defaults) == 1:
+            def call(*args: Any) -> Any:
+                try:
+                    return fn(*args), 0
                 except AclError as error:
                     remember_error(error)
                     return defaults[0], int(error.code)
         else:
-            def call(*args: Any, **kwargs: Any) -> Any:
+            def call(*args: Any) -> Any:
                 try:
-                    out = fn(*args, **kwargs)
+                    out = fn(*args)
                 except AclError as error:
                     remember_error(error)
                     return (*defaults, int(error.code))
@@ -95,16 +110,16 @@ def _routed(name: str, defaults: tuple) -> Callable[..., Any]:
     if defaults:
         default = defaults[0]
 
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(*args: Any) -> Any:
             try:
-                return getattr(_active_runtime(active), name)(*args, **kwargs), 0
+                return getattr(_active_runtime(active), name)(*args), 0
             except AclError as error:
                 remember_error(error)
                 return default, int(error.code)
     else:
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(*args: Any) -> Any:
             try:
-                getattr(_active_runtime(active), name)(*args, **kwargs)
+                getattr(_active_runtime(active), name)(*args)
             except AclError as error:
                 remember_error(error)
                 return int(error.code)

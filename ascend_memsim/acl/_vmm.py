@@ -76,10 +76,16 @@ def mem_get_allocation_granularity(prop: Any, option: int) -> int:
     return _vmm().mem_get_allocation_granularity(prop, option)
 
 
-_NO_ATTRIBUTES = {"location": {"id": 0, "type": 0}, "page_size": 0, "rsv": [0, 0, 0, 0]}
+class _NoAttributes(dict):
+    """The attributes a failed call returns: rt_memory.cpp builds the dict from the zeroed
+    struct whatever the code (the face makes a fresh one per failed call, by calling the
+    default's type)."""
+
+    def __init__(self) -> None:
+        super().__init__(location={"id": 0, "type": 0}, page_size=0, rsv=[0, 0, 0, 0])
 
 
-@_face(_NO_ATTRIBUTES)
+@_face(_NoAttributes())
 def pointer_get_attributes(ptr: int) -> dict:
     """aclrtPointerGetAttributes: ``attributes, ret`` with attributes a dict
     ``{"location": {"id", "type"}, "page_size", "rsv"}`` (rt_memory.cpp builds it even when

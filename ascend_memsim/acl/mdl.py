@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..compute.models import Dataset, ModelDesc, Models, spec_for_bytes, spec_for_file
-from ..data import host as _host
+from ..data import pointers as _pointers
 from ..memory.args import as_int
 from ..runtime.active import current_runtime
 from ._face import compute as _compute
@@ -27,7 +27,7 @@ def _models() -> Models:
 
 
 def _host_bytes(ptr: Any, size: Any) -> bytes:
-    return _host.ptr_to_bytes(current_runtime(), ptr, size)
+    return _pointers.ptr_to_bytes(current_runtime(), ptr, size)
 
 
 @_face(0)
@@ -165,7 +165,7 @@ def create_dataset() -> int:
     return _compute().handles.add(Dataset()).handle
 
 
-def add_dataset_buffer(dataset: int, data_buffer: int) -> tuple[int, int]:
+def add_dataset_buffer(dataset: int, data_buffer: int, /) -> tuple[int, int]:
     """aclmdlAddDatasetBuffer: ``dataset, ret`` (pyacl returns the dataset too)."""
     return dataset, _add_dataset_buffer(dataset, data_buffer)
 

@@ -42,7 +42,7 @@ def _setter(kind: str) -> Callable[..., int]:
 def _typed_setter(kind: str) -> Callable[..., tuple[int, int]]:
     plain = _setter(kind)
 
-    def set_attr(attr: int, attr_name: str, value: Any) -> tuple[int, int]:
+    def set_attr(attr: int, attr_name: str, value: Any, /) -> tuple[int, int]:
         return attr, plain(attr, attr_name, value)
 
     set_attr.__name__ = set_attr.__qualname__ = f"set_attr_{kind}"

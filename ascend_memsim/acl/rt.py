@@ -1,6 +1,7 @@
 """acl.rt: devices, device memory, copies, streams, contexts, events and host callbacks.
 
-Signatures and return shapes follow hicann/runtime python/pyACL/rt/.
+Signatures and return shapes follow hicann/runtime python/pyACL/rt/ (the method table in
+pyrt_methods.cpp, the argument parsing in rt_*.cpp); the README lists where they differ.
 """
 
 from __future__ import annotations
@@ -10,6 +11,13 @@ from typing import Any
 
 from ..runtime.active import current_runtime
 from ._face import face as _face
+from ._pyacl import malloc_config as _malloc_config
+
+#: The functions of this module that pyacl does not bind (its method table,
+#: python/pyACL/rt/pyrt_methods.cpp, has no entry for them): kept for teaching the C API,
+#: marked "not in pyacl" in their docstrings and in the README. A program that calls one
+#: meets an AttributeError on hardware.
+NOT_IN_PYACL = ("free_with_dev_sync", "get_mem_usage_info", "check_mem_type")
 
 
 @_face()
@@ -48,13 +56,16 @@ def malloc_cached(size: int, policy: int) -> int:
 
 
 @_face(0)
-def malloc_with_cfg(size: int, policy: int, cfg: Any = None) -> int:
-    return current_runtime().malloc_with_cfg(size, policy, cfg)
+def malloc_with_cfg(size: int, policy: int, cfg: dict) -> int:
+    """aclrtMallocWithCfg: ``cfg`` as pyacl takes it: ``{}``, or ``{"numAttrs": n, "attrs":
+    [{"attr": ACL_RT_MEM_ATTR_MODULE_ID, "value": {"moduleId": 3}}, ...]}``."""
+    return current_runtime().malloc_with_cfg(size, policy, _malloc_config(cfg))
 
 
 @_face(0)
-def malloc_for_task_scheduler(size: int, policy: int, cfg: Any = None) -> int:
-    return current_runtime().malloc_for_task_scheduler(size, policy, cfg)
+def malloc_for_task_scheduler(size: int, policy: int, cfg: dict) -> int:
+    """aclrtMallocForTaskScheduler: ``cfg`` as for :func:`malloc_with_cfg`."""
+    return current_runtime().malloc_for_task_scheduler(size, policy, _malloc_config(cfg))
 
 
 @_face(route="free")
@@ -64,6 +75,7 @@ def free(dev_ptr: int) -> None:
 
 @_face()
 def free_with_dev_sync(dev_ptr: int) -> None:
+    """aclrtFreeWithDevSync (not in pyacl: kept for teaching the C API; see NOT_IN_PYACL)."""
     current_runtime().free_with_dev_sync(dev_ptr)
 
 
@@ -74,11 +86,13 @@ def get_mem_info(attr: int) -> tuple[int, int]:
 
 @_face([])
 def get_mem_usage_info(device_id: int, input_num: int) -> list:
+    """aclrtGetMemUsageInfo (not in pyacl: kept for teaching the C API; see NOT_IN_PYACL)."""
     return current_runtime().get_mem_usage_info(device_id, input_num)
 
 
 @_face(0)
 def check_mem_type(addr_list: list, mem_type: int, reserve: int = 0) -> int:
+    """aclrtCheckMemType (not in pyacl: kept for teaching the C API; see NOT_IN_PYACL)."""
     return current_runtime().check_mem_type(addr_list, mem_type, reserve)
 
 
@@ -94,12 +108,15 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
 
 @_face()
 def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
-                 stream: int = 0) -> None:
+                 stream: int) -> None:
+    """aclrtMemcpyAsync: ``stream`` is required, as in pyacl ("kkkkik"); 0 is the default
+    stream."""
     current_runtime().memcpy_async(dst, dest_max, src, count, kind, stream)
 
 
 @_face()
-def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int = 0) -> None:
+def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int) -> None:
+    """aclrtMemsetAsync: ``stream`` is required, as in pyacl ("kkikk")."""
     current_runtime().memset_async(dev_ptr, max_count, value, count, stream)
 
 
@@ -285,6 +302,8 @@ __all__ = [fn.__name__ for fn in _EXPORTS]
 
 # Virtual memory (11-04) and pointer_get_attributes (11-05): acl/_vmm.py.
 from ._vmm import *  # noqa: E402, F403
+from ._vmm import NOT_IN_PYACL as _VMM_NOT_IN_PYACL  # noqa: E402
 from ._vmm import __all__ as _vmm_names  # noqa: E402
 
 __all__ += _vmm_names
+NOT_IN_PYACL += _VMM_NOT_IN_PYACL

@@ -7,33 +7,39 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..data import host as _host
+from ..data import pointers as _pointers
 from ..runtime.active import current_runtime
 from ._face import face as _face
+from ._pyacl import bytes_object, numpy_shape, numpy_type
 
 
-def bytes_to_ptr(data: bytes) -> int:
-    """The address of a bytes object's buffer (registered; see ascend_memsim.data.host)."""
-    return _host.bytes_to_ptr(current_runtime(), data)
+def bytes_to_ptr(data: bytes, /) -> int:
+    """The address of a bytes object's buffer (registered; see ascend_memsim.data.host).
+    ``bytes`` only, as pyacl (a bytearray is refused)."""
+    return _pointers.bytes_to_ptr(current_runtime(), bytes_object(data))
 
 
-def numpy_to_ptr(array: Any) -> int:
+def numpy_to_ptr(array: Any, /) -> int:
     """The address of a numpy array's data."""
-    return _host.numpy_to_ptr(current_runtime(), array)
+    return _pointers.numpy_to_ptr(current_runtime(), array)
 
 
-def ptr_to_bytes(ptr: int, size: int) -> bytes:
-    """``size`` bytes of host memory at ``ptr``."""
-    return _host.ptr_to_bytes(current_runtime(), ptr, size)
+def ptr_to_bytes(ptr: int, size: int, /) -> bytes:
+    """``size`` bytes of a live malloc_host block or registered buffer at ``ptr`` (a raw
+    host address raises InvalidPointer; memcpy takes those)."""
+    return _pointers.ptr_to_bytes(current_runtime(), ptr, size)
 
 
-def ptr_to_numpy(ptr: int, shape: Any, np_type: Any) -> Any:
-    """A numpy array over host memory at ``ptr`` (pyacl type code or dtype)."""
-    return _host.ptr_to_numpy(current_runtime(), ptr, shape, np_type)
+def ptr_to_numpy(ptr: int, shape: tuple, np_type: int, /) -> Any:
+    """A numpy array over a live malloc_host block or registered buffer at ``ptr``:
+    ``shape`` a tuple of ints, ``np_type`` a numpy type number (``np.dtype(np.float32).num``),
+    as pyacl takes them (a raw host address raises InvalidPointer)."""
+    return _pointers.ptr_to_numpy(current_runtime(), ptr, numpy_shape(shape),
+                                  numpy_type(np_type))
 
 
 @_face(0)
-def start_thread(fn: Callable[..., Any], args: Any = None) -> int:
+def start_thread(fn: Callable[..., Any], args: Any) -> int:
     """``thread_id, ret``: a thread running ``fn(args)`` (``fn()`` when args is None)."""
     return current_runtime().callbacks.start_thread(fn, args)
 

@@ -32,6 +32,7 @@ import copy
 import difflib
 import numbers
 import random
+import reprlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -186,6 +187,18 @@ def _apis(api: object) -> frozenset[Api] | None:
     return frozenset(Api.parse(n) for n in names)
 
 
+def _filter_text(value: object, word: Callable[[int], str] | None = None) -> str:
+    """A filter as written: a function by its name, a policy word by its name (``word``),
+    anything else by its repr (bounded)."""
+    if callable(value):
+        return getattr(value, "__name__", None) or type(value).__name__
+    if word is not None:
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return "[" + ", ".join(word(int_or_none(v)) for v in sorted(value)) + "]"
+        return word(int_or_none(value))
+    return reprlib.repr(value)
+
+
 def call_text(request: Request) -> str:
     """``aclrtMalloc(size=100, policy=HUGE_FIRST)``: the failed call, for messages."""
     return (f"{request.api.value}(size={request.size}, "
@@ -215,6 +228,10 @@ class Fault:
         self.api = _apis(api)
         self._size = _size_predicate(size)
         self._policy = _policy_predicate(policy)
+        # the filters as the caller wrote them, for the repr (and so for messages)
+        self._size_text = None if size is None else _filter_text(size)
+        self._policy_text = None if policy is None else _filter_text(
+            policy, lambda word: policy_name(word).split(" (")[0])
         self.device = None if device is None else count_arg(
             device, "device", "write a device id >= 0, or None for all", lo=0)
         self.error = error_class(error)
@@ -298,9 +315,9 @@ class Fault:
         if self.api is not None:
             parts.append(f"api={sorted(a.pyacl_name for a in self.api)}")
         if self._size is not None:
-            parts.append("size=<filter>")
+            parts.append(f"size={self._size_text}")
         if self._policy is not None:
-            parts.append("policy=<filter>")
+            parts.append(f"policy={self._policy_text}")
         if self.device is not None:
             parts.append(f"device={self.device}")
         if self.error is not OutOfDeviceMemory:

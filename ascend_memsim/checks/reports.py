@@ -18,7 +18,7 @@ KINDS = {
     "invalid-address": "error", "out-of-bounds": "error", "padding-access": "warning",
     "uninitialized-read": "error", "readonly-write": "error",
     "free-with-pending-work": "error", "leak": "error", "wrong-memory": "error",
-    "kernel-error": "error", "unchecked-host-memory": "note",
+    "kernel-error": "error", "unchecked-host-memory": "note", "wrong-memcpy-kind": "warning",
 }
 
 _BAR = "========="
@@ -60,6 +60,9 @@ class Report:
             head = f"Kernel failed in {self.call}"
         elif self.kind == "free-with-pending-work":
             head = f"Free of {self.address:#x} while queued work uses it, in {self.call}"
+        elif self.kind == "wrong-memcpy-kind":
+            head = (f"Copy of {plural_bytes(self.size)} to {self.address:#x} with a kind its "
+                    f"pointers contradict, in {self.call}")
         else:
             access = "write" if self.write else "read"
             head = (f"Invalid {access} of {plural_bytes(self.size)} at {self.address:#x} in "

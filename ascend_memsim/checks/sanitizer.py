@@ -22,6 +22,9 @@ Findings (``Report.kind``), severity in brackets:
 * ``readonly-write`` [error]: a write to ACL_MEM_ACCESS_USER_SPACE_READONLY memory
   (DECISION: reported even for host copies, which the runtime lets through);
 * ``free-with-pending-work`` [error]: free while queued async work still targets the block;
+* ``wrong-memcpy-kind`` [warning]: a copy whose kind contradicts its pointers (a host-to-device
+  copy passed as DEVICE_TO_HOST); DECISION: a warning, not an error, since the runtime copies
+  by address and the copy works (strict mode does not fail it);
 * ``leak`` [error, never fails a call]: blocks live at reset_device / finalize.
 
 Reports print in a compute-sanitizer-like form to ``output`` (``"stderr"``, the default,
@@ -60,6 +63,7 @@ from typing import Any, TextIO
 
 from sortedcontainers import SortedDict
 
+from ..data.contents import overrun
 from ..data.host import HostBlock
 from ..memory.args import as_ptr
 from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
@@ -350,10 +354,8 @@ class Sanitizer:
     def out_of_bounds(self, call: str, addr: int, count: int, write: bool, region: Any) -> None:
         if not self.on:
             return
-        end = addr + count
-        where = (f"{plural_bytes(end - region.base - region.size)} past the end of the "
-                 f"{region.describe()} (footprint {region.limit}; the access ends "
-                 f"{plural_bytes(end - region.base - region.limit)} past it)")
+        # the wording of the call's own error message (get_recent_err_msg), from one function
+        where = overrun(region, addr - region.base, count)
         self._report("out-of-bounds", call, addr, count, where, write=write, region=region)
 
     def padding_access(self, call: str, addr: int, count: int, write: bool,
@@ -390,6 +392,21 @@ class Sanitizer:
             return
         where = f"{addr:#x} is in the {region.describe()}: {why}"
         self._report("wrong-memory", call, addr, count, where, write=write, region=region)
+
+    def wrong_memcpy_kind(self, call: str, dst: int, src: int, count: int, kind: Any,
+                          actual: Any, src_region: Any, dst_region: Any) -> None:
+        """A copy passed ``kind`` whose pointers make ``actual`` (the copy went by the
+        addresses, as the runtime's does): both ends, and what each pointer is."""
+        if not self.on:
+            return
+        where = (f"kind {kind.name} ({int(kind)}), but src {src:#x} is "
+                 f"{_side(src_region)} memory (the {src_region.describe()}) and dst "
+                 f"{dst:#x} is {_side(dst_region)} memory (the {dst_region.describe()}): "
+                 f"the pointers make {actual.name} ({int(actual)}); the copy went by the "
+                 f"addresses, as the runtime's does")
+        device = dst_region if not dst_region.host else src_region
+        self._report("wrong-memcpy-kind", call, dst, count, where, write=True,
+                     region=device if not device.host else None)
 
     def unchecked_host(self, call: str, addr: int, count: int, write: bool) -> None:
         """A copy through host memory the simulator did not hand out (a raw address the
@@ -595,6 +612,11 @@ class _BlockView:
 
     def site(self) -> Site | None:
         return site_of(self.block)
+
+
+def _side(region: Any) -> str:
+    """``host`` or ``device``, for a region."""
+    return "host" if region.host else "device"
 
 
 def _release(held: list) -> None:

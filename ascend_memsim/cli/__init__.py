@@ -32,6 +32,8 @@ USAGE_ERROR = 2
 #: the two agree)
 HELP_DEFAULT_PRODUCT = "A2"
 _MiB = 1 << 20
+#: what every size option takes (memory.units.parse_size)
+_SIZES = "units are binary: K/KB/KiB = 1024, M/MB/MiB = 2**20, G/GB/GiB = 2**30"
 
 
 def _load() -> None:
@@ -123,6 +125,22 @@ def _size_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(e.message) from None
 
 
+def _int_in(lo: int, hi: int | None = None) -> Any:
+    """An argparse type: an int in ``lo..hi`` (no upper bound when ``hi`` is None)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < lo or (hi is not None and value > hi):
+            bounds = f"in {lo}..{hi}" if hi is not None else f"{lo} or more"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
 def _policy_arg(text: str) -> int:
     _load()
     try:
@@ -182,17 +200,22 @@ def _parser() -> argparse.ArgumentParser:
                        help="print the result as one JSON document")
 
     p = sub.add_parser("demo", help="a guided tour of the allocation rules (start here)")
-    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT)
+    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
+                   help=f"the product whose rules the tour shows (default "
+                        f"{HELP_DEFAULT_PRODUCT}; see the profiles command)")
     p.add_argument("--capacity", type=_size_arg, default=64 * _MiB,
-                   help="device memory for the tour (default 64MiB)")
+                   help=f"device memory for the tour (default 64MiB; {_SIZES})")
     p.add_argument("--html", metavar="OUT.html", help="also write the memory map picture")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("explain", help="how SIZE becomes a footprint, step by step")
-    p.add_argument("size", type=_size_arg, metavar="SIZE", help="bytes: 123, 64KiB, 2MiB, 1GiB")
+    p.add_argument("size", type=_size_arg, metavar="SIZE",
+                   help=f"bytes: 123, 64KiB, 2MiB, 1GiB ({_SIZES})")
     p.add_argument("--policy", type=_policy_arg, default=0,
                    help="HUGE_FIRST (default), HUGE_ONLY, NORMAL_ONLY, ... or a number")
-    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT)
+    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
+                   help=f"the product whose rules apply (default {HELP_DEFAULT_PRODUCT}; see "
+                        f"the profiles command)")
     p.add_argument("--api", default="aclrtMalloc",
                    help="aclrtMalloc (default), aclrtMallocAlign32, malloc_cached, ...")
     json_option(p)
@@ -204,18 +227,27 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "run", help="run a pyacl script on the simulator, report leaks",
+        usage="ascend-memsim run [options] SCRIPT.py [ARGS ...] [-- ARGS ...]",
         description="Run an unmodified pyacl script on the simulator; report leaks and "
-                    "sanitizer findings. --product and --capacity are defaults: the script's "
-                    "own acl.init config (\"memsim\": {\"product\": ...}, "
-                    "\"defaultDevice\") overrides them.")
-    p.add_argument("script", metavar="SCRIPT.py")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
+                    "sanitizer findings. --product, --capacity and --device-count are "
+                    "defaults: the script's own acl.init config (\"memsim\": {\"product\": "
+                    "...}, \"defaultDevice\") overrides them. run's options go before "
+                    "SCRIPT.py; one of them after it is refused (exit 2) unless it follows "
+                    "--, after which every argument goes to the script as it is.")
+    p.add_argument("script", metavar="SCRIPT.py", nargs="?", help="the pyacl program to run")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="the script's arguments")
     p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
                    help=f"the product to simulate (default {HELP_DEFAULT_PRODUCT}) unless the "
                         f"script's acl.init config names one")
     p.add_argument("--capacity", type=_size_arg,
-                   help="override the device memory size (the acl.init config may too)")
-    p.add_argument("--error-exitcode", type=int, default=1,
+                   help=f"override the device memory size, e.g. 16GiB ({_SIZES}; the "
+                        f"acl.init config may say too)")
+    p.add_argument("--device-count", type=_int_in(1), metavar="N",
+                   help="devices the product has (default: the product's own, 1 on A2); the "
+                        "acl.init config's memsim.device_count may say too")
+    # an exit status is one byte: 256 would be seen as 0 (success) by the shell
+    p.add_argument("--error-exitcode", type=_int_in(1, 255), default=1, metavar="1..255",
                    help="exit status when leaks or sanitizer reports are found (default 1)")
     p.add_argument("--no-leak-check", action="store_true",
                    help="do not report blocks still live at reset or exit")
@@ -233,13 +265,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-file", metavar="F",
                    help="write sanitizer reports, leaks and the summaries to F, not stderr")
     json_option(p)
-    p.set_defaults(func=cmd_run)
+    # run's own long options and how many values each takes: one of them among the
+    # script's arguments is refused (see cmd_run)
+    p.set_defaults(func=cmd_run, run_options={
+        s: 0 if a.nargs == 0 else 1 for a in p._actions for s in a.option_strings
+        if s.startswith("--") and s != "--help"})
 
     def trace_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", metavar="TRACE", help="JSON Lines trace, RMM CSV log or "
                        "PyTorch/torch_npu memory snapshot (.pickle or .json)")
         p.add_argument("--product", help="default: the product the trace was recorded on")
-        p.add_argument("--capacity", type=_size_arg, help="device memory (e.g. 16GiB)")
+        p.add_argument("--capacity", type=_size_arg,
+                       help=f"device memory, e.g. 16GiB ({_SIZES})")
         p.add_argument("--policy", type=_policy_arg, help="replace every recorded policy")
         p.add_argument("--quiet", action="store_true", help="no progress display")
 
@@ -264,8 +301,17 @@ def _parser() -> argparse.ArgumentParser:
         if name == "plot":
             p.add_argument("-o", "--output", metavar="OUT",
                            help="OUT.html (default), OUT.svg or OUT.png (needs the plot extra)")
-            p.add_argument("--what", choices=("both", "map", "timeline"), default="both")
-            p.add_argument("--color-by", choices=("page", "component"), default="page")
+            p.add_argument("--what", choices=("both", "map", "timeline"), default="both",
+                           help="what to draw: both (default), the memory map or the "
+                                "timeline")
+            p.add_argument("--color-by", choices=("page", "component"), default="page",
+                           help="colour blocks by page kind, normal, huge or 1 GiB (page, "
+                                "default), or by the component that allocated them "
+                                "(component: APP, ...)")
+            p.add_argument("--player", action="store_true",
+                           help="write the interactive trace player (OUT.html): map, "
+                                "timeline and a slider over events, on --product and on "
+                                "950PR (A2 when --product is 950PR) side by side")
         p.set_defaults(func=func)
 
     p = sub.add_parser(
@@ -274,7 +320,9 @@ def _parser() -> argparse.ArgumentParser:
                     "(pytorch.org/memory_viz) opens, or as RMM's logging_resource_adaptor CSV.")
     p.add_argument("trace", metavar="TRACE",
                    help="JSON Lines trace, RMM CSV log or PyTorch/torch_npu snapshot")
-    p.add_argument("--format", choices=("memory-viz", "rmm-csv"), required=True)
+    p.add_argument("--format", choices=("memory-viz", "rmm-csv"), required=True,
+                   help="memory-viz: a PyTorch memory snapshot (pickle); rmm-csv: an RMM "
+                        "logging_resource_adaptor CSV log")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="output file (default: TRACE's name with .pickle or .csv)")
     p.add_argument("--device", type=int,
@@ -292,10 +340,25 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line with ``argv`` (default sys.argv[1:]); the exit status."""
     out = out or sys.stdout
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    after = None
+    if argv[:1] == ["run"] and "--" in argv:
+        # `run [options] SCRIPT.py [ARGS] -- ARGS`: what follows the first -- goes to the
+        # script as it is (argparse's own handling of -- differs between Python versions)
+        after = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else USAGE_ERROR
+    if args.command == "run":
+        if args.script is None and after:
+            args.script, after = after[0], after[1:]
+        if args.script is None:
+            print("ascend-memsim run: error: the script to run is missing "
+                  "(ascend-memsim run [options] SCRIPT.py [ARGS ...])", file=sys.stderr)
+            return USAGE_ERROR
+        args.unchecked_args = after or []
     if not getattr(args, "func", None):
         parser.print_help(out)
         return 0

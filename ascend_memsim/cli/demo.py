@@ -7,7 +7,7 @@ from typing import TextIO
 
 from ..memory.constants import MallocPolicy, MemAttr, MiB
 from ..memory.profiles import SizeRule
-from ..memory.units import format_bytes
+from ..memory.units import format_bytes, plural
 from ..observe.pictures import save_picture
 from ..observe.replay import _capacity_key
 from ..observe.viz import MapSnapshot, text_map
@@ -100,7 +100,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
             acl.rt.free(ptr)
         free, _, _ = acl.rt.get_mem_info(all_attr)
         huge_free, _, _ = acl.rt.get_mem_info(huge_attr)
-        say(f"  {len(fillers)} blocks made, {len(fillers[::2])} freed: {memory} free "
+        say(f"  {plural(len(fillers), 'block')} made, {len(fillers[::2])} freed: {memory} free "
             f"{format_bytes(free)}, but whole free 2 MiB pages: {huge_free}")
         ptr, ret = acl.rt.malloc(1 * MiB + 1, HUGE_FIRST)
         block = rt.block(ptr) if not ret else None
@@ -123,7 +123,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     say()
     say("Next: ascend-memsim explain 2MiB --policy HUGE_FIRST   (how a size becomes a footprint)")
     say("      ascend-memsim profiles                            (the products and their rules)")
-    say("      ascend-memsim run your_script.py --trace t.jsonl   (run a pyacl program here)")
+    say("      ascend-memsim run --trace t.jsonl your_script.py   (run a pyacl program here)")
     say("      ascend-memsim replay t.jsonl --product 950PR --bisect; ascend-memsim plot t.jsonl")
     return 0
 

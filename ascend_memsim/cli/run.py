@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import itertools
 import os
-import runpy
+import shlex
 import sys
-import traceback
+import threading
 from collections import Counter
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 from ..checks.reports import KINDS
 from ..memory.sites import format_site
-from ..memory.units import format_bytes
+from ..memory.units import format_bytes, plural
 from ..observe.replay import _capacity_key
 from ..observe.trace import Recorder
 from ..runtime.runtime import Runtime
 from .common import USAGE_ERROR, print_json
+from .script import run_script
 
 __all__ = ["cmd_run", "sanitizer_report_count"]
 
@@ -37,11 +42,6 @@ def sanitizer_report_count(runtime: Runtime) -> int:
     return int(count() if callable(count) else count)
 
 
-#: run's own options, which a user may wrongly write after the script name
-_RUN_OPTIONS = ("--product", "--capacity", "--error-exitcode", "--no-leak-check", "--trace",
-                "--stacks", "--sanitizer", "--print-limit", "--log-file", "--json",
-                "--run-mode")
-
 _BAR = "========="
 
 
@@ -49,8 +49,8 @@ def _leak_summary(leaks: list) -> str:
     """compute-sanitizer's leak line: requested bytes, allocations (and footprint)."""
     requested = sum(b.size for b in leaks)
     footprint = sum(b.footprint for b in leaks)
-    text = (f"{_BAR} LEAK SUMMARY: {requested} bytes leaked in {len(leaks)} allocation"
-            f"{'s' * (len(leaks) != 1)}")
+    text = (f"{_BAR} LEAK SUMMARY: {plural(requested, 'byte')} leaked in "
+            f"{plural(len(leaks), 'allocation')}")
     return text + (f" ({format_bytes(footprint)} of footprint)" if leaks else "")
 
 
@@ -59,9 +59,83 @@ def _error_summary(counts: Counter) -> str:
     errors = sum(n for k, n in counts.items() if KINDS.get(k, "error") == "error")
     warnings = sum(counts.values()) - errors
     detail = ", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))
-    text = (f"{_BAR} ERROR SUMMARY: {errors} error{'s' * (errors != 1)}, {warnings} "
-            f"warning{'s' * (warnings != 1)}")
+    text = f"{_BAR} ERROR SUMMARY: {plural(errors, 'error')}, {plural(warnings, 'warning')}"
     return f"{text} ({detail})" if detail else text
+
+
+#: acl.mdl calls whose failure run reports: a model with no stand-in fails here, and the
+#: message (acl.get_recent_err_msg) says how to write one
+_MODEL_CALLS = ("load_from_file", "load_from_file_with_mem", "load_from_mem",
+                "load_from_mem_with_mem", "query_size", "query_size_from_mem")
+
+
+@contextlib.contextmanager
+def _reporting_model_failures(report: Callable[[dict], None]) -> Iterator[None]:
+    """While the script runs, each acl.mdl load or query that fails is passed to ``report``
+    as {"call", "code", "message"}, the message being what acl.get_recent_err_msg gives
+    (once per distinct message). The script sees the same results."""
+    from ..acl import get_recent_err_msg, mdl
+
+    seen: set[str] = set()
+    lock = threading.Lock()
+
+    def watched(name: str, call: Callable) -> Callable:
+        @functools.wraps(call)
+        def watching(*args: Any, **kwargs: Any) -> Any:
+            result = call(*args, **kwargs)
+            code = result[-1] if isinstance(result, tuple) else result
+            if code:
+                message = get_recent_err_msg()
+                with lock:
+                    new = message not in seen
+                    seen.add(message)
+                if new:
+                    report({"call": f"acl.mdl.{name}", "code": int(code), "message": message})
+            return result
+
+        return watching
+
+    saved = {name: getattr(mdl, name) for name in _MODEL_CALLS}
+    for name, call in saved.items():
+        setattr(mdl, name, watched(name, call))
+    try:
+        yield
+    finally:
+        for name, call in saved.items():
+            setattr(mdl, name, call)
+
+
+def _misplaced_options(args: argparse.Namespace) -> str:
+    """The refusal of run's own options written after the script ('' when there are none).
+
+    DECISION: an option of run's after SCRIPT.py is refused (exit 2), neither taken nor
+    passed on: the script may have an option of the same name, so either guess could be
+    wrong without a word. The message gives the command with the options moved, and how to
+    pass them to the script on purpose (after ``--``).
+    """
+    options = getattr(args, "run_options", {})
+    mine: list[str] = []
+    theirs: list[str] = []
+    found: list[str] = []
+    words = iter(args.script_args)
+    for word in words:
+        name = word.split("=", 1)[0]
+        if name not in options:
+            theirs.append(word)
+            continue
+        found.append(name)
+        mine.append(word)
+        if options[name] and "=" not in word:
+            mine.extend(itertools.islice(words, 1))
+    if not found:
+        return ""
+    unchecked = getattr(args, "unchecked_args", [])
+    fixed = shlex.join(["ascend-memsim", "run", *mine, args.script, *theirs, *unchecked])
+    passed = shlex.join(["ascend-memsim", "run", args.script, "--", *args.script_args,
+                         *unchecked])
+    return (f"ascend-memsim run: error: {', '.join(dict.fromkeys(found))} after the script "
+            f"would go to the script; run's own options go before it:\n    {fixed}\n"
+            f"(to give them to the script itself, put them after --:\n    {passed})")
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
@@ -81,14 +155,15 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if not os.path.isfile(script):
         print(f"ascend-memsim run: no such script: {script}", file=sys.stderr)
         return USAGE_ERROR
-    own = sorted({a.split("=")[0] for a in args.script_args} & set(_RUN_OPTIONS))
-    if own:
-        print(f"ascend-memsim run: note: {', '.join(own)} after SCRIPT.py go to the script; "
-              f"put run's own options before the script: ascend-memsim run {own[0]} ... "
-              f"{script}", file=sys.stderr)
+    misplaced = _misplaced_options(args)
+    if misplaced:
+        print(misplaced, file=sys.stderr)
+        return USAGE_ERROR
     overrides = {}
     if args.capacity is not None:
         overrides[_capacity_key(args.product)] = args.capacity
+    if args.device_count is not None:
+        overrides["device_count"] = args.device_count
     leaked_at_reset: list = []
 
     def on_reset(event: str, device: object, info: dict) -> None:
@@ -97,7 +172,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 
     log = open(args.log_file, "w", encoding="utf-8") if args.log_file else None
     report_to = log if log is not None else sys.stderr
-    saved_argv, saved_path = sys.argv, list(sys.path)
+    model_failures: list[dict] = []
+
+    def on_model_failure(failure: dict) -> None:
+        # the model the script asked for cannot be loaded: say why, and how to describe it
+        model_failures.append(failure)
+        print(f"ascend-memsim run: {failure['call']} returned {failure['code']}: "
+              f"{failure['message']}", file=report_to, flush=True)
     status = 0
     try:
         # `run` lists leaks itself (with their sites); the sanitizer reports everything else.
@@ -116,20 +197,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                 rt.add_observer(on_reset)
             # installed once the runtime exists, so a failure above leaves sys.modules alone
             previous = install_acl()
-            sys.argv = [script, *args.script_args]
-            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
             try:
-                runpy.run_path(script, run_name="__main__")
-            except SystemExit as e:
-                code = e.code
-                status = code if isinstance(code, int) else (0 if code is None else 1)
-                if not isinstance(code, int) and code is not None:
-                    print(code, file=sys.stderr)
-            except BaseException:
-                traceback.print_exc()
-                status = 1
+                # the script's exit too (atexit handlers, its objects' __del__) happens here,
+                # before the runtime is finalized, as in the script's own process
+                with _reporting_model_failures(on_model_failure):
+                    status = run_script(script, [script, *args.script_args,
+                                                 *getattr(args, "unchecked_args", [])])
             finally:
-                sys.argv, sys.path[:] = saved_argv, saved_path
                 uninstall_acl(previous)
             leaks = [] if args.no_leak_check else leaked_at_reset + rt.blocks()
             sanitizer = getattr(rt, "sanitizer", None)
@@ -138,11 +212,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                 recorder.stop()
         if recorder is not None:
             recorder.trace.save(args.trace)
-            print(f"ascend-memsim: trace of {len(recorder.trace)} events written to "
+            print(f"ascend-memsim: trace of {plural(len(recorder.trace), 'event')} written to "
                   f"{args.trace}", file=sys.stderr)
         shown = leaks[:args.print_limit]
         for block in shown:
-            print(f"{_BAR} ERROR: Leaked {block.size} bytes at {block.ptr:#x}: "
+            print(f"{_BAR} ERROR: Leaked {plural(block.size, 'byte')} at {block.ptr:#x}: "
                   f"{block.describe()} on device {block.device_id} was never freed [leak]",
                   file=report_to)
             site = block.alloc_site
@@ -151,8 +225,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                   or f"{_BAR}         (no Python stack recorded)", file=report_to)
             print(_BAR, file=report_to)
         if len(leaks) > len(shown):
-            print(f"{_BAR} print limit reached: {len(leaks) - len(shown)} more leaked blocks",
-                  file=report_to)
+            print(f"{_BAR} print limit reached: "
+                  f"{plural(len(leaks) - len(shown), 'more leaked block')}", file=report_to)
         counts["leak"] += len(leaks)
         counts = +counts
         if args.sanitizer != "off" or leaks:
@@ -171,6 +245,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                                 for f in (b.alloc_site or ())]}
                       for b in leaks],
             "leaked_bytes": sum(b.size for b in leaks),
-            "findings": dict(counts), "trace": args.trace}, out)
+            "findings": dict(counts), "model_failures": model_failures,
+            "trace": args.trace}, out)
     return result
 

@@ -109,6 +109,8 @@ def _replay_for_picture(args: argparse.Namespace, out: TextIO):
 
 
 def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
+    if args.player:
+        return _player(args, out)
     _, result, snapshot = _replay_for_picture(args, out)
     path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".html"
     title = f"{os.path.basename(args.trace)} on {result.product}"
@@ -120,6 +122,21 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
                if timeline is not None and timeline.bucket > 1 and args.what != "map" else "")
     print(f"{path} written ({'fits' if result.fits else 'a malloc failed'}; "
           f"peak {format_bytes(result.peak_bytes)}{sampled})", file=out)
+    return 0
+
+
+def _player(args: argparse.Namespace, out: TextIO) -> int:
+    from ..observe.player import products_for, save_player
+
+    path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".html"
+    if not path.lower().endswith((".html", ".htm")):
+        raise InvalidArgument(f"--player writes an HTML page: give -o NAME.html, not {path!r}")
+    trace = _open(args.trace)
+    written = save_player(path, trace, products_for(args.product or trace.header.get("product")),
+                          capacity=args.capacity, policy=args.policy)
+    _warn(trace)
+    print(f"{path} written: the trace player, {written['summary']}; open it in a browser",
+          file=out)
     return 0
 
 

@@ -159,7 +159,9 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
         except AclError as error:
             runtime.sanitizer.kernel_error(call, f"{name}: {error}")
             raise
-        except Exception as error:
+        # SystemExit too: a kernel or model function must not end the program from inside
+        # aclopExecute / aclmdlExecute; it fails the call like any other error in it.
+        except (Exception, SystemExit) as error:
             text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
             runtime.sanitizer.kernel_error(call, f"{name} raised:\n{text.rstrip()}")
             raise KernelError(f"{call}: {name} raised {type(error).__name__}: {error}\n"

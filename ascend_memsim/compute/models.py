@@ -1,4 +1,4 @@
-"""Models (acl.mdl): stand-ins for ``.om`` files, loading, descriptions, datasets, execution.
+"""Models (acl.mdl): loading, descriptions, datasets, execution of models described by stand-ins.
 
 The simulator cannot run an ``.om`` model. A model is described by a *stand-in*: a JSON file
 beside it, ``<model file>.memsim.json``, or :func:`register_model`::
@@ -11,9 +11,11 @@ beside it, ``<model file>.memsim.json``, or :func:`register_model`::
 
 ``dtype`` is a numpy name or an aclDataType value; ``format`` an aclFormat name or value
 (default ND); ``fn`` (optional) is ``module:function`` importable from ``sys.path``, or
-``file.py:function`` relative to the JSON; it gets the input arrays and returns the output
-array(s). Without it the outputs are filled deterministically from the inputs (a generator
-seeded with their bytes: the same inputs give the same outputs).
+``file.py:function`` inside the JSON's directory; it gets the input arrays and returns the
+output array(s). Without it the outputs are filled deterministically from the inputs (a
+generator seeded with their bytes: the same inputs give the same outputs). Reading stand-ins,
+and the rule on what their ``fn`` may run (only at load, only files inside the stand-in's
+directory, each imported once), live in :mod:`ascend_memsim.compute.standins`.
 
 pyacl shapes (hicann/runtime python/pyACL/mdl/mdl_wrap.cpp): ``load_from_file(path)`` ->
 ``(model_id, ret)``; ``query_size(path)`` -> ``(work_size, weight_size, ret)``;
@@ -26,7 +28,8 @@ ACL_ERROR_RT_MEMORY_ALLOCATION 207001 and charges nothing); the ``_with_mem`` va
 that the caller's blocks are live device memory at least as large as the stand-in says
 (ACL_ERROR_INVALID_PARAM 100000 otherwise). A model file with no stand-in is
 ACL_ERROR_INVALID_FILE 100003 when the file is missing too, ACL_ERROR_PARSE_MODEL 100013 when
-it exists (the simulator cannot read ``.om``) or the stand-in is malformed. ``execute`` runs
+it exists (the simulator cannot read ``.om``) or the stand-in is malformed; an empty model
+file is 100003 even with a stand-in (the runtime cannot load it). ``execute`` runs
 at once; ``execute_async`` is queued on the stream like an operator. A dataset needs exactly
 as many buffers as the model has inputs (100017) / outputs (100018), each at least the size of
 its tensor. Dynamic batch, image size and dims queries answer "not dynamic".
@@ -34,235 +37,40 @@ its tensor. Dynamic batch, image size and dims queries answer "not dynamic".
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import itertools
-import json
-import os
-import threading
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..memory.args import SIZE_MAX, as_int
-from ..memory.constants import DATA_TYPE_BITS, DataType, Format, MallocPolicy
+from ..memory.args import as_int
+from ..memory.constants import DataType, MallocPolicy
 from ..memory.errors import (
     AclError,
     InvalidArgument,
     InvalidArgumentType,
-    InvalidFile,
     InvalidModelId,
     ModelInputMismatch,
     ModelOutputMismatch,
-    ModelParseError,
 )
 from ..memory.rules import Api
 from .launch import Operand, check_operand, launch
-from .tensors import DataBuffer, Handle, data_type, numpy_dtype, require_numpy
+from .standins import (
+    ModelSpec,
+    TensorSpec,
+    parse_spec,
+    register_model,
+    resolve_fn,
+    spec_for_bytes,
+    spec_for_file,
+    unregister_model,
+)
+from .tensors import DataBuffer, Handle, numpy_dtype, require_numpy
 
 __all__ = ["register_model", "unregister_model", "ModelSpec", "TensorSpec", "Models",
-           "Dataset", "ModelDesc", "parse_spec"]
+           "Dataset", "ModelDesc", "parse_spec", "spec_for_file", "spec_for_bytes"]
 
 #: aclrtMallocConfig module id of the graph engine (log_types.h: GE = 45).
 MODULE_GE = 45
-SUFFIX = ".memsim.json"
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    dims: tuple[int, ...]
-    dtype: DataType
-    format: int = int(Format.ND)
-
-    @property
-    def nbytes(self) -> int:
-        count = 1
-        for d in self.dims:
-            count *= max(d, 0)
-        return -(-count * DATA_TYPE_BITS.get(self.dtype, 0) // 8)
-
-    def dims_dict(self) -> dict:
-        return {"name": self.name, "dimCount": len(self.dims), "dims": list(self.dims)}
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-    weight_bytes: int = 0
-    work_bytes: int = 0
-    fn: Callable | None = None
-    source: str = ""
-
-
-_EXAMPLE = {"inputs": [{"name": "x", "shape": [1, 3, 224, 224], "dtype": "float16",
-                        "format": "NCHW"}],
-            "outputs": [{"name": "y", "shape": [1, 1000], "dtype": "float32"}],
-            "weight_bytes": 0, "work_bytes": 0}
-
-
-def _tensor(entry: object, where: str) -> TensorSpec:
-    if not isinstance(entry, Mapping):
-        raise ModelParseError(f"{where} must be an object with name, shape, dtype")
-    try:
-        shape = entry["shape"]
-        dtype = data_type(entry["dtype"], f"{where}.dtype")
-    except KeyError as missing:
-        raise ModelParseError(f"{where} has no {missing}") from None
-    except AclError as error:
-        raise ModelParseError(str(error.message)) from None
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
-                                              and d >= 0 for d in shape):
-        raise ModelParseError(f"{where}.shape must be a list of ints >= 0, got {shape!r}")
-    fmt = entry.get("format", "ND")
-    if isinstance(fmt, str):
-        name = fmt.upper().removeprefix("ACL_").removeprefix("FORMAT_")
-        if name not in Format.__members__:
-            raise ModelParseError(f"{where}.format {fmt!r} is not an aclFormat")
-        fmt = Format[name]
-    elif fmt not in Format._value2member_map_:
-        raise ModelParseError(f"{where}.format {fmt!r} is not an aclFormat")
-    return TensorSpec(str(entry.get("name", where)), tuple(shape), dtype, int(fmt))
-
-
-def _function(ref: object, base: str) -> Callable:
-    if not isinstance(ref, str) or ":" not in ref:
-        raise ModelParseError(f'"fn" must be "module:function" or "file.py:function", got '
-                              f"{ref!r}")
-    module_name, _, attr = ref.rpartition(":")
-    try:
-        if module_name.endswith(".py"):
-            path = os.path.join(base, module_name)
-            spec = importlib.util.spec_from_file_location(
-                f"memsim_model_{zlib.crc32(path.encode())}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-        fn = getattr(module, attr)
-    except Exception as error:
-        raise ModelParseError(f'"fn" {ref!r} cannot be loaded: {type(error).__name__}: '
-                              f"{error}") from None
-    if not callable(fn):
-        raise ModelParseError(f'"fn" {ref!r} is not callable')
-    return fn
-
-
-def parse_spec(spec: object, source: str = "", base: str = ".",
-               fn: Callable | None = None) -> ModelSpec:
-    """A :class:`ModelSpec` from a stand-in dict (see the module docstring).
-
-    Raises:
-        ModelParseError: a missing or malformed field.
-    """
-    if isinstance(spec, ModelSpec):
-        return spec if fn is None else ModelSpec(spec.inputs, spec.outputs, spec.weight_bytes,
-                                                 spec.work_bytes, fn, spec.source)
-    if not isinstance(spec, Mapping):
-        raise ModelParseError(f"a model stand-in is a JSON object, got {type(spec).__name__}")
-    for key in ("inputs", "outputs"):
-        if not isinstance(spec.get(key), list):
-            raise ModelParseError(f'the stand-in {source} needs "{key}": a list of tensors')
-    sizes = {}
-    for key in ("weight_bytes", "work_bytes"):
-        value = spec.get(key, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < SIZE_MAX:
-            raise ModelParseError(f'"{key}" must be an int >= 0, got {value!r}')
-        sizes[key] = value
-    if fn is None and spec.get("fn") is not None:
-        fn = _function(spec["fn"], base)
-    if fn is not None and not callable(fn):
-        raise InvalidArgumentType(f"fn must be callable, got {type(fn).__name__}")
-    return ModelSpec(tuple(_tensor(e, f"inputs[{i}]") for i, e in enumerate(spec["inputs"])),
-                     tuple(_tensor(e, f"outputs[{i}]") for i, e in enumerate(spec["outputs"])),
-                     sizes["weight_bytes"], sizes["work_bytes"], fn, source)
-
-
-_lock = threading.RLock()
-_registered: dict[str, ModelSpec] = {}
-_registered_digests: dict[str, ModelSpec] = {}
-
-
-def register_model(path: str, spec: object, fn: Callable | None = None) -> ModelSpec:
-    """Describe the model file at ``path`` without a JSON stand-in (process-wide).
-
-    ``spec`` is the stand-in's dict (or a :class:`ModelSpec`); ``fn(inputs) -> outputs``
-    overrides its ``"fn"``. If the file exists, a copy of its bytes loaded with
-    ``load_from_mem`` is recognised too.
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidArgumentType(f"path must be a str, got {type(path).__name__}")
-    key = os.path.abspath(os.fspath(path))
-    parsed = parse_spec(spec, key, os.path.dirname(key), fn)
-    with _lock:
-        _registered[key] = parsed
-        if os.path.isfile(key):
-            with open(key, "rb") as f:
-                _registered_digests[hashlib.sha256(f.read()).hexdigest()] = parsed
-    return parsed
-
-
-def unregister_model(path: str) -> None:
-    key = os.path.abspath(os.fspath(path))
-    with _lock:
-        spec = _registered.pop(key, None)
-        for digest, other in list(_registered_digests.items()):
-            if other is spec:
-                del _registered_digests[digest]
-
-
-def _how_to(path: str) -> str:
-    example = ",\n ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in _EXAMPLE.items())
-    example = "{" + example + "}"
-    return (f"write the stand-in {path + SUFFIX} describing the model, e.g.\n{example}\n"
-            f'(dtype: a numpy name or aclDataType; optional "fn": "module:function"), or call '
-            f"ascend_memsim.register_model({path!r}, spec, fn=None)")
-
-
-def spec_for_file(path: object) -> ModelSpec:
-    """The stand-in of the model file at ``path`` (registered, else its JSON).
-
-    Raises:
-        InvalidFile, ModelParseError: see the module docstring.
-    """
-    if not isinstance(path, str) or not path:
-        raise InvalidArgumentType(f"model path must be a non-empty str, got {path!r}")
-    key = os.path.abspath(path)
-    with _lock:
-        found = _registered.get(key)
-    if found is not None:
-        return found
-    json_path = path + SUFFIX
-    if not os.path.isfile(json_path):
-        if os.path.exists(path):
-            raise ModelParseError(f"{path}: the simulator cannot read .om models; "
-                                  f"{_how_to(path)}")
-        raise InvalidFile(f"{path}: no such model file and no stand-in; {_how_to(path)}")
-    try:
-        with open(json_path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except (OSError, ValueError) as error:
-        raise ModelParseError(f"{json_path}: not valid JSON ({error})") from None
-    return parse_spec(raw, json_path, os.path.dirname(os.path.abspath(json_path)))
-
-
-def spec_for_bytes(data: bytes) -> ModelSpec:
-    """The stand-in of a model held in memory: the stand-in JSON itself, or the bytes of a
-    registered model file."""
-    with _lock:
-        found = _registered_digests.get(hashlib.sha256(data).hexdigest())
-    if found is not None:
-        return found
-    try:
-        raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise ModelParseError(
-            "the model in memory is neither a stand-in JSON nor the bytes of a model file "
-            "passed to ascend_memsim.register_model; load the stand-in JSON's bytes, or "
-            "register the file") from None
-    return parse_spec(raw, "<memory>")
 
 
 @dataclass(eq=False)
@@ -310,8 +118,10 @@ class Models:
     # -- loading -------------------------------------------------------------------------------
 
     def load(self, spec: ModelSpec, mem: tuple | None = None) -> int:
-        """Charge the model's memory (or check the caller's, ``mem``) and give it an id."""
+        """Resolve the stand-in's ``fn`` (the only point where a stand-in runs code), charge
+        the model's memory (or check the caller's, ``mem``) and give it an id."""
         device = self.runtime.current_device()
+        spec = resolve_fn(spec)
         blocks: list[int] = []
         if mem is None:
             try:
@@ -388,6 +198,9 @@ class Models:
 
     def index_by_name(self, desc: object, name: object, outputs: bool) -> int:
         tensors = self.described(desc).outputs if outputs else self.described(desc).inputs
+        if not isinstance(name, str):
+            # pyacl binds the name as a C string (const char *)
+            raise InvalidArgumentType(f"name must be a str, got {type(name).__name__}")
         for i, t in enumerate(tensors):
             if t.name == name:
                 return i
@@ -440,7 +253,7 @@ class Models:
         fn = spec.fn or _default_fn(spec)
         call = "aclmdlExecute" if stream is None else "aclmdlExecuteAsync"
         name = f"model {model.model_id} function {getattr(fn, '__name__', fn)!r}"
-        launch(self.runtime, call, stream, ins, outs, lambda arrays: fn(arrays), name,
+        launch(self.runtime, call, stream, ins, outs, fn, name,
                mismatch=ModelOutputMismatch)
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..memory.args import as_int
+from ..memory.args import as_int, as_str
 from ..memory.errors import InvalidArgument, InvalidArgumentType, OpNotFound
 from .kernels import BUILTIN_KERNELS
 from .tensors import Handle, data_type
@@ -66,9 +66,7 @@ _BUILTINS = {name: _kernel(name, fn, builtin=True) for name, fn in BUILTIN_KERNE
 
 
 def _check_name(name: object) -> str:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentType(f"an op type is a non-empty str, got {name!r}")
-    return name
+    return as_str(name, "an op type")
 
 
 def register_op(name: str, fn: Callable | None = None) -> Callable:
@@ -192,16 +190,13 @@ def set_attr(attr: OpAttr, kind: str, name: object, value: object) -> None:
     Raises:
         InvalidArgument, InvalidArgumentType: a bad name or value.
     """
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentType(f"attribute name must be a non-empty str, got {name!r}")
+    as_str(name, "attribute name")
     what = f"attribute {name!r}"
     scalar = {"bool": bool, "int": int, "float": float}
     if kind in scalar:
         checked: Any = _number(value, what, scalar[kind])
     elif kind == "string":
-        if not isinstance(value, str):
-            raise InvalidArgumentType(f"{what} must be a str, got {type(value).__name__}")
-        checked = value
+        checked = as_str(value, what, empty=True)
     elif kind.startswith("list_") and kind[5:] in scalar:
         checked = [_number(v, f"{what}[{i}]", scalar[kind[5:]])
                    for i, v in enumerate(_values(value, what))]

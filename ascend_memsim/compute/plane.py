@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..memory.args import SIZE_MAX, as_int, int_or_none
+from ..memory.args import SIZE_MAX, as_int, as_str, int_or_none
 from ..memory.constants import DATA_TYPE_BITS, UNKNOWN_RANK, DataType, Format
 from ..memory.errors import (
     InvalidArgument,
-    InvalidArgumentType,
     OpInputMismatch,
     OpOutputMismatch,
 )
@@ -127,9 +126,7 @@ class ComputePlane:
         return -(-bits // 8)
 
     def set_tensor_desc_name(self, handle: object, name: object) -> None:
-        if not isinstance(name, str):
-            raise InvalidArgumentType(f"name must be a str, got {type(name).__name__}")
-        self.tensor_desc(handle).name = name
+        self.tensor_desc(handle).name = as_str(name, "name", empty=True)
 
     def set_tensor_shape(self, handle: object, dims: object) -> None:
         desc = self.tensor_desc(handle)
@@ -146,9 +143,7 @@ class ComputePlane:
     # -- operators (acl.op) -----------------------------------------------------------------
 
     def set_model_dir(self, path: object) -> None:
-        if not isinstance(path, str) or not path:
-            raise InvalidArgumentType(f"model_dir must be a non-empty str, got {path!r}")
-        self.model_dir = path
+        self.model_dir = as_str(path, "model_dir")
 
     def create_attr(self) -> int:
         return self.handles.add(OpAttr()).handle

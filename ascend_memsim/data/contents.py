@@ -26,7 +26,7 @@ import mmap
 import threading
 from bisect import bisect_left, bisect_right
 
-from ..memory.args import SIZE_MAX, as_int
+from ..memory.args import as_int
 from ..memory.constants import MemcpyKind
 from ..memory.device import Block
 from ..memory.errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
@@ -58,6 +58,29 @@ _MAP_FROM = 256 << 10
 
 #: aclrtMemcpyKind values aclrtMemcpy accepts: memory.cpp MemcpyKindTranslate maps 0..5 only.
 _MEMCPY_KINDS = range(6)
+#: The direction each directed kind names, as (source is host, destination is host);
+#: ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE is a host-to-device copy through a buffer. DEFAULT (4)
+#: names none: the runtime infers it.
+KIND_ENDS = {0: (True, True), 1: (True, False), 2: (False, True), 3: (False, False),
+             5: (True, False)}
+
+
+def kind_of(src_host: bool, dst_host: bool) -> MemcpyKind:
+    """The kind that the two ends of a copy make (what ACL_MEMCPY_DEFAULT infers)."""
+    return MemcpyKind(2 * (not src_host) + (not dst_host))
+
+
+def overrun(region, offset: int, count: int) -> str:
+    """How far an access of ``count`` bytes at ``offset`` into ``region`` runs past it, in
+    one wording for the error message and the sanitizer: past the requested size, and past
+    the footprint (the bytes the region owns)."""
+    end = offset + count
+
+    def nbytes(n: int) -> str:
+        return f"{n} byte" if n == 1 else f"{n} bytes"
+
+    return (f"{nbytes(end - region.size)} past the end of the {region.describe()}, "
+            f"{nbytes(end - region.limit)} past its {region.limit}-byte footprint")
 
 
 class Runs:
@@ -499,7 +522,7 @@ class DataPlane:
         """Checked (ptr, count, low byte of value), or None when count is 0.
 
         Raises:
-            InvalidArgument, InvalidArgumentType: NULL ptr, bad types.
+            InvalidArgument, InvalidArgumentType: NULL ptr, a value outside int32, bad types.
             InvalidRuntimeParam: count > max_count (DECISION: 107000, as memcpy; the runtime
                 check was not found, its unit-test stub refuses it as an invalid value).
         """
@@ -509,7 +532,8 @@ class DataPlane:
         ptr = as_int(ptr, "ptr")
         if ptr == 0:
             raise InvalidArgument("ptr is NULL")
-        value = as_int(value, "value", -(1 << 63), SIZE_MAX)
+        # aclrtMemset's value is an int32_t (pyacl parses it with "i": a larger int raises)
+        value = as_int(value, "value", -(1 << 31), (1 << 31) - 1)
         max_count = as_int(max_count, "max_count")
         if count > max_count:
             raise InvalidRuntimeParam(f"count={count} is more than max_count={max_count}")
@@ -558,17 +582,15 @@ class DataPlane:
                     sanitizer.unchecked_host(call, addr, count, write)
                 return foreign, 0
             sanitizer.bad_address(call, addr, count, write)
-            access = "writable" if write else "readable"
-            raise InvalidPointer(f"{call}: {addr:#x} is not in any live block or registered "
-                                 f"host buffer, nor in {access} memory of the process")
+            why = self.runtime.host.refusal(addr, count, write)
+            raise InvalidPointer(f"{call}: {addr:#x} {why}")
         offset = addr - region.base
         end = offset + count
         if end > region.size:
             if end > region.limit:
                 sanitizer.out_of_bounds(call, addr, count, write, region)
-                raise InvalidPointer(
-                    f"{call}: {count} bytes at {addr:#x} run {end - region.limit} bytes past "
-                    f"the end of the {region.describe()}")
+                raise InvalidPointer(f"{call}: {count} bytes at {addr:#x} run "
+                                     f"{overrun(region, offset, count)}")
             if sanitizer.on and not deferred:
                 sanitizer.padding_access(call, addr, count, write, region)
         if sanitizer.on and not deferred:
@@ -602,8 +624,17 @@ class DataPlane:
                *, call: str = "aclrtMemcpy", stream: object = None) -> None:
         """aclrtMemcpy: copy ``count`` bytes from ``src`` to ``dst``, direction from the addresses.
 
-        DECISION: the kind is checked (0..5) but the direction comes from the addresses, as
-        with ACL_MEMCPY_DEFAULT; the vendor's own samples pass a host buffer with DEVICE_TO_HOST.
+        The kind is checked (0..5) but the direction comes from the addresses, as the
+        runtime does: a kind that contradicts the pointers (a host-to-device copy passed as
+        DEVICE_TO_HOST, as the vendor's own samples and ModelZoo scripts do) still copies.
+        hicann/runtime: aclrtMemcpy passes the kind to rtMemcpy (memory.cpp), whose
+        ApiErrorDecorator::MemCopySync (api_error.cc) checks only its range, and the driver
+        copies by address (NpuDriver::MemCopySync, npu_driver_mem.cc: drvMemcpy takes no
+        kind); aclrtMemcpyAsync corrects the kind between pinned host memory and device memory
+        (MemcpyKindAutoCorrect, api_error.cc). DECISION: the refusal that function gives for
+        unregistered (pageable) host memory with a contradicting kind, which needs a driver
+        that reports user memory attributes, is not modelled. The sanitizer reports the
+        contradiction (``wrong-memcpy-kind``, a warning).
 
         Raises:
             InvalidArgument, InvalidRuntimeParam, InvalidPointer: see :meth:`check_memcpy`
@@ -630,6 +661,13 @@ class DataPlane:
             src_region, src_off = self.resolve(call, src, count, write=False)
             dst_region, dst_off = self.resolve(call, dst, count, write=True)
             self.check_p2p(call, src_region, dst_region)
+            ends = KIND_ENDS.get(kind)
+            if ends is not None and ends != (src_region.host, dst_region.host):
+                sanitizer = self.runtime.sanitizer
+                if sanitizer.on:
+                    sanitizer.wrong_memcpy_kind(call, dst, src, count, MemcpyKind(kind),
+                                                kind_of(src_region.host, dst_region.host),
+                                                src_region, dst_region)
             out = dst_region.view(dst_off, count)
             if out is not None:
                 src_region.read_into(src_off, out)

@@ -1,31 +1,49 @@
 """Host memory: aclrtMallocHost blocks, the host buffers user code hands in, and raw host
 addresses the process has mapped.
 
-An aclrtMallocHost block is real host memory the simulator owns, at its real address, so
-``ctypes.memmove``, ``ctypes.string_at`` and ``numpy.ctypeslib.as_array`` work on it as on
-hardware, and what they write is what ``memcpy`` reads. DECISION: a fresh block holds a
-fixed 64-byte poison pattern (hardware gives whatever was there), and bytes never written by
-a simulated call count as written once they differ from the poison: a ``ctypes`` write is
-invisible to the simulator, so the initcheck compares the bytes (writing exactly the poison
-through ctypes and reading it back is reported as uninitialised). Freed host blocks are
-kept allocated (up to :data:`FREED_KEEP_BYTES`, oldest dropped first), so a stale ``ctypes``
-write soon after ``free_host`` lands in dead memory the simulator owns, not in the
-interpreter's heap.
+Three kinds of host address, one rule each:
 
-DECISION: a buffer handed in with ``bytes_to_ptr`` or ``numpy_to_ptr`` gets a *simulated*
-address in the registered window ``[REGISTERED_BASE, DEVICE_SPAN)``, not its real one, so its
-life can be followed (see below). Any other host address (``arr.ctypes.data``, a ctypes
-buffer, a tensor's ``data_ptr()``) is accepted by memcpy and memset, as hardware accepts it,
-when the whole range lies in memory the process has mapped with the access needed (read, or
-write), checked in ``/proc/self/maps`` without dereferencing; an unmapped or read-only range
-is the runtime's code, never a crash (where ``/proc/self/maps`` does not exist, such
-addresses are refused). The sanitizer notes each copy through such memory
-(``Sanitizer.notes``): it cannot see its bounds. Known memory is looked up first: host
-blocks and registrations, then live device blocks, and only then the process's mappings, so
-a real address that falls inside a device's simulated window still works. DECISION: an
-access into a freed aclrtMallocHost block still kept is a use after free; one that starts
-past a live host block's end, in other mapped memory, is accepted with a note (the
-simulator cannot tell it from a buffer of the program's own).
+* **aclrtMallocHost blocks** are real host memory the simulator owns, at their real address,
+  so ``ctypes.memmove``, ``ctypes.string_at`` and ``numpy.ctypeslib.as_array`` work on them as
+  on hardware, and what they write is what ``memcpy`` reads. Each block is an anonymous
+  memory map of its own between two inaccessible guard pages (:func:`raw.guarded_map`), so a
+  pointer that strays off a block lands in a guard page or in the map's slack, which the
+  simulator refuses, never in the interpreter's heap. DECISION: a fresh block holds a fixed
+  64-byte poison pattern (hardware gives whatever was there), and bytes never written by a
+  simulated call count as written once they differ from the poison: a ``ctypes`` write is
+  invisible to the simulator, so the initcheck compares the bytes (writing exactly the
+  poison through ctypes and reading it back is reported as uninitialised). A block over
+  :data:`EAGER_POISON` bytes is poisoned lazily, as device memory is made on first write:
+  when a simulated call first touches a page that no one has touched yet (``pagemap``), so
+  ``malloc_host(2**32)`` costs no time and no memory; ctypes reads such a page as zeros
+  until then (and where pagemap cannot be read, a big block is never poisoned and the
+  initcheck counts its bytes as written). Freed host blocks are kept mapped (up to
+  :data:`FREED_KEEP_BYTES`, oldest dropped first), so a stale access soon after ``free_host``
+  is a use after free, not a write into someone else's memory.
+
+* **Registered buffers**: DECISION: a buffer handed in with ``bytes_to_ptr`` or
+  ``numpy_to_ptr`` gets a *simulated* address in the registered window ``[REGISTERED_BASE,
+  DEVICE_SPAN)``, not its real one, so its life can be followed (see below); it is read and
+  written through the buffer protocol, as numpy reads it, except an array over a memory map,
+  whose bytes move as raw ones do (:mod:`ascend_memsim.data.registered`).
+
+* **Raw addresses**: any other host address (``arr.ctypes.data``, a ctypes buffer, a tensor's
+  ``data_ptr()``) is accepted by memcpy and memset, as hardware accepts it, when the whole
+  range lies in memory the process has mapped with the access needed (read, or write),
+  checked in ``/proc/self/maps``, and outside the storage the simulator keeps for host blocks
+  (their slack and guard pages, freed blocks still kept). Anonymous private memory (the
+  heap, numpy's and ctypes' buffers) is read directly, since a readable page there is
+  always backed; any other mapping is reached only through ``/proc/self/mem``
+  (:mod:`ascend_memsim.data.raw`), so a page that would fault (``[vvar]``, a file mapping
+  past the end of a truncated file) is the runtime's code, never a crash; a write there is
+  probed first, so a refused one changes nothing. Where ``/proc/self/maps`` does not
+  exist, raw addresses are refused. The sanitizer notes each copy through such memory
+  (``Sanitizer.notes``): it cannot see its bounds. Known memory is looked up first: host
+  blocks and registrations, then live device blocks, and only then the process's mappings,
+  so a real address that falls inside a device's simulated window still works. What the
+  simulator cannot do is tell a raw address inside the program's buffer from one inside the
+  interpreter's own objects: a wrong raw pointer into mapped, writable memory is written, as
+  on hardware. ``acl.util.ptr_to_bytes`` / ``ptr_to_numpy`` take only the first two kinds.
 
 A registration holds the buffer object, keeping it alive. When user code has dropped every
 reference of its own (the registration holds the last one), the buffer counts as freed: the
@@ -34,53 +52,61 @@ next access through its address is a use after free and the registration is drop
 The vendor's samples copy device data into an immutable ``bytes`` object reached through
 ``bytes_to_ptr`` and read it back with ``np.frombuffer``; real pyacl writes there, so the
 simulator does too, through ctypes at the object's verified data address.
-
-Size: over 600 lines, on purpose: host blocks, registrations and raw mapped ranges share
-_HostRegion and HostMemory's lookups; a separate module for the raw ranges would import this
-one and be imported by it.
 """
 
 from __future__ import annotations
 
 import collections
 import ctypes
-import sys
+import mmap
 import threading
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from ..memory.args import as_int, as_ptr, as_size, int_or_none
-from ..memory.constants import RunMode
+from ..memory.args import as_size
 from ..memory.errors import (
-    InternalError,
-    InvalidArgument,
     InvalidArgumentType,
     InvalidPointer,
     OutOfHostMemory,
 )
 from ..memory.rules import DEVICE_SPAN
 from ..memory.sites import capture_site
+from . import raw
 from .contents import Runs, fill_view, zeroed_buffer
+from .raw import ForeignRegion
+from .registered import Registration, bytes_address, in_a_memory_map
 
 __all__ = [
     "HOST_ALIGN",
     "REGISTERED_BASE",
     "FREED_KEEP_BYTES",
+    "FREED_KEEP_BLOCKS",
+    "EAGER_POISON",
     "POISON",
-    "ForeignRegion",
     "HostBlock",
     "HostMemory",
     "Registration",
-    "mapped",
 ]
 
 #: First registered-buffer address; the window runs up to the first device (2**44).
 REGISTERED_BASE = 1 << 43
-#: Freed aclrtMallocHost memory kept allocated (not given back), at most this many bytes.
+#: Freed aclrtMallocHost memory kept mapped (not given back), at most this many bytes...
 FREED_KEEP_BYTES = 64 << 20
+#: ... and at most this many blocks (each map costs the process a few of its mappings).
+FREED_KEEP_BLOCKS = 1024
 #: What a fresh aclrtMallocHost block holds, repeated from its first byte.
 POISON = bytes((0xA5 ^ (i * 37)) & 0xFF for i in range(64))
+#: Blocks up to this footprint are poisoned whole at aclrtMallocHost; bigger ones lazily.
+EAGER_POISON = 1 << 20
+#: aclrtMallocHost memory is 64-byte aligned (hicann/runtime
+#: docs/zh/api_ref/11-02_host_memory_management.md, aclrtMallocHost).
+HOST_ALIGN = 64
+# Registered buffers start on a page and are kept a page apart, so an overrun lands nowhere.
+_REG_ALIGN = 4096
+_MADV_NOHUGEPAGE = getattr(mmap, "MADV_NOHUGEPAGE", None)
+# Held while pages of a lazily poisoned block are settled (each page once, so rarely).
+_SETTLE_LOCK = threading.Lock()
 
 
 def _poison(start: int, count: int) -> bytes:
@@ -90,62 +116,21 @@ def _poison(start: int, count: int) -> bytes:
 
 
 def _fill_poison(view: memoryview) -> None:
-    slab = POISON * 16384  # 1 MiB
+    """Poison ``view``, which starts at a block offset that is a multiple of 64."""
+    if not len(view):
+        return
+    slab = POISON * min(16384, -(-len(view) // len(POISON)))  # at most 1 MiB
     for at in range(0, len(view), len(slab)):
         piece = view[at:at + len(slab)]
         piece[:] = slab[:len(piece)]
-#: aclrtMallocHost memory is 64-byte aligned (SPEC.md 6).
-HOST_ALIGN = 64
-# Registered buffers start on a page and are kept a page apart, so an overrun lands nowhere.
-_REG_ALIGN = 4096
-_BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
-
-
-class _HostRegion:
-    """What host blocks and registered buffers share: bounds, site, reads and writes.
-
-    Subclasses give ``ptr``, ``limit``, ``extra`` and ``_memory()`` (the bytes as a memoryview).
-    """
-
-    host = True
-    readonly = False
-
-    @property
-    def base(self) -> int:
-        return self.ptr
-
-    @property
-    def end(self) -> int:
-        return self.ptr + self.limit
-
-    def site(self):
-        return None if self.extra is None else self.extra.get("site")
-
-    def view(self, offset: int, count: int) -> memoryview:
-        return self._memory()[offset:offset + count]
-
-    def source(self, offset: int, count: int) -> memoryview:
-        return self._memory()[offset:offset + count]
-
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self._memory()[offset:offset + len(out)]
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self._memory()[offset:offset + count])
-
-    def write(self, offset: int, data: memoryview) -> None:
-        self.view(offset, len(data))[:] = data
-
-    def fill(self, offset: int, count: int, value: int) -> None:
-        fill_view(self.view(offset, count), value)
 
 
 @dataclass(eq=False)
-class HostBlock(_HostRegion):
+class HostBlock:
     """An aclrtMallocHost block: real host bytes, 64-byte aligned.
 
-    ``buf`` is an anonymous memory map for a big block (the OS backs it page by page on first
-    touch, as device contents are), a bytearray for a small one.
+    ``buf`` is the block's own anonymous memory map between guard pages (a plain zeroed
+    buffer where no guarded map can be made); the OS backs it page by page on first touch.
     """
 
     ptr: int
@@ -153,16 +138,36 @@ class HostBlock(_HostRegion):
     footprint: int
     serial: int
     buf: bytearray | object = field(repr=False)
-    #: where the 64-byte aligned block starts in ``buf``
+    #: where the block starts in ``buf``
     skew: int = 0
     written: Runs = field(default_factory=Runs, repr=False)
     extra: dict | None = field(default=None, repr=False)
-    #: the ctypes view that pins ``buf`` (a bytearray with an export cannot move)
+    #: the ctypes view that pins ``buf`` (a buffer with an export cannot move or close)
     pin: object = field(default=None, repr=False)
+    #: ``[start, end)`` addresses the simulator keeps for the block (guard pages included)
+    storage: tuple[int, int] = (0, 0)
+    #: offsets whose pages were poisoned if no one had touched them; None: all settled
+    settled: Runs | None = field(default=None, repr=False)
+    #: False: a big block whose untouched pages cannot be found, never poisoned
+    poisoned: bool = True
+
+    host = True
+    readonly = False
 
     @property
     def limit(self) -> int:
         return self.footprint
+
+    @property
+    def base(self) -> int:
+        return self.ptr
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.footprint
+
+    def site(self):
+        return None if self.extra is None else self.extra.get("site")
 
     def describe(self) -> str:
         return f"{self.size}-byte host block at {self.ptr:#x} (aclrtMallocHost)"
@@ -170,12 +175,60 @@ class HostBlock(_HostRegion):
     def _memory(self) -> memoryview:
         return memoryview(self.buf)[self.skew:self.skew + self.footprint]
 
+    def settle(self, offset: int, count: int, *, written: bool = False) -> None:
+        """Poison the pages of ``[offset, offset + count)`` that no one has touched yet
+        (a lazily poisoned block; each page once). ``written``: the range is about to count
+        as written, so only its partly covered end pages need the poison.
+        O(pages not yet settled)."""
+        settled = self.settled
+        if settled is None or count <= 0:
+            return
+        page = raw.PAGE
+        # the whole pages inside the range (none when first >= last)
+        first = -(-offset // page) * page if written else 0
+        last = (offset + count) // page * page if written else 0
+        with _SETTLE_LOCK:
+            while True:
+                gap = settled.first_gap(offset, offset + count)
+                if gap is None:
+                    return
+                lo = gap[0] // page * page
+                hi = min(-(-gap[1] // page) * page, self.footprint)
+                memory = self._memory()
+                for start, end in raw.untouched(self.ptr + lo, hi - lo) or ():
+                    a, b = start - self.ptr, min(end - self.ptr, self.footprint)
+                    if first < last:
+                        _fill_poison(memory[a:max(a, min(b, first))])
+                        a = max(a, last)
+                    _fill_poison(memory[a:max(a, b)])
+                settled.add(lo, hi)
+
     def view(self, offset: int, count: int) -> memoryview:
+        self.settle(offset, count, written=True)
         self.written.add(offset, offset + count)
         return self._memory()[offset:offset + count]
 
+    def source(self, offset: int, count: int) -> memoryview:
+        self.settle(offset, count)
+        return self._memory()[offset:offset + count]
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        out[:] = self.source(offset, len(out))
+
+    def read(self, offset: int, count: int) -> bytes:
+        return bytes(self.source(offset, count))
+
+    def write(self, offset: int, data: memoryview) -> None:
+        self.view(offset, len(data))[:] = data
+
+    def fill(self, offset: int, count: int, value: int) -> None:
+        fill_view(self.view(offset, count), value)
+
     def first_gap(self, offset: int, count: int) -> tuple[int, int] | None:
         """The first run never written, by the simulator or (non-zero bytes) through ctypes."""
+        if not self.poisoned:
+            return None
+        self.settle(offset, count)
         while True:
             gap = self.written.first_gap(offset, offset + count)
             if gap is None:
@@ -184,168 +237,6 @@ class HostBlock(_HostRegion):
             if self._memory()[start:end] == _poison(start, end - start):
                 return gap
             self.written.add(start, end)
-
-
-class ForeignRegion(_HostRegion):
-    """Host memory the simulator did not hand out, at its real address (checked mapped).
-
-    Its bounds are unknown: the region is exactly the access.
-    """
-
-    extra = None
-
-    def __init__(self, addr: int, count: int, writable: bool) -> None:
-        self.ptr = addr
-        self.size = count
-        self.writable = writable
-
-    @property
-    def limit(self) -> int:
-        return self.size
-
-    def describe(self) -> str:
-        return (f"{self.size}-byte range of unregistered host memory at {self.ptr:#x} "
-                f"(mapped by the process; its bounds are not known to the simulator)")
-
-    def _memory(self) -> memoryview:
-        return memoryview((ctypes.c_char * self.size).from_address(self.ptr)).cast("B")
-
-    def view(self, offset: int, count: int) -> memoryview:
-        if not self.writable:
-            raise InvalidPointer(f"the {self.describe()} is not writable")
-        return self._memory()[offset:offset + count]
-
-    def first_gap(self, offset: int, count: int) -> None:
-        return
-
-
-_MAPS = "/proc/self/maps"
-
-
-def mapped(addr: int, count: int, write: bool) -> bool:
-    """True when ``[addr, addr + count)`` lies in mappings of this process that are readable
-    (and writable, for ``write``), read from ``/proc/self/maps`` (never by touching it).
-    False where that file does not exist."""
-    if addr <= 0 or count <= 0:
-        return False
-    try:
-        with open(_MAPS, encoding="ascii") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return False
-    at, end = addr, addr + count
-    for line in lines:
-        span, perms = line.split(None, 2)[:2]
-        lo, hi = (int(x, 16) for x in span.split("-"))
-        if hi <= at:
-            continue
-        if lo > at:
-            return False  # a hole before the range is covered
-        if perms[0] != "r" or (write and perms[1] != "w"):
-            return False
-        at = hi
-        if at >= end:
-            return True
-    return False
-
-
-@dataclass(eq=False)
-class Registration(_HostRegion):
-    """A host buffer (bytes, bytearray, numpy array) that user code handed in.
-
-    ``span`` is the buffer's length when it was registered (the addresses reserved for it);
-    ``size`` is what of it still exists: a bytearray can shrink after registration, and an
-    access past its current length is out of bounds.
-    """
-
-    ptr: int
-    span: int
-    obj: object = field(repr=False)
-    kind: str = "bytes"
-    serial: int = 0
-    extra: dict | None = field(default=None, repr=False)
-
-    @property
-    def size(self) -> int:
-        obj = self.obj
-        if obj is None:
-            return self.span
-        now = len(obj) if isinstance(obj, (bytes, bytearray)) else obj.nbytes
-        return min(now, self.span)
-
-    @property
-    def limit(self) -> int:
-        return self.size
-
-    def describe(self) -> str:
-        size = self.size
-        now = f", now {size} bytes long" if size != self.span else ""
-        return f"{self.span}-byte registered host buffer at {self.ptr:#x} ({self.kind}{now})"
-
-    def orphaned(self) -> bool:
-        """True when nothing but the registration keeps the buffer's memory alive.
-
-        Walks from the registered object to the object that owns the memory (a numpy view's
-        ``base``, a memoryview's ``obj``): each link is held once by the link before it (the
-        first by ``obj``), so any further reference (user code, another view of the same
-        array) means the memory is still held (views of one array registered separately
-        hold its owner for each other: a missed report, never a false one). Counts per
-        link: the holder, the local variable, and getrefcount's own argument. Immortal
-        objects (CPython 3.12+) never look orphaned.
-        """
-        obj = self.obj
-        while obj is not None:
-            if sys.getrefcount(obj) > 3:
-                return False
-            obj = _memory_owner(obj)
-        return True
-
-    def _memory(self) -> memoryview:
-        obj = self.obj
-        if type(obj) is bytes:
-            # Real pyacl writes into the bytes object's buffer; so do we (bounds: self.span).
-            # The ctypes array holds the bytes object, so a view made from it (ptr_to_numpy)
-            # keeps the object alive, and the registration is not orphaned while it lives.
-            array = (ctypes.c_char * self.span).from_address(id(obj) + _BYTES_DATA_OFFSET)
-            array.keep = obj
-            return memoryview(array).cast("B")
-        return memoryview(obj).cast("B")
-
-    def view(self, offset: int, count: int) -> memoryview:
-        view = self._memory()
-        if view.readonly:
-            raise InvalidPointer(f"the {self.describe()} is read-only")
-        return view[offset:offset + count]
-
-    def first_gap(self, offset: int, count: int) -> None:
-        """A buffer user code made counts as written throughout."""
-        return
-
-
-def _memory_owner(obj: object) -> object:
-    """The object a numpy view or memoryview takes its memory from, or None."""
-    if isinstance(obj, memoryview):
-        try:
-            return obj.obj
-        except ValueError:  # released
-            return None
-    if type(obj).__name__ == "ndarray":
-        return obj.base
-    return None
-
-
-def _bytes_address(obj: bytes) -> int:
-    """The data address of a bytes object, checked two ways.
-
-    Raises:
-        InternalError: the interpreter lays bytes out differently than expected.
-    """
-    by_ctypes = ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value
-    by_layout = id(obj) + _BYTES_DATA_OFFSET
-    if by_ctypes != by_layout:
-        raise InternalError("cannot locate the data of a bytes object on this interpreter "
-                            f"({by_ctypes:#x} != {by_layout:#x})")
-    return by_layout
 
 
 class HostMemory:
@@ -361,6 +252,9 @@ class HostMemory:
         self._freed_bytes = 0
         self._regions: dict[int, HostBlock | Registration] = {}
         self._starts = SortedList()
+        #: storage start -> host block (live or freed and kept), for refusing raw accesses
+        self._stores: dict[int, HostBlock] = {}
+        self._store_starts = SortedList()
         self._by_id: dict[int, Registration] = {}
         self._next_reg = REGISTERED_BASE
         self._serial = 0
@@ -382,6 +276,29 @@ class HostMemory:
         size = as_size(size)
         footprint = -(-size // HOST_ALIGN) * HOST_ALIGN
         with self.lock:
+            block = self._make_block(size, footprint)
+            self._serial += 1
+            block.serial = self._serial
+            if self.record_sites:
+                block.extra = {"site": capture_site()}
+            self._add(block)
+            self._add_store(block)
+            return block
+
+    @staticmethod
+    def _make_block(size: int, footprint: int) -> HostBlock:
+        """A fresh block in its own guarded map (else a plain buffer), poisoned whole when
+        small, lazily when big.
+
+        Raises:
+            OutOfHostMemory: the process is out of memory.
+        """
+        made = raw.guarded_map(footprint)
+        if made is not None:
+            buf, pin, ptr = made
+            skew = raw.PAGE
+            storage = (ptr - raw.PAGE, ptr - raw.PAGE + len(buf))
+        else:
             try:
                 buf = zeroed_buffer(footprint + HOST_ALIGN)
                 pin = (ctypes.c_char * (footprint + HOST_ALIGN)).from_buffer(buf)
@@ -389,13 +306,25 @@ class HostMemory:
                 raise OutOfHostMemory(f"cannot allocate {size} bytes of host memory") from None
             base = ctypes.addressof(pin)
             skew = -base % HOST_ALIGN
-            self._serial += 1
-            block = HostBlock(base + skew, size, footprint, self._serial, buf, skew, pin=pin)
+            ptr = base + skew
+            storage = (base, base + len(buf))
+        block = HostBlock(ptr, size, footprint, 0, buf, skew, pin=pin, storage=storage)
+        if footprint <= EAGER_POISON:
             _fill_poison(block._memory())
-            if self.record_sites:
-                block.extra = {"site": capture_site()}
-            self._add(block)
-            return block
+        elif made is not None and raw.untouched(ptr, raw.PAGE) is not None:
+            if _MADV_NOHUGEPAGE is not None:
+                # One touch must not make a whole huge page present: pages are poisoned
+                # lazily by whether anyone touched them.
+                try:
+                    buf.madvise(_MADV_NOHUGEPAGE)
+                except (OSError, ValueError):
+                    pass
+            block.settled = Runs()
+        else:
+            # DECISION: no way to find the untouched pages: never poisoned (the initcheck
+            # counts its bytes as written) rather than fill gigabytes in one call.
+            block.poisoned = False
+        return block
 
     def free_host(self, ptr: int) -> HostBlock:
         """aclrtFreeHost: release the host block that starts at ``ptr``.
@@ -410,9 +339,12 @@ class HostMemory:
                                      f"block")
             self._remove(block)
             self._freed.append(block)
-            self._freed_bytes += block.footprint
-            while self._freed_bytes > FREED_KEEP_BYTES:
-                self._freed_bytes -= self._freed.popleft().footprint
+            self._freed_bytes += block.storage[1] - block.storage[0]
+            while (self._freed_bytes > FREED_KEEP_BYTES
+                   or len(self._freed) > FREED_KEEP_BLOCKS):
+                old = self._freed.popleft()
+                self._freed_bytes -= old.storage[1] - old.storage[0]
+                self._remove_store(old)
             return block
 
     # -- registered buffers --------------------------------------------------------------------
@@ -431,7 +363,7 @@ class HostMemory:
                 # every such constant in the process.
                 raise InvalidArgumentType("bytes_to_ptr needs a bytes object of at least "
                                           "2 bytes (shorter ones are shared singletons)")
-            _bytes_address(obj)
+            bytes_address(obj)
         elif isinstance(obj, bytearray):
             size = len(obj)
         elif kind == "ndarray":
@@ -458,7 +390,8 @@ class HostMemory:
             if self._next_reg >= DEVICE_SPAN:
                 raise OutOfHostMemory("the registered host window is used up")
             self._serial += 1
-            reg = Registration(ptr, size, obj, kind, self._serial)
+            reg = Registration(ptr, size, obj, kind, self._serial,
+                               raw_io=kind == "ndarray" and in_a_memory_map(obj))
             if self.record_sites:
                 reg.extra = {"site": capture_site()}
             self._by_id[id(obj)] = reg
@@ -507,14 +440,44 @@ class HostMemory:
         """The access as a :class:`ForeignRegion` when the process has that range mapped
         (readable; writable for ``write``), else None. Never touches the memory.
 
-        An access that touches a freed aclrtMallocHost block still kept allocated is None
-        (a use after free, not foreign memory). O(kept freed blocks) plus reading the maps.
+        An access that touches the storage the simulator keeps for a host block (its guard
+        pages and slack, or a freed block still kept) is None: not the program's memory.
+        O(log blocks) plus reading the maps.
         """
+        if self.store_at(addr, count) is not None:
+            return None
+        kind = raw.mapping(addr, count, write)
+        if kind is None:
+            return None
+        return ForeignRegion(addr, count, write, direct=kind == "anonymous")
+
+    def store_at(self, addr: int, count: int) -> HostBlock | None:
+        """The host block (live, or freed and kept) whose storage overlaps the access."""
         with self.lock:
-            for block in self._freed:
-                if addr < block.ptr + block.footprint and block.ptr < addr + count:
-                    return None
-        return ForeignRegion(addr, count, write) if mapped(addr, count, write) else None
+            starts = self._store_starts
+            i = starts.bisect_left(addr + count)
+            if not i:
+                return None
+            block = self._stores[starts[i - 1]]
+            # Storages are disjoint, so the last one starting before the access's end is
+            # the only one that can reach back into it.
+            return block if block.storage[1] > addr else None
+
+    def refusal(self, addr: int, count: int, write: bool) -> str:
+        """Why a raw access of ``count`` bytes at ``addr`` is refused (for the message)."""
+        block = self.store_at(addr, count)
+        if block is not None:
+            with self.lock:
+                freed = self._regions.get(block.ptr) is not block
+            if freed and addr < block.end and block.ptr < addr + count:
+                return f"is in the {block.describe()}, which was freed (a use after free)"
+            state = "freed " if freed else ""
+            return (f"touches memory the simulator keeps for the {state}{block.describe()}, "
+                    f"outside the block (its guard pages or slack): a raw access there is "
+                    f"refused, so a stray pointer cannot corrupt the simulator")
+        access = "writable" if write else "readable"
+        return (f"is not in any live block or registered host buffer, nor in {access} memory "
+                f"of the process")
 
     def blocks(self) -> list[HostBlock]:
         """Live aclrtMallocHost blocks, by address."""
@@ -545,136 +508,11 @@ class HostMemory:
         del self._regions[region.ptr]
         self._starts.remove(region.ptr)
 
+    def _add_store(self, block: HostBlock) -> None:
+        self._stores[block.storage[0]] = block
+        self._store_starts.add(block.storage[0])
 
-# -- pyacl's acl.util conversions ----------------------------------------------------------------
-
-#: The largest numpy index (intp on a 64-bit host).
-_INTP_MAX = (1 << 63) - 1
-
-#: ptr_to_numpy type codes (pyacl docs, function-ptr_to_numpy) -> numpy dtype names.
-NPY_TYPES = {0: "bool", 1: "int8", 2: "uint8", 3: "int16", 4: "uint16", 5: "int32",
-             6: "uint32", 7: "int64", 8: "uint64", 9: "longlong", 10: "ulonglong",
-             11: "float32", 12: "float64", 23: "float16"}
-
-
-def bytes_to_ptr(runtime, data: object) -> int:
-    """acl.util.bytes_to_ptr: the (simulated) address of a bytes or bytearray buffer.
-
-    The buffer stays registered, and alive, while user code holds it.
-
-    Raises:
-        InvalidArgumentType: not bytes or bytearray (or a bytes object shorter than 2).
-    """
-    if not isinstance(data, (bytes, bytearray)):
-        raise InvalidArgumentType(f"bytes_to_ptr takes bytes, got {type(data).__name__}")
-    return runtime.host.register(data).ptr
-
-
-def numpy_to_ptr(runtime, array: object) -> int:
-    """acl.util.numpy_to_ptr: the (simulated) address of a numpy array's data.
-
-    As pyacl does, an array that is not C-contiguous is copied first; the copy is held by
-    no one, so its address dangles at once (as on hardware).
-
-    Raises:
-        InvalidArgumentType: not a numpy array, or an array of Python objects (dtype object,
-            or a structured dtype with object fields).
-    """
-    if type(array).__name__ != "ndarray":
-        raise InvalidArgumentType(f"numpy_to_ptr takes a numpy.ndarray, got "
-                                  f"{type(array).__name__}")
-    if array.dtype.hasobject:
-        # Its bytes are PyObject pointers: copying them to or from the device corrupts the
-        # interpreter (pyacl hands out the raw buffer; refusing is the simulator's check).
-        raise InvalidArgumentType(f"numpy_to_ptr: an array of dtype {array.dtype} holds Python "
-                                  f"objects (their pointers), not data; convert it to a "
-                                  f"numeric dtype")
-    if not array.flags["C_CONTIGUOUS"]:
-        array = array.copy(order="C")
-    return runtime.host.register(array).ptr
-
-
-def _host_region(runtime, call: str, ptr: object, size: int, write: bool):
-    """(region, offset) of host memory at ``ptr``; device memory is refused before the
-    sanitizer looks at the access (nothing is read, so there is nothing to report)."""
-    ptr = as_ptr(ptr)
-    data = runtime.data
-    with data.lock:
-        region = data.region_at(ptr)
-        if region is not None and not region.host and runtime.run_mode is not RunMode.DEVICE:
-            raise InvalidPointer(f"{call}: {ptr:#x} is device memory; the host cannot read it "
-                                 f"directly (copy it with memcpy first, or simulate a program "
-                                 f"that runs on the device: run_mode 'device')")
-        return data.resolve(call, ptr, size, write=write)
-
-
-def ptr_to_bytes(runtime, ptr: object, size: object) -> bytes:
-    """acl.util.ptr_to_bytes: ``size`` bytes of host memory at ``ptr``, as a new bytes object.
-
-    Raises:
-        InvalidPointer: not inside a live host block or registered buffer, or past its end.
-    """
-    size = as_int(size, "size")
-    if size == 0:
-        return b""
-    region, offset = _host_region(runtime, "ptr_to_bytes", ptr, size, write=False)
-    if not region.host:  # ACL_DEVICE run mode: device memory read directly
-        return bytes(region.read(offset, size))
-    return bytes(region.source(offset, size))
-
-
-def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
-    """acl.util.ptr_to_numpy: a numpy array over host memory at ``ptr`` (shares the memory).
-
-    ``type_code`` is pyacl's int code (11 = float32, see :data:`NPY_TYPES`) or a dtype.
-    DECISION: the returned array is writable, so the host block counts as written.
-
-    Raises:
-        InvalidArgument: an unknown type code, a dtype of Python objects, a shape that is not an
-            int or a list/tuple of ints >= 0, or one numpy cannot index.
-        InvalidArgumentType: a dimension that is not an int.
-        InvalidPointer: as ptr_to_bytes.
-    """
-    import numpy  # optional: only this conversion needs it
-
-    code = int_or_none(type_code)
-    if code is not None:
-        if code not in NPY_TYPES:
-            raise InvalidArgument(f"type code {code} is not one of {sorted(NPY_TYPES)}")
-        dtype = numpy.dtype(NPY_TYPES[code])
-    else:
-        try:
-            dtype = numpy.dtype(type_code)
-        except (TypeError, ValueError, KeyError, SyntaxError):  # e.g. '1/0', {'x': 1}
-            raise InvalidArgument(f"{type_code!r} is not a numpy type") from None
-    if dtype.hasobject:
-        raise InvalidArgument(f"ptr_to_numpy: dtype {dtype} holds Python object pointers; host "
-                              f"memory holds only data")
-    length = int_or_none(shape)
-    if length is not None:
-        given: tuple = (length,)
-    elif isinstance(shape, (list, tuple)):
-        given = tuple(shape)
-    elif type(shape).__name__ == "ndarray" and shape.ndim == 1:
-        given = tuple(shape.tolist())
-    else:
-        raise InvalidArgument(f"shape {shape!r} is neither an int nor a list, tuple or 1-D "
-                              f"array of ints")
-    # numpy's own limit: each dimension, and the product of the non-zero ones, fit in intp
-    # (numpy.empty((0, 2**63)) raises ValueError).
-    dims = tuple(as_int(d, f"shape[{i}]", 0, _INTP_MAX) for i, d in enumerate(given))
-    count, nonzero = 1, 1
-    for d in dims:
-        count *= d
-        nonzero *= max(d, 1)
-    if nonzero * dtype.itemsize > _INTP_MAX or len(dims) > 64:
-        raise InvalidArgument(f"shape {dims} of {dtype} is larger than numpy can index "
-                              f"(at most 64 dimensions, {_INTP_MAX} bytes)")
-    size = count * dtype.itemsize
-    if size == 0:
-        return numpy.empty(dims, dtype)
-    region, offset = _host_region(runtime, "ptr_to_numpy", ptr, size, write=True)
-    view = region.view(offset, size) if region.host else region.direct_view(offset, size)
-    return numpy.frombuffer(view, dtype=dtype).reshape(dims)
-
-
+    def _remove_store(self, block: HostBlock) -> None:
+        if self._stores.get(block.storage[0]) is block:
+            del self._stores[block.storage[0]]
+            self._store_starts.remove(block.storage[0])

@@ -13,7 +13,7 @@ from .errors import InvalidArgument, InvalidArgumentType, InvalidRuntimeParam
 
 __all__ = [
     "as_int", "as_size", "as_ptr", "int_or_none", "parse_malloc_config", "parse_mem_type_query",
-    "SIZE_MAX", "UINT32_MAX",
+    "as_str", "shown", "SIZE_MAX", "UINT32_MAX",
 ]
 
 #: The largest value a C ``size_t`` (and a 64-bit pointer) can hold.
@@ -39,16 +39,68 @@ def as_int(value: object, name: str, lo: int | None = 0, hi: int | None = SIZE_M
     else:
         number = _index(value, name)
     if (lo is not None and number < lo) or (hi is not None and number > hi):
-        raise InvalidArgument(f"{name}={number} is outside [{lo}, {hi}]")
+        raise InvalidArgument(f"{name}={number} is outside {_range(lo, hi)}")
     return number
 
 
+def _range(lo: int | None, hi: int | None) -> str:
+    """``[lo, hi]``, an open end said in words."""
+    if lo is None:
+        return f"(-inf, {hi}]" if hi is not None else "the integers"
+    return f"[{lo}, {hi}]" if hi is not None else f"[{lo}, +inf)"
+
+
 def _index(value: object, name: str) -> int:
+    """``operator.index(value)`` as a plain int. Whatever the object's ``__index__`` raises
+    (a user's class may raise anything, not only TypeError) makes a wrong argument, never a
+    crash."""
     try:
-        return operator.index(value)
-    except TypeError:
+        number = operator.index(value)
+    except Exception as error:
+        cause = "" if isinstance(error, TypeError) else (
+            f" (its __index__ raised {type(error).__name__})")
         raise InvalidArgumentType(
-            f"{name} must be an int, got {type(value).__name__} {value!r}") from None
+            f"{name} must be an int, got {shown(value)}{cause}") from None
+    # an int subclass may carry methods that raise (its __repr__): go on with the plain int
+    return number if number.__class__ is int else int.__index__(number)
+
+
+#: How many characters of an argument's repr a message quotes.
+SHOWN_CHARS = 80
+
+
+def shown(value: object) -> str:
+    """``type repr`` of an argument for an error message, the repr cut to
+    :data:`SHOWN_CHARS`; never an exception (a user's ``__repr__`` may raise, or be huge).
+
+    >>> shown(3.5), shown("x" * 100)[-11:]
+    ('float 3.5', '(102 chars)')
+    """
+    kind = type(value).__name__
+    try:
+        text = repr(value)
+    except Exception as error:
+        return f"{kind} (its __repr__ raised {type(error).__name__})"
+    if len(text) > SHOWN_CHARS:
+        text = f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
+    return f"{kind} {text}"
+
+
+def as_str(value: object, name: str, *, empty: bool = False) -> str:
+    """A str argument that becomes a C string (a path, a name): non-empty unless ``empty``,
+    and without NUL (pyacl's ``"s"`` format refuses one with ValueError).
+
+    Raises:
+        InvalidArgumentType: not a str, or empty.
+        InvalidArgument: it holds a NUL character.
+    """
+    if not issubclass(type(value), str) or not (empty or str.__len__(value)):
+        kind = "a str" if empty else "a non-empty str"
+        raise InvalidArgumentType(f"{name} must be {kind}, got {shown(value)}")
+    text = str.__str__(value)
+    if "\0" in text:
+        raise InvalidArgument(f"{name} holds a NUL character, which a C string cannot")
+    return text
 
 
 def as_size(value: object, name: str = "size") -> int:
@@ -57,9 +109,11 @@ def as_size(value: object, name: str = "size") -> int:
     Raises:
         InvalidArgumentType, InvalidArgument: as :func:`as_int`; size 0 is InvalidArgument.
     """
-    size = as_int(value, name)
+    size = as_int(value, name, None, None)
     if size == 0:
         raise InvalidArgument(f"{name} must be > 0 (got 0)")
+    if not 0 < size <= SIZE_MAX:
+        raise InvalidArgument(f"{name}={size} is outside [1, {SIZE_MAX}] (a size_t, not 0)")
     return size
 
 
@@ -78,15 +132,16 @@ def as_ptr(value: object, name: str = "ptr") -> int:
 
 def int_or_none(value: object) -> int | None:
     """``value`` as an int when it is an integer (``__index__``: numpy integers too; not
-    bool), else None. For lookups that must not raise."""
+    bool), else None. For lookups that must not raise (whatever ``__index__`` raises)."""
     if value.__class__ is int:
         return value
     if isinstance(value, bool):
         return None
     try:
-        return operator.index(value)
-    except TypeError:
+        number = operator.index(value)
+    except Exception:
         return None
+    return number if number.__class__ is int else int.__index__(number)
 
 
 def parse_malloc_config(cfg: object) -> dict[int, int]:
@@ -107,7 +162,8 @@ def parse_malloc_config(cfg: object) -> dict[int, int]:
     attrs: dict[int, int] = {}
     for pair in pairs:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise InvalidArgumentType(f"cfg entry {pair!r} is not an (attr_type, value) pair")
+            raise InvalidArgumentType(f"cfg entry {shown(pair)} is not an (attr_type, value) "
+                                      f"pair")
         kind = as_int(pair[0], "cfg attr_type", 0, SIZE_MAX)
         if kind not in MallocAttrType._value2member_map_:
             # memory.cpp: an unknown attribute type is ACL_ERROR_RT_PARAM_INVALID.

@@ -53,6 +53,7 @@ from .rules import (
     plan as plan_request,
 )
 from .sites import Site, capture_site
+from .units import plural
 
 __all__ = ["Block", "Device"]
 
@@ -274,8 +275,8 @@ class Device:
         """
         base, readonly = parse_policy(policy, api)
         pages = page_order(self.profile, size, base)
-        # rule_size is ALIGN_UP(size, 32) plus a fixed padding per (product, page, api).
-        steps = tuple((page, PAGE_BYTES[page], rule_size(self.profile, 32, page, api) - 32)
+        # rule_size is ALIGN_UP(size, 32) plus a fixed padding per (product, page, api, policy).
+        steps = tuple((page, PAGE_BYTES[page], rule_size(self.profile, 32, page, api, policy) - 32)
                       for page in pages)
         plan = (base, readonly, pages, steps, base in P2P_POLICIES)
         if len(self._plans) < 4096:  # policy words are 32-bit: bound what odd callers cost
@@ -384,7 +385,7 @@ class Device:
         held = f", {len(self._held)} more held by the sanitizer's quarantine" if self._held else ""
         lines.append(f"  free {alloc.free_bytes} of {alloc.capacity} bytes; "
                      f"largest free run {alloc.largest_free_run()} bytes; "
-                     f"{len(self._blocks)} live blocks{held}")
+                     f"{plural(len(self._blocks), 'live block')}{held}")
         if smallest is not None and alloc.free_bytes >= smallest:
             lines.append(f"  fragmentation: {alloc.free_bytes} bytes are free, but no single "
                          f"suitably aligned run holds {smallest}")

@@ -2,7 +2,7 @@
 
 >>> print(explain(2 * 1024 * 1024, 0, product="A2"))  # doctest: +NORMALIZE_WHITESPACE
 aclrtMalloc(size=2097152, policy=HUGE_FIRST) on Atlas A2 training/inference series (Ascend 910B)
-  1. size rule: ALIGN_UP(2097152, 32) + 32 = 2097184  [seed chapter, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32]
+  1. size rule: ALIGN_UP(2097152, 32) + 32 = 2097184  [api_ref 11-01, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32]
   2. pages: size 2097152 > 1 MiB, so 2 MiB huge pages first, normal pages if none can be had  [acl_rt.h, ACL_MEM_MALLOC_HUGE_FIRST]
   3. huge pages: footprint ALIGN_UP(2097184, 2 MiB) = 4194304 (4 MiB), start aligned to 2 MiB  [memory model: footprint = rule size rounded up to the page size]
   4. fallback, normal pages: footprint ALIGN_UP(2097184, 64 B) = 2097216 (2 MiB + 64 B), start aligned to 64 B  [memory model: footprint = rule size rounded up to the page size]
@@ -65,24 +65,34 @@ class Explanation:
 _MODEL = "memory model: footprint = rule size rounded up to the page size"
 
 
-def _rule_step(profile: Profile, size: int, page: Page, api: Api) -> Step:
+#: Where the size rules are written: hicann/runtime docs/zh/api_ref/
+#: 11-01_device_memory_malloc_and_free.md, one section per API.
+_DOC = "api_ref 11-01"
+
+
+def _rule_step(profile: Profile, size: int, page: Page, api: Api, policy: int) -> Step:
     aligned = align_up(size, 32)
-    result = rule_size(profile, size, page, api)
+    result = rule_size(profile, size, page, api, policy)
     if api is Api.MALLOC_ALIGN32:
         return Step(f"size rule: ALIGN_UP({size}, 32) = {result}",
-                    "seed chapter, aclrtMallocAlign32: round up to 32 bytes only")
+                    f"{_DOC}, aclrtMallocAlign32: round up to 32 bytes only")
     if api in (Api.MALLOC_WITH_CFG, Api.MALLOC_FOR_TASK_SCHEDULER):
         return Step(f"size rule: ALIGN_UP({size}, 32) = {result} (no +32)",
                     f"runtime source: {api.value} passes the size unpadded; DevMalloc "
                     f"rounds it to 32 bytes (memory.cpp, api_impl.cc)")
     if profile.size_rule is SizeRule.ALIGN32:
         return Step(f"size rule: ALIGN_UP({size}, 32) = {result}",
-                    "seed chapter, aclrtMalloc: Ascend 950PR/950DT round up to 32 bytes")
+                    f"{_DOC}, aclrtMalloc: Ascend 950PR/950DT round up to 32 bytes")
     if page is Page.HUGE1G:
         return Step(f"size rule: ALIGN_UP({size}, 32) = {result} (no +32 on 1 GB pages)",
-                    "seed chapter, aclrtMalloc: 1 GB huge pages skip the extra 32 bytes")
+                    f"{_DOC}, aclrtMalloc: 1 GB huge pages skip the extra 32 bytes")
+    if result == aligned:
+        # aclrtMallocCached with HUGE1G_ONLY_P2P: default pages, but the 1 GB policy's rule.
+        return Step(f"size rule: ALIGN_UP({size}, 32) = {result} (no +32 for a 1 GB policy)",
+                    "memory.cpp, aclrtMallocCachedImpl: isPadding = !huge1g for "
+                    "HUGE1G_ONLY and HUGE1G_ONLY_P2P, whatever pages it then gets")
     return Step(f"size rule: ALIGN_UP({size}, 32) + 32 = {aligned + 32}",
-                "seed chapter, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32")
+                f"{_DOC}, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32")
 
 
 def _page_step(size: int, base: MallocPolicy | None, policy: int, api: Api,
@@ -90,9 +100,14 @@ def _page_step(size: int, base: MallocPolicy | None, policy: int, api: Api,
     name = policy_name(policy, api)
     if base is None:
         kind = "huge pages, normal if none" if pages[0] is Page.HUGE else "normal pages"
-        return Step(f"pages: policy {name} is outside the enum, so {kind} "
+        if api is Api.MALLOC_CACHED and policy in MallocPolicy._value2member_map_:
+            return Step(f"pages: aclrtMallocCached gives {name} the default flags, so {kind} "
+                        f"(huge from {format_bytes(OUT_OF_RANGE_HUGE_FROM)})",
+                        "memory.cpp, aclrtMallocCachedImpl: only HUGE_FIRST, HUGE_ONLY, "
+                        "NORMAL_ONLY and HUGE1G_ONLY get page flags")
+        return Step(f"pages: policy {name}, so {kind} "
                     f"(huge from {format_bytes(OUT_OF_RANGE_HUGE_FROM)})",
-                    "SPEC.md DECISION: an out-of-enum policy is a hint, not an error")
+                    "project DECISION: such a policy is a hint, not an error")
     rule = f"acl_rt.h, ACL_MEM_MALLOC_{base.name}"
     if base.name.startswith("HUGE_FIRST"):
         if pages == (Page.NORMAL,):
@@ -123,18 +138,21 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
     api = Api.parse(api)
     size, policy, base, readonly, pages = plan(profile, size, policy, api)
     capacity = profile.total(profile.main_memory)
-    if all(align_up(rule_size(profile, size, p, api), PAGE_BYTES[p]) > capacity for p in pages):
+    if all(align_up(rule_size(profile, size, p, api, policy), PAGE_BYTES[p]) > capacity
+           for p in pages):
         # A device of the product holds no such footprint even when empty: malloc's refusal.
         raise OutOfDeviceMemory(
             f"{api.value}(size={size}, policy={policy_name(policy, api)}) can never fit on "
             f"{profile.description}: every footprint it may take is larger than the "
             f"{capacity} bytes of {profile.main_memory.value}")
     request = f"{api.value}(size={size}, policy={policy_name(policy, api)}) on {profile.description}"
-    steps = [_rule_step(profile, size, pages[0], api), _page_step(size, base, policy, api, pages)]
+    first_rule = rule_size(profile, size, pages[0], api, policy)
+    steps = [_rule_step(profile, size, pages[0], api, policy),
+             _page_step(size, base, policy, api, pages)]
     for i, page in enumerate(pages):
-        rule = rule_size(profile, size, page, api)
-        if i and rule != rule_size(profile, size, pages[0], api):
-            steps.append(_rule_step(profile, size, page, api))
+        rule = rule_size(profile, size, page, api, policy)
+        if i and rule != first_rule:
+            steps.append(_rule_step(profile, size, page, api, policy))
         granule = PAGE_BYTES[page]
         footprint = align_up(rule, granule)
         label = f"{page.value} pages" if i == 0 else f"fallback, {page.value} pages"
@@ -145,6 +163,5 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
         steps.append(Step("USER_SPACE_READONLY: host writes to the block are refused",
                           "acl_rt.h, ACL_MEM_ACCESS_USER_SPACE_READONLY"))
     first = pages[0]
-    first_rule = rule_size(profile, size, first, api)
     return Explanation(request, tuple(steps), size, first_rule, first,
                        align_up(first_rule, PAGE_BYTES[first]), profile.main_memory.value)

@@ -9,10 +9,9 @@ memory.cpp's (aclrtMallocPhysicalImpl, aclrtMemGetAllocationGranularityImpl). A
 
 from __future__ import annotations
 
-from collections.abc import Mapping as _Dict
 from dataclasses import dataclass, field
 
-from .args import SIZE_MAX, UINT32_MAX, as_int
+from .args import SIZE_MAX, UINT32_MAX, shown
 from .constants import AccessFlags, AllocationType, HandleType, LocationType, MemAttr
 from .errors import (
     FeatureNotSupported,
@@ -23,8 +22,8 @@ from .errors import (
 from .profiles import Profile
 from .rules import PAGE_BYTES, Page
 
-__all__ = ["PhysicalHandle", "PhysicalProp", "check_attr", "granule", "parse_access",
-           "parse_prop", "reported_attr"]
+__all__ = ["PhysicalHandle", "PhysicalProp", "check_attr", "field_of", "granule",
+           "parse_access", "parse_dict", "parse_prop", "reported_attr"]
 
 
 #: The attributes memory.cpp's memAttrHandlers accepts, and what each asks of the driver
@@ -77,10 +76,33 @@ class PhysicalProp:
                 "reserve": self.reserve}
 
 
-def field_of(d: _Dict, key: str, hi: int) -> int:
-    """An int field of a pyacl dict (0 when missing, as pyacl leaves it)."""
-    value = d.get(key, 0)
-    return as_int(value, f"prop[{key!r}]", -(1 << 31) if hi == UINT32_MAX else 0, hi)
+def field_of(d: dict, key: str, hi: int) -> int:
+    """An int field of a pyacl dict: 0 when missing, as pyacl leaves the zeroed struct.
+
+    Read as the C API reads it (``PyDict_GetItemString``: a subclass's overridden methods do
+    not run). pyacl takes an int (a bool is one) and ignores anything else; DECISION: the
+    simulator refuses anything else, so a program tested here never relies on a field it
+    thinks it set.
+
+    Raises:
+        InvalidArgumentType: not an int. InvalidArgument: outside the C field's range.
+    """
+    value = dict.get(d, key, 0)
+    if not isinstance(value, int):
+        raise InvalidArgumentType(f"{key} must be an int, got {shown(value)}")
+    value = int.__index__(value)
+    lo = -(1 << 31) if hi == UINT32_MAX else 0
+    if not lo <= value <= hi:
+        raise InvalidArgument(f"{key}={value} is outside [{lo}, {hi}]")
+    return value
+
+
+def parse_dict(value: object, what: str) -> dict:
+    """``value`` if it is a dict (or a subclass, as ``PyDict_Check``), else the TypeError
+    pyacl raises, as a code."""
+    if not issubclass(type(value), dict):
+        raise InvalidArgumentType(f"the {what} argument is not dict (got {shown(value)})")
+    return value
 
 
 def parse_prop(prop: object) -> PhysicalProp:
@@ -93,13 +115,8 @@ def parse_prop(prop: object) -> PhysicalProp:
     """
     if isinstance(prop, PhysicalProp):
         return prop
-    if not isinstance(prop, _Dict):
-        raise InvalidArgumentType(f"prop must be a dict (aclrtPhysicalMemProp), got "
-                                  f"{type(prop).__name__}")
-    location = prop.get("location", {})
-    if not isinstance(location, _Dict):
-        raise InvalidArgumentType(f"prop['location'] must be a dict (aclrtMemLocation), got "
-                                  f"{type(location).__name__}")
+    prop = parse_dict(prop, "aclrtPhysicalMemProp")
+    location = parse_dict(dict.get(prop, "location", {}), "aclrtMemLocation")
     return PhysicalProp(field_of(prop, "handleType", UINT32_MAX),
                         field_of(prop, "allocationType", UINT32_MAX),
                         field_of(prop, "memAttr", UINT32_MAX),
@@ -189,7 +206,7 @@ def reported_attr(page: Page, p2p: bool) -> int:
     return _REPORTED[page, p2p]
 
 
-def parse_access(desc: list, count: int, device_count: int) -> dict:
+def parse_access(desc: object, count: int, device_count: int) -> dict:
     """aclrtMemSetAccess's ``desc`` (a list of ``{"flags", "location": {"id", "type"}}``,
     aclrtMemAccessDesc) as {(location type, id): flags}, every entry checked first.
 
@@ -199,17 +216,18 @@ def parse_access(desc: list, count: int, device_count: int) -> dict:
             length, a flag outside aclrtMemAccessFlags, a location other than DEVICE (a valid
             id) or HOST.
     """
+    if not issubclass(type(desc), list):
+        raise InvalidArgumentType(f"desc must be a list of aclrtMemAccessDesc dicts, got "
+                                  f"{shown(desc)}")
+    desc = list.copy(desc)
     if count == 0 or count != len(desc):
         raise InvalidRuntimeParam(f"aclrtMemSetAccess: count={count} for {len(desc)} "
                                   f"descriptor(s)")
     changes = {}
     for entry in desc:
-        if not isinstance(entry, _Dict):
-            raise InvalidArgumentType("each desc entry must be a dict")
+        entry = parse_dict(entry, "aclrtMemAccessDesc")
         flags = field_of(entry, "flags", UINT32_MAX)
-        location = entry.get("location", {})
-        if not isinstance(location, _Dict):
-            raise InvalidArgumentType("desc['location'] must be a dict")
+        location = parse_dict(dict.get(entry, "location", {}), "aclrtMemLocation")
         kind = field_of(location, "type", UINT32_MAX)
         number = field_of(location, "id", UINT32_MAX)
         if flags not in set(AccessFlags):

@@ -41,7 +41,7 @@ class Memory(str, Enum):
 
 
 class SizeRule(str, Enum):
-    """How aclrtMalloc rounds the requested size (seed chapter, aclrtMalloc)."""
+    """How aclrtMalloc rounds the requested size (api_ref 11-01, aclrtMalloc)."""
 
     #: ALIGN_UP(size, 32): Ascend 950PR/950DT.
     ALIGN32 = "align32"
@@ -155,9 +155,10 @@ _NO_RESERVE = ("0: no public source gives this part's system-reserved memory, so
 
 #: What the two Ascend 950 parts share, with its sources.
 _SOURCES_950 = {
-    "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
-    "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
-    "usage_info": "SPEC.md: aclrtGetMemUsageInfo not supported on 950",
+    "size_rule": "api_ref 11-01, aclrtMalloc: ALIGN_UP(size, 32) on 950PR/950DT",
+    "huge1g": ("DECISION: api_ref 25-02 (ACL_MEM_MALLOC_HUGE1G_ONLY) does not list 950PR/950DT "
+               "among the parts without 1 GB pages; the simulator models them on A2/A3 only"),
+    "usage_info": "api_ref 11-01, aclrtGetMemUsageInfo: not supported on 950PR/950DT",
     "dvpp_type": "aclrtCheckMemType notes (11-01_device_memory_malloc_and_free.md): "
                  "950PR/950DT have no separate DVPP memory type, it is ordinary device memory",
     "reserved_bytes": _NO_RESERVE,
@@ -200,7 +201,7 @@ _BUILTIN = (
             "reserved_bytes": "3116 MiB: 64 GiB less the total a 910B reports through "
                               "aclrtGetMemInfo, 65452113920 bytes (vllm-ascend issue #4404, "
                               "'total memory: 65452113920' on a 910B; driver-dependent)",
-            "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
+            "size_rule": "api_ref 11-01, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
             "huge1g": "acl_rt.h aclrtMemMallocPolicy HUGE1G_ONLY; docs list A2/A3",
         })),
     Profile(
@@ -214,7 +215,7 @@ _BUILTIN = (
             "hbm_bytes": "64 GB per die: commonly cited, unverified; " + _THIRD_PARTY,
             "reserved_bytes": _NO_RESERVE,
             "device_count": "simulator default: one package of two dies",
-            "size_rule": "seed chapter, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
+            "size_rule": "api_ref 11-01, aclrtMalloc: ALIGN_UP(size, 32) + 32 on Atlas A2/A3",
             "huge1g": "acl_rt.h aclrtMemMallocPolicy HUGE1G_ONLY; docs list A2/A3",
         })),
     Profile(
@@ -227,8 +228,8 @@ _BUILTIN = (
                         "Ascend310P3.ini (memory_size 24e9 bytes)"),
             "ddr_bytes": "24 GB LPDDR4X (Atlas 300I Pro card): " + _THIRD_PARTY,
             "reserved_bytes": _NO_RESERVE,
-            "size_rule": "SPEC.md DECISION: as Atlas A2",
-            "huge1g": "SPEC.md: 1 GB pages are A2/A3 only",
+            "size_rule": "DECISION: as Atlas A2 (api_ref 11-01 gives no rule for this part)",
+            "huge1g": "api_ref 25-02, ACL_MEM_MALLOC_HUGE1G_ONLY: not on Atlas inference parts",
         })),
 )
 

@@ -4,11 +4,13 @@ A request becomes a block in three documented steps (see :mod:`ascend_memsim.mem
 which reuses these functions, so the explanation cannot drift from the behaviour):
 
 1. the *rule size*: the product's rounding of the requested size for the API
-   (seed chapter, aclrtMalloc / aclrtMallocAlign32): :func:`rule_size`;
+   (hicann/runtime docs/zh/api_ref/11-01_device_memory_malloc_and_free.md, aclrtMalloc /
+   aclrtMallocAlign32): :func:`rule_size`;
 2. the *page kinds* to try, in order, from the policy (acl_rt.h, aclrtMemMallocPolicy):
    :func:`parse_policy`, :func:`page_order`;
 3. the *footprint*: the rule size rounded up to the page size (:data:`PAGE_BYTES`), placed
-   on a page boundary (the project's memory model, SPEC.md section 4).
+   on a page boundary (the project's memory model, a DECISION: see the README, "The rules,
+   per product").
 
 Also the address layout: each device owns one window of addresses (:func:`device_base`).
 """
@@ -51,7 +53,8 @@ PAGE_BYTES = {Page.NORMAL: 64, Page.HUGE: 2 * MiB, Page.HUGE1G: 1 * GiB}
 #: on ACL_MEM_MALLOC_HUGE_FIRST).
 HUGE_FIRST_THRESHOLD = 1 * MiB
 
-#: DECISION (SPEC.md 4): a policy outside the enum is a hint; huge pages from this size up.
+#: DECISION: a policy outside the enum is a hint (memory.cpp passes it on as RT_MEMORY_DEFAULT,
+#: no error); huge pages from this size up.
 OUT_OF_RANGE_HUGE_FROM = 2 * MiB
 
 
@@ -128,8 +131,8 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
     word is a value outside the enum, as memory.cpp's if/else chain treats it.
     aclrtMallocCached maps any policy but its four (:data:`CACHED_POLICIES`) to the default
     (memory.cpp, aclrtMallocCachedImpl), so for it a _P2P policy is a hint too (no P2P
-    memory). DECISION: for HUGE1G_ONLY_P2P that source also drops the +32 padding while
-    allocating default pages; the simulator keeps the +32 of default pages (32 bytes apart).
+    memory). For HUGE1G_ONLY_P2P that source still drops the +32 padding while it allocates
+    default pages: :func:`rule_size` follows it (its ``policy`` argument).
     """
     if api in _CFG_APIS and policy >= 0:
         readonly = bool(policy & _READONLY)
@@ -145,8 +148,11 @@ def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
 _POLICY_BY_VALUE = {int(p): p for p in MallocPolicy}
 _CFG_APIS = frozenset({Api.MALLOC_WITH_CFG, Api.MALLOC_FOR_TASK_SCHEDULER})
 #: The C type of a policy is an enum: any int32 or uint32 value can be passed. Values outside
-#: the enum are hints (SPEC 4), so the range check only refuses what C cannot hold.
+#: the enum are hints (see OUT_OF_RANGE_HUGE_FROM), so the range check only refuses what C
+#: cannot hold.
 POLICY_MIN = -(1 << 31)
+#: The policies memory.cpp never pads (``huge1g`` in aclMallocMemInner, aclrtMallocCachedImpl).
+_HUGE1G_POLICIES = frozenset({int(MallocPolicy.HUGE1G_ONLY), int(MallocPolicy.HUGE1G_ONLY_P2P)})
 _HUGE_FIRST = (MallocPolicy.HUGE_FIRST, MallocPolicy.HUGE_FIRST_P2P)
 _HUGE_ONLY = (MallocPolicy.HUGE_ONLY, MallocPolicy.HUGE_ONLY_P2P)
 _NORMAL_ONLY = (MallocPolicy.NORMAL_ONLY, MallocPolicy.NORMAL_ONLY_P2P)
@@ -176,11 +182,16 @@ def page_order(profile: Profile, size: int, base: MallocPolicy | None) -> tuple[
     return (Page.HUGE1G,)
 
 
-def rule_size(profile: Profile, size: int, page: Page, api: Api) -> int:
-    """The size after the product's rounding rule for ``api`` (seed chapter, aclrtMalloc).
+def rule_size(profile: Profile, size: int, page: Page, api: Api, policy: int | None = None) -> int:
+    """The size after the product's rounding rule for ``api`` (vendor chapter, aclrtMalloc).
 
     aclrtMalloc and aclrtMallocCached: ALIGN_UP(size, 32) + 32 on the products whose rule
-    adds 32, except on 1 GB pages (memory.cpp, GetAlignedAndPaddingSize). aclrtMallocAlign32:
+    adds 32, except for the two 1 GB policies (memory.cpp, aclMallocMemInner and
+    aclrtMallocCachedImpl: ``isPadding = !huge1g``, huge1g being HUGE1G_ONLY or
+    HUGE1G_ONLY_P2P; GetAlignedAndPaddingSize). ``policy``, the checked policy word, matters
+    for aclrtMallocCached only: it gives HUGE1G_ONLY_P2P default pages, yet no padding.
+    Without it, 1 GB pages stand for the 1 GB policies (as they do for aclrtMalloc).
+    aclrtMallocAlign32:
     ALIGN_UP(size, 32). aclrtMallocWithCfg and aclrtMallocForTaskScheduler: ALIGN_UP(size, 32)
     on every product: memory.cpp (aclrtMallocInnerWithCfg) passes the size unpadded to
     rtsMalloc, and the runtime's DevMalloc (api_impl.cc) only rounds it to 32 bytes.
@@ -190,10 +201,13 @@ def rule_size(profile: Profile, size: int, page: Page, api: Api) -> int:
     >>> from ascend_memsim.memory.profiles import get_profile
     >>> rule_size(get_profile("A2"), 2 * MiB, Page.HUGE, Api.MALLOC) - 2 * MiB
     32
+    >>> rule_size(get_profile("A2"), 100, Page.NORMAL, Api.MALLOC_CACHED,
+    ...           MallocPolicy.HUGE1G_ONLY_P2P)
+    128
     """
     aligned = -(-size // 32) * 32
     if (api is Api.MALLOC_ALIGN32 or api in _CFG_APIS or profile.size_rule is SizeRule.ALIGN32
-            or page is Page.HUGE1G):
+            or page is Page.HUGE1G or policy in _HUGE1G_POLICIES):
         return aligned
     return aligned + 32
 
@@ -214,7 +228,7 @@ def plan(profile: Profile, size: object, policy: object,
     policy = as_int(policy, "policy", POLICY_MIN, UINT32_MAX)
     base, readonly = parse_policy(policy, api)
     pages = page_order(profile, size, base)
-    if rule_size(profile, size, pages[0], api) > SIZE_MAX:
+    if rule_size(profile, size, pages[0], api, policy) > SIZE_MAX:
         raise InvalidArgument(f"size={size} overflows size_t when rounded up by "
                               f"{api.value}'s size rule")
     return size, policy, base, readonly, pages

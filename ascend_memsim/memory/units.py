@@ -1,8 +1,13 @@
-"""Sizes in bytes: the one parser and the one formatter.
+"""Sizes in bytes: the one parser and the one formatter (and counts of things, in words).
 
 Markers, configs (the aclInit JSON, pytest ini options), profile overrides and the command
 line all accept a size as an int or as text read by :func:`parse_size` (``"64MiB"``,
 ``"1.5GiB"``). Every size the package prints goes through :func:`format_bytes`.
+
+DECISION: every unit is binary, ``KB``/``MB``/``GB`` included (``"2MB"`` is 2 MiB, 2,097,152
+bytes): device memory comes in binary units (2 MiB huge pages), and PyTorch, whose users
+write ``"2MB"``, means MiB by it. A program that means 2,000,000 bytes writes ``2000000``
+or ``2e6``. The help texts, the error message and the README say so.
 """
 
 from __future__ import annotations
@@ -11,11 +16,14 @@ import math
 
 from .errors import InvalidArgument
 
-__all__ = ["parse_size", "format_bytes"]
+__all__ = ["parse_size", "format_bytes", "plural"]
 
 
 def parse_size(text: str | int) -> int:
     """Bytes from ``123``, ``64B``, ``4KiB``, ``2MiB``, ``1GiB``, ``1.5GiB``, ``2M`` or ``1e3``.
+
+    Units are binary and case does not matter: ``K``, ``KB``, ``KiB`` are 1024 bytes; ``M``,
+    ``MB``, ``MiB`` 2**20; ``G``, ``GB``, ``GiB`` 2**30; ``T``, ``TB``, ``TiB`` 2**40.
 
     A number with a point or an exponent (``1.5GiB``, ``1e3``, ``1.5e3``) is accepted when it
     makes a whole number of bytes; ``0x``-prefixed hexadecimal is read as such (``0x1e3`` is
@@ -25,6 +33,8 @@ def parse_size(text: str | int) -> int:
     (2097152, 1073741824, 123, 4096)
     >>> parse_size("1e3"), parse_size("1.5e3"), parse_size("0x1e3")
     (1000, 1500, 483)
+    >>> parse_size("2MB") == parse_size("2MiB") == 2 * 1024 * 1024
+    True
 
     Raises:
         InvalidArgument: not a size (or a negative one).
@@ -42,7 +52,8 @@ def parse_size(text: str | int) -> int:
         i -= 1
     number, unit = s[:i], s[i:].lower()
     if unit not in units or not number:
-        raise InvalidArgument(f"size {text!r} is not a size (examples: 123, 64B, 2MiB, 1GiB)")
+        raise InvalidArgument(f"size {text!r} is not a size (examples: 123, 64B, 2MiB, 1GiB; "
+                              f"units are binary, 2MB = 2MiB = 2097152 bytes)")
     decimal = not number.lower().lstrip("+-").startswith(("0x", "0o", "0b"))
     try:
         if decimal and any(c in number for c in ".eE"):
@@ -83,3 +94,12 @@ def format_bytes(n: int) -> str:
             count, n = divmod(n, scale)
             parts.append(f"{count} {unit}")
     return " + ".join(parts)
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``n`` and the noun agreeing with it: ``1 block``, ``2 blocks``, ``0 bytes``.
+
+    >>> plural(1, "malloc"), plural(3, "free"), plural(0, "byte"), plural(2, "entry", "entries")
+    ('1 malloc', '3 frees', '0 bytes', '2 entries')
+    """
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Mapping as _Dict
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedDict
@@ -56,7 +55,6 @@ from .constants import (
 from .errors import (
     FeatureNotSupported,
     InvalidArgument,
-    InvalidArgumentType,
     InvalidHandle,
     InvalidRuntimeParam,
     OutOfDeviceMemory,
@@ -68,6 +66,7 @@ from .physical import (
     field_of,
     granule,
     parse_access,
+    parse_dict,
     parse_prop,
     reported_attr,
 )
@@ -535,9 +534,6 @@ class AddressSpace:
         """
         size = as_int(size, "size")
         count = as_int(count, "count")
-        if not isinstance(desc, (list, tuple)):
-            raise InvalidArgumentType(f"desc must be a list of aclrtMemAccessDesc dicts, got "
-                                      f"{type(desc).__name__}")
         with self.lock:
             mapping = self.mapping(ptr, "aclrtMemSetAccess")
             if size != mapping.size:
@@ -555,9 +551,7 @@ class AddressSpace:
             InvalidArgument: NULL. InvalidRuntimeParam: not a mapping's start, or another
             location type. InvalidArgumentType: location not a dict.
         """
-        if not isinstance(location, _Dict):
-            raise InvalidArgumentType(f"location must be a dict (aclrtMemLocation), got "
-                                      f"{type(location).__name__}")
+        location = parse_dict(location, "aclrtMemLocation")
         kind, number = field_of(location, "type", UINT32_MAX), field_of(location, "id", UINT32_MAX)
         with self.lock:
             mapping = self.mapping(ptr, "aclrtMemGetAccess")

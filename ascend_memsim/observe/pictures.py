@@ -13,10 +13,13 @@ __all__ = ["save_picture"]
 
 
 def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
-                 timeline: Timeline | None = None, title: str = "ascend-memsim",
+                 timeline: Timeline | None = None, title: str | None = None,
                  text: str = "", color_by: str = "page") -> None:
     """Write ``path`` by its extension: ``.svg`` (the timeline and/or the map; both as two
     panels of one SVG), ``.html`` (both and ``text``), ``.png`` (matplotlib, both panels).
+
+    ``title`` heads the picture: the timeline when there is one, else the map (whose own
+    description then follows in its subtitle); the page's title for HTML.
 
     Raises:
         ValueError: another extension, or nothing to draw.
@@ -25,14 +28,17 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
     if lower.endswith(".png"):
         from .png import save_png  # matplotlib: imported only when a PNG is asked for
 
-        save_png(path, snapshot=snapshot, timeline=timeline, title=title)
+        save_png(path, snapshot=snapshot, timeline=timeline, title=title or "",
+                 color_by=color_by)
         return
     if lower.endswith(".svg"):
         panels = []
         if timeline is not None:
-            panels.append(timeline_svg(timeline, title=title))
+            panels.append(timeline_svg(timeline, title=title or "Bytes in use"))
         if snapshot is not None:
-            panels.append(map_svg(snapshot, color_by=color_by))
+            # the title heads the first panel: the map's own when it is alone
+            panels.append(map_svg(snapshot, color_by=color_by,
+                                  title=title if timeline is None else None))
         if not panels:
             raise ValueError("nothing to draw")
         # both: one SVG, the timeline above the map
@@ -46,7 +52,7 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
             sections.append(("Text map", text_map(snapshot)))
         if text:
             sections.append(("Report", text))
-        content = html_page(title, *sections)
+        content = html_page(title or "ascend-memsim", *sections)
     else:
         raise ValueError(f"{path!r}: the picture format comes from the extension: .svg, "
                          f".html or .png")

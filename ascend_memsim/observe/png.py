@@ -1,4 +1,11 @@
-"""The memory map and the timeline as a PNG, drawn with matplotlib (the ``plot`` extra)."""
+"""The memory map and the timeline as a PNG, drawn with matplotlib (the ``plot`` extra).
+
+The PNG draws what the SVG of :mod:`.viz` draws: the map's rows of 2 MiB with requested
+bytes, padding (at least 2 pixels wide, so the +32 rule shows) and page rounding apart, a
+dark line at each block's start and end, labels inside blocks wide enough, folded free
+stretches; the timeline with its capacity line and failed mallocs. Every text is plain:
+file names and component names never go through matplotlib's ``$...$`` math parser or TeX.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 from ..memory.constants import MiB
 from ..memory.units import format_bytes
 from .viz import (
+    FREE_COLOR,
     PADDING_COLOR,
     PAGE_COLORS,
     ROW_BYTES,
     MapSnapshot,
+    _wrap,
     component_colors,
     offset_label,
     rows_of,
@@ -22,93 +31,230 @@ if TYPE_CHECKING:
 
 __all__ = ["save_png", "draw_figure"]
 
+_DPI = 110
+_FIG_WIDTH = 10.0
+
+
+def _lines(*texts: str) -> str:
+    """``texts`` one under another, each wrapped to the figure's width (a heading of 10.5
+    points), so no long file name runs off the picture."""
+    room = _FIG_WIDTH * _DPI * 0.88
+    return "\n".join(line for text in texts for line in _wrap(text, room, 10.5 * _DPI / 72))
+
+
 def save_png(path: str, *, snapshot: MapSnapshot | None = None,
-             timeline: Timeline | None = None, title: str = "") -> None:
+             timeline: Timeline | None = None, title: str = "",
+             color_by: str = "page") -> None:
     """Draw the map and/or the timeline into a PNG with matplotlib (the ``plot`` extra).
 
     Raises:
         ImportError: matplotlib is not installed (the message says how to get it).
     """
-    fig = draw_figure(snapshot=snapshot, timeline=timeline, title=title)
+    fig = draw_figure(snapshot=snapshot, timeline=timeline, title=title, color_by=color_by)
     import matplotlib.pyplot as plt  # draw_figure has checked that matplotlib is there
 
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=_DPI)
+    finally:
+        plt.close(fig)
 
 
 def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | None = None,
-                title: str = "") -> Any:
+                title: str = "", color_by: str = "page") -> Any:
     """The matplotlib figure :func:`save_png` writes (the timeline above the map).
+
+    ``title`` heads the timeline, or the map when it is alone.
 
     Raises:
         ImportError: matplotlib is not installed (the message says how to get it).
+        ValueError: nothing to draw, or ``color_by`` is not "page" or "component".
     """
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
+        from matplotlib.text import Text
     except ImportError:
         raise ImportError("PNG output needs matplotlib: pip install 'ascend-memsim[plot]' "
                           "(or write .svg / .html, which need nothing)") from None
+    if color_by not in ("page", "component"):
+        raise ValueError(f"color_by must be 'page' or 'component', got {color_by!r}")
     panels = [p for p in (timeline, snapshot) if p is not None]
     if not panels:
         raise ValueError("save_png needs a snapshot or a timeline")
-    # The map's rows: 2 MiB each while up to 128 rows are in use (as the SVG), and a panel
-    # tall enough for them.
-    row_bytes, runs = rows_of(snapshot, 128) if snapshot is not None else (ROW_BYTES, [])
-    rows = [r for first, count in runs for r in range(first, first + count)]
+    # The map's lines: rows of 2 MiB while up to 128 are in use (as the SVG), and folds.
+    lines = _map_lines(snapshot) if snapshot is not None else (ROW_BYTES, [])
     heights = ([4] if timeline is not None else []) + (
-        [max(3.0, 1.5 + 0.16 * len(rows))] if snapshot is not None else [])
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights)), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+        [max(3.0, 1.6 + 0.2 * len(lines[1]))] if snapshot is not None else [])
+    fig, axes = plt.subplots(len(panels), 1, figsize=(_FIG_WIDTH, sum(heights)),
+                             squeeze=False, gridspec_kw={"height_ratios": heights})
     ax_iter = iter(axes[:, 0])
     if timeline is not None:
-        ax = next(ax_iter)
-        names = timeline.components()
-        # The last value holds to the last event, as in the SVG (timeline_steps).
-        xs, by_name = timeline_steps(timeline)
-        ys = [[v / MiB for v in by_name[n]] for n in names]
-        if names:
-            ax.stackplot(xs, ys, labels=names, step="post",
-                         colors=[component_colors(names)[n] for n in names])
-        for index in timeline.failures:
-            ax.axvline(index + 1, color="#C00000", linewidth=0.8)
-        ax.set_xlim(0, max(xs[-1], 1))
-        ax.set_xlabel("event number")
-        ax.set_ylabel("MiB in use (footprint)")
-        ax.set_title(title or "Bytes in use")
-        if names:
-            ax.legend(loc="upper left")
+        _draw_timeline(next(ax_iter), timeline, title or "Bytes in use")
     if snapshot is not None:
-        ax = next(ax_iter)
-        position = {r: i for i, r in enumerate(rows)}
-        parts = {"data": None, "padding": PADDING_COLOR, "rounding": "#DDDDDD"}
-        for start, end, part, b in snapshot.segments():
-            pos = start
-            while pos < end:
-                r = pos // row_bytes
-                stop = min(end, (r + 1) * row_bytes)
-                if r in position:
-                    ax.broken_barh([((pos - r * row_bytes) / MiB, (stop - pos) / MiB)],
-                                   (position[r] - 0.4, 0.8),
-                                   facecolors=parts[part] or PAGE_COLORS[b.page.value],
-                                   hatch="//" if part == "rounding" else None)
-                pos = stop
-        # at most about 40 labels, so they never overprint
-        every = max(1, -(-len(rows) // 40))
-        ax.set_yticks(range(0, len(rows), every))
-        ax.set_yticklabels([offset_label(r * row_bytes) for r in rows[::every]], fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlim(0, row_bytes / MiB)
-        ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)})")
-        # The legend sits between the title and the map, where no axis label is.
-        ax.set_title(f"Memory map: {snapshot.title}", pad=26)
-        ax.legend(handles=[Patch(color=c, label=f"{k} pages") for k, c in PAGE_COLORS.items()]
-                  + [Patch(color=PADDING_COLOR, label="padding"),
-                     Patch(facecolor="#DDDDDD", hatch="//", label="page rounding")],
-                  loc="lower center", bbox_to_anchor=(0.5, 1.0),
-                  ncol=5, fontsize=8, frameon=False)
+        heading = [f"Memory map: {snapshot.title}"]
+        if title and timeline is None:
+            heading.insert(0, title)
+        _draw_map(next(ax_iter), fig, snapshot, lines, heading, color_by)
+    # File and component names are data: never math text, never TeX (before any layout,
+    # which measures the texts).
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+        text.set_usetex(False)
     fig.tight_layout()
     return fig
+
+
+def _draw_timeline(ax: Any, timeline: Timeline, title: str) -> None:
+    names = timeline.components()
+    # The value after event N holds from x = N, as the SVG draws it (timeline_steps).
+    xs, by_name = timeline_steps(timeline)
+    ys = [[v / MiB for v in by_name[n]] for n in names]
+    colors = component_colors(names)
+    if names:
+        ax.stackplot(xs, ys, labels=names, step="post", colors=[colors[n] for n in names],
+                     alpha=0.85)
+    peak = max((sum(by.values()) for _, by in timeline.points), default=0)
+    cap = timeline.capacity
+    if cap and cap <= 4 * max(peak, 1):
+        ax.axhline(cap / MiB, color="#C00000", linewidth=1.2, linestyle=(0, (6, 4)),
+                   label=f"capacity {format_bytes(cap)}")
+    for i, index in enumerate(timeline.failures[:200]):
+        failed = max(timeline.failed, len(timeline.failures))
+        ax.axvline(index, color="#C00000", linewidth=0.8,
+                   label=f"failed malloc ({failed})" if i == 0 else None)
+    ax.set_xlim(0, max(xs[-1], 1))
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("event number (event N at x = N)")
+    ax.set_ylabel("MiB in use (footprint)")
+    sub = f"peak {format_bytes(peak)} over {timeline.events} events"
+    if timeline.bucket > 1:
+        sub += f"; each point the highest of {timeline.bucket} events"
+    ax.set_title(_lines(title, sub), fontsize=10.5, loc="left")
+    ax.grid(axis="y", color="#E4E4E4")
+    ax.set_axisbelow(True)
+    if names or timeline.failures:
+        ax.legend(loc="upper left", fontsize=8)
+
+
+def _map_lines(snapshot: MapSnapshot) -> tuple[int, list[tuple[str, int, int]]]:
+    """(bytes per row, lines top to bottom): ("row", r, 0) or ("fold", first, end) for a
+    folded free stretch of rows [first, end), as the SVG lays them out."""
+    row_bytes, runs = rows_of(snapshot, 128)
+    total_rows = -(-snapshot.capacity // row_bytes)
+    lines: list[tuple[str, int, int]] = []
+    previous_end = 0
+    for first, count in runs:
+        if first > previous_end:
+            lines.append(("fold", previous_end, first))
+        lines += [("row", r, 0) for r in range(first, first + count)
+                  if r * row_bytes < snapshot.capacity]
+        previous_end = first + count
+    if previous_end < total_rows:
+        lines.append(("fold", previous_end, total_rows))
+    return row_bytes, lines
+
+
+def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
+              layout: tuple[int, list[tuple[str, int, int]]], heading: list[str],
+              color_by: str) -> None:
+    from matplotlib.patches import Patch, Rectangle
+
+    row_bytes, lines = layout
+    row_mib = row_bytes / MiB
+    comp = component_colors({b.module_name for b in snapshot.blocks})
+
+    def color(b: Any) -> str:
+        return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
+
+    # pixels per MiB of the row, from the axes' width in the figure (labels fit by it)
+    px_per_mib = ax.get_position().width * _FIG_WIDTH * _DPI / row_mib
+    char_px = 7 * 0.62 * _DPI / 72
+    position: dict[int, int] = {}
+    for y, (kind, a, b) in enumerate(lines):
+        if kind == "row":
+            position[a] = y
+            row_w = min(row_bytes, snapshot.capacity - a * row_bytes) / MiB
+            ax.add_patch(Rectangle((0, y - 0.42), row_w, 0.84, facecolor=FREE_COLOR,
+                                   edgecolor="#CCCCCC", linewidth=0.5))
+        else:
+            free = format_bytes((b - a) * row_bytes) if b * row_bytes <= snapshot.capacity \
+                else format_bytes(snapshot.capacity - a * row_bytes)
+            ax.text(row_mib / 2, y, f"… {free} free ({offset_label(a * row_bytes)} to "
+                    f"{offset_label(min(b * row_bytes, snapshot.capacity))}) …",
+                    ha="center", va="center", fontsize=7.5, color="#777777", style="italic")
+    for start, end, part, blk in snapshot.segments():
+        pos = start
+        while pos < end:
+            r = pos // row_bytes
+            stop = min(end, (r + 1) * row_bytes)
+            y = position.get(r)
+            if y is not None:
+                x, w = (pos - r * row_bytes) / MiB, (stop - pos) / MiB
+                # padding is tiny next to a page: at least 2 pixels, so the rule shows, and
+                # drawn over the page rounding that follows it; a small block 1.5 pixels
+                w = max(w, (2 if part == "padding" else 1.5) / px_per_mib)
+                face = {"data": color(blk), "padding": PADDING_COLOR, "rounding": "#FFFFFF"}
+                ax.add_patch(Rectangle(
+                    (x, y - 0.36), w, 0.72, facecolor=face[part], linewidth=0.6,
+                    edgecolor=color(blk) if part == "rounding" else "none",
+                    hatch="////" if part == "rounding" else None,
+                    zorder=1.6 if part == "padding" else 1.5))
+                label = ""
+                if part == "data" and pos == start:
+                    label = f"{format_bytes(blk.size)} requested, {blk.api.value}"
+                    if len(label) * char_px > w * px_per_mib - 8:
+                        label = format_bytes(blk.size)
+                elif part == "rounding" and pos == start:
+                    label = f"page rounding: {format_bytes(end - start)} unused"
+                if label and len(label) * char_px <= w * px_per_mib - 8:
+                    ax.text(x + 4 / px_per_mib, y, label, va="center", fontsize=7,
+                            color="#000000" if part == "data" else "#444444",
+                            style="normal" if part == "data" else "italic")
+            pos = stop
+    # block boundaries: a dark line where each footprint begins and ends
+    for blk in snapshot.blocks:
+        start = blk.ptr - snapshot.base
+        for offset, is_end in ((start, False), (start + blk.footprint, True)):
+            r = offset // row_bytes
+            if is_end and offset % row_bytes == 0:
+                r -= 1   # an end on a row boundary closes the row above
+            if r in position:
+                bx = (offset - r * row_bytes) / MiB
+                ax.plot([bx, bx], [position[r] - 0.42, position[r] + 0.42], color="#222222",
+                        linewidth=1.0, solid_capstyle="butt")
+    # the 2 MiB grid: ticks inside a row when rows are larger than a huge page (as the SVG)
+    if ROW_BYTES < row_bytes <= 64 * ROW_BYTES:
+        ticks = [k * ROW_BYTES / MiB for k in range(1, row_bytes // ROW_BYTES)]
+        for y in position.values():
+            ax.vlines(ticks, y - 0.36, y + 0.36, color="#FFFFFF", linewidth=0.8, zorder=1.7)
+    rows = [(y, a) for y, (kind, a, _) in enumerate(lines) if kind == "row"]
+    every = max(1, -(-len(rows) // 40))   # at most about 40 labels, so they never overprint
+    ax.set_yticks([y for y, _ in rows[::every]])
+    ax.set_yticklabels([offset_label(a * row_bytes) for _, a in rows[::every]], fontsize=7)
+    ax.set_ylim(len(lines) - 0.5, -0.5)
+    ax.set_xlim(0, row_mib)
+    ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)}"
+                  + (f", ticks every {format_bytes(ROW_BYTES)})" if row_bytes > ROW_BYTES
+                     else ", one huge page)"))
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    n = len(snapshot.blocks)
+    summary = (f"{n} block{'' if n == 1 else 's'} use {format_bytes(snapshot.used_bytes)} of "
+               f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
+               f"largest free run {format_bytes(snapshot.largest_free_run)}")
+    ax.set_title(_lines(*heading, summary), fontsize=10.5, loc="left", pad=30)
+    if color_by == "page":
+        kinds = sorted({b.page.value for b in snapshot.blocks}) or ["normal", "huge"]
+        handles = [Patch(color=PAGE_COLORS[k], label=f"requested, {k} pages") for k in kinds]
+    else:
+        handles = [Patch(color=c, label=f"component {n}") for n, c in comp.items()]
+    handles += [Patch(color=PADDING_COLOR, label="padding (size rule, e.g. +32)"),
+                Patch(facecolor="#FFFFFF", edgecolor="#888888", hatch="////",
+                      label="page rounding"),
+                Patch(facecolor=FREE_COLOR, edgecolor="#CCCCCC", label="free")]
+    # The legend sits between the title and the map, where no axis label is.
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0),
+              ncol=min(len(handles), 5), fontsize=7.5, frameon=False)

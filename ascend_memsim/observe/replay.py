@@ -25,7 +25,7 @@ from ..memory.device import Block
 from ..memory.errors import AclError, InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
 from ..memory.rules import Api, policy_name
-from ..memory.units import format_bytes, parse_size
+from ..memory.units import format_bytes, parse_size, plural
 from ..runtime.runtime import Runtime
 from .stream import _BIT, TraceStream, records
 from .timeline import Timeline, _Timeline
@@ -121,7 +121,8 @@ class ReplayResult:
         policy = "as recorded" if self.policy is None else policy_name(self.policy)
         lines = [f"replayed {self.replayed} of {self.total} events of {self.name} on "
                  f"{self.product} (capacity {format_bytes(self.capacity)}, policy {policy})",
-                 f"  {self.mallocs} mallocs, {self.frees} frees, {self.failures} failed; peak "
+                 f"  {plural(self.mallocs, 'malloc')}, {plural(self.frees, 'free')}, "
+                 f"{self.failures} failed; peak "
                  f"footprint {format_bytes(self.peak_bytes)} at event {self.peak_index}"]
         if len(self.peak_by_stream) > 1:
             lines.append("  peak per stream: " + ", ".join(

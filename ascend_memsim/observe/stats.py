@@ -31,7 +31,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..memory.constants import MODULE_NAMES
-from ..memory.units import format_bytes
+from ..memory.units import format_bytes, plural
 
 if TYPE_CHECKING:
     from ..memory.device import Block, Device
@@ -219,7 +219,7 @@ def memory_summary(snapshot: dict[str, int], device_id: int = 0) -> str:
         lines.append(f"{name:32}" + "".join(f"{v:>{width}}" for v in row))
     lines.append(f"out-of-memory failures: {snapshot['num_ooms']}; huge-page fallbacks: "
                  f"{snapshot['num_fallbacks']}; resets: {snapshot['num_resets']} "
-                 f"({snapshot['reset_blocks']} blocks still live)")
+                 f"({plural(snapshot['reset_blocks'], 'block')} still live)")
     lines.append(f"padding and page rounding now: "
                  f"{_fmt(snapshot['overhead_bytes.all.current'], True)}")
     return "\n".join(lines)

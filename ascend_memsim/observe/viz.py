@@ -124,28 +124,108 @@ def allocation_site(block: Block) -> str:
     return "\n".join(f"{f.filename}:{f.lineno} in {f.name}" for f in site) if site else ""
 
 
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
+
+
+def _text_width(text: str, font_px: float, *, bold: bool = False) -> float:
+    """A generous estimate of ``text``'s width in DejaVu Sans (about 0.62 em a character,
+    0.7 em bold), so that text laid out by it is never clipped."""
+    return len(text) * font_px * (0.7 if bold else 0.62)
+
+
+def _wrap(text: str, room: float, font_px: float, *, bold: bool = False) -> list[str]:
+    """``text`` cut into lines that fit ``room`` pixels: at "; ", ", " or a space, else
+    anywhere (a long file name)."""
+    per_line = max(8, int(room / (font_px * (0.7 if bold else 0.62))))
+    lines: list[str] = []
+    while len(text) > per_line:
+        cut = max(text.rfind("; ", 0, per_line), text.rfind(", ", 0, per_line))
+        cut = cut + 2 if cut > 0 else text.rfind(" ", 0, per_line) + 1
+        if cut <= 0:
+            cut = per_line
+        lines.append(text[:cut].rstrip())
+        text = text[cut:]
+    return [*lines, text] if text else lines
+
+
+def _heading(title: str, subtitle: str, x: float, room: float) -> tuple[list[str], float]:
+    """SVG text lines of a bold title and a subtitle, wrapped to ``room`` pixels; and the y
+    below them where the rest of the picture may begin."""
+    out, y = [], 20.0
+    for line in _wrap(title, room, 15, bold=True):
+        out.append(f'<text x="{x}" y="{y}" class="title">{html.escape(line)}</text>')
+        y += 18
+    y -= 2
+    for line in _wrap(subtitle, room, 11.5):
+        out.append(f'<text x="{x}" y="{y}" class="sub">{html.escape(line)}</text>')
+        y += 14
+    return out, y
+
+
 def offset_label(offset: int) -> str:
     return f"+{offset // MiB} MiB" if offset % MiB == 0 else f"+{format_bytes(offset)}"
 
 
 def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
-            max_rows: int = 160) -> str:
+            max_rows: int = 160, title: str | None = None) -> str:
     """An SVG memory map: rows of 2 MiB, blocks split into requested / padding / rounding.
 
     ``color_by`` is ``"page"`` (normal, huge, 1 GiB pages) or ``"component"`` (module).
     Hovering a block shows its description (an SVG ``<title>``). Rows double in size when
     more than ``max_rows`` would be needed; long free stretches fold into one line.
+    ``title`` heads the picture (the snapshot's own title then follows in the subtitle);
+    long heading lines wrap to the width.
     """
     if color_by not in ("page", "component"):
         raise ValueError(f"color_by must be 'page' or 'component', got {color_by!r}")
     row_bytes, runs = rows_of(snapshot, max_rows)
-    left, right, row_h, gap, top = 78, 14, 16, 3, 92
+    left, right, row_h, gap = 78, 14, 16, 3
     bar_w = width - left - right
     scale = bar_w / row_bytes
     comp = component_colors({b.module_name for b in snapshot.blocks})
 
     def color(b: Block) -> str:
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
+
+    # the heading: the title, then the snapshot's figures, each wrapped to the width
+    heading = f"Memory map: {snapshot.title}" if title is None else title
+    grid_note = row_bytes > ROW_BYTES and row_bytes // ROW_BYTES <= 64
+    row_note = (f"each row {format_bytes(row_bytes)}"
+                + (f", ticks every {format_bytes(ROW_BYTES)}" if grid_note
+                   else " (one huge page)"))
+    summary = (f"{len(snapshot.blocks)} {_plural(len(snapshot.blocks), 'block')} use "
+               f"{format_bytes(snapshot.used_bytes)} of "
+               f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
+               f"largest free run {format_bytes(snapshot.largest_free_run)}; {row_note}")
+    if title is not None:
+        summary = f"Memory map: {snapshot.title}; {summary}"
+    head, ly = _heading(heading, summary, left, width - left - right)
+    # legend
+    if color_by == "page":
+        kinds = sorted({b.page.value for b in snapshot.blocks}) or ["normal", "huge"]
+        swatches = [(PAGE_COLORS[k], f"requested, {k} pages") for k in kinds]
+    else:
+        swatches = [(c, f"component {n}") for n, c in comp.items()]
+    swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
+                 ("url(#rounding)", "page rounding (unused tail of a page)"),
+                 (FREE_COLOR, "free")]
+    legend = []
+    lx = left
+    for fill, label in swatches:
+        if lx > left and lx + 19 + _text_width(label, 11) > width - right:
+            lx, ly = left, ly + 18
+        legend.append(f'<rect x="{lx}" y="{ly}" width="14" height="12" fill="{fill}" '
+                      f'stroke="#555" stroke-width="0.5"/><text x="{lx + 19}" y="{ly + 10}" '
+                      f'class="legend">{html.escape(label)}</text>')
+        lx += 30 + _text_width(label, 11)
+    if any(b.fallback for b in snapshot.blocks):
+        if lx + 19 + _text_width("huge-page fallback", 11) > width - right:
+            lx, ly = left, ly + 18
+        legend.append(f'<rect x="{lx}" y="{ly}" width="14" height="12" fill="none" '
+                      f'stroke="#C00000" stroke-width="1.5"/><text x="{lx + 19}" y="{ly + 10}"'
+                      f' class="legend">huge-page fallback</text>')
+    top = ly + 34
 
     body: list[str] = []
     y = top
@@ -177,6 +257,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                     f' free to the end ({format_bytes(snapshot.capacity)}) …</text>')
         y += row_h + gap
     # the blocks, cut at row boundaries
+    on_top: list[str] = []
     for start, end, part, b in snapshot.segments():
         where = allocation_site(b)
         tip = html.escape(f"{b.describe()}; {b.module_name}; rule size {b.rule_size}, "
@@ -195,9 +276,10 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                         "rounding": "url(#rounding)"}[part]
                 extra = ' stroke="#C00000" stroke-width="1.2"' if b.fallback and part == "data" \
                     else ""
-                body.append(f'<rect x="{x:.2f}" y="{row_y[r] + 1}" width="{w:.2f}" '
-                            f'height="{row_h - 2}" fill="{fill}"{extra}>'
-                            f'<title>{tip}</title></rect>')
+                # padding goes on top of the page rounding that follows it
+                (on_top if part == "padding" else body).append(
+                    f'<rect x="{x:.2f}" y="{row_y[r] + 1}" width="{w:.2f}" '
+                    f'height="{row_h - 2}" fill="{fill}"{extra}><title>{tip}</title></rect>')
                 if part == "rounding":
                     body.append(f'<rect x="{x:.2f}" y="{row_y[r] + 1}" width="{w:.2f}" '
                                 f'height="{row_h - 2}" fill="none" stroke="{color(b)}" '
@@ -214,6 +296,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                     body.append(f'<text x="{x + 5:.2f}" y="{row_y[r] + 11.5}" class="{cls}">'
                                 f'{html.escape(label)}</text>')
             pos = stop
+    body += on_top
     # block boundaries: a dark line where each footprint begins and ends
     for b in snapshot.blocks:
         start = b.ptr - snapshot.base
@@ -233,34 +316,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                 gx = left + k * ROW_BYTES * scale
                 grid.append(f'<line x1="{gx:.2f}" y1="{ry}" x2="{gx:.2f}" y2="{ry + row_h}" '
                             f'class="grid"/>')
-    # legend
-    if color_by == "page":
-        kinds = sorted({b.page.value for b in snapshot.blocks}) or ["normal", "huge"]
-        swatches = [(PAGE_COLORS[k], f"requested, {k} pages") for k in kinds]
-    else:
-        swatches = [(c, f"component {n}") for n, c in comp.items()]
-    swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
-                 ("url(#rounding)", "page rounding (unused tail of a page)"),
-                 (FREE_COLOR, "free")]
-    legend = []
-    lx, ly = left, 44.0
-    for fill, label in swatches:
-        legend.append(f'<rect x="{lx}" y="{ly}" width="14" height="12" fill="{fill}" '
-                      f'stroke="#555" stroke-width="0.5"/><text x="{lx + 19}" y="{ly + 10}" '
-                      f'class="legend">{html.escape(label)}</text>')
-        lx += 30 + 6.3 * len(label)
-        if lx > width - 200:
-            lx, ly = left, ly + 18
-    if any(b.fallback for b in snapshot.blocks):
-        legend.append(f'<rect x="{lx}" y="{ly}" width="14" height="12" fill="none" '
-                      f'stroke="#C00000" stroke-width="1.5"/><text x="{lx + 19}" y="{ly + 10}"'
-                      f' class="legend">huge-page fallback</text>')
-    row_note = (f"each row {format_bytes(row_bytes)}"
-                + (f", ticks every {format_bytes(ROW_BYTES)}" if grid else " (one huge page)"))
-    summary = (f"{len(snapshot.blocks)} blocks use {format_bytes(snapshot.used_bytes)} of "
-               f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
-               f"largest free run {format_bytes(snapshot.largest_free_run)}; {row_note}")
-    height = max(y, ly + 30) + 10
+    height = y + 10
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">',
@@ -277,9 +333,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
         ".inr{font-size:10px;fill:#444;font-style:italic}</style>",
         "</defs>",
         f'<rect width="{width}" height="{height}" fill="#FFFFFF"/>',
-        f'<text x="{left}" y="20" class="title">Memory map: {html.escape(snapshot.title)}</text>',
-        f'<text x="{left}" y="36" class="sub">{html.escape(summary)}</text>',
-        *legend, *body, *grid, "</svg>"])
+        *head, *legend, *body, *grid, "</svg>"])
 
 
 def _nice_step(top: int) -> int:
@@ -314,11 +368,21 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
     top_value = max(peak, cap if show_capacity else 0, 1)
     step = _nice_step(top_value)
     top_value = -(-top_value // step) * step
-    left, right, top, bottom = 78, 20, 56, 42
-    plot_w, plot_h = width - left - right, height - top - bottom
+    left, right, bottom = 78, 20, 42
+    sub = f"peak {format_bytes(peak)} over {timeline.events} events"
+    if getattr(timeline, "bucket", 1) > 1:
+        sub += f"; each point the highest of {timeline.bucket} events"
+    sub += "; event N at x = N"
+    # the heading wraps to the width; the picture grows by what it takes beyond one line each
+    head, legend_y = _heading(title, sub, left, width - left - right)
+    top = legend_y + 22
+    plot_w, plot_h = width - left - right, height - 56 - bottom
+    height = top + plot_h + bottom
 
     def px(index: float) -> float:
-        return left + (index + 1) / n_events * plot_w
+        # the state after event N starts at x = N, where the axis says N (the empty device,
+        # index -1, from x = 0)
+        return left + max(index, 0) / n_events * plot_w
 
     def py(value: float) -> float:
         return top + plot_h - value / top_value * plot_h
@@ -338,11 +402,11 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
         upper = [below[i] + samples[i][1].get(name, 0) for i in range(len(samples))]
         outline: list[tuple[float, float]] = []
         for i, (index, _) in enumerate(samples):
-            x_next = px(samples[i + 1][0]) if i + 1 < len(samples) else px(n_events - 1)
+            x_next = px(samples[i + 1][0]) if i + 1 < len(samples) else px(n_events)
             outline += [(px(index), py(upper[i])), (x_next, py(upper[i]))]
         back = []
         for i in reversed(range(len(samples))):
-            x_next = px(samples[i + 1][0]) if i + 1 < len(samples) else px(n_events - 1)
+            x_next = px(samples[i + 1][0]) if i + 1 < len(samples) else px(n_events)
             back += [(x_next, py(below[i])), (px(samples[i][0]), py(below[i]))]
         coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in outline + back)
         parts.append(f'<polygon points="{coords}" fill="{colors[name]}" fill-opacity="0.85" '
@@ -386,35 +450,34 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
         failed = max(getattr(timeline, "failed", 0), len(timeline.failures))
         items.append(("#C00000", f"failed malloc ({failed})"))
     for fill, label in items:
-        legend.append(f'<rect x="{lx}" y="34" width="14" height="12" fill="{fill}"/>'
-                      f'<text x="{lx + 19}" y="44" class="legend">{html.escape(label)}</text>')
-        lx += 34 + 6.3 * len(label)
-    sub = f"peak {format_bytes(peak)} over {timeline.events} events"
-    if getattr(timeline, "bucket", 1) > 1:
-        sub += f"; each point the highest of {timeline.bucket} events"
+        if lx + 19 + _text_width(label, 11) > width - right:
+            break   # a legend that does not fit stops; each area's name is its tooltip
+        legend.append(f'<rect x="{lx}" y="{legend_y}" width="14" height="12" fill="{fill}"/>'
+                      f'<text x="{lx + 19}" y="{legend_y + 10}" class="legend">'
+                      f'{html.escape(label)}</text>')
+        lx += 34 + _text_width(label, 11)
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">',
         f"<defs><style>text{{{_FONT};fill:#222}} .title{{font-size:15px;font-weight:bold}} "
-        ".tick{font-size:10px;fill:#555} .legend{font-size:11px} "
+        ".tick{font-size:10px;fill:#555} .legend{font-size:11px} .sub{font-size:11.5px;fill:#444} "
         ".axis{stroke:#333;stroke-width:1} .gridline{stroke:#E4E4E4;stroke-width:1} "
         ".cap{stroke:#C00000;stroke-width:1.2;stroke-dasharray:6 4} "
         ".capt{font-size:10.5px;fill:#C00000} .fail{fill:#C00000}</style></defs>",
         f'<rect width="{width}" height="{height}" fill="#FFFFFF"/>',
-        f'<text x="{left}" y="20" class="title">{html.escape(title)} '
-        f'<tspan class="tick">({html.escape(sub)})</tspan></text>',
-        *legend, *axis[2:], *parts, *axis[:2], *marks, "</svg>"])
+        *head, *legend, *axis[2:], *parts, *axis[:2], *marks, "</svg>"])
 
 
 def timeline_steps(timeline: Timeline) -> tuple[list[int], dict[str, list[int]]]:
     """The timeline as steps for a plot: x positions and bytes per component.
 
-    The value after event ``i`` holds from x = i + 1 (the first point, the empty device, from
-    x = 0) to the next change; the last value holds to x = ``timeline.events``, as the SVG
-    draws it, so the last step has its width.
+    The value after event ``i`` holds from x = i (the first point, the empty device, from
+    x = 0) to the next change, so event N is drawn at x = N as the axis labels it; the last
+    value holds to x = ``timeline.events``, as the SVG draws it, so the last step has its
+    width.
     """
     points = timeline.points
-    xs = [index + 1 for index, _ in points]
+    xs = [max(index, 0) for index, _ in points]
     end = max(timeline.events, xs[-1] if xs else 0)
     ys = {name: [by.get(name, 0) for _, by in points] for name in timeline.components()}
     if xs and xs[-1] < end:

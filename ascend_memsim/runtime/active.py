@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 
-from _ascend_memsim_startup import OFF_WORDS, ON_WORDS, VARIABLE
-
 from ..memory.errors import AlreadyFinalized, AlreadyInitialized, NotInitialized
+from ..memory.switch import OFF_WORDS, ON_WORDS, VARIABLE
 from .config import load_config, parse_config
 from .runtime import Runtime
 

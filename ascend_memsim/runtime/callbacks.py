@@ -19,8 +19,13 @@ the subscribed thread, whose ``process_report`` calls it. DECISIONs:
   (acl_base_rt.h);
 * a blocking callback (ACL_CALLBACK_BLOCK) holds its stream until it has run; if the
   subscribed thread is the one running the stream's work, or it is unsubscribed or has
-  ended meanwhile, the callback runs on the stream's thread instead (real hardware would
-  hang; a test should not);
+  ended meanwhile (any thread: one from ``start_thread``, a ``threading.Thread``, the main
+  thread), the callback runs on the stream's thread instead (real hardware would hang; a
+  test should not);
+* subscribing a thread id that names no live thread of the process is
+  ACL_ERROR_INVALID_PARAM 100000: the runtime keys subscriptions by the id without looking
+  at it (``hicann/runtime`` ``src/runtime/core/src/utils/subscribe.cc``
+  ``CbSubscribe::Insert``), so on hardware a callback for it would never run;
 * an exception in a callback is printed with its traceback and does not stop the thread;
 * thread ids are ``threading.get_ident()`` values, so a thread that was not started with
   ``start_thread`` can subscribe with its own id.
@@ -68,6 +73,12 @@ class _Thread:
     error: BaseException | None = None
 
 
+def _alive(tid: int) -> bool:
+    """True when a live thread of the process has the ident ``tid``: any thread that runs
+    Python (``threading`` lists them all, and drops one that has ended). O(threads)."""
+    return any(t.ident == tid and t.is_alive() for t in threading.enumerate())
+
+
 class Callbacks:
     """Subscriptions, callback queues and pyacl threads of one runtime. Thread-safe."""
 
@@ -83,8 +94,18 @@ class Callbacks:
     # -- subscriptions -------------------------------------------------------------------------
 
     def subscribe(self, thread_id: object, stream: object) -> None:
+        """aclrtSubscribeReport: callbacks launched on ``stream`` go to thread ``thread_id``.
+
+        Raises:
+            InvalidArgument: the id names no live thread of this process.
+            RepeatSubscribe: the stream is subscribed already.
+        """
         tid = as_int(thread_id, "thread_id", 1, SIZE_MAX)
         target = self.runtime.streams.target(stream, "aclrtSubscribeReport")
+        if not _alive(tid):
+            raise InvalidArgument(f"thread_id {tid} names no live thread of this process "
+                                  f"(give threading.get_ident() of the thread that calls "
+                                  f"process_report, or start_thread's id)")
         with self.lock:
             if target in self._subscribed:
                 raise RepeatSubscribe(f"stream {target.handle:#x} is already subscribed by "
@@ -102,11 +123,11 @@ class Callbacks:
             del self._subscribed[target]
 
     def _subscriber(self, tid: int) -> bool:
+        """True while ``tid`` still subscribes a stream and its thread is alive."""
         with self.lock:
             if tid not in self._subscribed.values():
                 return False
-            started = self._threads.get(tid)
-            return started is None or started.thread.is_alive()
+        return _alive(tid)
 
     # -- callbacks -----------------------------------------------------------------------------
 

@@ -454,7 +454,8 @@ class Runtime:
     def malloc_host(self, size: object) -> int:
         """aclrtMallocHost: 64-byte aligned host memory. See :class:`HostMemory`.
 
-        As every memory call, it needs a current device (SPEC 4).
+        As every memory call, it needs a current device (a context), else
+        ACL_ERROR_RT_CONTEXT_NULL.
         """
         self.current_device()
         return self.host.malloc_host(size).ptr

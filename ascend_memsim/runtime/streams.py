@@ -1,4 +1,5 @@
-"""Streams, contexts and queued asynchronous work.
+"""Streams and contexts: handles, lifecycles, and the calls that queue asynchronous work
+(the queuing and running itself is in :mod:`ascend_memsim.runtime.work`).
 
 ``memcpy_async`` and ``memset_async`` check their arguments and addresses at once (a bad call
 returns its code and queues nothing), then queue the work on the stream. Queued work runs
@@ -35,15 +36,14 @@ DECISIONs (the vendor documents no code for these in the sources read):
 
 from __future__ import annotations
 
-import heapq
 import itertools
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..memory.args import as_int
 from ..memory.constants import StreamFlag
-from ..memory.errors import AclError, InvalidArgument, InvalidHandle, StreamContextMismatch
+from ..memory.errors import InvalidArgument, InvalidHandle, StreamContextMismatch
+from .work import Operation, Stream, StreamWork
 
 __all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Streams"]
 
@@ -51,35 +51,6 @@ __all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Str
 STREAM_BASE = 0x1_0000_0000
 #: Context handles likewise.
 CONTEXT_BASE = 0x2_0000_0000
-
-
-@dataclass(eq=False)
-class Operation:
-    """One queued piece of work: what it touches and how to run it."""
-
-    seq: int
-    call: str
-    #: (first address, one past the last) of each range it reads or writes
-    ranges: tuple[tuple[int, int], ...]
-    run: Callable[[], None] = field(repr=False)
-    site: object = field(default=None, repr=False)
-
-    def describe(self) -> str:
-        spans = ", ".join(f"[{a:#x}, {b:#x})" for a, b in self.ranges)
-        return f"{self.call} #{self.seq} on {spans}"
-
-
-@dataclass(eq=False)
-class Stream:
-    """A stream of one device: a FIFO of queued operations."""
-
-    handle: int
-    device_id: int
-    context: int
-    queue: list[Operation] = field(default_factory=list)
-    destroyed: bool = False
-    #: a destroy has started: queued work still runs, new work is refused
-    closing: bool = False
 
 
 @dataclass(eq=False)
@@ -94,31 +65,20 @@ class Context:
     closing: bool = False
 
 
-class Streams:
-    """The streams and contexts of one runtime, and the work queued on them.
+class Streams(StreamWork):
+    """The streams and contexts of one runtime: handles, lifecycles, and the aclrt calls that
+    queue work (the queuing and running itself is :class:`StreamWork`'s).
 
     Thread-safe: ``lock`` guards the tables; queued work runs outside it, under ``run_lock``.
-    DECISION: one run lock for all streams rather than one per stream: ``synchronize_device``
-    merges several streams by submission order, and per-stream locks would have to be taken
-    several at a time (a deadlock when an observer running inside one operation synchronises
-    another stream); the byte moves are serialised by the data plane's lock anyway, so a
-    single lock costs no parallelism.
     """
 
     def __init__(self, runtime) -> None:
-        self.runtime = runtime
-        self.lock = threading.RLock()
-        #: held while queued work is taken and run (reentrant: an observer may synchronise)
-        self.run_lock = threading.RLock()
+        super().__init__(runtime)
         self._streams: dict[int, Stream] = {}
         self._defaults: dict[int, Stream] = {}
         self._contexts: dict[int, Context] = {}
         self._default_contexts: dict[int, Context] = {}
         self._handles = itertools.count()
-        self._seq = itertools.count(1)
-        #: queued operations not yet run, over all streams
-        self.pending = 0
-        self._running = threading.local()
 
     # -- handles -------------------------------------------------------------------------------
 
@@ -223,47 +183,9 @@ class Streams:
                        if s.device_id == device_id]
         self._run(streams)
 
-    def _run(self, streams: list[Stream]) -> None:
-        """Run the streams' queued work in submission order, under :attr:`run_lock`.
-
-        Another thread already running work on these streams finishes first, so work queued
-        earlier never runs after work queued later.
-        """
-        with self.run_lock:
-            with self.lock:
-                queues = [s.queue for s in streams if s.queue]
-                if not queues:
-                    return
-                work = (queues[0] if len(queues) == 1
-                        else list(heapq.merge(*queues, key=lambda op: op.seq)))
-                for s in streams:
-                    s.queue = []
-                self.pending -= len(work)
-            first: AclError | None = None
-            running = self._running
-            for op in work:
-                previous, running.op = getattr(running, "op", None), op
-                try:
-                    op.run()
-                except AclError as error:
-                    if first is None:
-                        first = error
-                finally:
-                    running.op = previous
-        if first is not None:
-            raise first
-
-    def run(self, streams: list[Stream]) -> None:
-        """Run the queued work of ``streams`` (events and callbacks wait through this)."""
-        self._run(streams)
-
     def target(self, handle: object, call: str) -> Stream:
         """The live stream ``handle`` names, checked for queuing work (see :meth:`enqueue`)."""
         return self._target(handle, call)
-
-    def running(self) -> Operation | None:
-        """The queued operation this thread is running now, if any (for reports)."""
-        return getattr(self._running, "op", None)
 
     def _target(self, handle: object, call: str) -> Stream:
         """The live stream ``handle`` names, for queuing work from the current device.
@@ -286,20 +208,11 @@ class Streams:
         ``ranges``.
 
         Raises:
-            InvalidHandle, StreamContextMismatch: see :meth:`_target`.
+            InvalidHandle, StreamContextMismatch: see :meth:`_target`; InvalidHandle also
+                for a stream being destroyed.
         """
         stream = handle if isinstance(handle, Stream) else self._target(handle, call)
-        with self.lock:
-            if stream.destroyed or stream.closing:
-                raise InvalidHandle(f"stream {stream.handle:#x} was destroyed or is being "
-                                    f"destroyed")
-            op = Operation(next(self._seq), call, ranges, lambda: run(stream))
-            sanitizer = self.runtime.sanitizer
-            if sanitizer.on and sanitizer.record_sites:
-                op.site = sanitizer.capture()
-            stream.queue.append(op)
-            self.pending += 1
-            return op
+        return self.queue_on(stream, call, ranges, run)
 
     def _enqueue_access(self, handle: object, call: str,
                         accesses: tuple[tuple[int, int, bool], ...],
@@ -361,9 +274,8 @@ class Streams:
         if not self.pending:
             return []
         with self.lock:
-            return [op for s in (*self._defaults.values(), *self._streams.values())
-                    for op in s.queue
-                    if any(a < end and start < b for a, b in op.ranges)]
+            streams = (*self._defaults.values(), *self._streams.values())
+            return self.queued_on(streams, start, end)
 
     def drop_device(self, device_id: int) -> None:
         """Discard the device's streams and contexts (aclrtResetDevice; the runtime has run their

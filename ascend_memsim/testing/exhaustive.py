@@ -1,9 +1,10 @@
-"""Exhaustive fault injection: run a callable once per allocation site, with that site failing.
+"""Exhaustive fault injection: run a callable once per allocation call, with that call failing.
 
-:func:`exhaustive` first runs ``fn(runtime)`` once to list its allocation sites (by Python
-stack), then once per site with that site's call failing, and reports where the code crashed
-(an exception other than the expected one) or leaked (blocks left live) instead of handling
-the error.
+:func:`exhaustive` first runs ``fn(runtime)`` once to list its allocation calls (by Python
+stack, and by how many calls that stack had made before: the third allocation of a loop is a
+call of its own), then once per call with that call failing, and reports where the code
+crashed (an exception other than the expected one) or leaked (blocks left live) instead of
+handling the error. ``by="site"`` fails only the first call of each stack.
 """
 
 from __future__ import annotations
@@ -14,35 +15,49 @@ from typing import Any
 
 from ..checks.faults import call_text, count_arg, error_class
 from ..memory.device import Block
-from ..memory.errors import AclError, InvalidArgumentType, OutOfDeviceMemory
+from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory
 from ..memory.rules import Request
 from ..memory.sites import Site, capture_site, format_site, site_of
 from ..runtime.runtime import Runtime
 
-__all__ = ["exhaustive", "ExhaustiveReport", "SiteOutcome"]
+__all__ = ["exhaustive", "ExhaustiveReport", "SiteOutcome", "BY"]
+
 
 def _site_key(site: Site) -> tuple:
     return tuple((f.filename, f.lineno, f.name) for f in site)
 
 
-class _SiteRecorder:
-    """An interceptor that lists the distinct allocation sites, in first-call order."""
+#: What one run of :func:`exhaustive` fails: each allocation call, or each site's first call.
+BY = ("call", "site")
 
-    def __init__(self) -> None:
-        self.sites: dict[tuple, tuple[Site, Request]] = {}
+
+class _CallRecorder:
+    """An interceptor that lists the allocation calls as (stack, occurrence), in call order;
+    with ``first_only``, only the first call from each stack."""
+
+    def __init__(self, first_only: bool) -> None:
+        self.first_only = first_only
+        self.counts: dict[tuple, int] = {}
+        self.calls: list[tuple[tuple, int, Site, Request]] = []
 
     def __call__(self, request: Request) -> None:
         site = capture_site()
-        self.sites.setdefault(_site_key(site), (site, request))
+        key = _site_key(site)
+        n = self.counts[key] = self.counts.get(key, 0) + 1
+        if n == 1 or not self.first_only:
+            self.calls.append((key, n, site, request))
 
 
-class _FailSite:
-    """An interceptor that fails the first ``times`` calls made from one site (None: all)."""
+class _FailCall:
+    """An interceptor that fails the ``n``-th call from one stack and the ``times - 1`` after
+    it (None: every one from the n-th on)."""
 
-    def __init__(self, key: tuple, error: type[AclError], times: int | None) -> None:
+    def __init__(self, key: tuple, n: int, error: type[AclError], times: int | None) -> None:
         self.key = key
+        self.n = n
         self.error = error
         self.times = times
+        self.seen = 0
         self.fired = 0
 
     def __call__(self, request: Request) -> None:
@@ -50,8 +65,12 @@ class _FailSite:
             return
         if _site_key(capture_site()) != self.key:
             return
+        self.seen += 1
+        if self.seen < self.n:
+            return
         self.fired += 1
-        raise self.error(f"injected fault (exhaustive mode) at this site: {call_text(request)}")
+        raise self.error(f"injected fault (exhaustive mode) at call #{self.seen} from this "
+                         f"site: {call_text(request)}")
 
 
 @dataclass
@@ -64,10 +83,13 @@ class SiteOutcome:
     outcome: str
     exception: BaseException | None = None
     leaked: list[Block] = field(default_factory=list)
+    #: which call from the site failed (1: its first)
+    occurrence: int = 1
 
     def describe(self) -> str:
         """The outcome, the failed call, the site and the evidence, several lines."""
-        lines = [f"{self.outcome}: {call_text(self.request)} failing at",
+        which = "" if self.occurrence == 1 else f" (call #{self.occurrence} from the site)"
+        lines = [f"{self.outcome}: {call_text(self.request)}{which} failing at",
                  format_site(self.site, "    ")]
         if self.exception is not None:
             lines.append(f"  raised {type(self.exception).__name__}: {self.exception}")
@@ -95,7 +117,7 @@ class ExhaustiveReport:
         return not self.failures
 
     def __str__(self) -> str:
-        head = (f"{len(self.outcomes)} allocation site(s) failed one at a time: "
+        head = (f"{len(self.outcomes)} allocation call(s) failed one at a time: "
                 f"{len(self.failures)} crashed or leaked")
         return "\n".join([head, *(o.describe() for o in self.failures)])
 
@@ -122,26 +144,36 @@ def _exception_classes(expected: object) -> tuple[type[BaseException], ...]:
 def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
                expected: Sequence[type[BaseException]] | type[BaseException] = (AclError,),
                error: object = OutOfDeviceMemory, times: int | None = 1,
-               device: int | None = 0,
+               device: int | None = 0, by: str = "call",
                make_runtime: Callable[[], Runtime] | None = None,
                **overrides: Any) -> ExhaustiveReport:
-    """Run ``fn(runtime)`` once per allocation site, with that site's first call failing.
+    """Run ``fn(runtime)`` once per allocation call, with that call failing.
 
-    First ``fn`` runs without faults to find the sites (a site is the user's call stack at
-    the allocation, simulator frames left out); it must finish without raising and without
-    leaving blocks live. Then, for each site, a fresh active runtime (product and profile
-    ``overrides``, ``device`` set; or ``make_runtime()``) runs ``fn`` with the first call from
-    that site failing with ``error`` (``times`` calls from the site fail; None: every one, so
-    a retry from the same line fails too). The code *handled* it when ``fn`` returned or raised one
+    First ``fn`` runs without faults to list its allocation calls: a site is the user's call
+    stack at the allocation (simulator frames left out), and each call from a site counts
+    (the third ``malloc`` of a loop is a call of its own). ``by="site"`` lists only the first
+    call from each site (fewer runs; a loop is tried once). DECISION: ``"call"`` is the
+    default, because code that handles its first allocation failing often mishandles a later
+    one (a partly filled list to release); a loop of n allocations costs n runs.
+
+    ``fn`` must finish the fault-free run without raising and without leaving blocks live.
+    Then, for each call, a fresh active runtime (product and profile ``overrides``,
+    ``device`` set; or ``make_runtime()``) runs ``fn`` with that call failing with ``error``
+    (``times`` calls from the site fail, from that one on; None: every one, so a retry from
+    the same line fails too). The code *handled* it when ``fn`` returned or raised one
     of ``expected`` (an exception class or a tuple of them) and left no block live; it
     *crashed* when it raised anything else; it *leaked* when blocks were live afterwards
-    (listed with their allocation sites).
+    (listed with their allocation sites); a call the run never reached is *not reached*.
 
     Raises:
         AssertionError: the fault-free run leaked (nothing to compare against); whatever the
             fault-free run raises propagates.
-        InvalidArgument: a bad ``error`` or ``times``. InvalidArgumentType: a bad ``expected``.
+        InvalidArgument: a bad ``error``, ``times`` or ``by``. InvalidArgumentType: a bad
+            ``expected``.
     """
+    if by not in BY:
+        raise InvalidArgument(f"by={by!r}: write 'call' (each allocation call, the default) or "
+                              f"'site' (the first call from each call stack)")
     error_cls = error_class(error)
     if times is not None:
         times = count_arg(times, "times", "write a count >= 1, or None for every call from the "
@@ -157,7 +189,7 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
             runtime.set_device(device)
         return runtime
 
-    recorder = _SiteRecorder()
+    recorder = _CallRecorder(first_only=by == "site")
     with make() as runtime:
         runtime.add_interceptor(recorder)
         fn(runtime)
@@ -168,8 +200,8 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
                                  "so that leaks on error paths can be told apart:\n"
                                  + "\n".join(b.describe() for b in live))
     outcomes = []
-    for key, (site, request) in recorder.sites.items():
-        failer = _FailSite(key, error_cls, times)
+    for key, occurrence, site, request in recorder.calls:
+        failer = _FailCall(key, occurrence, error_cls, times)
         raised: BaseException | None = None
         with make() as runtime:
             runtime.add_interceptor(failer)
@@ -186,6 +218,6 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
             outcome = "leaked"
         else:
             outcome = "handled"
-        outcomes.append(SiteOutcome(site, request, outcome, raised, leaked))
+        outcomes.append(SiteOutcome(site, request, outcome, raised, leaked, occurrence))
     return ExhaustiveReport(outcomes)
 

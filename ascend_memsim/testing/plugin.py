@@ -39,7 +39,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,7 @@ from ..memory.profiles import DEFAULT_PRODUCT, PROFILES, Profile, get_profile
 from ..memory.sites import Site, format_site
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
+from ._findings import FAIL_ON, failing_findings, findings_text, sanitizer_setting
 
 __all__ = ["memsim", "memsim_faults", "MARKER_KEYS"]
 
@@ -65,8 +66,6 @@ PROFILE_KEYS = tuple(f.name for f in dataclasses.fields(Profile)
 #: Every keyword the ``memsim`` marker takes.
 MARKER_KEYS = ("product", "leak_check", "faults", "device", "record_sites", "sanitizer",
                "fail_on", "max_peak", "ops", *PROFILE_KEYS)
-#: Which sanitizer findings fail the test: errors (default), warnings too, or none.
-FAIL_ON = ("error", "warning", "never")
 #: Allocation sites listed for a test over its peak budget, and tests in the -v summary.
 TOP_SITES = 5
 TOP_TESTS = 10
@@ -271,16 +270,12 @@ class _State:
             if leaked or discarded or handles:
                 problems.append(_leak_report(nodeid, leaked, discarded, handles))
         sanitizer = getattr(self.runtime, "sanitizer", None)
-        if sanitizer is not None and self.fail_on != "never":
-            failing = [r for r in sanitizer.reports[self.report_mark:]
-                       if r.kind != "leak" and (r.severity == "error" or
-                                                self.fail_on == "warning")]
+        if sanitizer is not None:
+            failing = failing_findings(sanitizer.reports[self.report_mark:], self.fail_on)
             if failing:
-                kinds = sorted({r.kind for r in failing})
-                problems.append(
-                    f"memsim: {nodeid}: {len(failing)} sanitizer finding(s) "
-                    f"({', '.join(kinds)}); write @pytest.mark.memsim(fail_on='never') if "
-                    f"the test means to cause them:\n" + "\n".join(r.format() for r in failing))
+                problems.append(findings_text(
+                    f"memsim: {nodeid}", failing,
+                    "write @pytest.mark.memsim(fail_on='never') if the test means to cause them"))
         if self.max_peak is not None and self.peak.peak > self.max_peak:
             problems.append("\n".join([
                 f"memsim: {nodeid}: device {self.peak.peak_device} peaked at "
@@ -370,13 +365,7 @@ def _live_handles(runtime: Runtime) -> list:
 def _sanitizer(spec: object) -> object:
     """The sanitizer setting with leak reports off (the fixture lists leaks itself), unless a
     dict turns them on."""
-    if spec is None or isinstance(spec, bool):
-        spec = "off" if spec is False else "report"
-    if isinstance(spec, str):
-        return {"mode": spec, "leaks": False}
-    if isinstance(spec, dict):
-        return {"leaks": False, **spec}
-    return spec
+    return sanitizer_setting(spec, leaks=False)
 
 
 def _leak_report(nodeid: str, leaked: list, at_reset: list, handles: list = ()) -> str:
@@ -417,8 +406,18 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         runtime = Runtime(product, **settings)
         if device is not None:
             runtime.set_device(device)
+        # last: the kernels are registered (process-wide) once nothing else can fail
+        kernels = ExitStack()
+        if ops:
+            kernels.enter_context(registered_ops(ops))
     except (_BadSettings, AclError) as e:
-        pytest.fail(f"memsim settings of {request.node.nodeid}: {e}", pytrace=False)
+        bad = f"memsim settings of {request.node.nodeid}: {e}"
+    else:
+        bad = None
+    if bad is not None:
+        # failed outside the except block: the settings error is the whole story, not a
+        # "During handling of the above exception" chain
+        pytest.fail(bad, pytrace=False)
     wants_sites = leak_check or max_peak is not None
     runtime.set_record_sites(wants_sites if record_sites is None else record_sites)
     for fault in faults:
@@ -437,7 +436,7 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         runtime.add_observer(on_reset, events=("reset",))
     runtime.add_observer(state.peak, events=("malloc", "free", "reset"))
     request.node.stash[_state_key] = state
-    with runtime, (registered_ops(ops) if ops else nullcontext()):
+    with runtime, kernels:
         yield runtime
         # what the call did not report: blocks a fixture allocated before the test body
         leaked = [b for b in runtime.blocks() if id(b) not in state.reported]

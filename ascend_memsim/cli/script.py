@@ -1,0 +1,150 @@
+"""Run a Python script as ``python SCRIPT.py`` would, its exit included, inside this process.
+
+``ascend-memsim run`` needs the script's whole life to happen while the simulated runtime is
+open: a real process, when its main module ends, first runs the ``atexit`` handlers, then
+tears down its modules (the garbage collector finalizes the main module's objects, whose
+``__del__`` may free device memory), and only then does the CANN runtime go away. A script run
+by :func:`runpy.run_path` returns before any of that, so its clean-up would meet a runtime
+already finalized (every release ACL_ERROR_UNINITIALIZE, every block a false leak).
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import io
+import os
+import pkgutil
+import runpy
+import sys
+import threading
+import traceback
+import types
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["run_script"]
+
+
+class _ExitHandlers:
+    """What ``atexit.register`` / ``atexit.unregister`` do, for the handlers registered while
+    the script runs: kept here, run when the script ends (last registered first)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._handlers: list[tuple[Callable, tuple, dict]] = []
+
+    def register(self, func: Callable, /, *args: Any, **kwargs: Any) -> Callable:
+        if not callable(func):
+            raise TypeError("the first argument must be callable")
+        with self._lock:
+            self._handlers.append((func, args, kwargs))
+        return func
+
+    def unregister(self, func: Callable, /) -> None:
+        with self._lock:
+            self._handlers = [h for h in self._handlers if h[0] != func]
+
+    def run(self) -> None:
+        """Call each handler once, last registered first; an exception in one is printed
+        (as the interpreter does: "Exception ignored in atexit callback") and the rest run."""
+        while True:
+            with self._lock:
+                if not self._handlers:
+                    return
+                func, args, kwargs = self._handlers.pop()
+            try:
+                func(*args, **kwargs)
+            except SystemExit:
+                pass
+            except BaseException as e:  # as the interpreter: print it, go on
+                print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
+                traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+
+
+def _status(code: object) -> int:
+    """The exit status of ``sys.exit(code)``, as the interpreter computes it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _code_of(path: str) -> types.CodeType:
+    """The code of a script file: a compiled ``.pyc``, else its source (as runpy reads it)."""
+    with io.open_code(os.path.abspath(path)) as f:
+        code = pkgutil.read_code(f)
+    if code is None:
+        with io.open_code(os.path.abspath(path)) as f:
+            code = compile(f.read(), path, "exec")
+    return code
+
+
+def _execute(path: str, namespace: dict) -> int:
+    """Run the script in ``namespace``; its exit status (a traceback printed on an error)."""
+    zipped = pkgutil.get_importer(path) is not None
+    try:
+        code = None if zipped else _code_of(path)
+    except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte (Python < 3.12)
+        traceback.print_exception(type(e), e, None, file=sys.stderr)
+        return 1
+    try:
+        if code is None:
+            # a zip application: runpy finds its __main__.py (its globals are runpy's copy)
+            namespace.update(runpy.run_path(path, run_name="__main__"))
+        else:
+            exec(code, namespace)
+    except SystemExit as e:
+        return _status(e.code)
+    except BaseException as e:  # the script's failure is its exit status
+        tb = e.__traceback__
+        # leave out this frame: the traceback starts in the script, as python's does
+        traceback.print_exception(type(e), e, tb.tb_next if tb else None, file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_script(path: str, argv: list[str]) -> int:
+    """Run the script at ``path`` with ``sys.argv = argv`` as its own process would, up to
+    the point where the interpreter ends; the exit status.
+
+    The script runs as ``__main__`` with its directory first on ``sys.path``. When it ends
+    (normally, by ``sys.exit`` or by an exception, whose traceback is printed), the
+    interpreter's exit is done here, in its order: the ``atexit`` handlers registered while it
+    ran are called (last first), then its main module is torn down (the garbage collector
+    finalizes its objects, ``__del__`` included). ``sys.argv``, ``sys.path``,
+    ``sys.modules["__main__"]`` and ``atexit`` are restored afterwards.
+
+    DECISION: every handler registered through ``atexit`` while the script runs is the
+    script's (its libraries' too: a real process would run them at its exit), and none
+    registered before. Threads the script leaves running are not waited for.
+    """
+    handlers = _ExitHandlers()
+    saved = (sys.argv, list(sys.path), sys.modules.get("__main__"), atexit.register,
+             atexit.unregister)
+    module = types.ModuleType("__main__")
+    # what runpy.run_path(path, run_name="__main__") sets
+    module.__dict__.update(__file__=path, __cached__=None, __loader__=None, __package__="",
+                           __spec__=None)
+    namespace = module.__dict__
+    try:
+        sys.argv = list(argv)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        sys.modules["__main__"] = module
+        atexit.register, atexit.unregister = handlers.register, handlers.unregister
+        status = _execute(path, namespace)
+        handlers.run()
+    finally:
+        atexit.register, atexit.unregister = saved[3], saved[4]
+        sys.modules["__main__"] = saved[2]
+        if saved[2] is None:
+            del sys.modules["__main__"]
+    # Nothing of run's holds the module now: the collector finalizes its objects (their
+    # globals intact, as at the interpreter's exit). Globals something else still holds
+    # (a registry, a thread) stay, as they would in the process until it dies.
+    del module, namespace
+    gc.collect()
+    sys.argv, sys.path[:] = saved[0], saved[1]
+    return status

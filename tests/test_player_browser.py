@@ -1,0 +1,187 @@
+"""The trace player in a real browser: Selenium driving the system's Chromium, headless.
+
+Runs when selenium (the test extra), Chromium and chromedriver are installed
+(``apt-get install chromium chromium-driver``, as CI does); skipped with the reason otherwise.
+What the page draws at three events is checked against the replay's own figures.
+"""
+
+import shutil
+
+import pytest
+
+from ascend_memsim import MiB, Runtime
+from ascend_memsim.memory.units import format_bytes
+from ascend_memsim.observe.player import save_player
+from ascend_memsim.observe.replay import replay
+from ascend_memsim.observe.stream import open_trace
+from ascend_memsim.observe.trace import Recorder
+
+CHROMEDRIVER = shutil.which("chromedriver")
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser",
+                                                "google-chrome"))), None)
+webdriver = pytest.importorskip("selenium.webdriver",
+                                reason="the browser test needs selenium (the test extra)")
+pytestmark = pytest.mark.skipif(
+    not (CHROMEDRIVER and CHROMIUM),
+    reason="no Chromium and chromedriver on PATH (apt-get install chromium chromium-driver)")
+
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+CAPACITY = 14 * MiB
+PRODUCTS = ["A2", "950PR"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1320,900"):
+        options.add_argument(arg)
+    # the system's chromedriver by path: Selenium Manager never downloads anything
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _record(path):
+    """A trace with stacks: blocks come and go; on 14 MiB the 3 MiB malloc of event 4
+    fails on A2 (its 2 MiB malloc costs two huge pages)."""
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        with Recorder(rt, stacks=True) as rec:
+            first = rt.malloc(2 * MiB)                 # 0
+            rt.malloc_with_cfg(100, 2, {1: 3})         # 1
+            blocks = [rt.malloc(3 * MiB) for _ in range(3)]   # 2, 3, 4
+            rt.free(first)                             # 5
+            rt.malloc(100)                             # 6
+            rt.malloc_align32(2 * MiB)                 # 7
+            for ptr in blocks:                         # 8, 9, 10
+                rt.free(ptr)
+    rec.trace.save(str(path))
+
+
+def _replayed(trace, product, index):
+    """(footprint bytes, blocks) live on device 0 after event ``index``, by the replay."""
+    result = replay(trace, product, capacity=CAPACITY, stop_after=index, keep_runtime=True)
+    try:
+        blocks = list(result.runtime.device(0).blocks())
+        return sum(b.footprint for b in blocks), len(blocks)
+    finally:
+        result.runtime.close()
+
+
+def _go(driver, index):
+    """Move the slider to ``index`` with the keyboard, as a user does."""
+    slider = driver.find_element(By.ID, "slider")
+    slider.send_keys(Keys.HOME)
+    for _ in range(index):
+        slider.send_keys(Keys.ARROW_RIGHT)
+    assert slider.get_attribute("value") == str(index)
+
+
+def test_player_draws_what_the_replay_computes(browser, tmp_path):
+    trace_path = tmp_path / "train_step.jsonl"
+    _record(trace_path)
+    trace = open_trace(str(trace_path))
+    page = tmp_path / "player.html"
+    save_player(str(page), trace, PRODUCTS, capacity=CAPACITY)
+    browser.get(page.as_uri())
+    assert browser.execute_script("return document.querySelectorAll('script[src]').length") == 0
+    panels = browser.find_elements(By.CSS_SELECTOR, "section.panel")
+    assert [p.get_attribute("data-product") for p in panels] == PRODUCTS
+    whole = {p: replay(trace, p, capacity=CAPACITY) for p in PRODUCTS}
+    assert whole["A2"].first_failure is not None and whole["A2"].first_failure.index == 4
+
+    # three events: early, the A2 peak, after the last free
+    for index in (1, whole["A2"].peak_index, 10):
+        _go(browser, index)
+        for panel, product in zip(panels, PRODUCTS):
+            in_use, count = _replayed(trace, product, index)
+            assert panel.get_attribute("data-event") == str(index)
+            assert int(panel.get_attribute("data-bytes")) == in_use
+            assert int(panel.get_attribute("data-blocks")) == count
+            drawn = {r.get_attribute("data-id") for r in
+                     panel.find_elements(By.CSS_SELECTOR, "svg.map rect.blk.data")}
+            assert len(drawn) == count
+            assert f"{format_bytes(in_use)} in use" in panel.find_element(
+                By.CLASS_NAME, "figs").text
+
+    # the peak and the first failure are marked where the replay has them
+    for panel, product in zip(panels, PRODUCTS):
+        mark = panel.find_element(By.CSS_SELECTOR, "g.peak-mark")
+        assert mark.get_attribute("data-index") == str(whole[product].peak_index)
+        assert mark.get_attribute("data-bytes") == str(whole[product].peak_bytes)
+        first = panel.find_elements(By.CSS_SELECTOR, "line.first-failure")
+        if whole[product].first_failure is None:
+            assert first == []
+        else:
+            assert first[0].get_attribute("data-index") == str(
+                whole[product].first_failure.index)
+
+    # hovering a block shows its size, footprint, page, API and the stack that allocated it
+    _go(browser, 3)
+    block = panels[0].find_element(By.CSS_SELECTOR, "svg.map rect.blk.data[data-id='2']")
+    ActionChains(browser).move_to_element(block).perform()
+    tip = browser.find_element(By.ID, "tip")
+    assert tip.is_displayed()
+    text = tip.text
+    assert "3 MiB requested (3145728 bytes), aclrtMalloc" in text
+    assert "footprint 4 MiB" in text and "huge pages" in text
+    assert "allocated at:" in text and "test_player_browser.py" in text and "_record" in text
+
+    # the product switch replays the same trace on another product
+    Select(panels[1].find_element(By.CSS_SELECTOR, "select.product")).select_by_index(0)
+    panels = browser.find_elements(By.CSS_SELECTOR, "section.panel")
+    assert panels[1].get_attribute("data-product") == "A2"
+    assert panels[1].get_attribute("data-bytes") == str(_replayed(trace, "A2", 3)[0])
+
+    shot = tmp_path / "player.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _errors(browser) == []
+
+
+def _errors(driver):
+    """The page's script errors (and anything else the browser logged as severe)."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_player_of_an_empty_trace_loads_without_errors(browser, tmp_path):
+    from ascend_memsim.observe.trace import Trace
+
+    page = tmp_path / "empty.html"
+    save_player(str(page), Trace(name="empty.jsonl"), ["A2", "950PR"])
+    browser.get(page.as_uri())
+    panels = browser.find_elements(By.CSS_SELECTOR, "section.panel")
+    assert [p.get_attribute("data-blocks") for p in panels] == ["0", "0"]
+    assert browser.find_element(By.ID, "to-peak").get_attribute("disabled") == "true"
+    assert _errors(browser) == []
+
+
+def test_player_shows_hostile_stack_text_as_text(browser, tmp_path):
+    """Stacks and names are hostile input: shown as text, never run or parsed as markup."""
+    hostile = '</script><img src=x onerror="document.title=1"><b>bold</b>'
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        with Recorder(rt) as rec:
+            rt.malloc(4096)
+    rec.trace.events[-1]["stack"] = [hostile, "x$\\sqrt{$ & <!-- -->"]
+    rec.trace.name = hostile
+    page = tmp_path / "hostile.html"
+    save_player(str(page), rec.trace, ["A2"])
+    browser.get(page.as_uri())
+    assert browser.execute_script("return document.querySelectorAll('img, b').length") == 0
+    assert hostile in browser.find_element(By.TAG_NAME, "h1").text
+    block = browser.find_element(By.CSS_SELECTOR, "svg.map rect.blk.data")
+    ActionChains(browser).move_to_element(block).perform()
+    text = browser.find_element(By.ID, "tip").text
+    assert hostile in text and "x$\\sqrt{$ & <!-- -->" in text
+    assert browser.execute_script("return document.querySelectorAll('img, b').length") == 0
+    assert browser.title != "1" and _errors(browser) == []
