@@ -51,7 +51,7 @@ def main() -> None:
 
         print(f"malloc_physical + free_physical:          {per_call(physical, 2000):7.1f} us")
         acl.rt.map_mem(va, SEG, 0, handle, 0)
-        data = bytearray(4096)
+        data = bytes(4096)
         src = acl.util.bytes_to_ptr(data)
         block, _ = acl.rt.malloc(SEG, 0)
         for name, dst in (("mapped memory", va + 4096), ("an aclrtMalloc block", block)):
