@@ -47,6 +47,23 @@ C_NAMES = {
     "aclrtGetRunMode": acl.rt.get_run_mode,
     "aclrtMemFlush": acl.rt.mem_flush,
     "aclrtMemInvalidate": acl.rt.mem_invalidate,
+    # virtual memory (11-04) and pointer attributes (11-05)
+    "aclrtReserveMemAddress": acl.rt.reserve_mem_address,
+    "aclrtReserveMemAddressNoUCMemory": acl.rt.reserve_mem_address_no_uc_memory,
+    "aclrtReleaseMemAddress": acl.rt.release_mem_address,
+    "aclrtMallocPhysical": acl.rt.malloc_physical,
+    "aclrtFreePhysical": acl.rt.free_physical,
+    "aclrtMapMem": acl.rt.map_mem,
+    "aclrtMemMapNoAccess": acl.rt.mem_map_no_access,
+    "aclrtUnmapMem": acl.rt.unmap_mem,
+    "aclrtMemGetAllocationGranularity": acl.rt.mem_get_allocation_granularity,
+    "aclrtMemSetAccess": acl.rt.mem_set_access,
+    "aclrtMemGetAccess": acl.rt.mem_get_access,
+    "aclrtMemRetainAllocationHandle": acl.rt.mem_retain_allocation_handle,
+    "aclrtMemGetAllocationPropertiesFromHandle":
+        acl.rt.mem_get_allocation_properties_from_handle,
+    "aclrtMemGetAddressRange": acl.rt.mem_get_address_range,
+    "aclrtPointerGetAttributes": acl.rt.pointer_get_attributes,
     "acldvppMalloc": acl.media.dvpp_malloc,
     "acldvppFree": acl.media.dvpp_free,
     # data buffers, tensor descriptors, operators, models, events and callbacks

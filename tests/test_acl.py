@@ -373,6 +373,18 @@ C_TO_PYACL = {
     "aclrtMemcpyAsyncWithOffset": "rt.memcpy_async_with_offset",
     "aclrtMemsetD32": "rt.memset_d32", "aclrtMemsetD32Async": "rt.memset_d32_async",
     "aclrtMemcpyAsyncWithCondition": "rt.memcpy_async_with_condition",
+    "aclrtReserveMemAddress": "rt.reserve_mem_address",
+    "aclrtReserveMemAddressNoUCMemory": "rt.reserve_mem_address_no_uc_memory",
+    "aclrtReleaseMemAddress": "rt.release_mem_address",
+    "aclrtMallocPhysical": "rt.malloc_physical", "aclrtFreePhysical": "rt.free_physical",
+    "aclrtMapMem": "rt.map_mem", "aclrtMemMapNoAccess": "rt.mem_map_no_access",
+    "aclrtUnmapMem": "rt.unmap_mem",
+    "aclrtMemGetAllocationGranularity": "rt.mem_get_allocation_granularity",
+    "aclrtMemSetAccess": "rt.mem_set_access", "aclrtMemGetAccess": "rt.mem_get_access",
+    "aclrtMemRetainAllocationHandle": "rt.mem_retain_allocation_handle",
+    "aclrtMemGetAllocationPropertiesFromHandle": "rt.mem_get_allocation_properties_from_handle",
+    "aclrtMemGetAddressRange": "rt.mem_get_address_range",
+    "aclrtPointerGetAttributes": "rt.pointer_get_attributes",
 }
 
 
@@ -775,7 +787,9 @@ PYACL = {
            "query_event", "query_event_status", "query_event_wait_status",
            "synchronize_event", "synchronize_event_with_timeout", "event_elapsed_time",
            "event_get_timestamp", "stream_wait_event", "malloc_with_cfg",
-           "malloc_for_task_scheduler", "malloc_align32"},
+           "malloc_for_task_scheduler", "malloc_align32", "reserve_mem_address",
+           "release_mem_address", "malloc_physical", "free_physical", "map_mem", "unmap_mem",
+           "mem_get_allocation_granularity", "pointer_get_attributes"},
     "util": {"numpy_to_ptr", "numpy_contiguous_to_ptr", "ptr_to_numpy", "bytes_to_ptr",
              "ptr_to_bytes", "start_thread", "stop_thread"},
 }

@@ -51,7 +51,9 @@ from ascend_memsim.data.host import REGISTERED_BASE
 from ascend_memsim.data.raw import mapped
 from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.constants import ErrorCode
+from ascend_memsim.memory.physical import PhysicalHandle
 from ascend_memsim.memory.rules import device_base
+from ascend_memsim.memory.vmm import VA_BASE
 from ascend_memsim.runtime.events import EVENT_BASE, Event
 
 MiB = 1 << 20
@@ -82,7 +84,9 @@ MEMORY_FACE = [(space, fn) for space, fn in FACE if space in ("rt", "media", "ut
 ALLOCATING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "malloc", "malloc_align32", "malloc_cached", "malloc_with_cfg", "malloc_for_task_scheduler",
     "free", "free_with_dev_sync", "dvpp_malloc", "dvpp_free", "malloc_host", "free_host",
-    "memcpy", "memset", "memcpy_async", "memset_async", "numpy_to_ptr", "bytes_to_ptr")]
+    "memcpy", "memset", "memcpy_async", "memset_async", "numpy_to_ptr", "bytes_to_ptr",
+    "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
+    "map_mem", "unmap_mem")]
 # The compute face: data buffers and tensor descriptors, acl.op, acl.mdl and acl.rt's events.
 COMPUTE_FACE = [(space, fn) for space, fn in FACE if space in ("op", "mdl")
                 or (space == "acl" and ("data_buffer" in fn.__name__ or "tensor" in fn.__name__))
@@ -251,6 +255,7 @@ def _snapshot(rt, seen):
             [tuple(a.free_runs()) for a in device.allocators.values()],
             [(b.ptr, b.size, b.footprint, b.mem_type, b.module) for b in device.blocks()],
             [b.ptr for b in device.held()],
+            dict(device.physical),
         ))
     host = [(b.ptr, b.size) for b in rt.host.blocks()]
     compute = sorted((h.handle, _readable(h)) for h in _compute_handles(rt))
@@ -259,8 +264,13 @@ def _snapshot(rt, seen):
     pinned = rt.extension("pinned")
     chapter = (sorted(peer.enabled) if peer else [],
                pinned.snapshot() if pinned else [])
+    space = rt.vmm.space  # made at the first virtual-memory call: empty is as good as none
+    vmm = None if space is None or not (space.reservations or space.handles) else (
+        [(r.ptr, r.size, [(m.ptr, m.handle.handle, dict(m.access)) for m in r.maps.values()])
+         for r in space.reservations.values()],
+        sorted((h.handle, h.refs, tuple(sorted(h.maps))) for h in space.handles.values()))
     return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events,
-            chapter)
+            chapter, vmm)
 
 
 def _compute_handles(rt) -> list:
@@ -296,6 +306,8 @@ def _check_accounting(rt):
         live = {}
         for block in device.blocks():
             live[block.memory] = live.get(block.memory, 0) + block.footprint
+        main = device.profile.main_memory
+        live[main] = live.get(main, 0) + sum(device.physical.values())
         for memory, allocator in device.allocators.items():
             attr = acl.ACL_HBM_MEM if memory.value == "HBM" else acl.ACL_DDR_MEM
             free, total = device.mem_info(attr)
@@ -319,6 +331,12 @@ def _pointers(rt):
             found += [block.ptr, block.ptr + 8]
         for reg in rt.host.registrations()[:10]:
             found += [reg.ptr, reg.ptr + 1]
+        space = rt.vmm.space
+        for reservation in [] if space is None else list(space.reservations.values())[:5]:
+            found += [reservation.ptr, reservation.ptr + 2 * MiB, reservation.end]
+            found += [m.ptr + off for m in list(reservation.maps.values())[:5]
+                      for off in (0, 64, m.size)]
+        found += [VA_BASE + (1 << 30)]
     return found
 
 
@@ -332,7 +350,8 @@ def _handles(rt):
 
 
 #: Parameters (by name, in the face's signatures) that take one handle, and its kind (see
-#: _handle_kind for ``attr``).
+#: _handle_kind for ``attr``, and for acl.rt's virtual memory, whose ``handle`` is a physical
+#: memory handle).
 HANDLE_PARAMS = {
     "data_buffer": DataBuffer, "src_buffer": DataBuffer, "dst_buffer": DataBuffer,
     "desc": TensorDesc, "src_desc": TensorDesc, "dst_desc": TensorDesc,
@@ -361,6 +380,8 @@ class _Seen:
 
     def note(self, rt, fn, result) -> None:
         """Remember the handles live after ``fn`` returned ``result``."""
+        if fn is acl.rt.malloc_physical and isinstance(result, tuple) and result[-1] == 0:
+            self.kinds[result[0]] = PhysicalHandle
         if fn in _EVENT_MAKERS and isinstance(result, tuple) and result[-1] == 0:
             self.kinds[result[0]] = Event
         if rt is not None:
@@ -381,6 +402,9 @@ class _Seen:
         found: dict[type, list[int]] = {Event: self.live_events(rt)} if rt is not None else {}
         for handle in _compute_handles(rt) if rt is not None else ():
             found.setdefault(type(handle), []).append(handle.handle)
+        space = None if rt is None else rt.vmm.space
+        if space is not None:
+            found[PhysicalHandle] = [h.handle for h in space.handles.values() if h.refs]
         return found
 
 
@@ -389,7 +413,14 @@ def _handle_kind(fn, name: str) -> type | None:
     acl.rt, ``attr`` is get_mem_info's memory attribute, not an op attr."""
     if name == "attr" and fn.__module__ != acl.op.__name__:
         return None
+    if fn.__module__ == _VMM_FACE:
+        # acl.rt's virtual memory: ``handle`` is a physical memory handle, ``desc`` a list of
+        # access descriptors
+        return PhysicalHandle if name == "handle" else None
     return HANDLE_PARAMS.get(name) or HANDLE_LISTS.get(name)
+
+
+_VMM_FACE = acl.rt.map_mem.__module__
 
 
 #: The kinds of handle each compute call takes (``model_id``: a loaded model).
@@ -476,10 +507,20 @@ PLAUSIBLE = {
     # the rest of the memory chapter (acl/_rt_memory.py)
     "width": st.integers(0, 64), "height": st.integers(0, 8), "dpitch": st.integers(0, 128),
     "spitch": st.integers(0, 128), "peer_device_id": st.integers(0, 2),
-    "flags": st.integers(0, 1), "register_type": st.sampled_from([0, 0, 4, 8, 1]),
+    "register_type": st.sampled_from([0, 0, 4, 8, 1]),
     "hac_type": st.integers(0, 10), "mem_size": _SIZES, "num_batches": st.integers(0, 3),
     "num_attrs": st.integers(0, 2), "dst_offset": st.integers(0, 64),
     "src_offset": st.integers(0, 64), "config": st.sampled_from([0, 0, 1]),
+    # virtual memory (11-04)
+    "prop": st.fixed_dictionaries(
+        {"handleType": st.sampled_from([0, 0, 2]), "allocationType": st.sampled_from([0, 0, 1]),
+         "memAttr": st.sampled_from([4, 4, 4, 4, 5, 10, 13, 16, 2, 8, 99]),
+         "location": st.fixed_dictionaries({"id": st.sampled_from([0, 0, 0, 1, 2]),
+                                            "type": st.sampled_from([1, 1, 1, 0, 2])}),
+         "reserve": st.just(0)}),
+    "option": st.sampled_from([0, 1, 2, 0xFFFF]), "alignment": st.sampled_from([0, 0, 4096]),
+    "offset": st.sampled_from([0, 0, 0, 2 * MiB]), "flags": st.sampled_from([0, 0, 0, 1, 2]),
+    "location": st.fixed_dictionaries({"id": st.integers(0, 2), "type": st.integers(0, 3)}),
 }
 #: acl.op.set_attr_*'s values: scalars, strings and lists of them.
 ATTR_VALUES = st.one_of(
@@ -533,7 +574,7 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         return data.draw(st.one_of(st.none(), st.just("/nonexistent/acl.json"), values)
                          if name == "path" else values, label=name)
     kind = _handle_kind(fn, name)
-    if name in HANDLE_PARAMS and kind is not None:
+    if (name in HANDLE_PARAMS or kind is PhysicalHandle) and kind is not None:
         return _draw_handle(data, rt, seen, kind, name)
     if name in HANDLE_LISTS:
         descs = drawn.get(name.removesuffix("s") + "_desc")
@@ -554,6 +595,18 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         sizes = [b.size for b in blocks if type(addr) is int and b.ptr == addr]
         if name == "size" and sizes and data.draw(st.integers(0, 3), label="its size") > 0:
             return sizes[0]
+    if name == "expect_ptr" and data.draw(st.integers(0, 3), label="system placed") > 0:
+        return data.draw(st.sampled_from([0, 0, 0, VA_BASE + (4 << 30)]), label=name)
+    space = None if rt is None else rt.vmm.space
+    if fn.__module__ == _VMM_FACE and space is not None and data.draw(
+            st.integers(0, 3), label=f"{name}: from the page table") > 0:
+        # map_mem and its kin mostly get a reservation's page and a live handle's size
+        if name == "vir_ptr" and space.reservations:
+            starts = [r.ptr + k * 2 * MiB for r in space.reservations.values() for k in range(4)]
+            return data.draw(st.sampled_from(starts), label=name)
+        if name == "size" and fn.__name__ != "reserve_mem_address" and space.handles:
+            return data.draw(st.sampled_from([h.size for h in space.handles.values()]),
+                             label=name)
     if name == "value" and fn.__module__ == acl.op.__name__:
         return data.draw(ATTR_VALUES, label=name)
     if "ptr" in name or name in ("dst", "src", "addr") or (fn in BUFFER_CALLS and name == "data"):

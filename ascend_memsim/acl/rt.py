@@ -307,3 +307,11 @@ from ._rt_memory import __all__ as _MEMORY_CHAPTER  # noqa: E402
 
 __all__ += _MEMORY_CHAPTER
 NOT_IN_PYACL += _NOT_IN_PYACL_CHAPTER
+
+# Virtual memory (11-04) and pointer_get_attributes (11-05): acl/_vmm.py.
+from ._vmm import *  # noqa: E402, F403
+from ._vmm import NOT_IN_PYACL as _VMM_NOT_IN_PYACL  # noqa: E402
+from ._vmm import __all__ as _vmm_names  # noqa: E402
+
+__all__ += _vmm_names
+NOT_IN_PYACL += _VMM_NOT_IN_PYACL

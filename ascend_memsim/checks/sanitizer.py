@@ -11,9 +11,10 @@ Findings (``Report.kind``), severity in brackets:
 * ``invalid-free`` [error]: free of an address that is not a live block's start;
 * ``double-free`` [error]: free of a block already freed (with its alloc and free sites);
 * ``use-after-free`` [error]: an access to a freed block (``quarantine_bytes`` keeps freed
-  blocks reserved so a stale pointer is not silently reused by a later malloc);
+  blocks reserved so a stale pointer is not silently reused by a later malloc), or to a
+  virtual range after aclrtUnmapMem;
 * ``invalid-address`` [error]: an access where nothing was ever allocated or registered;
-* ``out-of-bounds`` [error]: an access past a block's footprint;
+* ``out-of-bounds`` [error]: an access past a block's footprint (or past a run of mappings);
 * ``padding-access`` [warning]: past the requested size but inside the footprint (the hidden
   padding that the rounding rule adds, or the page rounding beyond it): legal on hardware, a
   latent bug;
@@ -296,6 +297,16 @@ class Sanitizer:
     def _nearest(self, addr: int) -> str:
         """``96 bytes past the end of the 100-byte block at 0x...`` (or nothing near)."""
         runtime = self.runtime
+        space = None if runtime is None else runtime.vmm.space
+        reservation = None if space is None else space.reservation_at(addr)
+        if reservation is not None:
+            mapping = space.mapping_at(addr)
+            if mapping is not None:
+                return (f"{addr:#x} is in the {mapping.describe()}, which its device may not "
+                        f"access (mapped by aclrtMemMapNoAccess; aclrtMemSetAccess grants it)")
+            return (f"{addr:#x} is {plural_bytes(addr - reservation.ptr)} inside the "
+                    f"{reservation.size}-byte reserved range at {reservation.ptr:#x}, where "
+                    f"nothing is mapped")
         regions = []
         # Only the memory the address points into: a device's window, or host memory
         # (aclrtMallocHost blocks sit at real process addresses, anywhere).
@@ -330,8 +341,9 @@ class Sanitizer:
             return
         freed = self._freed_at(addr)
         if freed is not None:
-            how = ("which user code no longer holds" if freed.free_site is None
-                   and getattr(freed.block, "kind", None) else "which was freed")
+            how = getattr(freed.block, "gone", None) or (
+                "which user code no longer holds" if freed.free_site is None
+                and getattr(freed.block, "kind", None) else "which was freed")
             where = (f"{addr:#x} is {plural_bytes(addr - freed.ptr)} inside the "
                      f"{freed.description}, "
                      f"{how}")
@@ -535,6 +547,12 @@ class Sanitizer:
                 self._stale.append(old)
             if evicted is not None:
                 self._stale.append(evicted)
+
+    def unmapped(self, mapping: Any) -> None:
+        """A mapping was removed (aclrtUnmapMem): a later access to its range is reported as
+        use after free, "which was unmapped", with its map and unmap sites."""
+        self._remember(mapping.ptr, mapping.size, mapping,
+                       self.capture() if self.record_sites else None)
 
     def _forget_buffer(self, registration: Any) -> None:
         """A registered host buffer that user code let go of counts as freed (no free site)."""

@@ -541,13 +541,19 @@ class DataPlane:
 
     # -- resolution ---------------------------------------------------------------------------
 
-    def region_at(self, addr: int):
-        """The region (host block, registered buffer, device block) holding ``addr``, or None.
+    def region_at(self, addr: int, count: int = 1):
+        """The region (host block, registered buffer, device block, mapped virtual range)
+        holding ``addr``, or None; a mapped range reaches as far as ``count`` bytes need.
 
         A live device block first, then host memory: aclrtMallocHost blocks sit at real
         process addresses, which may fall inside a device's simulated window.
         """
         runtime = self.runtime
+        vmm = runtime.vmm
+        if vmm.space is not None:
+            mapped = vmm.region_at(addr, count)  # data/mapped.py
+            if mapped is not None:
+                return mapped
         if addr >= runtime.host_limit:
             device = runtime.device_holding(addr)
             block = None if device is None else device.block_at(addr)
@@ -566,7 +572,7 @@ class DataPlane:
             InvalidPointer: no live region holds ``addr``, or the access leaves its footprint.
             SanitizerError: a finding the strict sanitizer refuses.
         """
-        region = self.region_at(addr)
+        region = self.region_at(addr, count)
         sanitizer = self.runtime.sanitizer
         if region is None:
             foreign = self.runtime.host.foreign(addr, count, write)
@@ -710,7 +716,7 @@ class DataPlane:
         device = None
         for region in regions:
             if not region.host:
-                device = runtime.device_holding(region.block.ptr)
+                device = runtime.device(region.block.device_id)
                 break
         else:
             device = runtime.current_device_or_none()

@@ -17,6 +17,7 @@ __all__ = [
     "EventStatus", "StreamFlag", "CallbackBlock", "DATA_TYPE_BITS", "UNKNOWN_RANK",
     "MODULE_NAMES", "MODULE_APP", "MODULE_ID_MAX", "FLAT_NAMES",
     "HostRegisterType", "HostRegFlag", "HacType",
+    "LocationType", "AllocationType", "HandleType", "GranularityOption", "AccessFlags",
 ]
 
 KiB = 1 << 10
@@ -328,6 +329,52 @@ MODULE_ID_MAX = 255
 assert MODULE_NAMES[MODULE_APP] == "APP"
 
 
+class LocationType(IntEnum):
+    """aclrtMemLocationType (acl_rt.h)."""
+
+    HOST = 0
+    DEVICE = 1
+    UNREGISTERED = 2
+    MANAGED = 3
+    HOST_NUMA = 4
+
+
+class AllocationType(IntEnum):
+    """aclrtMemAllocationType (acl_rt.h)."""
+
+    PINNED = 0
+
+
+class HandleType(IntEnum):
+    """aclrtMemHandleType (acl_rt.h)."""
+
+    NONE = 0
+    POSIX = 2
+
+
+class GranularityOption(IntEnum):
+    """aclrtMemGranularityOptions (acl_rt.h)."""
+
+    MINIMUM = 0
+    RECOMMENDED = 1
+    UNDEF = 0xFFFF
+
+
+class AccessFlags(IntEnum):
+    """aclrtMemAccessFlags (acl_rt.h)."""
+
+    NONE = 0x0
+    READ = 0x1
+    READWRITE = 0x3
+
+
+#: The virtual-memory enums (11-04) and their vendor prefixes.
+_VMM_ENUMS = ((LocationType, "ACL_MEM_LOCATION_TYPE_"),
+              (AllocationType, "ACL_MEM_ALLOCATION_TYPE_"), (HandleType, "ACL_MEM_HANDLE_TYPE_"),
+              (GranularityOption, "ACL_RT_MEM_ALLOC_GRANULARITY_"),
+              (AccessFlags, "ACL_RT_MEM_ACCESS_FLAGS_"))
+
+
 def _flat_names() -> dict[str, int]:
     """The ``ACL_*`` spellings that pyacl samples define, mapped to their values."""
     names: dict[str, int] = {}
@@ -352,6 +399,8 @@ def _flat_names() -> dict[str, int]:
     names["ACL_RT_HOST_MEM_MAP_SUPPORTED"] = 1
     for member in MallocAttrType:
         names[f"ACL_RT_MEM_ATTR_{member.name}"] = int(member)
+    for enum, prefix in _VMM_ENUMS:
+        names.update({f"{prefix}{member.name}": int(member) for member in enum})
     names["ACL_DEVICE"] = int(RunMode.DEVICE)
     names["ACL_HOST"] = int(RunMode.HOST)
     for member in ErrorCode:

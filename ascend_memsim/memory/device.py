@@ -209,6 +209,8 @@ class Device:
         self._serial = 0
         #: module id -> [current footprint bytes, peak footprint bytes]
         self._usage: dict[int, list[int]] = {}
+        #: physical memory handles (aclrtMallocPhysical, memory/vmm.py) hold: start -> footprint
+        self.physical: dict[int, int] = {}
 
     # -- allocation ---------------------------------------------------------------------------
 
@@ -475,6 +477,47 @@ class Device:
             self._reset_state()
             return leaked
 
+    # -- physical memory (aclrtMallocPhysical; memory/vmm.py keeps the handles) ---------------
+
+    def take_physical(self, footprint: int, align: int, what: str) -> int:
+        """Place ``footprint`` bytes of physical memory by the same first-fit as the blocks, at
+        ``align``; its address. Counted as APP's usage; the quarantine's held blocks are taken
+        back when it does not fit otherwise (as for a malloc). O(C log n).
+
+        Raises:
+            OutOfDeviceMemory: no free run holds it.
+        """
+        with self.lock:
+            alloc = self._main
+            ptr = alloc.allocate(footprint, align)
+            if ptr is None and self._held:
+                journal = alloc.release_tentatively(
+                    [b.ptr for b in self._held.values() if self.allocators[b.memory] is alloc])
+                ptr = alloc.allocate(footprint, align)
+                if ptr is None:
+                    alloc.undo_release(journal)
+                else:
+                    taken = [self._held.pop(start) for start, *_ in journal]
+                    for listener in list(self.reclaim_listeners):
+                        listener(self, taken)
+            if ptr is None:
+                raise OutOfDeviceMemory(
+                    f"out of {self._main_memory.value} memory on device {self.device_id}: {what} "
+                    f"needs {footprint} bytes aligned to {align}; free {alloc.free_bytes}, "
+                    f"largest free run {alloc.largest_free_run()} bytes")
+            self.physical[ptr] = footprint
+            usage = self._usage.setdefault(MODULE_APP, [0, 0])
+            usage[0] += footprint
+            usage[1] = max(usage[1], usage[0])
+            return ptr
+
+    def give_physical(self, ptr: int) -> None:
+        """Give back the physical memory :meth:`take_physical` placed at ``ptr``."""
+        with self.lock:
+            footprint = self.physical.pop(ptr)
+            self._main.release(ptr)
+            self._usage[MODULE_APP][0] -= footprint
+
     # -- queries ------------------------------------------------------------------------------
 
     def block(self, ptr: object) -> Block | None:
@@ -631,17 +674,21 @@ class Device:
                 # Free + live footprints + held (quarantined) footprints == capacity.
                 mine = [b for b in (*self._blocks.values(), *self._held.values())
                         if b.memory is memory]
-                assert len(mine) == len(alloc), "block table and allocator disagree"
+                physical = self.physical if alloc is self._main else {}
+                assert len(mine) + len(physical) == len(alloc), "blocks and allocator disagree"
+                for start, footprint in physical.items():
+                    assert alloc.extent(start) == start + footprint, "physical extent wrong"
                 for b in mine:
                     assert alloc.extent(b.ptr) == b.end, f"block {b.ptr:#x} extent wrong"
                     assert b.ptr % 64 == 0 and b.ptr % PAGE_BYTES[b.page] == 0
                     assert b.footprint % PAGE_BYTES[b.page] == 0 and b.footprint >= b.rule_size
             assert list(self._index()) == sorted(self._blocks), "pointer index out of step"
-            by_module: dict[int, int] = {}
+            by_module: dict[int, int] = {MODULE_APP: sum(self.physical.values())}
             for b in self._blocks.values():
                 by_module[b.module] = by_module.get(b.module, 0) + b.footprint
             for module, (cur, peak) in self._usage.items():
                 assert cur == by_module.get(module, 0) and peak >= cur, "usage figures wrong"
+            assert not self.physical or MODULE_APP in self._usage
 
     def _emit(self, event: str, **info: object) -> None:
         for observer in [*self.observers, *self.subscribers.get(event, ())]:

@@ -271,6 +271,46 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
         if now > peak_by_stream.get(stream, 0):
             peak_by_stream[stream] = now
 
+    # (device, recorded handle) -> (its address in the device, its stand-in for the tallies)
+    physical: dict[tuple[int, Any], tuple[int, _Physical]] = {}
+
+    def physical_event(index: int, event: Any, device: Any) -> str | None:
+        """Place or give back a physical memory handle's memory (aclrtMallocPhysical, 11-04) in
+        the same heap as the blocks; "stop" at a failure when asked to."""
+        nonlocal last_change
+        key = (event.device, event.get("handle"))
+        if event.kind == "free_physical":
+            entry = physical.pop(key, None)
+            if entry is not None:
+                device.give_physical(entry[0])
+                changed(index, entry[1], None, -1)
+                last_change = index
+            return None
+        footprint, page = event.get("footprint"), event.get("page")
+        align = (1 << 30) if page == "huge1g" else 2 * MiB
+        if (type(footprint) is not int or not 0 < footprint <= MEMORY_SPAN
+                or footprint % align or key in physical):
+            result.problems.append(f"{name}:{event.line}: malloc_physical with footprint "
+                                   f"{footprint!r} on {page!r} pages cannot be replayed")
+            return None
+        try:
+            ptr = device.take_physical(footprint, align, "aclrtMallocPhysical")
+        except AclError as e:
+            result.failures += 1
+            if result.first_failure is None:
+                alloc = device.allocators[main]
+                result.first_failure = Failure(
+                    index, event.line, dict(event.as_dict(), api="aclrtMallocPhysical"),
+                    getattr(e, "message", str(e)), int(e.code),
+                    sum(b.footprint for b in device.blocks()), {}, alloc.free_bytes,
+                    alloc.largest_free_run(), alloc.capacity)
+            return "stop" if stop_at_failure else None
+        stand_in = _Physical(footprint)
+        physical[key] = (ptr, stand_in)
+        changed(index, stand_in, None, +1)
+        last_change = index
+        return None
+
     events = records(trace, progress) if isinstance(trace, Trace) else trace.records(progress)
     for index, event in enumerate(events):
         if stop_after is not None and index > stop_after:
@@ -383,6 +423,9 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
         elif kind == "reset":
             # DECISION: replay acts on the device's "reset" event (blocks discarded), not on
             # reset_device reference counts.
+            for key in [k for k in physical if k[0] == device_id]:
+                changed(index, physical.pop(key)[1], None, -1)
+                last_change = index
             for block in device.reset():
                 for key, (b, stream, site) in list(live.items()):
                     if b is block:
@@ -391,6 +434,9 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
                         stream_add(stream, -block.footprint)
                         changed(index, block, site, -1)
                         last_change = index
+        elif kind == "malloc_physical" or kind == "free_physical":
+            if physical_event(index, event, device) == "stop":
+                break
         elif kind in ("set_device", "reset_device"):
             continue
         else:
@@ -407,6 +453,16 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     else:
         rt.close()
     return result
+
+
+class _Physical:
+    """What the tallies read of a block, for physical memory (charged to APP)."""
+
+    __slots__ = ("footprint",)
+    module_name = "APP"
+
+    def __init__(self, footprint: int) -> None:
+        self.footprint = footprint
 
 
 @dataclass

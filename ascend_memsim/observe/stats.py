@@ -92,6 +92,18 @@ class _DeviceStats:
         if block.fallback:
             self.num_fallbacks += 1
 
+    def physical(self, info: dict, sign: int) -> None:
+        """Physical memory of aclrtMallocPhysical (virtual memory, 11-04): pools ``all`` and
+        ``physical``, its page kind and APP (the runtime charges it to APP)."""
+        for pool in ("all", "physical", f"page.{info['page']}", "component.APP"):
+            for stat, n in (("allocation", 1), ("footprint_bytes", info["footprint"]),
+                            ("requested_bytes", info["size"])):
+                counter = self._counter(stat, pool)
+                if sign > 0:
+                    counter.add(n)
+                else:
+                    counter.sub(n)
+
     def freed(self, block: Block) -> None:
         for pool in self._pools(block):
             self._counter("allocation", pool).sub(1)
@@ -119,7 +131,8 @@ class MemoryStats:
 
     def __call__(self, event: str, device: Device, info: dict) -> None:
         """Observer entry point; unknown events are ignored."""
-        if event not in ("malloc", "free", "malloc_failed", "reset"):
+        if event not in ("malloc", "free", "malloc_failed", "reset", "malloc_physical",
+                         "free_physical"):
             return
         with self._lock:
             stats = self._devices.get(device.device_id)
@@ -131,6 +144,8 @@ class MemoryStats:
                 stats.freed(info["block"])
             elif event == "malloc_failed":
                 stats.num_ooms += 1
+            elif event in ("malloc_physical", "free_physical"):
+                stats.physical(info, 1 if event == "malloc_physical" else -1)
             else:
                 # DECISION: blocks discarded by a reset count as freed, so current bytes
                 # return to zero as the device's free memory does.

@@ -48,6 +48,7 @@ from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
 from .streams import Streams
+from .vmm import VirtualMemory
 
 __all__ = ["Runtime", "UsageInfo"]
 
@@ -101,6 +102,8 @@ class Runtime:
         self.streams = Streams(self)
         self.events = Events(self)
         self.callbacks = Callbacks(self)
+        #: reservations, physical handles and mappings (11-04): the face routes to it
+        self.vmm = VirtualMemory(self)
         self.sanitizer: Checker = make_checker(sanitizer)
         self.sanitizer.attach(self)
         #: planes made on demand by higher layers (the compute plane), by name; see extension
@@ -146,6 +149,7 @@ class Runtime:
     def close(self) -> list[Block]:
         """Reset every device (as aclFinalize does); the blocks that were still live."""
         leaked: list[Block] = []
+        physical: list = []  # physical memory handles never freed
         for device in self.devices():
             self._finish_work(device.device_id)
         with self._table.lock:
@@ -154,12 +158,13 @@ class Runtime:
                 self.streams.drop_device(device.device_id)
                 self.events.drop_device(device.device_id)
                 self.sanitizer.forget_device(device)
+                physical.extend(self.vmm.forget_device(device))
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
             with Runtime.active_lock:
                 extensions, self._extensions = list(self._extensions.values()), {}
         handles = [h for ext in extensions for h in ext.close()]
-        self.sanitizer.leaks("aclFinalize", [*leaked, *host_leaked, *handles])
+        self.sanitizer.leaks("aclFinalize", [*leaked, *physical, *host_leaked, *handles])
         return leaked
 
     def extension(self, name: str, factory: Callable[[Runtime], Any] | None = None) -> Any:
@@ -284,7 +289,8 @@ class Runtime:
                 self.streams.drop_device(number)
                 self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
-                self.sanitizer.leaks("aclrtResetDevice", device.reset())
+                handles = self.vmm.forget_device(device)
+                self.sanitizer.leaks("aclrtResetDevice", [*device.reset(), *handles])
         made = self._table.made(number)
         if made is not None and self._table.wants("reset_device"):
             self._emit("reset_device", made)
