@@ -236,7 +236,7 @@ class TraceStream:
                     e, f"{name}:{number}")
                 if strict:
                     raise error from None
-                problems.append(str(error))
+                problems.append(error.message)
                 continue
             yield compact(record, number)
 

@@ -50,8 +50,9 @@ from ..memory.args import UINT32_MAX
 from ..memory.constants import MODULE_ID_MAX, MODULE_NAMES
 from ..memory.errors import InvalidArgument, TraceFormatError
 from ..memory.profiles import Memory
+from ..memory.rules import Api
 from ..memory.sites import capture_site
-from .snapshot import SnapshotError, is_snapshot, read_snapshot, safe_unpickle
+from .snapshot import SnapshotError, brief, is_snapshot, read_snapshot, safe_unpickle
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -226,69 +227,149 @@ def schema() -> dict:
 
 # -- loading -------------------------------------------------------------------------------
 
+#: device ids a trace may name: the simulator makes at most 64 devices (Profile.device_count)
+MAX_DEVICES = 64
+
+#: fields of the schema that are counts (integers >= 0) wherever they appear
+_COUNTS = ("seq", "thread", "module", "size", "rule_size", "footprint")
+_ENUMS = {"page": ("normal", "huge", "huge1g"), "memory": ("HBM", "DDR")}
+#: every spelling of an allocation API that Api.parse takes (the schema's ``api`` enum)
+_APIS = frozenset(name for api in Api for name in (api.value, api.pyacl_name))
+#: the keys of a malloc / free line that :func:`_valid` checks itself
+_FAST_MALLOC = frozenset({"event", "device", "stream", "ptr", "size", "policy", "api", "module",
+                          "seq", "thread", "stack", "rule_size", "footprint", "page", "memory",
+                          "fallback"})
+_FAST_FREE = frozenset({"event", "device", "stream", "ptr", "size", "footprint", "seq",
+                        "thread", "stack"})
+
+
 def _int_field(record: dict, key: str, where: str, *, minimum: int = 0,
                maximum: int | None = None) -> int:
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TraceFormatError(f"{where}: {key!r} must be an integer, got {value!r}")
+        raise TraceFormatError(f"{where}: {key!r} must be an integer, got {brief(value)}")
     if value < minimum:
-        raise TraceFormatError(f"{where}: {key}={value} is below {minimum}")
+        raise TraceFormatError(f"{where}: {key}={brief(value)} is below {minimum}")
     if maximum is not None and value > maximum:
-        raise TraceFormatError(f"{where}: {key}={value} is above {maximum:#x}")
+        shown = f"{maximum:#x}" if maximum > 1 << 16 else str(maximum)
+        raise TraceFormatError(f"{where}: {key}={brief(value)} is above {shown}")
     return value
+
+
+def _is_stack(stack: Any) -> bool:
+    """True for a list of strings (O(frames))."""
+    return type(stack) is list and all(type(frame) is str for frame in stack)
 
 
 def _valid(record: Any) -> bool:
     """True when ``record`` is a malloc or free event that :func:`_check_event` would pass
-    unchanged: the fast test of the common lines (O(1)); False means "check it fully"."""
+    unchanged: the fast test of the common lines (O(fields + frames)); False means "check it
+    fully"."""
     if type(record) is not dict:
         return False
     get = record.get
     device, stream = get("device"), get("stream")
-    if type(device) is not int or device < 0 or not (
+    if type(device) is not int or not 0 <= device < MAX_DEVICES or not (
             stream is None or type(stream) is int or type(stream) is str):
         return False
     kind, ptr = get("event"), get("ptr")
     if type(ptr) is not int or ptr < 1:
         return False
+    seq, thread, footprint = get("seq", 0), get("thread", 0), get("footprint", 0)
+    if not (type(seq) is int and seq >= 0 and type(thread) is int and thread >= 0
+            and type(footprint) is int and footprint >= 0):
+        return False
+    if "stack" in record and not _is_stack(record["stack"]):
+        return False
+    size = get("size", 0)
     if kind == "free":
-        return True
+        return type(size) is int and size >= 0 and record.keys() <= _FAST_FREE
     if kind != "malloc":
         return False
-    size, policy, module = get("size"), get("policy"), get("module", MODULE_ID_MAX + 1)
+    policy, module = get("policy"), get("module", MODULE_ID_MAX + 1)
+    rule, page, memory = get("rule_size", 0), get("page", "normal"), get("memory", "HBM")
     return (type(size) is int and size >= 1 and type(policy) is int
-            and 0 <= policy <= UINT32_MAX and "api" in record and type(module) is int
-            and (module > MODULE_ID_MAX or (0 <= module and module in MODULE_NAMES)))
+            and 0 <= policy <= UINT32_MAX and get("api") in _APIS and type(module) is int
+            and (module > MODULE_ID_MAX or (0 <= module and module in MODULE_NAMES))
+            and type(rule) is int and rule >= 0 and page in _ENUMS["page"]
+            and memory in _ENUMS["memory"] and type(get("fallback", False)) is bool
+            and record.keys() <= _FAST_MALLOC)
 
 
-def _check_event(record: Any, where: str) -> dict:
-    """The event ``record`` with its fields checked, or TraceFormatError."""
+def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dict:
+    """The event ``record`` with each field the trace's schema names checked against it
+    (``trace.schema.json``; other fields are kept as they are), defaults filled in, or
+    TraceFormatError saying which field is wrong. O(fields + frames); a stack whose id is in
+    ``stacks`` was checked before (a snapshot shares one stack among many events) and is
+    not walked again.
+    """
     if not isinstance(record, dict):
         raise TraceFormatError(f"{where}: an event must be a JSON object, got "
                                f"{type(record).__name__}")
     kind = record.get("event")
     if not isinstance(kind, str) or not kind:
         raise TraceFormatError(f"{where}: no 'event' name")
+    if "format" in record:
+        raise TraceFormatError(f"{where}: a header line (it has 'format') that is not "
+                               f"{FORMAT!r}")
     record.setdefault("device", 0)
-    _int_field(record, "device", where)
+    # DECISION: a device id the simulator cannot make is refused where the trace is read,
+    # so no reader builds anything per device id (the memory_viz export lists devices)
+    _int_field(record, "device", where, maximum=MAX_DEVICES - 1)
     # replay keeps bytes per stream in a dict: the stream is a name (or handle), nothing else
     stream = record.get("stream")
     if stream is not None and (isinstance(stream, bool) or not isinstance(stream, (int, str))):
         raise TraceFormatError(f"{where}: 'stream' must be null, an integer or a string, got "
-                               f"{stream!r}")
+                               f"{brief(stream)}")
     if kind in ("malloc", "malloc_failed"):
+        if "size" not in record:
+            raise TraceFormatError(f"{where}: a {kind} event needs a 'size'")
         # a recorded failure may have any size (size 0 fails on the real runtime too)
         _int_field(record, "size", where, minimum=1 if kind == "malloc" else 0)
+    for key in _COUNTS:
+        if key in record:
+            _int_field(record, key, where)
+    if "stack" in record:
+        stack = record["stack"]
+        if stacks is None or id(stack) not in stacks:
+            if not _is_stack(stack):
+                raise TraceFormatError(f"{where}: 'stack' must be a list of strings "
+                                       f"('file:line in function'), got {brief(stack)}")
+            if stacks is not None:
+                stacks.add(id(stack))
+    for key, allowed in _ENUMS.items():
+        if key in record and record[key] not in allowed:
+            raise TraceFormatError(f"{where}: {key!r} must be one of {', '.join(allowed)}, "
+                                   f"got {brief(record[key])}")
+    for key, kinds, name in (("fallback", (bool,), "true or false"),
+                             ("error", (str,), "a string")):
+        if key in record and type(record[key]) not in kinds:
+            raise TraceFormatError(f"{where}: {key!r} must be {name}, got "
+                                   f"{brief(record[key])}")
+    code = record.get("code")
+    if code is not None and (type(code) is not int):
+        raise TraceFormatError(f"{where}: 'code' must be an integer, got {brief(code)}")
+    leaked = record.get("leaked")
+    if leaked is not None and not (type(leaked) is list and all(
+            type(p) is int and p >= 1 for p in leaked)):
+        raise TraceFormatError(f"{where}: 'leaked' must be a list of pointers (integers "
+                               f">= 1), got {brief(leaked)}")
+    if kind in ("malloc", "malloc_failed"):
         record.setdefault("policy", 0)
-        _int_field(record, "policy", where, maximum=UINT32_MAX)
         record.setdefault("api", "aclrtMalloc")
-        if "module" in record:
-            module = _int_field(record, "module", where)
-            # as Device.allocate: ids above MODULE_ID_MAX count as APP, others need a name
-            if module <= MODULE_ID_MAX and module not in MODULE_NAMES:
-                raise TraceFormatError(f"{where}: module id {module} has no entry in the "
-                                       f"runtime's module table")
-    if kind in ("malloc", "free"):
+    if "policy" in record:
+        _int_field(record, "policy", where, maximum=UINT32_MAX)
+    if "api" in record and record["api"] not in _APIS:
+        raise TraceFormatError(f"{where}: unknown allocation API {brief(record['api'])}; "
+                               f"known: {', '.join(a.value for a in Api)} (or their pyacl "
+                               f"names)")
+    if "module" in record:
+        module = record["module"]
+        # as Device.allocate: ids above MODULE_ID_MAX count as APP, others need a name
+        if module <= MODULE_ID_MAX and module not in MODULE_NAMES:
+            raise TraceFormatError(f"{where}: module id {module} has no entry in the "
+                                   f"runtime's module table")
+    if kind in ("malloc", "free") or "ptr" in record:
         _int_field(record, "ptr", where, minimum=1)
     return record
 
@@ -328,7 +409,7 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
         except TraceFormatError as e:
             if strict:
                 raise
-            trace.problems.append(str(e))
+            trace.problems.append(e.message)
             continue
         trace.events.append(record)
         trace.lines.append(number)
@@ -349,11 +430,29 @@ def _line_error(error: Exception, where: str) -> TraceFormatError:
 
 
 def _header_of(record: dict, where: str) -> dict:
-    """The header line ``record``, or TraceFormatError for another version."""
+    """The header line ``record`` with its fields checked against the schema, or
+    TraceFormatError (another version, a field of the wrong type) naming the file and line."""
     if record.get("version") != VERSION:
-        raise TraceFormatError(f"{where}: trace version {record.get('version')!r}"
+        raise TraceFormatError(f"{where}: trace version {brief(record.get('version'))}"
                                f" is not {VERSION}")
-    return record
+    return _check_header(record, where)
+
+
+_HEADER_FIELDS = ("product", "hbm_bytes", "ddr_bytes", "device_count")
+
+
+def _check_header(header: dict, where: str) -> dict:
+    """``header`` when its product, capacities and device count have the schema's types."""
+    product = header.get("product")
+    if product is not None and type(product) is not str:
+        raise TraceFormatError(f"{where}: header 'product' must be a string, got "
+                               f"{brief(product)}")
+    for key in ("hbm_bytes", "ddr_bytes"):
+        if header.get(key) is not None:
+            _int_field(header, key, where)
+    if header.get("device_count") is not None:
+        _int_field(header, "device_count", where, minimum=1, maximum=MAX_DEVICES)
+    return header
 
 
 def _not_a_trace(name: str, problems: list[str]) -> TraceFormatError:
@@ -376,15 +475,23 @@ def from_snapshot(obj: Any, name: str = "<snapshot>", *, strict: bool = False) -
         raise TraceFormatError(str(e)) from None
     if strict and problems:
         raise TraceFormatError(problems[0])
+    try:
+        _check_header(header, f"{name}: 'memsim'")
+    except TraceFormatError as e:
+        problems.append(f"{e.message}; the recorded product and capacity are ignored")
+        header = {k: v for k, v in header.items() if k not in _HEADER_FIELDS}
     trace = Trace(header=header, name=name, problems=problems)
+    # one stack is shared by the events of one allocation site (torch_npu's snapshot shares
+    # its frame lists): each is checked once
+    stacks: set[int] = set()
     for event in events:
         try:
-            trace.events.append(_check_event(event, f"{name}: event {event['seq']}"))
+            trace.events.append(_check_event(event, f"{name}: event {event['seq']}", stacks))
             trace.lines.append(event["seq"] + 1)
         except TraceFormatError as e:
             if strict:
                 raise
-            trace.problems.append(str(e))
+            trace.problems.append(e.message)
     return trace
 
 
@@ -520,7 +627,7 @@ def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = F
         except TraceFormatError as e:
             if strict:
                 raise
-            problems.append(str(e))
+            problems.append(e.message)
             continue
         event["seq"] = seq
         seq += 1
