@@ -226,7 +226,8 @@ def test_memory_viz_segments_hold_blocks_whose_sizes_add_up():
 
 
 RMM_LINE = re.compile(r"^\d+,\d\d:\d\d:\d\d\.\d{6},(allocate,0x[0-9a-f]+|free,0x[0-9a-f]+|"
-                      r"allocate failure,\(nil\)),\d+,(0|0x[0-9a-f]+)$")
+                      r"allocate failure,\(nil\)),\d+,(0|0x[0-9a-f]+),"
+                      r"(aclrtMalloc\w*,0x[0-9a-f]+,\d*|,,)$")
 
 
 def test_rmm_csv_export_is_rmms_format_and_round_trips(tmp_path):
@@ -234,9 +235,10 @@ def test_rmm_csv_export_is_rmms_format_and_round_trips(tmp_path):
     out = tmp_path / "log.csv"
     assert run("export", str(path), "--format", "rmm-csv", "-o", str(out))[0] == 0
     lines = out.read_text().splitlines()
-    assert lines[0] == "Thread,Time,Action,Pointer,Size,Stream"
+    # RMM's six columns, then what RMM cannot say (its reader takes columns by name)
+    assert lines[0] == "Thread,Time,Action,Pointer,Size,Stream,Api,Policy,Module"
     assert all(RMM_LINE.match(line) for line in lines[1:]), lines
-    assert lines[3].split(",")[2:] == ["allocate failure", "(nil)", str(128 * MiB), "0"]
+    assert lines[3].split(",")[2:6] == ["allocate failure", "(nil)", str(128 * MiB), "0"]
     again = load(str(out))
     keep = ("event", "ptr", "size", "stream")
     assert [{k: e[k] for k in keep if k in e} for e in again.events] == [
@@ -263,12 +265,17 @@ def test_rmm_csv_export_of_several_devices_needs_a_device(tmp_path):
 def test_an_unreadable_torch_npu_snapshot_says_how_to_fix_it(tmp_path, monkeypatch):
     # torch_npu's _dump_snapshot creates the file with S_IWUSR only; root reads it anyway,
     # so the refusal is simulated
-    def refuse(path, mode="r", *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(path))
+    path = str(tmp_path / "snap.pickle")
+    real_open = os.open
 
-    monkeypatch.setattr("ascend_memsim.observe.trace.open", refuse, raising=False)
+    def refuse(name, *args, **kwargs):
+        if name == path:
+            raise PermissionError(13, "Permission denied", name)
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(InvalidArgument, match="chmod u\\+r"):
-        load(str(tmp_path / "snap.pickle"))
+        load(path)
 
 
 #: The opcodes torch/utils/viz/MemoryViz.js's unpickler implements (its switch over the

@@ -35,7 +35,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..memory.errors import InvalidArgument, TraceFormatError
+from ..memory.errors import TraceFormatError
 from .snapshot import is_snapshot
 from .trace import (
     FORMAT,
@@ -44,6 +44,7 @@ from .trace import (
     _header_of,
     _line_error,
     _not_a_trace,
+    _open_file,
     _rmm_events,
     _valid,
     from_snapshot,
@@ -262,21 +263,13 @@ class TraceStream:
 
 
 def _open(path: str, *, text: bool = False) -> Any:
-    """The file opened for reading bytes (or UTF-8 text), or InvalidArgument saying why it
-    cannot be.
+    """The trace file opened for reading bytes (or UTF-8 text), or InvalidArgument saying why
+    it cannot be (a file that is not a regular file is refused).
 
     DECISION: bytes that are not UTF-8 in a JSON Lines trace read as U+FFFD (the line is
     read, or left out as any bad line), never refuse the whole file.
     """
-    try:
-        if text:
-            return open(path, encoding="utf-8", errors="replace", buffering=1 << 20)
-        return open(path, "rb", buffering=1 << 20)
-    except PermissionError as e:
-        raise InvalidArgument(f"cannot read trace {path!r}: {e} (a torch_npu snapshot is "
-                              f"written without read permission: chmod u+r it)") from None
-    except OSError as e:
-        raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
+    return _open_file(path, text=text)
 
 
 def open_trace(path: str, *, strict: bool = False) -> TraceStream:

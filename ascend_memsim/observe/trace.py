@@ -40,6 +40,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -59,7 +61,8 @@ if TYPE_CHECKING:
     from ..runtime.runtime import Runtime
 
 __all__ = ["Trace", "Recorder", "TraceFormatError", "load", "loads", "read_rmm_csv",
-           "dumps_rmm_csv", "from_snapshot", "schema", "FORMAT", "KNOWN_EVENTS"]
+           "dumps_rmm_csv", "rmm_csv_lines", "from_snapshot", "schema", "FORMAT",
+           "KNOWN_EVENTS"]
 
 FORMAT = "ascend-memsim-trace"
 VERSION = 1
@@ -68,6 +71,8 @@ VERSION = 1
 KNOWN_EVENTS = ("malloc", "malloc_failed", "free", "reset", "set_device", "reset_device")
 
 _RMM_COLUMNS = ("Thread", "Time", "Action", "Pointer", "Size", "Stream")
+#: columns of this project's own after RMM's: what an RMM log cannot say about a malloc
+_RMM_EXTRA = ("Api", "Policy", "Module")
 
 
 @dataclass
@@ -503,15 +508,8 @@ def load(path: str, *, strict: bool = False) -> Trace:
         TraceFormatError: no known format; with ``strict``, at the first bad line.
         InvalidArgument: the file cannot be read.
     """
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except PermissionError as e:
-        # torch_npu's _dump_snapshot creates the file write-only for its owner (S_IWUSR)
-        raise InvalidArgument(f"cannot read trace {path!r}: {e} (a torch_npu snapshot is "
-                              f"written without read permission: chmod u+r it)") from None
-    except OSError as e:
-        raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
+    with _open_file(path) as f:
+        data = f.read()
     if data[:1] == b"\x80":
         # a pickle (protocol 2 or later): torch's _dump_snapshot
         try:
@@ -525,6 +523,39 @@ def load(path: str, *, strict: bool = False) -> Trace:
         raise TraceFormatError(f"{path}: not a trace in any known format (binary, not "
                                f"UTF-8 text nor a pickle): {e}") from None
     return loads(text, path, strict=strict)
+
+
+def _open_file(path: str, *, text: bool = False) -> Any:
+    """The trace file at ``path`` opened for reading (bytes, or UTF-8 text with bad bytes
+    as U+FFFD), or InvalidArgument saying why not.
+
+    Only a regular file is read: a device (``/dev/zero`` never ends), a FIFO (opening it
+    waits for a writer; here it is opened without waiting) or a directory is refused, so a
+    read is bounded by the file's size.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except PermissionError as e:
+        # torch_npu's _dump_snapshot creates the file write-only for its owner (S_IWUSR)
+        raise InvalidArgument(f"cannot read trace {path!r}: {e} (a torch_npu snapshot is "
+                              f"written without read permission: chmod u+r it)") from None
+    except OSError as e:
+        raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            raise InvalidArgument(f"cannot read trace {path!r}: it is {kind}; a trace is "
+                                  f"read from a regular file (save a stream to a file first)")
+        if text:
+            return open(fd, encoding="utf-8", errors="replace", buffering=1 << 20)
+        return open(fd, "rb", buffering=1 << 20)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _parse_int(text: str) -> int:
@@ -548,8 +579,9 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
 
     Actions: ``allocate`` and ``free`` (also ``deallocate``), ``allocate failure``. Pointers
     and streams are ``0x``-prefixed hexadecimal (``0x7f...``) or decimal; thread ids are
-    renumbered in order of appearance. RMM logs no policy: events get HUGE_FIRST (replay may
-    override it).
+    renumbered in order of appearance. RMM logs no API or policy: events get aclrtMalloc
+    with HUGE_FIRST (``replay --api/--policy`` override them), unless the log has the
+    ``Api``, ``Policy`` and ``Module`` columns :func:`rmm_csv_lines` adds.
 
     Raises:
         TraceFormatError: with ``strict``, at the first bad line.
@@ -591,11 +623,12 @@ def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = F
                 if missing:
                     raise TraceFormatError(f"{where}: RMM log header must name "
                                            f"{','.join(_RMM_COLUMNS)}; missing {missing}")
-                columns = {c: found.index(c) for c in _RMM_COLUMNS}
+                columns = {c: found.index(c) for c in _RMM_COLUMNS + _RMM_EXTRA
+                           if c in found}
                 continue
             if len(row) < len(columns):
                 raise TraceFormatError(f"{where}: {len(row)} fields, expected "
-                                       f"{len(_RMM_COLUMNS)} (truncated line?)")
+                                       f"{len(columns)} (truncated line?)")
             action = row[columns["Action"]].strip().lower()
             try:
                 ptr = _parse_int(row[columns["Pointer"]])
@@ -614,16 +647,17 @@ def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = F
             if action == "allocate":
                 if ptr <= 0:
                     raise TraceFormatError(f"{where}: allocate with a null pointer")
-                event = {"event": "malloc", "api": "aclrtMalloc", "policy": 0, "size": size,
+                event = {"event": "malloc", **_rmm_call(row, columns, where), "size": size,
                          "ptr": ptr, **common}
             elif action in ("free", "deallocate"):
                 event = {"event": "free", "ptr": ptr, "size": size, **common}
             elif action in ("allocate failure", "allocate_failure", "failure"):
-                event = {"event": "malloc_failed", "api": "aclrtMalloc", "policy": 0,
+                event = {"event": "malloc_failed", **_rmm_call(row, columns, where),
                          "size": size, **common}
             else:
-                raise TraceFormatError(f"{where}: unknown action {action!r} (expected "
+                raise TraceFormatError(f"{where}: unknown action {brief(action)} (expected "
                                        f"allocate, free or allocate failure)")
+            _check_event(event, where)
         except TraceFormatError as e:
             if strict:
                 raise
@@ -639,11 +673,36 @@ def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = F
         problems.append(problem)
 
 
-def _rmm_time(event: dict, index: int) -> str:
+def _rmm_call(row: list[str], columns: dict[str, int], where: str) -> dict:
+    """api, policy and module of an allocate row: this project's extra columns when the log
+    has them and they are filled in, else (RMM logs none) aclrtMalloc with HUGE_FIRST.
+
+    Raises:
+        TraceFormatError: an unknown API, a policy or module that is not a number.
+    """
+    out: dict[str, Any] = {"api": "aclrtMalloc", "policy": 0}
+    values = {c: row[i].strip() for c, i in columns.items() if c in _RMM_EXTRA}
+    if values.get("Api"):
+        if values["Api"] not in _APIS:
+            raise TraceFormatError(f"{where}: unknown allocation API {brief(values['Api'])} "
+                                   f"in the Api column")
+        out["api"] = values["Api"]
+    try:
+        if values.get("Policy"):
+            out["policy"] = _parse_int(values["Policy"])
+        if values.get("Module"):
+            out["module"] = int(values["Module"], 10)
+    except ValueError:
+        raise TraceFormatError(f"{where}: cannot read the Policy or Module column "
+                               f"({brief(values.get('Policy'))}, "
+                               f"{brief(values.get('Module'))})") from None
+    return out
+
+
+def _rmm_time(recorded: Any, index: int) -> str:
     """The recorded ``HH:MM:SS.ffffff`` of an RMM event, else (DECISION) the event's position
     as microseconds from midnight, so the order shows and the column parses."""
-    recorded = event.get("time")
-    if isinstance(recorded, str) and recorded:
+    if isinstance(recorded, str) and recorded and "," not in recorded and "\n" not in recorded:
         return recorded
     seconds, micros = divmod(index, 1_000_000)
     minutes, seconds = divmod(seconds, 60)
@@ -658,38 +717,63 @@ def _rmm_stream(stream: Any) -> str:
 
 
 def dumps_rmm_csv(trace: Trace, device: int | None = None) -> str:
-    """The trace as RMM's ``logging_resource_adaptor`` CSV log (rmm
-    ``cpp/src/mr/detail/logging_resource_adaptor_impl.cpp``): the header
-    ``Thread,Time,Action,Pointer,Size,Stream``, then ``%t,%H:%M:%S.%f,`` and
-    ``allocate,%p,%zu,stream`` / ``free,...`` / ``allocate failure,(nil),...``. Pointers print
-    as glibc's ``%p`` (``0x7f...``, ``(nil)``), sizes in decimal, streams in hex.
-
-    RMM logs one device per file: ``device`` picks it. Only malloc, free and failed malloc
-    events are written (RMM has no others).
+    """The trace as RMM's ``logging_resource_adaptor`` CSV log (see :func:`rmm_csv_lines`).
 
     Raises:
         InvalidArgument: events of several devices and no ``device`` chosen.
     """
     devices = sorted({e.get("device", 0) for e in trace.events
                       if e.get("event") in ("malloc", "free", "malloc_failed")})
-    if device is None:
-        if len(devices) > 1:
-            raise InvalidArgument(f"{trace.name} has events on devices {devices}; an RMM log "
-                                  f"holds one device: choose one")
-        device = devices[0] if devices else 0
-    lines = [",".join(_RMM_COLUMNS)]
-    for index, event in enumerate(trace.events):
-        kind = event.get("event")
-        if event.get("device", 0) != device or kind not in ("malloc", "free",
-                                                             "malloc_failed"):
+    if device is None and len(devices) > 1:
+        raise InvalidArgument(f"{trace.name} has events on devices {devices}; an RMM log "
+                              f"holds one device: choose one")
+    return "".join(rmm_csv_lines(trace.events, device, trace.name))
+
+
+def rmm_csv_lines(events: Iterable[Any], device: int | None = None,
+                  name: str = "<trace>") -> Iterator[str]:
+    """The lines (each ending in a newline) of RMM's ``logging_resource_adaptor`` CSV log
+    (rmm ``cpp/src/mr/detail/logging_resource_adaptor_impl.cpp``) for ``events`` (dicts or
+    stream records, read once: O(1) memory): the header
+    ``Thread,Time,Action,Pointer,Size,Stream,Api,Policy,Module``, then ``%t,%H:%M:%S.%f,`` and
+    ``allocate,%p,%zu,stream`` / ``free,...`` / ``allocate failure,(nil),...``. Pointers print
+    as glibc's ``%p`` (``0x7f...``, ``(nil)``), sizes in decimal, streams in hex.
+
+    RMM logs no allocation API, policy or module: they go in three more columns, which
+    RMM's own reader skips (rmm ``benchmarks/utilities/log_parser.hpp``, ``parse_csv``,
+    takes its columns by name) and :func:`read_rmm_csv` reads back, so a replay of the log
+    places blocks as a replay of the trace does. RMM logs one device per file: ``device``
+    picks it, else the device of the first event written. Only malloc, free and failed
+    malloc events are written (RMM has no others).
+
+    Raises:
+        InvalidArgument: with no ``device`` chosen, an event on a second device (raised
+            when the generator reaches it).
+    """
+    yield ",".join(_RMM_COLUMNS + _RMM_EXTRA) + "\n"
+    chosen = device is not None
+    for index, event in enumerate(events):
+        get = event.get
+        kind = get("event")
+        if kind not in ("malloc", "free", "malloc_failed"):
             continue
-        thread = event.get("thread", 0)
-        head = f"{thread},{_rmm_time(event, index)}"
-        stream = _rmm_stream(event.get("stream"))
+        on = get("device", 0)
+        if device is None:
+            device = on
+        elif on != device:
+            if chosen:
+                continue
+            raise InvalidArgument(f"{name} has events on devices {device} and {on} (event "
+                                  f"{index}); an RMM log holds one device: choose one")
+        head = f"{get('thread', 0)},{_rmm_time(get('time'), index)}"
+        stream = _rmm_stream(get("stream"))
+        if kind == "free":
+            yield f"{head},free,{get('ptr'):#x},{get('size', 0)},{stream},,,\n"
+            continue
+        module = get("module")
+        call = (f"{get('api', 'aclrtMalloc')},{get('policy', 0):#x},"
+                f"{'' if module is None else module}")
         if kind == "malloc":
-            lines.append(f"{head},allocate,{event['ptr']:#x},{event['size']},{stream}")
-        elif kind == "free":
-            lines.append(f"{head},free,{event['ptr']:#x},{event.get('size', 0)},{stream}")
+            yield f"{head},allocate,{get('ptr'):#x},{get('size')},{stream},{call}\n"
         else:
-            lines.append(f"{head},allocate failure,(nil),{event.get('size', 0)},{stream}")
-    return "\n".join(lines) + "\n"
+            yield f"{head},allocate failure,(nil),{get('size', 0)},{stream},{call}\n"
