@@ -320,7 +320,11 @@ def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dic
     record.setdefault("device", 0)
     # DECISION: a device id the simulator cannot make is refused where the trace is read,
     # so no reader builds anything per device id (the memory_viz export lists devices)
-    _int_field(record, "device", where, maximum=MAX_DEVICES - 1)
+    device = _int_field(record, "device", where)
+    if device >= MAX_DEVICES:
+        raise TraceFormatError(f"{where}: device {brief(device)} is outside [0, "
+                               f"{MAX_DEVICES}): the simulator makes at most {MAX_DEVICES} "
+                               f"devices")
     # replay keeps bytes per stream in a dict: the stream is a name (or handle), nothing else
     stream = record.get("stream")
     if stream is not None and (isinstance(stream, bool) or not isinstance(stream, (int, str))):
