@@ -122,11 +122,11 @@ HOSTILE = {
     "long-number.jsonl": lambda: _jsonl(size=int("9" * 4000)),
     "binary.jsonl": lambda: bytes(range(256)) * 40,
     "bad-columns.csv": lambda: (
-        "Thread,Time,Action,Pointer,Size,Stream,Api,Policy,Module\n"
-        "0,00:00:00.000001,allocate,0x1000,100,0,aclrtFree,0x0,33\n"
-        "0,00:00:00.000002,allocate,0x2000,100,0,aclrtMalloc,0x1ffffffff,33\n"
-        "0,00:00:00.000003,allocate,0x3000,100,0,aclrtMalloc,0x0,7\n"
-        "0,00:00:00.000004,allocate,0x4000,100,0,aclrtMalloc,zero,\n").encode(),
+        b"Thread,Time,Action,Pointer,Size,Stream,Api,Policy,Module\n"
+        b"0,00:00:00.000001,allocate,0x1000,100,0,aclrtFree,0x0,33\n"
+        b"0,00:00:00.000002,allocate,0x2000,100,0,aclrtMalloc,0x1ffffffff,33\n"
+        b"0,00:00:00.000003,allocate,0x3000,100,0,aclrtMalloc,0x0,7\n"
+        b"0,00:00:00.000004,allocate,0x4000,100,0,aclrtMalloc,zero,\n"),
     "json-snapshot.json": lambda: json.dumps({"segments": [
         {"device": 0, "address": 4096, "total_size": 512, "frames": [
             {"filename": {"a": 1}, "line": "x", "name": None}]}]}).encode(),
