@@ -240,7 +240,8 @@ def brief(value: Any) -> str:
     if value is None or kind is bool or kind is float:
         return repr(value)
     size = len(value) if kind in (list, dict, tuple) else None
-    return f"a {kind.__name__}" + ("" if size is None else f" of {size} items")
+    return f"a {kind.__name__}" + ("" if size is None else
+                                   f" of {size} item{'s' * (size != 1)}")
 
 
 def is_snapshot(obj: Any) -> bool:

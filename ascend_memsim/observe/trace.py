@@ -266,6 +266,14 @@ def _is_stack(stack: Any) -> bool:
     return type(stack) is list and all(type(frame) is str for frame in stack)
 
 
+def _what(stack: Any) -> str:
+    """What is wrong in a stack that is not a list of strings, for a message."""
+    if type(stack) is not list:
+        return f", got {brief(stack)}"
+    index = next(i for i, frame in enumerate(stack) if type(frame) is not str)
+    return f"; frame {index} is {brief(stack[index])}"
+
+
 def _valid(record: Any) -> bool:
     """True when ``record`` is a malloc or free event that :func:`_check_event` would pass
     unchanged: the fast test of the common lines (O(fields + frames)); False means "check it
@@ -343,7 +351,7 @@ def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dic
         if stacks is None or id(stack) not in stacks:
             if not _is_stack(stack):
                 raise TraceFormatError(f"{where}: 'stack' must be a list of strings "
-                                       f"('file:line in function'), got {brief(stack)}")
+                                       f"('file:line in function'){_what(stack)}")
             if stacks is not None:
                 stacks.add(id(stack))
     for key, allowed in _ENUMS.items():
