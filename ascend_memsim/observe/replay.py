@@ -152,7 +152,11 @@ def _default_capacity(trace: Source, product: str) -> int | None:
     """DECISION: on the product it was recorded on, a trace replays on the recorded capacity;
     on another product, on that product's own capacity."""
     recorded = trace.header.get("product")
-    if recorded and get_profile(recorded).name == get_profile(product).name:
+    try:
+        same = bool(recorded) and get_profile(recorded).name == get_profile(product).name
+    except AclError:   # a product the simulator does not know: not the one replayed on
+        same = False
+    if same:
         key = _capacity_key(product)
         value = trace.header.get(key)
         if isinstance(value, int) and value > 0:
