@@ -240,12 +240,11 @@ _COUNTS = ("seq", "thread", "module", "size", "rule_size", "footprint")
 _ENUMS = {"page": ("normal", "huge", "huge1g"), "memory": ("HBM", "DDR")}
 #: every spelling of an allocation API that Api.parse takes (the schema's ``api`` enum)
 _APIS = frozenset(name for api in Api for name in (api.value, api.pyacl_name))
-#: the keys of a malloc / free line that :func:`_valid` checks itself
-_FAST_MALLOC = frozenset({"event", "device", "stream", "ptr", "size", "policy", "api", "module",
-                          "seq", "thread", "stack", "rule_size", "footprint", "page", "memory",
-                          "fallback"})
-_FAST_FREE = frozenset({"event", "device", "stream", "ptr", "size", "footprint", "seq",
-                        "thread", "stack"})
+#: the fields of the schema that :func:`_valid` leaves to the full check, on a malloc and
+#: on a free line
+_SLOW_MALLOC = frozenset({"format", "code", "error", "leaked"})
+_SLOW_FREE = _SLOW_MALLOC | {"api", "policy", "module", "rule_size", "page", "memory",
+                             "fallback"}
 
 
 def _int_field(record: dict, key: str, where: str, *, minimum: int = 0,
@@ -281,32 +280,39 @@ def _valid(record: Any) -> bool:
     if type(record) is not dict:
         return False
     get = record.get
-    device, stream = get("device"), get("stream")
-    if type(device) is not int or not 0 <= device < MAX_DEVICES or not (
-            stream is None or type(stream) is int or type(stream) is str):
+    kind = get("event")
+    if kind == "malloc":
+        if not record.keys().isdisjoint(_SLOW_MALLOC):
+            return False
+    elif kind != "free" or not record.keys().isdisjoint(_SLOW_FREE):
         return False
-    kind, ptr = get("event"), get("ptr")
-    if type(ptr) is not int or ptr < 1:
-        return False
+    device, stream, ptr = get("device"), get("stream"), get("ptr")
     seq, thread, footprint = get("seq", 0), get("thread", 0), get("footprint", 0)
-    if not (type(seq) is int and seq >= 0 and type(thread) is int and thread >= 0
-            and type(footprint) is int and footprint >= 0):
+    size, stack = get("size", 0), get("stack", _NO_STACK)
+    # for integers, a | b | c is negative when any of them is
+    if not (type(device) is int and type(ptr) is int and type(seq) is int
+            and type(thread) is int and type(footprint) is int and type(size) is int
+            and 0 <= device < MAX_DEVICES and ptr >= 1
+            and (seq | thread | footprint | size) >= 0
+            and (stream is None or type(stream) in _STREAM_TYPES)
+            and (stack is _NO_STACK or (type(stack) is list
+                                        and _STR_ONLY.issuperset(map(type, stack))))):
         return False
-    if "stack" in record and not _is_stack(record["stack"]):
-        return False
-    size = get("size", 0)
     if kind == "free":
-        return type(size) is int and size >= 0 and record.keys() <= _FAST_FREE
-    if kind != "malloc":
-        return False
-    policy, module = get("policy"), get("module", MODULE_ID_MAX + 1)
-    rule, page, memory = get("rule_size", 0), get("page", "normal"), get("memory", "HBM")
-    return (type(size) is int and size >= 1 and type(policy) is int
-            and 0 <= policy <= UINT32_MAX and get("api") in _APIS and type(module) is int
+        return True
+    policy, module, rule = get("policy"), get("module", MODULE_ID_MAX + 1), get("rule_size", 0)
+    return (size >= 1 and type(policy) is int and 0 <= policy <= UINT32_MAX
+            and get("api") in _APIS and type(module) is int
             and (module > MODULE_ID_MAX or (0 <= module and module in MODULE_NAMES))
-            and type(rule) is int and rule >= 0 and page in _ENUMS["page"]
-            and memory in _ENUMS["memory"] and type(get("fallback", False)) is bool
-            and record.keys() <= _FAST_MALLOC)
+            and type(rule) is int and rule >= 0 and get("page", "normal") in _PAGES
+            and get("memory", "HBM") in _MEMORIES and type(get("fallback", False)) is bool)
+
+
+_NO_STACK: list = []
+_STREAM_TYPES = (int, str)
+_STR_ONLY = frozenset({str})
+_PAGES = frozenset(_ENUMS["page"])
+_MEMORIES = frozenset(_ENUMS["memory"])
 
 
 def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dict:
