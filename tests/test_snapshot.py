@@ -474,3 +474,28 @@ def test_exporting_an_rmm_log_takes_memory_independent_of_the_trace_length(tmp_p
     small, large = peak(1_000), peak(8_000)
     # eight times the events, well under twice the memory (the whole trace would be eight)
     assert large < 2 * small, (small, large)
+
+
+def test_max_entries_keeps_the_last_entries_as_torchs_ring_buffer(tmp_path):
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
+        rt.set_device(0)
+        kept = rt.malloc_align32(2 * MiB)
+        for _ in range(50):
+            rt.free(rt.malloc(100))
+        last = rt.malloc(3 * MiB)
+    path = tmp_path / "t.jsonl"
+    rec.trace.save(str(path))
+    out = tmp_path / "ring.pickle"
+    assert run("export", str(path), "--format", "memory-viz", "--max-entries", "6",
+               "-o", str(out))[0] == 0
+    snap = safe_unpickle(out.read_bytes())
+    assert len(snap["device_traces"][0]) == 6
+    assert [s["address"] for s in snap["segments"]] == sorted([kept, last])
+    # read back: the block live before the kept entries is allocated first, with its API
+    again = load(str(out))
+    first = again.events[0]
+    assert (first["ptr"], first["api"]) == (kept, "aclrtMallocAlign32")
+    assert replay(again, "A2", capacity=64 * MiB).peak_bytes == \
+        replay(rec.trace, "A2", capacity=64 * MiB).peak_bytes
+    assert run("export", str(path), "--format", "memory-viz", "--max-entries", "0",
+               "-o", str(tmp_path / "x.pickle"))[0] == 2

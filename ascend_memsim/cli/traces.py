@@ -160,14 +160,16 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """Write a trace as a memory_viz snapshot pickle or an RMM CSV log, reading the trace as
     a stream: the RMM log is written as the trace is read (memory O(1) in its length); the
-    snapshot is one pickled object, built whole (memory O(events))."""
+    snapshot is one pickled object, built whole (memory O(events), or O(live blocks +
+    N) with ``--max-entries N``)."""
     trace = _open(args.trace)
     counted = _Counted(trace.records(_progress(args, "reading")))
     suffix = ".pickle" if args.format == "memory-viz" else ".csv"
     path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + suffix
     if args.format == "memory-viz":
         # built before the file is opened: a bad trace leaves no half-written file
-        snapshot = to_memory_viz(counted, trace.header)
+        snapshot = to_memory_viz(counted, trace.header,
+                                 max_entries=getattr(args, "max_entries", None))
         _warn(trace)
         with open(path, "wb") as f:
             pickle.dump(snapshot, f, protocol=PICKLE_PROTOCOL)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import io
 import pickle
 import struct
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -485,13 +486,18 @@ def _footprint(event: dict, product: str) -> int:
     return align_up(rule_size(profile, size, page, api), PAGE_BYTES[page])
 
 
-def to_memory_viz(events: Iterable[Any], header: dict | None = None) -> dict:
+def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
+                  max_entries: int | None = None) -> dict:
     """The snapshot dict memory_viz opens, for a trace's events (see the module docstring).
 
     ``events`` are event dicts or :class:`~ascend_memsim.observe.stream.Event` records (any
     object with a dict's ``get``), read once in order, so a stream of a file serves. The
     snapshot is one object (a pickle is written whole): O(events) memory for the entries it
-    holds, each distinct stack converted once.
+    holds, each distinct stack converted once. ``max_entries`` keeps only the last entries
+    of each device, as torch's ring buffer does
+    (``torch.cuda.memory._record_memory_history(max_entries=...)``): memory O(live blocks +
+    max_entries); reading the snapshot back allocates the blocks live before the kept
+    entries first, as for any torch snapshot.
 
     Raises:
         SnapshotError: an event on a device id the simulator cannot make (64 or more).
@@ -505,9 +511,11 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None) -> dict:
     profile = get_profile(product)
     capacity = _int(header.get("hbm_bytes")) or _int(header.get("ddr_bytes")) or \
         profile.capacity(profile.main_memory)
-    traces: dict[int, list[dict]] = {}
+    traces: dict[int, Any] = {}
     live: dict[tuple[int, int], dict] = {}
     in_use: dict[int, int] = {}
+    if max_entries is not None and (type(max_entries) is not int or max_entries < 1):
+        raise SnapshotError(f"max_entries must be a positive integer, got {brief(max_entries)}")
     # id of a stack -> (the stack, kept alive so the id stays its own; its torch frames)
     frames_of: dict[int, tuple[Any, list[dict]]] = {}
     for event in events:
@@ -517,7 +525,9 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None) -> dict:
         if not 0 <= device < _MAX_DEVICES:
             raise SnapshotError(f"an event on device {brief(device)}; a snapshot lists "
                                 f"devices 0 to {_MAX_DEVICES - 1}")
-        out = traces.setdefault(device, [])
+        out = traces.get(device)
+        if out is None:
+            out = traces[device] = deque(maxlen=max_entries)
         stream = _int(get("stream")) or 0
         extra = {k: get(k) for k in _EXTRA if get(k, _UNSEEN) is not _UNSEEN}
         stack = get("stack")
@@ -574,7 +584,7 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None) -> dict:
                         "state": "active_allocated", "frames": block["frames"]}]})
     devices = max(list(traces) + [device for device, _ in live] + [0]) + 1
     return {"segments": segments,
-            "device_traces": [traces.get(d, []) for d in range(devices)],
+            "device_traces": [list(traces.get(d, ())) for d in range(devices)],
             "memsim": {k: header[k] for k in ("product", "hbm_bytes", "ddr_bytes",
                                               "device_count") if k in header}}
 
@@ -585,6 +595,8 @@ _EXTRA = ("api", "policy", "module", "thread", "seq")
 _MAX_DEVICES = 64
 
 
-def memory_viz_bytes(events: Iterable[Any], header: dict | None = None) -> bytes:
+def memory_viz_bytes(events: Iterable[Any], header: dict | None = None, *,
+                     max_entries: int | None = None) -> bytes:
     """:func:`to_memory_viz` pickled with protocol 4, as ``_dump_snapshot`` writes it."""
-    return pickle.dumps(to_memory_viz(events, header), protocol=PICKLE_PROTOCOL)
+    return pickle.dumps(to_memory_viz(events, header, max_entries=max_entries),
+                        protocol=PICKLE_PROTOCOL)
