@@ -227,3 +227,16 @@ def test_an_unknown_product_in_the_header_is_an_error_naming_the_file():
                                                   r"product 'Z9'.*--product"):
             run(trace)
     assert replay(trace, "A2").fits
+
+
+def test_a_trace_built_in_memory_is_checked_as_a_file_is():
+    from ascend_memsim.observe.trace import TraceFormatError
+
+    bad = Trace([{"event": "malloc", "size": 64, "ptr": 64, "stack": [["x"]]}], name="mine")
+    # once a TypeError from deep inside replay (an unhashable stack)
+    with pytest.raises(TraceFormatError, match=r"mine: event 0 \(line 2\): 'stack'"):
+        replay(bad, "A2")
+    shared = ["t.py:1 in f"]
+    good = Trace([{"event": "malloc", "size": 64, "ptr": 64 * i, "stack": shared}
+                  for i in range(1, 4)])
+    assert replay(good, "A2").mallocs == 3

@@ -334,6 +334,10 @@ def records(source: Trace | TraceStream, progress: Progress | None = None
 
     ``progress(done, total)`` is called about 100 times (in events for a trace in memory, in
     bytes for a file). O(events) time; memory O(1) beyond the source.
+
+    Raises:
+        TraceFormatError: an event of a trace in memory with a field its schema refuses
+            (a file's bad lines are left out when it is read, so never from ``load``).
     """
     if not isinstance(source, Trace):
         yield from source.records(progress)
@@ -342,9 +346,16 @@ def records(source: Trace | TraceStream, progress: Progress | None = None
     events = source.events
     total = len(events)
     every = max(1, total // 100)
+    stacks: set[int] = set()
+    name = source.name
     for index, event in enumerate(events):
         if progress is not None and index % every == 0:
             progress(index, total)
-        yield compact(dict(event), source.line_of(index))
+        record = dict(event)
+        if not _valid(record):
+            # a trace built in memory is checked as a file's lines are (load's are already)
+            record = _check_event(record, f"{name}: event {index} (line "
+                                          f"{source.line_of(index)})", stacks)
+        yield compact(record, source.line_of(index))
     if progress is not None:
         progress(total, total)

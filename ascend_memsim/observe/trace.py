@@ -393,7 +393,7 @@ def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dic
             raise TraceFormatError(f"{where}: module id {module} has no entry in the "
                                    f"runtime's module table")
     if kind in ("malloc", "free") or "ptr" in record:
-        _int_field(record, "ptr", where, minimum=1)
+        _int_field(record, "ptr", where, minimum=1 if kind in ("malloc", "free") else 0)
     return record
 
 
