@@ -220,7 +220,7 @@ def test_every_field_the_schema_names_is_checked_when_read():
 
 
 def test_the_fast_check_of_common_lines_agrees_with_the_full_one():
-    from ascend_memsim.observe.trace import _check_event, _valid
+    from ascend_memsim.observe.fields import _check_event, _valid
 
     free = {"event": "free", "ptr": 4096, "device": 0, "size": 100, "footprint": 192,
             "seq": 1, "thread": 0, "stream": "s", "stack": []}

@@ -27,6 +27,7 @@ from ..memory.profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
 from ..memory.rules import Api, policy_name
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
+from .fields import MAX_DEVICES
 from .snapshot import brief
 from .stream import _BIT, TraceStream, records
 from .timeline import Timeline, _Timeline
@@ -225,7 +226,7 @@ def _device_count(trace: Source, profile: Any) -> int | None:
     return min(devices, _MAX_DEVICES) if devices > profile.device_count else None
 
 
-_MAX_DEVICES = 64
+_MAX_DEVICES = MAX_DEVICES
 
 
 def replay(trace: Source, product: str | None = None, *, capacity: int | None = None,

@@ -36,20 +36,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..memory.errors import TraceFormatError
+from .fields import FORMAT, _check_event, _header_of, _valid
+from .rmm import _rmm_events
 from .snapshot import is_snapshot
-from .trace import (
-    FORMAT,
-    Trace,
-    _check_event,
-    _header_of,
-    _line_error,
-    _not_a_trace,
-    _open_file,
-    _rmm_events,
-    _valid,
-    from_snapshot,
-    load,
-)
+from .trace import Trace, _line_error, _not_a_trace, _open_file, from_snapshot, load
 
 __all__ = ["Event", "TraceStream", "open_trace", "records"]
 

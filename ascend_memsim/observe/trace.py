@@ -43,18 +43,26 @@ import json
 import os
 import stat
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ..memory.args import UINT32_MAX
-from ..memory.constants import MODULE_ID_MAX, MODULE_NAMES
 from ..memory.errors import InvalidArgument, TraceFormatError
 from ..memory.profiles import Memory
-from ..memory.rules import Api
 from ..memory.sites import capture_site
-from .snapshot import SnapshotError, brief, is_snapshot, read_snapshot, safe_unpickle
+from .fields import (
+    _HEADER_FIELDS,
+    FORMAT,
+    MAX_DEVICES,
+    VERSION,
+    _check_event,
+    _check_header,
+    _header_of,
+    _valid,
+)
+from .rmm import _rmm_events, rmm_csv_lines
+from .snapshot import SnapshotError, is_snapshot, read_snapshot, safe_unpickle
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -62,17 +70,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Trace", "Recorder", "TraceFormatError", "load", "loads", "read_rmm_csv",
            "dumps_rmm_csv", "rmm_csv_lines", "from_snapshot", "schema", "FORMAT",
-           "KNOWN_EVENTS"]
+           "KNOWN_EVENTS", "MAX_DEVICES"]
 
-FORMAT = "ascend-memsim-trace"
-VERSION = 1
 
 #: The events replay acts on; any other event is kept and skipped.
 KNOWN_EVENTS = ("malloc", "malloc_failed", "free", "reset", "set_device", "reset_device")
 
-_RMM_COLUMNS = ("Thread", "Time", "Action", "Pointer", "Size", "Stream")
-#: columns of this project's own after RMM's: what an RMM log cannot say about a malloc
-_RMM_EXTRA = ("Api", "Policy", "Module")
 
 
 @dataclass
@@ -232,171 +235,6 @@ def schema() -> dict:
 
 # -- loading -------------------------------------------------------------------------------
 
-#: device ids a trace may name: the simulator makes at most 64 devices (Profile.device_count)
-MAX_DEVICES = 64
-
-#: fields of the schema that are counts (integers >= 0) wherever they appear
-_COUNTS = ("seq", "thread", "module", "size", "rule_size", "footprint")
-_ENUMS = {"page": ("normal", "huge", "huge1g"), "memory": ("HBM", "DDR")}
-#: every spelling of an allocation API that Api.parse takes (the schema's ``api`` enum)
-_APIS = frozenset(name for api in Api for name in (api.value, api.pyacl_name))
-#: the fields of the schema that :func:`_valid` leaves to the full check, on a malloc and
-#: on a free line
-_SLOW_MALLOC = frozenset({"format", "code", "error", "leaked"})
-_SLOW_FREE = _SLOW_MALLOC | {"api", "policy", "module", "rule_size", "page", "memory",
-                             "fallback"}
-
-
-def _int_field(record: dict, key: str, where: str, *, minimum: int = 0,
-               maximum: int | None = None) -> int:
-    value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TraceFormatError(f"{where}: {key!r} must be an integer, got {brief(value)}")
-    if value < minimum:
-        raise TraceFormatError(f"{where}: {key}={brief(value)} is below {minimum}")
-    if maximum is not None and value > maximum:
-        shown = f"{maximum:#x}" if maximum > 1 << 16 else str(maximum)
-        raise TraceFormatError(f"{where}: {key}={brief(value)} is above {shown}")
-    return value
-
-
-def _is_stack(stack: Any) -> bool:
-    """True for a list of strings (O(frames))."""
-    return type(stack) is list and all(type(frame) is str for frame in stack)
-
-
-def _what(stack: Any) -> str:
-    """What is wrong in a stack that is not a list of strings, for a message."""
-    if type(stack) is not list:
-        return f", got {brief(stack)}"
-    index = next(i for i, frame in enumerate(stack) if type(frame) is not str)
-    return f"; frame {index} is {brief(stack[index])}"
-
-
-def _valid(record: Any) -> bool:
-    """True when ``record`` is a malloc or free event that :func:`_check_event` would pass
-    unchanged: the fast test of the common lines (O(fields + frames)); False means "check it
-    fully"."""
-    if type(record) is not dict:
-        return False
-    get = record.get
-    kind = get("event")
-    if kind == "malloc":
-        if not record.keys().isdisjoint(_SLOW_MALLOC):
-            return False
-    elif kind != "free" or not record.keys().isdisjoint(_SLOW_FREE):
-        return False
-    device, stream, ptr = get("device"), get("stream"), get("ptr")
-    seq, thread, footprint = get("seq", 0), get("thread", 0), get("footprint", 0)
-    size, stack = get("size", 0), get("stack", _NO_STACK)
-    # for integers, a | b | c is negative when any of them is
-    if not (type(device) is int and type(ptr) is int and type(seq) is int
-            and type(thread) is int and type(footprint) is int and type(size) is int
-            and 0 <= device < MAX_DEVICES and ptr >= 1
-            and (seq | thread | footprint | size) >= 0
-            and (stream is None or type(stream) in _STREAM_TYPES)
-            and (stack is _NO_STACK or (type(stack) is list
-                                        and _STR_ONLY.issuperset(map(type, stack))))):
-        return False
-    if kind == "free":
-        return True
-    policy, module, rule = get("policy"), get("module", MODULE_ID_MAX + 1), get("rule_size", 0)
-    return (size >= 1 and type(policy) is int and 0 <= policy <= UINT32_MAX
-            and get("api") in _APIS and type(module) is int
-            and (module > MODULE_ID_MAX or (0 <= module and module in MODULE_NAMES))
-            and type(rule) is int and rule >= 0 and get("page", "normal") in _PAGES
-            and get("memory", "HBM") in _MEMORIES and type(get("fallback", False)) is bool)
-
-
-_NO_STACK: list = []
-_STREAM_TYPES = (int, str)
-_STR_ONLY = frozenset({str})
-_PAGES = frozenset(_ENUMS["page"])
-_MEMORIES = frozenset(_ENUMS["memory"])
-
-
-def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dict:
-    """The event ``record`` with each field the trace's schema names checked against it
-    (``trace.schema.json``; other fields are kept as they are), defaults filled in, or
-    TraceFormatError saying which field is wrong. O(fields + frames); a stack whose id is in
-    ``stacks`` was checked before (a snapshot shares one stack among many events) and is
-    not walked again.
-    """
-    if not isinstance(record, dict):
-        raise TraceFormatError(f"{where}: an event must be a JSON object, got "
-                               f"{type(record).__name__}")
-    kind = record.get("event")
-    if not isinstance(kind, str) or not kind:
-        raise TraceFormatError(f"{where}: no 'event' name")
-    if "format" in record:
-        raise TraceFormatError(f"{where}: a header line (it has 'format') that is not "
-                               f"{FORMAT!r}")
-    record.setdefault("device", 0)
-    # DECISION: a device id the simulator cannot make is refused where the trace is read,
-    # so no reader builds anything per device id (the memory_viz export lists devices)
-    device = _int_field(record, "device", where)
-    if device >= MAX_DEVICES:
-        raise TraceFormatError(f"{where}: device {brief(device)} is outside [0, "
-                               f"{MAX_DEVICES}): the simulator makes at most {MAX_DEVICES} "
-                               f"devices")
-    # replay keeps bytes per stream in a dict: the stream is a name (or handle), nothing else
-    stream = record.get("stream")
-    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, (int, str))):
-        raise TraceFormatError(f"{where}: 'stream' must be null, an integer or a string, got "
-                               f"{brief(stream)}")
-    if kind in ("malloc", "malloc_failed"):
-        if "size" not in record:
-            raise TraceFormatError(f"{where}: a {kind} event needs a 'size'")
-        # a recorded failure may have any size (size 0 fails on the real runtime too)
-        _int_field(record, "size", where, minimum=1 if kind == "malloc" else 0)
-    for key in _COUNTS:
-        if key in record:
-            _int_field(record, key, where)
-    if "stack" in record:
-        stack = record["stack"]
-        if stacks is None or id(stack) not in stacks:
-            if not _is_stack(stack):
-                raise TraceFormatError(f"{where}: 'stack' must be a list of strings "
-                                       f"('file:line in function'){_what(stack)}")
-            if stacks is not None:
-                stacks.add(id(stack))
-    for key, allowed in _ENUMS.items():
-        if key in record and record[key] not in allowed:
-            raise TraceFormatError(f"{where}: {key!r} must be one of {', '.join(allowed)}, "
-                                   f"got {brief(record[key])}")
-    for key, kinds, name in (("fallback", (bool,), "true or false"),
-                             ("error", (str,), "a string")):
-        if key in record and type(record[key]) not in kinds:
-            raise TraceFormatError(f"{where}: {key!r} must be {name}, got "
-                                   f"{brief(record[key])}")
-    code = record.get("code")
-    if code is not None and (type(code) is not int):
-        raise TraceFormatError(f"{where}: 'code' must be an integer, got {brief(code)}")
-    leaked = record.get("leaked")
-    if leaked is not None and not (type(leaked) is list and all(
-            type(p) is int and p >= 1 for p in leaked)):
-        raise TraceFormatError(f"{where}: 'leaked' must be a list of pointers (integers "
-                               f">= 1), got {brief(leaked)}")
-    if kind in ("malloc", "malloc_failed"):
-        record.setdefault("policy", 0)
-        record.setdefault("api", "aclrtMalloc")
-    if "policy" in record:
-        _int_field(record, "policy", where, maximum=UINT32_MAX)
-    if "api" in record and record["api"] not in _APIS:
-        raise TraceFormatError(f"{where}: unknown allocation API {brief(record['api'])}; "
-                               f"known: {', '.join(a.value for a in Api)} (or their pyacl "
-                               f"names)")
-    if "module" in record:
-        module = record["module"]
-        # as Device.allocate: ids above MODULE_ID_MAX count as APP, others need a name
-        if module <= MODULE_ID_MAX and module not in MODULE_NAMES:
-            raise TraceFormatError(f"{where}: module id {module} has no entry in the "
-                                   f"runtime's module table")
-    if kind in ("malloc", "free") or "ptr" in record:
-        _int_field(record, "ptr", where, minimum=1 if kind in ("malloc", "free") else 0)
-    return record
-
-
 def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
     """Parse JSON Lines trace text (or RMM CSV text, recognised by its header).
 
@@ -450,32 +288,6 @@ def _line_error(error: Exception, where: str) -> TraceFormatError:
     # e.g. an integer longer than int() reads (sys.set_int_max_str_digits), or bytes that
     # are not UTF-8
     return TraceFormatError(f"{where}: cannot read the line: {error}")
-
-
-def _header_of(record: dict, where: str) -> dict:
-    """The header line ``record`` with its fields checked against the schema, or
-    TraceFormatError (another version, a field of the wrong type) naming the file and line."""
-    if record.get("version") != VERSION:
-        raise TraceFormatError(f"{where}: trace version {brief(record.get('version'))}"
-                               f" is not {VERSION}")
-    return _check_header(record, where)
-
-
-_HEADER_FIELDS = ("product", "hbm_bytes", "ddr_bytes", "device_count")
-
-
-def _check_header(header: dict, where: str) -> dict:
-    """``header`` when its product, capacities and device count have the schema's types."""
-    product = header.get("product")
-    if product is not None and type(product) is not str:
-        raise TraceFormatError(f"{where}: header 'product' must be a string, got "
-                               f"{brief(product)}")
-    for key in ("hbm_bytes", "ddr_bytes"):
-        if header.get(key) is not None:
-            _int_field(header, key, where)
-    if header.get("device_count") is not None:
-        _int_field(header, "device_count", where, minimum=1, maximum=MAX_DEVICES)
-    return header
 
 
 def _not_a_trace(name: str, problems: list[str]) -> TraceFormatError:
@@ -576,21 +388,6 @@ def _open_file(path: str, *, text: bool = False) -> Any:
         raise
 
 
-def _parse_int(text: str) -> int:
-    """A pointer or stream of an RMM log: ``0x``-prefixed hexadecimal or decimal; an empty
-    field or a null spelling (``nil``, ``(nil)``, ``null``, ``nullptr``) is 0.
-
-    DECISION: no guessing from the digits: ``1e5`` is neither, not hexadecimal 0x1e5.
-
-    Raises:
-        ValueError: anything else.
-    """
-    text = text.strip()
-    if text.lower() in ("", "nil", "(nil)", "null", "nullptr"):
-        return 0
-    return int(text, 16) if text.lower().startswith("0x") else int(text, 10)
-
-
 def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
                  strict: bool = False) -> Trace:
     """Read RMM's CSV allocation log into a trace of ``malloc``/``free`` events.
@@ -612,128 +409,6 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
     return trace
 
 
-def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = False
-                ) -> Iterator[tuple[dict, int]]:
-    """(event, line number) of each row of an RMM log read by ``reader`` (a csv.reader), in
-    order; the rows left out are described in ``problems``. O(1) memory per row."""
-    threads: dict[str, int] = {}
-    columns: dict[str, int] | None = None
-    seq = 0
-    while True:
-        try:
-            row = next(reader)
-            error = None
-        except StopIteration:
-            break
-        except csv.Error as e:
-            # e.g. a field over csv.field_size_limit(); the reader goes on at the next line
-            row, error = None, e
-        number = reader.line_num
-        where = f"{name}:{number}"
-        if row is not None and (not row or not "".join(row).strip()):
-            continue
-        try:
-            if row is None:
-                raise TraceFormatError(f"{where}: cannot read the CSV line: {error}")
-            if columns is None:
-                found = [c.strip() for c in row]
-                missing = [c for c in _RMM_COLUMNS if c not in found]
-                if missing:
-                    raise TraceFormatError(f"{where}: RMM log header must name "
-                                           f"{','.join(_RMM_COLUMNS)}; missing {missing}")
-                columns = {c: found.index(c) for c in _RMM_COLUMNS + _RMM_EXTRA
-                           if c in found}
-                continue
-            if len(row) < len(columns):
-                raise TraceFormatError(f"{where}: {len(row)} fields, expected "
-                                       f"{len(columns)} (truncated line?)")
-            action = row[columns["Action"]].strip().lower()
-            try:
-                ptr = _parse_int(row[columns["Pointer"]])
-                size = int(row[columns["Size"]].strip())
-                stream = _parse_int(row[columns["Stream"]])
-            except ValueError:
-                raise TraceFormatError(f"{where}: cannot read the pointer, size or stream in "
-                                       f"{','.join(row)!r}") from None
-            if size < 0:
-                raise TraceFormatError(f"{where}: negative size {size}")
-            if ptr < 0:
-                raise TraceFormatError(f"{where}: negative pointer {ptr}")
-            thread = threads.setdefault(row[columns["Thread"]].strip(), len(threads))
-            common = {"device": 0, "thread": thread, "stream": stream,
-                      "time": row[columns["Time"]].strip()}
-            if action == "allocate":
-                if ptr <= 0:
-                    raise TraceFormatError(f"{where}: allocate with a null pointer")
-                event = {"event": "malloc", **_rmm_call(row, columns, where), "size": size,
-                         "ptr": ptr, **common}
-            elif action in ("free", "deallocate"):
-                event = {"event": "free", "ptr": ptr, "size": size, **common}
-            elif action in ("allocate failure", "allocate_failure", "failure"):
-                event = {"event": "malloc_failed", **_rmm_call(row, columns, where),
-                         "size": size, **common}
-            else:
-                raise TraceFormatError(f"{where}: unknown action {brief(action)} (expected "
-                                       f"allocate, free or allocate failure)")
-            _check_event(event, where)
-        except TraceFormatError as e:
-            if strict:
-                raise
-            problems.append(e.message)
-            continue
-        event["seq"] = seq
-        seq += 1
-        yield event, number
-    if columns is None:
-        problem = f"{name}:1: empty RMM log (no header line)"
-        if strict:
-            raise TraceFormatError(problem)
-        problems.append(problem)
-
-
-def _rmm_call(row: list[str], columns: dict[str, int], where: str) -> dict:
-    """api, policy and module of an allocate row: this project's extra columns when the log
-    has them and they are filled in, else (RMM logs none) aclrtMalloc with HUGE_FIRST.
-
-    Raises:
-        TraceFormatError: an unknown API, a policy or module that is not a number.
-    """
-    out: dict[str, Any] = {"api": "aclrtMalloc", "policy": 0}
-    values = {c: row[i].strip() for c, i in columns.items() if c in _RMM_EXTRA}
-    if values.get("Api"):
-        if values["Api"] not in _APIS:
-            raise TraceFormatError(f"{where}: unknown allocation API {brief(values['Api'])} "
-                                   f"in the Api column")
-        out["api"] = values["Api"]
-    try:
-        if values.get("Policy"):
-            out["policy"] = _parse_int(values["Policy"])
-        if values.get("Module"):
-            out["module"] = int(values["Module"], 10)
-    except ValueError:
-        raise TraceFormatError(f"{where}: cannot read the Policy or Module column "
-                               f"({brief(values.get('Policy'))}, "
-                               f"{brief(values.get('Module'))})") from None
-    return out
-
-
-def _rmm_time(recorded: Any, index: int) -> str:
-    """The recorded ``HH:MM:SS.ffffff`` of an RMM event, else (DECISION) the event's position
-    as microseconds from midnight, so the order shows and the column parses."""
-    if isinstance(recorded, str) and recorded and "," not in recorded and "\n" not in recorded:
-        return recorded
-    seconds, micros = divmod(index, 1_000_000)
-    minutes, seconds = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours % 24:02d}:{minutes:02d}:{seconds:02d}.{micros:06d}"
-
-
-def _rmm_stream(stream: Any) -> str:
-    """``std::stringstream << std::hex << cudaStream_t`` (rmm::detail::format_stream): the
-    null stream prints ``0``, any other ``0x...``."""
-    return f"{stream:#x}" if isinstance(stream, int) and stream > 0 else "0"
-
-
 def dumps_rmm_csv(trace: Trace, device: int | None = None) -> str:
     """The trace as RMM's ``logging_resource_adaptor`` CSV log (see :func:`rmm_csv_lines`).
 
@@ -746,52 +421,3 @@ def dumps_rmm_csv(trace: Trace, device: int | None = None) -> str:
         raise InvalidArgument(f"{trace.name} has events on devices {devices}; an RMM log "
                               f"holds one device: choose one")
     return "".join(rmm_csv_lines(trace.events, device, trace.name))
-
-
-def rmm_csv_lines(events: Iterable[Any], device: int | None = None,
-                  name: str = "<trace>") -> Iterator[str]:
-    """The lines (each ending in a newline) of RMM's ``logging_resource_adaptor`` CSV log
-    (rmm ``cpp/src/mr/detail/logging_resource_adaptor_impl.cpp``) for ``events`` (dicts or
-    stream records, read once: O(1) memory): the header
-    ``Thread,Time,Action,Pointer,Size,Stream,Api,Policy,Module``, then ``%t,%H:%M:%S.%f,`` and
-    ``allocate,%p,%zu,stream`` / ``free,...`` / ``allocate failure,(nil),...``. Pointers print
-    as glibc's ``%p`` (``0x7f...``, ``(nil)``), sizes in decimal, streams in hex.
-
-    RMM logs no allocation API, policy or module: they go in three more columns, which
-    RMM's own reader skips (rmm ``benchmarks/utilities/log_parser.hpp``, ``parse_csv``,
-    takes its columns by name) and :func:`read_rmm_csv` reads back, so a replay of the log
-    places blocks as a replay of the trace does. RMM logs one device per file: ``device``
-    picks it, else the device of the first event written. Only malloc, free and failed
-    malloc events are written (RMM has no others).
-
-    Raises:
-        InvalidArgument: with no ``device`` chosen, an event on a second device (raised
-            when the generator reaches it).
-    """
-    yield ",".join(_RMM_COLUMNS + _RMM_EXTRA) + "\n"
-    chosen = device is not None
-    for index, event in enumerate(events):
-        get = event.get
-        kind = get("event")
-        if kind not in ("malloc", "free", "malloc_failed"):
-            continue
-        on = get("device", 0)
-        if device is None:
-            device = on
-        elif on != device:
-            if chosen:
-                continue
-            raise InvalidArgument(f"{name} has events on devices {device} and {on} (event "
-                                  f"{index}); an RMM log holds one device: choose one")
-        head = f"{get('thread', 0)},{_rmm_time(get('time'), index)}"
-        stream = _rmm_stream(get("stream"))
-        if kind == "free":
-            yield f"{head},free,{get('ptr'):#x},{get('size', 0)},{stream},,,\n"
-            continue
-        module = get("module")
-        call = (f"{get('api', 'aclrtMalloc')},{get('policy', 0):#x},"
-                f"{'' if module is None else module}")
-        if kind == "malloc":
-            yield f"{head},allocate,{get('ptr'):#x},{get('size')},{stream},{call}\n"
-        else:
-            yield f"{head},allocate failure,(nil),{get('size', 0)},{stream},{call}\n"
