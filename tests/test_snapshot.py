@@ -499,3 +499,12 @@ def test_max_entries_keeps_the_last_entries_as_torchs_ring_buffer(tmp_path):
         replay(rec.trace, "A2", capacity=64 * MiB).peak_bytes
     assert run("export", str(path), "--format", "memory-viz", "--max-entries", "0",
                "-o", str(tmp_path / "x.pickle"))[0] == 2
+
+
+def test_a_snapshot_header_field_of_the_wrong_type_is_a_problem_naming_the_file():
+    snap = {"segments": [{"device": 0, "address": BASE, "total_size": 512}],
+            "memsim": {"product": 5, "hbm_bytes": 64 * MiB}}
+    trace = from_snapshot(snap, "snap.pickle")
+    assert trace.problems == ["snap.pickle: 'memsim': header 'product' must be a string, "
+                              "got 5; the recorded product and capacity are ignored"]
+    assert "product" not in trace.header and replay(trace, "A2").fits
