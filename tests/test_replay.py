@@ -207,3 +207,36 @@ def test_bisection_starts_from_the_high_water_mark_and_matches_a_linear_search()
         capacity += step
     assert found.capacity == capacity  # this trace's first fit is also the smallest
     assert found.runs <= 2 + (capacity // step).bit_length()
+
+
+def test_a_long_recorded_frame_is_cut_in_the_failure_text():
+    trace = loads("\n".join([
+        '{"format": "ascend-memsim-trace", "version": 1, "product": "A2"}',
+        '{"event": "malloc", "size": 1073741824, "ptr": 64, "stack": ["' + "z" * 100_000
+        + '"]}']), "t.jsonl")
+    text = str(replay(trace, capacity=64 * MiB))
+    assert "z" * 200 + "... (99800 more characters)" in text
+    assert max(map(len, text.splitlines())) < 400
+
+
+def test_an_unknown_product_in_the_header_is_an_error_naming_the_file():
+    trace = loads('{"format": "ascend-memsim-trace", "version": 1, "product": "Z9"}\n',
+                  "t.jsonl")
+    for run in (replay, smallest_capacity):
+        with pytest.raises(InvalidArgument, match=r"t\.jsonl: the trace header names "
+                                                  r"product 'Z9'.*--product"):
+            run(trace)
+    assert replay(trace, "A2").fits
+
+
+def test_a_trace_built_in_memory_is_checked_as_a_file_is():
+    from ascend_memsim.observe.trace import TraceFormatError
+
+    bad = Trace([{"event": "malloc", "size": 64, "ptr": 64, "stack": [["x"]]}], name="mine")
+    # once a TypeError from deep inside replay (an unhashable stack)
+    with pytest.raises(TraceFormatError, match=r"mine: event 0 \(line 2\): 'stack'"):
+        replay(bad, "A2")
+    shared = ["t.py:1 in f"]
+    good = Trace([{"event": "malloc", "size": 64, "ptr": 64 * i, "stack": shared}
+                  for i in range(1, 4)])
+    assert replay(good, "A2").mallocs == 3

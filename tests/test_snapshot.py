@@ -5,11 +5,15 @@ the keys of torch/csrc/cuda/Module.cpp and torch_npu/csrc/npu/Module.cpp memoryS
 """
 
 import io
+import itertools
 import json
 import os
 import pickle
 import pickletools
 import re
+import struct
+import sys
+import tracemalloc
 
 import pytest
 
@@ -22,7 +26,14 @@ from ascend_memsim.observe.snapshot import (
     safe_unpickle,
     to_memory_viz,
 )
-from ascend_memsim.observe.trace import Recorder, TraceFormatError, dumps_rmm_csv, load
+from ascend_memsim.observe.trace import (
+    Recorder,
+    TraceFormatError,
+    dumps_rmm_csv,
+    from_snapshot,
+    load,
+    rmm_csv_lines,
+)
 
 BASE = 0x7F0000000000
 FRAMES = [{"filename": "model.py", "line": 42, "name": "forward"},
@@ -226,7 +237,8 @@ def test_memory_viz_segments_hold_blocks_whose_sizes_add_up():
 
 
 RMM_LINE = re.compile(r"^\d+,\d\d:\d\d:\d\d\.\d{6},(allocate,0x[0-9a-f]+|free,0x[0-9a-f]+|"
-                      r"allocate failure,\(nil\)),\d+,(0|0x[0-9a-f]+)$")
+                      r"allocate failure,\(nil\)),\d+,(0|0x[0-9a-f]+),"
+                      r"(aclrtMalloc\w*,0x[0-9a-f]+,\d*|,,)$")
 
 
 def test_rmm_csv_export_is_rmms_format_and_round_trips(tmp_path):
@@ -234,9 +246,10 @@ def test_rmm_csv_export_is_rmms_format_and_round_trips(tmp_path):
     out = tmp_path / "log.csv"
     assert run("export", str(path), "--format", "rmm-csv", "-o", str(out))[0] == 0
     lines = out.read_text().splitlines()
-    assert lines[0] == "Thread,Time,Action,Pointer,Size,Stream"
+    # RMM's six columns, then what RMM cannot say (its reader takes columns by name)
+    assert lines[0] == "Thread,Time,Action,Pointer,Size,Stream,Api,Policy,Module"
     assert all(RMM_LINE.match(line) for line in lines[1:]), lines
-    assert lines[3].split(",")[2:] == ["allocate failure", "(nil)", str(128 * MiB), "0"]
+    assert lines[3].split(",")[2:6] == ["allocate failure", "(nil)", str(128 * MiB), "0"]
     again = load(str(out))
     keep = ("event", "ptr", "size", "stream")
     assert [{k: e[k] for k in keep if k in e} for e in again.events] == [
@@ -263,12 +276,17 @@ def test_rmm_csv_export_of_several_devices_needs_a_device(tmp_path):
 def test_an_unreadable_torch_npu_snapshot_says_how_to_fix_it(tmp_path, monkeypatch):
     # torch_npu's _dump_snapshot creates the file with S_IWUSR only; root reads it anyway,
     # so the refusal is simulated
-    def refuse(path, mode="r", *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(path))
+    path = str(tmp_path / "snap.pickle")
+    real_open = os.open
 
-    monkeypatch.setattr("ascend_memsim.observe.trace.open", refuse, raising=False)
+    def refuse(name, *args, **kwargs):
+        if name == path:
+            raise PermissionError(13, "Permission denied", name)
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(InvalidArgument, match="chmod u\\+r"):
-        load(str(tmp_path / "snap.pickle"))
+        load(path)
 
 
 #: The opcodes torch/utils/viz/MemoryViz.js's unpickler implements (its switch over the
@@ -283,3 +301,210 @@ def test_the_export_uses_only_opcodes_memory_viz_reads(tmp_path):
     assert run("export", str(path), "--format", "memory-viz", "-o", str(out))[0] == 0
     used = {op.code.encode("latin-1")[0] for op, _, _ in pickletools.genops(out.read_bytes())}
     assert used <= MEMORY_VIZ_OPCODES, sorted(hex(c) for c in used - MEMORY_VIZ_OPCODES)
+
+
+# -- hostile pickles: time and memory bounded by the file's size --------------------------------
+
+def _work(fn, *args, budget=200_000):
+    """``fn(*args)`` with a count of the function calls it makes, stopped past ``budget``
+    (a measure of work that a slow machine cannot fail and a hang cannot pass)."""
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        calls += 1
+        if calls > budget:
+            raise RuntimeError(f"more than {budget} calls")
+
+    sys.setprofile(count)
+    try:
+        return fn(*args), calls
+    finally:
+        sys.setprofile(None)
+
+
+def test_a_pickle_that_holds_itself_is_refused():
+    cycle = []
+    cycle.append(cycle)
+    through_dict = {"segments": []}
+    through_dict["segments"].append({"frames": [through_dict]})
+    for obj in ({"segments": cycle}, through_dict):
+        data = pickle.dumps(obj, protocol=4)
+        with pytest.raises(SnapshotError, match="contains itself"):
+            _work(safe_unpickle, data)
+
+
+def test_shared_lists_are_walked_once():
+    shared = []
+    for _ in range(40):
+        shared = [shared, shared]       # 2**40 paths, 41 distinct lists
+    data = pickle.dumps({"segments": shared}, protocol=4)
+    obj, calls = _work(safe_unpickle, data)
+    assert calls < 2_000
+    trace, _ = _work(from_snapshot, obj, "shared.pickle")
+    assert not trace.events and len(trace.problems) == 2
+
+
+def test_a_memo_index_beyond_the_file_is_refused_before_it_is_allocated():
+    # CPython sizes the unpickler's memo by the index: this would take 16 MiB, 1 << 26 a GiB
+    for bomb in (b"\x80\x04N" + b"r" + struct.pack("<I", 1 << 20) + b".",
+                 b"\x80\x02Np1048576\n."):
+        with pytest.raises(SnapshotError, match="memo index 1048576"):
+            safe_unpickle(bomb)
+    # pickles of every protocol store small indices: all read
+    value = {"segments": [], "device_traces": [[{"action": "alloc"}] * 3]}
+    for protocol in range(6):
+        assert safe_unpickle(pickle.dumps(value, protocol=protocol)) == value
+
+
+def test_a_frame_list_shared_by_many_entries_is_read_once():
+    # torch shares one frame list among the entries of one allocation site
+    # (torch/csrc/profiler/combined_traceback.cpp, py_symbolize)
+    def read(depth):
+        frames = [{"filename": f"f{i}.py", "line": i, "name": "g"} for i in range(depth)]
+        entries = [{"action": "segment_alloc", "addr": BASE + i * MiB, "size": 512,
+                    "stream": 0, "frames": frames} for i in range(500)]
+        data = pickle.dumps({"segments": [], "device_traces": [entries]}, protocol=4)
+        return _work(from_snapshot, safe_unpickle(data), "s.pickle")
+
+    (_, shallow_calls), (deep, deep_calls) = read(1), read(100)
+    assert len(deep.events) == 500 and not deep.problems
+    assert deep.events[0]["stack"] is deep.events[499]["stack"]
+    assert len(deep.events[0]["stack"]) == 100
+    # 100 frames cost what 1 does, plus reading them once (not 500 x 99 frames more)
+    assert deep_calls < shallow_calls + 5_000, (shallow_calls, deep_calls)
+
+
+def test_an_entry_named_twice_by_the_pickle_is_read_once():
+    entry = {"action": "segment_alloc", "addr": BASE, "size": 512, "stream": 0}
+    segment = {"device": 0, "address": BASE + MiB, "total_size": 512}
+    per_device = [entry, entry]
+    data = pickle.dumps({"segments": [segment, segment],
+                         "device_traces": [per_device, per_device]}, protocol=4)
+    trace = from_snapshot(safe_unpickle(data), "s.pickle")
+    assert [e["ptr"] for e in trace.events] == [BASE + MiB, BASE]
+    assert len(trace.problems) == 3
+    assert all("of its own" in p for p in trace.problems)
+
+
+def test_frame_fields_of_the_wrong_type_read_as_unknown():
+    frames = [{"filename": ["a"] * 10, "line": 1 << 5000, "name": 7}]
+    snap = {"segments": [{"device": 0, "address": BASE, "total_size": 512,
+                          "frames": frames}]}
+    trace = from_snapshot(safe_unpickle(pickle.dumps(snap)), "s.pickle")
+    assert trace.events[0]["stack"] == ["?:0 in ?"]
+
+
+def test_an_exported_live_segment_keeps_its_api_and_policy():
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
+        rt.set_device(0)
+        rt.malloc_align32(2 * MiB, 2)
+        snap = to_memory_viz(rec.trace.events, rec.trace.header)
+        rt.reset_device(0)
+    snap["device_traces"] = []      # as a snapshot taken without a trace: segments only
+    event = from_snapshot(snap, "s").events[0]
+    assert (event["api"], event["policy"]) == ("aclrtMallocAlign32", 2)
+
+
+# -- the RMM log keeps what RMM cannot say -------------------------------------------------
+
+def test_replaying_an_exported_rmm_log_peaks_where_the_recording_does(tmp_path):
+    # the recorded run peaks at 8 MiB: aclrtMallocAlign32 adds no 32 bytes, so 2 MiB is one
+    # huge page; read back as plain aclrtMalloc each would take two (12 MiB)
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
+        rt.set_device(0)
+        blocks = [rt.malloc_align32(2 * MiB), rt.malloc_align32(2 * MiB, 2),
+                  rt.malloc(2 * MiB)]
+        for ptr in blocks:
+            rt.free(ptr)
+    path = tmp_path / "t.jsonl"
+    rec.trace.save(str(path))
+    csv_path = tmp_path / "t.csv"
+    assert run("export", str(path), "--format", "rmm-csv", "-o", str(csv_path))[0] == 0
+    original = replay(load(str(path)))
+    again = replay(load(str(csv_path)), "A2", capacity=64 * MiB)
+    assert original.peak_bytes == again.peak_bytes == 8 * MiB
+    assert [(e["api"], e["policy"]) for e in load(str(csv_path)).events
+            if e["event"] == "malloc"] == [("aclrtMallocAlign32", 0),
+                                           ("aclrtMallocAlign32", 2), ("aclrtMalloc", 0)]
+    # RMM's six columns alone (a log RMM wrote): aclrtMalloc with HUGE_FIRST
+    plain = tmp_path / "rmm.csv"
+    plain.write_text("".join(",".join(line.split(",")[:6]) + "\n"
+                             for line in csv_path.read_text().splitlines()))
+    assert replay(load(str(plain)), "A2", capacity=64 * MiB).peak_bytes == 12 * MiB
+    # replay --api sets one API for every malloc
+    assert replay(load(str(plain)), "A2", capacity=64 * MiB,
+                  api="aclrtMallocAlign32").peak_bytes == 6 * MiB
+
+
+def test_the_rmm_log_is_written_as_the_trace_is_read():
+    endless = ({"event": "malloc", "size": 64, "ptr": 64 * (i + 1), "device": 0}
+               for i in itertools.count())
+    lines = list(itertools.islice(rmm_csv_lines(endless), 4))
+    assert lines[0].startswith("Thread,Time,Action,Pointer,Size,Stream,")
+    assert lines[3].split(",")[2:4] == ["allocate", "0xc0"]
+
+
+def test_an_export_stopped_by_a_second_device_leaves_no_file(tmp_path):
+    trace = "\n".join(json.dumps({"event": "malloc", "size": 64, "ptr": 64, "device": d})
+                      for d in (0, 1)) + "\n"
+    path = tmp_path / "t.jsonl"
+    path.write_text(trace)
+    out = tmp_path / "t.csv"
+    code, _ = run("export", str(path), "--format", "rmm-csv", "-o", str(out))
+    assert code == 2 and not out.exists()
+
+
+def test_exporting_an_rmm_log_takes_memory_independent_of_the_trace_length(tmp_path):
+    def peak(events):
+        path = tmp_path / f"t{events}.jsonl"
+        with open(path, "w") as f:
+            for i in range(events // 2):
+                f.write(json.dumps({"event": "malloc", "size": 64, "ptr": 64 * (i + 1)})
+                        + "\n" + json.dumps({"event": "free", "ptr": 64 * (i + 1)}) + "\n")
+        tracemalloc.start()
+        try:
+            assert run("export", str(path), "--format", "rmm-csv", "-o",
+                       str(tmp_path / "o.csv"), "--device", "0")[0] == 0
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    peak(100)       # the first run imports what export uses
+    small, large = peak(1_000), peak(8_000)
+    # eight times the events, well under twice the memory (the whole trace would be eight)
+    assert large < 2 * small, (small, large)
+
+
+def test_max_entries_keeps_the_last_entries_as_torchs_ring_buffer(tmp_path):
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
+        rt.set_device(0)
+        kept = rt.malloc_align32(2 * MiB)
+        for _ in range(50):
+            rt.free(rt.malloc(100))
+        last = rt.malloc(3 * MiB)
+    path = tmp_path / "t.jsonl"
+    rec.trace.save(str(path))
+    out = tmp_path / "ring.pickle"
+    assert run("export", str(path), "--format", "memory-viz", "--max-entries", "6",
+               "-o", str(out))[0] == 0
+    snap = safe_unpickle(out.read_bytes())
+    assert len(snap["device_traces"][0]) == 6
+    assert [s["address"] for s in snap["segments"]] == sorted([kept, last])
+    # read back: the block live before the kept entries is allocated first, with its API
+    again = load(str(out))
+    first = again.events[0]
+    assert (first["ptr"], first["api"]) == (kept, "aclrtMallocAlign32")
+    assert replay(again, "A2", capacity=64 * MiB).peak_bytes == \
+        replay(rec.trace, "A2", capacity=64 * MiB).peak_bytes
+    assert run("export", str(path), "--format", "memory-viz", "--max-entries", "0",
+               "-o", str(tmp_path / "x.pickle"))[0] == 2
+
+
+def test_a_snapshot_header_field_of_the_wrong_type_is_a_problem_naming_the_file():
+    snap = {"segments": [{"device": 0, "address": BASE, "total_size": 512}],
+            "memsim": {"product": 5, "hbm_bytes": 64 * MiB}}
+    trace = from_snapshot(snap, "snap.pickle")
+    assert trace.problems == ["snap.pickle: 'memsim': header 'product' must be a string, "
+                              "got 5; the recorded product and capacity are ignored"]
+    assert "product" not in trace.header and replay(trace, "A2").fits

@@ -1,5 +1,6 @@
 """Traces: recording, JSON Lines round trip, RMM CSV import, bad input."""
 
+import io
 import json
 
 import pytest
@@ -183,3 +184,63 @@ def test_recorder_header_follows_the_runtime_at_stop():
         rt.profile = get_profile("950PR")      # as acl.init may, before any device exists
         rec.stop()
     assert rec.trace.header["product"] == "950PR"
+
+
+# -- every field checked against the trace's own schema, once, where the trace is read ---------
+
+GOOD_MALLOC = {"event": "malloc", "size": 100, "ptr": 4096, "device": 0, "stream": None,
+               "api": "aclrtMallocAlign32", "policy": 1, "module": 33, "seq": 0, "thread": 0,
+               "rule_size": 128, "footprint": 2 * MiB, "page": "huge", "memory": "HBM",
+               "fallback": False, "stack": ["t.py:1 in f"]}
+BAD_FIELDS = [("stack", [["x"]]), ("stack", None), ("stack", 5), ("stack", "t.py:1 in f"),
+              ("device", 100_000_000), ("device", 64), ("device", -1), ("device", "0"),
+              ("stream", [1]), ("stream", True), ("api", "aclrtFree"), ("api", None),
+              ("policy", 1 << 32), ("policy", "0"), ("module", -1), ("size", 0),
+              ("size", 1.5), ("ptr", 0), ("seq", -1), ("thread", "main"),
+              ("rule_size", -1), ("footprint", None), ("page", "giant"), ("memory", "L2"),
+              ("fallback", 0), ("code", "207001"), ("error", 5), ("leaked", [0]),
+              ("leaked", 5), ("event", ""), ("format", "other")]
+
+
+def test_every_field_the_schema_names_is_checked_when_read():
+    from test_trace_schema import errors
+
+    good = json.dumps(GOOD_MALLOC)
+    assert not errors(GOOD_MALLOC)
+    lines = [good] + [json.dumps({**GOOD_MALLOC, key: value}) for key, value in BAD_FIELDS]
+    trace = loads("\n".join(lines), "t.jsonl")
+    assert trace.events == [GOOD_MALLOC]
+    assert len(trace.problems) == len(BAD_FIELDS)
+    for number, ((key, value), problem) in enumerate(zip(BAD_FIELDS, trace.problems), 2):
+        # the schema refuses each line too, and the problem names the line
+        assert errors({**GOOD_MALLOC, key: value}), (key, value)
+        assert problem.startswith(f"t.jsonl:{number}: "), problem
+    assert "frame 0 is a list of 1 item" in trace.problems[0]
+    assert "device 100000000 is outside [0, 64)" in trace.problems[4]
+
+
+def test_the_fast_check_of_common_lines_agrees_with_the_full_one():
+    from ascend_memsim.observe.fields import _check_event, _valid
+
+    free = {"event": "free", "ptr": 4096, "device": 0, "size": 100, "footprint": 192,
+            "seq": 1, "thread": 0, "stream": "s", "stack": []}
+    for base in (GOOD_MALLOC, free):
+        assert _valid(dict(base)) and _check_event(dict(base), "t") == base
+        for key, value in BAD_FIELDS:
+            record = {**base, key: value}
+            if _valid(dict(record)):
+                # the fast path passes only what the full check passes unchanged
+                assert _check_event(dict(record), "t") == record, (key, value)
+
+
+def test_trace_warnings_read_as_file_diagnostics_not_acl_errors(tmp_path, capsys):
+    from ascend_memsim.cli import main
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"event": "malloc", "size": -1, "ptr": 1}\n'
+                    '{"event": "malloc", "size": 64, "ptr": 1}\n')
+    assert main(["stats", str(path), "--quiet"], out=io.StringIO()) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {path}:1: size=-1 is below 1\n" in err
+    assert "ACL_ERROR" not in err and "100000" not in err
+    assert "[ACL" not in loads("x\n{\"event\": \"free\", \"ptr\": 1}").problems[0]

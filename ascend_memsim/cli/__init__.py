@@ -327,6 +327,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="output file (default: TRACE's name with .pickle or .csv)")
     p.add_argument("--device", type=int,
                    help="rmm-csv: the device to write (an RMM log holds one device)")
+    p.add_argument("--max-entries", type=int, metavar="N",
+                   help="memory-viz: keep the last N trace entries per device, as torch's "
+                        "_record_memory_history(max_entries=N) does (default: all)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("stats", help="memory statistics of a trace replay")

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import sys
 from typing import TextIO
 
 from ..memory.errors import InvalidArgument
 from ..memory.units import format_bytes
 from ..observe.pictures import save_picture
-from ..observe.replay import replay, smallest_capacity, tty_progress
-from ..observe.snapshot import memory_viz_bytes
+from ..observe.replay import replay, shown_frame, smallest_capacity, tty_progress
+from ..observe.snapshot import PICKLE_PROTOCOL, to_memory_viz
 from ..observe.stats import MemoryStats
 from ..observe.stream import open_trace
-from ..observe.trace import dumps_rmm_csv
+from ..observe.trace import rmm_csv_lines
 from ..observe.viz import MapSnapshot, text_map
 from .common import print_json
 
@@ -167,26 +168,61 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
                   f"{format_bytes(result.peak_bytes)}):", file=out)
             for site, footprint, count in result.peak_sites[:10]:
                 print(f"  {format_bytes(footprint):>22} in {count} block"
-                      f"{'s' * (count != 1)}: {site}", file=out)
+                      f"{'s' * (count != 1)}: {shown_frame(site)}", file=out)
     result.runtime.close()
     result.runtime = None
     return 0
 
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
-    """Write a trace as a memory_viz snapshot pickle or an RMM CSV log."""
-    trace = _open(args.trace).load(_progress(args, "reading"))
-    _warn(trace)
+    """Write a trace as a memory_viz snapshot pickle or an RMM CSV log, reading the trace as
+    a stream: the RMM log is written as the trace is read (memory O(1) in its length); the
+    snapshot is one pickled object, built whole (memory O(events), or O(live blocks +
+    N) with ``--max-entries N``)."""
+    trace = _open(args.trace)
+    counted = _Counted(trace.records(_progress(args, "reading")))
+    suffix = ".pickle" if args.format == "memory-viz" else ".csv"
+    path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + suffix
     if args.format == "memory-viz":
-        data = memory_viz_bytes(trace.events, trace.header)
-        path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".pickle"
+        # built before the file is opened: a bad trace leaves no half-written file
+        snapshot = to_memory_viz(counted, trace.header,
+                                 max_entries=getattr(args, "max_entries", None))
+        _warn(trace)
         with open(path, "wb") as f:
-            f.write(data)
+            pickle.dump(snapshot, f, protocol=PICKLE_PROTOCOL)
     else:
-        text = dumps_rmm_csv(trace, args.device)
-        path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".csv"
+        lines = rmm_csv_lines(counted, args.device, trace.name)
         with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-    print(f"{path} written ({args.format}, {len(trace)} events)", file=out)
+            try:
+                f.writelines(lines)
+            except BaseException:
+                _remove_partial(path)
+                raise
+        _warn(trace)
+    print(f"{path} written ({args.format}, {counted.count} events)", file=out)
     return 0
 
+
+class _Counted:
+    """An iterator that counts what passes through it."""
+
+    def __init__(self, items) -> None:
+        self.items = iter(items)
+        self.count = 0
+
+    def __iter__(self) -> _Counted:
+        return self
+
+    def __next__(self):
+        item = next(self.items)
+        self.count += 1
+        return item
+
+
+def _remove_partial(path: str) -> None:
+    """Remove the half-written regular file ``path`` (never a device such as /dev/null)."""
+    try:
+        if os.path.isfile(path):
+            os.remove(path)
+    except OSError:
+        pass

@@ -27,12 +27,14 @@ from ..memory.profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
 from ..memory.rules import Api, policy_name
 from ..memory.units import format_bytes, parse_size, plural
 from ..runtime.runtime import Runtime
+from .fields import MAX_DEVICES
+from .snapshot import brief
 from .stream import _BIT, TraceStream, records
 from .timeline import Timeline, _Timeline
 from .trace import Trace
 
 __all__ = ["replay", "smallest_capacity", "ReplayResult", "Failure", "Bisection", "Timeline",
-           "tty_progress", "parse_size"]
+           "tty_progress", "parse_size", "shown_frame", "FRAME_CHARS"]
 
 Progress = Callable[[int, int], None]
 #: what replay reads: a trace in memory or a stream of a file
@@ -73,7 +75,7 @@ class Failure:
         stack = e.get("stack")
         if isinstance(stack, list) and stack:
             lines.append("    recorded at:")
-            lines += [f"        {frame}" for frame in stack]
+            lines += [f"        {shown_frame(frame)}" for frame in stack]
         return "\n".join(lines)
 
 
@@ -152,7 +154,11 @@ def _default_capacity(trace: Source, product: str) -> int | None:
     """DECISION: on the product it was recorded on, a trace replays on the recorded capacity;
     on another product, on that product's own capacity."""
     recorded = trace.header.get("product")
-    if recorded and get_profile(recorded).name == get_profile(product).name:
+    try:
+        same = bool(recorded) and get_profile(recorded).name == get_profile(product).name
+    except AclError:   # a product the simulator does not know: not the one replayed on
+        same = False
+    if same:
         key = _capacity_key(product)
         value = trace.header.get(key)
         if isinstance(value, int) and value > 0:
@@ -162,6 +168,42 @@ def _default_capacity(trace: Source, product: str) -> int | None:
                     f"simulator takes (a multiple of 64 bytes up to {MEMORY_SPAN}); give one")
             return value
     return None
+
+
+#: the most characters of one stack frame that text output shows
+FRAME_CHARS = 200
+
+
+def shown_frame(frame: str, limit: int = FRAME_CHARS) -> str:
+    """A recorded stack frame for text output: at most ``limit`` characters, the cut ones
+    counted (a trace may hold a frame of any length).
+
+    >>> shown_frame("x" * 300, 10)
+    'xxxxxxxxxx... (290 more characters)'
+    """
+    return frame if len(frame) <= limit else \
+        f"{frame[:limit]}... ({len(frame) - limit} more characters)"
+
+
+def _profile_of(trace: Source, product: str | None) -> Any:
+    """The profile of ``product``, else of the product the trace's header names (an
+    unknown one is an error naming the file), else of the default product.
+
+    Raises:
+        InvalidArgument: an unknown product.
+    """
+    if product is not None:
+        return get_profile(product)
+    recorded = trace.header.get("product")
+    if not recorded:
+        return get_profile(DEFAULT_PRODUCT)
+    try:
+        return get_profile(recorded)
+    except AclError as e:
+        raise InvalidArgument(f"{trace.name}: the trace header names product "
+                              f"{brief(recorded)}, which the simulator does not know "
+                              f"({getattr(e, 'message', e)}); choose one with --product"
+                              ) from None
 
 
 def site_of(block: Block) -> str:
@@ -185,7 +227,7 @@ def _device_count(trace: Source, profile: Any) -> int | None:
     return min(devices, _MAX_DEVICES) if devices > profile.device_count else None
 
 
-_MAX_DEVICES = 64
+_MAX_DEVICES = MAX_DEVICES
 
 
 def replay(trace: Source, product: str | None = None, *, capacity: int | None = None,
@@ -210,8 +252,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     Raises:
         InvalidArgument: an unknown product, a bad capacity or API.
     """
-    product = product or trace.header.get("product") or DEFAULT_PRODUCT
-    profile = get_profile(product)
+    profile = _profile_of(trace, product)
     if capacity is None:
         capacity = _default_capacity(trace, profile.name)
     settings = dict(overrides)
@@ -519,7 +560,7 @@ def smallest_capacity(trace: Source, product: str | None = None, *, step: int = 
     """
     if not isinstance(step, int) or step <= 0 or step % 64:
         raise InvalidArgument(f"step must be a positive multiple of 64 bytes, got {step!r}")
-    product = get_profile(product or trace.header.get("product") or DEFAULT_PRODUCT).name
+    product = _profile_of(trace, product).name
     runs = 0
 
     def attempt(capacity: int) -> ReplayResult:

@@ -32,13 +32,17 @@ from __future__ import annotations
 
 import io
 import pickle
+import struct
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.rules import PAGE_BYTES, Api, align_up, page_order, parse_policy, rule_size
 
-__all__ = ["SnapshotError", "safe_unpickle", "is_snapshot", "read_snapshot", "to_memory_viz",
-           "memory_viz_bytes", "PICKLE_PROTOCOL", "SNAPSHOT_API", "SNAPSHOT_POLICY"]
+__all__ = ["SnapshotError", "brief", "safe_unpickle", "is_snapshot", "read_snapshot",
+           "to_memory_viz", "memory_viz_bytes", "PICKLE_PROTOCOL", "SNAPSHOT_API",
+           "SNAPSHOT_POLICY"]
 
 #: MemoryViz.js: ``if (version < 2 || version > 4) throw`` (torch/utils/viz/MemoryViz.js)
 PICKLE_PROTOCOL = 4
@@ -78,37 +82,140 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_CONTAINERS = frozenset({dict, list, tuple})
 
 
-def _check_plain(obj: Any) -> None:
+def _opcode_table() -> list[Any]:
+    """For each opcode byte, how its argument is skipped: a fixed width (int), a length
+    prefix (struct.Struct), newline-terminated lines (bytes: one per line), a memo store
+    (str: its name), or None (not an opcode: the unpickler refuses it)."""
+    import pickletools
+
+    prefix = {-2: "<B", -3: "<i", -4: "<I", -5: "<Q"}
+    table: list[Any] = [None] * 256
+    for op in pickletools.opcodes:
+        code, arg = op.code.encode("latin-1")[0], op.arg
+        if op.name in ("PUT", "LONG_BINPUT", "STOP"):
+            table[code] = op.name
+        elif arg is None:
+            table[code] = 0
+        elif arg.n >= 0:
+            table[code] = arg.n
+        elif arg.n == -1:
+            # GLOBAL and INST name a module and a class, one line each
+            table[code] = b"\n\n" if op.name in ("GLOBAL", "INST") else b"\n"
+        else:
+            table[code] = struct.Struct(prefix[arg.n])
+    return table
+
+
+_OPCODES = _opcode_table()
+
+
+def _check_memo(data: bytes) -> None:
+    """Refuse a pickle that stores an object at a memo index beyond its own length.
+
+    CPython's unpickler sizes its memo array by the largest index stored
+    (``Modules/_pickle.c``, ``_Unpickler_MemoPut``): a 12-byte ``LONG_BINPUT 0x4000000`` takes
+    a gigabyte. A pickler stores at most one object per opcode, so an index above the
+    number of opcodes read is no pickler's. One pass over the opcodes, O(len(data)); the
+    scan stops where the unpickler would fail anyway (an unknown opcode, a truncated
+    argument), and class-naming opcodes are left to find_class.
+    """
+    table, size, unpack = _OPCODES, len(data), struct.unpack_from
+    pos = ops = 0
+    try:
+        while pos < size:
+            kind = table[data[pos]]
+            pos += 1
+            ops += 1
+            if kind.__class__ is int:
+                pos += kind
+            elif kind.__class__ is struct.Struct:
+                pos += kind.size + kind.unpack_from(data, pos)[0]
+            elif kind.__class__ is bytes:
+                for _ in kind:
+                    pos = data.index(b"\n", pos) + 1
+            elif kind == "STOP" or kind is None:
+                return
+            else:
+                if kind == "PUT":
+                    end = data.index(b"\n", pos)
+                    index = int(data[pos:end]) if end - pos <= 20 else size + 1
+                    pos = end + 1
+                else:
+                    index = unpack("<I", data, pos)[0]
+                    pos += 4
+                if index > ops:
+                    raise SnapshotError(f"cannot read the pickle: it stores an object at "
+                                        f"memo index {index}, beyond what a pickle of "
+                                        f"{size} bytes holds (damaged or hostile)")
+    except (ValueError, struct.error) as e:
+        if isinstance(e, SnapshotError):
+            raise
+        # a truncated or malformed argument: the unpickler stops there too, with its message
+
+
+def _check_plain(obj: Any, limit: int) -> None:
     """Refuse anything but dicts, lists, tuples, strings, numbers, bools and None (the
-    unpickler also builds sets and bytes without naming a class). Iterative: O(objects).
-    Exact types suffice: without find_class no subclass can be built."""
-    plain = _PLAIN
-    todo = [obj]
+    unpickler also builds sets and bytes without naming a class), and containers that hold
+    themselves. Exact types suffice: without find_class no subclass can be built.
+
+    Each distinct container is walked once, however often it is referred to (a pickle's
+    memo lets ``a = [a, a]`` repeated 40 times name 2**40 paths in 300 bytes), so the
+    walk is O(distinct containers + their items), which a pickle of ``n`` bytes keeps
+    below 2n; more than ``limit`` is refused.
+    """
+    plain, containers = _PLAIN, _CONTAINERS
+    done: set[int] = set()        # containers checked with everything under them
+    on_path: set[int] = set()     # containers being checked (their ancestors too)
+    todo: list[tuple[Any, bool]] = [(obj, False)]
+    walked = 0
     while todo:
-        item = todo.pop()
+        item, leaving = todo.pop()
+        if leaving:
+            on_path.discard(id(item))
+            done.add(id(item))
+            continue
         kind = type(item)
-        if kind is dict:
-            todo.extend([k for k in item if type(k) not in plain])
-            todo.extend([v for v in item.values() if type(v) not in plain])
-        elif kind is list or kind is tuple:
-            todo.extend([v for v in item if type(v) not in plain])
-        elif kind not in plain:
+        if kind in plain:
+            continue
+        if kind not in containers:
             raise SnapshotError(f"the pickle holds a {kind.__name__}; a memory snapshot "
                                 f"holds only dicts, lists, strings and numbers")
+        ident = id(item)
+        if ident in done:
+            continue
+        if ident in on_path:
+            raise SnapshotError(f"the pickle holds a {kind.__name__} that contains itself; "
+                                f"a memory snapshot is a tree of plain data")
+        walked += 1 + len(item)
+        if walked > limit:
+            raise SnapshotError(f"the pickle holds more objects than a pickle of its size "
+                                f"can ({limit}); damaged or hostile")
+        on_path.add(ident)
+        todo.append((item, True))
+        if kind is dict:
+            todo.extend([(k, False) for k in item if type(k) not in plain])
+            todo.extend([(v, False) for v in item.values() if type(v) not in plain])
+        else:
+            todo.extend([(v, False) for v in item if type(v) not in plain])
 
 
 def safe_unpickle(data: bytes) -> Any:
     """The plain object pickled in ``data``; never imports or calls anything.
+
+    Time and memory O(len(data)): a memo index no pickler writes, a container holding
+    itself, or more objects than the bytes can describe are refused.
 
     >>> safe_unpickle(pickle.dumps({"segments": [], "device_traces": [[]]}))
     {'segments': [], 'device_traces': [[]]}
 
     Raises:
         SnapshotError: the pickle is damaged, refers to a class or function, or holds
-            anything but plain containers, strings and numbers.
+            anything but a tree of plain containers, strings and numbers.
     """
+    _check_memo(data)
     try:
         obj = _PlainUnpickler(io.BytesIO(data)).load()
     except pickle.UnpicklingError as e:
@@ -118,8 +225,24 @@ def safe_unpickle(data: bytes) -> Any:
     except Exception as e:  # a damaged pickle raises EOFError, KeyError, IndexError, ...
         raise SnapshotError(f"cannot read the pickle (damaged or truncated?): "
                             f"{type(e).__name__}: {e}") from None
-    _check_plain(obj)
+    _check_plain(obj, 2 * len(data) + 16)
     return obj
+
+
+def brief(value: Any) -> str:
+    """``value`` for a message, in at most about 60 characters and O(1) time, whatever it
+    is (a 100 MB string, an integer of a million digits, a list shared a billion times)."""
+    kind = type(value)
+    if kind is int:
+        return repr(value) if value.bit_length() <= 200 else \
+            f"an integer of {value.bit_length()} bits"
+    if kind is str:
+        return repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
+    if value is None or kind is bool or kind is float:
+        return repr(value)
+    size = len(value) if kind in (list, dict, tuple) else None
+    return f"a {kind.__name__}" + ("" if size is None else
+                                   f" of {size} item{'s' * (size != 1)}")
 
 
 def is_snapshot(obj: Any) -> bool:
@@ -135,17 +258,40 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _stack(frames: Any) -> list[str] | None:
+def _stack(frames: Any, cache: dict[int, Any] | None = None) -> list[str] | None:
     """torch frames (innermost first) as this project's stack (``file:line in name``,
-    outermost first); None when there are none."""
+    outermost first); None when there are none. O(frames); with ``cache`` (id of a frame
+    list still alive -> its stack), a frame list shared by many entries is read once and
+    its stack shared."""
     if not isinstance(frames, list) or not frames:
         return None
+    if cache is not None:
+        known = cache.get(id(frames), _UNSEEN)
+        if known is not _UNSEEN:
+            return known
     out = []
     for f in frames:
         if isinstance(f, dict):
-            out.append(f"{f.get('filename', '?')}:{f.get('line', 0)} in {f.get('name', '?')}")
+            out.append(f"{_text(f.get('filename'))}:{_line(f.get('line'))} in "
+                       f"{_text(f.get('name'))}")
     out.reverse()
-    return out or None
+    result = out or None
+    if cache is not None:
+        cache[id(frames)] = result
+    return result
+
+
+_UNSEEN = object()
+
+
+def _text(value: Any) -> str:
+    """A frame's file or function name: the string, or ``?`` for anything else."""
+    return value if type(value) is str else "?"
+
+
+def _line(value: Any) -> int:
+    """A frame's line number, or 0 for anything but a plain integer."""
+    return value if type(value) is int and 0 <= value < 1 << 63 else 0
 
 
 def _frames(stack: Any) -> list[dict]:
@@ -191,15 +337,23 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         problems.append(f"{name}: 'device_traces' is not a list; ignored")
         traces = None
     entries: list[tuple[int, int, dict]] = []  # (device, position, entry)
+    # A pickle may name one object many times (its memo); torch never shares an entry, a
+    # segment or a device's list between two places, so a second mention is left out: the
+    # events stay as many as the file's bytes allow, never a product of its references.
+    seen: set[int] = set()
     for device, per_device in enumerate(traces or []):
-        if not isinstance(per_device, list):
-            problems.append(f"{name}: device_traces[{device}] is not a list; ignored")
+        if not isinstance(per_device, list) or id(per_device) in seen:
+            problems.append(f"{name}: device_traces[{device}] is not a list of its own; "
+                            f"ignored")
             continue
+        seen.add(id(per_device))
         for position, entry in enumerate(per_device):
-            if not isinstance(entry, dict) or not isinstance(entry.get("action"), str):
+            if not isinstance(entry, dict) or not isinstance(entry.get("action"), str) \
+                    or id(entry) in seen:
                 problems.append(f"{name}: device_traces[{device}][{position}]: not a trace "
-                                f"entry with an action; ignored")
+                                f"entry of its own with an action; ignored")
                 continue
+            seen.add(id(entry))
             entries.append((device, position, entry))
     # one order for all devices: by the trace's own sequence numbers, else by time, else the
     # devices one after another
@@ -212,6 +366,7 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
     allocated: set[tuple[int, int]] = set()
     seen_alloc: set[tuple[int, int]] = set()
     early: list[dict] = []
+    stacks: dict[int, Any] = {}
     for device, position, entry in entries:
         where = f"{name}: device_traces[{device}][{position}]"
         action = entry["action"]
@@ -220,7 +375,7 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         thread = _int(entry.get("thread"))
         common = {"device": device, "stream": stream,
                   "thread": 0 if thread is None else thread}
-        stack = _stack(entry.get("frames"))
+        stack = _stack(entry.get("frames"), stacks)
         if stack is not None:
             common["stack"] = stack
         if action in ("segment_alloc", "segment_free", "oom"):
@@ -263,13 +418,15 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                            **common})
         else:
             if action not in _IGNORED:
-                problems.append(f"{where}: unknown action {action!r}; ignored")
-            ignored[action] = ignored.get(action, 0) + 1
+                problems.append(f"{where}: unknown action {brief(action)}; ignored")
+            else:
+                ignored[action] = ignored.get(action, 0) + 1
     # segments live at the end whose allocation the trace does not hold
     for index, segment in enumerate(segments):
-        if not isinstance(segment, dict):
-            problems.append(f"{name}: segments[{index}] is not a segment; ignored")
+        if not isinstance(segment, dict) or id(segment) in seen:
+            problems.append(f"{name}: segments[{index}] is not a segment of its own; ignored")
             continue
+        seen.add(id(segment))
         device = _int(segment.get("device"))
         address = _int(segment.get("address"))
         total = _int(segment.get("total_size"))
@@ -280,11 +437,11 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         if (device, address) in seen_alloc:
             continue
         requested = _int(segment.get("requested_size"))
-        event = {"event": "malloc", "api": SNAPSHOT_API, "policy": SNAPSHOT_POLICY,
+        event = {"event": "malloc", **_call(segment),
                  "size": requested if requested and segment.get("memsim") else total,
                  "ptr": address, "device": device,
                  "stream": _stream(segment.get("stream")), "thread": 0}
-        stack = _stack(segment.get("frames"))
+        stack = _stack(segment.get("frames"), stacks)
         if stack is not None:
             event["stack"] = stack
         early.append(event)
@@ -319,7 +476,7 @@ def _footprint(event: dict, product: str) -> int:
     if recorded:
         return recorded
     profile = get_profile(product)
-    size = event["size"]
+    size = event.get("size")
     try:
         api = Api.parse(event.get("api", "aclrtMalloc"))
         base, _ = parse_policy(event.get("policy", 0), api)
@@ -329,8 +486,22 @@ def _footprint(event: dict, product: str) -> int:
     return align_up(rule_size(profile, size, page, api), PAGE_BYTES[page])
 
 
-def to_memory_viz(events: list[dict], header: dict | None = None) -> dict:
-    """The snapshot dict memory_viz opens, for a trace's events (see the module docstring)."""
+def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
+                  max_entries: int | None = None) -> dict:
+    """The snapshot dict memory_viz opens, for a trace's events (see the module docstring).
+
+    ``events`` are event dicts or :class:`~ascend_memsim.observe.stream.Event` records (any
+    object with a dict's ``get``), read once in order, so a stream of a file serves. The
+    snapshot is one object (a pickle is written whole): O(events) memory for the entries it
+    holds, each distinct stack converted once. ``max_entries`` keeps only the last entries
+    of each device, as torch's ring buffer does
+    (``torch.cuda.memory._record_memory_history(max_entries=...)``): memory O(live blocks +
+    max_entries); reading the snapshot back allocates the blocks live before the kept
+    entries first, as for any torch snapshot.
+
+    Raises:
+        SnapshotError: an event on a device id the simulator cannot make (64 or more).
+    """
     header = header or {}
     product = header.get("product") or DEFAULT_PRODUCT
     try:
@@ -340,68 +511,92 @@ def to_memory_viz(events: list[dict], header: dict | None = None) -> dict:
     profile = get_profile(product)
     capacity = _int(header.get("hbm_bytes")) or _int(header.get("ddr_bytes")) or \
         profile.capacity(profile.main_memory)
-    traces: dict[int, list[dict]] = {}
+    traces: dict[int, Any] = {}
     live: dict[tuple[int, int], dict] = {}
     in_use: dict[int, int] = {}
+    if max_entries is not None and (type(max_entries) is not int or max_entries < 1):
+        raise SnapshotError(f"max_entries must be a positive integer, got {brief(max_entries)}")
+    # id of a stack -> (the stack, kept alive so the id stays its own; its torch frames)
+    frames_of: dict[int, tuple[Any, list[dict]]] = {}
     for event in events:
-        kind = event.get("event")
-        device = _int(event.get("device")) or 0
-        out = traces.setdefault(device, [])
-        stream = _int(event.get("stream")) or 0
-        extra = {k: event[k] for k in ("api", "policy", "module", "thread", "seq")
-                 if k in event}
-        frames = _frames(event.get("stack"))
+        get = event.get
+        kind = get("event")
+        device = _int(get("device")) or 0
+        if not 0 <= device < _MAX_DEVICES:
+            raise SnapshotError(f"an event on device {brief(device)}; a snapshot lists "
+                                f"devices 0 to {_MAX_DEVICES - 1}")
+        out = traces.get(device)
+        if out is None:
+            out = traces[device] = deque(maxlen=max_entries)
+        stream = _int(get("stream")) or 0
+        extra = {k: get(k) for k in _EXTRA if get(k, _UNSEEN) is not _UNSEEN}
+        stack = get("stack")
+        known = frames_of.get(id(stack))
+        if known is None:
+            known = frames_of[id(stack)] = (stack, _frames(stack))
+        frames = known[1]
         if kind == "malloc":
             footprint = _footprint(event, product)
-            ptr = event["ptr"]
-            live[(device, ptr)] = {"event": event, "footprint": footprint, "frames": frames}
+            ptr, size = get("ptr"), get("size")
+            live[(device, ptr)] = {"size": size, "footprint": footprint, "frames": frames,
+                                   "stream": stream, "extra": extra}
             in_use[device] = in_use.get(device, 0) + footprint
             for action in ("segment_alloc", "alloc"):
                 out.append({"action": action, "addr": ptr, "size": footprint,
                             "stream": stream, "frames": frames,
-                            "requested_size": event["size"], **extra})
+                            "requested_size": size, **extra})
         elif kind == "free":
-            block = live.pop((device, event.get("ptr")), None)
+            ptr = get("ptr")
+            block = live.pop((device, ptr), None)
             if block is None:
                 continue
             in_use[device] -= block["footprint"]
             for action in ("free_completed", "segment_free"):
-                out.append({"action": action, "addr": event["ptr"],
+                out.append({"action": action, "addr": ptr,
                             "size": block["footprint"], "stream": stream, "frames": frames,
-                            "requested_size": block["event"]["size"], **extra})
+                            "requested_size": block["size"], **extra})
         elif kind == "malloc_failed":
+            size = get("size", 0)
             out.append({"action": "oom", "device_free": max(0, capacity - in_use.get(device, 0)),
-                        "size": event.get("size", 0), "stream": stream, "frames": frames,
-                        "requested_size": event.get("size", 0),
-                        "error": str(event.get("error", "")), **extra})
+                        "size": size, "stream": stream, "frames": frames,
+                        "requested_size": size, "error": str(get("error", "")), **extra})
         elif kind == "reset":
-            for ptr in event.get("leaked", ()):
+            for ptr in get("leaked", ()):
                 block = live.pop((device, ptr), None)
                 if block is not None:
                     in_use[device] -= block["footprint"]
                     out.append({"action": "segment_free", "addr": ptr,
                                 "size": block["footprint"], "stream": stream, "frames": frames,
-                                "requested_size": block["event"]["size"], **extra})
+                                "requested_size": block["size"], **extra})
     segments = []
     for (device, ptr), block in sorted(live.items()):
-        event, footprint = block["event"], block["footprint"]
+        footprint, size = block["footprint"], block["size"]
+        call = {k: v for k, v in block["extra"].items() if k in ("api", "policy", "module")}
         segments.append({
             "device": device, "address": ptr, "total_size": footprint,
             "allocated_size": footprint, "active_size": footprint,
-            "requested_size": event["size"], "stream": _int(event.get("stream")) or 0,
+            "requested_size": size, "stream": block["stream"],
             # torch's small pool holds requests of at most 1 MiB (kSmallSize)
             "segment_type": "small" if footprint <= 1 << 20 else "large",
             "segment_pool_id": (0, 0), "is_expandable": False, "frames": block["frames"],
-            "memsim": True,
-            "blocks": [{"address": ptr, "size": footprint, "requested_size": event["size"],
+            "memsim": True, **call,
+            "blocks": [{"address": ptr, "size": footprint, "requested_size": size,
                         "state": "active_allocated", "frames": block["frames"]}]})
     devices = max(list(traces) + [device for device, _ in live] + [0]) + 1
     return {"segments": segments,
-            "device_traces": [traces.get(d, []) for d in range(devices)],
+            "device_traces": [list(traces.get(d, ())) for d in range(devices)],
             "memsim": {k: header[k] for k in ("product", "hbm_bytes", "ddr_bytes",
                                               "device_count") if k in header}}
 
 
-def memory_viz_bytes(events: list[dict], header: dict | None = None) -> bytes:
+#: the trace's own fields each entry carries (memory_viz ignores keys it does not know)
+_EXTRA = ("api", "policy", "module", "thread", "seq")
+#: the device ids a snapshot may list (the simulator makes at most 64 devices)
+_MAX_DEVICES = 64
+
+
+def memory_viz_bytes(events: Iterable[Any], header: dict | None = None, *,
+                     max_entries: int | None = None) -> bytes:
     """:func:`to_memory_viz` pickled with protocol 4, as ``_dump_snapshot`` writes it."""
-    return pickle.dumps(to_memory_viz(events, header), protocol=PICKLE_PROTOCOL)
+    return pickle.dumps(to_memory_viz(events, header, max_entries=max_entries),
+                        protocol=PICKLE_PROTOCOL)

@@ -35,20 +35,11 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..memory.errors import InvalidArgument, TraceFormatError
+from ..memory.errors import TraceFormatError
+from .fields import FORMAT, _check_event, _header_of, _valid
+from .rmm import _rmm_events
 from .snapshot import is_snapshot
-from .trace import (
-    FORMAT,
-    Trace,
-    _check_event,
-    _header_of,
-    _line_error,
-    _not_a_trace,
-    _rmm_events,
-    _valid,
-    from_snapshot,
-    load,
-)
+from .trace import Trace, _line_error, _not_a_trace, _open_file, from_snapshot, load
 
 __all__ = ["Event", "TraceStream", "open_trace", "records"]
 
@@ -236,7 +227,7 @@ class TraceStream:
                     e, f"{name}:{number}")
                 if strict:
                     raise error from None
-                problems.append(str(error))
+                problems.append(error.message)
                 continue
             yield compact(record, number)
 
@@ -262,21 +253,13 @@ class TraceStream:
 
 
 def _open(path: str, *, text: bool = False) -> Any:
-    """The file opened for reading bytes (or UTF-8 text), or InvalidArgument saying why it
-    cannot be.
+    """The trace file opened for reading bytes (or UTF-8 text), or InvalidArgument saying why
+    it cannot be (a file that is not a regular file is refused).
 
     DECISION: bytes that are not UTF-8 in a JSON Lines trace read as U+FFFD (the line is
     read, or left out as any bad line), never refuse the whole file.
     """
-    try:
-        if text:
-            return open(path, encoding="utf-8", errors="replace", buffering=1 << 20)
-        return open(path, "rb", buffering=1 << 20)
-    except PermissionError as e:
-        raise InvalidArgument(f"cannot read trace {path!r}: {e} (a torch_npu snapshot is "
-                              f"written without read permission: chmod u+r it)") from None
-    except OSError as e:
-        raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
+    return _open_file(path, text=text)
 
 
 def open_trace(path: str, *, strict: bool = False) -> TraceStream:
@@ -341,6 +324,10 @@ def records(source: Trace | TraceStream, progress: Progress | None = None
 
     ``progress(done, total)`` is called about 100 times (in events for a trace in memory, in
     bytes for a file). O(events) time; memory O(1) beyond the source.
+
+    Raises:
+        TraceFormatError: an event of a trace in memory with a field its schema refuses
+            (a file's bad lines are left out when it is read, so never from ``load``).
     """
     if not isinstance(source, Trace):
         yield from source.records(progress)
@@ -349,9 +336,16 @@ def records(source: Trace | TraceStream, progress: Progress | None = None
     events = source.events
     total = len(events)
     every = max(1, total // 100)
+    stacks: set[int] = set()
+    name = source.name
     for index, event in enumerate(events):
         if progress is not None and index % every == 0:
             progress(index, total)
-        yield compact(dict(event), source.line_of(index))
+        record = dict(event)
+        if not _valid(record):
+            # a trace built in memory is checked as a file's lines are (load's are already)
+            record = _check_event(record, f"{name}: event {index} (line "
+                                          f"{source.line_of(index)})", stacks)
+        yield compact(record, source.line_of(index))
     if progress is not None:
         progress(total, total)

@@ -40,17 +40,28 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ..memory.args import UINT32_MAX
-from ..memory.constants import MODULE_ID_MAX, MODULE_NAMES
 from ..memory.errors import InvalidArgument, TraceFormatError
 from ..memory.profiles import Memory
 from ..memory.sites import capture_site
+from .fields import (
+    _HEADER_FIELDS,
+    FORMAT,
+    MAX_DEVICES,
+    VERSION,
+    _check_event,
+    _check_header,
+    _header_of,
+    _valid,
+)
+from .rmm import _rmm_events, rmm_csv_lines
 from .snapshot import SnapshotError, is_snapshot, read_snapshot, safe_unpickle
 
 if TYPE_CHECKING:
@@ -58,15 +69,13 @@ if TYPE_CHECKING:
     from ..runtime.runtime import Runtime
 
 __all__ = ["Trace", "Recorder", "TraceFormatError", "load", "loads", "read_rmm_csv",
-           "dumps_rmm_csv", "from_snapshot", "schema", "FORMAT", "KNOWN_EVENTS"]
+           "dumps_rmm_csv", "rmm_csv_lines", "from_snapshot", "schema", "FORMAT",
+           "KNOWN_EVENTS", "MAX_DEVICES"]
 
-FORMAT = "ascend-memsim-trace"
-VERSION = 1
 
 #: The events replay acts on; any other event is kept and skipped.
 KNOWN_EVENTS = ("malloc", "malloc_failed", "free", "reset", "set_device", "reset_device")
 
-_RMM_COLUMNS = ("Thread", "Time", "Action", "Pointer", "Size", "Stream")
 
 
 @dataclass
@@ -226,73 +235,6 @@ def schema() -> dict:
 
 # -- loading -------------------------------------------------------------------------------
 
-def _int_field(record: dict, key: str, where: str, *, minimum: int = 0,
-               maximum: int | None = None) -> int:
-    value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TraceFormatError(f"{where}: {key!r} must be an integer, got {value!r}")
-    if value < minimum:
-        raise TraceFormatError(f"{where}: {key}={value} is below {minimum}")
-    if maximum is not None and value > maximum:
-        raise TraceFormatError(f"{where}: {key}={value} is above {maximum:#x}")
-    return value
-
-
-def _valid(record: Any) -> bool:
-    """True when ``record`` is a malloc or free event that :func:`_check_event` would pass
-    unchanged: the fast test of the common lines (O(1)); False means "check it fully"."""
-    if type(record) is not dict:
-        return False
-    get = record.get
-    device, stream = get("device"), get("stream")
-    if type(device) is not int or device < 0 or not (
-            stream is None or type(stream) is int or type(stream) is str):
-        return False
-    kind, ptr = get("event"), get("ptr")
-    if type(ptr) is not int or ptr < 1:
-        return False
-    if kind == "free":
-        return True
-    if kind != "malloc":
-        return False
-    size, policy, module = get("size"), get("policy"), get("module", MODULE_ID_MAX + 1)
-    return (type(size) is int and size >= 1 and type(policy) is int
-            and 0 <= policy <= UINT32_MAX and "api" in record and type(module) is int
-            and (module > MODULE_ID_MAX or (0 <= module and module in MODULE_NAMES)))
-
-
-def _check_event(record: Any, where: str) -> dict:
-    """The event ``record`` with its fields checked, or TraceFormatError."""
-    if not isinstance(record, dict):
-        raise TraceFormatError(f"{where}: an event must be a JSON object, got "
-                               f"{type(record).__name__}")
-    kind = record.get("event")
-    if not isinstance(kind, str) or not kind:
-        raise TraceFormatError(f"{where}: no 'event' name")
-    record.setdefault("device", 0)
-    _int_field(record, "device", where)
-    # replay keeps bytes per stream in a dict: the stream is a name (or handle), nothing else
-    stream = record.get("stream")
-    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, (int, str))):
-        raise TraceFormatError(f"{where}: 'stream' must be null, an integer or a string, got "
-                               f"{stream!r}")
-    if kind in ("malloc", "malloc_failed"):
-        # a recorded failure may have any size (size 0 fails on the real runtime too)
-        _int_field(record, "size", where, minimum=1 if kind == "malloc" else 0)
-        record.setdefault("policy", 0)
-        _int_field(record, "policy", where, maximum=UINT32_MAX)
-        record.setdefault("api", "aclrtMalloc")
-        if "module" in record:
-            module = _int_field(record, "module", where)
-            # as Device.allocate: ids above MODULE_ID_MAX count as APP, others need a name
-            if module <= MODULE_ID_MAX and module not in MODULE_NAMES:
-                raise TraceFormatError(f"{where}: module id {module} has no entry in the "
-                                       f"runtime's module table")
-    if kind in ("malloc", "free"):
-        _int_field(record, "ptr", where, minimum=1)
-    return record
-
-
 def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
     """Parse JSON Lines trace text (or RMM CSV text, recognised by its header).
 
@@ -328,7 +270,7 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
         except TraceFormatError as e:
             if strict:
                 raise
-            trace.problems.append(str(e))
+            trace.problems.append(e.message)
             continue
         trace.events.append(record)
         trace.lines.append(number)
@@ -346,14 +288,6 @@ def _line_error(error: Exception, where: str) -> TraceFormatError:
     # e.g. an integer longer than int() reads (sys.set_int_max_str_digits), or bytes that
     # are not UTF-8
     return TraceFormatError(f"{where}: cannot read the line: {error}")
-
-
-def _header_of(record: dict, where: str) -> dict:
-    """The header line ``record``, or TraceFormatError for another version."""
-    if record.get("version") != VERSION:
-        raise TraceFormatError(f"{where}: trace version {record.get('version')!r}"
-                               f" is not {VERSION}")
-    return record
 
 
 def _not_a_trace(name: str, problems: list[str]) -> TraceFormatError:
@@ -376,15 +310,23 @@ def from_snapshot(obj: Any, name: str = "<snapshot>", *, strict: bool = False) -
         raise TraceFormatError(str(e)) from None
     if strict and problems:
         raise TraceFormatError(problems[0])
+    try:
+        _check_header(header, f"{name}: 'memsim'")
+    except TraceFormatError as e:
+        problems.append(f"{e.message}; the recorded product and capacity are ignored")
+        header = {k: v for k, v in header.items() if k not in _HEADER_FIELDS}
     trace = Trace(header=header, name=name, problems=problems)
+    # one stack is shared by the events of one allocation site (torch_npu's snapshot shares
+    # its frame lists): each is checked once
+    stacks: set[int] = set()
     for event in events:
         try:
-            trace.events.append(_check_event(event, f"{name}: event {event['seq']}"))
+            trace.events.append(_check_event(event, f"{name}: event {event['seq']}", stacks))
             trace.lines.append(event["seq"] + 1)
         except TraceFormatError as e:
             if strict:
                 raise
-            trace.problems.append(str(e))
+            trace.problems.append(e.message)
     return trace
 
 
@@ -396,15 +338,8 @@ def load(path: str, *, strict: bool = False) -> Trace:
         TraceFormatError: no known format; with ``strict``, at the first bad line.
         InvalidArgument: the file cannot be read.
     """
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except PermissionError as e:
-        # torch_npu's _dump_snapshot creates the file write-only for its owner (S_IWUSR)
-        raise InvalidArgument(f"cannot read trace {path!r}: {e} (a torch_npu snapshot is "
-                              f"written without read permission: chmod u+r it)") from None
-    except OSError as e:
-        raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
+    with _open_file(path) as f:
+        data = f.read()
     if data[:1] == b"\x80":
         # a pickle (protocol 2 or later): torch's _dump_snapshot
         try:
@@ -420,19 +355,37 @@ def load(path: str, *, strict: bool = False) -> Trace:
     return loads(text, path, strict=strict)
 
 
-def _parse_int(text: str) -> int:
-    """A pointer or stream of an RMM log: ``0x``-prefixed hexadecimal or decimal; an empty
-    field or a null spelling (``nil``, ``(nil)``, ``null``, ``nullptr``) is 0.
+def _open_file(path: str, *, text: bool = False) -> Any:
+    """The trace file at ``path`` opened for reading (bytes, or UTF-8 text with bad bytes
+    as U+FFFD), or InvalidArgument saying why not.
 
-    DECISION: no guessing from the digits: ``1e5`` is neither, not hexadecimal 0x1e5.
-
-    Raises:
-        ValueError: anything else.
+    Only a regular file is read: a device (``/dev/zero`` never ends), a FIFO (opening it
+    waits for a writer; here it is opened without waiting) or a directory is refused, so a
+    read is bounded by the file's size.
     """
-    text = text.strip()
-    if text.lower() in ("", "nil", "(nil)", "null", "nullptr"):
-        return 0
-    return int(text, 16) if text.lower().startswith("0x") else int(text, 10)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except PermissionError as e:
+        # torch_npu's _dump_snapshot creates the file write-only for its owner (S_IWUSR)
+        raise InvalidArgument(f"cannot read trace {path!r}: {e} (a torch_npu snapshot is "
+                              f"written without read permission: chmod u+r it)") from None
+    except OSError as e:
+        raise InvalidArgument(f"cannot read trace {path!r}: {e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            raise InvalidArgument(f"cannot read trace {path!r}: it is {kind}; a trace is "
+                                  f"read from a regular file (save a stream to a file first)")
+        if text:
+            return open(fd, encoding="utf-8", errors="replace", buffering=1 << 20)
+        return open(fd, "rb", buffering=1 << 20)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
@@ -441,8 +394,9 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
 
     Actions: ``allocate`` and ``free`` (also ``deallocate``), ``allocate failure``. Pointers
     and streams are ``0x``-prefixed hexadecimal (``0x7f...``) or decimal; thread ids are
-    renumbered in order of appearance. RMM logs no policy: events get HUGE_FIRST (replay may
-    override it).
+    renumbered in order of appearance. RMM logs no API or policy: events get aclrtMalloc
+    with HUGE_FIRST (``replay --api/--policy`` override them), unless the log has the
+    ``Api``, ``Policy`` and ``Module`` columns :func:`rmm_csv_lines` adds.
 
     Raises:
         TraceFormatError: with ``strict``, at the first bad line.
@@ -455,134 +409,15 @@ def read_rmm_csv(source: Iterable[str], name: str = "<rmm log>", *,
     return trace
 
 
-def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = False
-                ) -> Iterator[tuple[dict, int]]:
-    """(event, line number) of each row of an RMM log read by ``reader`` (a csv.reader), in
-    order; the rows left out are described in ``problems``. O(1) memory per row."""
-    threads: dict[str, int] = {}
-    columns: dict[str, int] | None = None
-    seq = 0
-    while True:
-        try:
-            row = next(reader)
-            error = None
-        except StopIteration:
-            break
-        except csv.Error as e:
-            # e.g. a field over csv.field_size_limit(); the reader goes on at the next line
-            row, error = None, e
-        number = reader.line_num
-        where = f"{name}:{number}"
-        if row is not None and (not row or not "".join(row).strip()):
-            continue
-        try:
-            if row is None:
-                raise TraceFormatError(f"{where}: cannot read the CSV line: {error}")
-            if columns is None:
-                found = [c.strip() for c in row]
-                missing = [c for c in _RMM_COLUMNS if c not in found]
-                if missing:
-                    raise TraceFormatError(f"{where}: RMM log header must name "
-                                           f"{','.join(_RMM_COLUMNS)}; missing {missing}")
-                columns = {c: found.index(c) for c in _RMM_COLUMNS}
-                continue
-            if len(row) < len(columns):
-                raise TraceFormatError(f"{where}: {len(row)} fields, expected "
-                                       f"{len(_RMM_COLUMNS)} (truncated line?)")
-            action = row[columns["Action"]].strip().lower()
-            try:
-                ptr = _parse_int(row[columns["Pointer"]])
-                size = int(row[columns["Size"]].strip())
-                stream = _parse_int(row[columns["Stream"]])
-            except ValueError:
-                raise TraceFormatError(f"{where}: cannot read the pointer, size or stream in "
-                                       f"{','.join(row)!r}") from None
-            if size < 0:
-                raise TraceFormatError(f"{where}: negative size {size}")
-            if ptr < 0:
-                raise TraceFormatError(f"{where}: negative pointer {ptr}")
-            thread = threads.setdefault(row[columns["Thread"]].strip(), len(threads))
-            common = {"device": 0, "thread": thread, "stream": stream,
-                      "time": row[columns["Time"]].strip()}
-            if action == "allocate":
-                if ptr <= 0:
-                    raise TraceFormatError(f"{where}: allocate with a null pointer")
-                event = {"event": "malloc", "api": "aclrtMalloc", "policy": 0, "size": size,
-                         "ptr": ptr, **common}
-            elif action in ("free", "deallocate"):
-                event = {"event": "free", "ptr": ptr, "size": size, **common}
-            elif action in ("allocate failure", "allocate_failure", "failure"):
-                event = {"event": "malloc_failed", "api": "aclrtMalloc", "policy": 0,
-                         "size": size, **common}
-            else:
-                raise TraceFormatError(f"{where}: unknown action {action!r} (expected "
-                                       f"allocate, free or allocate failure)")
-        except TraceFormatError as e:
-            if strict:
-                raise
-            problems.append(str(e))
-            continue
-        event["seq"] = seq
-        seq += 1
-        yield event, number
-    if columns is None:
-        problem = f"{name}:1: empty RMM log (no header line)"
-        if strict:
-            raise TraceFormatError(problem)
-        problems.append(problem)
-
-
-def _rmm_time(event: dict, index: int) -> str:
-    """The recorded ``HH:MM:SS.ffffff`` of an RMM event, else (DECISION) the event's position
-    as microseconds from midnight, so the order shows and the column parses."""
-    recorded = event.get("time")
-    if isinstance(recorded, str) and recorded:
-        return recorded
-    seconds, micros = divmod(index, 1_000_000)
-    minutes, seconds = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours % 24:02d}:{minutes:02d}:{seconds:02d}.{micros:06d}"
-
-
-def _rmm_stream(stream: Any) -> str:
-    """``std::stringstream << std::hex << cudaStream_t`` (rmm::detail::format_stream): the
-    null stream prints ``0``, any other ``0x...``."""
-    return f"{stream:#x}" if isinstance(stream, int) and stream > 0 else "0"
-
-
 def dumps_rmm_csv(trace: Trace, device: int | None = None) -> str:
-    """The trace as RMM's ``logging_resource_adaptor`` CSV log (rmm
-    ``cpp/src/mr/detail/logging_resource_adaptor_impl.cpp``): the header
-    ``Thread,Time,Action,Pointer,Size,Stream``, then ``%t,%H:%M:%S.%f,`` and
-    ``allocate,%p,%zu,stream`` / ``free,...`` / ``allocate failure,(nil),...``. Pointers print
-    as glibc's ``%p`` (``0x7f...``, ``(nil)``), sizes in decimal, streams in hex.
-
-    RMM logs one device per file: ``device`` picks it. Only malloc, free and failed malloc
-    events are written (RMM has no others).
+    """The trace as RMM's ``logging_resource_adaptor`` CSV log (see :func:`rmm_csv_lines`).
 
     Raises:
         InvalidArgument: events of several devices and no ``device`` chosen.
     """
     devices = sorted({e.get("device", 0) for e in trace.events
                       if e.get("event") in ("malloc", "free", "malloc_failed")})
-    if device is None:
-        if len(devices) > 1:
-            raise InvalidArgument(f"{trace.name} has events on devices {devices}; an RMM log "
-                                  f"holds one device: choose one")
-        device = devices[0] if devices else 0
-    lines = [",".join(_RMM_COLUMNS)]
-    for index, event in enumerate(trace.events):
-        kind = event.get("event")
-        if event.get("device", 0) != device or kind not in ("malloc", "free",
-                                                             "malloc_failed"):
-            continue
-        thread = event.get("thread", 0)
-        head = f"{thread},{_rmm_time(event, index)}"
-        stream = _rmm_stream(event.get("stream"))
-        if kind == "malloc":
-            lines.append(f"{head},allocate,{event['ptr']:#x},{event['size']},{stream}")
-        elif kind == "free":
-            lines.append(f"{head},free,{event['ptr']:#x},{event.get('size', 0)},{stream}")
-        else:
-            lines.append(f"{head},allocate failure,(nil),{event.get('size', 0)},{stream}")
-    return "\n".join(lines) + "\n"
+    if device is None and len(devices) > 1:
+        raise InvalidArgument(f"{trace.name} has events on devices {devices}; an RMM log "
+                              f"holds one device: choose one")
+    return "".join(rmm_csv_lines(trace.events, device, trace.name))
