@@ -6,9 +6,10 @@ A layer above ``runtime`` and below ``observe``: it imports only the memory cons
 errors and calls :class:`~ascend_memsim.runtime.runtime.Runtime` methods.
 """
 
+from ..memory.errors import AllocatorConfigError, NpuOutOfMemoryError
 from .caching import NpuCachingAllocator, add_pad_size, allocation_size, round_size
-from .conf import AllocatorConfig, AllocatorConfigError, parse_alloc_conf
-from .stats import NpuOutOfMemoryError, format_size
+from .conf import AllocatorConfig, parse_alloc_conf
+from .stats import format_size
 
 __all__ = ["NpuCachingAllocator", "AllocatorConfig", "AllocatorConfigError", "parse_alloc_conf",
            "NpuOutOfMemoryError", "format_size", "round_size", "allocation_size", "add_pad_size"]

@@ -28,7 +28,7 @@ from sortedcontainers import SortedList
 from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr, MiB
 from ..memory.errors import AclError, FeatureNotSupported, InvalidArgument, InvalidArgumentType
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
-from .stats import DeviceStats, NpuOutOfMemoryError
+from .stats import DeviceStats, out_of_memory
 
 __all__ = ["NpuCachingAllocator", "round_size", "allocation_size", "add_pad_size",
            "K_MIN_BLOCK_SIZE", "K_SMALL_SIZE", "K_SMALL_BUFFER", "K_MIN_LARGE_ALLOC",
@@ -326,7 +326,7 @@ class NpuCachingAllocator:
         if not rejected:
             self.stats.num_ooms += 1
         agg = 0
-        return NpuOutOfMemoryError(
+        return out_of_memory(
             tried=orig_size if rejected else alloc_size, device=self.device,
             total_capacity=total, allocated=self.stats.allocated_bytes[agg].current,
             active=self.stats.active_bytes[agg].current, free=free,

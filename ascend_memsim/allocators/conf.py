@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..memory.constants import MiB
-from ..memory.errors import InvalidArgument
+from ..memory.errors import AllocatorConfigError, InvalidArgumentType
 
 __all__ = ["AllocatorConfig", "AllocatorConfigError", "parse_alloc_conf", "SIZE_MAX",
            "K_LARGE_BUFFER", "K_ALIGN_ROUND_LARGE", "ROUNDUP_INTERVALS"]
@@ -52,14 +52,6 @@ _ACC_KEYS = _SUPPORTED_ACC_KEYS | {
     "backend", "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
     "pinned_use_cuda_host_register", "pinned_use_hip_host_register",
     "pinned_num_register_threads"}
-
-
-class AllocatorConfigError(InvalidArgument):
-    """A ``PYTORCH_NPU_ALLOC_CONF`` string torch_npu refuses; the message is torch_npu's
-    (``str()`` gives it as torch_npu words it; ``code`` is ACL_ERROR_INVALID_PARAM)."""
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,8 +346,6 @@ def parse_alloc_conf(text: object = "") -> AllocatorConfig:
         InvalidArgumentType: not a str.
     """
     if not isinstance(text, str):
-        from ..memory.errors import InvalidArgumentType
-
         raise InvalidArgumentType(
             f"PYTORCH_NPU_ALLOC_CONF must be a str, not {type(text).__name__}")
     values: dict = {"pinned": {}}

@@ -9,9 +9,9 @@ sorted, as ``torch_npu.npu.memory_stats`` does.
 
 from __future__ import annotations
 
-from ..memory.errors import OutOfDeviceMemory
+from ..memory.errors import NpuOutOfMemoryError
 
-__all__ = ["Stat", "DeviceStats", "NpuOutOfMemoryError", "format_size", "STAT_TYPES"]
+__all__ = ["Stat", "DeviceStats", "out_of_memory", "format_size", "STAT_TYPES"]
 
 #: StatType names, in order (Module.cpp statTypeNames)
 STAT_TYPES = ("all", "small_pool", "large_pool")
@@ -106,39 +106,26 @@ def format_size(size: int) -> str:
     return f"{size / 1073741824.0:.2f} GiB"
 
 
-class NpuOutOfMemoryError(OutOfDeviceMemory):
-    """torch_npu's OutOfMemoryError: the caching allocator could not find or make a block.
-
-    Carries the figures of torch_npu's message, in bytes: ``tried`` (the segment size it
-    tried to allocate, alloc_size in the source), ``device``, ``total_capacity``,
-    ``allocated``, ``active``, ``free``, ``allowed`` (None without a memory fraction),
-    ``reserved`` and ``reserved_unallocated`` (reserved minus allocated: the cache the
-    allocator could not give back, split blocks of segments still in use).
-    """
-
-    def __init__(self, *, tried: int, device: int, total_capacity: int, allocated: int,
-                 active: int, free: int, allowed: int | None, reserved: int,
-                 rejected: bool = False) -> None:
-        self.tried, self.device, self.total_capacity = tried, device, total_capacity
-        self.allocated, self.active, self.free = allocated, active, free
-        self.allowed, self.reserved, self.rejected = allowed, reserved, rejected
-        self.reserved_unallocated = reserved - allocated
-        if rejected:
-            # NpuCachingAllocator::malloc (the allocator class): throw_on_npumalloc_oom
-            message = ("NPU out of memory. Allocation was preemptively rejected because it "
-                       "would exceed per_process_memory_fraction limit. Requested size: "
-                       f"{format_size(tried)}")
-        else:
-            allowed_info = f"{format_size(allowed)} allowed; " if allowed is not None else ""
-            message = (f"NPU out of memory. Tried to allocate {format_size(tried)} (NPU "
-                       f"{device}; {format_size(total_capacity)} total capacity; "
-                       f"{format_size(allocated)} already allocated; {format_size(active)} "
-                       f"current active; {format_size(free)} free; {allowed_info}"
-                       f"{format_size(reserved)} reserved in total by PyTorch).If reserved "
-                       "memory is >> allocated memory try setting max_split_size_mb to avoid "
-                       "fragmentation.")
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        # torch_npu's own words, so users recognise it; the code stays in ``code``
-        return self.message
+def out_of_memory(*, tried: int, device: int, total_capacity: int, allocated: int,
+                  active: int, free: int, allowed: int | None, reserved: int,
+                  rejected: bool = False) -> NpuOutOfMemoryError:
+    """The error torch_npu raises, with its message and figures (see NpuOutOfMemoryError)."""
+    if rejected:
+        # NpuCachingAllocator::malloc (the allocator class): throw_on_npumalloc_oom
+        message = ("NPU out of memory. Allocation was preemptively rejected because it "
+                   "would exceed per_process_memory_fraction limit. Requested size: "
+                   f"{format_size(tried)}")
+    else:
+        # DeviceCachingAllocator::malloc
+        allowed_info = f"{format_size(allowed)} allowed; " if allowed is not None else ""
+        message = (f"NPU out of memory. Tried to allocate {format_size(tried)} (NPU "
+                   f"{device}; {format_size(total_capacity)} total capacity; "
+                   f"{format_size(allocated)} already allocated; {format_size(active)} "
+                   f"current active; {format_size(free)} free; {allowed_info}"
+                   f"{format_size(reserved)} reserved in total by PyTorch).If reserved "
+                   "memory is >> allocated memory try setting max_split_size_mb to avoid "
+                   "fragmentation.")
+    return NpuOutOfMemoryError(
+        message, tried=tried, device=device, total_capacity=total_capacity,
+        allocated=allocated, active=active, free=free, allowed=allowed, reserved=reserved,
+        rejected=rejected)
