@@ -298,3 +298,59 @@ def test_memory_stats_has_torch_npus_keys(rt):
 def test_expandable_segments_are_refused_until_modelled(rt):
     with pytest.raises(FeatureNotSupported):
         NpuCachingAllocator(rt, conf="expandable_segments:True")
+
+
+def test_memory_snapshot_has_torch_npus_format_and_history(rt):
+    # csrc/npu/Module.cpp memorySnapshot (segmentInfoToDict, the trace entries)
+    from ascend_memsim.observe.snapshot import read_snapshot
+
+    alloc = NpuCachingAllocator(rt)
+    alloc.record_history(max_entries=100)
+    a = alloc.malloc(1 * MiB)
+    b = alloc.malloc(100)
+    alloc.free(a)
+    snap = alloc.memory_snapshot()
+    large, small = sorted(snap["segments"], key=lambda s: s["segment_type"])
+    assert large["segment_type"] == "large" and small["segment_type"] == "small"
+    assert large["total_size"] == 20 * MiB and large["allocated_size"] == 0
+    assert small["allocated_size"] == small["active_size"] == 512
+    assert small["requested_size"] == 100
+    assert set(small) >= {"device", "address", "total_size", "allocated_size", "active_size",
+                          "requested_size", "stream", "segment_pool_id", "segment_type",
+                          "is_expandable", "frames", "blocks"}
+    assert small["blocks"][0] == {"address": b, "size": 512, "requested_size": 100,
+                                  "state": "active_allocated", "frames": []}
+    (trace,) = snap["device_traces"]
+    assert [e["action"] for e in trace] == ["segment_alloc", "alloc", "segment_alloc", "alloc",
+                                            "free_requested", "free_completed"]
+    assert trace[1] == {"action": "alloc", "addr": a, "size": 1 * MiB, "stream": 0,
+                        "pool_id": (0, 0), "frames": []}
+    events, _header, problems = read_snapshot(snap)
+    assert problems == [] and events
+
+
+def test_history_is_a_ring_buffer_and_off_by_default(rt):
+    alloc = NpuCachingAllocator(rt)
+    alloc.malloc(100)
+    assert alloc.memory_snapshot()["device_traces"] == [[]]
+    alloc.record_history(max_entries=2)
+    for _ in range(3):
+        alloc.free(alloc.malloc(100))
+    assert [e["action"] for e in alloc.memory_snapshot()["device_traces"][0]] == [
+        "free_requested", "free_completed"]
+    with pytest.raises(InvalidArgument):
+        alloc.record_history(max_entries=0)
+
+
+def test_bad_streams_are_refused_before_anything_changes(rt):
+    from ascend_memsim.memory.errors import InvalidHandle
+
+    alloc = NpuCachingAllocator(rt)
+    with pytest.raises(InvalidArgumentType):
+        alloc.malloc(100, stream=1.0)
+    p = alloc.malloc(100)
+    with pytest.raises(InvalidHandle):
+        alloc.record_stream(p, 987654)
+    alloc.free(p)                    # no event to record: back in the pool at once
+    assert alloc.malloc(100) == p
+    check(alloc)

@@ -7,8 +7,9 @@ errors and calls :class:`~ascend_memsim.runtime.runtime.Runtime` methods.
 """
 
 from ..memory.errors import AllocatorConfigError, NpuOutOfMemoryError
-from .caching import NpuCachingAllocator, add_pad_size, allocation_size, round_size
+from .caching import NpuCachingAllocator
 from .conf import AllocatorConfig, parse_alloc_conf
+from .rules import add_pad_size, allocation_size, round_size
 from .stats import format_size
 
 __all__ = ["NpuCachingAllocator", "AllocatorConfig", "AllocatorConfigError", "parse_alloc_conf",

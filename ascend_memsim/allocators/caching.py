@@ -22,96 +22,27 @@ Not modelled: expandable segments, graph pools and MemPool, the free-memory call
 from __future__ import annotations
 
 import threading
+from collections import deque
 
 from sortedcontainers import SortedList
 
-from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr, MiB
+from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr
 from ..memory.errors import AclError, FeatureNotSupported, InvalidArgument, InvalidArgumentType
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
+from .rules import (
+    DEFAULT_CANN,
+    K_EXTRA_LARGE_BUFFER,
+    K_MIN_BLOCK_SIZE,
+    K_SMALL_SIZE,
+    PAGE_1G_CANN,
+    add_pad_size,
+    allocation_size,
+    cann_tuple,
+    round_size,
+)
 from .stats import DeviceStats, out_of_memory
 
-__all__ = ["NpuCachingAllocator", "round_size", "allocation_size", "add_pad_size",
-           "K_MIN_BLOCK_SIZE", "K_SMALL_SIZE", "K_SMALL_BUFFER", "K_MIN_LARGE_ALLOC",
-           "K_ROUND_LARGE", "K_EXTRA_LARGE_BUFFER"]
-
-# The source's constants (anonymous namespace at the top; NPUAllocatorConfig.h for the rest).
-K_MIN_BLOCK_SIZE = 512           # all sizes are rounded to at least 512 bytes
-K_SMALL_SIZE = 1 * MiB           # largest "small" allocation is 1 MiB
-K_SMALL_BUFFER = 2 * MiB         # "small" allocations are packed in 2 MiB blocks
-K_MIN_LARGE_ALLOC = 10 * MiB     # allocations between 1 and 10 MiB may use kLargeBuffer
-K_ROUND_LARGE = 2 * MiB          # round up large allocs to 2 MiB
-K_EXTRA_LARGE_BUFFER = 1 << 30   # page_size:1g packs large allocations in 1 GiB blocks
-
-#: the source's kMinDel32PaddingSizeCannVersion ("9.1.0"): from this CANN on, Ascend 950 parts
-#: get no +32 pad; kMinCannVersion ("8.1.RC1") is the first with 1 GiB pages
-_NO_PAD_CANN = (9, 1, 0)
-_PAGE_1G_CANN = (8, 1, 0)
-#: DECISION: the CANN version assumed when none is given is the newest the source knows
-DEFAULT_CANN = "9.1.0"
-
-
-def _cann_tuple(version: str) -> tuple[int, int, int]:
-    # "8.1.RC1" and "8.5.0" alike: the first three numeric fields (RCn counts as 0)
-    parts = []
-    for field in version.split(".")[:3]:
-        parts.append(int(field) if field.isdigit() else 0)
-    return tuple((parts + [0, 0, 0])[:3])
-
-
-def add_pad_size(soc_name: str, cann: str = DEFAULT_CANN) -> int:
-    """AddPadSize (the source): 0 on Ascend 950 with CANN >= 9.1.0, else 32 bytes.
-
-    >>> add_pad_size("Ascend910B2"), add_pad_size("Ascend950PR_9599"), \
-add_pad_size("Ascend950PR_9599", "8.5.0")
-    (32, 0, 32)
-    """
-    if soc_name.startswith("Ascend950") and _cann_tuple(cann) >= _NO_PAD_CANN:
-        return 0
-    return 32
-
-
-def _roundup_power2_next_division(size: int, divisions: int) -> int:
-    """roundup_power2_next_division (the source): the next of ``divisions`` equal steps
-    between the powers of two around ``size``."""
-    if size & (size - 1) == 0:
-        return size
-    power2_floor = 1 << (size.bit_length() - 1)
-    division = power2_floor >> (divisions.bit_length() - 1)
-    if division == 0:
-        return power2_floor << 1
-    floor = size & ~(division - 1)
-    return size if floor == size else floor + division
-
-
-def round_size(size: int, conf: AllocatorConfig, pad: int) -> int:
-    """round_size (the source): add the pad, then at least 512 bytes, in 512-byte steps, or
-    the next power-of-two division when roundup_power2_divisions asks for it.
-
-    >>> round_size(1 * MiB, AllocatorConfig(), 32), round_size(1, AllocatorConfig(), 0)
-    (1049088, 512)
-    """
-    size += pad
-    if size < K_MIN_BLOCK_SIZE:
-        return K_MIN_BLOCK_SIZE
-    divisions = conf.divisions_for(size)
-    if divisions > 1 and size > K_MIN_BLOCK_SIZE * divisions:
-        return _roundup_power2_next_division(size, divisions)
-    return -(-size // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE
-
-
-def allocation_size(size: int, conf: AllocatorConfig) -> int:
-    """get_allocation_size (the source): the segment a rounded ``size`` needs: 2 MiB for the
-    small pool, large_segment_size (20 MiB) below 10 MiB, else a multiple of 2 MiB.
-
-    >>> [allocation_size(s * MiB, AllocatorConfig()) // MiB for s in (1, 2, 10, 64)]
-    [2, 20, 10, 64]
-    """
-    if size <= K_SMALL_SIZE:
-        return K_SMALL_BUFFER
-    if size < K_MIN_LARGE_ALLOC:
-        return conf.large_segment_size
-    return -(-size // K_ROUND_LARGE) * K_ROUND_LARGE
-
+__all__ = ["NpuCachingAllocator"]
 
 class _Block:
     """Block (the source): a piece of a segment, free or allocated, linked to its neighbours."""
@@ -177,7 +108,7 @@ class NpuCachingAllocator:
         runtime.set_device(device)
         self.pad = add_pad_size(runtime.profile.soc_name, cann)
         # IsMallocPage1GMem (the source): page_size:1g needs CANN >= 8.1.RC1
-        self.page_1g = self.conf.page_size_1g and _cann_tuple(cann) >= _PAGE_1G_CANN
+        self.page_1g = self.conf.page_size_1g and cann_tuple(cann) >= PAGE_1G_CANN
         self.stats = DeviceStats(self.conf.max_split_size)
         self._small, self._large = _Pool(True), _Pool(False)
         self._active: dict[int, _Block] = {}
@@ -186,6 +117,8 @@ class NpuCachingAllocator:
         self.total_allocated_memory = 0
         self.allowed_memory_maximum: int | None = None
         self._lock = threading.RLock()
+        #: device_traces entries when record_history is on (None: off, torch_npu's default)
+        self._history: deque | None = None
         # DeviceCachingAllocator's constructor: setMemoryFraction(per_process_memory_fraction)
         self.set_memory_fraction(self.conf.per_process_memory_fraction)
 
@@ -203,6 +136,8 @@ class NpuCachingAllocator:
             raise InvalidArgumentType(f"size must be an int, not {type(size).__name__}")
         if not 0 <= size <= SIZE_MAX:
             raise InvalidArgument(f"size {size} is out of range")
+        if stream.__class__ is not int or stream < 0:
+            raise InvalidArgumentType(f"stream must be a stream handle (int), not {stream!r}")
         if size == 0:
             return 0
         with self._lock:
@@ -228,9 +163,11 @@ class NpuCachingAllocator:
         """recordStream (the source): ``stream`` also uses the block; freeing it waits for
         the work queued on ``stream`` until then (an event recorded there at free)."""
         with self._lock:
-            block = self._active.get(ptr)
+            block = self._active.get(ptr) if ptr.__class__ is int else None
             if block is None:
                 raise InvalidArgument(f"No allocated block can be found: {ptr!r}")
+            # checked now, so that the free that records the event cannot fail half-way
+            self.runtime.streams.stream(stream)
             block.stream_uses.add(stream)
 
     def empty_cache(self) -> None:
@@ -250,6 +187,48 @@ class NpuCachingAllocator:
             if fraction < 1.0:
                 _free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
                 self.allowed_memory_maximum = int(fraction * total)
+
+    def record_history(self, enabled: bool = True, *, max_entries: int = 100_000) -> None:
+        """torch_npu.npu.memory._record_memory_history: keep the last ``max_entries`` trace
+        entries (alloc, free_requested, free_completed, segment_alloc, segment_free, oom)
+        for :meth:`memory_snapshot`'s ``device_traces`` (a ring buffer, as torch's)."""
+        if max_entries.__class__ is not int or max_entries < 1:
+            raise InvalidArgument(f"max_entries must be a positive int, not {max_entries!r}")
+        with self._lock:
+            self._history = deque(maxlen=max_entries) if enabled else None
+
+    def _trace(self, action: str, addr: int, size: int, stream: int) -> None:
+        # record_trace (the source); OOM entries carry device_free instead of addr
+        key = "device_free" if action == "oom" else "addr"
+        self._history.append({"action": action, key: addr, "size": size, "stream": stream,
+                              "pool_id": (0, 0), "frames": []})
+
+    def memory_snapshot(self) -> dict:
+        """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
+        torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
+        empty unless :meth:`record_history` is on). Frames are empty: the simulator records
+        no Python stacks here. Source: ``csrc/npu/Module.cpp`` (memorySnapshot's
+        segmentInfoToDict) and ``NPUCachingAllocator.cpp`` ``snapshot``."""
+        with self._lock:
+            segments = []
+            for seg in self.segments():
+                blocks = [{"address": b["address"], "size": b["size"],
+                           "requested_size": b["requested_size"], "state": b["state"],
+                           "frames": []} for b in seg["blocks"]]
+                allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+                active = [b for b in blocks if b["state"] != "inactive"]
+                segments.append({
+                    "device": self.device, "address": seg["address"],
+                    "total_size": seg["total_size"], "allocated_size": allocated,
+                    "active_size": sum(b["size"] for b in active),
+                    "requested_size": sum(b["requested_size"] for b in active),
+                    "stream": seg["stream"], "segment_pool_id": (0, 0),
+                    "segment_type": "small" if seg["small"] else "large",
+                    "is_expandable": False, "frames": [], "blocks": blocks})
+            traces: list[list] = [[] for _ in range(self.runtime.device_count)]
+            if self._history is not None:
+                traces[self.device] = [dict(e) for e in self._history]
+            return {"segments": segments, "device_traces": traces}
 
     def memory_stats(self) -> dict:
         """torch_npu.npu.memory_stats: ``"allocated_bytes.all.current"`` and the rest."""
@@ -318,8 +297,14 @@ class NpuCachingAllocator:
             self._release_cached_blocks()
             block = self._alloc_block(pool, size, alloc_size, stream, True, rejected)
         if block is None:
-            raise self._out_of_memory(alloc_size, orig_size, rejected[0])
-        return self._alloc_found_block(block, pool, size, orig_size, stream)
+            error = self._out_of_memory(alloc_size, orig_size, rejected[0])
+            if self._history is not None and not rejected[0]:
+                self._trace("oom", error.free, orig_size, stream)
+            raise error
+        block = self._alloc_found_block(block, pool, size, orig_size, stream)
+        if self._history is not None:
+            self._trace("alloc", block.ptr, orig_size, stream)
+        return block
 
     def _out_of_memory(self, alloc_size: int, orig_size: int, rejected: bool) -> Exception:
         free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
@@ -386,6 +371,8 @@ class NpuCachingAllocator:
         if alloc_size >= self.conf.max_split_size:
             self.stats.oversize_segments.update(1)
         self.stats.num_device_alloc += 1
+        if self._history is not None:
+            self._trace("segment_alloc", ptr, alloc_size, stream)
         return _Block(ptr, alloc_size, stream, pool.small)
 
     def _alloc_found_block(self, block: _Block, pool: _Pool, size: int, orig_size: int,
@@ -436,6 +423,8 @@ class NpuCachingAllocator:
     def _free(self, block: _Block) -> None:
         """free (the source): uncount it; wait for other streams' events, or free_block."""
         block.allocated = False
+        if self._history is not None:
+            self._trace("free_requested", block.ptr, block.requested_size, block.stream)
         self.stats.update("allocation", block.small, -1)
         self.stats.update("allocated_bytes", block.small, -block.size)
         if block.size >= self.conf.max_split_size:
@@ -450,6 +439,8 @@ class NpuCachingAllocator:
         neighbours of the same segment."""
         pool = self._small if block.small else self._large
         original_size, requested = block.size, block.requested_size
+        if self._history is not None:
+            self._trace("free_completed", block.ptr, requested, block.stream)
         net_blocks = net_bytes = 0
         for candidate in (block.prev, block.next):
             subsumed = self._try_merge(block, candidate, pool)
@@ -537,6 +528,8 @@ class NpuCachingAllocator:
         """release_block (the source): aclrtFree a whole free segment and uncount it."""
         pool = self._small if block.small else self._large
         self.runtime.free(block.ptr)
+        if self._history is not None:
+            self._trace("segment_free", block.ptr, block.size, block.stream)
         self.stats.num_device_free += 1
         self.total_allocated_memory -= block.size
         self.stats.update("segment", block.small, -1)
