@@ -354,3 +354,34 @@ def test_bad_streams_are_refused_before_anything_changes(rt):
     alloc.free(p)                    # no event to record: back in the pool at once
     assert alloc.malloc(100) == p
     check(alloc)
+
+
+def test_threads_share_one_allocator(rt):
+    import threading
+
+    alloc = NpuCachingAllocator(rt)
+    errors = []
+
+    def work(seed):
+        try:
+            live = []
+            for i in range(60):
+                size = (seed * 7919 + i * 104729) % (3 * MiB) + 1
+                live.append(alloc.malloc(size))
+                if i % 3 == 2:
+                    alloc.free(live.pop(0))
+            for p in live:
+                alloc.free(p)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert alloc.memory_stats()["allocated_bytes.all.current"] == 0
+    check(alloc)
+    alloc.empty_cache()
+    assert alloc.segments() == []

@@ -141,7 +141,15 @@ class NpuCachingAllocator:
         if size == 0:
             return 0
         with self._lock:
+            self._ensure_device()
             return self._malloc(size, stream).ptr
+
+    def _ensure_device(self) -> None:
+        # torch_npu sets the allocator's device on the calling thread before its aclrt calls
+        # (c10_npu::SetDevice in malloc / emptyCache), so any thread may allocate
+        current = self.runtime.current_device_or_none()
+        if current is None or current.device_id != self.device:
+            self.runtime.set_device(self.device)
 
     def free(self, ptr: object) -> None:
         """Give a block back to its pool (or, if other streams used it, once their events
@@ -157,6 +165,8 @@ class NpuCachingAllocator:
             block = self._active.pop(ptr, None) if ptr.__class__ is int else None
             if block is None:
                 raise InvalidArgument(f"invalid device pointer: {ptr!r}")
+            if block.stream_uses:
+                self._ensure_device()
             self._free(block)
 
     def record_stream(self, ptr: int, stream: int) -> None:
@@ -174,6 +184,7 @@ class NpuCachingAllocator:
         """emptyCache (the source): synchronise the device, then free every wholly free
         segment (release_cached_blocks)."""
         with self._lock:
+            self._ensure_device()
             self.runtime.synchronize_device()
             self._release_cached_blocks()
 
@@ -185,6 +196,7 @@ class NpuCachingAllocator:
         with self._lock:
             self.allowed_memory_maximum = None
             if fraction < 1.0:
+                self._ensure_device()
                 _free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
                 self.allowed_memory_maximum = int(fraction * total)
 
@@ -563,7 +575,13 @@ class NpuCachingAllocator:
         keys = pool.keys
         i = keys.bisect_left((stream, need, 0))
         if i < len(keys) and keys[i][0] == stream:
-            self._release_block(pool.blocks[keys[i]])
+            block = pool.blocks[keys[i]]
+            if block.is_split():
+                # DECISION: the source would aclrtFree a block inside a segment here (possible
+                # only with large_segment_size_mb above max_split_size_mb), which fails; the
+                # simulator frees whole segments only and goes on down the chain
+                return False
+            self._release_block(block)
             return True
         if i == 0:
             return False
