@@ -8,7 +8,7 @@ import pytest
 
 from ascend_memsim import MiB, Runtime
 from ascend_memsim.allocators import NpuCachingAllocator, NpuOutOfMemoryError
-from ascend_memsim.memory.errors import FeatureNotSupported, InvalidArgument, InvalidArgumentType
+from ascend_memsim.memory.errors import InvalidArgument, InvalidArgumentType
 
 
 def check(alloc: NpuCachingAllocator) -> None:
@@ -29,6 +29,13 @@ def check(alloc: NpuCachingAllocator) -> None:
                     if b["state"] == "active_allocated")
     assert stats["reserved_bytes.all.current"] == reserved == alloc.total_allocated_memory
     assert stats["allocated_bytes.all.current"] == allocated
+    if alloc.conf.expandable_segments:
+        # map_block / unmap_block move reserved bytes only; pages are whole handles mapped
+        # in the runtime's virtual memory
+        for seg in segs:
+            mapping = alloc.runtime.vmm.mapping_at(seg["address"])
+            assert mapping is not None
+        return
     assert stats["segment.all.current"] == len(segs)
     assert stats["inactive_split.all.current"] == sum(
         1 for s in segs for b in s["blocks"] if b["state"] == "inactive" and len(s["blocks"]) > 1)
@@ -295,9 +302,54 @@ def test_memory_stats_has_torch_npus_keys(rt):
     assert stats["requested_bytes.all.allocated"] == 3 * MiB
 
 
-def test_expandable_segments_are_refused_until_modelled(rt):
-    with pytest.raises(FeatureNotSupported):
-        NpuCachingAllocator(rt, conf="expandable_segments:True")
+def test_expandable_segments_grow_and_shrink_by_whole_pages(rt):
+    # find_expandable_block, map_block, try_allocate_expandable_block, unmap_block; large-pool
+    # pages are large_segment_size (20 MiB, get_custom_expandable_segment_size)
+    alloc = NpuCachingAllocator(rt, conf="expandable_segments:True")
+    p = alloc.malloc(1 * MiB)
+    (seg,) = alloc.segments()
+    assert seg["expandable"] and seg["total_size"] == 20 * MiB
+    q = alloc.malloc(30 * MiB)
+    # the same segment grew by one page; base_addr_aligned_kb (16 KiB) moved q's start
+    (seg,) = alloc.segments()
+    assert seg["total_size"] == 40 * MiB and q % 16384 == 0 and q - p == 1064960
+    assert [b["state"] for b in seg["blocks"]] == ["active_allocated", "inactive",
+                                                   "active_allocated", "inactive"]
+    assert alloc.memory_stats()["reserved_bytes.all.current"] == 40 * MiB
+    check(alloc)
+    alloc.free(q)
+    alloc.empty_cache()                   # the second page is wholly free: unmapped
+    assert [s["total_size"] for s in alloc.segments()] == [20 * MiB]
+    assert rt.get_mem_info(1)[0] == 236 * MiB
+    alloc.free(p)
+    alloc.empty_cache()                   # the whole segment: unmapped, its range released
+    assert alloc.segments() == [] and alloc.memory_stats()["reserved_bytes.all.current"] == 0
+    assert rt.get_mem_info(1)[0] == 256 * MiB
+    check(alloc)
+
+
+def test_expandable_small_pool_pages_are_2mib(rt):
+    alloc = NpuCachingAllocator(rt, conf="expandable_segments:True")
+    ptrs = [alloc.malloc(512 * 1024) for _ in range(5)]   # 524800 bytes each
+    (seg,) = alloc.segments()
+    assert seg["small"] and seg["total_size"] == 4 * MiB    # grew 2 MiB at a time
+    assert ptrs == sorted(ptrs) and ptrs[1] - ptrs[0] == 524800
+    check(alloc)
+
+
+def test_expandable_out_of_memory_unmaps_free_pages_and_retries():
+    with Runtime("A2", hbm_bytes=48 * MiB) as rt:
+        alloc = NpuCachingAllocator(rt, conf="expandable_segments:True")
+        s1 = rt.streams.create_stream()
+        alloc.free(alloc.malloc(15 * MiB, stream=s1))    # one 20 MiB page cached on s1
+        ptr = alloc.malloc(25 * MiB)       # two pages on stream 0: only after s1's goes
+        stats = alloc.memory_stats()
+        assert stats["num_alloc_retries"] == 1 and stats["num_ooms"] == 0
+        assert [s["total_size"] for s in alloc.segments()] == [40 * MiB]
+        assert alloc.block_size(ptr) == 25 * MiB + 512
+        with pytest.raises(NpuOutOfMemoryError):
+            alloc.malloc(25 * MiB)
+        check(alloc)
 
 
 def test_memory_snapshot_has_torch_npus_format_and_history(rt):

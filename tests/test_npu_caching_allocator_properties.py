@@ -149,3 +149,34 @@ def test_alloc_free_sequences_match_the_reference(ops, divisions):
                 ref.free(ptr)
             assert layout(alloc) == ref.layout()
             check(alloc)
+
+
+@given(ops=st.lists(st.one_of(st.tuples(st.just("malloc"), sizes, st.integers(0, 1)),
+                              st.tuples(st.just("free"), st.integers(0, 30)),
+                              st.tuples(st.just("empty_cache"))), max_size=30))
+def test_expandable_segments_keep_their_books_and_give_everything_back(ops):
+    with Runtime("A2", hbm_bytes=256 * MiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="expandable_segments:True")
+        streams = [0, rt.streams.create_stream()]
+        live: list[int] = []
+        for op in ops:
+            if op[0] == "malloc":
+                try:
+                    ptr = alloc.malloc(op[1], stream=streams[op[2]])
+                except Exception as e:  # only the allocator's own OOM may end a malloc
+                    assert type(e).__name__ == "NpuOutOfMemoryError"
+                else:
+                    assert alloc.block_size(ptr) >= op[1]
+                    live.append(ptr)
+            elif op[0] == "free" and live:
+                alloc.free(live.pop(op[1] % len(live)))
+            elif op[0] == "empty_cache":
+                alloc.empty_cache()
+            check(alloc)
+            mapped = sum(s["total_size"] for s in alloc.segments())
+            assert rt.get_mem_info(1) == (256 * MiB - mapped, 256 * MiB)
+        for ptr in live:
+            alloc.free(ptr)
+        alloc.empty_cache()
+        assert alloc.segments() == [] and alloc.memory_stats()["reserved_bytes.all.current"] == 0
+        assert rt.get_mem_info(1)[0] == 256 * MiB

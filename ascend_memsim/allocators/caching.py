@@ -15,8 +15,9 @@ fallback to normal pages, fragmentation) apply underneath.
 ...     alloc.block_size(ptr), alloc.memory_stats()["reserved_bytes.all.current"] // MiB
 (1049088, 20)
 
-Not modelled: expandable segments, graph pools and MemPool, the free-memory callbacks
-(torch_npu registers none by default), the workspace allocator's cache, IPC, history.
+Expandable segments (``expandable_segments:True``) map whole pages of a reserved range through
+``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, the free-memory
+callbacks (torch_npu registers none by default), the workspace allocator's cache, IPC.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from sortedcontainers import SortedList
-
 from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr
-from ..memory.errors import AclError, FeatureNotSupported, InvalidArgument, InvalidArgumentType
+from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
+from .blocks import Block, Pool
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
+from .expandable import ExpandableBlocks
 from .rules import (
     DEFAULT_CANN,
     K_EXTRA_LARGE_BUFFER,
     K_MIN_BLOCK_SIZE,
+    K_ROUND_LARGE,
     K_SMALL_SIZE,
     PAGE_1G_CANN,
     add_pad_size,
@@ -41,51 +43,11 @@ from .rules import (
     round_size,
 )
 from .stats import DeviceStats, out_of_memory
+from .views import SnapshotViews
 
 __all__ = ["NpuCachingAllocator"]
 
-class _Block:
-    """Block (the source): a piece of a segment, free or allocated, linked to its neighbours."""
-
-    __slots__ = ("ptr", "size", "requested_size", "stream", "small", "allocated", "prev",
-                 "next", "event_count", "stream_uses", "gc_count")
-
-    def __init__(self, ptr: int, size: int, stream: int, small: bool) -> None:
-        self.ptr, self.size, self.stream, self.small = ptr, size, stream, small
-        self.requested_size = 0
-        self.allocated = False
-        self.prev: _Block | None = None
-        self.next: _Block | None = None
-        self.event_count = 0
-        self.stream_uses: set[int] = set()
-        self.gc_count = 0
-
-    def is_split(self) -> bool:
-        return self.prev is not None or self.next is not None
-
-
-class _Pool:
-    """BlockPool (the source): free blocks ordered as BlockComparatorSize (stream, size, ptr)."""
-
-    __slots__ = ("small", "keys", "blocks")
-
-    def __init__(self, small: bool) -> None:
-        self.small = small
-        self.keys: SortedList = SortedList()
-        self.blocks: dict[tuple[int, int, int], _Block] = {}
-
-    def insert(self, b: _Block) -> None:
-        key = (b.stream, b.size, b.ptr)
-        self.keys.add(key)
-        self.blocks[key] = b
-
-    def erase(self, b: _Block) -> None:
-        key = (b.stream, b.size, b.ptr)
-        if self.blocks.pop(key, None) is not None:
-            self.keys.remove(key)
-
-
-class NpuCachingAllocator:
+class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
     """torch_npu's DeviceCachingAllocator for one device of a simulated runtime.
 
     ``conf`` is a ``PYTORCH_NPU_ALLOC_CONF`` string or an :class:`AllocatorConfig`;
@@ -95,25 +57,24 @@ class NpuCachingAllocator:
     the source's recursive mutex).
 
     Raises:
-        AllocatorConfigError: ``conf`` torch_npu refuses. FeatureNotSupported:
-        ``expandable_segments:True`` (not modelled yet).
+        AllocatorConfigError: ``conf`` torch_npu refuses.
     """
 
     def __init__(self, runtime, device: int = 0, conf: object = "", *,
                  cann: str = DEFAULT_CANN) -> None:
         self.conf = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
-        if self.conf.expandable_segments:
-            raise FeatureNotSupported("expandable_segments:True is not modelled yet")
         self.runtime, self.device, self.cann = runtime, device, cann
         runtime.set_device(device)
         self.pad = add_pad_size(runtime.profile.soc_name, cann)
         # IsMallocPage1GMem (the source): page_size:1g needs CANN >= 8.1.RC1
         self.page_1g = self.conf.page_size_1g and cann_tuple(cann) >= PAGE_1G_CANN
         self.stats = DeviceStats(self.conf.max_split_size)
-        self._small, self._large = _Pool(True), _Pool(False)
-        self._active: dict[int, _Block] = {}
+        self._small, self._large = Pool(True), Pool(False)
+        self._active: dict[int, Block] = {}
+        #: the ExpandableSegments (expandable_segments:True)
+        self._expandable: list = []
         #: events recorded for blocks freed while other streams used them (insert_events)
-        self._events: dict[int, list[tuple[int, _Block]]] = {}
+        self._events: dict[int, list[tuple[int, Block]]] = {}
         self.total_allocated_memory = 0
         self.allowed_memory_maximum: int | None = None
         self._lock = threading.RLock()
@@ -200,48 +161,6 @@ class NpuCachingAllocator:
                 _free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
                 self.allowed_memory_maximum = int(fraction * total)
 
-    def record_history(self, enabled: bool = True, *, max_entries: int = 100_000) -> None:
-        """torch_npu.npu.memory._record_memory_history: keep the last ``max_entries`` trace
-        entries (alloc, free_requested, free_completed, segment_alloc, segment_free, oom)
-        for :meth:`memory_snapshot`'s ``device_traces`` (a ring buffer, as torch's)."""
-        if max_entries.__class__ is not int or max_entries < 1:
-            raise InvalidArgument(f"max_entries must be a positive int, not {max_entries!r}")
-        with self._lock:
-            self._history = deque(maxlen=max_entries) if enabled else None
-
-    def _trace(self, action: str, addr: int, size: int, stream: int) -> None:
-        # record_trace (the source); OOM entries carry device_free instead of addr
-        key = "device_free" if action == "oom" else "addr"
-        self._history.append({"action": action, key: addr, "size": size, "stream": stream,
-                              "pool_id": (0, 0), "frames": []})
-
-    def memory_snapshot(self) -> dict:
-        """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
-        torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
-        empty unless :meth:`record_history` is on). Frames are empty: the simulator records
-        no Python stacks here. Source: ``csrc/npu/Module.cpp`` (memorySnapshot's
-        segmentInfoToDict) and ``NPUCachingAllocator.cpp`` ``snapshot``."""
-        with self._lock:
-            segments = []
-            for seg in self.segments():
-                blocks = [{"address": b["address"], "size": b["size"],
-                           "requested_size": b["requested_size"], "state": b["state"],
-                           "frames": []} for b in seg["blocks"]]
-                allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
-                active = [b for b in blocks if b["state"] != "inactive"]
-                segments.append({
-                    "device": self.device, "address": seg["address"],
-                    "total_size": seg["total_size"], "allocated_size": allocated,
-                    "active_size": sum(b["size"] for b in active),
-                    "requested_size": sum(b["requested_size"] for b in active),
-                    "stream": seg["stream"], "segment_pool_id": (0, 0),
-                    "segment_type": "small" if seg["small"] else "large",
-                    "is_expandable": False, "frames": [], "blocks": blocks})
-            traces: list[list] = [[] for _ in range(self.runtime.device_count)]
-            if self._history is not None:
-                traces[self.device] = [dict(e) for e in self._history]
-            return {"segments": segments, "device_traces": traces}
-
     def memory_stats(self) -> dict:
         """torch_npu.npu.memory_stats: ``"allocated_bytes.all.current"`` and the rest."""
         with self._lock:
@@ -253,34 +172,9 @@ class NpuCachingAllocator:
         with self._lock:
             return self._active[ptr].size
 
-    def segments(self) -> list[dict]:
-        """The segments, by address: ``address``, ``total_size``, ``stream``, ``small`` and
-        ``blocks`` (``address``, ``size``, ``requested_size``, ``state``: "active_allocated",
-        "active_pending_free" or "inactive", torch_npu's snapshot words)."""
-        with self._lock:
-            heads = {}
-            for b in [*self._active.values(), *self._small.blocks.values(),
-                      *self._large.blocks.values(), *self._pending()]:
-                while b.prev is not None:
-                    b = b.prev
-                heads[b.ptr] = b
-            out = []
-            for ptr in sorted(heads):
-                b, blocks = heads[ptr], []
-                while b is not None:
-                    state = ("active_allocated" if b.allocated else
-                             "active_pending_free" if b.event_count else "inactive")
-                    blocks.append({"address": b.ptr, "size": b.size,
-                                   "requested_size": b.requested_size, "state": state})
-                    b = b.next
-                out.append({"address": ptr, "total_size": sum(x["size"] for x in blocks),
-                            "stream": heads[ptr].stream, "small": heads[ptr].small,
-                            "blocks": blocks})
-            return out
-
     # -- malloc (the source's DeviceCachingAllocator::malloc) --------------------------------
 
-    def _malloc(self, orig_size: int, stream: int) -> _Block:
+    def _malloc(self, orig_size: int, stream: int) -> Block:
         conf = self.conf
         if not conf.multi_stream_lazy_reclaim:
             self._process_events()
@@ -313,6 +207,19 @@ class NpuCachingAllocator:
             if self._history is not None and not rejected[0]:
                 self._trace("oom", error.free, orig_size, stream)
             raise error
+        align = conf.base_addr_aligned_size
+        if (conf.expandable_segments and size >= K_ROUND_LARGE and align
+                and block.ptr % align):
+            # malloc (the source): base_addr_aligned_kb moves a large block's start up to the
+            # next multiple, leaving the bytes before it a free block
+            offset = align - block.ptr % align
+            if offset + size <= block.size:
+                aligned = Block(block.ptr + offset, block.size - offset, stream, pool.small)
+                aligned.segment = block.segment
+                aligned.splice(block, block.next)
+                block.size = offset
+                pool.insert(block)
+                block = aligned
         block = self._alloc_found_block(block, pool, size, orig_size, stream)
         if self._history is not None:
             self._trace("alloc", block.ptr, orig_size, stream)
@@ -330,7 +237,7 @@ class NpuCachingAllocator:
             allowed=self.allowed_memory_maximum, reserved=self.stats.reserved_bytes[agg].current,
             rejected=rejected)
 
-    def _get_free_block(self, pool: _Pool, size: int, stream: int) -> _Block | None:
+    def _get_free_block(self, pool: Pool, size: int, stream: int) -> Block | None:
         """get_free_block (the source): best fit on the same stream, within max_split_size's
         and max_non_split_rounding's limits. O(log n), O(n) with GC on."""
         conf = self.conf
@@ -342,6 +249,17 @@ class NpuCachingAllocator:
         if i == len(keys) or keys[i][0] != stream:
             return None
         block = pool.blocks[keys[i]]
+        if block.segment is not None:
+            # best fit counts an expandable block at the size it can grow to (the unmapped
+            # block after it), so a later block may fit better
+            def growable(b: Block) -> int:
+                nxt = b.next
+                return b.size + (nxt.size if nxt is not None and not nxt.mapped else 0)
+
+            while (block.segment is not None and i + 1 < len(keys) and keys[i + 1][0] == stream
+                   and growable(pool.blocks[keys[i + 1]]) < growable(block)):
+                i += 1
+                block = pool.blocks[keys[i]]
         max_split = conf.max_split_size
         # Do not return an oversized block for a large request
         if size < max_split and block.size >= max_split:
@@ -353,8 +271,8 @@ class NpuCachingAllocator:
         pool.erase(block)
         return block
 
-    def _alloc_block(self, pool: _Pool, size: int, alloc_size: int, stream: int,
-                     is_retry: bool, rejected: list) -> _Block | None:
+    def _alloc_block(self, pool: Pool, size: int, alloc_size: int, stream: int,
+                     is_retry: bool, rejected: list) -> Block | None:
         """alloc_block (the source): a new segment from aclrtMallocAlign32, unless the memory
         fraction (or throw_on_npumalloc_oom's limit) forbids it."""
         if is_retry:
@@ -369,6 +287,8 @@ class NpuCachingAllocator:
                 self.stats.num_oom_rejections += 1
                 rejected[0] = True
                 return None
+        if self.conf.expandable_segments:
+            return self._try_allocate_expandable_block(pool, size, stream)
         policy = MallocPolicy.HUGE1G_ONLY if self.page_1g and not pool.small \
             else MallocPolicy.HUGE_FIRST
         try:
@@ -385,23 +305,25 @@ class NpuCachingAllocator:
         self.stats.num_device_alloc += 1
         if self._history is not None:
             self._trace("segment_alloc", ptr, alloc_size, stream)
-        return _Block(ptr, alloc_size, stream, pool.small)
+        return Block(ptr, alloc_size, stream, pool.small)
 
-    def _alloc_found_block(self, block: _Block, pool: _Pool, size: int, orig_size: int,
-                           stream: int) -> _Block:
+    def _alloc_found_block(self, block: Block, pool: Pool, size: int, orig_size: int,
+                           stream: int) -> Block:
         """should_split and alloc_found_block (the source): split off the rest when it is
         worth keeping (>= 512 B in the small pool; > 1 MiB in the large pool, for requests
         below max_split_size), then count the block as allocated."""
         stats, small = self.stats, pool.small
         remaining = block.size - size
-        if small:
+        expandable = block.segment is not None
+        if small or self.conf.expandable_segments:
             split = remaining >= K_MIN_BLOCK_SIZE
         else:
             split = size < self.conf.max_split_size and remaining > K_SMALL_SIZE
         already_split = block.is_split()
         if split:
             rest = block
-            block = _Block(rest.ptr, size, stream, small)
+            block = Block(rest.ptr, size, stream, small)
+            block.segment = rest.segment
             block.prev = rest.prev
             if block.prev is not None:
                 block.prev.next = block
@@ -410,12 +332,14 @@ class NpuCachingAllocator:
             rest.ptr += size
             rest.size -= size
             pool.insert(rest)
-            if already_split:
+            if expandable:
+                pass
+            elif already_split:
                 stats.update("inactive_split_bytes", small, -block.size)
             else:
                 stats.update("inactive_split_bytes", small, rest.size)
                 stats.update("inactive_split", small, 1)
-        elif already_split:
+        elif already_split and not expandable:
             stats.update("inactive_split_bytes", small, -block.size)
             stats.update("inactive_split", small, -1)
         block.allocated = True
@@ -432,7 +356,7 @@ class NpuCachingAllocator:
 
     # -- free ---------------------------------------------------------------------------------
 
-    def _free(self, block: _Block) -> None:
+    def _free(self, block: Block) -> None:
         """free (the source): uncount it; wait for other streams' events, or free_block."""
         block.allocated = False
         if self._history is not None:
@@ -446,7 +370,7 @@ class NpuCachingAllocator:
         else:
             self._free_block(block)
 
-    def _free_block(self, block: _Block) -> None:
+    def _free_block(self, block: Block) -> None:
         """free_block and try_merge_blocks (the source): back to the pool, merged with free
         neighbours of the same segment."""
         pool = self._small if block.small else self._large
@@ -464,17 +388,23 @@ class NpuCachingAllocator:
             net_blocks += 1
             net_bytes += block.size
         small = block.small
-        self.stats.update("inactive_split", small, net_blocks)
-        self.stats.update("inactive_split_bytes", small, net_bytes)
+        if block.segment is None:
+            # inactive_split leaves expandable segments out, as the source does
+            self.stats.update("inactive_split", small, net_blocks)
+            self.stats.update("inactive_split_bytes", small, net_bytes)
         self.stats.update("active", small, -1)
         self.stats.update("active_bytes", small, -original_size)
         self.stats.update("requested_bytes", small, -requested)
 
     @staticmethod
-    def _try_merge(dst: _Block, src: _Block | None, pool: _Pool) -> int:
-        if src is None or src.allocated or src.event_count > 0 or src.stream_uses:
+    def _try_merge(dst: Block, src: Block | None, pool: Pool) -> int:
+        if (src is None or src.allocated or src.event_count > 0 or src.stream_uses
+                or src.mapped != dst.mapped):
             return 0
-        pool.erase(src)
+        if src.mapped:
+            pool.erase(src)
+        else:
+            del pool.unmapped[(src.stream, src.ptr)]
         if dst.prev is src:
             dst.ptr = src.ptr
             dst.prev = src.prev
@@ -489,7 +419,7 @@ class NpuCachingAllocator:
 
     # -- events (record_stream) ---------------------------------------------------------------
 
-    def _insert_events(self, block: _Block) -> None:
+    def _insert_events(self, block: Block) -> None:
         """insert_events (the source): an event recorded on each stream that used the block."""
         events = self.runtime.events
         streams, block.stream_uses = block.stream_uses, set()
@@ -531,12 +461,12 @@ class NpuCachingAllocator:
                     self._free_block(block)
             del self._events[stream]
 
-    def _pending(self) -> list[_Block]:
+    def _pending(self) -> list[Block]:
         return [b for queue in self._events.values() for _e, b in queue]
 
     # -- giving memory back -------------------------------------------------------------------
 
-    def _release_block(self, block: _Block) -> None:
+    def _release_block(self, block: Block) -> None:
         """release_block (the source): aclrtFree a whole free segment and uncount it."""
         pool = self._small if block.small else self._large
         self.runtime.free(block.ptr)
@@ -550,12 +480,17 @@ class NpuCachingAllocator:
             self.stats.oversize_segments.update(-1)
         pool.erase(block)
 
-    def _release_blocks(self, pool: _Pool) -> None:
+    def _release_blocks(self, pool: Pool) -> None:
         """release_blocks (the source): every free block that is a whole segment."""
+        to_unmap = []
         for key in list(pool.keys):
             block = pool.blocks[key]
-            if block.prev is None and block.next is None:
+            if block.segment is not None:
+                to_unmap.append(block)
+            elif block.prev is None and block.next is None:
                 self._release_block(block)
+        for block in to_unmap:
+            self._unmap_block(block, pool)
 
     def _release_cached_blocks(self) -> None:
         """release_cached_blocks (the source): wait for outstanding events, then free every
@@ -564,7 +499,7 @@ class NpuCachingAllocator:
         self._release_blocks(self._large)
         self._release_blocks(self._small)
 
-    def _release_available_cached_blocks(self, pool: _Pool, size: int, stream: int) -> bool:
+    def _release_available_cached_blocks(self, pool: Pool, size: int, stream: int) -> bool:
         """release_available_cached_blocks (the source): with max_split_size set, free one
         oversize cached block large enough, else the largest ones until enough is freed."""
         max_split = self.conf.max_split_size
