@@ -437,3 +437,27 @@ def test_threads_share_one_allocator(rt):
     check(alloc)
     alloc.empty_cache()
     assert alloc.segments() == []
+
+
+def test_page_size_1g_and_its_fallback_before_cann_8_1():
+    # malloc / IsMallocPage1GMem: the large pool takes 1 GiB multiples with HUGE1G_ONLY; a
+    # CANN older than kMinCannVersion (8.1.RC1) falls back to the usual sizes and HUGE_FIRST
+    from ascend_memsim import GiB
+    from ascend_memsim.memory.errors import FeatureNotSupported
+
+    with Runtime("A2", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="page_size:1g")
+        ptr = alloc.malloc(30 * MiB)
+        assert [s["total_size"] for s in alloc.segments()] == [1 * GiB]
+        assert rt.block(ptr).page.name == "HUGE1G"
+        alloc.malloc(100)                      # the small pool keeps its 2 MiB segments
+        assert sorted(s["total_size"] for s in alloc.segments()) == [2 * MiB, 1 * GiB]
+        old = NpuCachingAllocator(rt, conf="page_size:1g", cann="8.0.0")
+        old.malloc(30 * MiB)
+        assert [s["total_size"] for s in old.segments()] == [32 * MiB]
+    with Runtime("950PR", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="page_size:1g")
+        # the device has no 1 GiB pages: aclrtMallocAlign32's error goes up (NPU_CHECK_ERROR)
+        with pytest.raises(FeatureNotSupported):
+            alloc.malloc(30 * MiB)
+        assert alloc.segments() == [] and alloc.memory_stats()["num_ooms"] == 0
