@@ -2,7 +2,8 @@
 
 Layers, arrows pointing down only (README "Architecture"; import-linter's contract in
 pyproject.toml enforces it): the faces ``acl`` (pyacl) and ``aclrt`` (C names), ``cli`` and
-the ``testing`` toolkit on top; ``observe`` (stats, traces, replay, pictures) and ``checks``
+the ``testing`` toolkit on top; ``observe`` (stats, traces, replay, pictures),
+``allocators`` (torch_npu's caching allocator, a client of the runtime) and ``checks``
 (sanitizer, faults), which attach to a runtime through its hooks; ``runtime`` (the composition
 root: devices, current device per thread, streams, aclInit); ``data`` (device bytes, host
 memory); ``memory`` at the bottom (rules, allocator, device, profiles, constants, errors).

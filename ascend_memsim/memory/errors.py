@@ -20,7 +20,7 @@ __all__ = [
     "OpNotFound", "UnsupportedDataType", "KernelError", "EventNotComplete",
     "RepeatSubscribe", "StreamNotSubscribed", "NoCallbackStream", "ThreadNotSubscribed",
     "CallbackTimeout", "ReservedFlagSet", "HostMemoryAlreadyRegistered",
-    "HostMemoryNotRegistered",
+    "HostMemoryNotRegistered", "AllocatorConfigError", "NpuOutOfMemoryError",
     "error_classes",
 ]
 
@@ -266,6 +266,39 @@ class HostMemoryNotRegistered(AclError, ValueError):
     """aclrtHostUnregister of an address that starts no registered range."""
 
     code = ErrorCode.HOST_MEMORY_NOT_REGISTERED
+
+
+class AllocatorConfigError(InvalidArgument):
+    """A ``PYTORCH_NPU_ALLOC_CONF`` string torch_npu refuses. ``str()`` is torch_npu's own
+    message (``Ascend/pytorch`` ``NPUAllocatorConfig.cpp``), so users recognise it; the code
+    stays in ``code``."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NpuOutOfMemoryError(OutOfDeviceMemory):
+    """torch_npu's OutOfMemoryError: its caching allocator could find or make no block.
+
+    ``str()`` is torch_npu's message (``NPUCachingAllocator.cpp`` ``malloc``); the figures, in
+    bytes, are attributes (None when not given): ``tried`` (the segment size it tried),
+    ``device``, ``total_capacity``, ``allocated``, ``active``, ``free``, ``allowed`` (None
+    without a memory fraction), ``reserved``, ``reserved_unallocated`` (reserved minus
+    allocated) and ``rejected`` (throw_on_npumalloc_oom refused it before any device call).
+    """
+
+    def __init__(self, message: str = "", **figures: object) -> None:
+        super().__init__(message)
+        for name in ("tried", "device", "total_capacity", "allocated", "active", "free",
+                     "allowed", "reserved"):
+            setattr(self, name, figures.get(name))
+        self.rejected = bool(figures.get("rejected", False))
+        self.reserved_unallocated = (self.reserved - self.allocated
+                                     if self.reserved is not None and self.allocated is not None
+                                     else None)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def error_classes() -> list[type[AclError]]:

@@ -1,0 +1,63 @@
+"""The caching allocator's records: Block and BlockPool of ``Ascend/pytorch``
+``torch_npu/csrc/core/npu/NPUCachingAllocator.cpp``."""
+
+from __future__ import annotations
+
+from sortedcontainers import SortedList
+
+__all__ = ["Block", "Pool"]
+
+
+class Block:
+    """Block (the source): a piece of a segment, free or allocated, linked to its neighbours."""
+
+    __slots__ = ("ptr", "size", "requested_size", "stream", "small", "allocated", "prev",
+                 "next", "event_count", "stream_uses", "gc_count", "mapped", "segment")
+
+    def __init__(self, ptr: int, size: int, stream: int, small: bool) -> None:
+        self.ptr, self.size, self.stream, self.small = ptr, size, stream, small
+        self.requested_size = 0
+        self.allocated = False
+        self.prev: Block | None = None
+        self.next: Block | None = None
+        self.event_count = 0
+        self.stream_uses: set[int] = set()
+        self.gc_count = 0
+        #: expandable segments only: whether pages back it, and its ExpandableSegment
+        self.mapped = True
+        self.segment = None
+
+    def splice(self, before: Block | None, after: Block | None) -> None:
+        """Block::splice: link this block between ``before`` and ``after``."""
+        if before is not None:
+            before.next = self
+        self.prev = before
+        if after is not None:
+            after.prev = self
+        self.next = after
+
+    def is_split(self) -> bool:
+        return self.prev is not None or self.next is not None
+
+
+class Pool:
+    """BlockPool (the source): free blocks ordered as BlockComparatorSize (stream, size, ptr)."""
+
+    __slots__ = ("small", "keys", "blocks", "unmapped")
+
+    def __init__(self, small: bool) -> None:
+        self.small = small
+        self.keys: SortedList = SortedList()
+        self.blocks: dict[tuple[int, int, int], Block] = {}
+        #: unmapped blocks of expandable segments, by (stream, ptr) (BlockComparatorAddress)
+        self.unmapped: dict[tuple[int, int], Block] = {}
+
+    def insert(self, b: Block) -> None:
+        key = (b.stream, b.size, b.ptr)
+        self.keys.add(key)
+        self.blocks[key] = b
+
+    def erase(self, b: Block) -> None:
+        key = (b.stream, b.size, b.ptr)
+        if self.blocks.pop(key, None) is not None:
+            self.keys.remove(key)

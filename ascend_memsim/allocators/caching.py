@@ -1,0 +1,561 @@
+"""torch_npu's caching allocator (NPUCachingAllocator) over a simulated runtime.
+
+Every rule cites ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUCachingAllocator.cpp`` (named
+"the source" below) by function; upstream ``pytorch/pytorch``
+``c10/cuda/CUDACachingAllocator.cpp`` has the same shape. Segments come from the runtime
+through the call torch_npu makes, ``aclrtMallocAlign32`` with ``ACL_MEM_MALLOC_HUGE_FIRST``
+(``alloc_block``; ``HUGE1G_ONLY`` with ``page_size:1g``), go back with ``aclrtFree``
+(``release_block``), so the simulated device's rules (32-byte rounding, huge pages, the
+fallback to normal pages, fragmentation) apply underneath.
+
+>>> from ascend_memsim import Runtime, MiB
+>>> with Runtime("A2", hbm_bytes=256 * MiB) as rt:
+...     alloc = NpuCachingAllocator(rt)
+...     ptr = alloc.malloc(1 * MiB)
+...     alloc.block_size(ptr), alloc.memory_stats()["reserved_bytes.all.current"] // MiB
+(1049088, 20)
+
+Expandable segments (``expandable_segments:True``) map whole pages of a reserved range through
+``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, the free-memory
+callbacks (torch_npu registers none by default), the workspace allocator's cache, IPC.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr
+from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
+from .blocks import Block, Pool
+from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
+from .expandable import ExpandableBlocks
+from .rules import (
+    DEFAULT_CANN,
+    K_EXTRA_LARGE_BUFFER,
+    K_MIN_BLOCK_SIZE,
+    K_ROUND_LARGE,
+    K_SMALL_SIZE,
+    PAGE_1G_CANN,
+    add_pad_size,
+    allocation_size,
+    cann_tuple,
+    round_size,
+)
+from .stats import DeviceStats, out_of_memory
+from .views import SnapshotViews
+
+__all__ = ["NpuCachingAllocator"]
+
+class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
+    """torch_npu's DeviceCachingAllocator for one device of a simulated runtime.
+
+    ``conf`` is a ``PYTORCH_NPU_ALLOC_CONF`` string or an :class:`AllocatorConfig`;
+    ``cann`` is the CANN version the +32 pad and 1 GiB pages depend on (default 9.1.0).
+    The constructor makes ``device`` current on the calling thread (torch_npu's device
+    guard); segment calls go to the runtime's current device. Thread-safe (one lock, as
+    the source's recursive mutex).
+
+    Raises:
+        AllocatorConfigError: ``conf`` torch_npu refuses.
+    """
+
+    def __init__(self, runtime, device: int = 0, conf: object = "", *,
+                 cann: str = DEFAULT_CANN) -> None:
+        self.conf = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
+        self.runtime, self.device, self.cann = runtime, device, cann
+        runtime.set_device(device)
+        self.pad = add_pad_size(runtime.profile.soc_name, cann)
+        # IsMallocPage1GMem (the source): page_size:1g needs CANN >= 8.1.RC1
+        self.page_1g = self.conf.page_size_1g and cann_tuple(cann) >= PAGE_1G_CANN
+        self.stats = DeviceStats(self.conf.max_split_size)
+        self._small, self._large = Pool(True), Pool(False)
+        self._active: dict[int, Block] = {}
+        #: the ExpandableSegments (expandable_segments:True)
+        self._expandable: list = []
+        #: events recorded for blocks freed while other streams used them (insert_events)
+        self._events: dict[int, list[tuple[int, Block]]] = {}
+        self.total_allocated_memory = 0
+        self.allowed_memory_maximum: int | None = None
+        self._lock = threading.RLock()
+        #: device_traces entries when record_history is on (None: off, torch_npu's default)
+        self._history: deque | None = None
+        # DeviceCachingAllocator's constructor: setMemoryFraction(per_process_memory_fraction)
+        self.set_memory_fraction(self.conf.per_process_memory_fraction)
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def malloc(self, size: object, stream: int = 0) -> int:
+        """A block of at least ``size`` bytes on ``stream``: its address (0 for size 0, as
+        torch_npu's allocate hands out no memory for an empty tensor).
+
+        Raises:
+            NpuOutOfMemoryError: no block, even after the retry chain (source ``malloc``).
+            InvalidArgument, InvalidArgumentType: a size that is not a non-negative int.
+        """
+        if size.__class__ is not int:
+            raise InvalidArgumentType(f"size must be an int, not {type(size).__name__}")
+        if not 0 <= size <= SIZE_MAX:
+            raise InvalidArgument(f"size {size} is out of range")
+        if stream.__class__ is not int or stream < 0:
+            raise InvalidArgumentType(f"stream must be a stream handle (int), not {stream!r}")
+        if size == 0:
+            return 0
+        with self._lock:
+            self._ensure_device()
+            return self._malloc(size, stream).ptr
+
+    def _ensure_device(self) -> None:
+        # torch_npu sets the allocator's device on the calling thread before its aclrt calls
+        # (c10_npu::SetDevice in malloc / emptyCache), so any thread may allocate
+        current = self.runtime.current_device_or_none()
+        if current is None or current.device_id != self.device:
+            self.runtime.set_device(self.device)
+
+    def free(self, ptr: object) -> None:
+        """Give a block back to its pool (or, if other streams used it, once their events
+        complete). ``free(0)`` does nothing.
+
+        Raises:
+            InvalidPointer-like InvalidArgument: not a block this allocator handed out
+            ("invalid device pointer", the source's NpuCachingAllocator::free).
+        """
+        if ptr == 0 or ptr is None:
+            return
+        with self._lock:
+            block = self._active.pop(ptr, None) if ptr.__class__ is int else None
+            if block is None:
+                raise InvalidArgument(f"invalid device pointer: {ptr!r}")
+            if block.stream_uses:
+                self._ensure_device()
+            self._free(block)
+
+    def record_stream(self, ptr: int, stream: int) -> None:
+        """recordStream (the source): ``stream`` also uses the block; freeing it waits for
+        the work queued on ``stream`` until then (an event recorded there at free)."""
+        with self._lock:
+            block = self._active.get(ptr) if ptr.__class__ is int else None
+            if block is None:
+                raise InvalidArgument(f"No allocated block can be found: {ptr!r}")
+            # checked now, so that the free that records the event cannot fail half-way
+            self.runtime.streams.stream(stream)
+            block.stream_uses.add(stream)
+
+    def empty_cache(self) -> None:
+        """emptyCache (the source): synchronise the device, then free every wholly free
+        segment (release_cached_blocks)."""
+        with self._lock:
+            self._ensure_device()
+            self.runtime.synchronize_device()
+            self._release_cached_blocks()
+
+    def set_memory_fraction(self, fraction: float) -> None:
+        """setMemoryFraction (the source): cap the segments at ``fraction`` of the device's
+        total (aclrtGetMemInfo(ACL_HBM_MEM)); 1.0 removes the cap."""
+        if fraction.__class__ not in (int, float) or not 0 <= fraction <= 1:
+            raise InvalidArgument(f"invalid fraction:{fraction}. Please set within [0, 1].")
+        with self._lock:
+            self.allowed_memory_maximum = None
+            if fraction < 1.0:
+                self._ensure_device()
+                _free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
+                self.allowed_memory_maximum = int(fraction * total)
+
+    def memory_stats(self) -> dict:
+        """torch_npu.npu.memory_stats: ``"allocated_bytes.all.current"`` and the rest."""
+        with self._lock:
+            return self.stats.flat()
+
+    def block_size(self, ptr: int) -> int:
+        """The size of the allocated block at ``ptr`` (the rounded size, or more when the
+        rest was not worth splitting off)."""
+        with self._lock:
+            return self._active[ptr].size
+
+    # -- malloc (the source's DeviceCachingAllocator::malloc) --------------------------------
+
+    def _malloc(self, orig_size: int, stream: int) -> Block:
+        conf = self.conf
+        if not conf.multi_stream_lazy_reclaim:
+            self._process_events()
+        size = round_size(orig_size, conf, self.pad)
+        small = size <= K_SMALL_SIZE
+        pool = self._small if small else self._large
+        if self.page_1g and not small:
+            alloc_size = -(-size // K_EXTRA_LARGE_BUFFER) * K_EXTRA_LARGE_BUFFER
+        else:
+            alloc_size = allocation_size(size, conf)
+        rejected = [False]
+        block = self._get_free_block(pool, size, stream)
+        if block is None and conf.multi_stream_lazy_reclaim:
+            self._process_events()
+            block = self._get_free_block(pool, size, stream)
+        if block is None:
+            if self.allowed_memory_maximum is not None and conf.garbage_collection_threshold > 0:
+                self._garbage_collect()
+            block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
+            if block is None and not rejected[0]:
+                if self._release_available_cached_blocks(pool, size, stream):
+                    block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
+        if block is None and not rejected[0]:
+            # "Free all non-split cached blocks and retry alloc." after synchronising the device
+            self.runtime.synchronize_device()
+            self._release_cached_blocks()
+            block = self._alloc_block(pool, size, alloc_size, stream, True, rejected)
+        if block is None:
+            error = self._out_of_memory(alloc_size, orig_size, rejected[0])
+            if self._history is not None and not rejected[0]:
+                self._trace("oom", error.free, orig_size, stream)
+            raise error
+        align = conf.base_addr_aligned_size
+        if (conf.expandable_segments and size >= K_ROUND_LARGE and align
+                and block.ptr % align):
+            # malloc (the source): base_addr_aligned_kb moves a large block's start up to the
+            # next multiple, leaving the bytes before it a free block
+            offset = align - block.ptr % align
+            if offset + size <= block.size:
+                aligned = Block(block.ptr + offset, block.size - offset, stream, pool.small)
+                aligned.segment = block.segment
+                aligned.splice(block, block.next)
+                block.size = offset
+                pool.insert(block)
+                block = aligned
+        block = self._alloc_found_block(block, pool, size, orig_size, stream)
+        if self._history is not None:
+            self._trace("alloc", block.ptr, orig_size, stream)
+        return block
+
+    def _out_of_memory(self, alloc_size: int, orig_size: int, rejected: bool) -> Exception:
+        free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
+        if not rejected:
+            self.stats.num_ooms += 1
+        agg = 0
+        return out_of_memory(
+            tried=orig_size if rejected else alloc_size, device=self.device,
+            total_capacity=total, allocated=self.stats.allocated_bytes[agg].current,
+            active=self.stats.active_bytes[agg].current, free=free,
+            allowed=self.allowed_memory_maximum, reserved=self.stats.reserved_bytes[agg].current,
+            rejected=rejected)
+
+    def _get_free_block(self, pool: Pool, size: int, stream: int) -> Block | None:
+        """get_free_block (the source): best fit on the same stream, within max_split_size's
+        and max_non_split_rounding's limits. O(log n), O(n) with GC on."""
+        conf = self.conf
+        if self.allowed_memory_maximum is not None and conf.garbage_collection_threshold > 0:
+            for b in pool.blocks.values():
+                b.gc_count += 1
+        keys = pool.keys
+        i = keys.bisect_left((stream, size, 0))
+        if i == len(keys) or keys[i][0] != stream:
+            return None
+        block = pool.blocks[keys[i]]
+        if block.segment is not None:
+            # best fit counts an expandable block at the size it can grow to (the unmapped
+            # block after it), so a later block may fit better
+            def growable(b: Block) -> int:
+                nxt = b.next
+                return b.size + (nxt.size if nxt is not None and not nxt.mapped else 0)
+
+            while (block.segment is not None and i + 1 < len(keys) and keys[i + 1][0] == stream
+                   and growable(pool.blocks[keys[i + 1]]) < growable(block)):
+                i += 1
+                block = pool.blocks[keys[i]]
+        max_split = conf.max_split_size
+        # Do not return an oversized block for a large request
+        if size < max_split and block.size >= max_split:
+            return None
+        # Allow oversized block size to be rounded up but within a limit
+        if size >= max_split and block.size >= size + conf.max_non_split_rounding_size:
+            return None
+        block.gc_count = 0
+        pool.erase(block)
+        return block
+
+    def _alloc_block(self, pool: Pool, size: int, alloc_size: int, stream: int,
+                     is_retry: bool, rejected: list) -> Block | None:
+        """alloc_block (the source): a new segment from aclrtMallocAlign32, unless the memory
+        fraction (or throw_on_npumalloc_oom's limit) forbids it."""
+        if is_retry:
+            self.stats.num_alloc_retries += 1
+        allowed = self.allowed_memory_maximum
+        if allowed is not None and self.total_allocated_memory + alloc_size > allowed:
+            return None
+        if self.conf.throw_on_npumalloc_oom:
+            _free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
+            limit = int(self.conf.per_process_memory_fraction * total)
+            if self.total_allocated_memory + alloc_size > limit:
+                self.stats.num_oom_rejections += 1
+                rejected[0] = True
+                return None
+        if self.conf.expandable_segments:
+            return self._try_allocate_expandable_block(pool, size, stream)
+        policy = MallocPolicy.HUGE1G_ONLY if self.page_1g and not pool.small \
+            else MallocPolicy.HUGE_FIRST
+        try:
+            ptr = self.runtime.malloc_align32(alloc_size, policy)
+        except AclError as e:
+            if e.code == ErrorCode.RT_MEMORY_ALLOCATION:
+                return None
+            raise
+        self.total_allocated_memory += alloc_size
+        self.stats.update("segment", pool.small, 1)
+        self.stats.update("reserved_bytes", pool.small, alloc_size)
+        if alloc_size >= self.conf.max_split_size:
+            self.stats.oversize_segments.update(1)
+        self.stats.num_device_alloc += 1
+        if self._history is not None:
+            self._trace("segment_alloc", ptr, alloc_size, stream)
+        return Block(ptr, alloc_size, stream, pool.small)
+
+    def _alloc_found_block(self, block: Block, pool: Pool, size: int, orig_size: int,
+                           stream: int) -> Block:
+        """should_split and alloc_found_block (the source): split off the rest when it is
+        worth keeping (>= 512 B in the small pool; > 1 MiB in the large pool, for requests
+        below max_split_size), then count the block as allocated."""
+        stats, small = self.stats, pool.small
+        remaining = block.size - size
+        expandable = block.segment is not None
+        if small or self.conf.expandable_segments:
+            split = remaining >= K_MIN_BLOCK_SIZE
+        else:
+            split = size < self.conf.max_split_size and remaining > K_SMALL_SIZE
+        already_split = block.is_split()
+        if split:
+            rest = block
+            block = Block(rest.ptr, size, stream, small)
+            block.segment = rest.segment
+            block.prev = rest.prev
+            if block.prev is not None:
+                block.prev.next = block
+            block.next = rest
+            rest.prev = block
+            rest.ptr += size
+            rest.size -= size
+            pool.insert(rest)
+            if expandable:
+                pass
+            elif already_split:
+                stats.update("inactive_split_bytes", small, -block.size)
+            else:
+                stats.update("inactive_split_bytes", small, rest.size)
+                stats.update("inactive_split", small, 1)
+        elif already_split and not expandable:
+            stats.update("inactive_split_bytes", small, -block.size)
+            stats.update("inactive_split", small, -1)
+        block.allocated = True
+        block.requested_size = orig_size
+        self._active[block.ptr] = block
+        stats.update("allocation", small, 1)
+        stats.update("allocated_bytes", small, block.size)
+        stats.update("active", small, 1)
+        stats.update("active_bytes", small, block.size)
+        stats.update("requested_bytes", small, orig_size)
+        if block.size >= self.conf.max_split_size:
+            stats.oversize_allocations.update(1)
+        return block
+
+    # -- free ---------------------------------------------------------------------------------
+
+    def _free(self, block: Block) -> None:
+        """free (the source): uncount it; wait for other streams' events, or free_block."""
+        block.allocated = False
+        if self._history is not None:
+            self._trace("free_requested", block.ptr, block.requested_size, block.stream)
+        self.stats.update("allocation", block.small, -1)
+        self.stats.update("allocated_bytes", block.small, -block.size)
+        if block.size >= self.conf.max_split_size:
+            self.stats.oversize_allocations.update(-1)
+        if block.stream_uses:
+            self._insert_events(block)
+        else:
+            self._free_block(block)
+
+    def _free_block(self, block: Block) -> None:
+        """free_block and try_merge_blocks (the source): back to the pool, merged with free
+        neighbours of the same segment."""
+        pool = self._small if block.small else self._large
+        original_size, requested = block.size, block.requested_size
+        if self._history is not None:
+            self._trace("free_completed", block.ptr, requested, block.stream)
+        net_blocks = net_bytes = 0
+        for candidate in (block.prev, block.next):
+            subsumed = self._try_merge(block, candidate, pool)
+            if subsumed:
+                net_blocks -= 1
+                net_bytes -= subsumed
+        pool.insert(block)
+        if block.is_split():
+            net_blocks += 1
+            net_bytes += block.size
+        small = block.small
+        if block.segment is None:
+            # inactive_split leaves expandable segments out, as the source does
+            self.stats.update("inactive_split", small, net_blocks)
+            self.stats.update("inactive_split_bytes", small, net_bytes)
+        self.stats.update("active", small, -1)
+        self.stats.update("active_bytes", small, -original_size)
+        self.stats.update("requested_bytes", small, -requested)
+
+    @staticmethod
+    def _try_merge(dst: Block, src: Block | None, pool: Pool) -> int:
+        if (src is None or src.allocated or src.event_count > 0 or src.stream_uses
+                or src.mapped != dst.mapped):
+            return 0
+        if src.mapped:
+            pool.erase(src)
+        else:
+            del pool.unmapped[(src.stream, src.ptr)]
+        if dst.prev is src:
+            dst.ptr = src.ptr
+            dst.prev = src.prev
+            if dst.prev is not None:
+                dst.prev.next = dst
+        else:
+            dst.next = src.next
+            if dst.next is not None:
+                dst.next.prev = dst
+        dst.size += src.size
+        return src.size
+
+    # -- events (record_stream) ---------------------------------------------------------------
+
+    def _insert_events(self, block: Block) -> None:
+        """insert_events (the source): an event recorded on each stream that used the block."""
+        events = self.runtime.events
+        streams, block.stream_uses = block.stream_uses, set()
+        for stream in sorted(streams):
+            event = events.create()
+            events.record(event, stream)
+            block.event_count += 1
+            self._events.setdefault(stream, []).append((event, block))
+
+    def _process_events(self) -> None:
+        """process_events (the source): free the blocks whose events have all completed;
+        per stream, stop at the first event not yet complete."""
+        if not self._events:
+            return
+        events = self.runtime.events
+        for stream in list(self._events):
+            queue = self._events[stream]
+            while queue:
+                event, block = queue[0]
+                if events.recorded_status(event) is not EventRecordedStatus.COMPLETE:
+                    break
+                queue.pop(0)
+                events.destroy(event)
+                block.event_count -= 1
+                if block.event_count == 0:
+                    self._free_block(block)
+            if not queue:
+                del self._events[stream]
+
+    def _synchronize_and_free_events(self) -> None:
+        """synchronize_and_free_events (the source): wait for every event, free its block."""
+        events = self.runtime.events
+        for stream, queue in list(self._events.items()):
+            for event, block in queue:
+                events.synchronize(event)
+                events.destroy(event)
+                block.event_count -= 1
+                if block.event_count == 0:
+                    self._free_block(block)
+            del self._events[stream]
+
+    def _pending(self) -> list[Block]:
+        return [b for queue in self._events.values() for _e, b in queue]
+
+    # -- giving memory back -------------------------------------------------------------------
+
+    def _release_block(self, block: Block) -> None:
+        """release_block (the source): aclrtFree a whole free segment and uncount it."""
+        pool = self._small if block.small else self._large
+        self.runtime.free(block.ptr)
+        if self._history is not None:
+            self._trace("segment_free", block.ptr, block.size, block.stream)
+        self.stats.num_device_free += 1
+        self.total_allocated_memory -= block.size
+        self.stats.update("segment", block.small, -1)
+        self.stats.update("reserved_bytes", block.small, -block.size)
+        if block.size >= self.conf.max_split_size:
+            self.stats.oversize_segments.update(-1)
+        pool.erase(block)
+
+    def _release_blocks(self, pool: Pool) -> None:
+        """release_blocks (the source): every free block that is a whole segment."""
+        to_unmap = []
+        for key in list(pool.keys):
+            block = pool.blocks[key]
+            if block.segment is not None:
+                to_unmap.append(block)
+            elif block.prev is None and block.next is None:
+                self._release_block(block)
+        for block in to_unmap:
+            self._unmap_block(block, pool)
+
+    def _release_cached_blocks(self) -> None:
+        """release_cached_blocks (the source): wait for outstanding events, then free every
+        wholly free segment of both pools."""
+        self._synchronize_and_free_events()
+        self._release_blocks(self._large)
+        self._release_blocks(self._small)
+
+    def _release_available_cached_blocks(self, pool: Pool, size: int, stream: int) -> bool:
+        """release_available_cached_blocks (the source): with max_split_size set, free one
+        oversize cached block large enough, else the largest ones until enough is freed."""
+        max_split = self.conf.max_split_size
+        if max_split == SIZE_MAX:
+            return False
+        self.runtime.synchronize_device()
+        need = max(size, max_split)
+        keys = pool.keys
+        i = keys.bisect_left((stream, need, 0))
+        if i < len(keys) and keys[i][0] == stream:
+            block = pool.blocks[keys[i]]
+            if block.is_split():
+                # DECISION: the source would aclrtFree a block inside a segment here (possible
+                # only with large_segment_size_mb above max_split_size_mb), which fails; the
+                # simulator frees whole segments only and goes on down the chain
+                return False
+            self._release_block(block)
+            return True
+        if i == 0:
+            return False
+        released = 0
+        i -= 1
+        while released < need and i >= 0:
+            block = pool.blocks[keys[i]]
+            if block.size < max_split or block.stream != stream or block.is_split():
+                break
+            released += block.size
+            # the source frees oversize blocks whether or not they are whole segments; a
+            # split block cannot be over max_split_size (should_split), so each is one
+            self._release_block(block)
+            i -= 1
+        return released >= need
+
+    def _garbage_collect(self) -> None:
+        """garbage_collect_cached_blocks (the source): above garbage_collection_threshold of
+        the allowed memory, free unsplit large cached blocks older than the average."""
+        threshold = int(self.conf.garbage_collection_threshold * self.allowed_memory_maximum)
+        if self.total_allocated_memory <= threshold:
+            return
+        target = self.total_allocated_memory - threshold
+        freeable = [b for b in self._large.blocks.values() if not b.is_split()]
+        if not freeable:
+            return
+        self.runtime.synchronize_device()
+        total_age = float(sum(b.gc_count for b in freeable))
+        count = len(freeable)
+        reclaimed, freed = 0, True
+        while reclaimed < target and freed and count > 0:
+            age_threshold = total_age / count
+            freed = False
+            for key in list(self._large.keys):
+                block = self._large.blocks.get(key)
+                if block is None or block.is_split() or block.gc_count < age_threshold:
+                    continue
+                freed = True
+                reclaimed += block.size
+                total_age -= block.gc_count
+                count -= 1
+                self._release_block(block)

@@ -1,0 +1,97 @@
+"""What the caching allocator holds, as torch_npu shows it: the segments and their blocks,
+``memory_snapshot()`` and the trace history (``device_traces``).
+
+Sources: ``Ascend/pytorch`` ``torch_npu/csrc/npu/Module.cpp`` (memorySnapshot:
+segmentInfoToDict, the trace entries) and ``torch_npu/csrc/core/npu/NPUCachingAllocator.cpp``
+(``snapshot``, ``record_trace``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ..memory.errors import InvalidArgument
+
+__all__ = ["SnapshotViews"]
+
+
+class SnapshotViews:
+    """The views of :class:`~ascend_memsim.allocators.caching.NpuCachingAllocator` (a mixin:
+    it reads the allocator's blocks under its lock)."""
+
+    _history: deque | None
+
+    def record_history(self, enabled: bool = True, *, max_entries: int = 100_000) -> None:
+        """torch_npu.npu.memory._record_memory_history: keep the last ``max_entries`` trace
+        entries (alloc, free_requested, free_completed, segment_alloc, segment_free, oom)
+        for :meth:`memory_snapshot`'s ``device_traces`` (a ring buffer, as torch's)."""
+        if max_entries.__class__ is not int or max_entries < 1:
+            raise InvalidArgument(f"max_entries must be a positive int, not {max_entries!r}")
+        with self._lock:
+            self._history = deque(maxlen=max_entries) if enabled else None
+
+    def _trace(self, action: str, addr: int, size: int, stream: int) -> None:
+        # record_trace (the source); OOM entries carry device_free instead of addr
+        key = "device_free" if action == "oom" else "addr"
+        self._history.append({"action": action, key: addr, "size": size, "stream": stream,
+                              "pool_id": (0, 0), "frames": []})
+
+    def memory_snapshot(self) -> dict:
+        """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
+        torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
+        empty unless :meth:`record_history` is on). Frames are empty: the simulator records
+        no Python stacks here. Source: ``csrc/npu/Module.cpp`` (memorySnapshot's
+        segmentInfoToDict) and ``NPUCachingAllocator.cpp`` ``snapshot``."""
+        with self._lock:
+            segments = []
+            for seg in self.segments():
+                blocks = [{"address": b["address"], "size": b["size"],
+                           "requested_size": b["requested_size"], "state": b["state"],
+                           "frames": []} for b in seg["blocks"]]
+                allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+                active = [b for b in blocks if b["state"] != "inactive"]
+                segments.append({
+                    "device": self.device, "address": seg["address"],
+                    "total_size": seg["total_size"], "allocated_size": allocated,
+                    "active_size": sum(b["size"] for b in active),
+                    "requested_size": sum(b["requested_size"] for b in active),
+                    "stream": seg["stream"], "segment_pool_id": (0, 0),
+                    "segment_type": "small" if seg["small"] else "large",
+                    "is_expandable": seg["expandable"], "frames": [], "blocks": blocks})
+            traces: list[list] = [[] for _ in range(self.runtime.device_count)]
+            if self._history is not None:
+                traces[self.device] = [dict(e) for e in self._history]
+            return {"segments": segments, "device_traces": traces}
+
+    def segments(self) -> list[dict]:
+        """The segments, by address: ``address``, ``total_size``, ``stream``, ``small``,
+        ``expandable`` and
+        ``blocks`` (``address``, ``size``, ``requested_size``, ``state``: "active_allocated",
+        "active_pending_free" or "inactive", torch_npu's snapshot words)."""
+        with self._lock:
+            heads = {}
+            for b in [*self._active.values(), *self._small.blocks.values(),
+                      *self._large.blocks.values(), *self._pending()]:
+                while b.prev is not None:
+                    b = b.prev
+                heads[b.ptr] = b
+            out = []
+            for ptr in sorted(heads):
+                head, b, blocks = heads[ptr], heads[ptr], []
+                # an expandable segment shows each run of mapped blocks as a segment, as
+                # torch's snapshot does
+                while b is not None:
+                    if b.mapped:
+                        state = ("active_allocated" if b.allocated else
+                                 "active_pending_free" if b.event_count else "inactive")
+                        blocks.append({"address": b.ptr, "size": b.size,
+                                       "requested_size": b.requested_size, "state": state})
+                    if blocks and (b.next is None or not b.next.mapped):
+                        out.append({"address": blocks[0]["address"],
+                                    "total_size": sum(x["size"] for x in blocks),
+                                    "stream": head.stream, "small": head.small,
+                                    "expandable": head.segment is not None, "blocks": blocks})
+                        blocks = []
+                    b = b.next
+            out.sort(key=lambda seg: seg["address"])
+            return out
