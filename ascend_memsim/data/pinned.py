@@ -46,24 +46,22 @@ DECISIONs (the driver's own checks are not public):
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..memory.args import SIZE_MAX, as_int, as_ptr, as_size
+from ..memory.args import SIZE_MAX, as_int, as_ptr, as_size, parse_malloc_config
 from ..memory.constants import HacType, HostRegFlag, MallocAttrType
 from ..memory.errors import (
     FeatureNotSupported,
     HostMemoryAlreadyRegistered,
     HostMemoryNotRegistered,
     InvalidArgument,
-    InvalidArgumentType,
     InvalidPointer,
     InvalidRuntimeParam,
 )
 from .host import HostBlock
 from .raw import mapped
 
-__all__ = ["MAPPED_BASE", "PinnedHost", "Registered", "parse_host_config", "pinned_host"]
+__all__ = ["MAPPED_BASE", "PinnedHost", "Registered", "pinned_host"]
 
 #: Where the device addresses of registered host memory start (see the module docstring).
 MAPPED_BASE = 1 << 62
@@ -83,39 +81,6 @@ class Registered:
     flags: int
     device_ptr: int
     device_id: int
-
-
-def parse_host_config(cfg: object) -> dict[int, int]:
-    """aclrtMallocHostWithCfg's ``cfg`` as pyacl takes it (``rt_memory.cpp``,
-    WrapAclRtMallocHostWithCfg): a dict; ``{}`` means no config; else
-    ``{"numAttrs": n, "attrs": [{"attr": type, "value": {"moduleId" | "deviceId": v}}]}`` with
-    ``n == len(attrs)``. Returns ``{attr type: value}``.
-
-    Raises:
-        InvalidArgumentType: not of that shape (pyacl raises a Python error there).
-    """
-    if not isinstance(cfg, Mapping):
-        raise InvalidArgumentType(f"cfg must be a dict, got {type(cfg).__name__}")
-    if not cfg:
-        return {}
-    attrs = cfg.get("attrs")
-    if not isinstance(attrs, list):
-        raise InvalidArgumentType('cfg needs "attrs": a list of {"attr": ..., "value": {...}}')
-    count = as_int(cfg.get("numAttrs"), "cfg numAttrs", 0, (1 << 32) - 1)
-    if count != len(attrs):
-        raise InvalidArgumentType(f"cfg numAttrs={count} but attrs has {len(attrs)} entries")
-    found: dict[int, int] = {}
-    for entry in attrs:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("value"), Mapping):
-            raise InvalidArgumentType(
-                f'cfg attr {entry!r} is not {{"attr": ..., "value": {{...}}}}')
-        kind = as_int(entry.get("attr"), "cfg attr", -(1 << 31), (1 << 31) - 1)
-        value = entry["value"]
-        key = next((k for k in ("moduleId", "deviceId") if k in value), None)
-        if key is None:
-            raise InvalidArgumentType(f'cfg value {value!r} has no "moduleId" or "deviceId"')
-        found[kind] = as_int(value[key], f"cfg {key}", 0, SIZE_MAX)
-    return found
 
 
 def _check_host_attrs(attrs: dict[int, int]) -> None:
@@ -138,7 +103,9 @@ class PinnedHost:
     # -- aclrtMallocHostWithCfg / aclrtFreeHostWithDevSync ---------------------------------------
 
     def malloc_host_with_cfg(self, size: object, cfg: object) -> int:
-        """aclrtMallocHostWithCfg: aclrtMallocHost with a config (module id, VA flag).
+        """aclrtMallocHostWithCfg: aclrtMallocHost with a config (module id, VA flag), given
+        as ``{attr_type: value}`` or a list of pairs, as :meth:`Runtime.malloc_with_cfg` takes
+        it (the face reads pyacl's dict with :func:`ascend_memsim.acl._pyacl.malloc_config`).
 
         DECISION: the config changes nothing the simulator shows (host memory is in no usage
         figure); it is checked as the runtime checks it.
@@ -147,7 +114,7 @@ class PinnedHost:
             InvalidArgument, InvalidArgumentType, InvalidRuntimeParam: size 0, a bad cfg.
             DeviceNotSet, OutOfHostMemory: as malloc_host.
         """
-        attrs = parse_host_config(cfg)   # pyacl parses the dict before calling the runtime
+        attrs = parse_malloc_config(cfg)
         as_size(size)                    # memory.cpp: ACL_REQUIRES_POSITIVE(size)
         # the runtime's ApiImpl::GetMallocHostConfigAttr: "申请内存的接口不支持传入其他类型cfg"
         _check_host_attrs(attrs)
