@@ -231,7 +231,9 @@ def safe_unpickle(data: bytes) -> Any:
 
 def brief(value: Any) -> str:
     """``value`` for a message, in at most about 60 characters and O(1) time, whatever it
-    is (a 100 MB string, an integer of a million digits, a list shared a billion times)."""
+    is (a 100 MB string, an integer of a million digits, a list shared a billion times).
+    For a file's data; an argument of a call is shown by :func:`ascend_memsim.memory.args.shown`,
+    which takes the whole repr."""
     kind = type(value)
     if kind is int:
         return repr(value) if value.bit_length() <= 200 else \
