@@ -23,6 +23,7 @@ __all__ = [
     "DENSE_LIMIT",
     "Contents",
     "DeviceRegion",
+    "HostRegion",
     "Runs",
     "contents_of",
     "fill_view",
@@ -348,6 +349,28 @@ def _contents_if_any(block: Block) -> Contents | None:
     """The block's :class:`Contents`, or None when nothing was ever written to it."""
     extra = block.extra
     return None if extra is None else extra.get("contents")
+
+
+class HostRegion:
+    """What every host region has in common (an aclrtMallocHost block, a registered buffer,
+    a raw range of the process): it starts at ``ptr``; a subclass gives ``limit`` (the bytes
+    it owns), ``extra`` (where its alloc site is kept) and ``describe``."""
+
+    __slots__ = ()
+    host = True
+    readonly = False
+    extra = None
+
+    @property
+    def base(self) -> int:
+        return self.ptr
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.limit
+
+    def site(self):
+        return None if self.extra is None else self.extra.get("site")
 
 
 class DeviceRegion:

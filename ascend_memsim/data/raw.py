@@ -33,7 +33,7 @@ import struct
 import threading
 
 from ..memory.errors import InvalidPointer
-from .contents import fill_view
+from .contents import HostRegion, fill_view
 
 __all__ = ["PAGE", "ForeignRegion", "guarded_map", "mapped", "mapping", "probe", "read", "write",
            "fill", "untouched"]
@@ -259,7 +259,7 @@ def guarded_map(size: int) -> tuple[mmap.mmap, object, int] | None:
     return area, pin, base + PAGE
 
 
-class ForeignRegion:
+class ForeignRegion(HostRegion):
     """Host memory the simulator did not hand out, at its real address (checked mapped).
 
     Its bounds are unknown: the region is exactly the access. In anonymous private memory
@@ -268,10 +268,6 @@ class ForeignRegion:
     that faults is an :class:`InvalidPointer` and nothing is moved (no view is given).
     """
 
-    host = True
-    readonly = False
-    extra = None
-
     def __init__(self, addr: int, count: int, writable: bool, direct: bool = False) -> None:
         self.ptr = addr
         self.size = count
@@ -279,19 +275,8 @@ class ForeignRegion:
         self.direct = direct
 
     @property
-    def base(self) -> int:
-        return self.ptr
-
-    @property
     def limit(self) -> int:
         return self.size
-
-    @property
-    def end(self) -> int:
-        return self.ptr + self.size
-
-    def site(self) -> None:
-        return None
 
     def describe(self) -> str:
         return (f"{self.size}-byte range of unregistered host memory at {self.ptr:#x} "
