@@ -354,7 +354,8 @@ def _contents_if_any(block: Block) -> Contents | None:
 class HostRegion:
     """What every host region has in common (an aclrtMallocHost block, a registered buffer,
     a raw range of the process): it starts at ``ptr``; a subclass gives ``limit`` (the bytes
-    it owns), ``extra`` (where its alloc site is kept) and ``describe``."""
+    it owns), ``extra`` (where its alloc site is kept), ``describe`` and ``source`` (a view
+    of its bytes to read)."""
 
     __slots__ = ()
     host = True
@@ -371,6 +372,12 @@ class HostRegion:
 
     def site(self):
         return None if self.extra is None else self.extra.get("site")
+
+    def read_into(self, offset: int, out: memoryview) -> None:
+        out[:] = self.source(offset, len(out))
+
+    def read(self, offset: int, count: int) -> bytes:
+        return bytes(self.source(offset, count))
 
 
 class DeviceRegion:

@@ -198,12 +198,6 @@ class HostBlock(HostRegion):
         self.settle(offset, count)
         return self._memory()[offset:offset + count]
 
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self.source(offset, len(out))
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self.source(offset, count))
-
     def write(self, offset: int, data: memoryview) -> None:
         self.view(offset, len(data))[:] = data
 

@@ -303,12 +303,6 @@ class ForeignRegion(HostRegion):
             return self._memory(offset, count)
         return memoryview(read(self.ptr + offset, count))
 
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self.source(offset, len(out))
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self.source(offset, count))
-
     def write(self, offset: int, data: memoryview) -> None:
         self._check_writable()
         if self.direct:

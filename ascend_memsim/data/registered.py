@@ -108,12 +108,6 @@ class Registration(HostRegion):
             return memoryview(raw.read(self._address() + offset, count))
         return self._memory()[offset:offset + count]
 
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self.source(offset, len(out))
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self.source(offset, count))
-
     def write(self, offset: int, data: memoryview) -> None:
         if self.raw_io:
             self.view(offset, len(data))  # refuses a read-only buffer
