@@ -27,7 +27,8 @@ The rules (hicann/runtime):
 DECISIONs (the driver's own checks are not public):
 
 * the host range must be memory the process has: inside one aclrtMallocHost block, or
-  mapped process memory (``/proc/self/maps``), else 107000; it must start on a 4 KiB page or
+  mapped process memory (``/proc/self/maps``) outside the storage the simulator keeps for
+  host blocks (a freed block's among it), checked as every raw host access is, else 107000; it must start on a 4 KiB page or
   at the start of an aclrtMallocHost block (real aclrtMallocHost memory is page-aligned; the
   simulator's is 64-byte aligned, so its blocks are accepted at their start);
 * HostRegister (V1) refuses an overlap with 507910 as V2 does; IOMEMORY and READONLY are
@@ -59,7 +60,6 @@ from ..memory.errors import (
     InvalidRuntimeParam,
 )
 from .host import HostBlock
-from .raw import mapped
 
 __all__ = ["MAPPED_BASE", "PinnedHost", "Registered", "pinned_host"]
 
@@ -163,8 +163,14 @@ class PinnedHost:
                                  f"memory a program registers")
         if ptr % _PAGE:
             raise InvalidPointer(f"{ptr:#x} is not 4 KB aligned (11-02)")
-        if ptr + size > SIZE_MAX or not mapped(ptr, size, False):
-            raise InvalidPointer(f"{size} bytes at {ptr:#x} are not host memory of the process")
+        host = self.runtime.host
+        # the check every raw host access makes (HostMemory.foreign): mapped readable, and
+        # not the storage the simulator keeps for host blocks (a freed one among them)
+        if ptr + size > SIZE_MAX or host.foreign(ptr, size, False) is None:
+            why = ("runs past the end of the address space" if ptr + size > SIZE_MAX
+                   else host.refusal(ptr, size, False))
+            raise InvalidPointer(f"{size} bytes at {ptr:#x} are not host memory of the "
+                                 f"process: the range {why}")
 
     def _register(self, ptr: object, size: object, flags: int, call: str) -> Registered:
         ptr = as_ptr(ptr)
