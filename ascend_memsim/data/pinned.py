@@ -28,9 +28,10 @@ DECISIONs (the driver's own checks are not public):
 
 * the host range must be memory the process has: inside one aclrtMallocHost block, or
   mapped process memory (``/proc/self/maps``) outside the storage the simulator keeps for
-  host blocks (a freed block's among it), checked as every raw host access is, else 107000; it must start on a 4 KiB page or
-  at the start of an aclrtMallocHost block (real aclrtMallocHost memory is page-aligned; the
-  simulator's is 64-byte aligned, so its blocks are accepted at their start);
+  host blocks (a freed block's among it), checked as every raw host access is, else 107000;
+  it must start on a 4 KiB page or at the start of an aclrtMallocHost block (real
+  aclrtMallocHost memory is page-aligned; the simulator's is 64-byte aligned, so its blocks
+  are accepted at their start);
 * HostRegister (V1) refuses an overlap with 507910 as V2 does; IOMEMORY and READONLY are
   ACL_ERROR_RT_FEATURE_NOT_SUPPORT in both; PINNED on an aclrtMallocHost block is 107000;
 * the device address of a mapping is ``MAPPED_BASE + (device << 48) + host address``: an
