@@ -19,13 +19,9 @@ import pytest
 
 from ascend_memsim import InvalidArgument, MiB, OutOfDeviceMemory, Runtime
 from ascend_memsim.cli import main
+from ascend_memsim.observe.plain import SnapshotError, safe_unpickle
 from ascend_memsim.observe.replay import replay
-from ascend_memsim.observe.snapshot import (
-    PICKLE_PROTOCOL,
-    SnapshotError,
-    safe_unpickle,
-    to_memory_viz,
-)
+from ascend_memsim.observe.snapshot import PICKLE_PROTOCOL, to_memory_viz
 from ascend_memsim.observe.trace import (
     Recorder,
     TraceFormatError,

@@ -28,7 +28,7 @@ from ..memory.rules import Api, policy_name
 from ..memory.units import format_bytes, parse_size, plural
 from ..runtime.runtime import Runtime
 from .fields import MAX_DEVICES
-from .snapshot import brief
+from .plain import brief
 from .stream import _BIT, TraceStream, records
 from .timeline import Timeline, _Timeline
 from .trace import Trace
