@@ -10,6 +10,10 @@ The simulator gives every block its own address, so a recorded pointer is only a
 maps it to the block the simulated device gives. A trace that frees a pointer twice, or frees
 one it never allocated, is reported in :attr:`ReplayResult.problems` with the line number and
 the replay goes on.
+
+Size: over 600 lines, on purpose: :func:`replay` is one pass over the events whose helpers
+(the per-stream bytes, the physical handles of virtual memory, the timeline) share that
+pass's state as closures, and :func:`smallest_capacity` is that pass run by bisection.
 """
 
 from __future__ import annotations

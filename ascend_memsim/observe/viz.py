@@ -9,6 +9,10 @@
 - :func:`html_page`: self-contained HTML (inline SVG, no script, no network) around them.
 
 :func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
+
+Size: just over 600 lines, on purpose: the pictures share their geometry (rows, colours,
+headings, the labels and edges the PNG draws too) and one import path; the PNG itself is
+:mod:`ascend_memsim.observe.png`.
 """
 
 from __future__ import annotations
