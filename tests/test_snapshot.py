@@ -232,6 +232,15 @@ def test_memory_viz_segments_hold_blocks_whose_sizes_add_up():
     assert [s["total_size"] for s in snap["segments"]] == [4 * MiB, 192]
 
 
+def test_memory_viz_footprint_of_an_unpadded_policy_follows_the_rule():
+    """An event without a recorded footprint gets the rules' one: aclrtMallocCached with
+    HUGE1G_ONLY_P2P (7) is not padded, so 100 bytes take 128, not 192 (as it was)."""
+    event = {"event": "malloc", "ptr": BASE, "size": 100, "api": "aclrtMallocCached",
+             "policy": 7, "device": 0, "stream": 0}
+    snap = to_memory_viz([event], {"product": "A2"})
+    assert [s["total_size"] for s in snap["segments"]] == [128]
+
+
 RMM_LINE = re.compile(r"^\d+,\d\d:\d\d:\d\d\.\d{6},(allocate,0x[0-9a-f]+|free,0x[0-9a-f]+|"
                       r"allocate failure,\(nil\)),\d+,(0|0x[0-9a-f]+),"
                       r"(aclrtMalloc\w*,0x[0-9a-f]+,\d*|,,)$")

@@ -374,7 +374,7 @@ class Device:
                  f"(size={request.size}, policy={policy_name(request.policy, request.api)})"]
         smallest = None
         for page in pages:
-            rule = rule_size(self.profile, request.size, page, request.api)
+            rule = rule_size(self.profile, request.size, page, request.api, request.policy)
             footprint = align_up(rule, PAGE_BYTES[page])
             if page not in refused:
                 smallest = footprint if smallest is None else min(smallest, footprint)

@@ -293,11 +293,12 @@ def _footprint(event: dict, product: str) -> int:
     size = event.get("size")
     try:
         api = Api.parse(event.get("api", "aclrtMalloc"))
-        base, _ = parse_policy(event.get("policy", 0), api)
+        policy = event.get("policy", 0)
+        base, _ = parse_policy(policy, api)
         page = page_order(profile, size, base)[0]
     except Exception:  # an unreplayable call: normal pages, plain aclrtMalloc
-        api, page = Api.MALLOC, page_order(profile, size, None)[0]
-    return align_up(rule_size(profile, size, page, api), PAGE_BYTES[page])
+        api, policy, page = Api.MALLOC, None, page_order(profile, size, None)[0]
+    return align_up(rule_size(profile, size, page, api, policy), PAGE_BYTES[page])
 
 
 def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
