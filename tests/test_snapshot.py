@@ -12,10 +12,10 @@ import pickle
 import pickletools
 import re
 import struct
-import sys
 import tracemalloc
 
 import pytest
+from work_budget import within_budget
 
 from ascend_memsim import InvalidArgument, MiB, OutOfDeviceMemory, Runtime
 from ascend_memsim.cli import main
@@ -311,21 +311,8 @@ def test_the_export_uses_only_opcodes_memory_viz_reads(tmp_path):
 # -- hostile pickles: time and memory bounded by the file's size --------------------------------
 
 def _work(fn, *args, budget=200_000):
-    """``fn(*args)`` with a count of the function calls it makes, stopped past ``budget``
-    (a measure of work that a slow machine cannot fail and a hang cannot pass)."""
-    calls = 0
-
-    def count(frame, event, arg):
-        nonlocal calls
-        calls += 1
-        if calls > budget:
-            raise RuntimeError(f"more than {budget} calls")
-
-    sys.setprofile(count)
-    try:
-        return fn(*args), calls
-    finally:
-        sys.setprofile(None)
+    """``fn(*args)`` and the function calls it made, stopped past ``budget``."""
+    return within_budget(fn, *args, budget=budget)
 
 
 def test_a_pickle_that_holds_itself_is_refused():
