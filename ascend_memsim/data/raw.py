@@ -18,9 +18,9 @@ What host memory the simulator itself reaches by address, and how (Linux):
   lazily, page by page, without overwriting what ``ctypes`` wrote.
 * :func:`guarded_map` makes an anonymous mapping with an inaccessible page on each side
   (``mprotect(PROT_NONE)``), as Electric Fence and the sanitizers do: an access that strays
-  off an aclrtMallocHost block lands there, and :func:`mapped` refuses it.
+  off an aclrtMallocHost block lands there, and :func:`mapping` refuses it.
 
-Where these files do not exist (not Linux), :func:`mapped` is False (raw addresses are
+Where these files do not exist (not Linux), :func:`mapping` is None (raw addresses are
 refused), :func:`untouched` is None, and :func:`guarded_map` is None (no guard pages).
 """
 
@@ -35,7 +35,7 @@ import threading
 from ..memory.errors import InvalidPointer
 from .contents import HostRegion, fill_view
 
-__all__ = ["PAGE", "ForeignRegion", "guarded_map", "mapped", "mapping", "probe", "read", "write",
+__all__ = ["PAGE", "ForeignRegion", "guarded_map", "mapping", "probe", "read", "write",
            "fill", "untouched"]
 
 #: The host page size.
@@ -48,13 +48,6 @@ _STEP = 64 << 20
 _SLAB = 1 << 20
 # pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst): page present, swapped.
 _PRESENT_OR_SWAPPED = (1 << 63) | (1 << 62)
-
-
-def mapped(addr: int, count: int, write: bool) -> bool:
-    """True when ``[addr, addr + count)`` lies in mappings of this process that are readable
-    (and writable, for ``write``), read from ``/proc/self/maps`` (never by touching it).
-    False where that file does not exist. O(mappings)."""
-    return mapping(addr, count, write) is not None
 
 
 #: Names /proc/self/maps gives anonymous memory (besides none at all), and prefixes
