@@ -48,7 +48,7 @@ from ascend_memsim.compute.ops import OpAttr, OpHandle
 from ascend_memsim.compute.plane import compute_plane
 from ascend_memsim.compute.tensors import HANDLE_BASE, DataBuffer, TensorDesc
 from ascend_memsim.data.host import REGISTERED_BASE
-from ascend_memsim.data.raw import mapped
+from ascend_memsim.data.raw import mapping
 from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.physical import PhysicalHandle
@@ -548,7 +548,7 @@ def _not_process_memory(rt, value):
     if addr is None or addr <= 0:
         return value
     known = rt is not None and addr < 2**64 and rt.data.region_at(addr) is not None
-    return value if known or not mapped(addr, 1, False) else 0x1234
+    return value if known or mapping(addr, 1, False) is None else 0x1234
 
 
 def _argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):

@@ -155,6 +155,15 @@ def test_malloc_cached_takes_every_policy_and_other_values_are_hints(policy):
 
 # -- placement, fallback, out of memory ---------------------------------------------------------
 
+def test_the_out_of_memory_message_gives_the_footprint_the_allocation_would_have():
+    """aclrtMallocCached with HUGE1G_ONLY_P2P is not padded (memory.cpp): the message gave
+    the padded footprint (5242880) for a request whose footprint is 5242816."""
+    dev = make(hbm_bytes=4 * MiB)
+    size = 5 * MiB - 64
+    with pytest.raises(OutOfDeviceMemory) as failed:
+        dev.allocate(size, P.HUGE1G_ONLY_P2P, api=Api.MALLOC_CACHED)
+    assert f"normal pages: footprint {size} bytes" in str(failed.value)
+
 def test_start_is_64_aligned_and_on_the_page():
     dev = make()
     ptrs = [dev.allocate(s, p) for s, p in [(1, 2), (33, 2), (3 * MiB, 0), (5, 1)]]

@@ -169,6 +169,17 @@ def test_misuse_returns_the_documented_code_and_changes_nothing(rt, page, call, 
     assert acl.rt.free_host(host) == 0
 
 
+def test_a_freed_malloc_host_block_cannot_be_registered(rt):
+    """Registration checks a range as every raw host access does: the storage the simulator
+    keeps for a freed aclrtMallocHost block is no longer the program's (it was accepted)."""
+    host, _ = acl.rt.malloc_host(8192)
+    assert acl.rt.free_host(host) == 0
+    assert acl.rt.host_register(host, 4096, 0) == (0, E.RT_PARAM_INVALID)
+    assert "which was freed" in acl.get_recent_err_msg()
+    assert acl.rt.host_register_v2(host, 4096, PINNED) == E.RT_PARAM_INVALID
+    assert acl.rt.host_unregister(host) == E.HOST_MEMORY_NOT_REGISTERED
+
+
 def test_registering_malloc_host_memory(rt):
     host, _ = acl.rt.malloc_host(10000)
     # DECISION (data/pinned.py): the start of an aclrtMallocHost block is accepted

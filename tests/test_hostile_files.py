@@ -14,9 +14,9 @@ import json
 import os
 import pickle
 import struct
-import sys
 
 import pytest
+from work_budget import within_budget
 
 from ascend_memsim.cli import main
 
@@ -25,26 +25,10 @@ from ascend_memsim.cli import main
 BUDGET = 400_000
 
 
-class OverBudget(Exception):
-    pass
-
-
 def run_bounded(argv: list[str], capsys) -> tuple[int, str, str, int]:
     """``main(argv)`` under the work budget: (exit status, stdout, stderr, calls made)."""
-    calls = 0
-
-    def count(frame, event, arg):
-        nonlocal calls
-        calls += 1
-        if calls > BUDGET:
-            raise OverBudget(f"{argv} made more than {BUDGET} calls")
-
     out = io.StringIO()
-    sys.setprofile(count)
-    try:
-        code = main(argv, out=out)
-    finally:
-        sys.setprofile(None)
+    code, calls = within_budget(main, argv, out=out, budget=BUDGET)
     return code, out.getvalue(), capsys.readouterr().err, calls
 
 

@@ -12,20 +12,16 @@ import pickle
 import pickletools
 import re
 import struct
-import sys
 import tracemalloc
 
 import pytest
+from work_budget import within_budget
 
 from ascend_memsim import InvalidArgument, MiB, OutOfDeviceMemory, Runtime
 from ascend_memsim.cli import main
+from ascend_memsim.observe.plain import SnapshotError, safe_unpickle
 from ascend_memsim.observe.replay import replay
-from ascend_memsim.observe.snapshot import (
-    PICKLE_PROTOCOL,
-    SnapshotError,
-    safe_unpickle,
-    to_memory_viz,
-)
+from ascend_memsim.observe.snapshot import PICKLE_PROTOCOL, to_memory_viz
 from ascend_memsim.observe.trace import (
     Recorder,
     TraceFormatError,
@@ -236,6 +232,15 @@ def test_memory_viz_segments_hold_blocks_whose_sizes_add_up():
     assert [s["total_size"] for s in snap["segments"]] == [4 * MiB, 192]
 
 
+def test_memory_viz_footprint_of_an_unpadded_policy_follows_the_rule():
+    """An event without a recorded footprint gets the rules' one: aclrtMallocCached with
+    HUGE1G_ONLY_P2P (7) is not padded, so 100 bytes take 128, not 192 (as it was)."""
+    event = {"event": "malloc", "ptr": BASE, "size": 100, "api": "aclrtMallocCached",
+             "policy": 7, "device": 0, "stream": 0}
+    snap = to_memory_viz([event], {"product": "A2"})
+    assert [s["total_size"] for s in snap["segments"]] == [128]
+
+
 RMM_LINE = re.compile(r"^\d+,\d\d:\d\d:\d\d\.\d{6},(allocate,0x[0-9a-f]+|free,0x[0-9a-f]+|"
                       r"allocate failure,\(nil\)),\d+,(0|0x[0-9a-f]+),"
                       r"(aclrtMalloc\w*,0x[0-9a-f]+,\d*|,,)$")
@@ -306,21 +311,8 @@ def test_the_export_uses_only_opcodes_memory_viz_reads(tmp_path):
 # -- hostile pickles: time and memory bounded by the file's size --------------------------------
 
 def _work(fn, *args, budget=200_000):
-    """``fn(*args)`` with a count of the function calls it makes, stopped past ``budget``
-    (a measure of work that a slow machine cannot fail and a hang cannot pass)."""
-    calls = 0
-
-    def count(frame, event, arg):
-        nonlocal calls
-        calls += 1
-        if calls > budget:
-            raise RuntimeError(f"more than {budget} calls")
-
-    sys.setprofile(count)
-    try:
-        return fn(*args), calls
-    finally:
-        sys.setprofile(None)
+    """``fn(*args)`` and the function calls it made, stopped past ``budget``."""
+    return within_budget(fn, *args, budget=budget)
 
 
 def test_a_pickle_that_holds_itself_is_refused():

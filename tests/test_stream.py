@@ -9,8 +9,9 @@ from ascend_memsim import MiB, OutOfDeviceMemory, Runtime
 from ascend_memsim.cli import main
 from ascend_memsim.memory.errors import TraceFormatError
 from ascend_memsim.observe import stream as stream_module
+from ascend_memsim.observe.plain import safe_unpickle
 from ascend_memsim.observe.replay import replay, smallest_capacity
-from ascend_memsim.observe.snapshot import memory_viz_bytes, safe_unpickle
+from ascend_memsim.observe.snapshot import memory_viz_bytes
 from ascend_memsim.observe.stream import Event, open_trace
 from ascend_memsim.observe.trace import Recorder, dumps_rmm_csv, load
 

@@ -19,6 +19,7 @@ from ..runtime.active import current_runtime
 from ..runtime.peer import peer_access
 from ._face import face as _face
 from ._face import remember_error
+from ._pyacl import malloc_config as _malloc_config
 
 #: The functions of this module that pyacl does not bind (see :data:`acl.rt.NOT_IN_PYACL`).
 NOT_IN_PYACL = ("free_host_with_dev_sync", "host_mem_map_capabilities", "memcpy_batch",
@@ -57,7 +58,7 @@ __all__ = [
 def malloc_host_with_cfg(size: int, cfg: dict) -> int:
     """aclrtMallocHostWithCfg: ``ptr, ret``. ``cfg`` as pyacl takes it: ``{}`` or
     ``{"numAttrs": n, "attrs": [{"attr": 1, "value": {"moduleId": m}}]}`` (1: MODULE_ID)."""
-    return pinned_host(current_runtime()).malloc_host_with_cfg(size, cfg)
+    return pinned_host(current_runtime()).malloc_host_with_cfg(size, _malloc_config(cfg))
 
 
 @_face()

@@ -10,8 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.active import current_runtime
+from . import _rt_memory, _vmm
 from ._face import face as _face
 from ._pyacl import malloc_config as _malloc_config
+from ._rt_memory import *  # noqa: F403
+from ._vmm import *  # noqa: F403
 
 #: The functions of acl.rt that pyacl does not bind (its method table,
 #: python/pyACL/rt/pyrt_methods.cpp, has no entry for them): kept for teaching the C API,
@@ -300,18 +303,7 @@ _EXPORTS = (
 )
 __all__ = [fn.__name__ for fn in _EXPORTS]
 
-# -- the rest of the memory chapter: host registration, copies, peer access (_rt_memory.py) --
-from ._rt_memory import *  # noqa: E402,F403
-from ._rt_memory import NOT_IN_PYACL as _NOT_IN_PYACL_CHAPTER  # noqa: E402
-from ._rt_memory import __all__ as _MEMORY_CHAPTER  # noqa: E402
-
-__all__ += _MEMORY_CHAPTER
-NOT_IN_PYACL += _NOT_IN_PYACL_CHAPTER
-
-# Virtual memory (11-04) and pointer_get_attributes (11-05): acl/_vmm.py.
-from ._vmm import *  # noqa: E402, F403
-from ._vmm import NOT_IN_PYACL as _VMM_NOT_IN_PYACL  # noqa: E402
-from ._vmm import __all__ as _vmm_names  # noqa: E402
-
-__all__ += _vmm_names
-NOT_IN_PYACL += _VMM_NOT_IN_PYACL
+# The rest of the memory chapter: host registration, copies, peer access (_rt_memory.py);
+# virtual memory (11-04) and pointer_get_attributes (11-05) (_vmm.py).
+__all__ += [*_rt_memory.__all__, *_vmm.__all__]
+NOT_IN_PYACL += _rt_memory.NOT_IN_PYACL + _vmm.NOT_IN_PYACL

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..memory.sites import Site, format_site
+from ..memory.units import plural
 
 __all__ = ["KINDS", "MODES", "Report", "plural_bytes"]
 
@@ -26,7 +27,7 @@ _BAR = "========="
 
 def plural_bytes(n: int) -> str:
     """``1 byte``, ``2 bytes``."""
-    return f"{n} byte" if n == 1 else f"{n} bytes"
+    return plural(n, "byte")
 
 
 @dataclass(eq=False)

@@ -63,8 +63,8 @@ from typing import Any, TextIO
 
 from sortedcontainers import SortedDict
 
-from ..data.contents import overrun
 from ..data.host import HostBlock
+from ..data.plane import overrun
 from ..memory.args import as_ptr
 from ..memory.errors import AclError, InvalidArgument, InvalidPointer, SanitizerError
 from ..memory.sites import Site, capture_site, site_of

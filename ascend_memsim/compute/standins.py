@@ -31,14 +31,14 @@ import itertools
 import json
 import os
 import re
-import reprlib
 import threading
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from types import ModuleType
 
-from ..memory.args import SIZE_MAX, as_str
+from ..memory.args import SIZE_MAX, as_str, shown
 from ..memory.constants import DATA_TYPE_BITS, DataType, Format
 from ..memory.errors import AclError, InvalidArgumentType, InvalidFile, ModelParseError
 from .tensors import data_type
@@ -55,17 +55,8 @@ MAX_STANDIN_BYTES = 16 * 2**20
 #: The deepest nesting of arrays and objects a stand-in may have (a valid one needs 4).
 MAX_DEPTH = 32
 
-_short = reprlib.Repr()
-_short.maxstring = _short.maxother = 80
-
-
-def _show(value: object) -> str:
-    """``repr(value)``, bounded in length and depth (a hostile value cannot recurse, nor
-    break the message with a ``__repr__`` that raises)."""
-    try:
-        return _short.repr(value)
-    except Exception:
-        return f"<{type(value).__name__} object>"
+#: ``repr(value)`` for a message, bounded, never an exception (a hostile value's ``__repr__``)
+_show = partial(shown, typed=False)
 
 
 @dataclass(frozen=True)

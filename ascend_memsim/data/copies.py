@@ -183,9 +183,16 @@ class Copies:
             chunk[at:at + width] = rows[row * spitch:row * spitch + width]
             add(at, at + width)
 
-    @staticmethod
-    def _direction(src_region, dst_region) -> str:
-        return ("H" if src_region.host else "D") + "2" + ("H" if dst_region.host else "D")
+    def _check_direction(self, call, s_region, d_region, directions) -> None:
+        """Refuse a copy whose addresses make a direction outside ``directions`` (api_error.cc:
+        MemcpyKindAutoCorrect from the addresses' locations); a D2D copy needs peer access."""
+        direction = ("H" if s_region.host else "D") + "2" + ("H" if d_region.host else "D")
+        if direction not in directions:
+            supported = f"{', '.join(directions[:-1])} and {directions[-1]}"
+            raise InvalidRuntimeParam(f"{call}: the addresses make a {direction} copy; "
+                                      f"it supports {supported}")
+        if direction == "D2D":
+            self.runtime.data.check_p2p(call, s_region, d_region)
 
     def memcpy2d(self, dst, dpitch, src, spitch, width, height, kind) -> None:
         """aclrtMemcpy2d: ``height`` rows of ``width`` bytes, ``spitch`` / ``dpitch`` apart.
@@ -214,13 +221,7 @@ class Copies:
         with data.lock:
             s_region, s_off, d_region, d_off = self._spans(call, dst, dpitch, src, spitch,
                                                            width, height)
-            direction = self._direction(s_region, d_region)
-            if direction not in directions:
-                # api_error.cc: MemcpyKindAutoCorrect from the addresses' locations
-                raise InvalidRuntimeParam(f"{call}: the addresses make a {direction} copy; "
-                                          f"it supports {' and '.join(directions)}")
-            if direction == "D2D":
-                data.check_p2p(call, s_region, d_region)
+            self._check_direction(call, s_region, d_region, directions)
             self._move_rows(s_region, s_off, spitch, d_region, d_off, dpitch, width, height)
         data._emit((d_region, s_region), "memcpy2d", dst=dst, dpitch=dpitch, src=src,
                    spitch=spitch, width=width, height=height, stream=stream)
@@ -244,12 +245,7 @@ class Copies:
         with data.lock:
             s_region, _, d_region, _ = self._spans(call, dst, dpitch, src, spitch, width,
                                                    height, deferred=True)
-            direction = self._direction(s_region, d_region)
-            if direction not in directions:
-                raise InvalidRuntimeParam(f"{call}: the addresses make a {direction} copy; "
-                                          f"it supports H2D, D2H and D2D")
-            if direction == "D2D":
-                data.check_p2p(call, s_region, d_region)
+            self._check_direction(call, s_region, d_region, directions)
         span_s = (height - 1) * spitch + width
         span_d = (height - 1) * dpitch + width
         runtime.streams.enqueue(

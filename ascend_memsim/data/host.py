@@ -73,7 +73,7 @@ from ..memory.errors import (
 from ..memory.rules import DEVICE_SPAN
 from ..memory.sites import capture_site
 from . import raw
-from .contents import Runs, fill_view, zeroed_buffer
+from .contents import HostRegion, Runs, fill_view, zeroed_buffer
 from .raw import ForeignRegion
 from .registered import Registration, bytes_address, in_a_memory_map
 
@@ -126,7 +126,7 @@ def _fill_poison(view: memoryview) -> None:
 
 
 @dataclass(eq=False)
-class HostBlock:
+class HostBlock(HostRegion):
     """An aclrtMallocHost block: real host bytes, 64-byte aligned.
 
     ``buf`` is the block's own anonymous memory map between guard pages (a plain zeroed
@@ -151,23 +151,9 @@ class HostBlock:
     #: False: a big block whose untouched pages cannot be found, never poisoned
     poisoned: bool = True
 
-    host = True
-    readonly = False
-
     @property
     def limit(self) -> int:
         return self.footprint
-
-    @property
-    def base(self) -> int:
-        return self.ptr
-
-    @property
-    def end(self) -> int:
-        return self.ptr + self.footprint
-
-    def site(self):
-        return None if self.extra is None else self.extra.get("site")
 
     def describe(self) -> str:
         return f"{self.size}-byte host block at {self.ptr:#x} (aclrtMallocHost)"
@@ -211,12 +197,6 @@ class HostBlock:
     def source(self, offset: int, count: int) -> memoryview:
         self.settle(offset, count)
         return self._memory()[offset:offset + count]
-
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self.source(offset, len(out))
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self.source(offset, count))
 
     def write(self, offset: int, data: memoryview) -> None:
         self.view(offset, len(data))[:] = data

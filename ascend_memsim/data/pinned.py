@@ -27,9 +27,11 @@ The rules (hicann/runtime):
 DECISIONs (the driver's own checks are not public):
 
 * the host range must be memory the process has: inside one aclrtMallocHost block, or
-  mapped process memory (``/proc/self/maps``), else 107000; it must start on a 4 KiB page or
-  at the start of an aclrtMallocHost block (real aclrtMallocHost memory is page-aligned; the
-  simulator's is 64-byte aligned, so its blocks are accepted at their start);
+  mapped process memory (``/proc/self/maps``) outside the storage the simulator keeps for
+  host blocks (a freed block's among it), checked as every raw host access is, else 107000;
+  it must start on a 4 KiB page or at the start of an aclrtMallocHost block (real
+  aclrtMallocHost memory is page-aligned; the simulator's is 64-byte aligned, so its blocks
+  are accepted at their start);
 * HostRegister (V1) refuses an overlap with 507910 as V2 does; IOMEMORY and READONLY are
   ACL_ERROR_RT_FEATURE_NOT_SUPPORT in both; PINNED on an aclrtMallocHost block is 107000;
 * the device address of a mapping is ``MAPPED_BASE + (device << 48) + host address``: an
@@ -46,24 +48,21 @@ DECISIONs (the driver's own checks are not public):
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..memory.args import SIZE_MAX, as_int, as_ptr, as_size
+from ..memory.args import SIZE_MAX, as_int, as_ptr, as_size, parse_malloc_config
 from ..memory.constants import HacType, HostRegFlag, MallocAttrType
 from ..memory.errors import (
     FeatureNotSupported,
     HostMemoryAlreadyRegistered,
     HostMemoryNotRegistered,
     InvalidArgument,
-    InvalidArgumentType,
     InvalidPointer,
     InvalidRuntimeParam,
 )
 from .host import HostBlock
-from .raw import mapped
 
-__all__ = ["MAPPED_BASE", "PinnedHost", "Registered", "parse_host_config", "pinned_host"]
+__all__ = ["MAPPED_BASE", "PinnedHost", "Registered", "pinned_host"]
 
 #: Where the device addresses of registered host memory start (see the module docstring).
 MAPPED_BASE = 1 << 62
@@ -83,39 +82,6 @@ class Registered:
     flags: int
     device_ptr: int
     device_id: int
-
-
-def parse_host_config(cfg: object) -> dict[int, int]:
-    """aclrtMallocHostWithCfg's ``cfg`` as pyacl takes it (``rt_memory.cpp``,
-    WrapAclRtMallocHostWithCfg): a dict; ``{}`` means no config; else
-    ``{"numAttrs": n, "attrs": [{"attr": type, "value": {"moduleId" | "deviceId": v}}]}`` with
-    ``n == len(attrs)``. Returns ``{attr type: value}``.
-
-    Raises:
-        InvalidArgumentType: not of that shape (pyacl raises a Python error there).
-    """
-    if not isinstance(cfg, Mapping):
-        raise InvalidArgumentType(f"cfg must be a dict, got {type(cfg).__name__}")
-    if not cfg:
-        return {}
-    attrs = cfg.get("attrs")
-    if not isinstance(attrs, list):
-        raise InvalidArgumentType('cfg needs "attrs": a list of {"attr": ..., "value": {...}}')
-    count = as_int(cfg.get("numAttrs"), "cfg numAttrs", 0, (1 << 32) - 1)
-    if count != len(attrs):
-        raise InvalidArgumentType(f"cfg numAttrs={count} but attrs has {len(attrs)} entries")
-    found: dict[int, int] = {}
-    for entry in attrs:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("value"), Mapping):
-            raise InvalidArgumentType(
-                f'cfg attr {entry!r} is not {{"attr": ..., "value": {{...}}}}')
-        kind = as_int(entry.get("attr"), "cfg attr", -(1 << 31), (1 << 31) - 1)
-        value = entry["value"]
-        key = next((k for k in ("moduleId", "deviceId") if k in value), None)
-        if key is None:
-            raise InvalidArgumentType(f'cfg value {value!r} has no "moduleId" or "deviceId"')
-        found[kind] = as_int(value[key], f"cfg {key}", 0, SIZE_MAX)
-    return found
 
 
 def _check_host_attrs(attrs: dict[int, int]) -> None:
@@ -138,7 +104,9 @@ class PinnedHost:
     # -- aclrtMallocHostWithCfg / aclrtFreeHostWithDevSync ---------------------------------------
 
     def malloc_host_with_cfg(self, size: object, cfg: object) -> int:
-        """aclrtMallocHostWithCfg: aclrtMallocHost with a config (module id, VA flag).
+        """aclrtMallocHostWithCfg: aclrtMallocHost with a config (module id, VA flag), given
+        as ``{attr_type: value}`` or a list of pairs, as :meth:`Runtime.malloc_with_cfg` takes
+        it (the face reads pyacl's dict with :func:`ascend_memsim.acl._pyacl.malloc_config`).
 
         DECISION: the config changes nothing the simulator shows (host memory is in no usage
         figure); it is checked as the runtime checks it.
@@ -147,7 +115,7 @@ class PinnedHost:
             InvalidArgument, InvalidArgumentType, InvalidRuntimeParam: size 0, a bad cfg.
             DeviceNotSet, OutOfHostMemory: as malloc_host.
         """
-        attrs = parse_host_config(cfg)   # pyacl parses the dict before calling the runtime
+        attrs = parse_malloc_config(cfg)
         as_size(size)                    # memory.cpp: ACL_REQUIRES_POSITIVE(size)
         # the runtime's ApiImpl::GetMallocHostConfigAttr: "申请内存的接口不支持传入其他类型cfg"
         _check_host_attrs(attrs)
@@ -196,8 +164,14 @@ class PinnedHost:
                                  f"memory a program registers")
         if ptr % _PAGE:
             raise InvalidPointer(f"{ptr:#x} is not 4 KB aligned (11-02)")
-        if ptr + size > SIZE_MAX or not mapped(ptr, size, False):
-            raise InvalidPointer(f"{size} bytes at {ptr:#x} are not host memory of the process")
+        host = self.runtime.host
+        # the check every raw host access makes (HostMemory.foreign): mapped readable, and
+        # not the storage the simulator keeps for host blocks (a freed one among them)
+        if ptr + size > SIZE_MAX or host.foreign(ptr, size, False) is None:
+            why = ("runs past the end of the address space" if ptr + size > SIZE_MAX
+                   else host.refusal(ptr, size, False))
+            raise InvalidPointer(f"{size} bytes at {ptr:#x} are not host memory of the "
+                                 f"process: the range {why}")
 
     def _register(self, ptr: object, size: object, flags: int, call: str) -> Registered:
         ptr = as_ptr(ptr)

@@ -18,9 +18,9 @@ What host memory the simulator itself reaches by address, and how (Linux):
   lazily, page by page, without overwriting what ``ctypes`` wrote.
 * :func:`guarded_map` makes an anonymous mapping with an inaccessible page on each side
   (``mprotect(PROT_NONE)``), as Electric Fence and the sanitizers do: an access that strays
-  off an aclrtMallocHost block lands there, and :func:`mapped` refuses it.
+  off an aclrtMallocHost block lands there, and :func:`mapping` refuses it.
 
-Where these files do not exist (not Linux), :func:`mapped` is False (raw addresses are
+Where these files do not exist (not Linux), :func:`mapping` is None (raw addresses are
 refused), :func:`untouched` is None, and :func:`guarded_map` is None (no guard pages).
 """
 
@@ -33,9 +33,9 @@ import struct
 import threading
 
 from ..memory.errors import InvalidPointer
-from .contents import fill_view
+from .contents import HostRegion, fill_view
 
-__all__ = ["PAGE", "ForeignRegion", "guarded_map", "mapped", "mapping", "probe", "read", "write",
+__all__ = ["PAGE", "ForeignRegion", "guarded_map", "mapping", "probe", "read", "write",
            "fill", "untouched"]
 
 #: The host page size.
@@ -48,13 +48,6 @@ _STEP = 64 << 20
 _SLAB = 1 << 20
 # pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst): page present, swapped.
 _PRESENT_OR_SWAPPED = (1 << 63) | (1 << 62)
-
-
-def mapped(addr: int, count: int, write: bool) -> bool:
-    """True when ``[addr, addr + count)`` lies in mappings of this process that are readable
-    (and writable, for ``write``), read from ``/proc/self/maps`` (never by touching it).
-    False where that file does not exist. O(mappings)."""
-    return mapping(addr, count, write) is not None
 
 
 #: Names /proc/self/maps gives anonymous memory (besides none at all), and prefixes
@@ -259,7 +252,7 @@ def guarded_map(size: int) -> tuple[mmap.mmap, object, int] | None:
     return area, pin, base + PAGE
 
 
-class ForeignRegion:
+class ForeignRegion(HostRegion):
     """Host memory the simulator did not hand out, at its real address (checked mapped).
 
     Its bounds are unknown: the region is exactly the access. In anonymous private memory
@@ -268,10 +261,6 @@ class ForeignRegion:
     that faults is an :class:`InvalidPointer` and nothing is moved (no view is given).
     """
 
-    host = True
-    readonly = False
-    extra = None
-
     def __init__(self, addr: int, count: int, writable: bool, direct: bool = False) -> None:
         self.ptr = addr
         self.size = count
@@ -279,19 +268,8 @@ class ForeignRegion:
         self.direct = direct
 
     @property
-    def base(self) -> int:
-        return self.ptr
-
-    @property
     def limit(self) -> int:
         return self.size
-
-    @property
-    def end(self) -> int:
-        return self.ptr + self.size
-
-    def site(self) -> None:
-        return None
 
     def describe(self) -> str:
         return (f"{self.size}-byte range of unregistered host memory at {self.ptr:#x} "
@@ -317,12 +295,6 @@ class ForeignRegion:
         if self.direct:
             return self._memory(offset, count)
         return memoryview(read(self.ptr + offset, count))
-
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self.source(offset, len(out))
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self.source(offset, count))
 
     def write(self, offset: int, data: memoryview) -> None:
         self._check_writable()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..memory.errors import InternalError, InvalidPointer
 from . import raw
-from .contents import fill_view
+from .contents import HostRegion, fill_view
 
 __all__ = ["Registration", "bytes_address", "in_a_memory_map"]
 
@@ -25,7 +25,7 @@ _BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
 
 
 @dataclass(eq=False)
-class Registration:
+class Registration(HostRegion):
     """A host buffer (bytes, bytearray, numpy array) that user code handed in.
 
     ``span`` is the buffer's length when it was registered (the addresses reserved for it);
@@ -42,20 +42,6 @@ class Registration:
     #: the buffer lies in a memory map (numpy over ``mmap``): a file mapping's pages vanish
     #: when the file shrinks, so its bytes move through :mod:`raw`, never by a load
     raw_io: bool = False
-
-    host = True
-    readonly = False
-
-    @property
-    def base(self) -> int:
-        return self.ptr
-
-    @property
-    def end(self) -> int:
-        return self.ptr + self.limit
-
-    def site(self):
-        return None if self.extra is None else self.extra.get("site")
 
     @property
     def size(self) -> int:
@@ -121,12 +107,6 @@ class Registration:
         if self.raw_io:
             return memoryview(raw.read(self._address() + offset, count))
         return self._memory()[offset:offset + count]
-
-    def read_into(self, offset: int, out: memoryview) -> None:
-        out[:] = self.source(offset, len(out))
-
-    def read(self, offset: int, count: int) -> bytes:
-        return bytes(self.source(offset, count))
 
     def write(self, offset: int, data: memoryview) -> None:
         if self.raw_io:

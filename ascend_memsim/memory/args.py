@@ -69,21 +69,23 @@ def _index(value: object, name: str) -> int:
 SHOWN_CHARS = 80
 
 
-def shown(value: object) -> str:
-    """``type repr`` of an argument for an error message, the repr cut to
-    :data:`SHOWN_CHARS`; never an exception (a user's ``__repr__`` may raise, or be huge).
+def shown(value: object, typed: bool = True) -> str:
+    """``type repr`` of an argument for an error message (``typed=False``: the repr alone),
+    the repr cut to :data:`SHOWN_CHARS`; never an exception (a user's ``__repr__`` may raise,
+    or be huge).
 
-    >>> shown(3.5), shown("x" * 100)[-11:]
-    ('float 3.5', '(102 chars)')
+    >>> shown(3.5), shown("x" * 100)[-11:], shown([1], typed=False)
+    ('float 3.5', '(102 chars)', '[1]')
     """
     kind = type(value).__name__
     try:
         text = repr(value)
     except Exception as error:
-        return f"{kind} (its __repr__ raised {type(error).__name__})"
+        why = f"its __repr__ raised {type(error).__name__}"
+        return f"{kind} ({why})" if typed else f"<{kind} ({why})>"
     if len(text) > SHOWN_CHARS:
         text = f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
-    return f"{kind} {text}"
+    return f"{kind} {text}" if typed else text
 
 
 def as_str(value: object, name: str, *, empty: bool = False) -> str:

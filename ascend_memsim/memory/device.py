@@ -323,9 +323,7 @@ class Device:
                     self._emit("malloc_failed", request=request, error=error)
                 raise error
             if journal:
-                taken = [self._held.pop(start) for start, *_ in journal]
-                for listener in list(self.reclaim_listeners):
-                    listener(self, taken)
+                self._take_held(journal)
             self._serial += 1
             # the site's walk starts above this frame, allocate's and the caller's own
             block = Block(ptr, size, rule, footprint, page, self._main_memory, api, policy,
@@ -360,11 +358,22 @@ class Device:
             return None
         _, granule, padding = step
         footprint = align_up(align_up(size, 32) + padding, granule)
-        alloc = self._main
-        if alloc.find(footprint, granule) is not None:
+        if self._main.find(footprint, granule) is not None:
             return None
+        return self._release_held()
+
+    def _release_held(self) -> list:
+        """Release the held blocks of the main heap tentatively: the allocator's journal."""
+        alloc = self._main
         return alloc.release_tentatively(
             [b.ptr for b in self._held.values() if self.allocators[b.memory] is alloc])
+
+    def _take_held(self, journal: list) -> None:
+        """The held blocks a tentative release freed are gone for good: tell the listeners
+        (the sanitizer's quarantine)."""
+        taken = [self._held.pop(start) for start, *_ in journal]
+        for listener in list(self.reclaim_listeners):
+            listener(self, taken)
 
     def _oom_message(self, request: Request, pages: tuple[Page, ...],
                      refused: frozenset[Page]) -> str:
@@ -374,7 +383,7 @@ class Device:
                  f"(size={request.size}, policy={policy_name(request.policy, request.api)})"]
         smallest = None
         for page in pages:
-            rule = rule_size(self.profile, request.size, page, request.api)
+            rule = rule_size(self.profile, request.size, page, request.api, request.policy)
             footprint = align_up(rule, PAGE_BYTES[page])
             if page not in refused:
                 smallest = footprint if smallest is None else min(smallest, footprint)
@@ -491,15 +500,12 @@ class Device:
             alloc = self._main
             ptr = alloc.allocate(footprint, align)
             if ptr is None and self._held:
-                journal = alloc.release_tentatively(
-                    [b.ptr for b in self._held.values() if self.allocators[b.memory] is alloc])
+                journal = self._release_held()
                 ptr = alloc.allocate(footprint, align)
                 if ptr is None:
                     alloc.undo_release(journal)
                 else:
-                    taken = [self._held.pop(start) for start, *_ in journal]
-                    for listener in list(self.reclaim_listeners):
-                        listener(self, taken)
+                    self._take_held(journal)
             if ptr is None:
                 raise OutOfDeviceMemory(
                     f"out of {self._main_memory.value} memory on device {self.device_id}: {what} "

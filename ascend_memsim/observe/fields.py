@@ -4,7 +4,7 @@
 :func:`_check_event` checks every field the schema names (others are kept as they are) and
 fills in the defaults; :func:`_valid` is its fast test of the common malloc and free lines.
 Messages start with ``file:line:`` and show a bad value in a few dozen characters whatever
-its size (:func:`~ascend_memsim.observe.snapshot.brief`).
+its size (:func:`~ascend_memsim.observe.plain.brief`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..memory.args import UINT32_MAX
 from ..memory.constants import MODULE_ID_MAX, MODULE_NAMES
 from ..memory.errors import TraceFormatError
 from ..memory.rules import Api
-from .snapshot import brief
+from .plain import brief
 
 __all__ = ["FORMAT", "VERSION", "MAX_DEVICES"]
 

@@ -21,8 +21,10 @@ from .viz import (
     MapSnapshot,
     _wrap,
     component_colors,
+    footprint_edges,
     offset_label,
     rows_of,
+    segment_label,
     timeline_steps,
 )
 
@@ -201,29 +203,19 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
                     edgecolor=color(blk) if part == "rounding" else "none",
                     hatch="////" if part == "rounding" else None,
                     zorder=1.6 if part == "padding" else 1.5))
-                label = ""
-                if part == "data" and pos == start:
-                    label = f"{format_bytes(blk.size)} requested, {blk.api.value}"
-                    if len(label) * char_px > w * px_per_mib - 8:
-                        label = format_bytes(blk.size)
-                elif part == "rounding" and pos == start:
-                    label = f"page rounding: {format_bytes(end - start)} unused"
-                if label and len(label) * char_px <= w * px_per_mib - 8:
+                label = "" if pos != start else segment_label(
+                    part, blk, end - start, (w * px_per_mib - 8) / char_px)
+                if label:
                     ax.text(x + 4 / px_per_mib, y, label, va="center", fontsize=7,
                             color="#000000" if part == "data" else "#444444",
                             style="normal" if part == "data" else "italic")
             pos = stop
     # block boundaries: a dark line where each footprint begins and ends
-    for blk in snapshot.blocks:
-        start = blk.ptr - snapshot.base
-        for offset, is_end in ((start, False), (start + blk.footprint, True)):
-            r = offset // row_bytes
-            if is_end and offset % row_bytes == 0:
-                r -= 1   # an end on a row boundary closes the row above
-            if r in position:
-                bx = (offset - r * row_bytes) / MiB
-                ax.plot([bx, bx], [position[r] - 0.42, position[r] + 0.42], color="#222222",
-                        linewidth=1.0, solid_capstyle="butt")
+    for r, at in footprint_edges(snapshot, row_bytes):
+        if r in position:
+            bx = at / MiB
+            ax.plot([bx, bx], [position[r] - 0.42, position[r] + 0.42], color="#222222",
+                    linewidth=1.0, solid_capstyle="butt")
     # the 2 MiB grid: ticks inside a row when rows are larger than a huge page (as the SVG)
     if ROW_BYTES < row_bytes <= 64 * ROW_BYTES:
         ticks = [k * ROW_BYTES / MiB for k in range(1, row_bytes // ROW_BYTES)]

@@ -10,6 +10,10 @@ The simulator gives every block its own address, so a recorded pointer is only a
 maps it to the block the simulated device gives. A trace that frees a pointer twice, or frees
 one it never allocated, is reported in :attr:`ReplayResult.problems` with the line number and
 the replay goes on.
+
+Size: over 600 lines, on purpose: :func:`replay` is one pass over the events whose helpers
+(the per-stream bytes, the physical handles of virtual memory, the timeline) share that
+pass's state as closures, and :func:`smallest_capacity` is that pass run by bisection.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from ..memory.rules import Api, policy_name
 from ..memory.units import format_bytes, parse_size, plural
 from ..runtime.runtime import Runtime
 from .fields import MAX_DEVICES
-from .snapshot import brief
+from .plain import brief
 from .stream import _BIT, TraceStream, records
 from .timeline import Timeline, _Timeline
 from .trace import Trace

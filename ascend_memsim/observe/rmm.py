@@ -15,7 +15,7 @@ from typing import Any
 
 from ..memory.errors import InvalidArgument, TraceFormatError
 from .fields import _APIS, _check_event
-from .snapshot import brief
+from .plain import brief
 
 __all__ = ["rmm_csv_lines"]
 

@@ -61,8 +61,9 @@ from .fields import (
     _header_of,
     _valid,
 )
+from .plain import SnapshotError, safe_unpickle
 from .rmm import _rmm_events, rmm_csv_lines
-from .snapshot import SnapshotError, is_snapshot, read_snapshot, safe_unpickle
+from .snapshot import is_snapshot, read_snapshot
 
 if TYPE_CHECKING:
     from ..memory.device import Device

@@ -9,6 +9,10 @@
 - :func:`html_page`: self-contained HTML (inline SVG, no script, no network) around them.
 
 :func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
+
+Size: just over 600 lines, on purpose: the pictures share their geometry (rows, colours,
+headings, the labels and edges the PNG draws too) and one import path; the PNG itself is
+:mod:`ascend_memsim.observe.png`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..memory.constants import MiB
 from ..memory.device import Block
 from ..memory.rules import PAGE_BYTES, Page
-from ..memory.units import format_bytes
+from ..memory.units import format_bytes, plural
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -124,10 +128,6 @@ def allocation_site(block: Block) -> str:
     return "\n".join(f"{f.filename}:{f.lineno} in {f.name}" for f in site) if site else ""
 
 
-def _plural(n: int, word: str) -> str:
-    return word if n == 1 else word + "s"
-
-
 def _text_width(text: str, font_px: float, *, bold: bool = False) -> float:
     """A generous estimate of ``text``'s width in DejaVu Sans (about 0.62 em a character,
     0.7 em bold), so that text laid out by it is never clipped."""
@@ -167,6 +167,33 @@ def offset_label(offset: int) -> str:
     return f"+{offset // MiB} MiB" if offset % MiB == 0 else f"+{format_bytes(offset)}"
 
 
+def footprint_edges(snapshot: MapSnapshot, row_bytes: int) -> Iterator[tuple[int, int]]:
+    """``(row, offset in the row)`` where each block's footprint begins and ends, for the
+    dark edge the SVG map and the PNG draw; an end on a row boundary closes the row above."""
+    for b in snapshot.blocks:
+        start = b.ptr - snapshot.base
+        for offset, is_end in ((start, False), (start + b.footprint, True)):
+            r = offset // row_bytes
+            if is_end and offset % row_bytes == 0:
+                r -= 1
+            yield r, offset - r * row_bytes
+
+
+def segment_label(part: str, block: Block, size: int, room: float) -> str:
+    """The words written at the start of a segment (``size`` bytes of ``part``) with room
+    for ``room`` characters: a block's requested size and API (the size alone where that
+    does not fit), or the page rounding left unused; "" for padding or where nothing fits."""
+    if part == "data":
+        label = f"{format_bytes(block.size)} requested, {block.api.value}"
+        if len(label) > room:
+            label = format_bytes(block.size)
+    elif part == "rounding":
+        label = f"page rounding: {format_bytes(size)} unused"
+    else:
+        return ""
+    return label if len(label) <= room else ""
+
+
 def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
             max_rows: int = 160, title: str | None = None) -> str:
     """An SVG memory map: rows of 2 MiB, blocks split into requested / padding / rounding.
@@ -194,7 +221,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     row_note = (f"each row {format_bytes(row_bytes)}"
                 + (f", ticks every {format_bytes(ROW_BYTES)}" if grid_note
                    else " (one huge page)"))
-    summary = (f"{len(snapshot.blocks)} {_plural(len(snapshot.blocks), 'block')} use "
+    summary = (f"{plural(len(snapshot.blocks), 'block')} use "
                f"{format_bytes(snapshot.used_bytes)} of "
                f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
                f"largest free run {format_bytes(snapshot.largest_free_run)}; {row_note}")
@@ -284,30 +311,20 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                     body.append(f'<rect x="{x:.2f}" y="{row_y[r] + 1}" width="{w:.2f}" '
                                 f'height="{row_h - 2}" fill="none" stroke="{color(b)}" '
                                 f'stroke-width="0.8"/>')
-                label = ""
-                if part == "data" and pos == start:
-                    label = f"{format_bytes(b.size)} requested, {b.api.value}"
-                    if len(label) * 5.6 > w - 8:
-                        label = format_bytes(b.size)
-                elif part == "rounding" and pos == start:
-                    label = f"page rounding: {format_bytes(end - start)} unused"
-                if label and len(label) * 5.6 <= w - 8:
+                label = "" if pos != start else segment_label(
+                    part, b, end - start, (w - 8) / 5.6)
+                if label:
                     cls = "inl" if part == "data" else "inr"
                     body.append(f'<text x="{x + 5:.2f}" y="{row_y[r] + 11.5}" class="{cls}">'
                                 f'{html.escape(label)}</text>')
             pos = stop
     body += on_top
     # block boundaries: a dark line where each footprint begins and ends
-    for b in snapshot.blocks:
-        start = b.ptr - snapshot.base
-        for offset, is_end in ((start, False), (start + b.footprint, True)):
-            r = offset // row_bytes
-            if is_end and offset % row_bytes == 0:
-                r -= 1   # an end on a row boundary closes the row above
-            if r in row_y:
-                bx = left + (offset - r * row_bytes) * scale
-                body.append(f'<line x1="{bx:.2f}" y1="{row_y[r]}" x2="{bx:.2f}" '
-                            f'y2="{row_y[r] + row_h}" class="edge"/>')
+    for r, at in footprint_edges(snapshot, row_bytes):
+        if r in row_y:
+            bx = left + at * scale
+            body.append(f'<line x1="{bx:.2f}" y1="{row_y[r]}" x2="{bx:.2f}" '
+                        f'y2="{row_y[r] + row_h}" class="edge"/>')
     # the 2 MiB grid: ticks inside a row when rows are larger than a huge page
     grid: list[str] = []
     if row_bytes > ROW_BYTES and row_bytes // ROW_BYTES <= 64:

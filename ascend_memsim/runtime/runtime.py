@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..data.contents import DataPlane
 from ..data.host import HostMemory
+from ..data.plane import DataPlane
 from ..memory.args import (
     SIZE_MAX,
     as_ptr,
@@ -95,7 +95,7 @@ class Runtime:
         self._adopted: tuple = ((), None, None)
         for interceptor in interceptors:
             self.add_interceptor(interceptor)
-        #: host memory, byte moves, streams and contexts (data.host, data.contents, streams)
+        #: host memory, byte moves, streams and contexts (data.host, data.plane, streams)
         self.host = HostMemory()
         self.host_limit = DEVICE_SPAN
         self.data = DataPlane(self)
@@ -422,7 +422,7 @@ class Runtime:
         """Run the device's queued work (see :meth:`Streams.synchronize_device`)."""
         self.streams.synchronize_device(device.device_id)
 
-    # -- memory contents, host memory, streams (contents.py, host.py, streams.py) -----------
+    # -- memory contents, host memory, streams (plane.py, host.py, streams.py) --------------
 
     def memcpy(self, dst: object, dest_max: object, src: object, count: object,
                kind: object) -> None:
