@@ -263,3 +263,55 @@ def test_a_model_with_no_stand_in_shows_the_recipe_in_runs_diagnostics(
     assert [f["call"] for f in failures] == ["acl.mdl.load_from_file"]
     assert "resnet50.om.memsim.json" in failures[0]["message"]
     assert (mdl.load_from_file, mdl.query_size) == before     # the face as it was
+
+
+LEAKS_BEYOND_DEVICE_BLOCKS = """
+    import acl
+
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    host, _ = acl.rt.malloc_host(512)           # never freed
+    dev, _ = acl.rt.malloc(64, 0)
+    desc = acl.create_tensor_desc(0, [2], 2)    # never destroyed
+    assert acl.rt.free(dev) == 0
+    assert acl.rt.reset_device(0) == 0
+    assert acl.finalize() == 0
+"""
+
+
+def test_run_reports_host_blocks_and_handles_left_live(tmp_path, capsys):
+    # The environment switch reports both (as the sanitizer does at aclFinalize); run
+    # listed only device blocks, so a program that never freed its malloc_host output
+    # buffer (as the vendor's single-operator Add sample does) ended "0 leaks", exit 0.
+    script = _script(tmp_path, LEAKS_BEYOND_DEVICE_BLOCKS)
+    code, _ = run("run", script)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Leaked 512 bytes at 0x" in err and "512-byte host block at" in err
+    assert "(aclrtMallocHost) was never freed [leak]" in err
+    assert "tensor descriptor 0x" in err and "(aclCreateTensorDesc; destroy with" in err
+    assert "LEAK SUMMARY: 512 bytes leaked in 2 allocations (512 B of footprint)" in err
+    assert "ERROR SUMMARY: 2 errors, 0 warnings (leak: 2)" in err
+    code, out = run("run", "--json", script)
+    capsys.readouterr()
+    result = json.loads(out)
+    assert result["findings"] == {"leak": 2}
+    assert sorted((b["api"], b["size"], b["footprint"], b["device"])
+                  for b in result["leaks"]) == [("aclCreateTensorDesc", 0, 0, None),
+                                                ("aclrtMallocHost", 512, 512, None)]
+    assert all(b["site"][-1].endswith("in <module>") for b in result["leaks"])
+    assert run("run", "--no-leak-check", script)[0] == 0
+
+
+def test_run_keeps_its_leak_check_when_the_script_configures_the_sanitizer(tmp_path, capsys):
+    # acl.init's config may replace the sanitizer before any device exists; run's leak
+    # check must follow it to the new one
+    config = tmp_path / "acl.json"
+    config.write_text(json.dumps({"memsim": {"sanitizer": {"mode": "strict"}}}))
+    script = _script(tmp_path, f"""
+        import acl
+        assert acl.init({str(config)!r}) == 0 and acl.rt.set_device(0) == 0
+        host, _ = acl.rt.malloc_host(100)
+    """)
+    code, _ = run("run", script)
+    err = capsys.readouterr().err
+    assert code == 1 and "100-byte host block at" in err and "(leak: 1)" in err

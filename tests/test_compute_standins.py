@@ -213,3 +213,32 @@ def test_a_stand_in_from_memory_may_name_a_module_not_a_file(rt, tmp_path, monke
 def test_a_malformed_fn_is_a_parse_error_at_query_size(rt, tmp_path, ref):
     assert acl.mdl.query_size(stand_in(tmp_path, ref)) == (0, 0, 100013)
     assert '"fn" must be' in acl.get_recent_err_msg()
+
+
+# -- a model file that is itself the stand-in ----------------------------------------------------
+
+def test_a_model_file_holding_the_stand_in_json_loads_from_the_file_and_from_its_bytes(
+        rt, tmp_path):
+    # A program that reads its .om and loads the bytes (load_from_mem) can only be given a
+    # stand-in as the file's own content; the same file must then load by path too.
+    (tmp_path / "counting.py").write_text(COUNTING)
+    model = tmp_path / "net.om"
+    model.write_text("  " + json.dumps(dict(SPEC, fn="counting.py:twice")))
+    assert acl.mdl.query_size(str(model)) == (0, 1 * MiB, 0)
+    assert not (tmp_path / "imports.txt").exists()            # query_size runs nothing
+    assert load(str(model)) == 0                               # its fn: beside it
+    assert (tmp_path / "imports.txt").read_text() == "x\n"
+    assert load_mem(json.dumps(SPEC).encode()) == 0
+    assert rt.blocks() == []
+
+
+def test_a_model_file_that_is_neither_om_nor_stand_in_still_says_how_to_write_one(rt, tmp_path):
+    model = tmp_path / "net.om"
+    model.write_bytes(b"\x00OM binary")
+    assert acl.mdl.load_from_file(str(model)) == (0, 100013)
+    assert "cannot read .om models" in acl.get_recent_err_msg()
+    assert load_mem(model.read_bytes()) == 100013
+    assert "write the stand-in JSON as the model file itself" in acl.get_recent_err_msg()
+    model.write_text('{"inputs": [')                             # a broken stand-in
+    assert acl.mdl.load_from_file(str(model)) == (0, 100013)
+    assert "not valid JSON" in acl.get_recent_err_msg()

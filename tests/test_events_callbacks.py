@@ -220,3 +220,34 @@ def test_subscribing_a_thread_id_that_names_no_live_thread_is_refused(rt):
     assert acl.rt.subscribe_report(threading.get_ident(), stream) == 0   # a live one is fine
     acl.rt.unsubscribe_report(threading.get_ident(), stream)
     acl.rt.destroy_stream(stream)
+
+
+def test_a_record_completes_when_its_stream_reaches_it_not_at_the_synchronisation(rt):
+    # A real program times host work with two records on an idle stream (record; sleep;
+    # record; synchronize): the device reaches each record when it is queued, so the
+    # elapsed time covers the sleep. Records timed only when the lazy queue ran (at the
+    # synchronisation) were microseconds apart.
+    import time
+    stream, _ = acl.rt.create_stream()
+    first, _ = acl.rt.create_event()
+    second, _ = acl.rt.create_event()
+    assert acl.rt.record_event(first, stream) == 0
+    time.sleep(0.05)
+    assert acl.rt.record_event(second, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    ms, ret = acl.rt.event_elapsed_time(first, second)
+    assert ret == 0 and ms >= 50.0
+    # work between two records that runs at the synchronisation still counts: a blocking
+    # callback run by the synchronising thread (no subscriber: 107015 refuses, so subscribe
+    # this thread) holds the stream
+    assert acl.rt.subscribe_report(threading.get_ident(), stream) == 0
+    assert acl.rt.record_event(first, stream) == 0
+    assert acl.rt.launch_callback(lambda _: time.sleep(0.05), None, 1, stream) == 0
+    assert acl.rt.record_event(second, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    ms, ret = acl.rt.event_elapsed_time(first, second)
+    assert ret == 0 and ms >= 50.0
+    assert acl.rt.unsubscribe_report(threading.get_ident(), stream) == 0
+    for e in (first, second):
+        acl.rt.destroy_event(e)
+    acl.rt.destroy_stream(stream)

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from ..checks.reports import KINDS
-from ..memory.sites import format_site
+from ..data.host import HostBlock
+from ..memory.sites import format_site, site_of
 from ..memory.units import format_bytes, plural
 from ..observe.replay import _capacity_key
 from ..observe.trace import Recorder
@@ -45,10 +46,25 @@ def sanitizer_report_count(runtime: Runtime) -> int:
 _BAR = "========="
 
 
+def _footprint(leak: Any) -> int:
+    """What a leaked thing holds: a block's footprint; a compute handle holds none."""
+    return getattr(leak, "footprint", 0)
+
+
+def _api(leak: Any) -> str:
+    """The call that made a leaked thing (a block's API, aclrtMallocHost, a handle's maker)."""
+    api = getattr(leak, "api", None)
+    if api is not None:
+        return getattr(api, "value", str(api))
+    if isinstance(leak, HostBlock):
+        return "aclrtMallocHost"
+    return getattr(leak, "made_by", type(leak).__name__)
+
+
 def _leak_summary(leaks: list) -> str:
     """compute-sanitizer's leak line: requested bytes, allocations (and footprint)."""
     requested = sum(b.size for b in leaks)
-    footprint = sum(b.footprint for b in leaks)
+    footprint = sum(_footprint(b) for b in leaks)
     text = (f"{_BAR} LEAK SUMMARY: {plural(requested, 'byte')} leaked in "
             f"{plural(len(leaks), 'allocation')}")
     return text + (f" ({format_bytes(footprint)} of footprint)" if leaks else "")
@@ -164,11 +180,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         overrides[_capacity_key(args.product)] = args.capacity
     if args.device_count is not None:
         overrides["device_count"] = args.device_count
-    leaked_at_reset: list = []
+    # Everything live at each reset_device and at the end (device and host blocks, physical
+    # and compute handles), as the sanitizer's own leak check would report it.
+    leaks: list = []
 
-    def on_reset(event: str, device: object, info: dict) -> None:
-        if event == "reset":
-            leaked_at_reset.extend(info["blocks"])
+    def on_leaks(call: str, leaked: list) -> None:
+        leaks.extend(leaked)
 
     log = open(args.log_file, "w", encoding="utf-8") if args.log_file else None
     report_to = log if log is not None else sys.stderr
@@ -194,7 +211,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             if recorder is not None:
                 recorder.start()
             if not args.no_leak_check:
-                rt.add_observer(on_reset)
+                rt.sanitizer.leak_sink = on_leaks
             # installed once the runtime exists, so a failure above leaves sys.modules alone
             previous = install_acl()
             try:
@@ -205,21 +222,23 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                                                  *getattr(args, "unchecked_args", [])])
             finally:
                 uninstall_acl(previous)
-            leaks = [] if args.no_leak_check else leaked_at_reset + rt.blocks()
-            sanitizer = getattr(rt, "sanitizer", None)
-            counts = Counter(r.kind for r in sanitizer.reports) if sanitizer else Counter()
             if recorder is not None:
                 recorder.stop()
+        # the runtime is finalized: what it still held went to on_leaks
+        sanitizer = getattr(rt, "sanitizer", None)
+        counts = Counter(r.kind for r in sanitizer.reports) if sanitizer else Counter()
         if recorder is not None:
             recorder.trace.save(args.trace)
             print(f"ascend-memsim: trace of {plural(len(recorder.trace), 'event')} written to "
                   f"{args.trace}", file=sys.stderr)
         shown = leaks[:args.print_limit]
         for block in shown:
+            device = getattr(block, "device_id", None)
+            where = "" if device is None or isinstance(block, HostBlock) else \
+                f" on device {device}"
             print(f"{_BAR} ERROR: Leaked {plural(block.size, 'byte')} at {block.ptr:#x}: "
-                  f"{block.describe()} on device {block.device_id} was never freed [leak]",
-                  file=report_to)
-            site = block.alloc_site
+                  f"{block.describe()}{where} was never freed [leak]", file=report_to)
+            site = site_of(block)
             print(f"{_BAR}     allocated at:", file=report_to)
             print(format_site(site, indent=f"{_BAR}         ")
                   or f"{_BAR}         (no Python stack recorded)", file=report_to)
@@ -239,10 +258,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         print_json({
             "script": script, "status": result, "script_status": status,
-            "leaks": [{"device": b.device_id, "ptr": b.ptr, "size": b.size,
-                       "footprint": b.footprint, "api": b.api.value,
+            "leaks": [{"device": getattr(b, "device_id", None), "ptr": b.ptr, "size": b.size,
+                       "footprint": _footprint(b), "api": _api(b),
                        "site": [f"{f.filename}:{f.lineno} in {f.name}"
-                                for f in (b.alloc_site or ())]}
+                                for f in (site_of(b) or ())]}
                       for b in leaks],
             "leaked_bytes": sum(b.size for b in leaks),
             "findings": dict(counts), "model_failures": model_failures,

@@ -376,12 +376,27 @@ def spec_for_file(path: object) -> ModelSpec:
         return found
     json_path = path + SUFFIX
     if not os.path.isfile(json_path):
+        if os.path.isfile(path) and _starts_json(path):
+            # DECISION: a model file that is itself a stand-in JSON loads, as its bytes do
+            # with load_from_mem: so one file serves a program that loads from the file and
+            # one that reads the file and loads the bytes (its "fn" files: beside it)
+            raw = _parse_json(_read_standin(path), path)
+            return parse_spec(raw, path, os.path.dirname(os.path.abspath(path)))
         if os.path.exists(path):
             raise ModelParseError(f"{path}: the simulator cannot read .om models; "
                                   f"{how_to(path)}")
         raise InvalidFile(f"{path}: no such model file and no stand-in; {how_to(path)}")
     raw = _parse_json(_read_standin(json_path), json_path)
     return parse_spec(raw, json_path, os.path.dirname(os.path.abspath(json_path)))
+
+
+def _starts_json(path: str) -> bool:
+    """Whether the file's first non-blank byte (of its first 4 KiB) is ``{``."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).lstrip()[:1] == b"{"
+    except OSError:
+        return False
 
 
 def spec_for_bytes(data: bytes) -> ModelSpec:
@@ -394,6 +409,7 @@ def spec_for_bytes(data: bytes) -> ModelSpec:
     if len(data) > MAX_STANDIN_BYTES or data.lstrip()[:1] != b"{":
         raise ModelParseError(
             "the model in memory is neither a stand-in JSON nor the bytes of a model file "
-            "passed to ascend_memsim.register_model; load the stand-in JSON's bytes, or "
-            "register the file")
+            "passed to ascend_memsim.register_model; load the stand-in JSON's bytes (a "
+            "program that reads its model file and loads the bytes: write the stand-in JSON "
+            "as the model file itself, which load_from_file reads too), or register the file")
     return parse_spec(_parse_json(data, "the stand-in in memory"), "<memory>", None)

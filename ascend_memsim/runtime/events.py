@@ -17,7 +17,11 @@ synchronisation). DECISIONs:
   there before the wait has run when the waiting stream goes on);
 * ``event_elapsed_time`` of an event whose record has not run is
   ACL_ERROR_RT_EVENT_NOT_COMPLETE 507006 (rt_error_codes.h); times are host
-  ``perf_counter`` readings taken when each record runs;
+  ``perf_counter`` readings on the device's clock: a record completes when its stream
+  reaches it, which is when it was queued (a stream with nothing ahead reaches it at once,
+  as on hardware) or, if later, the stream's previous record plus the time the work between
+  them took to run (a kernel, a blocking callback), since queued work runs only at a
+  synchronisation here (so ``record; sleep(2); record`` is 2000 ms apart, as on hardware);
 * destroying an event with a record still queued is allowed (the record then does nothing);
   an unknown or destroyed event is ACL_ERROR_RT_INVALID_HANDLE 107017, as for streams.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 from ..memory.args import UINT32_MAX, as_int
@@ -61,6 +66,9 @@ class Events:
         self.lock = threading.RLock()
         self._events: dict[int, Event] = {}
         self._numbers = itertools.count()
+        #: per stream, its last completed record: (device time, perf_counter when it ran)
+        self._clock: weakref.WeakKeyDictionary[Stream, tuple[float, float]] = \
+            weakref.WeakKeyDictionary()
 
     def create(self, flags: object = 0) -> int:
         """aclrtCreateEvent / aclrtCreateEventWithFlag: an event of the current device.
@@ -100,11 +108,16 @@ class Events:
         target = self.runtime.streams.target(stream, call)
 
         def run(_stream: Stream) -> None:
+            now = time.perf_counter()
             with self.lock:
                 if event.pending is op:
                     event.pending = None
-                    event.time = None if reset else time.perf_counter()
+                    last = self._clock.get(target)
+                    reached = queued if last is None else max(queued, last[0] + now - last[1])
+                    self._clock[target] = (reached, now)
+                    event.time = None if reset else reached
 
+        queued = time.perf_counter()
         with self.lock:
             op = self.runtime.streams.enqueue(target, call, (), run)
             event.pending, event.stream = op, target

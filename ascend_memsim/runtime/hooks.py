@@ -28,6 +28,8 @@ class Checker(Protocol):
     record_sites: bool
     initcheck: bool
     leak_check: bool
+    #: ``leak_sink(call, leaked)``: given everything live at each reset / finalize, or None
+    leak_sink: Callable[[str, list], None] | None
 
     def attach(self, runtime: Any) -> None: ...
     def detach(self, runtime: Any) -> None: ...

@@ -601,6 +601,7 @@ class Runtime:
             if plan.run_mode is not None:
                 self.run_mode = plan.run_mode
             if checker is not None:
+                checker.leak_sink = self.sanitizer.leak_sink  # a tool's own leak check stays
                 self.sanitizer.detach(self)
                 self.sanitizer = checker
                 checker.attach(self)
