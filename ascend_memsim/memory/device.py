@@ -479,15 +479,33 @@ class Device:
 
     # -- physical memory (aclrtMallocPhysical; memory/vmm.py keeps the handles) ---------------
 
-    def take_physical(self, footprint: int, align: int, what: str) -> int:
+    def take_physical(self, footprint: int, align: int, what: str,
+                      request: Request | None = None) -> int:
         """Place ``footprint`` bytes of physical memory by the same first-fit as the blocks, at
         ``align``; its address. Counted as APP's usage; the quarantine's held blocks are taken
         back when it does not fit otherwise (as for a malloc). O(C log n).
 
+        ``request`` (api aclrtMallocPhysical, the page kind in ``pages``) goes to the
+        :attr:`interceptors` first, as a malloc's does: one may raise (the call fails with its
+        error) or refuse the page kind (the call fails with ACL_ERROR_RT_MEMORY_ALLOCATION:
+        physical memory has no fallback page kind).
+
         Raises:
-            OutOfDeviceMemory: no free run holds it.
+            OutOfDeviceMemory: no free run holds it, or its page kind was refused.
+            AclError: what an interceptor raised.
         """
         with self.lock:
+            if request is not None and self.interceptors:
+                refused: frozenset[Page] = frozenset()
+                for intercept in self.interceptors:
+                    denied = intercept(request)
+                    if denied:
+                        refused = refused.union(denied)
+                if not refused.isdisjoint(request.pages):
+                    raise OutOfDeviceMemory(
+                        f"out of {self._main_memory.value} memory on device {self.device_id}: "
+                        f"{what}: its {request.pages[0].value} pages were refused by fault "
+                        f"injection")
             alloc = self._main
             ptr = alloc.allocate(footprint, align)
             if ptr is None and self._held:
