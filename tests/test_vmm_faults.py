@@ -169,5 +169,5 @@ def test_exhaustive_refuses_a_callable_that_leaks_a_handle_without_faults():
     def leaky(rt):
         rt.vmm.malloc_physical(2 * MiB, prop())
 
-    with pytest.raises(AssertionError, match="1 block.s. or handle.s. live"):
+    with pytest.raises(AssertionError, match=r"1 block\(s\) or handle\(s\) live"):
         exhaustive(leaky, hbm_bytes=64 * MiB, sanitizer="off")

@@ -4,7 +4,8 @@
 family and aclrtMallocPhysical; by Python stack, and by how many calls that stack had made
 before: the third allocation of a loop is a call of its own), then once per call with that
 call failing, and reports where the code crashed (an exception other than the expected one)
-or leaked (blocks or physical handles left live) instead of handling the error. ``by="site"`` fails only the first call of each stack.
+or leaked (blocks or physical handles left live) instead of handling the error. ``by="site"``
+fails only the first call of each stack.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 
 from ..checks.faults import call_text, count_arg, error_class
 from ..memory.device import Block
-from ..memory.physical import PhysicalHandle
 from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory
+from ..memory.physical import PhysicalHandle
 from ..memory.rules import Request
 from ..memory.sites import Site, capture_site, format_site, site_of
 from ..runtime.runtime import Runtime
