@@ -23,6 +23,7 @@ from ..memory.constants import MiB
 from ..memory.device import Block
 from ..memory.rules import PAGE_BYTES, Page
 from ..memory.units import format_bytes
+from .regions import PHYSICAL_COLOR, is_physical, physical_regions
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -44,7 +45,8 @@ _FONT = "font-family:DejaVu Sans,Verdana,sans-serif"
 
 @dataclass
 class MapSnapshot:
-    """The live blocks of one device's main memory at a moment, for drawing."""
+    """The live blocks of one device's main memory at a moment, for drawing; ``blocks`` holds
+    the physical handles' memory too (:class:`~ascend_memsim.observe.regions.PhysicalRegion`)."""
 
     title: str
     base: int
@@ -60,6 +62,8 @@ class MapSnapshot:
             memory = device.profile.main_memory
             alloc = device.allocators[memory]
             blocks = [b for b in device.blocks() if b.memory is memory]
+            # physical handles lie in the main memory's heap, beside the blocks
+            blocks = sorted([*blocks, *physical_regions(device)], key=lambda b: b.ptr)
             return cls(title or f"{device.profile.name} device {device.device_id}, "
                                 f"{memory.value}", alloc.base, alloc.capacity, blocks,
                        alloc.free_bytes, alloc.largest_free_run())
@@ -73,6 +77,20 @@ class MapSnapshot:
                 yield start + b.size, start + b.rule_size, "padding", b
             if b.footprint > b.rule_size:
                 yield start + b.rule_size, start + b.footprint, "rounding", b
+
+    @property
+    def handles(self) -> int:
+        """How many physical handles' memory the snapshot holds."""
+        return sum(1 for b in self.blocks if is_physical(b))
+
+    @property
+    def counted(self) -> str:
+        """``3 blocks`` or ``3 blocks and 1 physical handle``."""
+        handles = self.handles
+        blocks = len(self.blocks) - handles
+        text = f"{blocks} {_plural(blocks, 'block')}"
+        return text + (f" and {handles} physical {_plural(handles, 'handle')}" if handles
+                       else "")
 
     @property
     def used_bytes(self) -> int:
@@ -186,6 +204,8 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     comp = component_colors({b.module_name for b in snapshot.blocks})
 
     def color(b: Block) -> str:
+        if is_physical(b):
+            return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
 
     # the heading: the title, then the snapshot's figures, each wrapped to the width
@@ -194,7 +214,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     row_note = (f"each row {format_bytes(row_bytes)}"
                 + (f", ticks every {format_bytes(ROW_BYTES)}" if grid_note
                    else " (one huge page)"))
-    summary = (f"{len(snapshot.blocks)} {_plural(len(snapshot.blocks), 'block')} use "
+    summary = (f"{snapshot.counted} use "
                f"{format_bytes(snapshot.used_bytes)} of "
                f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
                f"largest free run {format_bytes(snapshot.largest_free_run)}; {row_note}")
@@ -203,10 +223,13 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     head, ly = _heading(heading, summary, left, width - left - right)
     # legend
     if color_by == "page":
-        kinds = sorted({b.page.value for b in snapshot.blocks}) or ["normal", "huge"]
+        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)}) or [
+            "normal", "huge"]
         swatches = [(PAGE_COLORS[k], f"requested, {k} pages") for k in kinds]
     else:
         swatches = [(c, f"component {n}") for n, c in comp.items()]
+    swatches += [(PHYSICAL_COLOR, f"physical handle, {b.pages}")
+                 for b in {b.page: b for b in snapshot.blocks if is_physical(b)}.values()]
     swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
                  ("url(#rounding)", "page rounding (unused tail of a page)"),
                  (FREE_COLOR, "free")]
@@ -285,7 +308,11 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                                 f'height="{row_h - 2}" fill="none" stroke="{color(b)}" '
                                 f'stroke-width="0.8"/>')
                 label = ""
-                if part == "data" and pos == start:
+                if part == "data" and pos == start and is_physical(b):
+                    label = f"physical handle, {format_bytes(b.size)}, {b.pages}"
+                    if len(label) * 5.6 > w - 8:
+                        label = "physical handle"
+                elif part == "data" and pos == start:
                     label = f"{format_bytes(b.size)} requested, {b.api.value}"
                     if len(label) * 5.6 > w - 8:
                         label = format_bytes(b.size)
@@ -522,6 +549,8 @@ TEXT_LEGEND = (("G", "1 GiB pages"), ("H", "huge page with requested bytes"),
                ("h", "huge page holding only padding / page rounding"),
                ("N", "normal-page blocks fill the 2 MiB"),
                ("n", "normal-page blocks, partly"), (".", "free"))
+#: The text map's character for physical memory (shown in the legend when there is some).
+PHYSICAL_TEXT = "P"
 
 
 def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
@@ -545,7 +574,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         while pos < end:
             c = pos // cell
             stop = min(end, (c + 1) * cell)
-            key = ("G" if b.page is Page.HUGE1G else "H" if b.page is Page.HUGE else "n")
+            key = ("P" if is_physical(b) else "G" if b.page is Page.HUGE1G
+                   else "H" if b.page is Page.HUGE else "n")
             slot = data.setdefault(c, {})
             slot[key + part] = slot.get(key + part, 0) + stop - pos
             pos = stop
@@ -554,6 +584,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         slot = data.get(c)
         if not slot:
             return "."
+        if any(k.startswith("P") for k in slot):
+            return PHYSICAL_TEXT
         if any(k.startswith("G") for k in slot):
             return "G"
         if slot.get("Hdata"):
@@ -563,7 +595,7 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         normal = sum(v for k, v in slot.items() if k.startswith("n"))
         return "N" if normal >= cell * 0.95 else "n"
 
-    lines = [f"{snapshot.title}: {len(snapshot.blocks)} blocks, "
+    lines = [f"{snapshot.title}: {snapshot.counted}, "
              f"{format_bytes(snapshot.used_bytes)} used of {format_bytes(snapshot.capacity)}, "
              f"largest free run {format_bytes(snapshot.largest_free_run)}"]
     folded = 0
@@ -578,8 +610,12 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         lines.append(f"{offset_label(row * columns * cell):11} {text}")
     if folded:
         lines.append(f"{'':11} ... {format_bytes(folded * cell)} free to the end ...")
+    legend = TEXT_LEGEND
+    if snapshot.handles:
+        pages = " or ".join(sorted({b.pages for b in snapshot.blocks if is_physical(b)}))
+        legend = ((PHYSICAL_TEXT, f"physical handle ({pages})"), *legend)
     lines.append(f"one character = {format_bytes(cell)}: " + ", ".join(
-        f"{ch} {label}" for ch, label in TEXT_LEGEND))
+        f"{ch} {label}" for ch, label in legend))
     return "\n".join(lines)
 
 
