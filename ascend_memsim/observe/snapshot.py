@@ -391,7 +391,10 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                 problems.append(f"{where}: {action} without an address; ignored")
                 continue
             key = (device, addr)
-            if action == "segment_alloc":
+            if entry.get("api") == _PHYSICAL_API:
+                seen_alloc.add(key)
+                events.append(_physical_event(entry, action, size, addr, common))
+            elif action == "segment_alloc":
                 seen_alloc.add(key)
                 allocated.add(key)
                 events.append({"event": "malloc", **_call(entry), "size": size, "ptr": addr,
@@ -437,6 +440,11 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         if (device, address) in seen_alloc:
             continue
         requested = _int(segment.get("requested_size"))
+        if segment.get("api") == _PHYSICAL_API:
+            early.append(_physical_event(segment, "segment_alloc", requested or total,
+                                         address, {"device": device, "stream": None,
+                                                   "thread": 0}, total))
+            continue
         event = {"event": "malloc", **_call(segment),
                  "size": requested if requested and segment.get("memsim") else total,
                  "ptr": address, "device": device,
@@ -455,6 +463,21 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         if value is not None:
             header[key] = value
     return events, header, problems
+
+
+_PHYSICAL_API = "aclrtMallocPhysical"
+
+
+def _physical_event(entry: dict, action: str, size: int, addr: int, common: dict,
+                    footprint: int | None = None) -> dict:
+    """A physical handle's segment (as :func:`to_memory_viz` writes it) back as the trace's
+    malloc_physical / free_physical event; replay checks its footprint and page."""
+    handle = _int(entry.get("handle"))
+    page = entry.get("page")
+    return {"event": "malloc_physical" if action == "segment_alloc" else "free_physical",
+            "handle": addr if handle is None else handle, "size": size,
+            "footprint": _int(entry.get("size")) if footprint is None else footprint,
+            "page": page if page in ("huge", "huge1g") else "huge", "phys": addr, **common}
 
 
 def _call(entry: dict) -> dict:
@@ -555,6 +578,8 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
                 out.append({"action": action, "addr": ptr,
                             "size": block["footprint"], "stream": stream, "frames": frames,
                             "requested_size": block["size"], **extra})
+        elif kind == "malloc_physical" or kind == "free_physical":
+            _physical(event, device, out, live, in_use, frames, stream)
         elif kind == "malloc_failed":
             size = get("size", 0)
             out.append({"action": "oom", "device_free": max(0, capacity - in_use.get(device, 0)),
@@ -571,22 +596,50 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
     segments = []
     for (device, ptr), block in sorted(live.items()):
         footprint, size = block["footprint"], block["size"]
-        call = {k: v for k, v in block["extra"].items() if k in ("api", "policy", "module")}
+        call = {k: v for k, v in block["extra"].items() if k in ("api", "policy", "module",
+                                                                 "handle", "page")}
+        # a physical handle hands no block out: reserved, none of it allocated
+        state, used = ("inactive", 0) if "handle" in call else ("active_allocated", footprint)
         segments.append({
             "device": device, "address": ptr, "total_size": footprint,
-            "allocated_size": footprint, "active_size": footprint,
+            "allocated_size": used, "active_size": used,
             "requested_size": size, "stream": block["stream"],
             # torch's small pool holds requests of at most 1 MiB (kSmallSize)
             "segment_type": "small" if footprint <= 1 << 20 else "large",
             "segment_pool_id": (0, 0), "is_expandable": False, "frames": block["frames"],
             "memsim": True, **call,
             "blocks": [{"address": ptr, "size": footprint, "requested_size": size,
-                        "state": "active_allocated", "frames": block["frames"]}]})
+                        "state": state, "frames": block["frames"]}]})
     devices = max(list(traces) + [device for device, _ in live] + [0]) + 1
     return {"segments": segments,
             "device_traces": [list(traces.get(d, ())) for d in range(devices)],
             "memsim": {k: header[k] for k in ("product", "hbm_bytes", "ddr_bytes",
                                               "device_count") if k in header}}
+
+
+def _physical(event: Any, device: int, out: Any, live: dict, in_use: dict, frames: list,
+              stream: int) -> None:
+    """A physical handle's memory (aclrtMallocPhysical, 11-04) as a segment of its own at its
+    address in the device (``phys``): ``segment_alloc`` / ``segment_free``, no block handed
+    out (torch's view of device memory no tensor uses yet), ``api`` aclrtMallocPhysical and
+    the handle and page kind beside."""
+    get = event.get
+    ptr, footprint, size = _int(get("phys")), _int(get("footprint")), _int(get("size"))
+    if ptr is None or not footprint or size is None:
+        return
+    if get("event") == "malloc_physical":
+        extra = {"api": "aclrtMallocPhysical", "handle": get("handle"), "page": get("page")}
+        live[(device, ptr)] = {"size": size, "footprint": footprint, "frames": frames,
+                               "stream": stream, "extra": extra}
+        in_use[device] = in_use.get(device, 0) + footprint
+        action = "segment_alloc"
+    elif live.pop((device, ptr), None) is not None:
+        in_use[device] -= footprint
+        extra, action = {"api": "aclrtMallocPhysical", "handle": get("handle")}, "segment_free"
+    else:
+        return
+    out.append({"action": action, "addr": ptr, "size": footprint, "stream": stream,
+                "frames": frames, "requested_size": size, **extra})
 
 
 #: the trace's own fields each entry carries (memory_viz ignores keys it does not know)
