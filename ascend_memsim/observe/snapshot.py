@@ -39,6 +39,7 @@ from typing import Any
 
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.rules import PAGE_BYTES, Api, align_up, page_order, parse_policy, rule_size
+from .regions import PHYSICAL_API, physical_entry, physical_event
 
 __all__ = ["SnapshotError", "brief", "safe_unpickle", "is_snapshot", "read_snapshot",
            "to_memory_viz", "memory_viz_bytes", "PICKLE_PROTOCOL", "SNAPSHOT_API",
@@ -391,9 +392,9 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                 problems.append(f"{where}: {action} without an address; ignored")
                 continue
             key = (device, addr)
-            if entry.get("api") == _PHYSICAL_API:
+            if entry.get("api") == PHYSICAL_API:
                 seen_alloc.add(key)
-                events.append(_physical_event(entry, action, size, addr, common))
+                events.append(physical_event(entry, action, size, addr, common))
             elif action == "segment_alloc":
                 seen_alloc.add(key)
                 allocated.add(key)
@@ -440,8 +441,8 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         if (device, address) in seen_alloc:
             continue
         requested = _int(segment.get("requested_size"))
-        if segment.get("api") == _PHYSICAL_API:
-            early.append(_physical_event(segment, "segment_alloc", requested or total,
+        if segment.get("api") == PHYSICAL_API:
+            early.append(physical_event(segment, "segment_alloc", requested or total,
                                          address, {"device": device, "stream": None,
                                                    "thread": 0}, total))
             continue
@@ -463,21 +464,6 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         if value is not None:
             header[key] = value
     return events, header, problems
-
-
-_PHYSICAL_API = "aclrtMallocPhysical"
-
-
-def _physical_event(entry: dict, action: str, size: int, addr: int, common: dict,
-                    footprint: int | None = None) -> dict:
-    """A physical handle's segment (as :func:`to_memory_viz` writes it) back as the trace's
-    malloc_physical / free_physical event; replay checks its footprint and page."""
-    handle = _int(entry.get("handle"))
-    page = entry.get("page")
-    return {"event": "malloc_physical" if action == "segment_alloc" else "free_physical",
-            "handle": addr if handle is None else handle, "size": size,
-            "footprint": _int(entry.get("size")) if footprint is None else footprint,
-            "page": page if page in ("huge", "huge1g") else "huge", "phys": addr, **common}
 
 
 def _call(entry: dict) -> dict:
@@ -579,7 +565,7 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
                             "size": block["footprint"], "stream": stream, "frames": frames,
                             "requested_size": block["size"], **extra})
         elif kind == "malloc_physical" or kind == "free_physical":
-            _physical(event, device, out, live, in_use, frames, stream)
+            physical_entry(event, device, out, live, in_use, frames, stream)
         elif kind == "malloc_failed":
             size = get("size", 0)
             out.append({"action": "oom", "device_free": max(0, capacity - in_use.get(device, 0)),
@@ -615,31 +601,6 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
             "device_traces": [list(traces.get(d, ())) for d in range(devices)],
             "memsim": {k: header[k] for k in ("product", "hbm_bytes", "ddr_bytes",
                                               "device_count") if k in header}}
-
-
-def _physical(event: Any, device: int, out: Any, live: dict, in_use: dict, frames: list,
-              stream: int) -> None:
-    """A physical handle's memory (aclrtMallocPhysical, 11-04) as a segment of its own at its
-    address in the device (``phys``): ``segment_alloc`` / ``segment_free``, no block handed
-    out (torch's view of device memory no tensor uses yet), ``api`` aclrtMallocPhysical and
-    the handle and page kind beside."""
-    get = event.get
-    ptr, footprint, size = _int(get("phys")), _int(get("footprint")), _int(get("size"))
-    if ptr is None or not footprint or size is None:
-        return
-    if get("event") == "malloc_physical":
-        extra = {"api": "aclrtMallocPhysical", "handle": get("handle"), "page": get("page")}
-        live[(device, ptr)] = {"size": size, "footprint": footprint, "frames": frames,
-                               "stream": stream, "extra": extra}
-        in_use[device] = in_use.get(device, 0) + footprint
-        action = "segment_alloc"
-    elif live.pop((device, ptr), None) is not None:
-        in_use[device] -= footprint
-        extra, action = {"api": "aclrtMallocPhysical", "handle": get("handle")}, "segment_free"
-    else:
-        return
-    out.append({"action": action, "addr": ptr, "size": footprint, "stream": stream,
-                "frames": frames, "requested_size": size, **extra})
 
 
 #: the trace's own fields each entry carries (memory_viz ignores keys it does not know)
