@@ -169,6 +169,7 @@ C_NAMES = {
     "aclrtDeviceCanAccessPeer": acl.rt.device_can_access_peer,
     "aclrtDeviceEnablePeerAccess": acl.rt.device_enable_peer_access,
     "aclrtDeviceDisablePeerAccess": acl.rt.device_disable_peer_access,
+    "aclrtDevicePeerAccessStatus": acl.rt.device_peer_access_status,
     "aclrtMallocHostWithCfg": acl.rt.malloc_host_with_cfg,
     "aclrtFreeHostWithDevSync": acl.rt.free_host_with_dev_sync,
     "aclrtHostRegister": acl.rt.host_register,

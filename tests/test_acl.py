@@ -357,6 +357,7 @@ C_TO_PYACL = {
     "aclrtDeviceCanAccessPeer": "rt.device_can_access_peer",
     "aclrtDeviceEnablePeerAccess": "rt.device_enable_peer_access",
     "aclrtDeviceDisablePeerAccess": "rt.device_disable_peer_access",
+    "aclrtDevicePeerAccessStatus": "rt.device_peer_access_status",
     "aclrtMallocHostWithCfg": "rt.malloc_host_with_cfg",
     "aclrtFreeHostWithDevSync": "rt.free_host_with_dev_sync",
     "aclrtHostRegister": "rt.host_register", "aclrtHostRegisterV2": "rt.host_register_v2",
@@ -795,7 +796,7 @@ PYACL = {
 }
 # the memory chapter's names pyacl binds, and peer access (pyrt_methods.cpp)
 PYACL["rt"] |= PYACL_BOUND | {"device_can_access_peer", "device_enable_peer_access",
-                              "device_disable_peer_access"}
+                              "device_disable_peer_access", "device_peer_access_status"}
 
 
 def test_not_in_pyacl_marks_agree_with_pyacl_and_the_readme():

@@ -11,7 +11,11 @@ the same example made and that is live; else a destroyed one, one of another kin
 made-up one. A quarter of the calls come from the calls that make compute handles (data
 buffers, descriptors, op attrs, datasets, model descriptions, models, events), a sixth from
 the compute calls that can get a live handle of each kind they take, so operators and
-models run. After each call it checks:
+models run. A sixth work on virtual memory, half of them the call that takes the page table a
+step further (reserve, back with a handle of whole pages, map), and half the virtual-memory
+calls get arguments they take now (a matching reservation page, handle and size for a map),
+so that mapping, access through mappings, unmapping and releasing run. After each call it
+checks:
 
 * no exception escapes the face (``acl.util`` may raise the core's exceptions, as documented);
 * every code returned is one the README's error table lists;
@@ -51,7 +55,7 @@ from ascend_memsim.data.host import REGISTERED_BASE
 from ascend_memsim.data.raw import mapping
 from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.constants import ErrorCode
-from ascend_memsim.memory.physical import PhysicalHandle
+from ascend_memsim.memory.physical import PhysicalHandle, granule
 from ascend_memsim.memory.rules import device_base
 from ascend_memsim.memory.vmm import VA_BASE
 from ascend_memsim.runtime.events import EVENT_BASE, Event
@@ -87,6 +91,10 @@ ALLOCATING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "memcpy", "memset", "memcpy_async", "memset_async", "numpy_to_ptr", "bytes_to_ptr",
     "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
     "map_mem", "unmap_mem")]
+#: Virtual memory: reserve, back with physical memory, map, use, unmap, free, release.
+VIRTUAL = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
+    "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
+    "map_mem", "mem_map_no_access", "unmap_mem", "mem_set_access", "memcpy", "memset")]
 # The compute face: data buffers and tensor descriptors, acl.op, acl.mdl and acl.rt's events.
 COMPUTE_FACE = [(space, fn) for space, fn in FACE if space in ("op", "mdl")
                 or (space == "acl" and ("data_buffer" in fn.__name__ or "tensor" in fn.__name__))
@@ -438,18 +446,40 @@ def _ready(rt, seen: _Seen) -> list:
             if WANTS[fn] and all(live.get(kind) for kind in WANTS[fn])]
 
 
+def _next_virtual(rt) -> list:
+    """The virtual-memory calls that take the page table a step further: a reservation when
+    there is none, physical memory when no handle can map, a map when one can, and an unmap
+    or a copy when something is mapped."""
+    space = None if rt is None else rt.vmm.space
+    names = ["map_mem", "mem_map_no_access"] if _triples(rt) else ["free_physical"]
+    if space is not None and any(r.maps for r in space.reservations.values()):
+        names += ["unmap_mem", "memcpy", "memset"]
+    if space is None or not space.reservations:
+        names = ["reserve_mem_address"]
+    elif not any(h.refs and h.size % granule(h.page) == 0 for h in space.handles.values()):
+        names = ["malloc_physical"]
+    return [(where, fn) for where, fn in VIRTUAL if fn.__name__ in names]
+
+
 def _pool(data, rt, seen: _Seen) -> list:
     """Where the next call comes from: one time in twenty init or finalize (which end or
-    restart the runtime), else, of twelve calls, three allocate, free or move bytes, two come
-    from the memory face (acl.rt, acl.media, acl.util), three make compute handles, two use
-    the live ones (:func:`_ready`; else they make some), one comes from the compute face
+    restart the runtime), else, of twelve calls, two allocate, free or move bytes, two work
+    on virtual memory (half of them the next step, :func:`_next_virtual`, so that
+    reservations and handles meet in one example and map), one
+    comes from the memory face (acl.rt, acl.media, acl.util), three make compute handles, two
+    use the live ones (:func:`_ready`; else they make some), one comes from the compute face
     and one from the whole face."""
     if data.draw(st.integers(0, 19), label="init or finalize") == 0:
         return FACE[:2]
     which = data.draw(st.integers(0, 11), label="pool")
     if which in (8, 9):
         return _ready(rt, seen) or MAKING
-    return ([ALLOCATING] * 3 + [MEMORY_FACE] * 2 + [MAKING] * 3 + [None] * 2
+    if which in (2, 3) and data.draw(st.booleans(), label="the next virtual-memory step"):
+        steps = _next_virtual(rt)
+        # one of them, drawn here: sampled_from over a short list that changes from step
+        # to step kept picking the same position
+        return [steps[data.draw(st.integers(0, len(steps) - 1), label="step")]]
+    return ([ALLOCATING] * 2 + [VIRTUAL] * 2 + [MEMORY_FACE] + [MAKING] * 3 + [None] * 2
             + [COMPUTE_FACE, FACE[2:]])[which]
 
 
@@ -607,6 +637,9 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         if name == "size" and fn.__name__ != "reserve_mem_address" and space.handles:
             return data.draw(st.sampled_from([h.size for h in space.handles.values()]),
                              label=name)
+    if (fn.__module__ == _VMM_FACE and name in VMM_PLAUSIBLE and fn not in MAPPING
+            and data.draw(st.integers(0, 3), label=f"{name}: mappable") > 0):
+        return data.draw(VMM_PLAUSIBLE[name], label=name)
     if name == "value" and fn.__module__ == acl.op.__name__:
         return data.draw(ATTR_VALUES, label=name)
     if "ptr" in name or name in ("dst", "src", "addr") or (fn in BUFFER_CALLS and name == "data"):
@@ -619,7 +652,88 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     return data.draw(PLAUSIBLE.get(name, values), label=name)
 
 
+#: The calls that map a whole handle into a reservation (vir_ptr, size, offset, handle, flags).
+MAPPING = {acl.rt.map_mem, acl.rt.mem_map_no_access}
+#: For the virtual-memory calls (three times in four), values that make a handle mappable:
+#: whole pages of the size (a handle maps only when its size is a multiple of the granularity,
+#: 11-04), a prop that aclrtMallocPhysical takes (HBM huge or normal pages of device 0), flags 0.
+VMM_PLAUSIBLE = {
+    "size": st.sampled_from([2 * MiB, 2 * MiB, 4 * MiB, 6 * MiB]),
+    "prop": st.fixed_dictionaries(
+        {"handleType": st.just(0), "allocationType": st.just(0),
+         "memAttr": st.sampled_from([4, 4, 5]),
+         "location": st.fixed_dictionaries({"id": st.just(0), "type": st.just(1)}),
+         "reserve": st.just(0)}),
+    "flags": st.just(0),
+}
+
+
+def _triples(rt) -> list[tuple[int, int, int]]:
+    """(address, size, handle) that aclrtMapMem takes now: a live handle whose size is whole
+    pages, at a page of a reservation where it fits, overlapping no mapping, in a
+    reservation of its device (at most four places per reservation and handle)."""
+    space = None if rt is None else rt.vmm.space
+    if space is None:
+        return []
+    with space.lock:
+        handles = [h for h in space.handles.values()
+                   if h.refs and h.size % granule(h.page) == 0]
+        found = []
+        for r in list(space.reservations.values())[:8]:
+            maps = [(m.ptr, m.end) for m in r.maps.values()]
+            owner = r.device_id
+            for h in handles[:8]:
+                if owner is not None and owner != h.device_id:
+                    continue
+                step = granule(h.page)
+                start = -(-r.ptr // step) * step
+                places = 0
+                while start + h.size <= r.end and places < 4:
+                    if all(end <= start or start + h.size <= begin for begin, end in maps):
+                        found.append((start, h.size, h.handle))
+                        places += 1
+                    start += step
+        return found
+
+
+def _well_formed(data, rt, fn) -> list | None:
+    """Arguments the virtual-memory call ``fn`` takes now, or None: a reservation of whole
+    pages, a handle of whole pages, a matching (page, size, handle) for a map, a mapping's
+    start to unmap, a live handle to free, an empty reservation to release."""
+    space = None if rt is None else rt.vmm.space
+    name = fn.__name__
+    pages = data.draw(st.integers(1, 3), label="pages") * 2 * MiB
+    if name == "reserve_mem_address":
+        return [pages, 0, 0, 0]
+    if name == "malloc_physical":
+        return [pages, data.draw(VMM_PLAUSIBLE["prop"], label="prop"), 0]
+    if space is None:
+        return None
+    if fn in MAPPING:
+        triples = _triples(rt)
+        if triples:
+            ptr, size, handle = data.draw(st.sampled_from(triples), label="triple")
+            return [ptr, size, 0, handle, 0]
+        return None
+    with space.lock:
+        choices = {"unmap_mem": [m for r in space.reservations.values() for m in r.maps],
+                   "free_physical": [h.handle for h in space.handles.values() if h.refs],
+                   "release_mem_address": [r.ptr for r in space.reservations.values()
+                                           if not r.maps]}.get(name)
+    if not choices:
+        return None
+    return [data.draw(st.sampled_from(sorted(choices)), label=f"{name}: well formed")]
+
+
 def _call(data, rt, seen: _Seen, fn):
+    if (fn.__module__ == _VMM_FACE or fn in MAPPING) and data.draw(
+            st.booleans(), label="well formed"):
+        # half the virtual-memory calls get what they take now, when there is such a thing
+        # (a map: a matching reservation page, handle and size), so that reserving, mapping,
+        # access through mappings, unmapping and releasing run; else arbitrary arguments
+        args = _well_formed(data, rt, fn)
+        if args is not None:
+            return args
     params = list(inspect.signature(fn).parameters.values())
     required = [p for p in params if p.default is inspect.Parameter.empty]
     count = data.draw(st.integers(len(required), len(params)), label=f"{fn.__name__} args")

@@ -185,3 +185,31 @@ def test_player_shows_hostile_stack_text_as_text(browser, tmp_path):
     assert hostile in text and "x$\\sqrt{$ & <!-- -->" in text
     assert browser.execute_script("return document.querySelectorAll('img, b').length") == 0
     assert browser.title != "1" and _errors(browser) == []
+
+
+def test_player_draws_a_physical_handle_apart(browser, tmp_path):
+    """A physical handle's memory is drawn in its own colour, labelled with its page size."""
+    prop = {"memAttr": 4, "location": {"id": 0, "type": 1}}     # ACL_HBM_MEM_HUGE, device 0
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        with Recorder(rt) as rec:
+            ptr = rt.malloc(100)                              # 0
+            handle = rt.vmm.malloc_physical(3 * MiB, prop)    # 1
+            rt.vmm.free_physical(handle)                      # 2
+            rt.free(ptr)                                      # 3
+    trace_path = tmp_path / "vmm.jsonl"
+    rec.trace.save(str(trace_path))
+    page = tmp_path / "player.html"
+    save_player(str(page), open_trace(str(trace_path)), ["A2"])
+    browser.get(page.as_uri())
+    panel = browser.find_element(By.CSS_SELECTOR, "section.panel")
+    assert "physical handle, 2 MiB pages" in panel.find_element(By.CLASS_NAME, "legend").text
+    _go(browser, 1)
+    assert int(panel.get_attribute("data-bytes")) == 4 * MiB + 192
+    fills = {r.get_attribute("fill") for r in
+             panel.find_elements(By.CSS_SELECTOR, "svg.map rect.blk.data")}
+    assert "#009E73" in fills and len(fills) == 2
+    assert "physical handle, 3 MiB, 2 MiB pages" in panel.find_element(
+        By.CSS_SELECTOR, "svg.map").text
+    _go(browser, 2)
+    assert int(panel.get_attribute("data-bytes")) == 192

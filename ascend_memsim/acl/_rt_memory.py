@@ -47,8 +47,16 @@ def device_disable_peer_access(peer_device_id: int) -> None:
     peer_access(current_runtime()).disable(peer_device_id)
 
 
+@_face(0)
+def device_peer_access_status(device_id: int, peer_device_id: int) -> int:
+    """aclrtDevicePeerAccessStatus: ``status, ret`` (1: data exchange between the two devices
+    is enabled, 0: not)."""
+    return peer_access(current_runtime()).status(device_id, peer_device_id)
+
+
 __all__ = [
     "device_can_access_peer", "device_enable_peer_access", "device_disable_peer_access",
+    "device_peer_access_status",
 ]
 
 

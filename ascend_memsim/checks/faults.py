@@ -46,7 +46,7 @@ from ..memory.errors import (
     OutOfDeviceMemory,
     error_classes,
 )
-from ..memory.rules import Api, Page, Request, policy_name
+from ..memory.rules import Api, Page, PhysicalApi, Request, parse_api, policy_name
 from ..memory.units import parse_size
 from ..runtime.active import current_runtime
 from ..runtime.config import register_config_key
@@ -177,14 +177,14 @@ def _policy_predicate(policy: object) -> Callable[[int], bool] | None:
     return frozenset(words).__contains__
 
 
-def _apis(api: object) -> frozenset[Api] | None:
+def _apis(api: object) -> frozenset[Api | PhysicalApi] | None:
     if api is None:
         return None
-    names = [api] if isinstance(api, (str, Api)) else api
+    names = [api] if isinstance(api, str) else api
     if not isinstance(names, (list, tuple, set, frozenset)) or not names:
         raise InvalidArgument(f"api={api!r}: write an API name such as 'malloc' or "
                               f"'aclrtMallocAlign32', or a list of them")
-    return frozenset(Api.parse(n) for n in names)
+    return frozenset(parse_api(n) for n in names)
 
 
 def _filter_text(value: object, word: Callable[[int], str] | None = None) -> str:
@@ -201,6 +201,8 @@ def _filter_text(value: object, word: Callable[[int], str] | None = None) -> str
 
 def call_text(request: Request) -> str:
     """``aclrtMalloc(size=100, policy=HUGE_FIRST)``: the failed call, for messages."""
+    if request.api is PhysicalApi.MALLOC_PHYSICAL:
+        return f"{request.api.value}(size={request.size}, {request.pages[0].value} pages)"
     return (f"{request.api.value}(size={request.size}, "
             f"policy={policy_name(request.policy)})")
 

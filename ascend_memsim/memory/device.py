@@ -211,6 +211,8 @@ class Device:
         self._usage: dict[int, list[int]] = {}
         #: physical memory handles (aclrtMallocPhysical, memory/vmm.py) hold: start -> footprint
         self.physical: dict[int, int] = {}
+        #: start -> (bytes asked, page kind) of the same physical memory, for pictures
+        self.physical_info: dict[int, tuple[int, Page]] = {}
 
     # -- allocation ---------------------------------------------------------------------------
 
@@ -488,15 +490,35 @@ class Device:
 
     # -- physical memory (aclrtMallocPhysical; memory/vmm.py keeps the handles) ---------------
 
-    def take_physical(self, footprint: int, align: int, what: str) -> int:
+    def take_physical(self, footprint: int, align: int, what: str,
+                      request: Request | None = None, *, size: int | None = None) -> int:
         """Place ``footprint`` bytes of physical memory by the same first-fit as the blocks, at
         ``align``; its address. Counted as APP's usage; the quarantine's held blocks are taken
         back when it does not fit otherwise (as for a malloc). O(C log n).
 
+        ``size`` (default: the request's, else the footprint) is kept for pictures
+        (:attr:`physical_info`). ``request`` (api aclrtMallocPhysical, the page kind in
+        ``pages``) goes to the
+        :attr:`interceptors` first, as a malloc's does: one may raise (the call fails with its
+        error) or refuse the page kind (the call fails with ACL_ERROR_RT_MEMORY_ALLOCATION:
+        physical memory has no fallback page kind).
+
         Raises:
-            OutOfDeviceMemory: no free run holds it.
+            OutOfDeviceMemory: no free run holds it, or its page kind was refused.
+            AclError: what an interceptor raised.
         """
         with self.lock:
+            if request is not None and self.interceptors:
+                refused: frozenset[Page] = frozenset()
+                for intercept in self.interceptors:
+                    denied = intercept(request)
+                    if denied:
+                        refused = refused.union(denied)
+                if not refused.isdisjoint(request.pages):
+                    raise OutOfDeviceMemory(
+                        f"out of {self._main_memory.value} memory on device {self.device_id}: "
+                        f"{what}: its {request.pages[0].value} pages were refused by fault "
+                        f"injection")
             alloc = self._main
             ptr = alloc.allocate(footprint, align)
             if ptr is None and self._held:
@@ -512,6 +534,9 @@ class Device:
                     f"needs {footprint} bytes aligned to {align}; free {alloc.free_bytes}, "
                     f"largest free run {alloc.largest_free_run()} bytes")
             self.physical[ptr] = footprint
+            asked = size if size is not None else request.size if request else footprint
+            self.physical_info[ptr] = (asked, Page.HUGE1G if align >= PAGE_BYTES[Page.HUGE1G]
+                                       else Page.HUGE)
             usage = self._usage.setdefault(MODULE_APP, [0, 0])
             usage[0] += footprint
             usage[1] = max(usage[1], usage[0])
@@ -521,6 +546,7 @@ class Device:
         """Give back the physical memory :meth:`take_physical` placed at ``ptr``."""
         with self.lock:
             footprint = self.physical.pop(ptr)
+            del self.physical_info[ptr]
             self._main.release(ptr)
             self._usage[MODULE_APP][0] -= footprint
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .args import SIZE_MAX, UINT32_MAX, shown
-from .constants import AccessFlags, AllocationType, HandleType, LocationType, MemAttr
+from .constants import (
+    MODULE_APP,
+    AccessFlags,
+    AllocationType,
+    HandleType,
+    LocationType,
+    MallocPolicy,
+    MemAttr,
+)
 from .errors import (
     FeatureNotSupported,
     InvalidArgument,
@@ -20,9 +28,9 @@ from .errors import (
     InvalidRuntimeParam,
 )
 from .profiles import Profile
-from .rules import PAGE_BYTES, Page
+from .rules import PAGE_BYTES, Page, PhysicalApi, Request
 
-__all__ = ["PhysicalHandle", "PhysicalProp", "check_attr", "field_of", "granule",
+__all__ = ["PhysicalHandle", "PhysicalProp", "check_attr", "fault_request", "field_of", "granule",
            "parse_access", "parse_dict", "parse_prop", "reported_attr"]
 
 
@@ -156,6 +164,26 @@ def granule(page: Page) -> int:
     aclrtMallocPhysical: ACL_HBM_MEM_NORMAL "接口内部会按照ACL_HBM_MEM_HUGE类型申请大页内存";
     DECISION: ACL_MEM_NORMAL and ACL_MEM_P2P_NORMAL on a device alike)."""
     return PAGE_BYTES[Page.HUGE1G] if page is Page.HUGE1G else PAGE_BYTES[Page.HUGE]
+
+
+#: (page kind placed, p2p) -> the aclrtMalloc policy that asks for those pages
+_POLICY_OF = {
+    (Page.HUGE, False): int(MallocPolicy.HUGE_ONLY),
+    (Page.HUGE1G, False): int(MallocPolicy.HUGE1G_ONLY),
+    (Page.HUGE, True): int(MallocPolicy.HUGE_ONLY_P2P),
+    (Page.HUGE1G, True): int(MallocPolicy.HUGE1G_ONLY_P2P),
+}
+
+
+def fault_request(device_id: int, size: int, page: Page, p2p: bool) -> Request:
+    """The :class:`~ascend_memsim.memory.rules.Request` fault injection sees for an
+    aclrtMallocPhysical of ``size`` bytes of ``page`` memory: api aclrtMallocPhysical, module
+    APP, the page kind it is placed on (normal attributes on huge pages, see :func:`granule`)
+    and, for a fault's ``policy`` filter, the aclrtMalloc policy that asks for those pages
+    (HUGE_ONLY, HUGE1G_ONLY, or their _P2P variants)."""
+    placed = Page.HUGE1G if page is Page.HUGE1G else Page.HUGE
+    return Request(device_id, PhysicalApi.MALLOC_PHYSICAL, size, _POLICY_OF[placed, p2p],
+                   MODULE_APP, (placed,))
 
 
 @dataclass(eq=False, slots=True)

@@ -26,7 +26,8 @@ from .errors import FeatureNotSupported, InvalidArgument
 from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
 
 __all__ = [
-    "Page", "Api", "Request", "align_up", "rule_size", "page_order", "parse_policy",
+    "Page", "Api", "PhysicalApi", "parse_api", "Request", "align_up", "rule_size", "page_order",
+    "parse_policy",
     "policy_name", "device_base", "device_of", "DEVICE_SPAN", "MEMORY_OFFSET",
     "HUGE_FIRST_THRESHOLD", "OUT_OF_RANGE_HUGE_FROM", "PAGE_BYTES", "POLICY_MIN",
     "CACHED_POLICIES", "DEFAULT_POLICY", "P2P_POLICIES", "fallback_note", "plan",
@@ -86,6 +87,39 @@ class Api(str, Enum):
     def pyacl_name(self) -> str:
         """``malloc_align32`` for aclrtMallocAlign32."""
         return self.name.lower()
+
+
+class PhysicalApi(str, Enum):
+    """The allocation entry points of physical memory (11-04), which make handles, not blocks.
+
+    Kept apart from :class:`Api`, which names the APIs that make blocks (traces, replay and
+    the size rules read it), so fault injection can name them (:func:`parse_api`).
+    """
+
+    MALLOC_PHYSICAL = "aclrtMallocPhysical"
+
+    @property
+    def pyacl_name(self) -> str:
+        """``malloc_physical`` for aclrtMallocPhysical."""
+        return self.name.lower()
+
+
+def parse_api(name: str | Api | PhysicalApi) -> Api | PhysicalApi:
+    """An allocation API, of blocks or of physical memory, from its C or pyacl name.
+
+    Raises:
+        InvalidArgument: no such allocation API.
+    """
+    if isinstance(name, PhysicalApi):
+        return name
+    for api in PhysicalApi:
+        if name in (api.value, api.pyacl_name):
+            return api
+    try:
+        return Api.parse(name)
+    except InvalidArgument:
+        raise InvalidArgument(f"unknown allocation API {name!r}; known: "
+                              f"{[a.pyacl_name for a in (*Api, *PhysicalApi)]}") from None
 
 
 #: The policies aclrtMallocCached maps to page flags of their own (memory.cpp,
@@ -238,7 +272,7 @@ class Request(NamedTuple):
     """One allocation request, as checked, before it is placed."""
 
     device_id: int
-    api: Api
+    api: Api | PhysicalApi
     size: int
     policy: int
     module: int

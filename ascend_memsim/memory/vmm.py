@@ -63,6 +63,7 @@ from .physical import (
     PhysicalHandle,
     PhysicalProp,
     check_attr,
+    fault_request,
     field_of,
     granule,
     parse_access,
@@ -323,8 +324,10 @@ class AddressSpace:
         if size > SIZE_MAX - step:
             raise InvalidArgument(f"aclrtMallocPhysical: size={size} overflows its rounding")
         footprint = align_up(size, step)
+        request = fault_request(device.device_id, size, page, p2p)
         with self.lock:
-            phys = device.take_physical(footprint, step, f"aclrtMallocPhysical(size={size})")
+            phys = device.take_physical(footprint, step, f"aclrtMallocPhysical(size={size})",
+                                        request)
             handle = PhysicalHandle(_HANDLE_BASE + next(self._serial) * _HANDLE_STEP,
                                     device.device_id, size, footprint, page, p2p, prop, phys)
             self.handles[handle.handle] = handle

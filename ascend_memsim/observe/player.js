@@ -25,6 +25,10 @@
     return parts.join(" + ");
   }
 
+  function pageSize(page) {   // a physical handle's pages (normal attributes are placed huge)
+    return page === 2 ? "1 GiB pages" : "2 MiB pages";
+  }
+
   function offsetLabel(off) {
     return off % 2 ** 20 === 0 ? "+" + off / 2 ** 20 + " MiB" : "+" + fmt(off);
   }
@@ -191,10 +195,16 @@
 
   Panel.prototype.legend = function () {
     const box = html("div", {"class": "legend"}, this.root);
-    const kinds = new Set(this.P.blocks.map((b) => b[PAGE]));
+    const kinds = new Set(this.P.blocks.filter((b) => b[API] !== D.physical_api)
+                                        .map((b) => b[PAGE]));
     if (!kinds.size) { kinds.add(0); kinds.add(1); }
     const items = [...kinds].sort().map((k) => ["sw-" + PAGES[k], "requested, " + PAGES[k] +
                                                 " pages"]);
+    const handles = new Set(this.P.blocks.filter((b) => b[API] === D.physical_api)
+                                          .map((b) => b[PAGE]));
+    for (const k of [...handles].sort()) {
+      items.push(["sw-physical", "physical handle, " + pageSize(k)]);
+    }
     items.push(["sw-padding", "padding (size rule, e.g. +32)"],
                ["sw-rounding", "page rounding"], ["sw-free", "free"]);
     for (const [cls, text] of items) {
@@ -302,7 +312,8 @@
     };
     const over = [];
     for (const [id, b] of shown) {
-      const off = b[OFF], color = colors.pages[b[PAGE]];
+      const physical = b[API] === D.physical_api;
+      const off = b[OFF], color = physical ? colors.physical : colors.pages[b[PAGE]];
       const parts = [[off, off + b[SIZE], "data"]];
       if (b[RULE] > b[SIZE]) parts.push([off + b[SIZE], off + b[RULE], "padding"]);
       if (b[FP] > b[RULE]) parts.push([off + b[RULE], off + b[FP], "rounding"]);
@@ -324,8 +335,9 @@
           if (part === "padding") over.push(attrs);
           else svg("rect", attrs, layer);
           if (part === "data" && first) {
-            let text = fmt(b[SIZE]) + " requested, " + D.apis[b[API]];
-            if (text.length * 6 > w - 8) text = fmt(b[SIZE]);
+            let text = physical ? "physical handle, " + fmt(b[SIZE]) + ", " + pageSize(b[PAGE])
+              : fmt(b[SIZE]) + " requested, " + D.apis[b[API]];
+            if (text.length * 6 > w - 8) text = physical ? "physical handle" : fmt(b[SIZE]);
             if (text.length * 6 <= w - 8) {
               svg("text", {x: (x + 4).toFixed(2), y: y + 10, "class": "inl"}, layer, text);
             }
@@ -440,7 +452,8 @@
       fmt(b[SIZE]) + " requested (" + b[SIZE] + " bytes), " + D.apis[b[API]],
       "footprint " + fmt(b[FP]) + " = rule size " + fmt(b[RULE]) + " (padding " +
         (b[RULE] - b[SIZE]) + " B) + page rounding " + fmt(b[FP] - b[RULE]),
-      PAGES[b[PAGE]] + " pages" + (b[FALLBACK] ? " (huge pages wanted: fell back)" : "") +
+      (b[API] === D.physical_api ? "physical handle, " + pageSize(b[PAGE])
+        : PAGES[b[PAGE]] + " pages") + (b[FALLBACK] ? " (huge pages wanted: fell back)" : "") +
         ", component " + (D.modules[String(b[MOD])] || String(b[MOD])),
       "at offset " + offsetLabel(b[OFF]) + " of " + p.P.product + " device " + D.device +
         ", allocated by event " + b[EV],

@@ -29,10 +29,12 @@ import sys
 from importlib import resources
 from typing import Any
 
+from ..memory.constants import MODULE_APP
 from ..memory.errors import InvalidArgument
 from ..memory.profiles import get_profile
-from ..memory.rules import Api, Page
+from ..memory.rules import Api, Page, PhysicalApi
 from ..memory.units import format_bytes
+from .regions import PHYSICAL_COLOR
 from .replay import ReplayResult, Source, replay
 from .stream import records
 from .viz import PADDING_COLOR, PAGE_COLORS, ROW_BYTES
@@ -55,7 +57,10 @@ FRAME_CHARS = 240
 STACK_CHARS = 2_000_000
 
 _PAGES = {Page.NORMAL: 0, Page.HUGE: 1, Page.HUGE1G: 2}
-_APIS = [api.value for api in Api]
+#: the APIs of blocks, then aclrtMallocPhysical (a physical handle's memory, drawn apart)
+_APIS = [*(api.value for api in Api), PhysicalApi.MALLOC_PHYSICAL.value]
+_PHYSICAL = len(_APIS) - 1
+_PAGE_OF = {"huge": Page.HUGE, "huge1g": Page.HUGE1G}
 _KIND = {"malloc": "m", "free": "f", "malloc_failed": "x", "reset": "r"}
 
 
@@ -133,7 +138,7 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
         index = counting.index
         if index >= limit:
             return
-        if drawn is None and event == "malloc":
+        if drawn is None and event in ("malloc", "malloc_physical"):
             drawn = dev.device_id
         if dev.device_id != drawn:
             return
@@ -152,6 +157,18 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
             blocks.append([index, b.ptr - state["base"], b.size, b.rule_size, b.footprint,
                            _PAGES[b.page], _APIS.index(b.api.value), b.module,
                            stacks.id_of(getattr(e, "stack", None)), int(b.fallback)])
+        elif event == "malloc_physical":
+            # a physical handle's memory, in the same heap (memory/vmm.py): size as asked, no
+            # padding, the rest of its pages as page rounding
+            live[info["phys"]] = len(blocks)
+            ops.extend((index, len(blocks) + 1))
+            blocks.append([index, info["phys"] - state["base"], info["size"], info["size"],
+                           info["footprint"], _PAGES[_PAGE_OF.get(info["page"], Page.HUGE)],
+                           _PHYSICAL, MODULE_APP, -1, 0])
+        elif event == "free_physical":
+            number = live.pop(info["phys"], None)
+            if number is not None:
+                ops.extend((index, -(number + 1)))
         elif event in ("free", "reset"):
             for b in ([info["block"]] if event == "free" else info["blocks"]):
                 number = live.pop(b.ptr, None)
@@ -259,7 +276,9 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
         "device": drawn or 0, "kinds": "".join(kinds), "products": panels,
         "apis": _APIS, "modules": _module_names(), "stacks": stacks.table,
         "stacks_left_out": stacks.left_out,
-        "colors": {"pages": [PAGE_COLORS[p.value] for p in _PAGES], "padding": PADDING_COLOR},
+        "colors": {"pages": [PAGE_COLORS[p.value] for p in _PAGES], "padding": PADDING_COLOR,
+                   "physical": PHYSICAL_COLOR},
+        "physical_api": _PHYSICAL,
     }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..memory.constants import MiB
 from ..memory.units import format_bytes
+from .regions import PHYSICAL_COLOR, is_physical
 from .viz import (
     FREE_COLOR,
     PADDING_COLOR,
@@ -168,6 +169,8 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     comp = component_colors({b.module_name for b in snapshot.blocks})
 
     def color(b: Any) -> str:
+        if is_physical(b):
+            return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
 
     # pixels per MiB of the row, from the axes' width in the figure (labels fit by it)
@@ -233,16 +236,18 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="y", length=0)
-    n = len(snapshot.blocks)
-    summary = (f"{n} block{'' if n == 1 else 's'} use {format_bytes(snapshot.used_bytes)} of "
+    summary = (f"{snapshot.counted} use {format_bytes(snapshot.used_bytes)} of "
                f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
                f"largest free run {format_bytes(snapshot.largest_free_run)}")
     ax.set_title(_lines(*heading, summary), fontsize=10.5, loc="left", pad=30)
     if color_by == "page":
-        kinds = sorted({b.page.value for b in snapshot.blocks}) or ["normal", "huge"]
+        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)}) or [
+            "normal", "huge"]
         handles = [Patch(color=PAGE_COLORS[k], label=f"requested, {k} pages") for k in kinds]
     else:
         handles = [Patch(color=c, label=f"component {n}") for n, c in comp.items()]
+    handles += [Patch(color=PHYSICAL_COLOR, label=f"physical handle, {pages}") for pages in
+                sorted({b.pages for b in snapshot.blocks if is_physical(b)})]
     handles += [Patch(color=PADDING_COLOR, label="padding (size rule, e.g. +32)"),
                 Patch(facecolor="#FFFFFF", edgecolor="#888888", hatch="////",
                       label="page rounding"),

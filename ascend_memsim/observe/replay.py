@@ -330,6 +330,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
                 device.give_physical(entry[0])
                 changed(index, entry[1], None, -1)
                 last_change = index
+                entry[1].tell(device, "free_physical")
             return None
         footprint, page = event.get("footprint"), event.get("page")
         align = (1 << 30) if page == "huge1g" else 2 * MiB
@@ -339,7 +340,9 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
                                    f"{footprint!r} on {page!r} pages cannot be replayed")
             return None
         try:
-            ptr = device.take_physical(footprint, align, "aclrtMallocPhysical")
+            size = event.get("size")
+            size = size if type(size) is int and 0 < size <= footprint else footprint
+            ptr = device.take_physical(footprint, align, "aclrtMallocPhysical", size=size)
         except AclError as e:
             result.failures += 1
             if result.first_failure is None:
@@ -350,10 +353,12 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
                     sum(b.footprint for b in device.blocks()), {}, alloc.free_bytes,
                     alloc.largest_free_run(), alloc.capacity)
             return "stop" if stop_at_failure else None
-        stand_in = _Physical(footprint)
+        stand_in = _Physical(footprint, {"handle": event.get("handle"), "size": size,
+                                         "footprint": footprint, "page": page, "phys": ptr})
         physical[key] = (ptr, stand_in)
         changed(index, stand_in, None, +1)
         last_change = index
+        stand_in.tell(device, "malloc_physical")
         return None
 
     events = records(trace, progress) if isinstance(trace, Trace) else trace.records(progress)
@@ -469,8 +474,10 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
             # DECISION: replay acts on the device's "reset" event (blocks discarded), not on
             # reset_device reference counts.
             for key in [k for k in physical if k[0] == device_id]:
-                changed(index, physical.pop(key)[1], None, -1)
+                stand_in = physical.pop(key)[1]
+                changed(index, stand_in, None, -1)
                 last_change = index
+                stand_in.tell(device, "free_physical")
             for block in device.reset():
                 for key, (b, stream, site) in list(live.items()):
                     if b is block:
@@ -501,13 +508,20 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
 
 
 class _Physical:
-    """What the tallies read of a block, for physical memory (charged to APP)."""
+    """What the tallies read of a block, for physical memory (charged to APP), and what the
+    observers (statistics, pictures) are told of it, as the runtime tells them."""
 
-    __slots__ = ("footprint",)
+    __slots__ = ("footprint", "info")
     module_name = "APP"
 
-    def __init__(self, footprint: int) -> None:
+    def __init__(self, footprint: int, info: dict) -> None:
         self.footprint = footprint
+        self.info = info
+
+    def tell(self, device: Any, event: str) -> None:
+        """Send ``event`` (malloc_physical or free_physical) to the device's observers."""
+        for observer in [*device.observers, *device.subscribers.get(event, ())]:
+            observer(event, device, self.info)
 
 
 @dataclass

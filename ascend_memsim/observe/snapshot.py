@@ -39,6 +39,7 @@ from typing import Any
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.rules import PAGE_BYTES, Api, align_up, page_order, parse_policy, rule_size
 from .plain import SnapshotError, brief
+from .regions import PHYSICAL_API, physical_entry, physical_event
 
 __all__ = ["SnapshotError", "is_snapshot", "read_snapshot", "to_memory_viz",
            "memory_viz_bytes", "PICKLE_PROTOCOL", "SNAPSHOT_API", "SNAPSHOT_POLICY"]
@@ -205,7 +206,10 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                 problems.append(f"{where}: {action} without an address; ignored")
                 continue
             key = (device, addr)
-            if action == "segment_alloc":
+            if entry.get("api") == PHYSICAL_API:
+                seen_alloc.add(key)
+                events.append(physical_event(entry, action, size, addr, common))
+            elif action == "segment_alloc":
                 seen_alloc.add(key)
                 allocated.add(key)
                 events.append({"event": "malloc", **_call(entry), "size": size, "ptr": addr,
@@ -251,6 +255,11 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         if (device, address) in seen_alloc:
             continue
         requested = _int(segment.get("requested_size"))
+        if segment.get("api") == PHYSICAL_API:
+            early.append(physical_event(segment, "segment_alloc", requested or total,
+                                         address, {"device": device, "stream": None,
+                                                   "thread": 0}, total))
+            continue
         event = {"event": "malloc", **_call(segment),
                  "size": requested if requested and segment.get("memsim") else total,
                  "ptr": address, "device": device,
@@ -370,6 +379,8 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
                 out.append({"action": action, "addr": ptr,
                             "size": block["footprint"], "stream": stream, "frames": frames,
                             "requested_size": block["size"], **extra})
+        elif kind == "malloc_physical" or kind == "free_physical":
+            physical_entry(event, device, out, live, in_use, frames, stream)
         elif kind == "malloc_failed":
             size = get("size", 0)
             out.append({"action": "oom", "device_free": max(0, capacity - in_use.get(device, 0)),
@@ -386,17 +397,20 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
     segments = []
     for (device, ptr), block in sorted(live.items()):
         footprint, size = block["footprint"], block["size"]
-        call = {k: v for k, v in block["extra"].items() if k in ("api", "policy", "module")}
+        call = {k: v for k, v in block["extra"].items() if k in ("api", "policy", "module",
+                                                                 "handle", "page")}
+        # a physical handle hands no block out: reserved, none of it allocated
+        state, used = ("inactive", 0) if "handle" in call else ("active_allocated", footprint)
         segments.append({
             "device": device, "address": ptr, "total_size": footprint,
-            "allocated_size": footprint, "active_size": footprint,
+            "allocated_size": used, "active_size": used,
             "requested_size": size, "stream": block["stream"],
             # torch's small pool holds requests of at most 1 MiB (kSmallSize)
             "segment_type": "small" if footprint <= 1 << 20 else "large",
             "segment_pool_id": (0, 0), "is_expandable": False, "frames": block["frames"],
             "memsim": True, **call,
             "blocks": [{"address": ptr, "size": footprint, "requested_size": size,
-                        "state": "active_allocated", "frames": block["frames"]}]})
+                        "state": state, "frames": block["frames"]}]})
     devices = max(list(traces) + [device for device, _ in live] + [0]) + 1
     return {"segments": segments,
             "device_traces": [list(traces.get(d, ())) for d in range(devices)],

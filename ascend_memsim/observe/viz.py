@@ -27,6 +27,7 @@ from ..memory.constants import MiB
 from ..memory.device import Block
 from ..memory.rules import PAGE_BYTES, Page
 from ..memory.units import format_bytes, plural
+from .regions import PHYSICAL_COLOR, is_physical, physical_regions
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -48,7 +49,8 @@ _FONT = "font-family:DejaVu Sans,Verdana,sans-serif"
 
 @dataclass
 class MapSnapshot:
-    """The live blocks of one device's main memory at a moment, for drawing."""
+    """The live blocks of one device's main memory at a moment, for drawing; ``blocks`` holds
+    the physical handles' memory too (:class:`~ascend_memsim.observe.regions.PhysicalRegion`)."""
 
     title: str
     base: int
@@ -64,6 +66,8 @@ class MapSnapshot:
             memory = device.profile.main_memory
             alloc = device.allocators[memory]
             blocks = [b for b in device.blocks() if b.memory is memory]
+            # physical handles lie in the main memory's heap, beside the blocks
+            blocks = sorted([*blocks, *physical_regions(device)], key=lambda b: b.ptr)
             return cls(title or f"{device.profile.name} device {device.device_id}, "
                                 f"{memory.value}", alloc.base, alloc.capacity, blocks,
                        alloc.free_bytes, alloc.largest_free_run())
@@ -77,6 +81,20 @@ class MapSnapshot:
                 yield start + b.size, start + b.rule_size, "padding", b
             if b.footprint > b.rule_size:
                 yield start + b.rule_size, start + b.footprint, "rounding", b
+
+    @property
+    def handles(self) -> int:
+        """How many physical handles' memory the snapshot holds."""
+        return sum(1 for b in self.blocks if is_physical(b))
+
+    @property
+    def counted(self) -> str:
+        """``3 blocks`` or ``3 blocks and 1 physical handle``."""
+        handles = self.handles
+        blocks = len(self.blocks) - handles
+        text = plural(blocks, "block")
+        return text + (f" and {plural(handles, 'physical handle')}" if handles
+                       else "")
 
     @property
     def used_bytes(self) -> int:
@@ -182,8 +200,13 @@ def footprint_edges(snapshot: MapSnapshot, row_bytes: int) -> Iterator[tuple[int
 def segment_label(part: str, block: Block, size: int, room: float) -> str:
     """The words written at the start of a segment (``size`` bytes of ``part``) with room
     for ``room`` characters: a block's requested size and API (the size alone where that
-    does not fit), or the page rounding left unused; "" for padding or where nothing fits."""
-    if part == "data":
+    does not fit; a physical handle's size and pages), or the page rounding left unused;
+    "" for padding or where nothing fits."""
+    if part == "data" and is_physical(block):
+        label = f"physical handle, {format_bytes(block.size)}, {block.pages}"
+        if len(label) > room:
+            label = "physical handle"
+    elif part == "data":
         label = f"{format_bytes(block.size)} requested, {block.api.value}"
         if len(label) > room:
             label = format_bytes(block.size)
@@ -213,6 +236,8 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     comp = component_colors({b.module_name for b in snapshot.blocks})
 
     def color(b: Block) -> str:
+        if is_physical(b):
+            return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
 
     # the heading: the title, then the snapshot's figures, each wrapped to the width
@@ -221,7 +246,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     row_note = (f"each row {format_bytes(row_bytes)}"
                 + (f", ticks every {format_bytes(ROW_BYTES)}" if grid_note
                    else " (one huge page)"))
-    summary = (f"{plural(len(snapshot.blocks), 'block')} use "
+    summary = (f"{snapshot.counted} use "
                f"{format_bytes(snapshot.used_bytes)} of "
                f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
                f"largest free run {format_bytes(snapshot.largest_free_run)}; {row_note}")
@@ -230,10 +255,13 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     head, ly = _heading(heading, summary, left, width - left - right)
     # legend
     if color_by == "page":
-        kinds = sorted({b.page.value for b in snapshot.blocks}) or ["normal", "huge"]
+        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)}) or [
+            "normal", "huge"]
         swatches = [(PAGE_COLORS[k], f"requested, {k} pages") for k in kinds]
     else:
         swatches = [(c, f"component {n}") for n, c in comp.items()]
+    swatches += [(PHYSICAL_COLOR, f"physical handle, {b.pages}")
+                 for b in {b.page: b for b in snapshot.blocks if is_physical(b)}.values()]
     swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
                  ("url(#rounding)", "page rounding (unused tail of a page)"),
                  (FREE_COLOR, "free")]
@@ -539,6 +567,8 @@ TEXT_LEGEND = (("G", "1 GiB pages"), ("H", "huge page with requested bytes"),
                ("h", "huge page holding only padding / page rounding"),
                ("N", "normal-page blocks fill the 2 MiB"),
                ("n", "normal-page blocks, partly"), (".", "free"))
+#: The text map's character for physical memory (shown in the legend when there is some).
+PHYSICAL_TEXT = "P"
 
 
 def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
@@ -562,7 +592,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         while pos < end:
             c = pos // cell
             stop = min(end, (c + 1) * cell)
-            key = ("G" if b.page is Page.HUGE1G else "H" if b.page is Page.HUGE else "n")
+            key = ("P" if is_physical(b) else "G" if b.page is Page.HUGE1G
+                   else "H" if b.page is Page.HUGE else "n")
             slot = data.setdefault(c, {})
             slot[key + part] = slot.get(key + part, 0) + stop - pos
             pos = stop
@@ -571,6 +602,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         slot = data.get(c)
         if not slot:
             return "."
+        if any(k.startswith("P") for k in slot):
+            return PHYSICAL_TEXT
         if any(k.startswith("G") for k in slot):
             return "G"
         if slot.get("Hdata"):
@@ -580,7 +613,7 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         normal = sum(v for k, v in slot.items() if k.startswith("n"))
         return "N" if normal >= cell * 0.95 else "n"
 
-    lines = [f"{snapshot.title}: {len(snapshot.blocks)} blocks, "
+    lines = [f"{snapshot.title}: {snapshot.counted}, "
              f"{format_bytes(snapshot.used_bytes)} used of {format_bytes(snapshot.capacity)}, "
              f"largest free run {format_bytes(snapshot.largest_free_run)}"]
     folded = 0
@@ -595,8 +628,12 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         lines.append(f"{offset_label(row * columns * cell):11} {text}")
     if folded:
         lines.append(f"{'':11} ... {format_bytes(folded * cell)} free to the end ...")
+    legend = TEXT_LEGEND
+    if snapshot.handles:
+        pages = " or ".join(sorted({b.pages for b in snapshot.blocks if is_physical(b)}))
+        legend = ((PHYSICAL_TEXT, f"physical handle ({pages})"), *legend)
     lines.append(f"one character = {format_bytes(cell)}: " + ", ".join(
-        f"{ch} {label}" for ch, label in TEXT_LEGEND))
+        f"{ch} {label}" for ch, label in legend))
     return "\n".join(lines)
 
 

@@ -1,4 +1,5 @@
-"""Peer access between devices: aclrtDeviceCanAccessPeer / EnablePeerAccess / DisablePeerAccess.
+"""Peer access between devices: aclrtDeviceCanAccessPeer / EnablePeerAccess / DisablePeerAccess /
+PeerAccessStatus.
 
 The rules, from hicann/runtime ``src/acl/aclrt_impl/memory.cpp``
 (``aclrtDeviceCanAccessPeerImpl``, ``aclrtDeviceEnablePeerAccessImpl``,
@@ -22,7 +23,19 @@ says device 0 enabling peer 1 makes "device 0 to device 1" work; ``docs/zh/dev_g
 two devices is allowed when either device enabled the other; the FAQ "跨DeviceP2P数据交互配置失败"
 shows the copy failing when neither did. DECISION: enabling twice, and disabling a pair never
 enabled, succeed and change nothing (the driver's halDeviceEnableP2P is not public); access
-lasts until disabled or until aclFinalize.
+lasts until disabled, until either device is reset, or until aclFinalize. DECISION: the vendor's
+aclrtResetDevice says it releases "Device上的资源" and names no peer state; enabling is
+"Device级的" (per device), so the reset that really releases a device (its last reference)
+ends the access it enabled and the access others enabled to it, as a fresh device has none.
+
+aclrtDevicePeerAccessStatus (``status``, 1 when enabled): memory.cpp passes it to
+``rtsGetP2PStatus``; the runtime converts ``deviceId`` (an unknown one is
+ACL_ERROR_RT_INVALID_DEVICEID), refuses a ``peerDeviceId`` at or above RT_MAX_DEV_NUM
+(``api_error.cc``, RT_ERROR_INVALID_VALUE: ACL_ERROR_RT_PARAM_INVALID) and needs a current
+context (``api_impl.cc`` CheckCurCtxValid: ACL_ERROR_RT_CONTEXT_NULL). DECISION: a peer that
+is no device of this machine is ACL_ERROR_RT_PARAM_INVALID too (the driver's answer is not
+public), and equal ids answer 0 (a device never enables itself); the status follows
+:meth:`PeerAccess.allows`, the rule copies obey.
 """
 
 from __future__ import annotations
@@ -30,7 +43,7 @@ from __future__ import annotations
 import threading
 
 from ..memory.args import as_int
-from ..memory.errors import InvalidArgument, ReservedFlagSet
+from ..memory.errors import InvalidArgument, InvalidRuntimeParam, ReservedFlagSet
 
 __all__ = ["PeerAccess", "peer_access"]
 
@@ -98,6 +111,31 @@ class PeerAccess:
         pair = self._pair(peer_device_id, "aclrtDeviceDisablePeerAccess")
         with self.lock:
             self.enabled.discard(pair)
+
+    def status(self, device_id: object, peer_device_id: object) -> int:
+        """aclrtDevicePeerAccessStatus: 1 when copies between the two devices are allowed,
+        else 0 (see the module docstring).
+
+        Raises:
+            InvalidArgumentType, InvalidArgument: not int32.
+            InvalidDevice: ``device_id`` outside ``[0, device_count)``.
+            InvalidRuntimeParam: ``peer_device_id`` outside ``[0, device_count)``.
+            DeviceNotSet: no current device.
+        """
+        device = self._device_id(device_id, "device_id")
+        peer = as_int(peer_device_id, "peer_device_id", *_INT32)
+        if not 0 <= peer < self.runtime.device_count:
+            raise InvalidRuntimeParam(f"aclrtDevicePeerAccessStatus: peer_device_id {peer} is "
+                                      f"not a device (0 to {self.runtime.device_count - 1})")
+        self.runtime.current_device()
+        with self.lock:
+            return int(self.allows(device, peer))
+
+    def forget_device(self, device_id: int) -> None:
+        """The device was reset (its last reference): the access it enabled and the access
+        enabled to it end (DECISION, see the module docstring)."""
+        with self.lock:
+            self.enabled = {pair for pair in self.enabled if device_id not in pair}
 
     def allows(self, device: int, peer: int) -> bool:
         """True when a copy between ``device`` and ``peer`` is allowed (either enabled the

@@ -290,6 +290,9 @@ class Runtime:
                 self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
                 handles = self.vmm.forget_device(device)
+                peer = self._extensions.get("peer")
+                if peer is not None:
+                    peer.forget_device(number)
                 self.sanitizer.leaks("aclrtResetDevice", [*device.reset(), *handles])
         made = self._table.made(number)
         if made is not None and self._table.wants("reset_device"):

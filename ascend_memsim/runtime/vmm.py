@@ -195,6 +195,15 @@ class VirtualMemory:
             return None
         return space.mapping_at(addr)
 
+    def handles(self) -> list[PhysicalHandle]:
+        """The physical handles the program still holds (not yet freed by aclrtFreePhysical),
+        oldest first."""
+        space = self.space
+        if space is None:
+            return []
+        with space.lock:
+            return [h for h in space.handles.values() if h.refs]
+
     # -- devices and observers -----------------------------------------------------------------
 
     def forget_device(self, device) -> list[PhysicalHandle]:

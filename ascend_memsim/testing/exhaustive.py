@@ -1,10 +1,11 @@
 """Exhaustive fault injection: run a callable once per allocation call, with that call failing.
 
-:func:`exhaustive` first runs ``fn(runtime)`` once to list its allocation calls (by Python
-stack, and by how many calls that stack had made before: the third allocation of a loop is a
-call of its own), then once per call with that call failing, and reports where the code
-crashed (an exception other than the expected one) or leaked (blocks left live) instead of
-handling the error. ``by="site"`` fails only the first call of each stack.
+:func:`exhaustive` first runs ``fn(runtime)`` once to list its allocation calls (the aclrtMalloc
+family and aclrtMallocPhysical; by Python stack, and by how many calls that stack had made
+before: the third allocation of a loop is a call of its own), then once per call with that
+call failing, and reports where the code crashed (an exception other than the expected one)
+or leaked (blocks or physical handles left live) instead of handling the error. ``by="site"``
+fails only the first call of each stack.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from ..checks.faults import call_text, count_arg, error_class
 from ..memory.device import Block
 from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType, OutOfDeviceMemory
+from ..memory.physical import PhysicalHandle
 from ..memory.rules import Request
 from ..memory.sites import Site, capture_site, format_site, site_of
 from ..runtime.runtime import Runtime
@@ -82,7 +84,8 @@ class SiteOutcome:
     #: "handled", "crashed", "leaked" or "not reached"
     outcome: str
     exception: BaseException | None = None
-    leaked: list[Block] = field(default_factory=list)
+    #: blocks and physical handles left live
+    leaked: list[Block | PhysicalHandle] = field(default_factory=list)
     #: which call from the site failed (1: its first)
     occurrence: int = 1
 
@@ -141,6 +144,11 @@ def _exception_classes(expected: object) -> tuple[type[BaseException], ...]:
     return tuple(classes)
 
 
+def _live(runtime: Runtime) -> list[Block | PhysicalHandle]:
+    """What the program left allocated: device blocks, then physical handles."""
+    return [*runtime.blocks(), *runtime.vmm.handles()]
+
+
 def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
                expected: Sequence[type[BaseException]] | type[BaseException] = (AclError,),
                error: object = OutOfDeviceMemory, times: int | None = 1,
@@ -193,10 +201,11 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
     with make() as runtime:
         runtime.add_interceptor(recorder)
         fn(runtime)
-        live = runtime.blocks()
+        live = _live(runtime)
         if live:
             raise AssertionError("exhaustive: without faults the callable leaves "
-                                 f"{len(live)} block(s) live; it must free what it allocates "
+                                 f"{len(live)} block(s) or handle(s) live; it must free what it "
+                                 "allocates "
                                  "so that leaks on error paths can be told apart:\n"
                                  + "\n".join(b.describe() for b in live))
     outcomes = []
@@ -209,7 +218,7 @@ def exhaustive(fn: Callable[[Runtime], object], *, product: str = "A2",
                 fn(runtime)
             except Exception as e:  # classifying the code's exception is the job
                 raised = e
-            leaked = runtime.blocks()
+            leaked = _live(runtime)
         if not failer.fired:
             outcome = "not reached"
         elif raised is not None and not isinstance(raised, expected):
