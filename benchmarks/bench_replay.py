@@ -11,7 +11,10 @@ first three alternate, best of three runs each):
 3. ``replay`` of the stream (targets: <= 4x the json.loads time, <= 300 MiB peak RSS);
 4. ``ascend-memsim stats``, ``map`` and ``plot`` on the file (each <= 300 MiB peak RSS; map
    and plot replay twice: the whole trace, then up to the moment drawn);
-5. ``smallest_capacity`` (``--bisect``): replays run (target <= 8) and time.
+5. ``smallest_capacity`` (``--bisect``): replays run (target <= 8) and time;
+6. what the field checks of hostile files cost a line: ``json.loads`` of every line with and
+   without the fast check (``observe/fields.py`` ``_valid``) that every line of this trace
+   passes, best of three passes each in one process; per line and as a share of the replay.
 """
 
 from __future__ import annotations
@@ -61,6 +64,23 @@ said = io.StringIO()
 n = main(["plot", path, "--capacity", "64GiB", "--quiet", "-o",
           os.path.join(os.path.dirname(path), "plot.html")], out=said)
 print(said.getvalue().strip().replace(path[:-5], ""))
+""",
+    "checks": """
+import json
+from ascend_memsim.observe.fields import _valid
+def passes(check):
+    t = time.perf_counter()
+    with open(path) as f:
+        next(f)  # the header
+        for line in f:
+            record = json.loads(line)
+            if check and not _valid(record):
+                raise SystemExit("a line off the fast path")
+    return time.perf_counter() - t
+bare, checked = min(passes(False) for _ in range(3)), min(passes(True) for _ in range(3))
+lines = sum(1 for _ in open(path)) - 1
+n = lines
+print(f"{(checked - bare) / lines * 1e6:.2f} {bare / lines * 1e6:.2f}")
 """,
     "bisect": """
 from ascend_memsim.observe.replay import smallest_capacity
@@ -147,11 +167,17 @@ def main(events: int = 1_000_000) -> None:
              "map": "ascend-memsim map (2 replays)", "plot": "ascend-memsim plot (2 replays)",
              "bisect": "--bisect (smallest_capacity)"}
     for step, (seconds, rss, _) in results.items():
+        if step == "checks":
+            continue
         print(f"{names[step]:<44}{seconds:>9.1f}{seconds / base:>7.1f}x{rss:>8.0f} MiB"
               f"{targets.get(step, ''):>22}")
     print(f"bisection: {results['bisect'][2].split()[0]} replays, "
           f"{' '.join(results['bisect'][2].split()[1:])}")
     print(f"plot: {' '.join(results['plot'][2].split()[1:])}")
+    per_line, parse = (float(x) for x in results["checks"][2].split()[1:3])
+    replay_line = results["replay"][0] / events * 1e6
+    print(f"field checks: {per_line:.2f} us per line ({parse:.2f} us for json.loads of it; "
+          f"{per_line / replay_line:.0%} of the replay's {replay_line:.1f} us per event)")
 
 if __name__ == "__main__":
     main(*(int(a) for a in sys.argv[1:]))

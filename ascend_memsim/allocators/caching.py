@@ -89,6 +89,12 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         """A block of at least ``size`` bytes on ``stream``: its address (0 for size 0, as
         torch_npu's allocate hands out no memory for an empty tensor).
 
+        O(log n) for n free blocks cached in the pool (a ``SortedList`` bisect, erase and, on
+        a split, insert), plus about 14 statistics updates; a cache miss adds the runtime's
+        ``aclrtMallocAlign32`` (see ``memory/allocator.py``). The retry chain (releasing
+        cached segments), garbage collection (``garbage_collection_threshold`` with a memory
+        fraction) and expandable segments' best fit are O(n).
+
         Raises:
             NpuOutOfMemoryError: no block, even after the retry chain (source ``malloc``).
             InvalidArgument, InvalidArgumentType: a size that is not a non-negative int.
@@ -115,6 +121,11 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
     def free(self, ptr: object) -> None:
         """Give a block back to its pool (or, if other streams used it, once their events
         complete). ``free(0)`` does nothing.
+
+        O(log n) for n free blocks cached in the pool (a dict pop, merges with at most two
+        free neighbours, one ``SortedList`` insert), plus statistics updates; a block other
+        streams used adds one event per stream. Never calls the runtime's ``aclrtFree``
+        (segments go back only in ``empty_cache`` and the retry chain).
 
         Raises:
             InvalidPointer-like InvalidArgument: not a block this allocator handed out
