@@ -5,8 +5,13 @@ Each recorded ``alloc`` becomes :meth:`NpuCachingAllocator.malloc` of its reques
 its stream, each ``free_completed`` (or the older ``free``) the matching ``free``. The
 allocator re-derives its own segment calls, so the recorded ``segment_alloc``,
 ``segment_free``, ``segment_map`` and ``segment_unmap`` are counted, not replayed; an ``oom``
-entry (a request that failed) is tried again; ``snapshot`` markers are counted; any other action is counted as skipped. Nothing is dropped
-without a count in :attr:`TensorReplayResult.actions`.
+entry (a request that failed) is tried again; ``snapshot`` markers are counted; any other
+action is counted as skipped. Nothing is dropped without a count in
+:attr:`TensorReplayResult.actions`.
+
+DECISION: the program's own ``empty_cache()`` calls leave no entry of their own (only the
+``segment_free`` entries they cause, which the out-of-memory retry also makes), so they are
+not replayed: the replay's allocator frees cached segments only when it needs to.
 
 Entry keys follow ``pytorch/pytorch`` ``torch/cuda/memory.py`` ``_snapshot`` (``action``,
 ``addr``, ``size``, ``stream``, ``frames``), as ``Ascend/pytorch`` ``torch_npu/csrc/npu/Module.cpp``
