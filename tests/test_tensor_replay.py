@@ -178,3 +178,13 @@ def test_cli(tmp_path, capsys):
     assert main([*args, "--bisect"]) == 2
     assert "not done yet" in capsys.readouterr().err
     assert main([*args, "--alloc-conf", "bogus:1"]) == 2
+
+
+def test_json_snapshot_files(tmp_path):
+    snap, stats = _recorded(256 * MiB, workload=_fragmenting)
+    for name, text in (("one.json", json.dumps(snap)), ("indented.json",
+                                                        json.dumps(snap, indent=1))):
+        path = tmp_path / name
+        path.write_text(text)
+        r = replay_tensors(str(path), "A2", capacity=256 * MiB)
+        assert r.peak_allocated == stats["allocated_bytes.all.peak"] and r.fits

@@ -115,13 +115,22 @@ def _load(source: Any) -> tuple[str, Any]:
         head = f.read(1)
         if head == b"\x80":     # a pickle (torch.npu.memory._dump_snapshot)
             return "snapshot", safe_unpickle(head + f.read())
-        if head in (b"{", b" ", b"\n"):
+        first = (head + f.readline()).lstrip()
+        while not first and f.peek(1):
+            first = f.readline().lstrip()
+        if first[:1] in (b"{", b"["):
             try:
-                whole = json.loads(head + f.read())
+                value = json.loads(first)
             except (ValueError, RecursionError):
-                whole = None
-            if is_snapshot(whole):
-                return "snapshot", whole
+                # one JSON document over many lines (an indented snapshot): read whole, as
+                # the snapshot import does; a JSON Lines trace never gets here
+                f.seek(0)
+                try:
+                    value = json.loads(f.read())
+                except (ValueError, RecursionError):
+                    value = None
+            if is_snapshot(value):
+                return "snapshot", value
     return "trace", open_trace(source)
 
 
