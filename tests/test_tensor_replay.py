@@ -149,6 +149,8 @@ def test_project_trace_mallocs_are_tensor_allocations(tmp_path):
     assert (r.allocs, r.frees) == (2, 1)
     # 1 MiB + 32 rounds above the small pool's 1 MiB: one 20 MiB large segment, reused
     assert r.peak_reserved == 20 * MiB and r.peak_allocated == 1 * MiB + 512
+    path.write_text(Trace(events, header={"product": "310P"}).dumps())
+    assert replay_tensors(str(path)).product == "310P"
 
 
 def test_bad_sources():

@@ -235,7 +235,7 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
 
     ``source`` is a snapshot dict, a snapshot file (pickle from
     ``torch.npu.memory._dump_snapshot`` or JSON), or a trace of the project (JSON Lines or
-    RMM log), whose ``malloc`` events become tensor allocations of their size and stream
+    RMM log; ``product`` defaults to the one its header names), whose ``malloc`` events become tensor allocations of their size and stream
     and ``free`` events the frees (DECISION: the recorded API and policy do not matter, the
     caching allocator makes its own segment calls). For a snapshot, ``device`` picks the
     device trace (default: the first with entries); blocks live before the trace starts
@@ -251,6 +251,8 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
     """
     kind, data = _load(source)
     name = source if isinstance(source, str) else "<snapshot>"
+    if product is None and kind == "trace":
+        product = data.header.get("product")   # the product the trace was recorded on
     profile = get_profile(product or DEFAULT_PRODUCT)
     key = "hbm_bytes" if profile.hbm_bytes else "ddr_bytes"
     settings: dict[str, Any] = {"sanitizer": "off"}
