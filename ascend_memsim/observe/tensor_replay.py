@@ -235,9 +235,10 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
 
     ``source`` is a snapshot dict, a snapshot file (pickle from
     ``torch.npu.memory._dump_snapshot`` or JSON), or a trace of the project (JSON Lines or
-    RMM log; ``product`` defaults to the one its header names), whose ``malloc`` events become tensor allocations of their size and stream
-    and ``free`` events the frees (DECISION: the recorded API and policy do not matter, the
-    caching allocator makes its own segment calls). For a snapshot, ``device`` picks the
+    RMM log; ``product`` defaults to the one its header names), whose ``malloc`` events
+    become tensor allocations of their size and stream and ``free`` events the frees
+    (DECISION: the recorded API and policy do not matter, the caching allocator makes its
+    own segment calls). For a snapshot, ``device`` picks the
     device trace (default: the first with entries); blocks live before the trace starts
     are seeded first (see :func:`_seeds`).
 
