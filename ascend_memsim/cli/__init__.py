@@ -287,6 +287,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="find the smallest capacity on which the whole trace fits")
     p.add_argument("--step", type=_size_arg, default=2 * _MiB,
                    help="bisection step: 2MiB (default, a huge page) or 64 (bytes)")
+    p.add_argument("--allocator", choices=["torch-npu"],
+                   help="replay each tensor allocation through torch_npu's caching allocator")
+    p.add_argument("--alloc-conf", default="",
+                   help="PYTORCH_NPU_ALLOC_CONF for --allocator, e.g. expandable_segments:True")
+    p.add_argument("--cann", help="CANN version for --allocator (default 9.1.0)")
     json_option(p)
     p.set_defaults(func=cmd_replay)
 

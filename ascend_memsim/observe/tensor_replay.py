@@ -1,0 +1,346 @@
+"""Tensor-level replay: a torch / torch_npu memory snapshot's ``device_traces`` (or the
+project's own trace) run through torch_npu's caching allocator on a simulated device.
+
+Each recorded ``alloc`` becomes :meth:`NpuCachingAllocator.malloc` of its requested size on
+its stream, each ``free_completed`` (or the older ``free``) the matching ``free``. The
+allocator re-derives its own segment calls, so the recorded ``segment_alloc``,
+``segment_free``, ``segment_map`` and ``segment_unmap`` are counted, not replayed; an ``oom``
+entry (a request that failed) is tried again; ``snapshot`` markers are counted; any other
+action is counted as skipped. Nothing is dropped without a count in
+:attr:`TensorReplayResult.actions`.
+
+DECISION: the program's own ``empty_cache()`` calls leave no entry of their own (only the
+``segment_free`` entries they cause, which the out-of-memory retry also makes), so they are
+not replayed: the replay's allocator frees cached segments only when it needs to.
+
+Entry keys follow ``pytorch/pytorch`` ``torch/cuda/memory.py`` ``_snapshot`` (``action``,
+``addr``, ``size``, ``stream``, ``frames``), as ``Ascend/pytorch`` ``torch_npu/csrc/npu/Module.cpp``
+memorySnapshot writes them; the sizes of ``alloc`` entries are the sizes asked for
+(``NPUCachingAllocator.cpp`` ``malloc``: ``record_trace(TraceEntry::ALLOC, ..., orig_size``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
+from ..allocators.rules import DEFAULT_CANN
+from ..memory.errors import InvalidArgument
+from ..memory.profiles import DEFAULT_PRODUCT, get_profile
+from ..memory.units import format_bytes
+from ..runtime.runtime import Runtime
+from .plain import safe_unpickle
+from .snapshot import _stack, is_snapshot
+from .stream import open_trace, records
+from .trace import _open_file
+
+__all__ = ["replay_tensors", "TensorReplayResult"]
+
+_FREES = ("free_requested", "free_completed", "free")
+_DERIVED = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
+_LIVE_STATES = ("active_allocated", "active_pending_free")
+
+
+@dataclass
+class TensorReplayResult:
+    """What a tensor-level replay through the caching allocator did."""
+
+    source: str
+    product: str
+    capacity: int
+    alloc_conf: str
+    allocs: int = 0
+    frees: int = 0
+    #: blocks live at the trace's start, seeded from the snapshot (allocated first)
+    seeded: int = 0
+    peak_allocated: int = 0
+    peak_reserved: int = 0
+    #: the simulated device's main memory in use at its highest (segments + runtime)
+    peak_device: int = 0
+    #: reserved - allocated when reserved reached its peak
+    fragmentation_at_peak: int = 0
+    retries: int = 0
+    ooms: int = 0
+    #: the first allocation that failed: index in the trace, size, stream, frames, message
+    first_failure: dict | None = None
+    #: every action seen, by name: "replayed", "rederived" (the allocator's own segment
+    #: calls), "counted" (markers) or "skipped"
+    actions: dict[str, dict[str, int]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.ooms == 0
+
+    def as_dict(self) -> dict:
+        out = dict(self.__dict__)
+        out["fits"] = self.fits
+        return out
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.source}: {self.allocs} allocs, {self.frees} frees, {self.seeded} seeded, "
+            f"through torch_npu's caching allocator ({self.alloc_conf or 'default conf'}) on "
+            f"{self.product} with {format_bytes(self.capacity)}",
+            f"  peak allocated {format_bytes(self.peak_allocated)}, reserved "
+            f"{format_bytes(self.peak_reserved)}, device {format_bytes(self.peak_device)}; "
+            f"reserved but unallocated at the peak {format_bytes(self.fragmentation_at_peak)}",
+            f"  {self.retries} retries, {self.ooms} out of memory",
+        ]
+        if self.first_failure is not None:
+            f = self.first_failure
+            lines.append(f"  first failure: entry {f['index']}, {format_bytes(f['size'])} on "
+                         f"stream {f['stream']}: {f['message'].splitlines()[0]}")
+            lines.extend(f"    {frame}" for frame in f["frames"][:8])
+        for kind in ("rederived", "counted", "skipped"):
+            if self.actions.get(kind):
+                lines.append(f"  {kind}: " + ", ".join(
+                    f"{k} {v}" for k, v in sorted(self.actions[kind].items())))
+        lines.extend(f"  problem: {p}" for p in self.problems[:10])
+        return "\n".join(lines)
+
+
+def _load(source: Any) -> tuple[str, Any]:
+    """("snapshot", dict) or ("trace", TraceStream) for a snapshot dict or a file path."""
+    if isinstance(source, dict):
+        if not is_snapshot(source):
+            raise InvalidArgument("not a memory snapshot (no 'segments' / 'device_traces')")
+        return "snapshot", source
+    if not isinstance(source, str):
+        raise InvalidArgument(f"source must be a snapshot dict or a path, not "
+                              f"{type(source).__name__}")
+    with _open_file(source) as f:
+        head = f.read(1)
+        if head == b"\x80":     # a pickle (torch.npu.memory._dump_snapshot)
+            return "snapshot", safe_unpickle(head + f.read())
+        first = (head + f.readline()).lstrip()
+        while not first and f.peek(1):
+            first = f.readline().lstrip()
+        if first[:1] in (b"{", b"["):
+            try:
+                value = json.loads(first)
+            except (ValueError, RecursionError):
+                # one JSON document over many lines (an indented snapshot): read whole, as
+                # the snapshot import does; a JSON Lines trace never gets here
+                f.seek(0)
+                try:
+                    value = json.loads(f.read())
+                except (ValueError, RecursionError):
+                    value = None
+            if is_snapshot(value):
+                return "snapshot", value
+    return "trace", open_trace(source)
+
+
+def _stream_id(streams: dict, value: Any) -> int:
+    # any recorded stream handle (a number, a string) as a small int, bounded by streams
+    sid = streams.get(value)
+    if sid is None:
+        sid = streams[value] = len(streams)
+    return sid
+
+
+class _Replayer:
+    def __init__(self, result: TensorReplayResult, alloc: NpuCachingAllocator, main: Any) -> None:
+        self.result, self.alloc, self.main = result, alloc, main
+        self.ptrs: dict[Any, int] = {}
+        self.streams: dict[Any, int] = {}
+        self.allocated = alloc.stats.allocated_bytes[0]
+        self.reserved = alloc.stats.reserved_bytes[0]
+
+    def count(self, kind: str, action: str) -> None:
+        bucket = self.result.actions.setdefault(kind, {})
+        bucket[action] = bucket.get(action, 0) + 1
+
+    def malloc(self, addr: Any, size: int, stream: Any, index: int, frames: Any) -> bool:
+        r = self.result
+        try:
+            ptr = self.alloc.malloc(size, _stream_id(self.streams, stream))
+        except NpuOutOfMemoryError as e:
+            r.ooms += 1
+            if r.first_failure is None:
+                r.first_failure = {"index": index, "size": size, "stream": stream,
+                                   "frames": _stack(frames) or [], "message": str(e)}
+            self.ptrs.pop(addr, None)
+            return False
+        self.ptrs[addr] = ptr
+        r.allocs += 1
+        if self.allocated.current > r.peak_allocated:
+            r.peak_allocated = self.allocated.current
+        if self.reserved.current > r.peak_reserved:
+            r.peak_reserved = self.reserved.current
+            r.fragmentation_at_peak = self.reserved.current - self.allocated.current
+        used = self.main.used_bytes
+        if used > r.peak_device:
+            r.peak_device = used
+        return True
+
+    def free(self, addr: Any) -> bool:
+        ptr = self.ptrs.pop(addr, None)
+        if ptr is None:
+            return False
+        self.alloc.free(ptr)
+        self.result.frees += 1
+        return True
+
+
+def _seeds(entries: list, segments: list) -> list[tuple[int, int, Any]]:
+    """Blocks live when the trace starts: freed in the trace without an alloc in it, or live
+    at the snapshot and never allocated in it. Memory O(live blocks)."""
+    live: set = set()
+    pending: set = set()
+    seeds: dict[Any, tuple[int, Any]] = {}
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        action, addr = e.get("action"), e.get("addr")
+        if action == "alloc":
+            live.add(addr)
+            pending.discard(addr)
+        elif action in _FREES:
+            if addr in live:
+                live.discard(addr)
+                if action == "free_requested":
+                    pending.add(addr)
+            elif action == "free_completed" and addr in pending:
+                pending.discard(addr)
+            elif addr not in seeds:
+                seeds[addr] = (e.get("size"), e.get("stream", 0))
+                if action == "free_requested":
+                    pending.add(addr)
+    for seg in segments if isinstance(segments, list) else ():
+        if not isinstance(seg, dict):
+            continue
+        for b in seg.get("blocks") or ():
+            if not isinstance(b, dict) or b.get("state") not in _LIVE_STATES:
+                continue
+            addr = b.get("address")
+            if addr in live or addr in pending or addr in seeds:
+                continue
+            size = b.get("requested_size") or b.get("size")
+            seeds[addr] = (size, seg.get("stream", 0))
+    return sorted(((a, s, st) for a, (s, st) in seeds.items()
+                   if type(a) is int and type(s) is int and s > 0), key=lambda t: t[0])
+
+
+def replay_tensors(source: Any, product: str | None = None, *, capacity: int | None = None,
+                   alloc_conf: str = "", cann: str = DEFAULT_CANN,
+                   device: int | None = None) -> TensorReplayResult:
+    """Run every tensor allocation and free of ``source`` through a fresh
+    :class:`~ascend_memsim.allocators.NpuCachingAllocator` (``alloc_conf`` as
+    ``PYTORCH_NPU_ALLOC_CONF``, ``cann`` its CANN version) on a simulated ``product`` with
+    ``capacity`` bytes of main memory (default: the product's own).
+
+    ``source`` is a snapshot dict, a snapshot file (pickle from
+    ``torch.npu.memory._dump_snapshot`` or JSON), or a trace of the project (JSON Lines or
+    RMM log; ``product`` defaults to the one its header names), whose ``malloc`` events
+    become tensor allocations of their size and stream and ``free`` events the frees
+    (DECISION: the recorded API and policy do not matter, the caching allocator makes its
+    own segment calls). For a snapshot, ``device`` picks the
+    device trace (default: the first with entries); blocks live before the trace starts
+    are seeded first (see :func:`_seeds`).
+
+    Time O(entries x allocator cost), memory O(live blocks + streams): entries are read one
+    by one, nothing is kept per event.
+
+    Raises:
+        InvalidArgument: an unknown product, a bad capacity, a source that is not a snapshot
+            or trace.
+        AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
+    """
+    kind, data = _load(source)
+    name = source if isinstance(source, str) else "<snapshot>"
+    if product is None and kind == "trace":
+        product = data.header.get("product")   # the product the trace was recorded on
+    profile = get_profile(product or DEFAULT_PRODUCT)
+    key = "hbm_bytes" if profile.hbm_bytes else "ddr_bytes"
+    settings: dict[str, Any] = {"sanitizer": "off"}
+    if capacity is not None:
+        settings[key] = capacity
+    with Runtime(profile, **settings) as rt:
+        alloc = NpuCachingAllocator(rt, 0, alloc_conf, cann=cann)
+        main = rt.device(0).allocators[rt.profile.main_memory]
+        result = TensorReplayResult(name, rt.profile.name, rt.profile.total(
+            rt.profile.main_memory), alloc_conf)
+        rp = _Replayer(result, alloc, main)
+        if kind == "trace":
+            _replay_trace(rp, data)
+        else:
+            _replay_snapshot(rp, data, device)
+        stats = alloc.stats
+        result.retries = stats.num_alloc_retries
+        alloc.empty_cache()
+    return result
+
+
+def _replay_trace(rp: _Replayer, stream: Any) -> None:
+    for index, event in enumerate(records(stream)):
+        kind = event.kind
+        if kind == "malloc":
+            size = event.size
+            if type(size) is not int or size < 0:
+                rp.result.problems.append(f"line {event.line}: bad size {size!r}")
+                continue
+            rp.malloc(event.ptr, size, event.get("stream", 0), index, None)
+            rp.count("replayed", "malloc")
+        elif kind == "free":
+            rp.free(event.ptr)
+            rp.count("replayed", "free")
+        else:
+            rp.count("skipped", str(kind))
+
+
+def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
+    traces = snap.get("device_traces") or []
+    if not isinstance(traces, list):
+        traces = []
+    if device is None:
+        device = next((i for i, t in enumerate(traces) if t), 0)
+    for i, t in enumerate(traces):
+        if i != device and t:
+            rp.count("skipped", f"device {i} entries")
+            rp.result.actions["skipped"][f"device {i} entries"] = len(t)
+    entries = traces[device] if device < len(traces) and isinstance(traces[device], list) else []
+    segments = [s for s in snap.get("segments") or () if isinstance(s, dict)
+                and s.get("device", device) == device]
+    for addr, size, stream in _seeds(entries, segments):
+        rp.malloc(addr, size, stream, -1, None)
+    rp.result.seeded, rp.result.allocs = rp.result.allocs, 0
+    for index, e in enumerate(entries):
+        if not isinstance(e, dict):
+            rp.count("skipped", "not an entry")
+            continue
+        action = e.get("action")
+        if action == "alloc":
+            size = e.get("size")
+            if type(size) is not int or size < 0:
+                rp.result.problems.append(f"entry {index}: bad size {size!r}")
+                rp.count("skipped", "alloc")
+                continue
+            rp.malloc(e.get("addr"), size, e.get("stream", 0), index, e.get("frames"))
+            rp.count("replayed", action)
+        elif action == "free_completed" or action == "free":
+            # DECISION: the block goes back when torch_npu completed its free (after the
+            # events of record_stream), so the delayed reuse is the recorded one
+            rp.free(e.get("addr"))
+            rp.count("replayed", action)
+        elif action == "free_requested":
+            rp.count("replayed", action)
+        elif action in _DERIVED:
+            rp.count("rederived", action)
+        elif action == "oom":
+            # DECISION: a request that failed in the recording is tried again (it carries no
+            # address: NPUCachingAllocator.cpp malloc records the OOM with device_free); if it
+            # fits here it is freed at once, as the recorded program never got the tensor
+            size = e.get("size")
+            if type(size) is int and size > 0 and rp.malloc(None, size, e.get("stream", 0),
+                                                           index, e.get("frames")):
+                rp.free(None)
+            rp.count("replayed", action)
+        elif action == "snapshot":
+            rp.count("counted", action)
+        else:
+            rp.count("skipped", str(action))
+

@@ -1,0 +1,192 @@
+"""Tensor-level replay of snapshots and traces through the caching allocator."""
+
+import json
+import pickle
+
+import pytest
+
+from ascend_memsim import MiB, Runtime
+from ascend_memsim.allocators import NpuCachingAllocator, NpuOutOfMemoryError
+from ascend_memsim.cli import main
+from ascend_memsim.observe.tensor_replay import replay_tensors
+
+
+def _workload(alloc):
+    """A mixed workload on two streams that runs out of memory on a 128 MiB A2."""
+    held = []
+    for i in range(30):
+        try:
+            held.append(alloc.malloc((i % 7 + 1) * 3 * MiB + i * 1000, stream=i % 2))
+        except NpuOutOfMemoryError:
+            pass
+        if i % 3 == 2:
+            alloc.free(held.pop(0))
+
+
+def _recorded(capacity, conf="", workload=_workload):
+    with Runtime("A2", hbm_bytes=capacity, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf=conf)
+        alloc.record_history()
+        workload(alloc)
+        return alloc.memory_snapshot(), alloc.memory_stats()
+
+
+def test_self_consistency_pickle(tmp_path):
+    snap, stats = _recorded(128 * MiB)
+    assert stats["num_ooms"] > 0      # the workload does reach the OOM path
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(snap))
+    r = replay_tensors(str(path), "A2", capacity=128 * MiB)
+    assert r.peak_allocated == stats["allocated_bytes.all.peak"]
+    assert r.peak_reserved == stats["reserved_bytes.all.peak"]
+    assert r.ooms == stats["num_ooms"]
+    assert r.retries == stats["num_alloc_retries"]
+    first_oom = next(i for i, e in enumerate(snap["device_traces"][0]) if e["action"] == "oom")
+    assert r.first_failure["index"] == first_oom
+    assert r.actions["rederived"]["segment_alloc"] > 0
+
+
+def _fragmenting(alloc):
+    """Twelve 6 MiB tensors, three of each four freed, then three 16 MiB ones: the default
+    pins a 20 MiB segment per kept tensor; expandable segments merge the freed runs."""
+    held = [alloc.malloc(6 * MiB) for _ in range(12)]
+    for i, ptr in enumerate(held):
+        if i % 4:
+            alloc.free(ptr)
+    for _ in range(3):
+        alloc.malloc(16 * MiB)
+
+
+def test_fragmenting_workload_fits_with_expandable_segments():
+    snap, stats = _recorded(256 * MiB, workload=_fragmenting)
+    assert stats["num_ooms"] == 0
+    default = replay_tensors(snap, "A2", capacity=100 * MiB)
+    expandable = replay_tensors(snap, "A2", capacity=100 * MiB,
+                                alloc_conf="expandable_segments:True")
+    assert not default.fits and default.first_failure["size"] == 16 * MiB
+    assert default.first_failure["index"] >= 0
+    assert expandable.fits and expandable.ooms == 0
+    assert expandable.peak_reserved <= 100 * MiB
+
+
+def _entry(action, addr, size, stream=0, **extra):
+    return {"action": action, "addr": addr, "size": size, "stream": stream, "frames": [],
+            **extra}
+
+
+def test_seeding_from_segments_and_frees_before_the_trace():
+    """Ring buffer lost the start: block 0x1000 is freed in the trace without an alloc, block
+    0x3000 is live at the snapshot and never in the trace; both are allocated first."""
+    snap = {
+        "segments": [{"device": 0, "address": 0x1000, "total_size": 20 * MiB, "stream": 0,
+                      "blocks": [
+                          {"address": 0x3000, "size": 4 * MiB + 512,
+                           "requested_size": 4 * MiB, "state": "active_allocated"},
+                          {"address": 0x9000, "size": 2 * MiB, "requested_size": 2 * MiB,
+                           "state": "inactive"}]}],
+        "device_traces": [[
+            _entry("free_requested", 0x1000, 8 * MiB),
+            _entry("free_completed", 0x1000, 8 * MiB),
+            _entry("alloc", 0x5000, 1 * MiB),
+        ]],
+    }
+    r = replay_tensors(snap, "A2", capacity=256 * MiB)
+    assert r.seeded == 2 and r.allocs == 1 and r.frees == 1
+    # both seeds were live together before the free: 8 MiB + 4 MiB (+ pads)
+    assert r.peak_allocated == (8 * MiB + 512) + (4 * MiB + 512)
+    assert r.fits
+
+
+def test_every_action_kind_is_counted():
+    entries = [
+        _entry("segment_alloc", 0x10, 20 * MiB),
+        _entry("alloc", 0x10, 1 * MiB, stream=7),
+        _entry("segment_map", 0x10, 20 * MiB),
+        _entry("snapshot", 0, 0),
+        _entry("free_requested", 0x10, 1 * MiB, stream=7),
+        _entry("free_completed", 0x10, 1 * MiB, stream=7),
+        _entry("alloc", 0x20, 3 * MiB),
+        _entry("free", 0x20, 3 * MiB),
+        {"action": "oom", "device_free": 0, "size": 2 * MiB, "stream": 0, "frames": []},
+        _entry("segment_unmap", 0x10, 20 * MiB),
+        _entry("segment_free", 0x10, 20 * MiB),
+        _entry("user_defined", 0, 0),
+        _entry("empty_cache", 0, 0),
+        "not a dict",
+    ]
+    r = replay_tensors({"segments": [], "device_traces": [entries, [_entry("alloc", 1, 9)]]},
+                       "A2", capacity=256 * MiB)
+    assert r.actions["replayed"] == {"alloc": 2, "free_requested": 1, "free_completed": 1,
+                                     "free": 1, "oom": 1}
+    assert r.actions["rederived"] == {"segment_alloc": 1, "segment_map": 1,
+                                      "segment_unmap": 1, "segment_free": 1}
+    assert r.actions["counted"] == {"snapshot": 1}
+    assert r.actions["skipped"] == {"user_defined": 1, "empty_cache": 1, "not an entry": 1,
+                                    "device 1 entries": 1}
+    # the recorded OOM's request fits here: allocated and freed at once
+    assert r.allocs == 3 and r.frees == 3 and r.ooms == 0
+
+
+def test_free_waits_for_free_completed():
+    """Between free_requested and free_completed the block is not reusable."""
+    entries = [_entry("alloc", 0x10, 30 * MiB), _entry("free_requested", 0x10, 30 * MiB),
+               _entry("alloc", 0x20, 30 * MiB), _entry("free_completed", 0x10, 30 * MiB)]
+    r = replay_tensors({"segments": [], "device_traces": [entries]}, "A2",
+                       capacity=256 * MiB)
+    assert r.peak_reserved == 2 * (30 * MiB + 2 * MiB)
+
+
+def test_project_trace_mallocs_are_tensor_allocations(tmp_path):
+    from ascend_memsim.observe.trace import Trace
+    events = [{"event": "malloc", "ptr": 1, "size": 1 * MiB, "device": 0, "policy": 0,
+               "api": "aclrtMalloc", "seq": 0},
+              {"event": "free", "ptr": 1, "size": 1 * MiB, "device": 0, "seq": 1},
+              {"event": "malloc", "ptr": 2, "size": 1 * MiB, "device": 0, "policy": 0,
+               "api": "aclrtMalloc", "seq": 2}]
+    path = tmp_path / "t.jsonl"
+    path.write_text(Trace(events, header={"product": "A2"}).dumps())
+    r = replay_tensors(str(path), "A2", capacity=256 * MiB)
+    assert (r.allocs, r.frees) == (2, 1)
+    # 1 MiB + 32 rounds above the small pool's 1 MiB: one 20 MiB large segment, reused
+    assert r.peak_reserved == 20 * MiB and r.peak_allocated == 1 * MiB + 512
+    path.write_text(Trace(events, header={"product": "310P"}).dumps())
+    assert replay_tensors(str(path)).product == "310P"
+
+
+def test_bad_sources():
+    from ascend_memsim.memory.errors import AllocatorConfigError, InvalidArgument
+    with pytest.raises(InvalidArgument):
+        replay_tensors({"no": "snapshot"}, "A2")
+    with pytest.raises(InvalidArgument):
+        replay_tensors(42, "A2")
+    with pytest.raises(AllocatorConfigError):
+        replay_tensors({"segments": [], "device_traces": [[]]}, "A2", alloc_conf="bogus:1")
+    bad = {"segments": [], "device_traces": [[_entry("alloc", 1, -5), _entry("alloc", 2, "x")]]}
+    r = replay_tensors(bad, "A2", capacity=64 * MiB)
+    assert len(r.problems) == 2 and r.actions["skipped"]["alloc"] == 2
+
+
+def test_cli(tmp_path, capsys):
+    snap, stats = _recorded(256 * MiB, workload=_fragmenting)
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(snap))
+    args = ["replay", str(path), "--allocator", "torch-npu", "--product", "A2",
+            "--capacity", "100MiB"]
+    assert main(args) == 1
+    assert "out of memory" in capsys.readouterr().out
+    assert main([*args, "--alloc-conf", "expandable_segments:True", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fits"] and out["peak_allocated"] == stats["allocated_bytes.all.peak"]
+    assert main([*args, "--bisect"]) == 2
+    assert "not done yet" in capsys.readouterr().err
+    assert main([*args, "--alloc-conf", "bogus:1"]) == 2
+
+
+def test_json_snapshot_files(tmp_path):
+    snap, stats = _recorded(256 * MiB, workload=_fragmenting)
+    for name, text in (("one.json", json.dumps(snap)), ("indented.json",
+                                                        json.dumps(snap, indent=1))):
+        path = tmp_path / name
+        path.write_text(text)
+        r = replay_tensors(str(path), "A2", capacity=256 * MiB)
+        assert r.peak_allocated == stats["allocated_bytes.all.peak"] and r.fits
