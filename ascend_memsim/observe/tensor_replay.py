@@ -29,7 +29,7 @@ from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
 from ..allocators.rules import DEFAULT_CANN
 from ..memory.errors import InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
-from ..memory.units import format_bytes
+from ..memory.units import format_bytes, plural
 from ..runtime.runtime import Runtime
 from .plain import safe_unpickle
 from .snapshot import _stack, is_snapshot
@@ -81,13 +81,14 @@ class TensorReplayResult:
 
     def __str__(self) -> str:
         lines = [
-            f"{self.source}: {self.allocs} allocs, {self.frees} frees, {self.seeded} seeded, "
+            f"{self.source}: {plural(self.allocs, 'alloc')}, {plural(self.frees, 'free')}, "
+            f"{self.seeded} seeded, "
             f"through torch_npu's caching allocator ({self.alloc_conf or 'default conf'}) on "
             f"{self.product} with {format_bytes(self.capacity)}",
             f"  peak allocated {format_bytes(self.peak_allocated)}, reserved "
             f"{format_bytes(self.peak_reserved)}, device {format_bytes(self.peak_device)}; "
             f"reserved but unallocated at the peak {format_bytes(self.fragmentation_at_peak)}",
-            f"  {self.retries} retries, {self.ooms} out of memory",
+            f"  {plural(self.retries, 'retry', 'retries')}, {self.ooms} out of memory",
         ]
         if self.first_failure is not None:
             f = self.first_failure
