@@ -32,6 +32,10 @@ public; each misuse below names the code the simulator gives.
 Thread-safe: one lock per address space; a device's lock is taken inside it (never the
 other way round). Every public method checks its arguments first; a failed call changes
 nothing.
+
+Size: just over 600 lines, on purpose: the address space's rules (reservations, handles,
+maps and their lifetimes) are checked against one another under one lock, so they stay in
+one class; the pyacl property dicts are read in ``memory/physical.py``.
 """
 
 from __future__ import annotations
