@@ -1,5 +1,6 @@
 """Peer access between devices (aclrtDeviceCanAccessPeer / EnablePeerAccess / DisablePeerAccess)
-and the copies between devices it allows and refuses."""
+and the copies between devices it allows and refuses; peer access ends when a device is
+reset (its last reference); aclrtDevicePeerAccessStatus."""
 
 import pytest
 
@@ -117,3 +118,56 @@ def test_the_c_names(two):
     assert aclrt.aclrtSetDevice(0) == 0
     assert aclrt.aclrtDeviceEnablePeerAccess(1, 0) == 0
     assert aclrt.aclrtDeviceDisablePeerAccess(1) == 0
+
+
+# -- peer access and device reset; aclrtDevicePeerAccessStatus ---------------------------------
+
+def _status():
+    return acl.rt.device_peer_access_status(0, 1), acl.rt.device_peer_access_status(1, 0)
+
+
+@pytest.mark.parametrize("reset", [0, 1])
+def test_resetting_either_device_ends_the_peer_access(two, reset):
+    assert acl.rt.set_device(1) == 0
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.device_enable_peer_access(1, 0) == 0
+    assert _status() == ((1, 0), (1, 0))
+    assert acl.rt.reset_device(reset) == 0
+    assert acl.rt.set_device(reset) == 0
+    assert _status() == ((0, 0), (0, 0))
+    # a copy between the devices is refused again
+    dev0, ret = acl.rt.malloc(1024, P2P)
+    assert ret == 0 and acl.rt.set_device(1 - reset) == 0
+    dev1, ret = acl.rt.malloc(1024, P2P)
+    assert ret == 0
+    assert acl.rt.memcpy(dev1, 1024, dev0, 1024, D2D) == E.RT_PARAM_INVALID
+    assert acl.rt.free(dev1) == 0 and acl.rt.set_device(reset) == 0 and acl.rt.free(dev0) == 0
+
+
+def test_a_reset_that_leaves_a_reference_keeps_the_peer_access(two):
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.device_enable_peer_access(1, 0) == 0
+    assert acl.rt.reset_device(0) == 0          # one reference left: nothing is released
+    assert _status() == ((1, 0), (1, 0))
+
+
+def test_the_status_follows_enable_and_disable_from_either_device(two):
+    assert acl.rt.set_device(1) == 0
+    assert _status() == ((0, 0), (0, 0))
+    assert acl.rt.device_enable_peer_access(0, 0) == 0
+    assert _status() == ((1, 0), (1, 0))
+    assert acl.rt.device_peer_access_status(1, 1) == (0, 0)
+    assert acl.rt.device_disable_peer_access(0) == 0
+    assert _status() == ((0, 0), (0, 0))
+    assert aclrt.aclrtDevicePeerAccessStatus(0, 1) == (0, 0)
+
+
+def test_the_status_refuses_what_the_runtime_refuses(two):
+    assert acl.rt.device_peer_access_status(0, 1) == (0, E.RT_CONTEXT_NULL)
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.device_peer_access_status(2, 1) == (0, E.RT_INVALID_DEVICEID)
+    assert acl.rt.device_peer_access_status(0, 2) == (0, E.RT_PARAM_INVALID)
+    assert acl.rt.device_peer_access_status(0, -1) == (0, E.RT_PARAM_INVALID)
+    assert acl.rt.device_peer_access_status("0", 1)[1] != 0
+    assert acl.rt.device_peer_access_status(0, 1 << 40)[1] != 0
