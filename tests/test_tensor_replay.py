@@ -190,3 +190,20 @@ def test_json_snapshot_files(tmp_path):
         path.write_text(text)
         r = replay_tensors(str(path), "A2", capacity=256 * MiB)
         assert r.peak_allocated == stats["allocated_bytes.all.peak"] and r.fits
+
+
+def test_imported_alone_replays(tmp_path):
+    """``replay_tensors`` imported straight from its module (no other ascend_memsim name
+    first) still finds the sanitizer registered, as ``observe.replay`` does."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"format": "ascend-memsim-trace", "version": 1,
+                                "product": "A2"}) + "\n")
+    code = ("import sys\nfrom ascend_memsim.observe.tensor_replay import replay_tensors\n"
+            "print(replay_tensors(sys.argv[1]).fits)")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"

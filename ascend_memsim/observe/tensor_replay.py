@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
 from ..allocators.rules import DEFAULT_CANN
 from ..memory.errors import InvalidArgument
