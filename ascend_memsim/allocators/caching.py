@@ -27,7 +27,7 @@ from collections import deque
 
 from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr
 from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
-from .blocks import Block, Pool
+from .blocks import Block, Pool, size_key
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
 from .expandable import ExpandableBlocks
 from .rules import (
@@ -42,7 +42,16 @@ from .rules import (
     cann_tuple,
     round_size,
 )
-from .stats import DeviceStats, out_of_memory
+from .stats import (
+    ACTIVE_BYTES,
+    ALLOCATED_BYTES,
+    INACTIVE_SPLIT,
+    INACTIVE_SPLIT_BYTES,
+    RESERVED_BYTES,
+    SEGMENT,
+    DeviceStats,
+    out_of_memory,
+)
 from .views import SnapshotViews
 
 __all__ = ["NpuCachingAllocator"]
@@ -68,6 +77,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         self.pad = add_pad_size(runtime.profile.soc_name, cann)
         # IsMallocPage1GMem (the source): page_size:1g needs CANN >= 8.1.RC1
         self.page_1g = self.conf.page_size_1g and cann_tuple(cann) >= PAGE_1G_CANN
+        self._plain_rounding = not any(self.conf.roundup_power2_divisions)
         self.stats = DeviceStats(self.conf.max_split_size)
         self._small, self._large = Pool(True), Pool(False)
         self._active: dict[int, Block] = {}
@@ -89,8 +99,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         """A block of at least ``size`` bytes on ``stream``: its address (0 for size 0, as
         torch_npu's allocate hands out no memory for an empty tensor).
 
-        O(log n) for n free blocks cached in the pool (a ``SortedList`` bisect, erase and, on
-        a split, insert), plus about 14 statistics updates; a cache miss adds the runtime's
+        O(log n) for n free blocks cached in the pool (best fit is a ``SortedList`` bisect
+        over plain-int keys, then an erase and, on a split, an insert), plus O(1) statistics
+        (ints in a list, :class:`~.stats.DeviceStats`); a cache miss adds the runtime's
         ``aclrtMallocAlign32`` (see ``memory/allocator.py``). The retry chain (releasing
         cached segments), garbage collection (``garbage_collection_threshold`` with a memory
         fraction) and expandable segments' best fit are O(n).
@@ -123,7 +134,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         complete). ``free(0)`` does nothing.
 
         O(log n) for n free blocks cached in the pool (a dict pop, merges with at most two
-        free neighbours, one ``SortedList`` insert), plus statistics updates; a block other
+        free neighbours, one ``SortedList`` insert), plus O(1) statistics; a block other
         streams used adds one event per stream. Never calls the runtime's ``aclrtFree``
         (segments go back only in ``empty_cache`` and the retry chain).
 
@@ -187,18 +198,48 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
 
     def _malloc(self, orig_size: int, stream: int) -> Block:
         conf = self.conf
-        if not conf.multi_stream_lazy_reclaim:
+        if self._events and not conf.multi_stream_lazy_reclaim:
             self._process_events()
-        size = round_size(orig_size, conf, self.pad)
+        if self._plain_rounding:
+            # round_size without roundup_power2_divisions: 512-byte steps (orig_size > 0)
+            size = -(-(orig_size + self.pad) // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE
+        else:
+            size = round_size(orig_size, conf, self.pad)
         small = size <= K_SMALL_SIZE
         pool = self._small if small else self._large
-        if self.page_1g and not small:
+        block = self._get_free_block(pool, size, stream)
+        if block is None:
+            block = self._new_block(pool, size, orig_size, stream)
+        align = conf.base_addr_aligned_size
+        if (conf.expandable_segments and size >= K_ROUND_LARGE and align
+                and block.ptr % align):
+            # malloc (the source): base_addr_aligned_kb moves a large block's start up to the
+            # next multiple, leaving the bytes before it a free block
+            offset = align - block.ptr % align
+            if offset + size <= block.size:
+                aligned = Block(block.ptr + offset, block.size - offset, stream, pool.small)
+                aligned.segment = block.segment
+                aligned.splice(block, block.next)
+                block.size = offset
+                pool.insert(block)
+                block = aligned
+        block = self._alloc_found_block(block, pool, size, orig_size, stream)
+        if self._history is not None:
+            self._trace("alloc", block.ptr, orig_size, stream)
+        return block
+
+    def _new_block(self, pool: Pool, size: int, orig_size: int, stream: int) -> Block:
+        """malloc's path when no cached block fits (the source): events (with
+        multi_stream_lazy_reclaim), garbage collection, a new segment, then the retry chain;
+        NpuOutOfMemoryError when nothing helps."""
+        conf = self.conf
+        if self.page_1g and not pool.small:
             alloc_size = -(-size // K_EXTRA_LARGE_BUFFER) * K_EXTRA_LARGE_BUFFER
         else:
             alloc_size = allocation_size(size, conf)
         rejected = [False]
-        block = self._get_free_block(pool, size, stream)
-        if block is None and conf.multi_stream_lazy_reclaim:
+        block = None
+        if conf.multi_stream_lazy_reclaim:
             self._process_events()
             block = self._get_free_block(pool, size, stream)
         if block is None:
@@ -218,34 +259,18 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             if self._history is not None and not rejected[0]:
                 self._trace("oom", error.free, orig_size, stream)
             raise error
-        align = conf.base_addr_aligned_size
-        if (conf.expandable_segments and size >= K_ROUND_LARGE and align
-                and block.ptr % align):
-            # malloc (the source): base_addr_aligned_kb moves a large block's start up to the
-            # next multiple, leaving the bytes before it a free block
-            offset = align - block.ptr % align
-            if offset + size <= block.size:
-                aligned = Block(block.ptr + offset, block.size - offset, stream, pool.small)
-                aligned.segment = block.segment
-                aligned.splice(block, block.next)
-                block.size = offset
-                pool.insert(block)
-                block = aligned
-        block = self._alloc_found_block(block, pool, size, orig_size, stream)
-        if self._history is not None:
-            self._trace("alloc", block.ptr, orig_size, stream)
         return block
 
     def _out_of_memory(self, alloc_size: int, orig_size: int, rejected: bool) -> Exception:
         free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
+        stats = self.stats
         if not rejected:
-            self.stats.num_ooms += 1
-        agg = 0
+            stats.num_ooms += 1
         return out_of_memory(
             tried=orig_size if rejected else alloc_size, device=self.device,
-            total_capacity=total, allocated=self.stats.allocated_bytes[agg].current,
-            active=self.stats.active_bytes[agg].current, free=free,
-            allowed=self.allowed_memory_maximum, reserved=self.stats.reserved_bytes[agg].current,
+            total_capacity=total, allocated=stats.current(ALLOCATED_BYTES),
+            active=stats.current(ACTIVE_BYTES), free=free,
+            allowed=self.allowed_memory_maximum, reserved=stats.current(RESERVED_BYTES),
             rejected=rejected)
 
     def _get_free_block(self, pool: Pool, size: int, stream: int) -> Block | None:
@@ -256,8 +281,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             for b in pool.blocks.values():
                 b.gc_count += 1
         keys = pool.keys
-        i = keys.bisect_left((stream, size, 0))
-        if i == len(keys) or keys[i][0] != stream:
+        i = keys.bisect_left((stream << 128) | (size << 64))
+        if i == len(keys) or keys[i] >> 128 != stream:
             return None
         block = pool.blocks[keys[i]]
         if block.segment is not None:
@@ -267,7 +292,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
                 nxt = b.next
                 return b.size + (nxt.size if nxt is not None and not nxt.mapped else 0)
 
-            while (block.segment is not None and i + 1 < len(keys) and keys[i + 1][0] == stream
+            while (block.segment is not None and i + 1 < len(keys) and keys[i + 1] >> 128 == stream
                    and growable(pool.blocks[keys[i + 1]]) < growable(block)):
                 i += 1
                 block = pool.blocks[keys[i]]
@@ -309,8 +334,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
                 return None
             raise
         self.total_allocated_memory += alloc_size
-        self.stats.update("segment", pool.small, 1)
-        self.stats.update("reserved_bytes", pool.small, alloc_size)
+        self.stats.add(SEGMENT, pool.small, 1)
+        self.stats.add(RESERVED_BYTES, pool.small, alloc_size)
         if alloc_size >= self.conf.max_split_size:
             self.stats.oversize_segments.update(1)
         self.stats.num_device_alloc += 1
@@ -346,21 +371,17 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             if expandable:
                 pass
             elif already_split:
-                stats.update("inactive_split_bytes", small, -block.size)
+                stats.add(INACTIVE_SPLIT_BYTES, small, -block.size)
             else:
-                stats.update("inactive_split_bytes", small, rest.size)
-                stats.update("inactive_split", small, 1)
+                stats.add(INACTIVE_SPLIT_BYTES, small, rest.size)
+                stats.add(INACTIVE_SPLIT, small, 1)
         elif already_split and not expandable:
-            stats.update("inactive_split_bytes", small, -block.size)
-            stats.update("inactive_split", small, -1)
+            stats.add(INACTIVE_SPLIT_BYTES, small, -block.size)
+            stats.add(INACTIVE_SPLIT, small, -1)
         block.allocated = True
         block.requested_size = orig_size
         self._active[block.ptr] = block
-        stats.update("allocation", small, 1)
-        stats.update("allocated_bytes", small, block.size)
-        stats.update("active", small, 1)
-        stats.update("active_bytes", small, block.size)
-        stats.update("requested_bytes", small, orig_size)
+        stats.alloc_block(small, block.size, orig_size)
         if block.size >= self.conf.max_split_size:
             stats.oversize_allocations.update(1)
         return block
@@ -372,8 +393,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         block.allocated = False
         if self._history is not None:
             self._trace("free_requested", block.ptr, block.requested_size, block.stream)
-        self.stats.update("allocation", block.small, -1)
-        self.stats.update("allocated_bytes", block.small, -block.size)
+        self.stats.free_requested(block.small, block.size)
         if block.size >= self.conf.max_split_size:
             self.stats.oversize_allocations.update(-1)
         if block.stream_uses:
@@ -401,11 +421,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         small = block.small
         if block.segment is None:
             # inactive_split leaves expandable segments out, as the source does
-            self.stats.update("inactive_split", small, net_blocks)
-            self.stats.update("inactive_split_bytes", small, net_bytes)
-        self.stats.update("active", small, -1)
-        self.stats.update("active_bytes", small, -original_size)
-        self.stats.update("requested_bytes", small, -requested)
+            self.stats.add(INACTIVE_SPLIT, small, net_blocks)
+            self.stats.add(INACTIVE_SPLIT_BYTES, small, net_bytes)
+        self.stats.free_completed(small, original_size, requested)
 
     @staticmethod
     def _try_merge(dst: Block, src: Block | None, pool: Pool) -> int:
@@ -485,8 +503,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             self._trace("segment_free", block.ptr, block.size, block.stream)
         self.stats.num_device_free += 1
         self.total_allocated_memory -= block.size
-        self.stats.update("segment", block.small, -1)
-        self.stats.update("reserved_bytes", block.small, -block.size)
+        self.stats.add(SEGMENT, block.small, -1)
+        self.stats.add(RESERVED_BYTES, block.small, -block.size)
         if block.size >= self.conf.max_split_size:
             self.stats.oversize_segments.update(-1)
         pool.erase(block)
@@ -519,8 +537,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         self.runtime.synchronize_device()
         need = max(size, max_split)
         keys = pool.keys
-        i = keys.bisect_left((stream, need, 0))
-        if i < len(keys) and keys[i][0] == stream:
+        i = keys.bisect_left(size_key(stream, need))
+        if i < len(keys) and keys[i] >> 128 == stream:
             block = pool.blocks[keys[i]]
             if block.is_split():
                 # DECISION: the source would aclrtFree a block inside a segment here (possible

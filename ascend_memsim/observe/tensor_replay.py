@@ -28,6 +28,7 @@ from typing import Any
 from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
 from ..allocators.rules import DEFAULT_CANN
+from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..memory.errors import InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.units import format_bytes, plural
@@ -145,22 +146,29 @@ def _stream_id(streams: dict, value: Any) -> int:
 
 
 class _Replayer:
+    """Feeds one allocator; the peaks are read from its statistics, the device footprint and
+    the reserved peak's split only after a call that took memory from the device."""
+
     def __init__(self, result: TensorReplayResult, alloc: NpuCachingAllocator, main: Any) -> None:
         self.result, self.alloc, self.main = result, alloc, main
         self.ptrs: dict[Any, int] = {}
         self.streams: dict[Any, int] = {}
-        self.allocated = alloc.stats.allocated_bytes[0]
-        self.reserved = alloc.stats.reserved_bytes[0]
+        self.stats = alloc.stats
+        self.device_allocs = -1
 
-    def count(self, kind: str, action: str) -> None:
-        bucket = self.result.actions.setdefault(kind, {})
-        bucket[action] = bucket.get(action, 0) + 1
+    def count(self, kind: str, action: str, n: int = 1) -> None:
+        if n:
+            bucket = self.result.actions.setdefault(kind, {})
+            bucket[action] = bucket.get(action, 0) + n
 
     def malloc(self, addr: Any, size: int, stream: Any, index: int, frames: Any) -> bool:
-        r = self.result
+        sid = self.streams.get(stream)
+        if sid is None:
+            sid = _stream_id(self.streams, stream)
         try:
-            ptr = self.alloc.malloc(size, _stream_id(self.streams, stream))
+            ptr = self.alloc.malloc(size, sid)
         except NpuOutOfMemoryError as e:
+            r = self.result
             r.ooms += 1
             if r.first_failure is None:
                 r.first_failure = {"index": index, "size": size, "stream": stream,
@@ -168,16 +176,23 @@ class _Replayer:
             self.ptrs.pop(addr, None)
             return False
         self.ptrs[addr] = ptr
-        r.allocs += 1
-        if self.allocated.current > r.peak_allocated:
-            r.peak_allocated = self.allocated.current
-        if self.reserved.current > r.peak_reserved:
-            r.peak_reserved = self.reserved.current
-            r.fragmentation_at_peak = self.reserved.current - self.allocated.current
+        self.result.allocs += 1
+        if self.stats.num_device_alloc != self.device_allocs:
+            self.took_memory()
+        return True
+
+    def took_memory(self) -> None:
+        """After a call that took device memory (a segment, mapped pages): the reserved
+        peak and the allocated bytes at it, the device's footprint."""
+        r, stats = self.result, self.stats
+        self.device_allocs = stats.num_device_alloc
+        reserved = stats.current(RESERVED_BYTES)
+        if reserved > r.peak_reserved:
+            r.peak_reserved = reserved
+            r.fragmentation_at_peak = reserved - stats.current(ALLOCATED_BYTES)
         used = self.main.used_bytes
         if used > r.peak_device:
             r.peak_device = used
-        return True
 
     def free(self, addr: Any) -> bool:
         ptr = self.ptrs.pop(addr, None)
@@ -186,6 +201,10 @@ class _Replayer:
         self.alloc.free(ptr)
         self.result.frees += 1
         return True
+
+    def finish(self) -> None:
+        self.result.peak_allocated = self.stats.peak(ALLOCATED_BYTES)
+        self.result.retries = self.stats.num_alloc_retries
 
 
 def _seeds(entries: list, segments: list) -> list[tuple[int, int, Any]]:
@@ -271,13 +290,14 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
             _replay_trace(rp, data)
         else:
             _replay_snapshot(rp, data, device)
-        stats = alloc.stats
-        result.retries = stats.num_alloc_retries
+        rp.finish()
         alloc.empty_cache()
     return result
 
 
 def _replay_trace(rp: _Replayer, stream: Any) -> None:
+    malloc, free = rp.malloc, rp.free
+    mallocs = frees = 0
     for index, event in enumerate(records(stream)):
         kind = event.kind
         if kind == "malloc":
@@ -285,13 +305,16 @@ def _replay_trace(rp: _Replayer, stream: Any) -> None:
             if type(size) is not int or size < 0:
                 rp.result.problems.append(f"line {event.line}: bad size {size!r}")
                 continue
-            rp.malloc(event.ptr, size, event.get("stream", 0), index, None)
-            rp.count("replayed", "malloc")
+            # event.get("stream", 0) without the call (bit 1: no stream field)
+            malloc(event.ptr, size, 0 if event.absent & 1 else event.stream, index, None)
+            mallocs += 1
         elif kind == "free":
-            rp.free(event.ptr)
-            rp.count("replayed", "free")
+            free(event.ptr)
+            frees += 1
         else:
             rp.count("skipped", str(kind))
+    rp.count("replayed", "malloc", mallocs)
+    rp.count("replayed", "free", frees)
 
 
 def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
