@@ -17,7 +17,8 @@ fallback to normal pages, fragmentation) apply underneath.
 
 Expandable segments (``expandable_segments:True``) map whole pages of a reserved range through
 ``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, the free-memory
-callbacks (torch_npu registers none by default), the workspace allocator's cache, IPC.
+callbacks (torch_npu registers none by default), IPC. The workspace allocator
+(:mod:`.workspace`) is the allocator's ``workspace``.
 """
 
 from __future__ import annotations
@@ -53,14 +54,18 @@ from .stats import (
     out_of_memory,
 )
 from .views import SnapshotViews
+from .workspace import NpuWorkspaceAllocator
 
 __all__ = ["NpuCachingAllocator"]
+
 
 class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
     """torch_npu's DeviceCachingAllocator for one device of a simulated runtime.
 
     ``conf`` is a ``PYTORCH_NPU_ALLOC_CONF`` string or an :class:`AllocatorConfig`;
-    ``cann`` is the CANN version the +32 pad and 1 GiB pages depend on (default 9.1.0).
+    ``cann`` is the CANN version the +32 pad and 1 GiB pages depend on (default 9.1.0);
+    ``workspace_retry_on_oom`` picks the older workspace allocator's retry (see
+    :class:`~.workspace.NpuWorkspaceAllocator`, reached as :attr:`workspace`).
     The constructor makes ``device`` current on the calling thread (torch_npu's device
     guard); segment calls go to the runtime's current device. Thread-safe (one lock, as
     the source's recursive mutex).
@@ -70,7 +75,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
     """
 
     def __init__(self, runtime, device: int = 0, conf: object = "", *,
-                 cann: str = DEFAULT_CANN) -> None:
+                 cann: str = DEFAULT_CANN, workspace_retry_on_oom: bool = False) -> None:
         self.conf = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
         self.runtime, self.device, self.cann = runtime, device, cann
         runtime.set_device(device)
@@ -90,6 +95,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         self._lock = threading.RLock()
         #: device_traces entries when record_history is on (None: off, torch_npu's default)
         self._history: deque | None = None
+        #: torch_npu's workspace allocator for this device (NPUWorkspaceAllocator.cpp)
+        self.workspace = NpuWorkspaceAllocator(self, retry_on_oom=workspace_retry_on_oom)
         # DeviceCachingAllocator's constructor: setMemoryFraction(per_process_memory_fraction)
         self.set_memory_fraction(self.conf.per_process_memory_fraction)
 
@@ -164,12 +171,17 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             block.stream_uses.add(stream)
 
     def empty_cache(self) -> None:
-        """emptyCache (the source): synchronise the device, then free every wholly free
-        segment (release_cached_blocks)."""
+        """emptyCache (the source): synchronise the device, empty the workspace allocator's
+        cache (``NPUWorkspaceAllocator::emptyCache``), then free every wholly free segment
+        (release_cached_blocks)."""
         with self._lock:
             self._ensure_device()
-            self.runtime.synchronize_device()
-            self._release_cached_blocks()
+            self._empty_cache()
+
+    def _empty_cache(self) -> None:
+        self.runtime.synchronize_device()
+        self.workspace._empty_cache()
+        self._release_cached_blocks()
 
     def set_memory_fraction(self, fraction: float) -> None:
         """setMemoryFraction (the source): cap the segments at ``fraction`` of the device's
@@ -250,9 +262,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
                 if self._release_available_cached_blocks(pool, size, stream):
                     block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
         if block is None and not rejected[0]:
-            # "Free all non-split cached blocks and retry alloc." after synchronising the device
-            self.runtime.synchronize_device()
-            self._release_cached_blocks()
+            # "Free all non-split cached blocks and retry alloc." after synchronising the
+            # device, the workspace allocator's cache first (NPUWorkspaceAllocator::emptyCache)
+            self._empty_cache()
             block = self._alloc_block(pool, size, alloc_size, stream, True, rejected)
         if block is None:
             error = self._out_of_memory(alloc_size, orig_size, rejected[0])

@@ -5,8 +5,11 @@ Each recorded ``alloc`` becomes :meth:`NpuCachingAllocator.malloc` of its reques
 its stream, each ``free_completed`` (or the older ``free``) the matching ``free``. The
 allocator re-derives its own segment calls, so the recorded ``segment_alloc``,
 ``segment_free``, ``segment_map`` and ``segment_unmap`` are counted, not replayed; an ``oom``
-entry (a request that failed) is tried again; ``snapshot`` markers are counted; any other
-action is counted as skipped. Nothing is dropped without a count in
+entry (a request that failed) is tried again; ``snapshot`` markers are counted; the
+workspace allocator's blocks (a ``workspace_snapshot`` entry and the ``segment_alloc`` and
+``alloc`` of its address after it, which torch_npu puts at the start of the trace) are taken
+by the replay's workspace allocator before the seeded blocks and counted as "workspace"; any
+other action is counted as skipped. Nothing is dropped without a count in
 :attr:`TensorReplayResult.actions`.
 
 DECISION: the program's own ``empty_cache()`` calls leave no entry of their own (only the
@@ -57,6 +60,8 @@ class TensorReplayResult:
     frees: int = 0
     #: blocks live at the trace's start, seeded from the snapshot (allocated first)
     seeded: int = 0
+    #: the workspace allocator's blocks of the snapshot, taken before the seeded blocks
+    workspace_seeded: int = 0
     peak_allocated: int = 0
     peak_reserved: int = 0
     #: the simulated device's main memory in use at its highest (segments + runtime)
@@ -68,7 +73,8 @@ class TensorReplayResult:
     #: the first allocation that failed: index in the trace, size, stream, frames, message
     first_failure: dict | None = None
     #: every action seen, by name: "replayed", "rederived" (the allocator's own segment
-    #: calls), "counted" (markers) or "skipped"
+    #: calls), "workspace" (the workspace allocator's blocks), "counted" (markers) or
+    #: "skipped"
     actions: dict[str, dict[str, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -85,7 +91,9 @@ class TensorReplayResult:
         lines = [
             f"{self.source}: {plural(self.allocs, 'alloc')}, {plural(self.frees, 'free')}, "
             f"{self.seeded} seeded, "
-            f"through torch_npu's caching allocator ({self.alloc_conf or 'default conf'}) on "
+            + (f"{plural(self.workspace_seeded, 'workspace block')}, "
+               if self.workspace_seeded else "")
+            + f"through torch_npu's caching allocator ({self.alloc_conf or 'default conf'}) on "
             f"{self.product} with {format_bytes(self.capacity)}",
             f"  peak allocated {format_bytes(self.peak_allocated)}, reserved "
             f"{format_bytes(self.peak_reserved)}, device {format_bytes(self.peak_device)}; "
@@ -97,7 +105,7 @@ class TensorReplayResult:
             lines.append(f"  first failure: entry {f['index']}, {format_bytes(f['size'])} on "
                          f"stream {f['stream']}: {f['message'].splitlines()[0]}")
             lines.extend(f"    {frame}" for frame in f["frames"][:8])
-        for kind in ("rederived", "counted", "skipped"):
+        for kind in ("rederived", "workspace", "counted", "skipped"):
             if self.actions.get(kind):
                 lines.append(f"  {kind}: " + ", ".join(
                     f"{k} {v}" for k, v in sorted(self.actions[kind].items())))
@@ -194,6 +202,27 @@ class _Replayer:
         if used > r.peak_device:
             r.peak_device = used
 
+    def workspace(self, size: Any, stream: Any) -> None:
+        """A workspace block held at the snapshot, taken again through the workspace
+        allocator (its request: the block's size less the 32 bytes it adds) and left
+        cached, as after the operator that used it."""
+        r = self.result
+        if type(size) is not int or size <= 32:
+            r.problems.append(f"workspace block of bad size {size!r}; not seeded")
+            return
+        sid = self.streams.get(stream)
+        if sid is None:
+            sid = _stream_id(self.streams, stream)
+        ws = self.alloc.workspace
+        try:
+            ws.free(ws.malloc(size - 32, sid))
+        except NpuOutOfMemoryError as e:
+            r.problems.append(f"workspace block of {size} bytes not seeded: "
+                              f"{str(e).splitlines()[0]}")
+            return
+        r.workspace_seeded += 1
+        self.took_memory()
+
     def free(self, addr: Any) -> bool:
         ptr = self.ptrs.pop(addr, None)
         if ptr is None:
@@ -207,14 +236,37 @@ class _Replayer:
         self.result.retries = self.stats.num_alloc_retries
 
 
-def _seeds(entries: list, segments: list) -> list[tuple[int, int, Any]]:
+def _workspace(entries: list) -> tuple[set[int], list[tuple[Any, Any, Any]]]:
+    """The entries of the workspace allocator: each ``workspace_snapshot`` and the
+    ``segment_alloc`` and ``alloc`` of the same address right after it
+    (``NPUWorkspaceAllocator.cpp`` ``get_trace``); their indexes and (addr, size, stream)
+    of each block."""
+    indexes: set[int] = set()
+    blocks = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or e.get("action") != "workspace_snapshot":
+            continue
+        indexes.add(i)
+        addr = e.get("addr")
+        blocks.append((addr, e.get("size"), e.get("stream", 0)))
+        for j in (i + 1, i + 2):
+            after = entries[j] if j < len(entries) else None
+            if (isinstance(after, dict) and after.get("addr") == addr
+                    and after.get("action") in ("segment_alloc", "alloc")):
+                indexes.add(j)
+    return indexes, blocks
+
+
+def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset()
+           ) -> list[tuple[int, int, Any]]:
     """Blocks live when the trace starts: freed in the trace without an alloc in it, or live
-    at the snapshot and never allocated in it. Memory O(live blocks)."""
+    at the snapshot and never allocated in it; entries at the indexes ``skip`` (the
+    workspace allocator's) are left out. Memory O(live blocks)."""
     live: set = set()
     pending: set = set()
     seeds: dict[Any, tuple[int, Any]] = {}
-    for e in entries:
-        if not isinstance(e, dict):
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or i in skip:
             continue
         action, addr = e.get("action"), e.get("addr")
         if action == "alloc":
@@ -330,12 +382,18 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
     entries = traces[device] if device < len(traces) and isinstance(traces[device], list) else []
     segments = [s for s in snap.get("segments") or () if isinstance(s, dict)
                 and s.get("device", device) == device]
-    for addr, size, stream in _seeds(entries, segments):
+    workspace, blocks = _workspace(entries)
+    for _addr, size, stream in blocks:
+        rp.workspace(size, stream)
+    for addr, size, stream in _seeds(entries, segments, workspace):
         rp.malloc(addr, size, stream, -1, None)
     rp.result.seeded, rp.result.allocs = rp.result.allocs, 0
     for index, e in enumerate(entries):
         if not isinstance(e, dict):
             rp.count("skipped", "not an entry")
+            continue
+        if index in workspace:
+            rp.count("workspace", str(e.get("action")))
             continue
         action = e.get("action")
         if action == "alloc":
