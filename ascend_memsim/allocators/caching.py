@@ -422,16 +422,18 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             self._trace("free_completed", block.ptr, requested, block.stream)
         net_blocks = net_bytes = 0
         for candidate in (block.prev, block.next):
-            subsumed = self._try_merge(block, candidate, pool)
-            if subsumed:
-                net_blocks -= 1
-                net_bytes -= subsumed
+            # an allocated neighbour (or none) cannot merge: no call for it
+            if candidate is not None and not candidate.allocated:
+                subsumed = self._try_merge(block, candidate, pool)
+                if subsumed:
+                    net_blocks -= 1
+                    net_bytes -= subsumed
         pool.insert(block)
-        if block.is_split():
+        if block.prev is not None or block.next is not None:
             net_blocks += 1
             net_bytes += block.size
         small = block.small
-        if block.segment is None:
+        if block.segment is None and (net_blocks or net_bytes):
             # inactive_split leaves expandable segments out, as the source does
             self.stats.add(INACTIVE_SPLIT, small, net_blocks)
             self.stats.add(INACTIVE_SPLIT_BYTES, small, net_bytes)
