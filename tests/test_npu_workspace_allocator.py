@@ -1,5 +1,5 @@
-"""torch_npu's workspace allocator over the simulated device: golden cases from the source.
-
+"""torch_npu's workspace allocator and the caching allocator's out-of-memory hooks over the
+simulated device: golden cases from the source.
 Each case cites ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUWorkspaceAllocator.cpp`` ("the
 source") by function, and ``NPUCachingAllocator.cpp`` / ``csrc/npu/Module.cpp`` where the
 caching allocator and the snapshot reach it.
@@ -150,3 +150,48 @@ def test_snapshot_shows_workspace_segments_after_the_allocator_s():
     assert trace[3]["action"] == "segment_alloc" and trace[4] == {
         "action": "alloc", "addr": x, "size": 1 * MiB, "stream": 0, "pool_id": (0, 0),
         "frames": []}
+
+
+def test_free_memory_callback_runs_before_a_new_segment(rt):
+    """trigger_free_memory_callbacks (NPUCachingAllocator.cpp malloc): when no cached block
+    fits, the callbacks run, and if one freed memory the pool is searched again."""
+    alloc = NpuCachingAllocator(rt)
+    x = alloc.malloc(20 * MiB - 544)            # 20 MiB - 512: a whole 20 MiB segment
+    held = [x]
+    calls = []
+
+    def release() -> bool:
+        calls.append(len(held))
+        if held:
+            alloc.free(held.pop())
+            return True
+        return False
+
+    alloc.add_free_memory_callback(release)
+    q = alloc.malloc(4 * MiB)                   # nothing cached: the callback frees x
+    assert calls == [1] and q == x
+    assert alloc.memory_stats()["segment.all.current"] == 1
+    alloc.malloc(4 * MiB)                       # the rest of x's segment: a hit, no call
+    alloc.malloc(12 * MiB)                      # nothing cached, nothing freed: new segment
+    assert calls == [1, 0]
+    assert alloc.memory_stats()["segment.all.current"] == 2
+    with pytest.raises(InvalidArgument):
+        alloc.add_free_memory_callback(42)
+
+
+def test_out_of_memory_observer_gets_torch_npu_s_figures():
+    """attachOutOfMemoryObserver: obs(device, alloc_size, allowed or total, device_free)
+    before NPU out of memory (NPUCachingAllocator.cpp malloc)."""
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt)
+        seen = []
+        alloc.attach_out_of_memory_observer(lambda *args: seen.append(args))
+        with pytest.raises(NpuOutOfMemoryError) as e:
+            alloc.malloc(100 * MiB)
+        assert seen == [(0, 102 * MiB, 64 * MiB, e.value.free)]    # the segment tried
+        alloc.set_memory_fraction(0.5)
+        with pytest.raises(NpuOutOfMemoryError):
+            alloc.malloc(40 * MiB)
+        assert seen[1][1:3] == (42 * MiB, 32 * MiB)
+        with pytest.raises(InvalidArgument):
+            alloc.attach_out_of_memory_observer(None)

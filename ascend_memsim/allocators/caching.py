@@ -16,8 +16,8 @@ fallback to normal pages, fragmentation) apply underneath.
 (1049088, 20)
 
 Expandable segments (``expandable_segments:True``) map whole pages of a reserved range through
-``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, the free-memory
-callbacks (torch_npu registers none by default), IPC. The workspace allocator
+``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, IPC. Free-memory
+callbacks and out-of-memory observers: :mod:`.callbacks`. The workspace allocator
 (:mod:`.workspace`) is the allocator's ``workspace``.
 """
 
@@ -29,6 +29,7 @@ from collections import deque
 from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr
 from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
 from .blocks import Block, Pool, size_key
+from .callbacks import AllocatorCallbacks
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
 from .expandable import ExpandableBlocks
 from .rules import (
@@ -59,7 +60,7 @@ from .workspace import NpuWorkspaceAllocator
 __all__ = ["NpuCachingAllocator"]
 
 
-class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
+class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks):
     """torch_npu's DeviceCachingAllocator for one device of a simulated runtime.
 
     ``conf`` is a ``PYTORCH_NPU_ALLOC_CONF`` string or an :class:`AllocatorConfig`;
@@ -97,6 +98,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         self._history: deque | None = None
         #: torch_npu's workspace allocator for this device (NPUWorkspaceAllocator.cpp)
         self.workspace = NpuWorkspaceAllocator(self, retry_on_oom=workspace_retry_on_oom)
+        self._free_memory_callbacks: list = []
+        self._oom_observers: list = []
         # DeviceCachingAllocator's constructor: setMemoryFraction(per_process_memory_fraction)
         self.set_memory_fraction(self.conf.per_process_memory_fraction)
 
@@ -241,8 +244,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         return block
 
     def _new_block(self, pool: Pool, size: int, orig_size: int, stream: int) -> Block:
-        """malloc's path when no cached block fits (the source): events (with
-        multi_stream_lazy_reclaim), garbage collection, a new segment, then the retry chain;
+        """malloc's path when no cached block fits (the source): free-memory callbacks,
+        events (with multi_stream_lazy_reclaim), garbage collection, a new segment, then the retry chain;
         NpuOutOfMemoryError when nothing helps."""
         conf = self.conf
         if self.page_1g and not pool.small:
@@ -251,7 +254,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             alloc_size = allocation_size(size, conf)
         rejected = [False]
         block = None
-        if conf.multi_stream_lazy_reclaim:
+        if self._free_memory_callbacks and self._trigger_free_memory_callbacks():
+            block = self._get_free_block(pool, size, stream)
+        if block is None and conf.multi_stream_lazy_reclaim:
             self._process_events()
             block = self._get_free_block(pool, size, stream)
         if block is None:
@@ -268,8 +273,10 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             block = self._alloc_block(pool, size, alloc_size, stream, True, rejected)
         if block is None:
             error = self._out_of_memory(alloc_size, orig_size, rejected[0])
-            if self._history is not None and not rejected[0]:
-                self._trace("oom", error.free, orig_size, stream)
+            if not rejected[0]:
+                if self._history is not None:
+                    self._trace("oom", error.free, orig_size, stream)
+                self._notify_out_of_memory(alloc_size, error.free, error.total_capacity)
             raise error
         return block
 
