@@ -1,5 +1,6 @@
 """torch_npu's workspace allocator and the caching allocator's out-of-memory hooks over the
 simulated device: golden cases from the source.
+
 Each case cites ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUWorkspaceAllocator.cpp`` ("the
 source") by function, and ``NPUCachingAllocator.cpp`` / ``csrc/npu/Module.cpp`` where the
 caching allocator and the snapshot reach it.

@@ -245,8 +245,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks):
 
     def _new_block(self, pool: Pool, size: int, orig_size: int, stream: int) -> Block:
         """malloc's path when no cached block fits (the source): free-memory callbacks,
-        events (with multi_stream_lazy_reclaim), garbage collection, a new segment, then the retry chain;
-        NpuOutOfMemoryError when nothing helps."""
+        events (with multi_stream_lazy_reclaim), garbage collection, a new segment, then
+        the retry chain; NpuOutOfMemoryError when nothing helps."""
         conf = self.conf
         if self.page_1g and not pool.small:
             alloc_size = -(-size // K_EXTRA_LARGE_BUFFER) * K_EXTRA_LARGE_BUFFER
