@@ -68,6 +68,14 @@ def test_free_uncounts_the_last_block_and_keeps_it(rt):
     ws.free(0)
     assert ws.memory_stats()["allocated_bytes.current"] == 2 * MiB
     assert rt.block_at(q) is not None
+    # growing the stream's block forgets its old pointer (replace_allocated_ptr): freeing
+    # it is ignored from then on
+    p2 = ws.malloc(3 * MiB)                       # 4 MiB block, at another address
+    assert p2 != p
+    ws.free(p)
+    assert ws.memory_stats()["allocated_bytes.current"] == 2 * MiB + 4 * MiB
+    ws.free(p2)
+    assert ws.memory_stats()["allocated_bytes.current"] == 2 * MiB
 
 
 def test_bad_arguments_change_nothing(rt):

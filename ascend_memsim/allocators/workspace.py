@@ -103,6 +103,8 @@ class NpuWorkspaceAllocator:
             return 0
         with self._lock:
             self.owner._ensure_device()
+            src = self._blocks.get(stream)
+            src_ptr = src.ptr if src is not None else 0
             ptr = self._malloc(size, stream)
             if ptr is None and self.retry_on_oom:
                 # "Free all cached blocks and try again." (v2.1.0-6.0.0 to 7.1.0)
@@ -112,7 +114,10 @@ class NpuWorkspaceAllocator:
             if ptr is None:
                 free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
                 raise _out_of_memory(size, self.device, total, free)
-            self._ptrs.add(ptr)
+            if ptr != src_ptr:
+                # replace_allocated_ptr (the source): the stream's old pointer is forgotten
+                self._ptrs.discard(src_ptr)
+                self._ptrs.add(ptr)
             return ptr
 
     def _malloc(self, size: int, stream: int) -> int | None:
