@@ -26,11 +26,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr
+from ..memory.constants import ErrorCode, MallocPolicy, MemAttr
 from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
 from .blocks import Block, Pool, size_key
 from .callbacks import AllocatorCallbacks
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
+from .events import StreamEvents
 from .expandable import ExpandableBlocks
 from .rules import (
     DEFAULT_CANN,
@@ -60,7 +61,7 @@ from .workspace import NpuWorkspaceAllocator
 __all__ = ["NpuCachingAllocator"]
 
 
-class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks):
+class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, StreamEvents):
     """torch_npu's DeviceCachingAllocator for one device of a simulated runtime.
 
     ``conf`` is a ``PYTORCH_NPU_ALLOC_CONF`` string or an :class:`AllocatorConfig`;
@@ -466,53 +467,6 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks):
                 dst.next.prev = dst
         dst.size += src.size
         return src.size
-
-    # -- events (record_stream) ---------------------------------------------------------------
-
-    def _insert_events(self, block: Block) -> None:
-        """insert_events (the source): an event recorded on each stream that used the block."""
-        events = self.runtime.events
-        streams, block.stream_uses = block.stream_uses, set()
-        for stream in sorted(streams):
-            event = events.create()
-            events.record(event, stream)
-            block.event_count += 1
-            self._events.setdefault(stream, []).append((event, block))
-
-    def _process_events(self) -> None:
-        """process_events (the source): free the blocks whose events have all completed;
-        per stream, stop at the first event not yet complete."""
-        if not self._events:
-            return
-        events = self.runtime.events
-        for stream in list(self._events):
-            queue = self._events[stream]
-            while queue:
-                event, block = queue[0]
-                if events.recorded_status(event) is not EventRecordedStatus.COMPLETE:
-                    break
-                queue.pop(0)
-                events.destroy(event)
-                block.event_count -= 1
-                if block.event_count == 0:
-                    self._free_block(block)
-            if not queue:
-                del self._events[stream]
-
-    def _synchronize_and_free_events(self) -> None:
-        """synchronize_and_free_events (the source): wait for every event, free its block."""
-        events = self.runtime.events
-        for stream, queue in list(self._events.items()):
-            for event, block in queue:
-                events.synchronize(event)
-                events.destroy(event)
-                block.event_count -= 1
-                if block.event_count == 0:
-                    self._free_block(block)
-            del self._events[stream]
-
-    def _pending(self) -> list[Block]:
-        return [b for queue in self._events.values() for _e, b in queue]
 
     # -- giving memory back -------------------------------------------------------------------
 
