@@ -204,3 +204,39 @@ def test_out_of_memory_observer_gets_torch_npu_s_figures():
         assert seen[1][1:3] == (42 * MiB, 32 * MiB)
         with pytest.raises(InvalidArgument):
             alloc.attach_out_of_memory_observer(None)
+
+
+def test_threads_share_the_workspace_and_the_caching_allocator(rt):
+    """One lock for both (each calls into the other's cache): threads growing their streams'
+    workspace blocks, allocating tensors and emptying the caches leave consistent books."""
+    import threading
+
+    alloc = NpuCachingAllocator(rt)
+    ws = alloc.workspace
+    streams = [rt.streams.create_stream() for _ in range(3)]
+    errors = []
+
+    def work(n):
+        try:
+            for i in range(40):
+                size = (n * 7919 + i * 104729) % (5 * MiB) + 1
+                ws.free(ws.malloc(size, stream=streams[n]))
+                alloc.free(alloc.malloc(size, stream=streams[n]))
+                if i % 13 == 12:
+                    alloc.empty_cache()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    held = ws.blocks()
+    assert ws.memory_stats()["reserved_bytes.current"] == sum(b[1] for b in held)
+    used = rt.device(0).allocators[rt.profile.main_memory].used_bytes
+    assert used == alloc.memory_stats()["reserved_bytes.all.current"] + sum(b[1] for b in held)
+    alloc.empty_cache()
+    assert ws.blocks() == [] and alloc.segments() == []
+    assert rt.device(0).allocators[rt.profile.main_memory].used_bytes == 0
