@@ -180,3 +180,78 @@ def test_expandable_segments_keep_their_books_and_give_everything_back(ops):
         alloc.empty_cache()
         assert alloc.segments() == [] and alloc.memory_stats()["reserved_bytes.all.current"] == 0
         assert rt.get_mem_info(1)[0] == 256 * MiB
+
+
+class RefStat:
+    """c10::CachingAllocator::Stat as c10/core/CachingAllocator.h writes update_stat."""
+
+    def __init__(self) -> None:
+        self.current = self.peak = self.allocated = self.freed = 0
+
+    def update(self, amount: int) -> None:
+        self.current += amount
+        self.peak = max(self.current, self.peak)
+        if amount > 0:
+            self.allocated += amount
+        if amount < 0:
+            self.freed += -amount
+
+
+_ARRAY_NAMES = ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
+                "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes")
+
+
+@given(st.lists(st.tuples(st.integers(0, 8), st.booleans(), st.integers(-3, 1 << 40),
+                          st.sampled_from(["add", "alloc", "requested", "completed"])),
+                max_size=60))
+def test_device_stats_match_one_stat_per_pool_kind(ops):
+    """DeviceStats (ints in a list, the aggregate derived when read) gives the same
+    memory_stats as one c10 Stat per (array, all / small_pool / large_pool) updated by
+    for_each_selected_stat_type (NPUCachingAllocator.cpp), whatever the updates' order."""
+    from ascend_memsim.allocators import stats as S
+
+    stats = S.DeviceStats(123)
+    ref = {name: [RefStat() for _ in range(3)] for name in _ARRAY_NAMES}
+    current = {name: [0, 0] for name in _ARRAY_NAMES}
+
+    def apply(name, small, amount):
+        # keep every current >= 0, as the allocator's own updates do
+        if current[name][0 if small else 1] + amount < 0:
+            return False
+        current[name][0 if small else 1] += amount
+        ref[name][0].update(amount)
+        ref[name][1 if small else 2].update(amount)
+        return True
+
+    for array, small, amount, kind in ops:
+        name = _ARRAY_NAMES[array]
+        if kind == "add":
+            if apply(name, small, amount):
+                stats.add(array * 8, small, amount)
+        elif kind == "alloc":
+            size, requested = abs(amount) + 512, abs(amount)
+            for n, a in (("allocation", 1), ("allocated_bytes", size), ("active", 1),
+                         ("active_bytes", size), ("requested_bytes", requested)):
+                apply(n, small, a)
+            stats.alloc_block(small, size, requested)
+        elif kind == "requested":
+            # undo the last alloc-like step when there is one to undo
+            p = 0 if small else 1
+            if current["allocation"][p] and current["allocated_bytes"][p] >= 512:
+                apply("allocation", small, -1)
+                apply("allocated_bytes", small, -512)
+                stats.free_requested(small, 512)
+        elif kind == "completed":
+            p = 0 if small else 1
+            if current["active"][p] and current["active_bytes"][p] >= 512:
+                apply("active", small, -1)
+                apply("active_bytes", small, -512)
+                apply("requested_bytes", small, 0)
+                stats.free_completed(small, 512, 0)
+    flat = stats.flat()
+    for name in _ARRAY_NAMES:
+        for kind, r in zip(S.STAT_TYPES, ref[name]):
+            got = {f: flat[f"{name}.{kind}.{f}"] for f in ("current", "peak", "allocated",
+                                                           "freed")}
+            assert got == {"current": r.current, "peak": r.peak, "allocated": r.allocated,
+                           "freed": r.freed}, (name, kind)

@@ -500,3 +500,24 @@ def test_a_snapshot_header_field_of_the_wrong_type_is_a_problem_naming_the_file(
     assert trace.problems == ["snap.pickle: 'memsim': header 'product' must be a string, "
                               "got 5; the recorded product and capacity are ignored"]
     assert "product" not in trace.header and replay(trace, "A2").fits
+
+
+def test_workspace_segments_replay_with_huge_only():
+    """A segment named by a ``workspace_snapshot`` entry is the workspace allocator's:
+    torch_npu took it with AclrtMallocAlign32(..., ACL_MEM_MALLOC_HUGE_ONLY)
+    (NPUWorkspaceAllocator.cpp malloc), the caching allocator's with HUGE_FIRST."""
+    from ascend_memsim.allocators import NpuCachingAllocator
+    from ascend_memsim.observe.snapshot import read_snapshot
+
+    with Runtime("A2", hbm_bytes=256 * MiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt)
+        alloc.record_history()
+        alloc.malloc(1 * MiB)
+        w = alloc.workspace.malloc(3 * MiB)
+        snap = alloc.memory_snapshot()
+    events, _header, problems = read_snapshot(snap)
+    assert problems == []
+    policy = {e["ptr"]: e["policy"] for e in events if e["event"] == "malloc"}
+    assert policy[w] == 1 and len(policy) == 2
+    # the caching allocator's segment (the one holding x) keeps HUGE_FIRST
+    assert [policy[p] for p in policy if p != w] == [0]

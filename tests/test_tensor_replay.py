@@ -190,3 +190,47 @@ def test_json_snapshot_files(tmp_path):
         path.write_text(text)
         r = replay_tensors(str(path), "A2", capacity=256 * MiB)
         assert r.peak_allocated == stats["allocated_bytes.all.peak"] and r.fits
+
+
+def test_imported_alone_replays(tmp_path):
+    """``replay_tensors`` imported straight from its module (no other ascend_memsim name
+    first) still finds the sanitizer registered, as ``observe.replay`` does."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"format": "ascend-memsim-trace", "version": 1,
+                                "product": "A2"}) + "\n")
+    code = ("import sys\nfrom ascend_memsim.observe.tensor_replay import replay_tensors\n"
+            "print(replay_tensors(sys.argv[1]).fits)")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+
+
+def _with_workspace(alloc):
+    """An operator's 30 MiB workspace (a 32 MiB block, kept cached), then a 40 MiB tensor."""
+    ws = alloc.workspace
+    ws.free(ws.malloc(30 * MiB))
+    alloc.free(alloc.malloc(40 * MiB))
+
+
+def test_workspace_segments_are_seeded_as_such():
+    """A snapshot's workspace blocks (``workspace_snapshot`` + ``segment_alloc`` + ``alloc``
+    at the trace's start, NPUWorkspaceAllocator.cpp get_trace) are taken by the replay's
+    workspace allocator, not replayed as a tensor that is never freed."""
+    snap, stats = _recorded(256 * MiB, workload=_with_workspace)
+    assert snap["device_traces"][0][0]["action"] == "workspace_snapshot"
+    r = replay_tensors(snap, "A2", capacity=256 * MiB)
+    assert r.workspace_seeded == 1 and r.seeded == 0
+    assert r.actions["workspace"] == {"workspace_snapshot": 1, "segment_alloc": 1, "alloc": 1}
+    assert r.allocs == 1 and r.frees == 1
+    assert r.peak_allocated == stats["allocated_bytes.all.peak"] == 40 * MiB + 512
+    assert r.peak_reserved == stats["reserved_bytes.all.peak"] == 42 * MiB
+    assert r.peak_device == 32 * MiB + 42 * MiB    # the workspace block is on the device
+    assert "1 workspace block" in str(r)
+    # on a 64 MiB device the tensor fits only once the out-of-memory retry has emptied the
+    # workspace cache (NPUCachingAllocator.cpp malloc: NPUWorkspaceAllocator::emptyCache)
+    small = replay_tensors(snap, "A2", capacity=64 * MiB)
+    assert small.fits and small.retries == 1 and small.workspace_seeded == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sortedcontainers import SortedList
 
-__all__ = ["Block", "Pool"]
+__all__ = ["Block", "Pool", "size_key"]
 
 
 class Block:
@@ -40,24 +40,33 @@ class Block:
         return self.prev is not None or self.next is not None
 
 
+def size_key(stream: int, size: int, ptr: int = 0) -> int:
+    """BlockComparatorSize's order as one int: stream, then size, then address (each size
+    and address below 2**64), so the pool's SortedList compares plain ints."""
+    return (stream << 128) | (size << 64) | ptr
+
+
 class Pool:
-    """BlockPool (the source): free blocks ordered as BlockComparatorSize (stream, size, ptr)."""
+    """BlockPool (the source): free blocks ordered as BlockComparatorSize (stream, size, ptr),
+    keyed by :func:`size_key` (``key >> 128`` is the stream)."""
 
     __slots__ = ("small", "keys", "blocks", "unmapped")
 
     def __init__(self, small: bool) -> None:
         self.small = small
         self.keys: SortedList = SortedList()
-        self.blocks: dict[tuple[int, int, int], Block] = {}
+        self.blocks: dict[int, Block] = {}
         #: unmapped blocks of expandable segments, by (stream, ptr) (BlockComparatorAddress)
         self.unmapped: dict[tuple[int, int], Block] = {}
 
     def insert(self, b: Block) -> None:
-        key = (b.stream, b.size, b.ptr)
+        """O(log n) for n free blocks in the pool."""
+        key = (b.stream << 128) | (b.size << 64) | b.ptr
         self.keys.add(key)
         self.blocks[key] = b
 
     def erase(self, b: Block) -> None:
-        key = (b.stream, b.size, b.ptr)
+        """O(log n); nothing when ``b`` is not in the pool."""
+        key = (b.stream << 128) | (b.size << 64) | b.ptr
         if self.blocks.pop(key, None) is not None:
             self.keys.remove(key)

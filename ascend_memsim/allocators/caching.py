@@ -16,8 +16,9 @@ fallback to normal pages, fragmentation) apply underneath.
 (1049088, 20)
 
 Expandable segments (``expandable_segments:True``) map whole pages of a reserved range through
-``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, the free-memory
-callbacks (torch_npu registers none by default), the workspace allocator's cache, IPC.
+``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, IPC. Free-memory
+callbacks and out-of-memory observers: :mod:`.callbacks`. The workspace allocator
+(:mod:`.workspace`) is the allocator's ``workspace``.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from ..memory.constants import ErrorCode, EventRecordedStatus, MallocPolicy, MemAttr
+from ..memory.constants import ErrorCode, MallocPolicy, MemAttr
 from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
-from .blocks import Block, Pool
+from .blocks import Block, Pool, size_key
+from .callbacks import AllocatorCallbacks
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
+from .events import StreamEvents
 from .expandable import ExpandableBlocks
 from .rules import (
     DEFAULT_CANN,
@@ -42,16 +45,29 @@ from .rules import (
     cann_tuple,
     round_size,
 )
-from .stats import DeviceStats, out_of_memory
+from .stats import (
+    ACTIVE_BYTES,
+    ALLOCATED_BYTES,
+    INACTIVE_SPLIT,
+    INACTIVE_SPLIT_BYTES,
+    RESERVED_BYTES,
+    SEGMENT,
+    DeviceStats,
+    out_of_memory,
+)
 from .views import SnapshotViews
+from .workspace import NpuWorkspaceAllocator
 
 __all__ = ["NpuCachingAllocator"]
 
-class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
+
+class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, StreamEvents):
     """torch_npu's DeviceCachingAllocator for one device of a simulated runtime.
 
     ``conf`` is a ``PYTORCH_NPU_ALLOC_CONF`` string or an :class:`AllocatorConfig`;
-    ``cann`` is the CANN version the +32 pad and 1 GiB pages depend on (default 9.1.0).
+    ``cann`` is the CANN version the +32 pad and 1 GiB pages depend on (default 9.1.0);
+    ``workspace_retry_on_oom`` picks the older workspace allocator's retry (see
+    :class:`~.workspace.NpuWorkspaceAllocator`, reached as :attr:`workspace`).
     The constructor makes ``device`` current on the calling thread (torch_npu's device
     guard); segment calls go to the runtime's current device. Thread-safe (one lock, as
     the source's recursive mutex).
@@ -61,13 +77,14 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
     """
 
     def __init__(self, runtime, device: int = 0, conf: object = "", *,
-                 cann: str = DEFAULT_CANN) -> None:
+                 cann: str = DEFAULT_CANN, workspace_retry_on_oom: bool = False) -> None:
         self.conf = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
         self.runtime, self.device, self.cann = runtime, device, cann
         runtime.set_device(device)
         self.pad = add_pad_size(runtime.profile.soc_name, cann)
         # IsMallocPage1GMem (the source): page_size:1g needs CANN >= 8.1.RC1
         self.page_1g = self.conf.page_size_1g and cann_tuple(cann) >= PAGE_1G_CANN
+        self._plain_rounding = not any(self.conf.roundup_power2_divisions)
         self.stats = DeviceStats(self.conf.max_split_size)
         self._small, self._large = Pool(True), Pool(False)
         self._active: dict[int, Block] = {}
@@ -80,6 +97,10 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         self._lock = threading.RLock()
         #: device_traces entries when record_history is on (None: off, torch_npu's default)
         self._history: deque | None = None
+        #: torch_npu's workspace allocator for this device (NPUWorkspaceAllocator.cpp)
+        self.workspace = NpuWorkspaceAllocator(self, retry_on_oom=workspace_retry_on_oom)
+        self._free_memory_callbacks: list = []
+        self._oom_observers: list = []
         # DeviceCachingAllocator's constructor: setMemoryFraction(per_process_memory_fraction)
         self.set_memory_fraction(self.conf.per_process_memory_fraction)
 
@@ -89,8 +110,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         """A block of at least ``size`` bytes on ``stream``: its address (0 for size 0, as
         torch_npu's allocate hands out no memory for an empty tensor).
 
-        O(log n) for n free blocks cached in the pool (a ``SortedList`` bisect, erase and, on
-        a split, insert), plus about 14 statistics updates; a cache miss adds the runtime's
+        O(log n) for n free blocks cached in the pool (best fit is a ``SortedList`` bisect
+        over plain-int keys, then an erase and, on a split, an insert), plus O(1) statistics
+        (ints in a list, :class:`~.stats.DeviceStats`); a cache miss adds the runtime's
         ``aclrtMallocAlign32`` (see ``memory/allocator.py``). The retry chain (releasing
         cached segments), garbage collection (``garbage_collection_threshold`` with a memory
         fraction) and expandable segments' best fit are O(n).
@@ -123,7 +145,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         complete). ``free(0)`` does nothing.
 
         O(log n) for n free blocks cached in the pool (a dict pop, merges with at most two
-        free neighbours, one ``SortedList`` insert), plus statistics updates; a block other
+        free neighbours, one ``SortedList`` insert), plus O(1) statistics; a block other
         streams used adds one event per stream. Never calls the runtime's ``aclrtFree``
         (segments go back only in ``empty_cache`` and the retry chain).
 
@@ -153,12 +175,17 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             block.stream_uses.add(stream)
 
     def empty_cache(self) -> None:
-        """emptyCache (the source): synchronise the device, then free every wholly free
-        segment (release_cached_blocks)."""
+        """emptyCache (the source): synchronise the device, empty the workspace allocator's
+        cache (``NPUWorkspaceAllocator::emptyCache``), then free every wholly free segment
+        (release_cached_blocks)."""
         with self._lock:
             self._ensure_device()
-            self.runtime.synchronize_device()
-            self._release_cached_blocks()
+            self._empty_cache()
+
+    def _empty_cache(self) -> None:
+        self.runtime.synchronize_device()
+        self.workspace._empty_cache()
+        self._release_cached_blocks()
 
     def set_memory_fraction(self, fraction: float) -> None:
         """setMemoryFraction (the source): cap the segments at ``fraction`` of the device's
@@ -187,37 +214,18 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
 
     def _malloc(self, orig_size: int, stream: int) -> Block:
         conf = self.conf
-        if not conf.multi_stream_lazy_reclaim:
+        if self._events and not conf.multi_stream_lazy_reclaim:
             self._process_events()
-        size = round_size(orig_size, conf, self.pad)
+        if self._plain_rounding:
+            # round_size without roundup_power2_divisions: 512-byte steps (orig_size > 0)
+            size = -(-(orig_size + self.pad) // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE
+        else:
+            size = round_size(orig_size, conf, self.pad)
         small = size <= K_SMALL_SIZE
         pool = self._small if small else self._large
-        if self.page_1g and not small:
-            alloc_size = -(-size // K_EXTRA_LARGE_BUFFER) * K_EXTRA_LARGE_BUFFER
-        else:
-            alloc_size = allocation_size(size, conf)
-        rejected = [False]
         block = self._get_free_block(pool, size, stream)
-        if block is None and conf.multi_stream_lazy_reclaim:
-            self._process_events()
-            block = self._get_free_block(pool, size, stream)
         if block is None:
-            if self.allowed_memory_maximum is not None and conf.garbage_collection_threshold > 0:
-                self._garbage_collect()
-            block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
-            if block is None and not rejected[0]:
-                if self._release_available_cached_blocks(pool, size, stream):
-                    block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
-        if block is None and not rejected[0]:
-            # "Free all non-split cached blocks and retry alloc." after synchronising the device
-            self.runtime.synchronize_device()
-            self._release_cached_blocks()
-            block = self._alloc_block(pool, size, alloc_size, stream, True, rejected)
-        if block is None:
-            error = self._out_of_memory(alloc_size, orig_size, rejected[0])
-            if self._history is not None and not rejected[0]:
-                self._trace("oom", error.free, orig_size, stream)
-            raise error
+            block = self._new_block(pool, size, orig_size, stream)
         align = conf.base_addr_aligned_size
         if (conf.expandable_segments and size >= K_ROUND_LARGE and align
                 and block.ptr % align):
@@ -236,16 +244,53 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             self._trace("alloc", block.ptr, orig_size, stream)
         return block
 
+    def _new_block(self, pool: Pool, size: int, orig_size: int, stream: int) -> Block:
+        """malloc's path when no cached block fits (the source): free-memory callbacks,
+        events (with multi_stream_lazy_reclaim), garbage collection, a new segment, then
+        the retry chain; NpuOutOfMemoryError when nothing helps."""
+        conf = self.conf
+        if self.page_1g and not pool.small:
+            alloc_size = -(-size // K_EXTRA_LARGE_BUFFER) * K_EXTRA_LARGE_BUFFER
+        else:
+            alloc_size = allocation_size(size, conf)
+        rejected = [False]
+        block = None
+        if self._free_memory_callbacks and self._trigger_free_memory_callbacks():
+            block = self._get_free_block(pool, size, stream)
+        if block is None and conf.multi_stream_lazy_reclaim:
+            self._process_events()
+            block = self._get_free_block(pool, size, stream)
+        if block is None:
+            if self.allowed_memory_maximum is not None and conf.garbage_collection_threshold > 0:
+                self._garbage_collect()
+            block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
+            if block is None and not rejected[0]:
+                if self._release_available_cached_blocks(pool, size, stream):
+                    block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
+        if block is None and not rejected[0]:
+            # "Free all non-split cached blocks and retry alloc." after synchronising the
+            # device, the workspace allocator's cache first (NPUWorkspaceAllocator::emptyCache)
+            self._empty_cache()
+            block = self._alloc_block(pool, size, alloc_size, stream, True, rejected)
+        if block is None:
+            error = self._out_of_memory(alloc_size, orig_size, rejected[0])
+            if not rejected[0]:
+                if self._history is not None:
+                    self._trace("oom", error.free, orig_size, stream)
+                self._notify_out_of_memory(alloc_size, error.free, error.total_capacity)
+            raise error
+        return block
+
     def _out_of_memory(self, alloc_size: int, orig_size: int, rejected: bool) -> Exception:
         free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
+        stats = self.stats
         if not rejected:
-            self.stats.num_ooms += 1
-        agg = 0
+            stats.num_ooms += 1
         return out_of_memory(
             tried=orig_size if rejected else alloc_size, device=self.device,
-            total_capacity=total, allocated=self.stats.allocated_bytes[agg].current,
-            active=self.stats.active_bytes[agg].current, free=free,
-            allowed=self.allowed_memory_maximum, reserved=self.stats.reserved_bytes[agg].current,
+            total_capacity=total, allocated=stats.current(ALLOCATED_BYTES),
+            active=stats.current(ACTIVE_BYTES), free=free,
+            allowed=self.allowed_memory_maximum, reserved=stats.current(RESERVED_BYTES),
             rejected=rejected)
 
     def _get_free_block(self, pool: Pool, size: int, stream: int) -> Block | None:
@@ -256,8 +301,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             for b in pool.blocks.values():
                 b.gc_count += 1
         keys = pool.keys
-        i = keys.bisect_left((stream, size, 0))
-        if i == len(keys) or keys[i][0] != stream:
+        i = keys.bisect_left((stream << 128) | (size << 64))
+        if i == len(keys) or keys[i] >> 128 != stream:
             return None
         block = pool.blocks[keys[i]]
         if block.segment is not None:
@@ -267,7 +312,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
                 nxt = b.next
                 return b.size + (nxt.size if nxt is not None and not nxt.mapped else 0)
 
-            while (block.segment is not None and i + 1 < len(keys) and keys[i + 1][0] == stream
+            while (block.segment is not None and i + 1 < len(keys) and keys[i + 1] >> 128 == stream
                    and growable(pool.blocks[keys[i + 1]]) < growable(block)):
                 i += 1
                 block = pool.blocks[keys[i]]
@@ -309,8 +354,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
                 return None
             raise
         self.total_allocated_memory += alloc_size
-        self.stats.update("segment", pool.small, 1)
-        self.stats.update("reserved_bytes", pool.small, alloc_size)
+        self.stats.add(SEGMENT, pool.small, 1)
+        self.stats.add(RESERVED_BYTES, pool.small, alloc_size)
         if alloc_size >= self.conf.max_split_size:
             self.stats.oversize_segments.update(1)
         self.stats.num_device_alloc += 1
@@ -346,21 +391,17 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             if expandable:
                 pass
             elif already_split:
-                stats.update("inactive_split_bytes", small, -block.size)
+                stats.add(INACTIVE_SPLIT_BYTES, small, -block.size)
             else:
-                stats.update("inactive_split_bytes", small, rest.size)
-                stats.update("inactive_split", small, 1)
+                stats.add(INACTIVE_SPLIT_BYTES, small, rest.size)
+                stats.add(INACTIVE_SPLIT, small, 1)
         elif already_split and not expandable:
-            stats.update("inactive_split_bytes", small, -block.size)
-            stats.update("inactive_split", small, -1)
+            stats.add(INACTIVE_SPLIT_BYTES, small, -block.size)
+            stats.add(INACTIVE_SPLIT, small, -1)
         block.allocated = True
         block.requested_size = orig_size
         self._active[block.ptr] = block
-        stats.update("allocation", small, 1)
-        stats.update("allocated_bytes", small, block.size)
-        stats.update("active", small, 1)
-        stats.update("active_bytes", small, block.size)
-        stats.update("requested_bytes", small, orig_size)
+        stats.alloc_block(small, block.size, orig_size)
         if block.size >= self.conf.max_split_size:
             stats.oversize_allocations.update(1)
         return block
@@ -372,8 +413,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         block.allocated = False
         if self._history is not None:
             self._trace("free_requested", block.ptr, block.requested_size, block.stream)
-        self.stats.update("allocation", block.small, -1)
-        self.stats.update("allocated_bytes", block.small, -block.size)
+        self.stats.free_requested(block.small, block.size)
         if block.size >= self.conf.max_split_size:
             self.stats.oversize_allocations.update(-1)
         if block.stream_uses:
@@ -390,22 +430,22 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             self._trace("free_completed", block.ptr, requested, block.stream)
         net_blocks = net_bytes = 0
         for candidate in (block.prev, block.next):
-            subsumed = self._try_merge(block, candidate, pool)
-            if subsumed:
-                net_blocks -= 1
-                net_bytes -= subsumed
+            # an allocated neighbour (or none) cannot merge: no call for it
+            if candidate is not None and not candidate.allocated:
+                subsumed = self._try_merge(block, candidate, pool)
+                if subsumed:
+                    net_blocks -= 1
+                    net_bytes -= subsumed
         pool.insert(block)
-        if block.is_split():
+        if block.prev is not None or block.next is not None:
             net_blocks += 1
             net_bytes += block.size
         small = block.small
-        if block.segment is None:
+        if block.segment is None and (net_blocks or net_bytes):
             # inactive_split leaves expandable segments out, as the source does
-            self.stats.update("inactive_split", small, net_blocks)
-            self.stats.update("inactive_split_bytes", small, net_bytes)
-        self.stats.update("active", small, -1)
-        self.stats.update("active_bytes", small, -original_size)
-        self.stats.update("requested_bytes", small, -requested)
+            self.stats.add(INACTIVE_SPLIT, small, net_blocks)
+            self.stats.add(INACTIVE_SPLIT_BYTES, small, net_bytes)
+        self.stats.free_completed(small, original_size, requested)
 
     @staticmethod
     def _try_merge(dst: Block, src: Block | None, pool: Pool) -> int:
@@ -428,53 +468,6 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         dst.size += src.size
         return src.size
 
-    # -- events (record_stream) ---------------------------------------------------------------
-
-    def _insert_events(self, block: Block) -> None:
-        """insert_events (the source): an event recorded on each stream that used the block."""
-        events = self.runtime.events
-        streams, block.stream_uses = block.stream_uses, set()
-        for stream in sorted(streams):
-            event = events.create()
-            events.record(event, stream)
-            block.event_count += 1
-            self._events.setdefault(stream, []).append((event, block))
-
-    def _process_events(self) -> None:
-        """process_events (the source): free the blocks whose events have all completed;
-        per stream, stop at the first event not yet complete."""
-        if not self._events:
-            return
-        events = self.runtime.events
-        for stream in list(self._events):
-            queue = self._events[stream]
-            while queue:
-                event, block = queue[0]
-                if events.recorded_status(event) is not EventRecordedStatus.COMPLETE:
-                    break
-                queue.pop(0)
-                events.destroy(event)
-                block.event_count -= 1
-                if block.event_count == 0:
-                    self._free_block(block)
-            if not queue:
-                del self._events[stream]
-
-    def _synchronize_and_free_events(self) -> None:
-        """synchronize_and_free_events (the source): wait for every event, free its block."""
-        events = self.runtime.events
-        for stream, queue in list(self._events.items()):
-            for event, block in queue:
-                events.synchronize(event)
-                events.destroy(event)
-                block.event_count -= 1
-                if block.event_count == 0:
-                    self._free_block(block)
-            del self._events[stream]
-
-    def _pending(self) -> list[Block]:
-        return [b for queue in self._events.values() for _e, b in queue]
-
     # -- giving memory back -------------------------------------------------------------------
 
     def _release_block(self, block: Block) -> None:
@@ -485,8 +478,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
             self._trace("segment_free", block.ptr, block.size, block.stream)
         self.stats.num_device_free += 1
         self.total_allocated_memory -= block.size
-        self.stats.update("segment", block.small, -1)
-        self.stats.update("reserved_bytes", block.small, -block.size)
+        self.stats.add(SEGMENT, block.small, -1)
+        self.stats.add(RESERVED_BYTES, block.small, -block.size)
         if block.size >= self.conf.max_split_size:
             self.stats.oversize_segments.update(-1)
         pool.erase(block)
@@ -519,8 +512,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks):
         self.runtime.synchronize_device()
         need = max(size, max_split)
         keys = pool.keys
-        i = keys.bisect_left((stream, need, 0))
-        if i < len(keys) and keys[i][0] == stream:
+        i = keys.bisect_left(size_key(stream, need))
+        if i < len(keys) and keys[i] >> 128 == stream:
             block = pool.blocks[keys[i]]
             if block.is_split():
                 # DECISION: the source would aclrtFree a block inside a segment here (possible

@@ -16,6 +16,7 @@ from ..memory.errors import AclError
 from .blocks import Block, Pool
 from .conf import K_LARGE_BUFFER
 from .rules import K_EXTRA_LARGE_BUFFER, K_SMALL_BUFFER
+from .stats import RESERVED_BYTES
 
 __all__ = ["ExpandableSegment", "ExpandableBlocks"]
 
@@ -162,7 +163,7 @@ class ExpandableBlocks:
         self._try_merge(to_map, to_map.next, pool)
         pool.insert(to_map)
         self.total_allocated_memory += mapped
-        self.stats.update("reserved_bytes", pool.small, mapped)
+        self.stats.add(RESERVED_BYTES, pool.small, mapped)
         self.stats.num_device_alloc += 1
         if self._history is not None:
             self._trace("segment_map", start, mapped, to_map.stream)
@@ -212,7 +213,7 @@ class ExpandableBlocks:
         self._try_merge(block, block.next, pool)
         pool.unmapped[(block.stream, block.ptr)] = block
         self.total_allocated_memory -= size
-        self.stats.update("reserved_bytes", pool.small, -size)
+        self.stats.add(RESERVED_BYTES, pool.small, -size)
         self.stats.num_device_free += 1
         if self._history is not None:
             self._trace("segment_unmap", start, size, block.stream)

@@ -11,16 +11,27 @@ from __future__ import annotations
 
 from ..memory.errors import NpuOutOfMemoryError
 
-__all__ = ["Stat", "DeviceStats", "out_of_memory", "format_size", "STAT_TYPES"]
+__all__ = ["Stat", "DeviceStats", "out_of_memory", "format_size", "STAT_TYPES", "ARRAYS",
+           "ALLOCATION", "SEGMENT", "ACTIVE", "INACTIVE_SPLIT", "ALLOCATED_BYTES",
+           "RESERVED_BYTES", "ACTIVE_BYTES", "INACTIVE_SPLIT_BYTES", "REQUESTED_BYTES"]
 
 #: StatType names, in order (Module.cpp statTypeNames)
 STAT_TYPES = ("all", "small_pool", "large_pool")
-_ARRAYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
-           "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes")
+#: the StatArrays of DeviceStats, in Module.cpp's order
+ARRAYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
+          "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes")
+# Each array is 8 ints of DeviceStats.values from its index: current (small pool, large
+# pool), peak (small, large), allocated (small, large), the aggregate's peak, one unused.
+(ALLOCATION, SEGMENT, ACTIVE, INACTIVE_SPLIT, ALLOCATED_BYTES, RESERVED_BYTES, ACTIVE_BYTES,
+ INACTIVE_SPLIT_BYTES, REQUESTED_BYTES) = range(0, 8 * len(ARRAYS), 8)
+_WIDTH = 8 * len(ARRAYS)
 
 
 class Stat:
-    """c10::CachingAllocator::Stat: current, peak, allocated (sum of increases), freed."""
+    """c10::CachingAllocator::Stat: current, peak, allocated (sum of increases), freed.
+
+    The oversize stats are Stats; the arrays are kept in :class:`DeviceStats`'s ints and
+    read as Stats through :class:`StatView`."""
 
     __slots__ = ("current", "peak", "allocated", "freed")
 
@@ -43,12 +54,57 @@ class Stat:
                 "freed": self.freed}
 
 
+class StatView:
+    """One Stat of an array (``kind`` 0 the aggregate, 1 the small pool, 2 the large pool),
+    read live from :attr:`DeviceStats.values`."""
+
+    __slots__ = ("_values", "_i", "_kind")
+
+    def __init__(self, values: list[int], i: int, kind: int) -> None:
+        self._values, self._i, self._kind = values, i, kind
+
+    def _field(self, offset: int) -> int:
+        v, i = self._values, self._i + offset
+        return v[i] + v[i + 1] if self._kind == 0 else v[i + self._kind - 1]
+
+    @property
+    def current(self) -> int:
+        return self._field(0)
+
+    @property
+    def peak(self) -> int:
+        if self._kind == 0:
+            return self._values[self._i + 6]
+        return self._values[self._i + 1 + self._kind]
+
+    @property
+    def allocated(self) -> int:
+        return self._field(4)
+
+    @property
+    def freed(self) -> int:
+        return self.allocated - self.current
+
+    def as_dict(self) -> dict[str, int]:
+        return {"current": self.current, "peak": self.peak, "allocated": self.allocated,
+                "freed": self.freed}
+
+
 class DeviceStats:
-    """DeviceStats: one Stat per pool kind for each array, the counters, the oversize stats."""
+    """DeviceStats: a Stat per pool kind for each array, the counters, the oversize stats.
+
+    The arrays are plain ints in one list (:attr:`values`) updated in place, the aggregate
+    ("all") derived when read: its current and allocated are the pools' sums, its freed (as
+    every Stat's) is allocated - current, and only its peak is kept, on each increase. An
+    increase costs a few list stores, a decrease one; :meth:`alloc_block`,
+    :meth:`free_requested` and :meth:`free_completed` make the hot path's several updates
+    in one call. ``stats.allocated_bytes[0].current`` and the like read them as Stats.
+    """
 
     def __init__(self, max_split_size: int) -> None:
-        for name in _ARRAYS:
-            setattr(self, name, tuple(Stat() for _ in STAT_TYPES))
+        self.values = [0] * _WIDTH
+        for i, name in zip(range(0, _WIDTH, 8), ARRAYS):
+            setattr(self, name, tuple(StatView(self.values, i, k) for k in range(3)))
         self.oversize_allocations = Stat()
         self.oversize_segments = Stat()
         self.num_alloc_retries = 0
@@ -59,18 +115,67 @@ class DeviceStats:
         self.num_oom_rejections = 0
         self.max_split_size = max_split_size
 
-    def update(self, name: str, small: bool, amount: int) -> None:
-        """for_each_selected_stat_type: the aggregate and the block's pool."""
-        stats = getattr(self, name)
-        stats[0].update(amount)
-        stats[1 if small else 2].update(amount)
+    def add(self, array: int, small: bool, amount: int) -> None:
+        """for_each_selected_stat_type + update_stat: ``amount`` on the aggregate and the
+        block's pool of ``array`` (ALLOCATION, ..., REQUESTED_BYTES). O(1)."""
+        v = self.values
+        i = array if small else array + 1
+        current = v[i] + amount
+        v[i] = current
+        if amount > 0:
+            v[i + 4] += amount
+            if current > v[i + 2]:
+                v[i + 2] = current
+            current += v[i ^ 1]
+            if current > v[array + 6]:
+                v[array + 6] = current
+
+    def alloc_block(self, small: bool, size: int, requested: int) -> None:
+        """alloc_found_block's increases (the source): allocation, allocated_bytes, active,
+        active_bytes and requested_bytes. O(1)."""
+        v = self.values
+        p = 0 if small else 1
+        for array, amount in ((ALLOCATION, 1), (ALLOCATED_BYTES, size), (ACTIVE, 1),
+                              (ACTIVE_BYTES, size), (REQUESTED_BYTES, requested)):
+            i = array + p
+            current = v[i] + amount
+            v[i] = current
+            v[i + 4] += amount
+            if current > v[i + 2]:
+                v[i + 2] = current
+            current += v[i ^ 1]
+            if current > v[array + 6]:
+                v[array + 6] = current
+
+    def free_requested(self, small: bool, size: int) -> None:
+        """free's decreases (the source): allocation and allocated_bytes. O(1)."""
+        p = 0 if small else 1
+        v = self.values
+        v[ALLOCATION + p] -= 1
+        v[ALLOCATED_BYTES + p] -= size
+
+    def free_completed(self, small: bool, size: int, requested: int) -> None:
+        """free_block's decreases (the source): active, active_bytes, requested_bytes."""
+        p = 0 if small else 1
+        v = self.values
+        v[ACTIVE + p] -= 1
+        v[ACTIVE_BYTES + p] -= size
+        v[REQUESTED_BYTES + p] -= requested
+
+    def current(self, array: int) -> int:
+        """The aggregate's current value of ``array``."""
+        return self.values[array] + self.values[array + 1]
+
+    def peak(self, array: int) -> int:
+        """The aggregate's peak of ``array``."""
+        return self.values[array + 6]
 
     def nested(self) -> dict:
         """THNPModule_memoryStats's dict."""
         out: dict = {key: getattr(self, key) for key in (
             "num_alloc_retries", "num_ooms", "max_split_size", "num_sync_all_streams",
             "num_device_alloc", "num_device_free", "num_oom_rejections")}
-        for name in _ARRAYS:
+        for name in ARRAYS:
             out[name] = {t: s.as_dict() for t, s in zip(STAT_TYPES, getattr(self, name))}
         out["oversize_allocations"] = self.oversize_allocations.as_dict()
         out["oversize_segments"] = self.oversize_segments.as_dict()

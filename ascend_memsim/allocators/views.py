@@ -41,7 +41,8 @@ class SnapshotViews:
         torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
         empty unless :meth:`record_history` is on). Frames are empty: the simulator records
         no Python stacks here. Source: ``csrc/npu/Module.cpp`` (memorySnapshot's
-        segmentInfoToDict) and ``NPUCachingAllocator.cpp`` ``snapshot``."""
+        segmentInfoToDict) and ``NPUCachingAllocator.cpp`` ``snapshot``; the workspace
+        allocator's blocks follow (``NPUWorkspaceAllocator.cpp`` ``get_segm``, ``get_trace``)."""
         with self._lock:
             segments = []
             for seg in self.segments():
@@ -58,9 +59,25 @@ class SnapshotViews:
                     "stream": seg["stream"], "segment_pool_id": (0, 0),
                     "segment_type": "small" if seg["small"] else "large",
                     "is_expandable": seg["expandable"], "frames": [], "blocks": blocks})
+            # the workspace allocator's blocks after the caching allocator's segments, and
+            # (history on) three entries each at the start of the trace: get_segm and
+            # get_trace (NPUWorkspaceAllocator.cpp), merged as Module.cpp memorySnapshot does;
+            # the source never marks its block allocated, so the block shows "inactive"
+            head: list[dict] = []
+            for ptr, size, requested, stream in self.workspace.blocks():
+                segments.append({
+                    "device": self.device, "address": ptr, "total_size": size,
+                    "allocated_size": 0, "active_size": 0, "requested_size": 0,
+                    "stream": stream, "segment_pool_id": (0, 0), "segment_type": "large",
+                    "is_expandable": False, "frames": [],
+                    "blocks": [{"address": ptr, "size": size, "requested_size": requested,
+                                "state": "inactive", "frames": []}]})
+                head.extend({"action": action, "addr": ptr, "size": size, "stream": stream,
+                             "pool_id": (0, 0), "frames": []}
+                            for action in ("workspace_snapshot", "segment_alloc", "alloc"))
             traces: list[list] = [[] for _ in range(self.runtime.device_count)]
             if self._history is not None:
-                traces[self.device] = [dict(e) for e in self._history]
+                traces[self.device] = head + [dict(e) for e in self._history]
             return {"segments": segments, "device_traces": traces}
 
     def segments(self) -> list[dict]:

@@ -52,6 +52,9 @@ PICKLE_PROTOCOL = 4
 #: (torch_npu/csrc/core/npu/NPUCachingAllocator.cpp). ``replay --api/--policy`` override it.
 SNAPSHOT_API = "aclrtMallocAlign32"
 SNAPSHOT_POLICY = 0
+#: the workspace allocator's segments (a ``workspace_snapshot`` entry names each):
+#: ``AclrtMallocAlign32(..., ACL_MEM_MALLOC_HUGE_ONLY)`` (NPUWorkspaceAllocator.cpp malloc)
+_WORKSPACE_POLICY = 1
 
 #: ACL_ERROR_RT_MEMORY_ALLOCATION, the code of a recorded oom
 _OOM_CODE = 207001
@@ -182,6 +185,7 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
     seen_alloc: set[tuple[int, int]] = set()
     early: list[dict] = []
     stacks: dict[int, Any] = {}
+    workspace: set[tuple[int, int]] = set()
     for device, position, entry in entries:
         where = f"{name}: device_traces[{device}][{position}]"
         action = entry["action"]
@@ -212,7 +216,10 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
             elif action == "segment_alloc":
                 seen_alloc.add(key)
                 allocated.add(key)
-                events.append({"event": "malloc", **_call(entry), "size": size, "ptr": addr,
+                call = _call(entry)
+                if key in workspace and _int(entry.get("policy")) is None:
+                    call["policy"] = _WORKSPACE_POLICY
+                events.append({"event": "malloc", **call, "size": size, "ptr": addr,
                                **common})
             else:
                 if key not in allocated and key not in seen_alloc:
@@ -239,6 +246,8 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                 problems.append(f"{where}: unknown action {brief(action)}; ignored")
             else:
                 ignored[action] = ignored.get(action, 0) + 1
+                if action == "workspace_snapshot" and _int(entry.get("addr")):
+                    workspace.add((device, _int(entry.get("addr"))))
     # segments live at the end whose allocation the trace does not hold
     for index, segment in enumerate(segments):
         if not isinstance(segment, dict) or id(segment) in seen:

@@ -5,8 +5,11 @@ Each recorded ``alloc`` becomes :meth:`NpuCachingAllocator.malloc` of its reques
 its stream, each ``free_completed`` (or the older ``free``) the matching ``free``. The
 allocator re-derives its own segment calls, so the recorded ``segment_alloc``,
 ``segment_free``, ``segment_map`` and ``segment_unmap`` are counted, not replayed; an ``oom``
-entry (a request that failed) is tried again; ``snapshot`` markers are counted; any other
-action is counted as skipped. Nothing is dropped without a count in
+entry (a request that failed) is tried again; ``snapshot`` markers are counted; the
+workspace allocator's blocks (a ``workspace_snapshot`` entry and the ``segment_alloc`` and
+``alloc`` of its address after it, which torch_npu puts at the start of the trace) are taken
+by the replay's workspace allocator before the seeded blocks and counted as "workspace"; any
+other action is counted as skipped. Nothing is dropped without a count in
 :attr:`TensorReplayResult.actions`.
 
 DECISION: the program's own ``empty_cache()`` calls leave no entry of their own (only the
@@ -25,8 +28,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
 from ..allocators.rules import DEFAULT_CANN
+from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..memory.errors import InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.units import format_bytes, plural
@@ -55,6 +60,8 @@ class TensorReplayResult:
     frees: int = 0
     #: blocks live at the trace's start, seeded from the snapshot (allocated first)
     seeded: int = 0
+    #: the workspace allocator's blocks of the snapshot, taken before the seeded blocks
+    workspace_seeded: int = 0
     peak_allocated: int = 0
     peak_reserved: int = 0
     #: the simulated device's main memory in use at its highest (segments + runtime)
@@ -66,7 +73,8 @@ class TensorReplayResult:
     #: the first allocation that failed: index in the trace, size, stream, frames, message
     first_failure: dict | None = None
     #: every action seen, by name: "replayed", "rederived" (the allocator's own segment
-    #: calls), "counted" (markers) or "skipped"
+    #: calls), "workspace" (the workspace allocator's blocks), "counted" (markers) or
+    #: "skipped"
     actions: dict[str, dict[str, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -83,7 +91,9 @@ class TensorReplayResult:
         lines = [
             f"{self.source}: {plural(self.allocs, 'alloc')}, {plural(self.frees, 'free')}, "
             f"{self.seeded} seeded, "
-            f"through torch_npu's caching allocator ({self.alloc_conf or 'default conf'}) on "
+            + (f"{plural(self.workspace_seeded, 'workspace block')}, "
+               if self.workspace_seeded else "")
+            + f"through torch_npu's caching allocator ({self.alloc_conf or 'default conf'}) on "
             f"{self.product} with {format_bytes(self.capacity)}",
             f"  peak allocated {format_bytes(self.peak_allocated)}, reserved "
             f"{format_bytes(self.peak_reserved)}, device {format_bytes(self.peak_device)}; "
@@ -95,7 +105,7 @@ class TensorReplayResult:
             lines.append(f"  first failure: entry {f['index']}, {format_bytes(f['size'])} on "
                          f"stream {f['stream']}: {f['message'].splitlines()[0]}")
             lines.extend(f"    {frame}" for frame in f["frames"][:8])
-        for kind in ("rederived", "counted", "skipped"):
+        for kind in ("rederived", "workspace", "counted", "skipped"):
             if self.actions.get(kind):
                 lines.append(f"  {kind}: " + ", ".join(
                     f"{k} {v}" for k, v in sorted(self.actions[kind].items())))
@@ -144,22 +154,29 @@ def _stream_id(streams: dict, value: Any) -> int:
 
 
 class _Replayer:
+    """Feeds one allocator; the peaks are read from its statistics, the device footprint and
+    the reserved peak's split only after a call that took memory from the device."""
+
     def __init__(self, result: TensorReplayResult, alloc: NpuCachingAllocator, main: Any) -> None:
         self.result, self.alloc, self.main = result, alloc, main
         self.ptrs: dict[Any, int] = {}
         self.streams: dict[Any, int] = {}
-        self.allocated = alloc.stats.allocated_bytes[0]
-        self.reserved = alloc.stats.reserved_bytes[0]
+        self.stats = alloc.stats
+        self.device_allocs = -1
 
-    def count(self, kind: str, action: str) -> None:
-        bucket = self.result.actions.setdefault(kind, {})
-        bucket[action] = bucket.get(action, 0) + 1
+    def count(self, kind: str, action: str, n: int = 1) -> None:
+        if n:
+            bucket = self.result.actions.setdefault(kind, {})
+            bucket[action] = bucket.get(action, 0) + n
 
     def malloc(self, addr: Any, size: int, stream: Any, index: int, frames: Any) -> bool:
-        r = self.result
+        sid = self.streams.get(stream)
+        if sid is None:
+            sid = _stream_id(self.streams, stream)
         try:
-            ptr = self.alloc.malloc(size, _stream_id(self.streams, stream))
+            ptr = self.alloc.malloc(size, sid)
         except NpuOutOfMemoryError as e:
+            r = self.result
             r.ooms += 1
             if r.first_failure is None:
                 r.first_failure = {"index": index, "size": size, "stream": stream,
@@ -167,16 +184,44 @@ class _Replayer:
             self.ptrs.pop(addr, None)
             return False
         self.ptrs[addr] = ptr
-        r.allocs += 1
-        if self.allocated.current > r.peak_allocated:
-            r.peak_allocated = self.allocated.current
-        if self.reserved.current > r.peak_reserved:
-            r.peak_reserved = self.reserved.current
-            r.fragmentation_at_peak = self.reserved.current - self.allocated.current
+        self.result.allocs += 1
+        if self.stats.num_device_alloc != self.device_allocs:
+            self.took_memory()
+        return True
+
+    def took_memory(self) -> None:
+        """After a call that took device memory (a segment, mapped pages): the reserved
+        peak and the allocated bytes at it, the device's footprint."""
+        r, stats = self.result, self.stats
+        self.device_allocs = stats.num_device_alloc
+        reserved = stats.current(RESERVED_BYTES)
+        if reserved > r.peak_reserved:
+            r.peak_reserved = reserved
+            r.fragmentation_at_peak = reserved - stats.current(ALLOCATED_BYTES)
         used = self.main.used_bytes
         if used > r.peak_device:
             r.peak_device = used
-        return True
+
+    def workspace(self, size: Any, stream: Any) -> None:
+        """A workspace block held at the snapshot, taken again through the workspace
+        allocator (its request: the block's size less the 32 bytes it adds) and left
+        cached, as after the operator that used it."""
+        r = self.result
+        if type(size) is not int or size <= 32:
+            r.problems.append(f"workspace block of bad size {size!r}; not seeded")
+            return
+        sid = self.streams.get(stream)
+        if sid is None:
+            sid = _stream_id(self.streams, stream)
+        ws = self.alloc.workspace
+        try:
+            ws.free(ws.malloc(size - 32, sid))
+        except NpuOutOfMemoryError as e:
+            r.problems.append(f"workspace block of {size} bytes not seeded: "
+                              f"{str(e).splitlines()[0]}")
+            return
+        r.workspace_seeded += 1
+        self.took_memory()
 
     def free(self, addr: Any) -> bool:
         ptr = self.ptrs.pop(addr, None)
@@ -186,15 +231,42 @@ class _Replayer:
         self.result.frees += 1
         return True
 
+    def finish(self) -> None:
+        self.result.peak_allocated = self.stats.peak(ALLOCATED_BYTES)
+        self.result.retries = self.stats.num_alloc_retries
 
-def _seeds(entries: list, segments: list) -> list[tuple[int, int, Any]]:
+
+def _workspace(entries: list) -> tuple[set[int], list[tuple[Any, Any, Any]]]:
+    """The entries of the workspace allocator: each ``workspace_snapshot`` and the
+    ``segment_alloc`` and ``alloc`` of the same address right after it
+    (``NPUWorkspaceAllocator.cpp`` ``get_trace``); their indexes and (addr, size, stream)
+    of each block."""
+    indexes: set[int] = set()
+    blocks = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or e.get("action") != "workspace_snapshot":
+            continue
+        indexes.add(i)
+        addr = e.get("addr")
+        blocks.append((addr, e.get("size"), e.get("stream", 0)))
+        for j in (i + 1, i + 2):
+            after = entries[j] if j < len(entries) else None
+            if (isinstance(after, dict) and after.get("addr") == addr
+                    and after.get("action") in ("segment_alloc", "alloc")):
+                indexes.add(j)
+    return indexes, blocks
+
+
+def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset()
+           ) -> list[tuple[int, int, Any]]:
     """Blocks live when the trace starts: freed in the trace without an alloc in it, or live
-    at the snapshot and never allocated in it. Memory O(live blocks)."""
+    at the snapshot and never allocated in it; entries at the indexes ``skip`` (the
+    workspace allocator's) are left out. Memory O(live blocks)."""
     live: set = set()
     pending: set = set()
     seeds: dict[Any, tuple[int, Any]] = {}
-    for e in entries:
-        if not isinstance(e, dict):
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or i in skip:
             continue
         action, addr = e.get("action"), e.get("addr")
         if action == "alloc":
@@ -270,13 +342,14 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
             _replay_trace(rp, data)
         else:
             _replay_snapshot(rp, data, device)
-        stats = alloc.stats
-        result.retries = stats.num_alloc_retries
+        rp.finish()
         alloc.empty_cache()
     return result
 
 
 def _replay_trace(rp: _Replayer, stream: Any) -> None:
+    malloc, free = rp.malloc, rp.free
+    mallocs = frees = 0
     for index, event in enumerate(records(stream)):
         kind = event.kind
         if kind == "malloc":
@@ -284,13 +357,16 @@ def _replay_trace(rp: _Replayer, stream: Any) -> None:
             if type(size) is not int or size < 0:
                 rp.result.problems.append(f"line {event.line}: bad size {size!r}")
                 continue
-            rp.malloc(event.ptr, size, event.get("stream", 0), index, None)
-            rp.count("replayed", "malloc")
+            # event.get("stream", 0) without the call (bit 1: no stream field)
+            malloc(event.ptr, size, 0 if event.absent & 1 else event.stream, index, None)
+            mallocs += 1
         elif kind == "free":
-            rp.free(event.ptr)
-            rp.count("replayed", "free")
+            free(event.ptr)
+            frees += 1
         else:
             rp.count("skipped", str(kind))
+    rp.count("replayed", "malloc", mallocs)
+    rp.count("replayed", "free", frees)
 
 
 def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
@@ -306,12 +382,18 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
     entries = traces[device] if device < len(traces) and isinstance(traces[device], list) else []
     segments = [s for s in snap.get("segments") or () if isinstance(s, dict)
                 and s.get("device", device) == device]
-    for addr, size, stream in _seeds(entries, segments):
+    workspace, blocks = _workspace(entries)
+    for _addr, size, stream in blocks:
+        rp.workspace(size, stream)
+    for addr, size, stream in _seeds(entries, segments, workspace):
         rp.malloc(addr, size, stream, -1, None)
     rp.result.seeded, rp.result.allocs = rp.result.allocs, 0
     for index, e in enumerate(entries):
         if not isinstance(e, dict):
             rp.count("skipped", "not an entry")
+            continue
+        if index in workspace:
+            rp.count("workspace", str(e.get("action")))
             continue
         action = e.get("action")
         if action == "alloc":
