@@ -292,6 +292,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alloc-conf", default="",
                    help="PYTORCH_NPU_ALLOC_CONF for --allocator, e.g. expandable_segments:True")
     p.add_argument("--cann", help="CANN version for --allocator (default 9.1.0)")
+    p.add_argument("--sweep", action="store_true",
+                   help="with --allocator: try several allocator settings and rank them by "
+                        "the capacity each needs")
+    p.add_argument("--sweep-conf", metavar="'A;B;...'",
+                   help="the settings --sweep tries, separated by ';' (an empty one is the "
+                        "default conf); implies --sweep")
+    p.add_argument("--window", type=int, default=16, metavar="N",
+                   help="with --allocator: steps replayed below and above the bisection's "
+                        "answer (default 16)")
     json_option(p)
     p.set_defaults(func=cmd_replay)
 
