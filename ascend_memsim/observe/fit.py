@@ -326,63 +326,80 @@ def _search(src: _Source, conf: str, cann: str, step: int, top: int, window: int
             return result
         first = runs[top]
         lower = result.lower_bound = max(step, -(-first.peak_allocated // step) * step)
-        lo, hi = lower - step, top   # lo: known to fail (or below the bound), hi: fits
         hint = min(top, max(lower, -(-first.peak_device // step) * step))
-        if hint < top:
-            if fits(hint):
-                hi = hint
-            else:
-                # the answer is above the hint, most often near it: strides doubling from
-                # one step until one fits, then a bisection of the last stride
-                lo, stride = hint, step
-                while lo + stride < top:
-                    if fits(lo + stride):
-                        hi = lo + stride
-                        break
-                    lo += stride
-                    stride *= 2
-        while hi - lo > step:
-            mid = (lo + hi) // 2 // step * step
-            if fits(mid):
-                hi = mid
-            else:
-                lo = mid
-        found = hi
-        # below: every step of the window, down to the bound
-        for c in range(found - step, max(lower, found - window * step) - 1, -step):
-            fits(c)
-        # above: until `window` steps in a row fit, each failure moving the answer up
-        all_from, c, budget = found, found, 4 * window
-        while c + step <= top and c + step - all_from <= window * step and budget > 0:
-            c += step
-            if c not in runs:
-                budget -= 1
-            if not fits(c):
-                all_from = c + step
+        found = _probe(fits, lower, hint, top, step, window)
     finally:
         result.replays = len(runs)
         result.seconds = time.perf_counter() - started
     result.trials = sorted((c, r.fits) for c, r in runs.items())
-    fitting = [c for c, ok in result.trials if ok]
-    failing = [c for c, ok in result.trials if not ok]
-    smallest = result.smallest = fitting[0]
-    below = smallest - step
-    while below >= lower and below in runs and not runs[below].fits:
-        below -= step
-    result.smallest_checked_from = below + step
-    all_from = max(all_from, (failing[-1] + step) if failing else lower)
+    (result.smallest, result.smallest_checked_from, all_from, result.all_fit_checked_to,
+     result.failing_between) = _answers(dict(result.trials), lower, step, found)
     result.all_fit_from = all_from
-    checked = all_from
-    while checked + step in runs and runs[checked + step].fits:
-        checked += step
-    result.all_fit_checked_to = checked
-    result.failing_between = [c for c in failing if smallest < c < all_from]
     at = runs[all_from]
     result.peak_allocated, result.peak_reserved = at.peak_allocated, at.peak_reserved
     result.peak_device, result.retries = at.peak_device, at.retries
     if all_from - step in runs:
         result.failure = runs[all_from - step].first_failure
     return result
+
+
+def _probe(fits: Callable[[int], bool], lower: int, hint: int, top: int, step: int,
+           window: int) -> int:
+    """Steps 3 to 5 of the search (see the module's text) with ``fits(capacity)`` (which
+    remembers its answers; ``top`` fits): the capacity the bisection found, which fits with
+    one step less failing or below ``lower``."""
+    lo, hi = lower - step, top   # lo: known to fail (or below the bound), hi: fits
+    if hint < top:
+        if fits(hint):
+            hi = hint
+        else:
+            # the answer is above the hint, most often near it: strides doubling from one
+            # step until one fits, then a bisection of the last stride
+            lo, stride = hint, step
+            while lo + stride < top:
+                if fits(lo + stride):
+                    hi = lo + stride
+                    break
+                lo += stride
+                stride *= 2
+    while hi - lo > step:
+        mid = (lo + hi) // 2 // step * step
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    found = hi
+    # below: every step of the window, down to the bound
+    for c in range(found - step, max(lower, found - window * step) - 1, -step):
+        fits(c)
+    # above: until `window` steps in a row fit, a failure moving the start above it (at
+    # most 4 * window replays)
+    all_from, c, budget = found, found, 4 * window
+    while c + step <= top and c + step - all_from <= window * step and budget > 0:
+        c += step
+        budget -= 1
+        if not fits(c):
+            all_from = c + step
+    return found
+
+
+def _answers(trials: dict[int, bool], lower: int, step: int,
+             found: int) -> tuple[int, int, int, int, list[int]]:
+    """From the capacities replayed: the smallest that fits and where the failing steps
+    below it start, the capacity above every failure seen (not below ``found``) and how far
+    up every step from it fits, and the failures between the two answers."""
+    fitting = sorted(c for c, ok in trials.items() if ok)
+    failing = sorted(c for c, ok in trials.items() if not ok)
+    smallest = fitting[0]
+    below = smallest - step
+    while below >= lower and trials.get(below) is False:
+        below -= step
+    all_from = max(found, failing[-1] + step if failing else lower)
+    checked = all_from
+    while trials.get(checked + step) is True:
+        checked += step
+    between = [c for c in failing if smallest < c < all_from]
+    return smallest, below + step, all_from, checked, between
 
 
 def sweep_settings(source: Any, product: str | None = None, *,
