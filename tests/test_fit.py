@@ -284,6 +284,11 @@ def test_bad_options(tmp_path, capsys):
         fit_capacity({"no": "snapshot"}, "A2")
 
 
+def test_the_help_names_the_default_window():
+    from ascend_memsim.cli import HELP_DEFAULT_WINDOW
+    assert HELP_DEFAULT_WINDOW == DEFAULT_WINDOW
+
+
 def test_default_candidates():
     a2 = default_candidates("A2")
     assert a2[:2] == ["", "expandable_segments:True"] and "page_size:1g" in a2
