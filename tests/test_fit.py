@@ -65,7 +65,7 @@ def test_non_monotone_fit_reports_both_answers():
     assert r.failure is not None and r.failure["size"] == 14680064
     assert r.peak_reserved == 42 * MiB and r.retries == 1
     # bounded: top, hint, galloping + bisection, and the two windows
-    assert r.replays <= 2 + 2 * 15 + 5 * DEFAULT_WINDOW
+    assert r.replays <= 2 + 2 * 15 + 6 * DEFAULT_WINDOW
     text = str(r)
     assert "smallest capacity that fits:  32 MiB (exact" in text
     assert "every capacity from 44 MiB up fits" in text
@@ -148,7 +148,7 @@ def test_the_search_over_any_fit_pattern(pattern, hint_at, window):
 
     hint = min(top, lower + hint_at * step)
     found = _probe(fits, lower, hint, top, step, window)
-    assert len(seen) <= 2 + 2 * len(pattern).bit_length() + 5 * window
+    assert len(seen) <= 2 + 2 * len(pattern).bit_length() + 6 * window
     smallest, checked_from, all_from, checked_to, between = _answers(seen, lower, step, found)
     assert each[found] and (found == lower or not each[found - step])
     assert each[smallest] and not any(each[c] for c in range(checked_from, smallest, step))

@@ -20,16 +20,16 @@ The search (every capacity a multiple of ``step``, from a lower bound to ``top``
    fails, strides doubling from one step above it until one fits; then a bisection, for a
    capacity ``T`` that fits with ``T - step`` failing: about 2 log2(distance / step)
    replays, never more than 2 log2(range / step);
-4. downwards: every step from ``T - step`` to ``window`` steps below ``T`` (or the bound) is
-   replayed; the smallest that fits is the first answer, exact when the scan reached the
-   bound;
+4. downwards: every step from ``T - step`` to ``window`` steps below ``T`` is replayed, or
+   every step down to the bound when it is within ``2 * window`` steps; the smallest that
+   fits is the first answer, exact when the scan reached the bound;
 5. upwards: every step above ``T`` is replayed until ``window`` steps in a row fit; a failure
    moves the second answer above it and the count starts again (at most ``4 * window``
    replays).
 
 DECISION: ``window`` is 16 steps (32 MiB at the default 2 MiB step, the huge page) on each
 side: the dips seen in recorded jobs are a few segments wide. A search costs at most
-2 + 2 log2(range / step) + 5 * window replays; a failing replay ends at its first failure.
+2 + 2 log2(range / step) + 6 * window replays; a failing replay ends at its first failure.
 Capacities above the checked stretch are not proven: each replay is one capacity.
 
 Each replay is :func:`~ascend_memsim.observe.tensor_replay.replay_tensors` on a fresh
@@ -138,7 +138,8 @@ class FitSearch:
         else:
             checked = (f"each step from {mb(start)} to {mb(self.smallest - self.step)} fails; "
                        f"below {mb(start)} not replayed")
-        lines.append(f"  smallest capacity that fits:  {mb(self.smallest)} ({checked})")
+        label = "that fits" if self.smallest_exact else "seen to fit"
+        lines.append(f"  smallest capacity {label}:  {mb(self.smallest)} ({checked})")
         above = [c for c, fits in self.trials if fits and c > (self.all_fit_checked_to or 0)]
         lines.append(
             f"  every capacity from {mb(self.all_fit_from)} up fits: replayed at every step to "
@@ -208,7 +209,8 @@ class Sweep:
                  "replays")]
         for r in self.results:
             if r.fits:
-                rows.append((r.alloc_conf or "(default)", mb(r.smallest or 0),
+                rows.append((r.alloc_conf or "(default)",
+                             mb(r.smallest or 0) + ("" if r.smallest_exact else " *"),
                              mb(r.all_fit_from or 0), mb(r.peak_reserved), str(r.retries),
                              str(r.replays)))
             else:
@@ -222,6 +224,8 @@ class Sweep:
             lines.append("  " + "  ".join(
                 cell.ljust(w) if i == 0 else cell.rjust(w)
                 for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+        if any(r.fits and not r.smallest_exact for r in self.results):
+            lines.append("  * the smallest seen to fit: steps far below it were not replayed")
         lines.append(f"  {plural(self.replays, 'replay')} in {self.seconds:.2f} s; "
                      f"each row is checked as `replay --bisect` checks it")
         return "\n".join(lines)
@@ -291,7 +295,7 @@ def fit_capacity(source: Any, product: str | None = None, *, alloc_conf: str = "
     ``product``, ``cann`` and ``device`` as :func:`replay_tensors` takes them; the search
     and what each answer has been checked against are in the module's text.
 
-    At most 2 + 2 log2(top / step) + 5 * ``window`` replays.
+    At most 2 + 2 log2(top / step) + 6 * ``window`` replays.
 
     Raises:
         InvalidArgument: a bad source, product, step, top or window.
@@ -369,8 +373,10 @@ def _probe(fits: Callable[[int], bool], lower: int, hint: int, top: int, step: i
         else:
             lo = mid
     found = hi
-    # below: every step of the window, down to the bound
-    for c in range(found - step, max(lower, found - window * step) - 1, -step):
+    # below: every step of the window, down to the bound; all the way to it when it is
+    # within two windows, so that the smallest answer is exact
+    down_to = lower if found - lower <= 2 * window * step else found - window * step
+    for c in range(found - step, down_to - 1, -step):
         fits(c)
     # above: until `window` steps in a row fit, a failure moving the start above it (at
     # most 4 * window replays)
