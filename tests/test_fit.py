@@ -282,6 +282,12 @@ def test_bad_options(tmp_path, capsys):
         sweep_settings(snap, "A2", candidates=["", "colour:blue"])
     with pytest.raises(InvalidArgument):
         fit_capacity({"no": "snapshot"}, "A2")
+    with pytest.raises(InvalidArgumentType):
+        sweep_settings(snap, "A2", cann=8.1)
+    # nothing fits at the top: the JSON says so
+    assert main([*alloc, "--bisect", "--capacity", "30MiB", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert not out["fits"] and out["smallest"] is None and out["failure"]["size"] == 14680064
 
 
 def test_the_help_names_the_default_window():

@@ -271,7 +271,11 @@ class _Source:
         self.profile = get_profile(product or DEFAULT_PRODUCT)
 
 
-def _limits(src: _Source, step: object, top: object, window: object) -> tuple[int, int, int]:
+def _limits(src: _Source, step: object, top: object, window: object,
+            cann: object) -> tuple[int, int, int]:
+    if not isinstance(cann, str):
+        raise InvalidArgumentType(f"cann must be a version string such as '8.1.RC1', not "
+                                  f"{type(cann).__name__}")
     step = _check_int("step", step, 1)
     if step % 64:
         raise InvalidArgument(f"step must be a positive multiple of 64 bytes, got {step}")
@@ -302,7 +306,7 @@ def fit_capacity(source: Any, product: str | None = None, *, alloc_conf: str = "
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
     """
     src = _Source(source, product)
-    step, top, window = _limits(src, step, top, window)
+    step, top, window = _limits(src, step, top, window, cann)
     parse_alloc_conf(alloc_conf)
     return _search(src, alloc_conf, cann, step, top, window, device, progress)
 
@@ -422,7 +426,7 @@ def sweep_settings(source: Any, product: str | None = None, *,
         AllocatorConfigError: a candidate torch_npu refuses (the message names it).
     """
     src = _Source(source, product)
-    step, top, window = _limits(src, step, top, window)
+    step, top, window = _limits(src, step, top, window, cann)
     if candidates is None:
         candidates = default_candidates(src.profile.name, cann)
     if not isinstance(candidates, (list, tuple)) or not candidates:
