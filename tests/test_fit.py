@@ -56,7 +56,10 @@ def test_non_monotone_fit_reports_both_answers():
     # the fixture's shape, by plain replays at each capacity
     assert [_fits(snap, c * MiB) for c in range(26, 50, 2)] == [
         False, False, False, True, True, True, True, True, False, True, True, True]
-    r = fit_capacity(snap, "A2")
+    told = []
+    r = fit_capacity(snap, "A2", progress=lambda runs, capacity: told.append((runs, capacity)))
+    assert [runs for runs, _ in told] == list(range(r.replays))
+    assert sorted(c for _, c in told) == [c for c, _ in r.trials]
     assert r.lower_bound == 26 * MiB
     assert r.smallest == 32 * MiB and r.smallest_exact
     assert r.smallest_checked_from == 26 * MiB
