@@ -177,8 +177,6 @@ def test_cli(tmp_path, capsys):
     assert main([*args, "--alloc-conf", "expandable_segments:True", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["fits"] and out["peak_allocated"] == stats["allocated_bytes.all.peak"]
-    assert main([*args, "--bisect"]) == 2
-    assert "not done yet" in capsys.readouterr().err
     assert main([*args, "--alloc-conf", "bogus:1"]) == 2
 
 

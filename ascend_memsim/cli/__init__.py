@@ -31,6 +31,8 @@ USAGE_ERROR = 2
 #: memory.profiles.DEFAULT_PRODUCT, named here for the same reason (tests/test_cli.py checks
 #: the two agree)
 HELP_DEFAULT_PRODUCT = "A2"
+#: observe.fit.DEFAULT_WINDOW, named here for the same reason (tests/test_fit.py checks it)
+HELP_DEFAULT_WINDOW = 16
 _MiB = 1 << 20
 #: what every size option takes (memory.units.parse_size)
 _SIZES = "units are binary: K/KB/KiB = 1024, M/MB/MiB = 2**20, G/GB/GiB = 2**30"
@@ -284,7 +286,9 @@ def _parser() -> argparse.ArgumentParser:
     trace_options(p)
     p.add_argument("--api", help="replace every recorded allocation API")
     p.add_argument("--bisect", action="store_true",
-                   help="find the smallest capacity on which the whole trace fits")
+                   help="find the smallest capacity on which the whole trace fits; with "
+                        "--allocator also the one from which every larger one fits "
+                        "(--capacity: the top of the search)")
     p.add_argument("--step", type=_size_arg, default=2 * _MiB,
                    help="bisection step: 2MiB (default, a huge page) or 64 (bytes)")
     p.add_argument("--allocator", choices=["torch-npu"],
@@ -292,6 +296,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alloc-conf", default="",
                    help="PYTORCH_NPU_ALLOC_CONF for --allocator, e.g. expandable_segments:True")
     p.add_argument("--cann", help="CANN version for --allocator (default 9.1.0)")
+    p.add_argument("--sweep", action="store_true",
+                   help="with --allocator: try several allocator settings and rank them by "
+                        "the capacity each needs")
+    p.add_argument("--sweep-conf", metavar="'A;B;...'",
+                   help="the settings --sweep tries, separated by ';' (an empty one is the "
+                        "default conf); implies --sweep")
+    p.add_argument("--window", type=int, default=HELP_DEFAULT_WINDOW, metavar="N",
+                   help="with --allocator: steps replayed below and above the bisection's "
+                        f"answer (default {HELP_DEFAULT_WINDOW})")
     json_option(p)
     p.set_defaults(func=cmd_replay)
 

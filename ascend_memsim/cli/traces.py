@@ -43,6 +43,10 @@ def _progress(args: argparse.Namespace, label: str = "replay"):
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "allocator", None):
         return _replay_allocator(args, out)
+    if args.sweep or args.sweep_conf is not None:
+        print("ascend-memsim: --sweep tries settings of torch_npu's caching allocator: give "
+              "--allocator torch-npu", file=sys.stderr)
+        return 2
     trace = _open(args.trace)
     progress = _progress(args)
     if args.bisect:
@@ -91,17 +95,36 @@ def _event_number(at: str) -> int:
 
 
 def _replay_allocator(args: argparse.Namespace, out: TextIO) -> int:
-    """replay --allocator torch-npu: every tensor through the caching allocator."""
-    if args.bisect:
-        print("ascend-memsim: --bisect with --allocator is not done yet (fit is not monotone "
-              "in capacity under a caching allocator); replay at chosen --capacity values",
-              file=sys.stderr)
-        return 2
+    """replay --allocator torch-npu: every tensor through the caching allocator; with
+    --bisect the capacity it needs, with --sweep that of each setting. --capacity is the top
+    of the search range for both (default: the product's own memory)."""
+    from ..observe.fit import fit_capacity, sweep_settings
+
     extra = {"cann": args.cann} if args.cann else {}
-    result = replay_tensors(args.trace, args.product, capacity=args.capacity,
-                            alloc_conf=args.alloc_conf, **extra)
-    print_json(result.as_dict(), out) if args.json else print(result, file=out)
-    return 0 if result.fits else 1
+    sweep = args.sweep or args.sweep_conf is not None
+    if not (sweep or args.bisect):
+        result = replay_tensors(args.trace, args.product, capacity=args.capacity,
+                                alloc_conf=args.alloc_conf, **extra)
+        print_json(result.as_dict(), out) if args.json else print(result, file=out)
+        return 0 if result.fits else 1
+    shown = _progress(args, "search")
+    progress = None if shown is None else (lambda runs, _capacity: shown(runs + 1, 0))
+    limits = dict(step=args.step, top=args.capacity, window=args.window, progress=progress,
+                  **extra)
+    if sweep:
+        if args.alloc_conf:
+            print("ascend-memsim: --sweep tries its own settings; give yours with "
+                  "--sweep-conf 'A;B;...', not --alloc-conf", file=sys.stderr)
+            return 2
+        candidates = None if args.sweep_conf is None else args.sweep_conf.split(";")
+        found = sweep_settings(args.trace, args.product, candidates=candidates, **limits)
+    else:
+        found = fit_capacity(args.trace, args.product, alloc_conf=args.alloc_conf, **limits)
+    if shown is not None:
+        sys.stderr.write("\n")
+    print_json(found.as_dict(), out) if args.json else print(found, file=out)
+    fits = found.best is not None if sweep else found.fits
+    return 0 if fits else 1
 
 
 def _replay_for_picture(args: argparse.Namespace, out: TextIO):

@@ -163,6 +163,8 @@ class _Replayer:
         self.streams: dict[Any, int] = {}
         self.stats = alloc.stats
         self.device_allocs = -1
+        #: end the replay at the first failure (a capacity search needs no more)
+        self.stop = False
 
     def count(self, kind: str, action: str, n: int = 1) -> None:
         if n:
@@ -182,6 +184,8 @@ class _Replayer:
                 r.first_failure = {"index": index, "size": size, "stream": stream,
                                    "frames": _stack(frames) or [], "message": str(e)}
             self.ptrs.pop(addr, None)
+            if self.stop:
+                raise _Stopped from None
             return False
         self.ptrs[addr] = ptr
         self.result.allocs += 1
@@ -234,6 +238,10 @@ class _Replayer:
     def finish(self) -> None:
         self.result.peak_allocated = self.stats.peak(ALLOCATED_BYTES)
         self.result.retries = self.stats.num_alloc_retries
+
+
+class _Stopped(Exception):
+    """The replay ended at its first failure (``stop_at_failure``)."""
 
 
 def _workspace(entries: list) -> tuple[set[int], list[tuple[Any, Any, Any]]]:
@@ -300,7 +308,8 @@ def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset
 
 def replay_tensors(source: Any, product: str | None = None, *, capacity: int | None = None,
                    alloc_conf: str = "", cann: str = DEFAULT_CANN,
-                   device: int | None = None) -> TensorReplayResult:
+                   device: int | None = None,
+                   stop_at_failure: bool = False) -> TensorReplayResult:
     """Run every tensor allocation and free of ``source`` through a fresh
     :class:`~ascend_memsim.allocators.NpuCachingAllocator` (``alloc_conf`` as
     ``PYTORCH_NPU_ALLOC_CONF``, ``cann`` its CANN version) on a simulated ``product`` with
@@ -313,7 +322,8 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
     (DECISION: the recorded API and policy do not matter, the caching allocator makes its
     own segment calls). For a snapshot, ``device`` picks the
     device trace (default: the first with entries); blocks live before the trace starts
-    are seeded first (see :func:`_seeds`).
+    are seeded first (see :func:`_seeds`). With ``stop_at_failure`` the replay ends at the
+    first allocation that fails (``ooms`` is then 1), as a capacity search needs.
 
     Time O(entries x allocator cost), memory O(live blocks + streams): entries are read one
     by one, nothing is kept per event.
@@ -338,10 +348,14 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
         result = TensorReplayResult(name, rt.profile.name, rt.profile.total(
             rt.profile.main_memory), alloc_conf)
         rp = _Replayer(result, alloc, main)
-        if kind == "trace":
-            _replay_trace(rp, data)
-        else:
-            _replay_snapshot(rp, data, device)
+        rp.stop = stop_at_failure
+        try:
+            if kind == "trace":
+                _replay_trace(rp, data)
+            else:
+                _replay_snapshot(rp, data, device)
+        except _Stopped:
+            pass
         rp.finish()
         alloc.empty_cache()
     return result

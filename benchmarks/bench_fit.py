@@ -1,0 +1,124 @@
+"""What "will it fit?" costs: ``replay --allocator torch-npu --bisect`` and ``--sweep``.
+
+Run: ``python benchmarks/bench_fit.py [steps]`` (default 500 training steps; about a minute).
+Prints one table, all figures from this run:
+
+1. the README's two jobs (``dip``: fit not monotone; ``frag``: the sweep's example): the
+   search's replays and seconds, ``fit_capacity`` and ``sweep_settings`` with the default
+   candidates, on an A2 up to its own memory;
+2. a recorded training loop (``steps`` iterations of a forward pass keeping activations of
+   varied sizes and a backward pass freeing them, on two streams): one replay of it at the
+   capacity the search found, then the search and the sweep, with the number of replays and
+   the time per replay (a failing replay stops at its first failure, so it costs less).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+
+# Use the checkout this file lives in, not an installed copy.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ascend_memsim import KiB, MiB, Runtime
+from ascend_memsim.allocators import NpuCachingAllocator
+from ascend_memsim.memory.units import format_bytes
+from ascend_memsim.observe.fit import fit_capacity, sweep_settings
+from ascend_memsim.observe.tensor_replay import replay_tensors
+
+
+def dip(alloc: NpuCachingAllocator) -> None:
+    """The README's job whose fit is not monotone (32-40 MiB fit, 42 fails, 44 up fit)."""
+    small, x, y = (alloc.malloc(n) for n in (112 * KiB, 12 * MiB, 23 * MiB // 2))
+    for ptr in (y, small, x):
+        alloc.free(ptr)
+    x, y = alloc.malloc(25 * MiB // 2), alloc.malloc(12 * MiB)
+    alloc.free(y)
+    alloc.free(x)
+    for n in (1933 * KiB, 241 * KiB, 14 * MiB):
+        alloc.malloc(n)
+
+
+def frag(alloc: NpuCachingAllocator) -> None:
+    """The README's fragmenting job (expandable segments fit it in 80 MiB, the default not)."""
+    held = [alloc.malloc(6 * MiB) for _ in range(12)]
+    for i, ptr in enumerate(held):
+        if i % 4:
+            alloc.free(ptr)
+    for _ in range(3):
+        alloc.malloc(16 * MiB)
+
+
+def training(steps: int):
+    """A training loop: weights kept, per step activations of varied sizes on two streams
+    allocated then freed in reverse, a gradient buffer now and then."""
+    rnd = random.Random(1)
+
+    def job(alloc: NpuCachingAllocator) -> None:
+        weights = [alloc.malloc(rnd.randint(1, 40) * MiB // 4) for _ in range(16)]
+        for step in range(steps):
+            acts = [alloc.malloc(rnd.randint(1, 64) * MiB // 8 + rnd.randint(0, 4095),
+                                 stream=step % 2) for _ in range(8)]
+            grad = alloc.malloc(rnd.randint(8, 24) * MiB) if step % 5 == 0 else None
+            for ptr in reversed(acts):
+                alloc.free(ptr)
+            if grad is not None:
+                alloc.free(grad)
+        for ptr in weights:
+            alloc.free(ptr)
+
+    return job
+
+
+def snapshot(job) -> dict:
+    with Runtime("A2", hbm_bytes=4096 * MiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt)
+        alloc.record_history(max_entries=10_000_000)   # keep every entry
+        job(alloc)
+        return alloc.memory_snapshot()
+
+
+def timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return value, time.perf_counter() - start
+
+
+def main() -> None:
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    rows: list[tuple[str, str]] = []
+    for name, job in (("dip", dip), ("frag", frag)):
+        snap = snapshot(job)
+        found, seconds = timed(fit_capacity, snap, "A2")
+        rows.append((f"{name}: --bisect", f"{found.replays} replays, {seconds:.2f} s; smallest "
+                     f"{format_bytes(found.smallest)}, all fit from "
+                     f"{format_bytes(found.all_fit_from)}"))
+        sweep, seconds = timed(sweep_settings, snap, "A2")
+        rows.append((f"{name}: --sweep ({len(sweep.results)} settings)",
+                     f"{sweep.replays} replays, {seconds:.2f} s; best "
+                     f"{sweep.best.alloc_conf or '(default)'} from "
+                     f"{format_bytes(sweep.best.all_fit_from)}"))
+    snap = snapshot(training(steps))
+    entries = len(snap["device_traces"][0])
+    found, seconds = timed(fit_capacity, snap, "A2")
+    one, one_s = timed(replay_tensors, snap, "A2", capacity=found.all_fit_from)
+    rows.append((f"training loop, {entries:,} entries: one replay that fits",
+                 f"{one_s:.2f} s ({one.allocs:,} allocs)"))
+    rows.append(("the same: --bisect",
+                 f"{found.replays} replays, {seconds:.2f} s ({seconds / one_s:.1f}x one "
+                 f"replay); smallest {format_bytes(found.smallest)}, all fit from "
+                 f"{format_bytes(found.all_fit_from)}"))
+    sweep, seconds = timed(sweep_settings, snap, "A2")
+    rows.append((f"the same: --sweep ({len(sweep.results)} settings)",
+                 f"{sweep.replays} replays, {seconds:.2f} s ({seconds / one_s:.1f}x one "
+                 f"replay); best {sweep.best.alloc_conf or '(default)'} from "
+                 f"{format_bytes(sweep.best.all_fit_from)}"))
+    width = max(len(r[0]) for r in rows)
+    for what, figure in rows:
+        print(f"{what.ljust(width)}  {figure}")
+
+
+if __name__ == "__main__":
+    main()
