@@ -57,8 +57,10 @@ from ..memory.sites import Site, format_site
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
 from ._findings import FAIL_ON, failing_findings, findings_text, sanitizer_setting
+from .npu_allocator import MARKER_DOC as _ALLOCATOR_MARKER_DOC
+from .npu_allocator import npu_allocator, runtime_settings
 
-__all__ = ["memsim", "memsim_faults", "MARKER_KEYS"]
+__all__ = ["memsim", "memsim_faults", "npu_allocator", "MARKER_KEYS", "add_call_check"]
 
 #: Profile fields a marker (or an indirect parameter dict) may override.
 PROFILE_KEYS = tuple(f.name for f in dataclasses.fields(Profile)
@@ -104,6 +106,7 @@ def _product_option(config: pytest.Config) -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_DOC)
+    config.addinivalue_line("markers", _ALLOCATOR_MARKER_DOC)
     product = _product_option(config)
     if product is not None:
         try:
@@ -130,11 +133,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # A memsim marker asks for the fixture: a marked test without the argument still gets a
-    # fresh runtime and a leak check.
+    # fresh runtime and a leak check; an npu_allocator marker asks for its fixture likewise.
     for item in items:
         names = getattr(item, "fixturenames", None)
-        if names is not None and "memsim" not in names and item.get_closest_marker("memsim"):
-            names.append("memsim")
+        if names is None:
+            continue
+        for name in ("memsim", "npu_allocator"):
+            if name not in names and item.get_closest_marker(name):
+                names.append(name)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -259,9 +265,14 @@ class _State:
     reset_mark: int = 0
     #: ids of the blocks already reported as the call's leaks
     reported: set = field(default_factory=set)
+    #: checks of fixtures built on this runtime (npu_allocator), run first, each giving
+    #: its problems and giving back what it holds (so it is no device leak)
+    call_checks: list = field(default_factory=list)
 
     def call_problems(self, nodeid: str) -> list[str]:
         problems = []
+        for check in self.call_checks:
+            problems += check()
         if self.leak_check:
             leaked = [b for b in self.runtime.blocks() if id(b) not in self.before_call]
             discarded = self.at_reset[self.reset_mark:]
@@ -304,9 +315,17 @@ def _merge(settings: dict, args: tuple, kwargs: dict, where: str) -> None:
         settings[key] = value
 
 
+def add_call_check(node: pytest.Item, check: Any) -> None:
+    """Run ``check()`` (giving a list of problems) when the test body of ``node`` has passed,
+    before the memsim fixture's own checks; its problems fail the test."""
+    node.stash[_state_key].call_checks.append(check)
+
+
 def _settings(request: pytest.FixtureRequest) -> dict:
-    """The merged settings of one test: defaults, option, markers (far to near), param."""
+    """The merged settings of one test: defaults, option, npu_allocator markers (product,
+    capacity), memsim markers (far to near), param."""
     settings: dict[str, Any] = {"product": _product_option(request.config) or DEFAULT_PRODUCT}
+    settings.update(runtime_settings(request.node))
     markers = list(request.node.iter_markers("memsim"))
     for marker in reversed(markers):
         _merge(settings, marker.args, dict(marker.kwargs), "@pytest.mark.memsim")
@@ -321,6 +340,11 @@ def _settings(request: pytest.FixtureRequest) -> dict:
             raise _BadSettings(f"{where}: {param!r} is neither a product name nor a dict of "
                                f"marker keywords; write e.g. ['A2', '950PR'] or "
                                f"[{{'product': 'A2', 'hbm_bytes': 64 * 2**20}}]")
+    capacity = settings.pop("capacity", None)
+    if capacity is not None:
+        # npu_allocator(capacity=...): the size of the product's main memory
+        profile = get_profile(settings["product"])
+        settings.setdefault("hbm_bytes" if profile.hbm_bytes else "ddr_bytes", capacity)
     for key in ("leak_check",):
         if not isinstance(settings.get(key, True), bool):
             raise _BadSettings(f"memsim {key}={settings[key]!r}: write True or False")
