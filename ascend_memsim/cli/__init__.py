@@ -292,6 +292,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alloc-conf", default="",
                    help="PYTORCH_NPU_ALLOC_CONF for --allocator, e.g. expandable_segments:True")
     p.add_argument("--cann", help="CANN version for --allocator (default 9.1.0)")
+    p.add_argument("--plot", metavar="OUT",
+                   help="with --allocator: draw the allocated, pending free, inactive split "
+                        "and cached bytes over the trace and the segments at the peak of "
+                        "reserved bytes and at the first out-of-memory error (OUT.html, "
+                        "OUT.svg or OUT.png)")
     json_option(p)
     p.set_defaults(func=cmd_replay)
 

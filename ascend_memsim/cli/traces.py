@@ -10,6 +10,7 @@ from typing import TextIO
 
 from ..memory.errors import InvalidArgument
 from ..memory.units import format_bytes
+from ..observe.allocmap import AllocatorPictures, allocator_map, read_snapshot_file
 from ..observe.pictures import save_picture
 from ..observe.replay import replay, shown_frame, smallest_capacity, tty_progress
 from ..observe.snapshot import PICKLE_PROTOCOL, to_memory_viz
@@ -43,6 +44,9 @@ def _progress(args: argparse.Namespace, label: str = "replay"):
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "allocator", None):
         return _replay_allocator(args, out)
+    if getattr(args, "plot", None):
+        raise InvalidArgument("--plot draws the caching allocator's replay: give --allocator "
+                              "torch-npu too (ascend-memsim plot TRACE draws the device's)")
     trace = _open(args.trace)
     progress = _progress(args)
     if args.bisect:
@@ -98,10 +102,30 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO) -> int:
               file=sys.stderr)
         return 2
     extra = {"cann": args.cann} if args.cann else {}
+    pictures = None
+    if getattr(args, "plot", None):
+        _picture_path(args.plot)
+        pictures = AllocatorPictures()
     result = replay_tensors(args.trace, args.product, capacity=args.capacity,
-                            alloc_conf=args.alloc_conf, **extra)
+                            alloc_conf=args.alloc_conf, observer=pictures, **extra)
     print_json(result.as_dict(), out) if args.json else print(result, file=out)
+    if pictures is not None:
+        pictures.finish(result.capacity)
+        title = (f"{os.path.basename(args.trace)} through torch_npu's caching allocator "
+                 f"({result.alloc_conf or 'default conf'}) on {result.product} with "
+                 f"{format_bytes(result.capacity)}")
+        save_picture(args.plot, timeline=pictures.timeline, maps=pictures.maps(), title=title,
+                     text=str(result))
+        # on stderr: stdout holds the result (one JSON document with --json)
+        print(f"{args.plot} written", file=sys.stderr)
     return 0 if result.fits else 1
+
+
+def _picture_path(path: str) -> None:
+    """A bad picture extension is told before the trace is read."""
+    if not path.lower().endswith((".svg", ".html", ".htm", ".png")):
+        raise InvalidArgument(f"{path!r}: the picture format comes from the extension: .svg, "
+                              f".html or .png")
 
 
 def _replay_for_picture(args: argparse.Namespace, out: TextIO):
@@ -129,12 +153,19 @@ def _replay_for_picture(args: argparse.Namespace, out: TextIO):
 def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     if args.player:
         return _player(args, out)
-    _, result, snapshot = _replay_for_picture(args, out)
+    trace, result, snapshot = _replay_for_picture(args, out)
     path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".html"
     title = f"{os.path.basename(args.trace)} on {result.product}"
+    maps = []
+    if trace.kind == "snapshot" and args.what != "timeline":
+        # the caching allocator's segments and their blocks when the snapshot was taken
+        segments = read_snapshot_file(args.trace)
+        if segments is not None and segments.get("segments"):
+            maps.append(allocator_map(segments, title="caching allocator's segments in the "
+                                      "snapshot (when it was taken)"))
     save_picture(path, snapshot=None if args.what == "timeline" else snapshot,
                  timeline=None if args.what == "map" else result.timeline, title=title,
-                 text=str(result), color_by=args.color_by)
+                 text=str(result), color_by=args.color_by, maps=maps)
     timeline = result.timeline
     sampled = (f"; the timeline keeps the highest point of each {timeline.bucket:,} events"
                if timeline is not None and timeline.bucket > 1 and args.what != "map" else "")

@@ -144,8 +144,11 @@ def _stream_id(streams: dict, value: Any) -> int:
 
 
 class _Replayer:
-    def __init__(self, result: TensorReplayResult, alloc: NpuCachingAllocator, main: Any) -> None:
+    def __init__(self, result: TensorReplayResult, alloc: NpuCachingAllocator, main: Any,
+                 observer: Any = None) -> None:
         self.result, self.alloc, self.main = result, alloc, main
+        #: called (event, entry index, allocator) after each malloc, free and failure
+        self.observer = observer
         self.ptrs: dict[Any, int] = {}
         self.streams: dict[Any, int] = {}
         self.allocated = alloc.stats.allocated_bytes[0]
@@ -165,6 +168,8 @@ class _Replayer:
                 r.first_failure = {"index": index, "size": size, "stream": stream,
                                    "frames": _stack(frames) or [], "message": str(e)}
             self.ptrs.pop(addr, None)
+            if self.observer is not None:
+                self.observer("oom", index, self.alloc)
             return False
         self.ptrs[addr] = ptr
         r.allocs += 1
@@ -176,14 +181,18 @@ class _Replayer:
         used = self.main.used_bytes
         if used > r.peak_device:
             r.peak_device = used
+        if self.observer is not None:
+            self.observer("malloc", index, self.alloc)
         return True
 
-    def free(self, addr: Any) -> bool:
+    def free(self, addr: Any, index: int) -> bool:
         ptr = self.ptrs.pop(addr, None)
         if ptr is None:
             return False
         self.alloc.free(ptr)
         self.result.frees += 1
+        if self.observer is not None:
+            self.observer("free", index, self.alloc)
         return True
 
 
@@ -228,7 +237,7 @@ def _seeds(entries: list, segments: list) -> list[tuple[int, int, Any]]:
 
 def replay_tensors(source: Any, product: str | None = None, *, capacity: int | None = None,
                    alloc_conf: str = "", cann: str = DEFAULT_CANN,
-                   device: int | None = None) -> TensorReplayResult:
+                   device: int | None = None, observer: Any = None) -> TensorReplayResult:
     """Run every tensor allocation and free of ``source`` through a fresh
     :class:`~ascend_memsim.allocators.NpuCachingAllocator` (``alloc_conf`` as
     ``PYTORCH_NPU_ALLOC_CONF``, ``cann`` its CANN version) on a simulated ``product`` with
@@ -241,7 +250,10 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
     (DECISION: the recorded API and policy do not matter, the caching allocator makes its
     own segment calls). For a snapshot, ``device`` picks the
     device trace (default: the first with entries); blocks live before the trace starts
-    are seeded first (see :func:`_seeds`).
+    are seeded first (see :func:`_seeds`). ``observer(event, index, allocator)`` is called
+    after each replayed malloc, free and failed malloc ("malloc", "free", "oom") with the
+    trace entry's index (-1 for a seeded block), e.g.
+    :class:`~ascend_memsim.observe.allocmap.AllocatorPictures`.
 
     Time O(entries x allocator cost), memory O(live blocks + streams): entries are read one
     by one, nothing is kept per event.
@@ -265,7 +277,7 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
         main = rt.device(0).allocators[rt.profile.main_memory]
         result = TensorReplayResult(name, rt.profile.name, rt.profile.total(
             rt.profile.main_memory), alloc_conf)
-        rp = _Replayer(result, alloc, main)
+        rp = _Replayer(result, alloc, main, observer)
         if kind == "trace":
             _replay_trace(rp, data)
         else:
@@ -287,7 +299,7 @@ def _replay_trace(rp: _Replayer, stream: Any) -> None:
             rp.malloc(event.ptr, size, event.get("stream", 0), index, None)
             rp.count("replayed", "malloc")
         elif kind == "free":
-            rp.free(event.ptr)
+            rp.free(event.ptr, index)
             rp.count("replayed", "free")
         else:
             rp.count("skipped", str(kind))
@@ -325,7 +337,7 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
         elif action == "free_completed" or action == "free":
             # DECISION: the block goes back when torch_npu completed its free (after the
             # events of record_stream), so the delayed reuse is the recorded one
-            rp.free(e.get("addr"))
+            rp.free(e.get("addr"), index)
             rp.count("replayed", action)
         elif action == "free_requested":
             rp.count("replayed", action)
@@ -338,7 +350,7 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
             size = e.get("size")
             if type(size) is int and size > 0 and rp.malloc(None, size, e.get("stream", 0),
                                                            index, e.get("frames")):
-                rp.free(None)
+                rp.free(None, index)
             rp.count("replayed", action)
         elif action == "snapshot":
             rp.count("counted", action)
