@@ -16,7 +16,8 @@ gradients. The ``npu_allocator`` fixture runs it through the simulator's
 A budget the step passes (``max_reserved="80MiB"``) fails the test when a change makes the
 step reserve more, naming the ``malloc`` that reached the peak and its frames.
 
-Run: python -m pytest examples/npu_allocator_unit_test.py   (or: python examples/npu_allocator_unit_test.py)
+Run: python -m pytest examples/npu_allocator_unit_test.py
+     (or: python examples/npu_allocator_unit_test.py)
 """
 
 import sys
