@@ -160,7 +160,8 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     if trace.kind == "snapshot" and args.what != "timeline":
         # the caching allocator's segments and their blocks when the snapshot was taken
         segments = read_snapshot_file(args.trace)
-        if segments is not None and segments.get("segments"):
+        # not the project's own export (one segment per device block, no allocator)
+        if segments is not None and segments.get("segments") and "memsim" not in segments:
             maps.append(allocator_map(segments, title="caching allocator's segments in the "
                                       "snapshot (when it was taken)"))
     save_picture(path, snapshot=None if args.what == "timeline" else snapshot,

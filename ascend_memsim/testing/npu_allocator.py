@@ -36,7 +36,11 @@ from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
 
 __all__ = ["npu_allocator", "BudgetedAllocator", "ALLOCATOR_KEYS", "MARKER_DOC",
-           "runtime_settings"]
+           "runtime_settings", "CALL_CHECKS"]
+
+#: checks the plugin runs when a test body has passed, before the memsim fixture's own:
+#: each gives a list of problems (the test's failure)
+CALL_CHECKS = pytest.StashKey[list]()
 
 #: Every keyword the ``npu_allocator`` marker takes.
 ALLOCATOR_KEYS = ("product", "capacity", "conf", "cann", "device", "max_allocated",
@@ -201,8 +205,6 @@ def _check(nodeid: str, alloc: BudgetedAllocator, settings: dict) -> list[str]:
 def npu_allocator(request: pytest.FixtureRequest, memsim: Runtime) -> Iterator[BudgetedAllocator]:
     """torch_npu's caching allocator on the ``memsim`` runtime; budgets and leaks fail the
     test (see :mod:`ascend_memsim.testing.npu_allocator`)."""
-    from .plugin import add_call_check
-
     try:
         settings = _allocator_settings(request.node)
         alloc = BudgetedAllocator(memsim, settings["device"], settings.get("conf", ""),
@@ -219,7 +221,7 @@ def npu_allocator(request: pytest.FixtureRequest, memsim: Runtime) -> Iterator[B
         done.append(True)
         return _check(request.node.nodeid, alloc, settings)
 
-    add_call_check(request.node, check)
+    request.node.stash.setdefault(CALL_CHECKS, []).append(check)
     yield alloc
     if not done:
         # the body failed (its own failure is the story) or the check never ran: give the

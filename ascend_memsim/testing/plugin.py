@@ -57,10 +57,10 @@ from ..memory.sites import Site, format_site
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
 from ._findings import FAIL_ON, failing_findings, findings_text, sanitizer_setting
+from .npu_allocator import CALL_CHECKS, npu_allocator, runtime_settings
 from .npu_allocator import MARKER_DOC as _ALLOCATOR_MARKER_DOC
-from .npu_allocator import npu_allocator, runtime_settings
 
-__all__ = ["memsim", "memsim_faults", "npu_allocator", "MARKER_KEYS", "add_call_check"]
+__all__ = ["memsim", "memsim_faults", "npu_allocator", "MARKER_KEYS"]
 
 #: Profile fields a marker (or an indirect parameter dict) may override.
 PROFILE_KEYS = tuple(f.name for f in dataclasses.fields(Profile)
@@ -166,7 +166,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             item.user_properties.append(("memsim_peak", state.peak.peak))
     # reached only when the test body passed
     if state is not None:
-        problems = state.call_problems(item.nodeid)
+        problems = state.call_problems(item.nodeid, item.stash.get(CALL_CHECKS, []))
         if problems:
             pytest.fail("\n\n".join(problems), pytrace=False)
     return result
@@ -265,13 +265,13 @@ class _State:
     reset_mark: int = 0
     #: ids of the blocks already reported as the call's leaks
     reported: set = field(default_factory=set)
-    #: checks of fixtures built on this runtime (npu_allocator), run first, each giving
-    #: its problems and giving back what it holds (so it is no device leak)
-    call_checks: list = field(default_factory=list)
 
-    def call_problems(self, nodeid: str) -> list[str]:
+    def call_problems(self, nodeid: str, checks: list = ()) -> list[str]:
+        """The test body's problems; ``checks`` (of fixtures built on this runtime, such as
+        npu_allocator) run first, each giving its problems and giving back what it holds,
+        so that it is no device leak."""
         problems = []
-        for check in self.call_checks:
+        for check in checks:
             problems += check()
         if self.leak_check:
             leaked = [b for b in self.runtime.blocks() if id(b) not in self.before_call]
@@ -313,12 +313,6 @@ def _merge(settings: dict, args: tuple, kwargs: dict, where: str) -> None:
             raise _BadSettings(f"{where}: unknown keyword {key!r}{hint}; known: "
                                f"{list(MARKER_KEYS)}")
         settings[key] = value
-
-
-def add_call_check(node: pytest.Item, check: Any) -> None:
-    """Run ``check()`` (giving a list of problems) when the test body of ``node`` has passed,
-    before the memsim fixture's own checks; its problems fail the test."""
-    node.stash[_state_key].call_checks.append(check)
 
 
 def _settings(request: pytest.FixtureRequest) -> dict:
