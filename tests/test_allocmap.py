@@ -188,6 +188,12 @@ def test_cli_replay_plot_and_plot_of_a_snapshot(tmp_path, capsys):
     drawn = tmp_path / "p.svg"
     assert main(["plot", str(path), "--capacity", "100MiB", "-o", str(drawn)]) == 0
     assert _drawn(drawn.read_text()) == _expected(snap)
+    # the project's own memory_viz export holds device blocks, not an allocator's segments
+    exported = tmp_path / "export.pickle"
+    assert main(["export", str(path), "--format", "memory-viz", "-o", str(exported)]) == 0
+    again = tmp_path / "e.svg"
+    assert main(["plot", str(exported), "--capacity", "100MiB", "-o", str(again)]) == 0
+    assert "caching allocator" not in again.read_text()
     # refused before reading: --plot without --allocator, a bad extension
     assert main(["replay", str(path), "--plot", str(tmp_path / "x.svg")]) == 2
     assert main(["replay", str(path), "--allocator", "torch-npu",

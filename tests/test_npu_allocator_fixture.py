@@ -32,8 +32,17 @@ def test_within_budgets_passes_on_the_product_and_capacity_of_the_marker(pyteste
 
         def test_fixture_without_marker(npu_allocator):
             npu_allocator.free(npu_allocator.malloc(100))
+
+        def test_record_stream(npu_allocator, memsim):
+            s = memsim.streams.create_stream()
+            p = npu_allocator.malloc(3 * MiB)
+            npu_allocator.record_stream(p, s)
+            npu_allocator.free(p)             # pending until the stream's event completes
+            kept = npu_allocator.malloc(3 * MiB, s)
+            # left allocated on purpose? no: freed, and the pending block goes back too
+            npu_allocator.free(kept)
         """)
-    run(pytester).assert_outcomes(passed=3)
+    run(pytester).assert_outcomes(passed=4)
 
 
 def test_over_budget_fails_with_peak_budget_and_the_malloc_that_reached_it(pytester):

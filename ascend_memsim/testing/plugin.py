@@ -7,6 +7,8 @@ test's thread; the pyacl face (``ascend_memsim.acl``, or ``import acl`` with ``-
 talks to it. When the test body ends, every block it left live, and every block that a
 ``reset_device`` (or finalize) inside it discarded, fails the test, listed with its allocation
 site. Fixture ``memsim_faults``: the faults the marker installed (to read their counters).
+Fixture ``npu_allocator`` (marker ``npu_allocator``): torch_npu's caching allocator on that
+runtime, with budgets on its peaks (:mod:`ascend_memsim.testing.npu_allocator`).
 
 Settings, closest first: an indirect parameter (``@pytest.mark.parametrize("memsim",
 ["A2", "950PR"], indirect=True)``, a product name or a dict of marker keywords), the marker
