@@ -164,3 +164,29 @@ def test_memsim_marker_overrides_the_allocator_markers_device_settings(pytester)
             npu_allocator.free(p)
         """)
     run(pytester).assert_outcomes(passed=1)
+
+
+def test_budgeted_allocator_keeps_its_sites_under_threads():
+    import threading
+
+    from ascend_memsim import MiB, Runtime
+    from ascend_memsim.testing.npu_allocator import BudgetedAllocator
+
+    with Runtime("A2", hbm_bytes=256 * MiB, sanitizer="off") as rt:
+        alloc = BudgetedAllocator(rt)
+
+        def work(seed: int) -> None:
+            for i in range(300):
+                ptr = alloc.malloc((seed * 7919 + i * 104729) % (3 * MiB) + 1, seed % 2)
+                alloc.free(ptr)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert alloc.sites == {}
+        assert alloc.allocated_peak.value == alloc.memory_stats()["allocated_bytes.all.peak"]
+        assert alloc.reserved_peak.value == alloc.memory_stats()["reserved_bytes.all.peak"]
+        alloc.release_all()
+        assert alloc.memory_stats()["reserved_bytes.all.current"] == 0

@@ -87,10 +87,12 @@ class BudgetedAllocator(NpuCachingAllocator):
         self.allocated_peak, self.reserved_peak = _Peak(), _Peak()
 
     def malloc(self, size: object, stream: int = 0) -> int:
-        ptr = super().malloc(size, stream)
-        if ptr:
-            site = capture_site()
-            with self._lock:
+        site = capture_site()
+        # one lock (the allocator's, re-entrant) around both: another thread's free of the
+        # same block cannot come between
+        with self._lock:
+            ptr = super().malloc(size, stream)
+            if ptr:
                 self.sites[ptr] = (size, stream, site)
                 stats = self.stats
                 allocated = stats.allocated_bytes[0].current
@@ -103,8 +105,8 @@ class BudgetedAllocator(NpuCachingAllocator):
         return ptr
 
     def free(self, ptr: object) -> None:
-        super().free(ptr)
         with self._lock:
+            super().free(ptr)
             self.sites.pop(ptr, None)
 
     def release_all(self) -> None:
