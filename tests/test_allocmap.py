@@ -184,6 +184,12 @@ def test_cli_replay_plot_and_plot_of_a_snapshot(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 1 and out.lstrip().startswith("{") and f"{svg} written" in err
     assert "caching allocator at the first out-of-memory error" in svg.read_text()
+    page = tmp_path / "r.html"
+    assert main(["replay", str(path), "--allocator", "torch-npu", "--capacity", "100MiB",
+                 "--plot", str(page)]) == 1
+    html = page.read_text()
+    assert "Reserved bytes of the caching allocator" in html and "<script" not in html
+    assert _drawn(html)["inactive split"]
     # plot of a snapshot: the device's map and the snapshot's own segments
     drawn = tmp_path / "p.svg"
     assert main(["plot", str(path), "--capacity", "100MiB", "-o", str(drawn)]) == 0

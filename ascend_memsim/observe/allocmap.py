@@ -257,7 +257,9 @@ class AllocatorPictures:
     def __init__(self, title: str = "") -> None:
         self.title = title
         self.timeline = Timeline(colors=dict(STATE_COLORS), order=STATES,
-                                 quantity="MiB reserved by the caching allocator")
+                                 quantity="MiB reserved by the caching allocator",
+                                 heading="Reserved bytes of the caching allocator: allocated, "
+                                         "pending free, inactive split, cached")
         self._track = _Timeline(self.timeline)
         self._now = dict.fromkeys(STATES, 0)
         self._peak = 0

@@ -52,7 +52,7 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
     elif lower.endswith((".html", ".htm")):
         sections = []
         if timeline is not None:
-            sections.append(("Timeline", timeline_svg(timeline)))
+            sections.append(("Timeline", timeline_svg(timeline, title=timeline.heading)))
         if snapshot is not None:
             sections.append(("Memory map", map_svg(snapshot, color_by=color_by)))
             sections.append(("Text map", text_map(snapshot)))

@@ -36,6 +36,8 @@ class Timeline:
     order: tuple[str, ...] = ()
     #: what the values are (the PNG's axis)
     quantity: str = "MiB in use (footprint)"
+    #: the timeline's own heading where the picture has no title for it (HTML)
+    heading: str = "Bytes in use"
 
     def components(self) -> list[str]:
         """Every component seen, in :attr:`order` or largest peak first."""
