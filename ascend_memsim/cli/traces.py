@@ -156,14 +156,8 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     trace, result, snapshot = _replay_for_picture(args, out)
     path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".html"
     title = f"{os.path.basename(args.trace)} on {result.product}"
-    maps = []
-    if trace.kind == "snapshot" and args.what != "timeline":
-        # the caching allocator's segments and their blocks when the snapshot was taken
-        segments = read_snapshot_file(args.trace)
-        # not the project's own export (one segment per device block, no allocator)
-        if segments is not None and segments.get("segments") and "memsim" not in segments:
-            maps.append(allocator_map(segments, title="caching allocator's segments in the "
-                                      "snapshot (when it was taken)"))
+    segments = _snapshot_segments(trace, args.trace) if args.what != "timeline" else None
+    maps = [] if segments is None else [segments]
     save_picture(path, snapshot=None if args.what == "timeline" else snapshot,
                  timeline=None if args.what == "map" else result.timeline, title=title,
                  text=str(result), color_by=args.color_by, maps=maps)
@@ -175,6 +169,19 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _snapshot_segments(trace, path: str):
+    """The caching allocator's segments and their blocks in a snapshot file when it was
+    taken, as a map; None for any other trace, or the project's own memory_viz export (one
+    segment per device block, no allocator)."""
+    if trace.kind != "snapshot":
+        return None
+    segments = read_snapshot_file(path)
+    if segments is None or not segments.get("segments") or "memsim" in segments:
+        return None
+    return allocator_map(segments, title="caching allocator's segments in the snapshot (when "
+                         "it was taken)")
+
+
 def _player(args: argparse.Namespace, out: TextIO) -> int:
     from ..observe.player import products_for, save_player
 
@@ -183,7 +190,8 @@ def _player(args: argparse.Namespace, out: TextIO) -> int:
         raise InvalidArgument(f"--player writes an HTML page: give -o NAME.html, not {path!r}")
     trace = _open(args.trace)
     written = save_player(path, trace, products_for(args.product or trace.header.get("product")),
-                          capacity=args.capacity, policy=args.policy)
+                          capacity=args.capacity, policy=args.policy,
+                          allocator=_snapshot_segments(trace, args.trace))
     _warn(trace)
     print(f"{path} written: the trace player, {written['summary']}; open it in a browser",
           file=out)
