@@ -9,11 +9,12 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = ["quickstart.py", "plus32_gotcha.py", "hugepage_fallback.py", "ddr_only_310p.py",
             "leak_hunt.py", "same_trace_a2_950pr.py", "caching_allocator.py",
-            "operator_unit_test.py"]
+            "operator_unit_test.py", "npu_allocator_unit_test.py"]
 EXPECT = {"quickstart.py": "HBM in use: 4 MiB", "plus32_gotcha.py": "footprint 4 MiB",
           "hugepage_fallback.py": "fallback=True", "caching_allocator.py": "after empty_cache",
           "ddr_only_310p.py": "get_mem_info(ACL_HBM_MEM", "leak_hunt.py": "in step",
-          "same_trace_a2_950pr.py": "A2 needs", "operator_unit_test.py": "4 passed"}
+          "same_trace_a2_950pr.py": "A2 needs", "operator_unit_test.py": "4 passed",
+          "npu_allocator_unit_test.py": "3 passed"}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -213,3 +213,36 @@ def test_player_draws_a_physical_handle_apart(browser, tmp_path):
         By.CSS_SELECTOR, "svg.map").text
     _go(browser, 2)
     assert int(panel.get_attribute("data-bytes")) == 192
+
+
+def test_player_of_a_snapshot_shows_the_allocators_segments(browser, tmp_path):
+    """plot SNAPSHOT --player: under the panels, the caching allocator's segments and their
+    blocks, each state's blocks as the snapshot lists them; the player itself unchanged."""
+    import pickle
+    import re
+
+    from test_allocmap import _expected, _fragmented
+
+    from ascend_memsim.cli import main
+
+    snap = _fragmented(stream_use=True)
+    path = tmp_path / "frag.pickle"
+    path.write_bytes(pickle.dumps(snap))
+    page = tmp_path / "frag.html"
+    assert main(["plot", str(path), "--player", "--capacity", "100MiB", "-o", str(page)]) == 0
+    browser.get(page.as_uri())
+    section = browser.find_element(By.ID, "allocator")
+    assert "The caching allocator" in section.text
+    drawn = {state: set() for state in _expected(snap)}
+    for title in section.find_elements(By.CSS_SELECTOR, "rect > title"):
+        text = title.get_attribute("textContent")
+        for state in drawn:
+            if text.startswith(f"{state} block of "):
+                drawn[state].add(int(re.search(r" at (0x[0-9a-f]+)", text).group(1), 16))
+    assert drawn == _expected(snap)
+    assert all(drawn[s] for s in drawn)
+    # the segments' heavy edges are drawn, the player's panels still made by its script
+    assert len(section.find_elements(By.CSS_SELECTOR, "line.outline")) == \
+        2 * len(snap["segments"])
+    assert len(browser.find_elements(By.CSS_SELECTOR, "section.panel")) == 2
+    assert _errors(browser) == []

@@ -305,6 +305,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=int, default=HELP_DEFAULT_WINDOW, metavar="N",
                    help="with --allocator: steps replayed below and above the bisection's "
                         f"answer (default {HELP_DEFAULT_WINDOW})")
+    p.add_argument("--plot", metavar="OUT",
+                   help="with --allocator: draw the allocated, pending free, inactive split "
+                        "and cached bytes over the trace and the segments at the peak of "
+                        "reserved bytes and at the first out-of-memory error (OUT.html, "
+                        "OUT.svg or OUT.png)")
     json_option(p)
     p.set_defaults(func=cmd_replay)
 

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from ..memory.errors import InvalidArgument
 from ..memory.units import format_bytes
+from ..observe.allocmap import AllocatorPictures, allocator_map, read_snapshot_file
 from ..observe.pictures import save_picture
 from ..observe.replay import replay, shown_frame, smallest_capacity, tty_progress
 from ..observe.snapshot import PICKLE_PROTOCOL, to_memory_viz
@@ -47,6 +48,9 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         print("ascend-memsim: --sweep tries settings of torch_npu's caching allocator: give "
               "--allocator torch-npu", file=sys.stderr)
         return 2
+    if getattr(args, "plot", None):
+        raise InvalidArgument("--plot draws the caching allocator's replay: give --allocator "
+                              "torch-npu too (ascend-memsim plot TRACE draws the device's)")
     trace = _open(args.trace)
     progress = _progress(args)
     if args.bisect:
@@ -102,11 +106,11 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO) -> int:
 
     extra = {"cann": args.cann} if args.cann else {}
     sweep = args.sweep or args.sweep_conf is not None
+    if getattr(args, "plot", None) and (sweep or args.bisect):
+        raise InvalidArgument("--plot draws one replay: give a --capacity instead of "
+                              "--bisect or --sweep")
     if not (sweep or args.bisect):
-        result = replay_tensors(args.trace, args.product, capacity=args.capacity,
-                                alloc_conf=args.alloc_conf, **extra)
-        print_json(result.as_dict(), out) if args.json else print(result, file=out)
-        return 0 if result.fits else 1
+        return _replay_allocator_once(args, out, extra)
     shown = _progress(args, "search")
     progress = None if shown is None else (lambda runs, _capacity: shown(runs + 1, 0))
     limits = dict(step=args.step, top=args.capacity, window=args.window, progress=progress,
@@ -125,6 +129,34 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO) -> int:
     print_json(found.as_dict(), out) if args.json else print(found, file=out)
     fits = found.best is not None if sweep else found.fits
     return 0 if fits else 1
+
+
+def _replay_allocator_once(args: argparse.Namespace, out: TextIO, extra: dict) -> int:
+    """One replay through the caching allocator, drawn with --plot."""
+    pictures = None
+    if getattr(args, "plot", None):
+        _picture_path(args.plot)
+        pictures = AllocatorPictures()
+    result = replay_tensors(args.trace, args.product, capacity=args.capacity,
+                            alloc_conf=args.alloc_conf, observer=pictures, **extra)
+    print_json(result.as_dict(), out) if args.json else print(result, file=out)
+    if pictures is not None:
+        pictures.finish(result.capacity)
+        title = (f"{os.path.basename(args.trace)} through torch_npu's caching allocator "
+                 f"({result.alloc_conf or 'default conf'}) on {result.product} with "
+                 f"{format_bytes(result.capacity)}")
+        save_picture(args.plot, timeline=pictures.timeline, maps=pictures.maps(), title=title,
+                     text=str(result))
+        # on stderr: stdout holds the result (one JSON document with --json)
+        print(f"{args.plot} written", file=sys.stderr)
+    return 0 if result.fits else 1
+
+
+def _picture_path(path: str) -> None:
+    """A bad picture extension is told before the trace is read."""
+    if not path.lower().endswith((".svg", ".html", ".htm", ".png")):
+        raise InvalidArgument(f"{path!r}: the picture format comes from the extension: .svg, "
+                              f".html or .png")
 
 
 def _replay_for_picture(args: argparse.Namespace, out: TextIO):
@@ -152,18 +184,33 @@ def _replay_for_picture(args: argparse.Namespace, out: TextIO):
 def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     if args.player:
         return _player(args, out)
-    _, result, snapshot = _replay_for_picture(args, out)
+    trace, result, snapshot = _replay_for_picture(args, out)
     path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".html"
     title = f"{os.path.basename(args.trace)} on {result.product}"
+    segments = _snapshot_segments(trace, args.trace) if args.what != "timeline" else None
+    maps = [] if segments is None else [segments]
     save_picture(path, snapshot=None if args.what == "timeline" else snapshot,
                  timeline=None if args.what == "map" else result.timeline, title=title,
-                 text=str(result), color_by=args.color_by)
+                 text=str(result), color_by=args.color_by, maps=maps)
     timeline = result.timeline
     sampled = (f"; the timeline keeps the highest point of each {timeline.bucket:,} events"
                if timeline is not None and timeline.bucket > 1 and args.what != "map" else "")
     print(f"{path} written ({'fits' if result.fits else 'a malloc failed'}; "
           f"peak {format_bytes(result.peak_bytes)}{sampled})", file=out)
     return 0
+
+
+def _snapshot_segments(trace, path: str):
+    """The caching allocator's segments and their blocks in a snapshot file when it was
+    taken, as a map; None for any other trace, or the project's own memory_viz export (one
+    segment per device block, no allocator)."""
+    if trace.kind != "snapshot":
+        return None
+    segments = read_snapshot_file(path)
+    if segments is None or not segments.get("segments") or "memsim" in segments:
+        return None
+    return allocator_map(segments, title="caching allocator's segments in the snapshot (when "
+                         "it was taken)")
 
 
 def _player(args: argparse.Namespace, out: TextIO) -> int:
@@ -174,7 +221,8 @@ def _player(args: argparse.Namespace, out: TextIO) -> int:
         raise InvalidArgument(f"--player writes an HTML page: give -o NAME.html, not {path!r}")
     trace = _open(args.trace)
     written = save_player(path, trace, products_for(args.product or trace.header.get("product")),
-                          capacity=args.capacity, policy=args.policy)
+                          capacity=args.capacity, policy=args.policy,
+                          allocator=_snapshot_segments(trace, args.trace))
     _warn(trace)
     print(f"{path} written: the trace player, {written['summary']}; open it in a browser",
           file=out)

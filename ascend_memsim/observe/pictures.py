@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .viz import MapSnapshot, html_page, map_svg, stack_svg, text_map, timeline_svg
@@ -14,9 +15,12 @@ __all__ = ["save_picture"]
 
 def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
                  timeline: Timeline | None = None, title: str | None = None,
-                 text: str = "", color_by: str = "page") -> None:
+                 text: str = "", color_by: str = "page",
+                 maps: Sequence[MapSnapshot] = ()) -> None:
     """Write ``path`` by its extension: ``.svg`` (the timeline and/or the map; both as two
     panels of one SVG), ``.html`` (both and ``text``), ``.png`` (matplotlib, both panels).
+    ``maps`` are more maps drawn after the map (a caching allocator's segments,
+    :mod:`.allocmap`), each a panel of its own.
 
     ``title`` heads the picture: the timeline when there is one, else the map (whose own
     description then follows in its subtitle); the page's title for HTML.
@@ -29,7 +33,7 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
         from .png import save_png  # matplotlib: imported only when a PNG is asked for
 
         save_png(path, snapshot=snapshot, timeline=timeline, title=title or "",
-                 color_by=color_by)
+                 color_by=color_by, maps=maps)
         return
     if lower.endswith(".svg"):
         panels = []
@@ -39,6 +43,8 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
             # the title heads the first panel: the map's own when it is alone
             panels.append(map_svg(snapshot, color_by=color_by,
                                   title=title if timeline is None else None))
+        for more in maps:
+            panels.append(map_svg(more, title=title if not panels else None))
         if not panels:
             raise ValueError("nothing to draw")
         # both: one SVG, the timeline above the map
@@ -46,10 +52,12 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
     elif lower.endswith((".html", ".htm")):
         sections = []
         if timeline is not None:
-            sections.append(("Timeline", timeline_svg(timeline)))
+            sections.append(("Timeline", timeline_svg(timeline, title=timeline.heading)))
         if snapshot is not None:
             sections.append(("Memory map", map_svg(snapshot, color_by=color_by)))
             sections.append(("Text map", text_map(snapshot)))
+        for more in maps:
+            sections.append((more.title, map_svg(more)))
         if text:
             sections.append(("Report", text))
         content = html_page(title or "ascend-memsim", *sections)

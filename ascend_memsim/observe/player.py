@@ -37,7 +37,7 @@ from ..memory.units import format_bytes
 from .regions import PHYSICAL_COLOR
 from .replay import ReplayResult, Source, replay
 from .stream import records
-from .viz import PADDING_COLOR, PAGE_COLORS, ROW_BYTES
+from .viz import PADDING_COLOR, PAGE_COLORS, ROW_BYTES, MapSnapshot, map_svg
 
 __all__ = ["save_player", "player_html", "player_data", "products_for", "PRODUCTS",
            "MAX_EVENTS", "FRAMES", "FRAME_CHARS", "STACK_CHARS"]
@@ -299,13 +299,24 @@ def _script_json(data: dict) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def player_html(source: Source, products: tuple[str, ...] | list[str] | None = None,
-                **options: Any) -> str:
-    """The player page for ``source`` (see :func:`player_data` for the options)."""
-    return _page(player_data(source, products, **options))
+def player_html(source: Source, products: tuple[str, ...] | list[str] | None = None, *,
+                allocator: MapSnapshot | None = None, **options: Any) -> str:
+    """The player page for ``source`` (see :func:`player_data` for the options;
+    ``allocator`` as for :func:`save_player`)."""
+    return _page(player_data(source, products, **options), allocator)
 
 
-def _page(data: dict) -> str:
+def _allocator_section(allocator: MapSnapshot | None) -> list[str]:
+    """A caching allocator's segments (:func:`~ascend_memsim.observe.allocmap.allocator_map`)
+    as a still picture under the panels: the slider does not move it."""
+    if allocator is None:
+        return []
+    return ['<section id="allocator"><h2>The caching allocator</h2><p class="note">'
+            "A still picture: the segments and the blocks in them, not moved by the slider."
+            f'</p><div class="fig">{map_svg(allocator)}</div></section>']
+
+
+def _page(data: dict, allocator: MapSnapshot | None = None) -> str:
     title = f"{data['name']}: trace player"
     note = (f"The slider covers the first {data['shown']:,} of {data['events']:,} events; "
             f"the timeline covers them all." if data["shown"] < data["events"] else "")
@@ -325,8 +336,8 @@ def _page(data: dict) -> str:
         '<button id="play">play</button><button id="to-peak">peak</button>'
         '<button id="to-failure">first failure</button>'
         '<span id="event-label"></span></div>',
-        '<div id="what"></div>', '<div id="panels"></div>', '<div id="tip" role="tooltip">'
-        "</div>",
+        '<div id="what"></div>', '<div id="panels"></div>', *_allocator_section(allocator),
+        '<div id="tip" role="tooltip"></div>',
         '<footer>Footprint: the bytes a block occupies (requested + padding + page rounding). '
         "Hover a block for its allocation; use the menu above a panel to replay the trace on "
         "another product. Made by ascend-memsim.</footer>",
@@ -348,14 +359,17 @@ def products_for(first: str | None) -> list[str]:
 
 
 def save_player(path: str, source: Source, products: tuple[str, ...] | list[str] | None = None,
-                **options: Any) -> dict:
-    """Write the player page for ``source`` to ``path`` (options as :func:`player_data`).
+                *, allocator: MapSnapshot | None = None, **options: Any) -> dict:
+    """Write the player page for ``source`` to ``path`` (options as :func:`player_data`);
+    ``allocator``, a caching allocator's segments
+    (:func:`~ascend_memsim.observe.allocmap.allocator_map`), goes under the panels as a still
+    picture.
 
     Returns a summary: ``path``, ``bytes`` written, ``events``, ``shown`` (events the slider
     covers), ``products`` and ``summary``, a line saying them.
     """
     data = player_data(source, products, **options)
-    page = _page(data)
+    page = _page(data, allocator)
     encoded = page.encode("utf-8")
     with open(path, "wb") as f:
         f.write(encoded)

@@ -9,6 +9,7 @@ file names and component names never go through matplotlib's ``$...$`` math pars
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..memory.constants import MiB
@@ -47,13 +48,14 @@ def _lines(*texts: str) -> str:
 
 def save_png(path: str, *, snapshot: MapSnapshot | None = None,
              timeline: Timeline | None = None, title: str = "",
-             color_by: str = "page") -> None:
+             color_by: str = "page", maps: Sequence[MapSnapshot] = ()) -> None:
     """Draw the map and/or the timeline into a PNG with matplotlib (the ``plot`` extra).
 
     Raises:
         ImportError: matplotlib is not installed (the message says how to get it).
     """
-    fig = draw_figure(snapshot=snapshot, timeline=timeline, title=title, color_by=color_by)
+    fig = draw_figure(snapshot=snapshot, timeline=timeline, title=title, color_by=color_by,
+                      maps=maps)
     import matplotlib.pyplot as plt  # draw_figure has checked that matplotlib is there
 
     try:
@@ -63,8 +65,10 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
 
 
 def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | None = None,
-                title: str = "", color_by: str = "page") -> Any:
-    """The matplotlib figure :func:`save_png` writes (the timeline above the map).
+                title: str = "", color_by: str = "page",
+                maps: Sequence[MapSnapshot] = ()) -> Any:
+    """The matplotlib figure :func:`save_png` writes (the timeline above the map, then
+    ``maps``, more maps, one under another: a caching allocator's segments).
 
     ``title`` heads the timeline, or the map when it is alone.
 
@@ -83,23 +87,23 @@ def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | Non
                           "(or write .svg / .html, which need nothing)") from None
     if color_by not in ("page", "component"):
         raise ValueError(f"color_by must be 'page' or 'component', got {color_by!r}")
-    panels = [p for p in (timeline, snapshot) if p is not None]
-    if not panels:
+    all_maps = [m for m in (snapshot, *maps) if m is not None]
+    if timeline is None and not all_maps:
         raise ValueError("save_png needs a snapshot or a timeline")
     # The map's lines: rows of 2 MiB while up to 128 are in use (as the SVG), and folds.
-    lines = _map_lines(snapshot) if snapshot is not None else (ROW_BYTES, [])
-    heights = ([4] if timeline is not None else []) + (
-        [max(3.0, 1.6 + 0.2 * len(lines[1]))] if snapshot is not None else [])
-    fig, axes = plt.subplots(len(panels), 1, figsize=(_FIG_WIDTH, sum(heights)),
+    layouts = [_map_lines(m) for m in all_maps]
+    heights = ([4] if timeline is not None else []) + [
+        max(3.0, 1.6 + 0.2 * len(lines[1])) for lines in layouts]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(_FIG_WIDTH, sum(heights)),
                              squeeze=False, gridspec_kw={"height_ratios": heights})
     ax_iter = iter(axes[:, 0])
     if timeline is not None:
         _draw_timeline(next(ax_iter), timeline, title or "Bytes in use")
-    if snapshot is not None:
-        heading = [f"Memory map: {snapshot.title}"]
-        if title and timeline is None:
+    for i, (one, lines) in enumerate(zip(all_maps, layouts)):
+        heading = [f"Memory map: {one.title}"]
+        if title and timeline is None and i == 0:
             heading.insert(0, title)
-        _draw_map(next(ax_iter), fig, snapshot, lines, heading, color_by)
+        _draw_map(next(ax_iter), fig, one, lines, heading, color_by)
     # File and component names are data: never math text, never TeX (before any layout,
     # which measures the texts).
     for text in fig.findobj(Text):
@@ -114,7 +118,7 @@ def _draw_timeline(ax: Any, timeline: Timeline, title: str) -> None:
     # The value after event N holds from x = N, as the SVG draws it (timeline_steps).
     xs, by_name = timeline_steps(timeline)
     ys = [[v / MiB for v in by_name[n]] for n in names]
-    colors = component_colors(names)
+    colors = {**component_colors(names), **timeline.colors}
     if names:
         ax.stackplot(xs, ys, labels=names, step="post", colors=[colors[n] for n in names],
                      alpha=0.85)
@@ -130,7 +134,7 @@ def _draw_timeline(ax: Any, timeline: Timeline, title: str) -> None:
     ax.set_xlim(0, max(xs[-1], 1))
     ax.set_ylim(bottom=0)
     ax.set_xlabel("event number (event N at x = N)")
-    ax.set_ylabel("MiB in use (footprint)")
+    ax.set_ylabel(timeline.quantity)
     sub = f"peak {format_bytes(peak)} over {timeline.events} events"
     if timeline.bucket > 1:
         sub += f"; each point the highest of {timeline.bucket} events"
@@ -169,6 +173,9 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     comp = component_colors({b.module_name for b in snapshot.blocks})
 
     def color(b: Any) -> str:
+        own = getattr(b, "fill", None)
+        if own is not None:
+            return own
         if is_physical(b):
             return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
@@ -186,7 +193,7 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
         else:
             free = format_bytes((b - a) * row_bytes) if b * row_bytes <= snapshot.capacity \
                 else format_bytes(snapshot.capacity - a * row_bytes)
-            ax.text(row_mib / 2, y, f"… {free} free ({offset_label(a * row_bytes)} to "
+            ax.text(row_mib / 2, y, f"… {free} {snapshot.gap} ({offset_label(a * row_bytes)} to "
                     f"{offset_label(min(b * row_bytes, snapshot.capacity))}) …",
                     ha="center", va="center", fontsize=7.5, color="#777777", style="italic")
     for start, end, part, blk in snapshot.segments():
@@ -219,6 +226,12 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
             bx = at / MiB
             ax.plot([bx, bx], [position[r] - 0.42, position[r] + 0.42], color="#222222",
                     linewidth=1.0, solid_capstyle="butt")
+    # regions that hold blocks (a caching allocator's segments): a heavier edge
+    for r, at in footprint_edges(snapshot, row_bytes, outlines=True):
+        if r in position:
+            bx = at / MiB
+            ax.plot([bx, bx], [position[r] - 0.5, position[r] + 0.5], color="#000000",
+                    linewidth=2.6, solid_capstyle="butt", zorder=3)
     # the 2 MiB grid: ticks inside a row when rows are larger than a huge page (as the SVG)
     if ROW_BYTES < row_bytes <= 64 * ROW_BYTES:
         ticks = [k * ROW_BYTES / MiB for k in range(1, row_bytes // ROW_BYTES)]
@@ -236,22 +249,28 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="y", length=0)
-    summary = (f"{snapshot.counted} use {format_bytes(snapshot.used_bytes)} of "
-               f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
-               f"largest free run {format_bytes(snapshot.largest_free_run)}")
+    summary = snapshot.summary or (
+        f"{snapshot.counted} use {format_bytes(snapshot.used_bytes)} of "
+        f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
+        f"largest free run {format_bytes(snapshot.largest_free_run)}")
     ax.set_title(_lines(*heading, summary), fontsize=10.5, loc="left", pad=30)
-    if color_by == "page":
+    if snapshot.legend is not None:
+        handles = [Patch(facecolor=fill, edgecolor="#555555", linewidth=0.5, label=label)
+                   for fill, label in snapshot.legend]
+    elif color_by == "page":
         kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)}) or [
             "normal", "huge"]
         handles = [Patch(color=PAGE_COLORS[k], label=f"requested, {k} pages") for k in kinds]
     else:
         handles = [Patch(color=c, label=f"component {n}") for n, c in comp.items()]
-    handles += [Patch(color=PHYSICAL_COLOR, label=f"physical handle, {pages}") for pages in
-                sorted({b.pages for b in snapshot.blocks if is_physical(b)})]
-    handles += [Patch(color=PADDING_COLOR, label="padding (size rule, e.g. +32)"),
-                Patch(facecolor="#FFFFFF", edgecolor="#888888", hatch="////",
-                      label="page rounding"),
-                Patch(facecolor=FREE_COLOR, edgecolor="#CCCCCC", label="free")]
+    if snapshot.legend is None:
+        handles += [Patch(color=PHYSICAL_COLOR, label=f"physical handle, {pages}")
+                    for pages in sorted({b.pages for b in snapshot.blocks if is_physical(b)})]
+        handles += [Patch(color=PADDING_COLOR, label="padding (size rule, e.g. +32)"),
+                    Patch(facecolor="#FFFFFF", edgecolor="#888888", hatch="////",
+                          label="page rounding"),
+                    Patch(facecolor=FREE_COLOR, edgecolor="#CCCCCC", label="free")]
     # The legend sits between the title and the map, where no axis label is.
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0),
-              ncol=min(len(handles), 5), fontsize=7.5, frameon=False)
+              ncol=min(len(handles), 5 if snapshot.legend is None else 3), fontsize=7.5,
+              frameon=False)

@@ -157,8 +157,11 @@ class _Replayer:
     """Feeds one allocator; the peaks are read from its statistics, the device footprint and
     the reserved peak's split only after a call that took memory from the device."""
 
-    def __init__(self, result: TensorReplayResult, alloc: NpuCachingAllocator, main: Any) -> None:
+    def __init__(self, result: TensorReplayResult, alloc: NpuCachingAllocator, main: Any,
+                 observer: Any = None) -> None:
         self.result, self.alloc, self.main = result, alloc, main
+        #: called (event, entry index, allocator) after each malloc, free and failure
+        self.observer = observer
         self.ptrs: dict[Any, int] = {}
         self.streams: dict[Any, int] = {}
         self.stats = alloc.stats
@@ -184,6 +187,8 @@ class _Replayer:
                 r.first_failure = {"index": index, "size": size, "stream": stream,
                                    "frames": _stack(frames) or [], "message": str(e)}
             self.ptrs.pop(addr, None)
+            if self.observer is not None:
+                self.observer("oom", index, self.alloc)
             if self.stop:
                 raise _Stopped from None
             return False
@@ -191,6 +196,8 @@ class _Replayer:
         self.result.allocs += 1
         if self.stats.num_device_alloc != self.device_allocs:
             self.took_memory()
+        if self.observer is not None:
+            self.observer("malloc", index, self.alloc)
         return True
 
     def took_memory(self) -> None:
@@ -227,12 +234,14 @@ class _Replayer:
         r.workspace_seeded += 1
         self.took_memory()
 
-    def free(self, addr: Any) -> bool:
+    def free(self, addr: Any, index: int) -> bool:
         ptr = self.ptrs.pop(addr, None)
         if ptr is None:
             return False
         self.alloc.free(ptr)
         self.result.frees += 1
+        if self.observer is not None:
+            self.observer("free", index, self.alloc)
         return True
 
     def finish(self) -> None:
@@ -308,8 +317,8 @@ def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset
 
 def replay_tensors(source: Any, product: str | None = None, *, capacity: int | None = None,
                    alloc_conf: str = "", cann: str = DEFAULT_CANN,
-                   device: int | None = None,
-                   stop_at_failure: bool = False) -> TensorReplayResult:
+                   device: int | None = None, stop_at_failure: bool = False,
+                   observer: Any = None) -> TensorReplayResult:
     """Run every tensor allocation and free of ``source`` through a fresh
     :class:`~ascend_memsim.allocators.NpuCachingAllocator` (``alloc_conf`` as
     ``PYTORCH_NPU_ALLOC_CONF``, ``cann`` its CANN version) on a simulated ``product`` with
@@ -324,6 +333,9 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
     device trace (default: the first with entries); blocks live before the trace starts
     are seeded first (see :func:`_seeds`). With ``stop_at_failure`` the replay ends at the
     first allocation that fails (``ooms`` is then 1), as a capacity search needs.
+    ``observer(event, index, allocator)`` is called after each replayed malloc, free and
+    failed malloc ("malloc", "free", "oom") with the trace entry's index (-1 for a seeded
+    block), e.g. :class:`~ascend_memsim.observe.allocmap.AllocatorPictures`.
 
     Time O(entries x allocator cost), memory O(live blocks + streams): entries are read one
     by one, nothing is kept per event.
@@ -347,7 +359,7 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
         main = rt.device(0).allocators[rt.profile.main_memory]
         result = TensorReplayResult(name, rt.profile.name, rt.profile.total(
             rt.profile.main_memory), alloc_conf)
-        rp = _Replayer(result, alloc, main)
+        rp = _Replayer(result, alloc, main, observer)
         rp.stop = stop_at_failure
         try:
             if kind == "trace":
@@ -375,7 +387,7 @@ def _replay_trace(rp: _Replayer, stream: Any) -> None:
             malloc(event.ptr, size, 0 if event.absent & 1 else event.stream, index, None)
             mallocs += 1
         elif kind == "free":
-            free(event.ptr)
+            free(event.ptr, index)
             frees += 1
         else:
             rp.count("skipped", str(kind))
@@ -421,7 +433,7 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
         elif action == "free_completed" or action == "free":
             # DECISION: the block goes back when torch_npu completed its free (after the
             # events of record_stream), so the delayed reuse is the recorded one
-            rp.free(e.get("addr"))
+            rp.free(e.get("addr"), index)
             rp.count("replayed", action)
         elif action == "free_requested":
             rp.count("replayed", action)
@@ -434,7 +446,7 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
             size = e.get("size")
             if type(size) is int and size > 0 and rp.malloc(None, size, e.get("stream", 0),
                                                            index, e.get("frames")):
-                rp.free(None)
+                rp.free(None, index)
             rp.count("replayed", action)
         elif action == "snapshot":
             rp.count("counted", action)

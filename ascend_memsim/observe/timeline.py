@@ -29,13 +29,25 @@ class Timeline:
     #: events per bucket: 1 keeps every change; above 1 each point is the highest total
     #: within its bucket of that many events (peaks exact), plus the state at the end
     bucket: int = 1
+    #: colours of some components (else each its component colour)
+    colors: dict[str, str] = field(default_factory=dict)
+    #: the stacking order, bottom first, of the components it names (else largest peak
+    #: first)
+    order: tuple[str, ...] = ()
+    #: what the values are (the PNG's axis)
+    quantity: str = "MiB in use (footprint)"
+    #: the timeline's own heading where the picture has no title for it (HTML)
+    heading: str = "Bytes in use"
 
     def components(self) -> list[str]:
-        """Every component seen, largest peak first."""
+        """Every component seen, in :attr:`order` or largest peak first."""
         peak: dict[str, int] = {}
         for _, by in self.points:
             for name, n in by.items():
                 peak[name] = max(peak.get(name, 0), n)
+        if self.order:
+            return [n for n in self.order if n in peak] + sorted(
+                (n for n in peak if n not in self.order), key=lambda c: (-peak[c], c))
         return sorted(peak, key=lambda c: (-peak[c], c))
 
 

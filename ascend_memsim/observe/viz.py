@@ -10,9 +10,10 @@
 
 :func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
 
-Size: just over 600 lines, on purpose: the pictures share their geometry (rows, colours,
+Size: under 700 lines, on purpose: the pictures share their geometry (rows, colours,
 headings, the labels and edges the PNG draws too) and one import path; the PNG itself is
-:mod:`ascend_memsim.observe.png`.
+:mod:`ascend_memsim.observe.png`, and regions of other kinds (a caching allocator's blocks,
+:mod:`.allocmap`) bring their own fill, label and tip rather than a branch here.
 """
 
 from __future__ import annotations
@@ -50,7 +51,13 @@ _FONT = "font-family:DejaVu Sans,Verdana,sans-serif"
 @dataclass
 class MapSnapshot:
     """The live blocks of one device's main memory at a moment, for drawing; ``blocks`` holds
-    the physical handles' memory too (:class:`~ascend_memsim.observe.regions.PhysicalRegion`)."""
+    the physical handles' memory too (:class:`~ascend_memsim.observe.regions.PhysicalRegion`).
+
+    A map of something else (a caching allocator's segments, :mod:`.allocmap`) holds regions
+    with their own ``fill``, ``label`` and ``tip``, and sets ``summary`` (the heading's
+    figures), ``legend`` ((fill, label) swatches), ``gap`` (the word for memory between
+    regions) and ``outlines`` ((address, size) of the regions that hold blocks, drawn with
+    a heavier edge: a caching allocator's segments)."""
 
     title: str
     base: int
@@ -58,6 +65,10 @@ class MapSnapshot:
     blocks: list[Block] = field(default_factory=list)
     free_bytes: int = 0
     largest_free_run: int = 0
+    summary: str | None = None
+    legend: list[tuple[str, str]] | None = None
+    gap: str = "free"
+    outlines: list[tuple[int, int]] = field(default_factory=list)
 
     @classmethod
     def of(cls, device: Device, title: str | None = None) -> MapSnapshot:
@@ -185,12 +196,15 @@ def offset_label(offset: int) -> str:
     return f"+{offset // MiB} MiB" if offset % MiB == 0 else f"+{format_bytes(offset)}"
 
 
-def footprint_edges(snapshot: MapSnapshot, row_bytes: int) -> Iterator[tuple[int, int]]:
+def footprint_edges(snapshot: MapSnapshot, row_bytes: int, *, outlines: bool = False
+                    ) -> Iterator[tuple[int, int]]:
     """``(row, offset in the row)`` where each block's footprint begins and ends, for the
-    dark edge the SVG map and the PNG draw; an end on a row boundary closes the row above."""
-    for b in snapshot.blocks:
-        start = b.ptr - snapshot.base
-        for offset, is_end in ((start, False), (start + b.footprint, True)):
+    dark edge the SVG map and the PNG draw; an end on a row boundary closes the row above.
+    With ``outlines``, where each of the snapshot's ``outlines`` begins and ends."""
+    spans = snapshot.outlines if outlines else ((b.ptr, b.footprint) for b in snapshot.blocks)
+    for ptr, footprint in spans:
+        start = ptr - snapshot.base
+        for offset, is_end in ((start, False), (start + footprint, True)):
             r = offset // row_bytes
             if is_end and offset % row_bytes == 0:
                 r -= 1
@@ -202,7 +216,10 @@ def segment_label(part: str, block: Block, size: int, room: float) -> str:
     for ``room`` characters: a block's requested size and API (the size alone where that
     does not fit; a physical handle's size and pages), or the page rounding left unused;
     "" for padding or where nothing fits."""
-    if part == "data" and is_physical(block):
+    own = getattr(block, "label", None) if part == "data" else None
+    if own is not None:
+        label = own if len(own) <= room else format_bytes(block.size)
+    elif part == "data" and is_physical(block):
         label = f"physical handle, {format_bytes(block.size)}, {block.pages}"
         if len(label) > room:
             label = "physical handle"
@@ -236,6 +253,9 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     comp = component_colors({b.module_name for b in snapshot.blocks})
 
     def color(b: Block) -> str:
+        own = getattr(b, "fill", None)
+        if own is not None:
+            return own
         if is_physical(b):
             return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
@@ -250,21 +270,26 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                f"{format_bytes(snapshot.used_bytes)} of "
                f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
                f"largest free run {format_bytes(snapshot.largest_free_run)}; {row_note}")
+    if snapshot.summary is not None:
+        summary = f"{snapshot.summary}; {row_note}"
     if title is not None:
         summary = f"Memory map: {snapshot.title}; {summary}"
     head, ly = _heading(heading, summary, left, width - left - right)
     # legend
-    if color_by == "page":
+    if snapshot.legend is not None:
+        swatches = list(snapshot.legend)
+    elif color_by == "page":
         kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)}) or [
             "normal", "huge"]
         swatches = [(PAGE_COLORS[k], f"requested, {k} pages") for k in kinds]
     else:
         swatches = [(c, f"component {n}") for n, c in comp.items()]
-    swatches += [(PHYSICAL_COLOR, f"physical handle, {b.pages}")
-                 for b in {b.page: b for b in snapshot.blocks if is_physical(b)}.values()]
-    swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
-                 ("url(#rounding)", "page rounding (unused tail of a page)"),
-                 (FREE_COLOR, "free")]
+    if snapshot.legend is None:
+        swatches += [(PHYSICAL_COLOR, f"physical handle, {b.pages}")
+                     for b in {b.page: b for b in snapshot.blocks if is_physical(b)}.values()]
+        swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
+                     ("url(#rounding)", "page rounding (unused tail of a page)"),
+                     (FREE_COLOR, "free")]
     legend = []
     lx = left
     for fill, label in swatches:
@@ -290,7 +315,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
         if first > previous_end:
             skipped = first - previous_end
             body.append(f'<text x="{left + bar_w / 2}" y="{y + 11}" text-anchor="middle" '
-                        f'class="fold">… {format_bytes(skipped * row_bytes)} free '
+                        f'class="fold">… {format_bytes(skipped * row_bytes)} {snapshot.gap} '
                         f'({offset_label(previous_end * row_bytes)} to '
                         f'{offset_label(first * row_bytes)}) …</text>')
             y += row_h + gap
@@ -309,14 +334,15 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     if previous_end < total_rows:
         body.append(f'<text x="{left + bar_w / 2}" y="{y + 11}" text-anchor="middle" '
                     f'class="fold">… {format_bytes(snapshot.capacity - previous_end * row_bytes)}'
-                    f' free to the end ({format_bytes(snapshot.capacity)}) …</text>')
+                    f' {snapshot.gap} to the end ({format_bytes(snapshot.capacity)}) …</text>')
         y += row_h + gap
     # the blocks, cut at row boundaries
     on_top: list[str] = []
     for start, end, part, b in snapshot.segments():
         where = allocation_site(b)
-        tip = html.escape(f"{b.describe()}; {b.module_name}; rule size {b.rule_size}, "
-                          f"padding {b.padding} B, page rounding {b.page_rounding} B"
+        tip = html.escape((getattr(b, "tip", None)
+                           or f"{b.describe()}; {b.module_name}; rule size {b.rule_size}, "
+                              f"padding {b.padding} B, page rounding {b.page_rounding} B")
                           + ("; fell back to normal pages" if b.fallback else "")
                           + (f"\nallocated at:\n{where}" if where else ""))
         pos = start
@@ -353,6 +379,11 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
             bx = left + at * scale
             body.append(f'<line x1="{bx:.2f}" y1="{row_y[r]}" x2="{bx:.2f}" '
                         f'y2="{row_y[r] + row_h}" class="edge"/>')
+    for r, at in footprint_edges(snapshot, row_bytes, outlines=True):
+        if r in row_y:
+            bx = left + at * scale
+            body.append(f'<line x1="{bx:.2f}" y1="{row_y[r] - 1.5}" x2="{bx:.2f}" '
+                        f'y2="{row_y[r] + row_h + 1.5}" class="outline"/>')
     # the 2 MiB grid: ticks inside a row when rows are larger than a huge page
     grid: list[str] = []
     if row_bytes > ROW_BYTES and row_bytes // ROW_BYTES <= 64:
@@ -374,7 +405,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
         ".legend{font-size:11px} .fold{font-size:10.5px;fill:#777;font-style:italic} "
         f".free{{fill:{FREE_COLOR};stroke:#CCCCCC;stroke-width:0.5}} "
         ".grid{stroke:#FFFFFF;stroke-width:1} .inl{font-size:10px;fill:#000} "
-        ".edge{stroke:#222222;stroke-width:1} "
+        ".edge{stroke:#222222;stroke-width:1} .outline{stroke:#000000;stroke-width:3} "
         ".inr{font-size:10px;fill:#444;font-style:italic}</style>",
         "</defs>",
         f'<rect width="{width}" height="{height}" fill="#FFFFFF"/>',
@@ -403,7 +434,7 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
     is within 4x of the peak (``show_capacity`` forces it on or off).
     """
     names = timeline.components()
-    colors = component_colors(names)
+    colors = {**component_colors(names), **timeline.colors}
     points = timeline.points
     n_events = max(timeline.events, 1)
     peak = max((sum(by.values()) for _, by in points), default=0)

@@ -7,6 +7,8 @@ test's thread; the pyacl face (``ascend_memsim.acl``, or ``import acl`` with ``-
 talks to it. When the test body ends, every block it left live, and every block that a
 ``reset_device`` (or finalize) inside it discarded, fails the test, listed with its allocation
 site. Fixture ``memsim_faults``: the faults the marker installed (to read their counters).
+Fixture ``npu_allocator`` (marker ``npu_allocator``): torch_npu's caching allocator on that
+runtime, with budgets on its peaks (:mod:`ascend_memsim.testing.npu_allocator`).
 
 Settings, closest first: an indirect parameter (``@pytest.mark.parametrize("memsim",
 ["A2", "950PR"], indirect=True)``, a product name or a dict of marker keywords), the marker
@@ -57,8 +59,10 @@ from ..memory.sites import Site, format_site
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
 from ._findings import FAIL_ON, failing_findings, findings_text, sanitizer_setting
+from .npu_allocator import CALL_CHECKS, npu_allocator, runtime_settings
+from .npu_allocator import MARKER_DOC as _ALLOCATOR_MARKER_DOC
 
-__all__ = ["memsim", "memsim_faults", "MARKER_KEYS"]
+__all__ = ["memsim", "memsim_faults", "npu_allocator", "MARKER_KEYS"]
 
 #: Profile fields a marker (or an indirect parameter dict) may override.
 PROFILE_KEYS = tuple(f.name for f in dataclasses.fields(Profile)
@@ -104,6 +108,7 @@ def _product_option(config: pytest.Config) -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_DOC)
+    config.addinivalue_line("markers", _ALLOCATOR_MARKER_DOC)
     product = _product_option(config)
     if product is not None:
         try:
@@ -130,11 +135,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # A memsim marker asks for the fixture: a marked test without the argument still gets a
-    # fresh runtime and a leak check.
+    # fresh runtime and a leak check; an npu_allocator marker asks for its fixture likewise.
     for item in items:
         names = getattr(item, "fixturenames", None)
-        if names is not None and "memsim" not in names and item.get_closest_marker("memsim"):
-            names.append("memsim")
+        if names is None:
+            continue
+        for name in ("memsim", "npu_allocator"):
+            if name not in names and item.get_closest_marker(name):
+                names.append(name)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -160,7 +168,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             item.user_properties.append(("memsim_peak", state.peak.peak))
     # reached only when the test body passed
     if state is not None:
-        problems = state.call_problems(item.nodeid)
+        problems = state.call_problems(item.nodeid, item.stash.get(CALL_CHECKS, []))
         if problems:
             pytest.fail("\n\n".join(problems), pytrace=False)
     return result
@@ -260,8 +268,13 @@ class _State:
     #: ids of the blocks already reported as the call's leaks
     reported: set = field(default_factory=set)
 
-    def call_problems(self, nodeid: str) -> list[str]:
+    def call_problems(self, nodeid: str, checks: list = ()) -> list[str]:
+        """The test body's problems; ``checks`` (of fixtures built on this runtime, such as
+        npu_allocator) run first, each giving its problems and giving back what it holds,
+        so that it is no device leak."""
         problems = []
+        for check in checks:
+            problems += check()
         if self.leak_check:
             leaked = [b for b in self.runtime.blocks() if id(b) not in self.before_call]
             discarded = self.at_reset[self.reset_mark:]
@@ -305,8 +318,10 @@ def _merge(settings: dict, args: tuple, kwargs: dict, where: str) -> None:
 
 
 def _settings(request: pytest.FixtureRequest) -> dict:
-    """The merged settings of one test: defaults, option, markers (far to near), param."""
+    """The merged settings of one test: defaults, option, npu_allocator markers (product,
+    capacity), memsim markers (far to near), param."""
     settings: dict[str, Any] = {"product": _product_option(request.config) or DEFAULT_PRODUCT}
+    settings.update(runtime_settings(request.node))
     markers = list(request.node.iter_markers("memsim"))
     for marker in reversed(markers):
         _merge(settings, marker.args, dict(marker.kwargs), "@pytest.mark.memsim")
@@ -321,6 +336,11 @@ def _settings(request: pytest.FixtureRequest) -> dict:
             raise _BadSettings(f"{where}: {param!r} is neither a product name nor a dict of "
                                f"marker keywords; write e.g. ['A2', '950PR'] or "
                                f"[{{'product': 'A2', 'hbm_bytes': 64 * 2**20}}]")
+    capacity = settings.pop("capacity", None)
+    if capacity is not None:
+        # npu_allocator(capacity=...): the size of the product's main memory
+        profile = get_profile(settings["product"])
+        settings.setdefault("hbm_bytes" if profile.hbm_bytes else "ddr_bytes", capacity)
     for key in ("leak_check",):
         if not isinstance(settings.get(key, True), bool):
             raise _BadSettings(f"memsim {key}={settings[key]!r}: write True or False")
