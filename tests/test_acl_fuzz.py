@@ -83,7 +83,7 @@ FACE = [("acl", acl.init), ("acl", acl.finalize),
           and inspect.isfunction(getattr(acl, name, None))],
         *[(space, getattr(getattr(acl, space), name))
           for space in ("rt", "op", "mdl", "util", "media")
-          for name in getattr(acl, space).__all__]]
+          for name in getattr(acl, space).__all__ if not name.isupper()]]
 MEMORY_FACE = [(space, fn) for space, fn in FACE if space in ("rt", "media", "util")]
 ALLOCATING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "malloc", "malloc_align32", "malloc_cached", "malloc_with_cfg", "malloc_for_task_scheduler",
