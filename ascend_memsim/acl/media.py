@@ -24,6 +24,8 @@ from ..media.descs import (
 from ..media.plane import MediaPlane, media_plane
 from ..runtime.active import current_runtime
 from ._face import face as _face
+from ._media_codec import *  # noqa: F403 - the JPEG/PNG calls, listed in _EXPORTS
+from ._media_codec import __all__ as _CODEC_NAMES
 
 globals().update(MEDIA_FLAT_NAMES)
 
@@ -451,4 +453,4 @@ _EXPORTS = (
     dvpp_get_border_config_top, dvpp_get_border_config_bottom, dvpp_get_border_config_left,
     dvpp_get_border_config_right,
 )
-__all__ = [fn.__name__ for fn in _EXPORTS] + list(MEDIA_FLAT_NAMES)
+__all__ = [fn.__name__ for fn in _EXPORTS] + list(_CODEC_NAMES) + list(MEDIA_FLAT_NAMES)

@@ -31,7 +31,8 @@ from .constants import JpegFormat, PixelFormat
 __all__ = [
     "JpegHeader", "read_header", "Layout", "jpegd_layout", "predict_dec_size", "decode",
     "check_encode_input", "predict_enc_size", "encode_input_size", "encode", "JPEGD_MIN",
-    "JPEGD_MAX", "require_pillow",
+    "JPEGD_MAX", "require_pillow", "check_format", "check_level", "JPEGD_FORMATS",
+    "JPEGE_FORMATS", "JPEGD_OUTPUTS",
 ]
 
 P = PixelFormat
@@ -108,7 +109,7 @@ def _align(value: int, to: int) -> int:
     return -(-value // to) * to
 
 
-def _pixel_format(value: int, allowed: frozenset, call: str) -> PixelFormat:
+def check_format(value: int, allowed: frozenset, call: str) -> PixelFormat:
     if value not in allowed:
         known = PixelFormat._value2member_map_.get(value)
         name = known.name if known is not None else "not an acldvppPixelFormat"
@@ -286,7 +287,7 @@ def jpegd_layout(header: JpegHeader, out_format: int, width_align: int,
         InvalidArgument: the image is outside 32 x 32 .. 8192 x 8192.
         UnsupportedJpeg: see :meth:`JpegHeader.unsupported`.
     """
-    fmt = _pixel_format(out_format, JPEGD_FORMATS, call)
+    fmt = check_format(out_format, JPEGD_FORMATS, call)
     why = header.unsupported()
     if why is not None:
         raise UnsupportedJpeg(f"{call}: JPEGD does not decode {why}")
@@ -316,7 +317,7 @@ def predict_dec_size(data: bytes, out_format: int, width_align: int) -> int:
     would be, as the vendor's function reads only the header; the decode refuses it.
     """
     call = "acldvppJpegPredictDecSize"
-    fmt = _pixel_format(out_format, JPEGD_FORMATS, call)
+    fmt = check_format(out_format, JPEGD_FORMATS, call)
     header = read_header(data)
     _check_dims(header.width, header.height, call)
     if header.format not in JPEGD_OUTPUTS:
@@ -397,7 +398,7 @@ def check_encode_input(fmt: int, width: int, height: int, wstride: int, hstride:
         InvalidArgument, FormatNotMatch.
     """
     _check_dims(width, height, call)
-    fmt = _pixel_format(fmt, JPEGE_FORMATS, call)
+    fmt = check_format(fmt, JPEGE_FORMATS, call)
     packed = fmt in _PACKED
     if width % 2 or (not packed and height % 2):
         raise InvalidArgument(f"{call}: {fmt.name} needs an even width"
@@ -431,12 +432,12 @@ def predict_enc_size(fmt: int, width: int, height: int, wstride: int, hstride: i
     """
     call = "acldvppJpegPredictEncSize"
     checked = check_encode_input(fmt, width, height, wstride, hstride, call)
-    _check_level(level, call)
+    check_level(level, call)
     size = encode_input_size(checked, wstride, hstride) + 640 + 128
     return _align(size, 2 << 20)
 
 
-def _check_level(level: int, call: str) -> None:
+def check_level(level: int, call: str) -> None:
     if level > 100:
         raise InvalidArgument(f"{call}: the jpege config's level {level} is outside [0, 100]")
 
@@ -446,7 +447,7 @@ def encode(raw: bytes, fmt: PixelFormat, width: int, height: int, wstride: int, 
     """A baseline Huffman JPEG of the picture (Pillow, quality ``level``; DECISION: level 0,
     which acl_dvpp.h allows, encodes as 100, the best, as the vendor's encoder treats it
     alike), 4:2:0 from YUV420SP and 4:2:2 from packed input."""
-    _check_level(level, "acldvppJpegEncodeAsync")
+    check_level(level, "acldvppJpegEncodeAsync")
     Image = require_pillow()
     np = _numpy()
     buf = np.frombuffer(raw, np.uint8)

@@ -21,7 +21,7 @@ from .constants import PixelFormat
 from .jpeg import Layout, require_pillow
 
 __all__ = ["PngHeader", "read_header", "pngd_layout", "predict_dec_size", "decode",
-           "PNGD_MIN", "PNGD_MAX"]
+           "PNGD_MIN", "PNGD_MAX", "PNGD_FORMATS", "check_format"]
 
 P = PixelFormat
 #: image_processor_v100.cpp acldvppPngPredictDecSize: "param according dvpp capability"
@@ -77,7 +77,7 @@ def _check(header: PngHeader, call: str) -> None:
                               f"takes {PNGD_MIN} x {PNGD_MIN} to {PNGD_MAX} x {PNGD_MAX}")
 
 
-def _format(value: int, call: str) -> PixelFormat:
+def check_format(value: int, call: str) -> PixelFormat:
     if value not in PNGD_FORMATS:
         raise FormatNotMatch(f"{call}: output format {value} is not one PNGD takes "
                              f"(PIXEL_FORMAT_RGB_888 12, PIXEL_FORMAT_RGBA_8888 16, "
@@ -93,7 +93,7 @@ def predict_dec_size(data: bytes, out_format: int) -> int:
         FormatNotMatch, InvalidArgument: see :func:`read_header`; outside 32..4096.
     """
     call = "acldvppPngPredictDecSize"
-    fmt = _format(out_format, call)
+    fmt = check_format(out_format, call)
     header = read_header(data, call)
     _check(header, call)
     width = -(-header.width // 128) * 128
@@ -116,7 +116,7 @@ def pngd_layout(header: PngHeader, out_format: int,
         FormatNotMatch: not RGB888/RGBA8888/UNKNOWN, or RGBA8888 from a source without alpha.
         InvalidArgument: outside 32..4096.
     """
-    fmt = _format(out_format, call)
+    fmt = check_format(out_format, call)
     _check(header, call)
     if fmt is P.PIXEL_FORMAT_UNKNOWN:
         fmt = P.PIXEL_FORMAT_RGBA_8888 if header.alpha else P.PIXEL_FORMAT_RGB_888
