@@ -78,7 +78,7 @@ class Codecs:
         self.plane = plane
         self.runtime = plane.runtime
 
-    # -- memory ---------------------------------------------------------------------------------
+    # -- memory ------------------------------------------------------------------------------------
 
     def _read_host(self, call: str, addr: object, size: object) -> bytes:
         """``size`` bytes of the image at ``addr`` in host memory (see the module's doc)."""
@@ -180,7 +180,7 @@ class Codecs:
         raw = self._read_host(call, data, size)
         return _jpeg.predict_dec_size(raw, fmt, jpegd_width_align(self.runtime))
 
-    # -- JPEGD --------------------------------------------------------------------------------------
+    # -- JPEGD -------------------------------------------------------------------------------------
 
     def jpeg_decode(self, channel: object, data: object, size: object, out_desc: object,
                     stream: object) -> None:
@@ -210,7 +210,7 @@ class Codecs:
         self._enqueue(call, stream, ((addr, addr + nbytes), (out.data, out.data + out.size)),
                       run, out.desc)
 
-    # -- JPEGE --------------------------------------------------------------------------------------
+    # -- JPEGE -------------------------------------------------------------------------------------
 
     def _encode_input(self, call: str, in_desc: object) -> tuple:
         desc = self.plane.get(in_desc, PicDesc, "input_desc")
@@ -267,7 +267,7 @@ class Codecs:
 
         self._enqueue(call, stream, ((src, src + need), (dst, dst + capacity)), run, out.desc)
 
-    # -- PNGD -----------------------------------------------------------------------------------------
+    # -- PNGD --------------------------------------------------------------------------------------
 
     def png_image_info(self, data: object, size: object) -> _png.PngHeader:
         call = "acldvppPngGetImageInfo"

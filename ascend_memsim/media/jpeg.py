@@ -350,7 +350,7 @@ def decode(data: bytes, layout: Layout, header: JpegHeader) -> bytes:
             # Pillow's JPEG decoder is third-party code reading hostile bytes: what it raises
             # is the image's fault, not the simulator's
             planes = np.asarray(img.convert("YCbCr" if header.components == 3 else "L"))
-    except Exception as error:  # noqa: BLE001 - see the comment above
+    except Exception as error:
         raise UnreadableImage(f"acldvppJpegDecodeAsync: the JPEG's data cannot be decoded: "
                               f"{type(error).__name__}: {error}") from None
     return _lay_out(np, planes, layout)

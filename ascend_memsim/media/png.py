@@ -148,7 +148,7 @@ def decode(data: bytes, layout: Layout) -> bytes:
             # Pillow's PNG decoder is third-party code reading hostile bytes: what it raises
             # is the image's fault, not the simulator's
             pixels = np.asarray(img.convert(mode))
-    except Exception as error:  # noqa: BLE001 - see the comment above
+    except Exception as error:
         raise UnreadableImage(f"acldvppPngDecodeAsync: the PNG cannot be decoded: "
                               f"{type(error).__name__}: {error}") from None
     out = np.zeros(layout.size, np.uint8)
