@@ -18,7 +18,8 @@ from ascend_memsim.media.codec import jpegd_width_align
 from ascend_memsim.media.constants import JpegFormat, PixelFormat
 
 m = acl.media
-NV12, NV21 = PixelFormat.PIXEL_FORMAT_YUV_SEMIPLANAR_420, PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_420
+NV12 = PixelFormat.PIXEL_FORMAT_YUV_SEMIPLANAR_420
+NV21 = PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_420
 RGB888, RGBA8888 = PixelFormat.PIXEL_FORMAT_RGB_888, PixelFormat.PIXEL_FORMAT_RGBA_8888
 UNKNOWN = PixelFormat.PIXEL_FORMAT_UNKNOWN
 INVALID_PARAM, FORMAT_NOT_MATCH, UNSUPPORTED_JPEG = 100000, 100027, 148052
@@ -121,7 +122,7 @@ def desc_fields(desc):
                  for f in ("width", "height", "width_stride", "height_stride", "format"))
 
 
-# -- JPEGD ---------------------------------------------------------------------------------------
+# -- JPEGD -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", [NV12, NV21])
 @pytest.mark.parametrize("subsampling", [0, 1, 2])
@@ -172,10 +173,11 @@ def test_gray_jpeg_decodes_to_yuv400_or_neutral_chroma(dvpp):
     Image.fromarray((np.arange(64 * 40) % 251).astype(np.uint8).reshape(40, 64)).save(out, "JPEG")
     data = out.getvalue()
     ptr, n = dvpp.host_ptr(data)
-    assert m.dvpp_jpeg_get_image_info_v2(ptr, n) == (64, 40, 1, int(JpegFormat.ACL_JPEG_CSS_GRAY), 0)
-    ret, sync, desc, buf, size = dvpp.decode(data, PixelFormat.PIXEL_FORMAT_YUV_400)
+    gray = int(JpegFormat.ACL_JPEG_CSS_GRAY)
+    assert m.dvpp_jpeg_get_image_info_v2(ptr, n) == (64, 40, 1, gray, 0)
+    ret, sync, _, buf, size = dvpp.decode(data, PixelFormat.PIXEL_FORMAT_YUV_400)
     assert (ret, sync, size) == (0, 0, 64 * 48)
-    ret, sync, desc, buf, size = dvpp.decode(data, NV12)
+    ret, sync, _desc, buf, size = dvpp.decode(data, NV12)
     raw = dvpp.read(buf, size)
     assert (raw[64 * 48:] == 128).all()
 
@@ -241,11 +243,11 @@ def test_exif_orientation_swaps_width_and_height(dvpp):
     data = jpeg_bytes(96, 64, exif=exif.tobytes())
     ptr, n = dvpp.host_ptr(data)
     assert m.dvpp_jpeg_get_image_info(ptr, n) == (64, 96, 3, 0)
-    ret, sync, desc, out, size = dvpp.decode(data, NV12)
+    ret, sync, desc, _out, _size = dvpp.decode(data, NV12)
     assert (ret, sync) == (0, 0) and desc_fields(desc)[:2] == (64, 96)
 
 
-# -- unsupported and hostile JPEGs ------------------------------------------------------------------
+# -- unsupported and hostile JPEGs -----------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["progressive", "cmyk"])
 def test_jpegs_jpegd_does_not_take_are_unsupported_jpeg(dvpp, kind):
@@ -284,7 +286,7 @@ def test_huge_dimensions_are_refused_before_any_pixel_is_decoded(dvpp):
     ptr, n = dvpp.host_ptr(data)
     assert m.dvpp_jpeg_get_image_info(ptr, n) == (60000, 60000, 3, 0)
     assert m.dvpp_jpeg_predict_dec_size(ptr, n, 1) == (0, INVALID_PARAM)
-    ret, sync, desc, _, _ = dvpp.decode(data, NV12, size=4096)
+    ret, sync, _desc, _, _ = dvpp.decode(data, NV12, size=4096)
     assert (ret, sync) == (0, INVALID_PARAM)
 
 
@@ -301,7 +303,7 @@ def test_corrupt_scan_data_fails_the_sync_not_the_program(dvpp):
     data = bytearray(jpeg_bytes(64, 48))
     sos = data.index(b"\xff\xda")
     data = bytes(data[:sos + 20])        # header complete, scan cut
-    ret, sync, desc, _, _ = dvpp.decode(data, NV12, size=64 * 48 * 3)
+    ret, sync, _desc, _, _ = dvpp.decode(data, NV12, size=64 * 48 * 3)
     assert ret == 0 and sync in (0, FAILURE)   # libjpeg pads a short scan, as JPEGD's
     #                                            software path decodes "mcu数据不足" images
 
@@ -336,7 +338,7 @@ def test_decode_refuses_host_memory_and_bad_handles(dvpp):
     assert m.dvpp_jpeg_decode_async(dvpp.channel, dev, n, desc, dvpp.stream) == 107017
 
 
-# -- JPEGE ------------------------------------------------------------------------------------------
+# -- JPEGE -----------------------------------------------------------------------------------------
 
 def nv12_picture(w, h, wstride, hstride, seed=0):
     rng = np.random.default_rng(seed)
@@ -370,7 +372,7 @@ def encode(dvpp, w, h, wstride, hstride, level, fmt=NV12, raw=None, capacity=Non
 
 def test_jpeg_encode_round_trips_and_stays_inside_the_prediction(dvpp):
     raw, y = nv12_picture(96, 64, 112, 64)
-    ret, predicted, jpg = encode(dvpp, 96, 64, 112, 64, 95, raw=raw)
+    _ret, predicted, jpg = encode(dvpp, 96, 64, 112, 64, 95, raw=raw)
     # acldvppJpegPredictEncSize: input bytes + 640 + 128, rounded up to 2 MiB
     assert predicted == 2 * MiB and len(jpg) <= predicted
     back = np.asarray(Image.open(io.BytesIO(jpg)).convert("YCbCr"))
@@ -396,7 +398,7 @@ def test_jpege_format_and_packed_stride(dvpp):
     assert encode(dvpp, 64, 48, 64, 48, 90, fmt=RGB888, raw=raw)[0] == FORMAT_NOT_MATCH
     yuyv = PixelFormat.PIXEL_FORMAT_YUYV_PACKED_422
     assert encode(dvpp, 64, 48, 64, 48, 90, fmt=yuyv, raw=raw)[0] == INVALID_PARAM
-    ret, predicted, jpg = encode(dvpp, 64, 48, 128, 48, 90, fmt=yuyv,
+    ret, _predicted, jpg = encode(dvpp, 64, 48, 128, 48, 90, fmt=yuyv,
                                  raw=np.full(128 * 48, 128, np.uint8))
     assert ret == 0 and Image.open(io.BytesIO(jpg)).size == (64, 48)
 
@@ -416,7 +418,7 @@ def test_jpege_output_too_small_is_refused(dvpp):
     assert any(r.kind == "media-overflow" for r in dvpp.rt.sanitizer.reports)
 
 
-# -- the Hypothesis property: predicted buffers hold what is written, one byte short is refused ------
+# -- the Hypothesis property: predicted buffers hold what is written, one byte short is refused ----
 
 @given(w=st.integers(32, 200), h=st.integers(32, 160), quality=st.integers(1, 100),
        subsampling=st.sampled_from([0, 1, 2]), fmt=st.sampled_from([NV12, NV21, UNKNOWN]))
@@ -454,7 +456,7 @@ def test_end_to_end_one_byte_short_for_every_output_format(dvpp):
             assert dvpp.decode(data, fmt, size=size - 1)[:2] == (0, INVALID_PARAM)
 
 
-# -- PNGD ---------------------------------------------------------------------------------------------
+# -- PNGD ------------------------------------------------------------------------------------------
 
 def png_bytes(mode, w, h, seed=0):
     rng = np.random.default_rng(seed)
