@@ -421,6 +421,113 @@ def dvpp_get_border_config_right(border_config: int) -> int:
     return _media().get(border_config, BorderConfig).right
 
 
+# -- VPC (python/pyACL/media/media_vpc.cpp; every description and stream a "k" int, the
+# lists Python lists; 0 is NULL, which a call that needs the object refuses) --------------------
+
+@_face()
+def dvpp_vpc_resize_async(channel_desc: int, input_desc: int, output_desc: int,
+                          resize_config: int, stream: int) -> None:
+    _media().vpc("acldvppVpcResizeAsync", channel_desc, input_desc, output_desc,
+                 resize_config=resize_config, stream=stream)
+
+
+@_face()
+def dvpp_vpc_crop_async(channel_desc: int, input_desc: int, output_desc: int, crop_area: int,
+                        stream: int) -> None:
+    _media().vpc("acldvppVpcCropAsync", channel_desc, input_desc, output_desc, crop_area,
+                 stream=stream)
+
+
+@_face()
+def dvpp_vpc_crop_resize_async(channel_desc: int, input_desc: int, output_desc: int,
+                               crop_area: int, resize_config: int, stream: int) -> None:
+    _media().vpc("acldvppVpcCropResizeAsync", channel_desc, input_desc, output_desc,
+                 crop_area, resize_config=resize_config, stream=stream)
+
+
+@_face()
+def dvpp_vpc_crop_and_paste_async(channel_desc: int, input_desc: int, output_desc: int,
+                                  crop_area: int, paste_area: int, stream: int) -> None:
+    _media().vpc("acldvppVpcCropAndPasteAsync", channel_desc, input_desc, output_desc,
+                 crop_area, paste_area, stream=stream)
+
+
+@_face()
+def dvpp_vpc_crop_resize_paste_async(channel_desc: int, input_desc: int, output_desc: int,
+                                     crop_area: int, paste_area: int, resize_config: int,
+                                     stream: int) -> None:
+    _media().vpc("acldvppVpcCropResizePasteAsync", channel_desc, input_desc, output_desc,
+                 crop_area, paste_area, resize_config, stream)
+
+
+@_face(0)
+def dvpp_vpc_batch_crop_async(channel_desc: int, src_batch_pic_descs: int, roi_nums: list,
+                              dst_batch_pic_descs: int, crop_areas: list, stream: int) -> int:
+    """acldvppVpcBatchCropAsync: ``dst_batch_pic_descs, ret``."""
+    _media().batch("acldvppVpcBatchCropAsync", channel_desc, src_batch_pic_descs, roi_nums,
+                   dst_batch_pic_descs, crop_areas, stream=stream)
+    return dst_batch_pic_descs
+
+
+@_face(0)
+def dvpp_vpc_batch_crop_and_paste_async(channel_desc: int, src_batch_pic_descs: int,
+                                        roi_nums: list, dst_batch_pic_descs: int,
+                                        crop_areas: list, paste_areas: list,
+                                        stream: int) -> int:
+    """acldvppVpcBatchCropAndPasteAsync: ``dst_batch_pic_descs, ret``."""
+    _media().batch("acldvppVpcBatchCropAndPasteAsync", channel_desc, src_batch_pic_descs,
+                   roi_nums, dst_batch_pic_descs, crop_areas, paste_areas, stream=stream)
+    return dst_batch_pic_descs
+
+
+@_face()
+def dvpp_vpc_batch_crop_resize_async(channel_desc: int, src_batch_pic_descs: int,
+                                     roi_nums: list, dst_batch_pic_descs: int,
+                                     crop_areas: list, resize_config: int,
+                                     stream: int) -> None:
+    _media().batch("acldvppVpcBatchCropResizeAsync", channel_desc, src_batch_pic_descs,
+                   roi_nums, dst_batch_pic_descs, crop_areas, resize_config=resize_config,
+                   stream=stream)
+
+
+@_face()
+def dvpp_vpc_batch_crop_resize_paste_async(channel_desc: int, src_batch_pic_descs: int,
+                                           roi_nums: list, dst_batch_pic_descs: int,
+                                           crop_areas: list, paste_areas: list,
+                                           resize_config: int, stream: int) -> None:
+    _media().batch("acldvppVpcBatchCropResizePasteAsync", channel_desc, src_batch_pic_descs,
+                   roi_nums, dst_batch_pic_descs, crop_areas, paste_areas,
+                   resize_config=resize_config, stream=stream)
+
+
+@_face()
+def dvpp_vpc_batch_crop_resize_make_border_async(channel_desc: int, src_batch_pic_descs: int,
+                                                 roi_nums: list, dst_batch_pic_descs: int,
+                                                 crop_areas: list, border_cfgs: list,
+                                                 resize_config: int, stream: int) -> None:
+    _media().batch("acldvppVpcBatchCropResizeMakeBorderAsync", channel_desc,
+                   src_batch_pic_descs, roi_nums, dst_batch_pic_descs, crop_areas,
+                   borders=border_cfgs, resize_config=resize_config, stream=stream)
+
+
+@_face()
+def dvpp_vpc_make_border_async(channel_desc: int, input_desc: int, output_desc: int,
+                               border_config: int, stream: int) -> None:
+    _media().make_border(channel_desc, input_desc, output_desc, border_config, stream)
+
+
+@_face()
+def dvpp_vpc_convert_color_async(channel_desc: int, input_desc: int, output_desc: int,
+                                 stream: int) -> None:
+    _media().convert_color(channel_desc, input_desc, output_desc, stream)
+
+
+@_face()
+def dvpp_vpc_pyr_down_async(channel_desc: int, input_desc: int, output_desc: int,
+                            reserve: int, stream: int) -> None:
+    _media().pyr_down(channel_desc, input_desc, output_desc, reserve, stream)
+
+
 _EXPORTS = (
     dvpp_malloc, dvpp_free,
     dvpp_create_channel_desc, dvpp_destroy_channel_desc, dvpp_create_channel,
@@ -452,5 +559,11 @@ _EXPORTS = (
     dvpp_get_border_config_value, dvpp_get_border_config_border_type,
     dvpp_get_border_config_top, dvpp_get_border_config_bottom, dvpp_get_border_config_left,
     dvpp_get_border_config_right,
+    dvpp_vpc_resize_async, dvpp_vpc_crop_async, dvpp_vpc_crop_resize_async,
+    dvpp_vpc_crop_and_paste_async, dvpp_vpc_crop_resize_paste_async,
+    dvpp_vpc_batch_crop_async, dvpp_vpc_batch_crop_and_paste_async,
+    dvpp_vpc_batch_crop_resize_async, dvpp_vpc_batch_crop_resize_paste_async,
+    dvpp_vpc_batch_crop_resize_make_border_async, dvpp_vpc_make_border_async,
+    dvpp_vpc_convert_color_async, dvpp_vpc_pyr_down_async,
 )
 __all__ = [fn.__name__ for fn in _EXPORTS] + list(_CODEC_NAMES) + list(MEDIA_FLAT_NAMES)

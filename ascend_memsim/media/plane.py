@@ -38,6 +38,7 @@ from .descs import (
     PicDesc,
     RoiConfig,
 )
+from .vpc import VpcCalls
 
 __all__ = ["MediaPlane", "media_plane"]
 
@@ -52,7 +53,7 @@ def media_plane(runtime, make: bool = True) -> MediaPlane | None:
     return runtime.extension("media", MediaPlane if make else None)
 
 
-class MediaPlane:
+class MediaPlane(VpcCalls):
     """The media handles of one runtime (thread-safe: the table's lock)."""
 
     def __init__(self, runtime) -> None:
