@@ -212,6 +212,22 @@ def test_one_byte_short_is_refused_named_and_nothing_is_written(dvpp):
     assert m.dvpp_get_pic_desc_width(desc) == 0
 
 
+def test_declared_sizes_past_the_buffer_and_ordinary_memory_are_refused_at_the_call(dvpp):
+    data = jpeg_bytes(64, 48)
+    dev, n = dvpp.device(data)
+    out, _ = m.dvpp_malloc(4096)
+    desc = dvpp.pic(out, 8192, NV12)      # declares more than the block holds
+    assert m.dvpp_jpeg_decode_async(dvpp.channel, dev, n, desc, dvpp.stream) == INVALID_PARAM
+    report = dvpp.rt.sanitizer.reports[-1]
+    assert report.kind == "media-overflow" and "4096 bytes past its end" in report.where
+    # the A2 has DVPP memory: acl.rt.malloc memory is refused (wrong-memory)
+    plain, _ = acl.rt.malloc(8192, 0)
+    desc = dvpp.pic(plain, 8192, NV12)
+    assert m.dvpp_jpeg_decode_async(dvpp.channel, dev, n, desc, dvpp.stream) == INVALID_PARAM
+    assert "not DVPP memory" in dvpp.rt.sanitizer.reports[-1].where
+    assert acl.rt.synchronize_stream(dvpp.stream) == 0    # nothing was queued
+
+
 def test_jpegd_stride_alignment_per_product():
     class Fake:
         def __init__(self, soc):
@@ -331,7 +347,8 @@ def test_decode_refuses_host_memory_and_bad_handles(dvpp):
     ptr, n = dvpp.host_ptr(data)
     out, _ = m.dvpp_malloc(8192)
     desc = dvpp.pic(out, 8192, NV12)
-    assert m.dvpp_jpeg_decode_async(dvpp.channel, ptr, n, desc, dvpp.stream) == 107000
+    assert m.dvpp_jpeg_decode_async(dvpp.channel, ptr, n, desc, dvpp.stream) == INVALID_PARAM
+    assert dvpp.rt.sanitizer.reports[-1].kind == "wrong-memory"
     dev, n = dvpp.device(data)
     assert m.dvpp_jpeg_decode_async(dvpp.channel, dev, n, 12345, dvpp.stream) == 107017
     m.dvpp_destroy_pic_desc(desc)

@@ -19,7 +19,6 @@ KINDS = {
     "invalid-address": "error", "out-of-bounds": "error", "padding-access": "warning",
     "uninitialized-read": "error", "readonly-write": "error",
     "free-with-pending-work": "error", "leak": "error", "wrong-memory": "error",
-    "media-overflow": "error",
     "kernel-error": "error", "unchecked-host-memory": "note", "wrong-memcpy-kind": "warning",
     "media-overflow": "error",
 }

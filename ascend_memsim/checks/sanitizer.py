@@ -443,20 +443,6 @@ class Sanitizer:
             return
         self._report("kernel-error", call, 0, 0, where, fail=False)
 
-    def media_overflow(self, call: str, addr: int, need: int, have: int, what: str) -> None:
-        """A DVPP call whose output picture needs ``need`` bytes at ``addr`` where the
-        program's description gives ``have``: the bytes the hardware would have written past
-        the buffer (the call is refused, nothing is written)."""
-        if not self.on:
-            return
-        runtime = self.runtime
-        region = runtime.data.region_at(addr, 1) if runtime is not None else None
-        where = (f"{what} is {plural_bytes(need)} at {addr:#x}, but the buffer the program "
-                 f"described is {plural_bytes(have)}: the hardware would have written "
-                 f"{plural_bytes(need - have)} past its end")
-        self._report("media-overflow", call, addr + have, need - have, where, write=True,
-                     region=region, fail=False)
-
     # -- frees ---------------------------------------------------------------------------------
 
     def free(self, device: Any, ptr: Any, call: str = "aclrtFree", block: Any = False,

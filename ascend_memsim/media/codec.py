@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..memory.args import UINT32_MAX, as_int
-from ..memory.constants import RunMode
-from ..memory.errors import AclError, InvalidArgument, InvalidPointer, NotOnThisProduct
+from ..memory.constants import MemType, RunMode
+from ..memory.errors import AclError, InvalidArgument, NotOnThisProduct
 from . import jpeg as _jpeg
 from . import png as _png
 from .constants import ChannelMode
@@ -100,19 +100,53 @@ class Codecs:
         return bytes(out)
 
     def _check_device(self, call: str, what: str, addr: int, size: int, write: bool) -> None:
-        """``size`` bytes at ``addr`` must be live device memory now (deferred checks)."""
+        """``size`` bytes at ``addr`` must be live device memory of the current device, DVPP
+        memory (acl.media.dvpp_malloc) on a product that has it, as the VPC's buffers
+        (:mod:`.vpc`; JPEGD/JPEGE/PNGD chapters: "需调用acldvppMalloc接口申请Device上的输入、
+        输出内存").
+
+        Raises:
+            InvalidArgument: NULL, size 0, not such memory (a ``wrong-memory`` report), or
+                ``size`` runs past the buffer (a ``media-overflow`` report).
+        """
         if addr == 0:
             raise InvalidArgument(f"{call}: {what} is NULL")
         if size == 0:
             raise InvalidArgument(f"{call}: {what}'s size is 0")
         runtime = self.runtime
-        data = runtime.data
+        data, sanitizer = runtime.data, runtime.sanitizer
+        device = runtime.current_device()
         with data.lock:
-            region, _ = data.resolve(call, addr, size, write=write, deferred=True)
-            if region.host and runtime.run_mode is not RunMode.DEVICE:
-                why = "DVPP reads and writes device memory (acl.media.dvpp_malloc)"
-                runtime.sanitizer.wrong_memory(call, addr, size, write, region, why)
-                raise InvalidPointer(f"{call}: {what} at {addr:#x} is host memory: {why}")
+            region = data.region_at(addr, 1)
+            if region is None:
+                sanitizer.bad_address(call, addr, size, write)
+                raise InvalidArgument(f"{call}: {what} {addr:#x} is not live device memory")
+            if region.host:
+                if runtime.run_mode is RunMode.DEVICE:
+                    return
+                why = "host memory; DVPP reads and writes device memory"
+            elif region.block.device_id != device.device_id:
+                why = (f"memory of device {region.block.device_id}, but the current device "
+                       f"is {device.device_id}")
+            elif (runtime.profile.dvpp_type
+                  and getattr(region.block, "mem_type", None) != MemType.DVPP):
+                why = ("not DVPP memory: the codecs' buffers come from acl.media.dvpp_malloc "
+                       "on this product")
+            else:
+                why = None
+            if why is not None:
+                sanitizer.wrong_memory(call, addr, size, write, region, why)
+                raise InvalidArgument(f"{call}: {what} {addr:#x} is {why}")
+            available = region.size - (addr - region.base)
+            if size > available:
+                sanitizer.media_overflow(
+                    call, addr, size, write, region,
+                    f"{what} declares {size} bytes, but the {region.describe()} holds "
+                    f"{available} from {addr:#x}: the codec would "
+                    f"{'write' if write else 'read'} {_bytes(size - available)} past its end")
+                raise InvalidArgument(f"{call}: {what} declares {size} bytes at {addr:#x}, "
+                                      f"but its buffer holds {available} there "
+                                      f"({size - available} bytes short)")
 
     def _read(self, call: str, addr: int, size: int) -> bytes:
         data = self.runtime.data
@@ -137,7 +171,13 @@ class Codecs:
 
     def _overflow(self, call: str, out: _Out, need: int, what: str) -> None:
         """The output buffer is smaller than the picture: report and refuse."""
-        self.runtime.sanitizer.media_overflow(call, out.data, need, out.size, what)
+        data = self.runtime.data
+        with data.lock:
+            region = data.region_at(out.data, 1)
+        self.runtime.sanitizer.media_overflow(
+            call, out.data + out.size, need - out.size, True, region,
+            f"{what} is {need} bytes at {out.data:#x}, but the picture description gives "
+            f"{out.size}: the hardware would have written {_bytes(need - out.size)} past its end")
         raise InvalidArgument(f"{call}: {what} needs {need} bytes, but the output picture "
                               f"description's size is {out.size} (short by "
                               f"{need - out.size}); allocate what the predict call returns")
@@ -303,3 +343,7 @@ class Codecs:
 
         self._enqueue(call, stream, ((addr, addr + nbytes), (out.data, out.data + out.size)),
                       run, out.desc)
+
+
+def _bytes(n: int) -> str:
+    return f"{n} byte" if n == 1 else f"{n} bytes"
