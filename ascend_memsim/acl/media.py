@@ -26,6 +26,8 @@ from ..runtime.active import current_runtime
 from ._face import face as _face
 from ._media_codec import *  # noqa: F403 - the JPEG/PNG calls, listed in _EXPORTS
 from ._media_codec import __all__ as _CODEC_NAMES
+from ._media_video import *  # noqa: F403 - VDEC/VENC, listed in _VIDEO_NAMES
+from ._media_video import __all__ as _VIDEO_NAMES
 
 globals().update(MEDIA_FLAT_NAMES)
 
@@ -566,4 +568,5 @@ _EXPORTS = (
     dvpp_vpc_batch_crop_resize_make_border_async, dvpp_vpc_make_border_async,
     dvpp_vpc_convert_color_async, dvpp_vpc_pyr_down_async,
 )
-__all__ = [fn.__name__ for fn in _EXPORTS] + list(_CODEC_NAMES) + list(MEDIA_FLAT_NAMES)
+__all__ = ([fn.__name__ for fn in _EXPORTS] + list(_CODEC_NAMES) + list(_VIDEO_NAMES)
+           + list(MEDIA_FLAT_NAMES))

@@ -99,7 +99,7 @@ class Codecs:
             region.read_into(offset, memoryview(out))
         return bytes(out)
 
-    def _check_device(self, call: str, what: str, addr: int, size: int, write: bool) -> None:
+    def check_device(self, call: str, what: str, addr: int, size: int, write: bool) -> None:
         """``size`` bytes at ``addr`` must be live device memory of the current device, DVPP
         memory (acl.media.dvpp_malloc) on a product that has it, as the VPC's buffers
         (:mod:`.vpc`; JPEGD/JPEGE/PNGD chapters: "需调用acldvppMalloc接口申请Device上的输入、
@@ -166,7 +166,7 @@ class Codecs:
         desc = self.plane.get(out_desc, PicDesc, "output_desc")
         with self.plane.handles.lock:
             snap = _Out(desc, desc.data, desc.size, desc.format)
-        self._check_device(call, "the output picture's data", snap.data, snap.size, True)
+        self.check_device(call, "the output picture's data", snap.data, snap.size, True)
         return snap
 
     def _overflow(self, call: str, out: _Out, need: int, what: str) -> None:
@@ -233,7 +233,7 @@ class Codecs:
         out = self._output(call, out_desc)
         # image_processor.cpp ValidateJpegOutputFormat: checked at the call
         _jpeg.check_format(out.format, _jpeg.JPEGD_FORMATS, call)
-        self._check_device(call, "data", addr, nbytes, False)
+        self.check_device(call, "data", addr, nbytes, False)
         align = jpegd_width_align(self.runtime)
 
         def run() -> None:
@@ -285,7 +285,7 @@ class Codecs:
             raise InvalidArgument(f"{call}: the input picture's size {src_size} is below the "
                                   f"{need} bytes a {wstride} x {hstride} {fmt.name} picture "
                                   f"takes")
-        self._check_device(call, "the input picture's data", src, need, False)
+        self.check_device(call, "the input picture's data", src, need, False)
         dst = as_int(data, "data", 0, (1 << 64) - 1)
         size_at = as_int(size_ptr, "size", 0, (1 << 64) - 1)
         if size_at == 0:
@@ -294,7 +294,7 @@ class Codecs:
         if capacity == 0:
             raise InvalidArgument(f"{call}: *size is 0 (it must hold the output buffer's "
                                   f"size, e.g. acl.media.dvpp_jpeg_predict_enc_size's)")
-        self._check_device(call, "data", dst, capacity, True)
+        self.check_device(call, "data", dst, capacity, True)
         out = _Out(self.plane.get(in_desc, PicDesc), dst, capacity, int(fmt))
 
         def run() -> None:
@@ -330,7 +330,7 @@ class Codecs:
         nbytes = as_int(size, "size", 0, UINT32_MAX)
         out = self._output(call, out_desc)
         _png.check_format(out.format, call)
-        self._check_device(call, "data", addr, nbytes, False)
+        self.check_device(call, "data", addr, nbytes, False)
 
         def run() -> None:
             raw = self._read(call, addr, nbytes)
