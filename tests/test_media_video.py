@@ -165,7 +165,7 @@ def test_venc_then_vdec_round_trip_through_the_report_thread(rt, en_type):
 def test_vdec_nv21_and_the_output_layout(rt):
     thread = ReportThread()
     stream, _ = venc(thread, [picture()])
-    results, outs = vdec(thread, stream, fmt=2)
+    results, _outs = vdec(thread, stream, fmt=2)
     thread.stop()
     assert results[0][1] == 0
 
@@ -241,7 +241,8 @@ def test_params_and_getters(rt):
     assert m.vdec_get_channel_desc_param(vch, 0) == (0, 0, 0)
     assert m.vdec_set_channel_desc_param(vch, 0, 7) == (vch, 0)
     assert m.vdec_get_channel_desc_param(vch, 0) == (4, 7, 0)
-    assert m.vdec_set_channel_desc_out_mode(vch, 1) == 0 and m.vdec_get_channel_desc_out_mode(vch) == 1
+    assert m.vdec_set_channel_desc_out_mode(vch, 1) == 0
+    assert m.vdec_get_channel_desc_out_mode(vch) == 1
     m.vdec_destroy_channel_desc(vch)
 
 
