@@ -20,6 +20,7 @@ from ..media.video import (
     VencFrameConfig,
     Video,
 )
+from ..memory.args import UINT32_MAX, as_int
 from ..memory.errors import InvalidArgument
 from ..runtime.active import current_runtime
 from ._face import face as _face
@@ -126,7 +127,7 @@ def venc_get_channel_desc_callback(channel_desc: int) -> Any:
 
 
 def _vdec_param_type(param_type: object) -> None:
-    if param_type != ACL_VDEC_CSC_MATRIX_UINT32 or isinstance(param_type, bool):
+    if as_int(param_type, "param_type", -(1 << 31), (1 << 31) - 1) != ACL_VDEC_CSC_MATRIX_UINT32:
         raise InvalidArgument(f"param type {param_type!r} is not one pyacl sizes "
                               f"(ACL_VDEC_CSC_MATRIX_UINT32 = 0)")
 
@@ -137,7 +138,6 @@ def vdec_set_channel_desc_param(channel_desc: int, param_type: int, param: int) 
     plane = _plane()
     desc = plane.get(channel_desc, VdecChannelDesc, "channel_desc")
     _vdec_param_type(param_type)
-    from ..memory.args import UINT32_MAX, as_int
     value = as_int(param, "param", 0, UINT32_MAX)
     with plane.handles.lock:
         desc.params[0] = value
@@ -156,13 +156,13 @@ def vdec_get_channel_desc_param(channel_desc: int, param_type: int) -> tuple[int
 def venc_set_channel_desc_param(channel_desc: int, param_type: int, param: Any) -> None:
     plane = _plane()
     plane.get(channel_desc, VencChannelDesc, "channel_desc")
-    field = VENC_PARAMS.get(param_type) if isinstance(param_type, int) else None
+    param_type = as_int(param_type, "param_type", -(1 << 31), (1 << 31) - 1)
+    field = VENC_PARAMS.get(param_type)
     if field == "callback":
         _video().set_callback(channel_desc, VencChannelDesc, param)
     elif field is not None:
         plane.set(channel_desc, VencChannelDesc, field, param)
-    elif param_type == ACL_VENC_MAX_IP_PROP_UINT32 and not isinstance(param_type, bool):
-        from ..memory.args import UINT32_MAX, as_int
+    elif param_type == ACL_VENC_MAX_IP_PROP_UINT32:
         value = as_int(param, "param", 0, UINT32_MAX)
         with plane.handles.lock:
             plane.get(channel_desc, VencChannelDesc).params[param_type] = value
@@ -173,12 +173,13 @@ def venc_set_channel_desc_param(channel_desc: int, param_type: int, param: Any) 
 @_face(0)
 def venc_get_channel_desc_param(channel_desc: int, param_type: int) -> Any:
     desc = _plane().get(channel_desc, VencChannelDesc, "channel_desc")
-    field = VENC_PARAMS.get(param_type) if isinstance(param_type, int) else None
+    param_type = as_int(param_type, "param_type", -(1 << 31), (1 << 31) - 1)
+    field = VENC_PARAMS.get(param_type)
     if field == "callback":
         return _video().callback(channel_desc, VencChannelDesc)
     if field is not None:
         return getattr(desc, field)
-    if param_type == ACL_VENC_MAX_IP_PROP_UINT32 and not isinstance(param_type, bool):
+    if param_type == ACL_VENC_MAX_IP_PROP_UINT32:
         return desc.params.get(param_type, 0)
     raise InvalidArgument(f"param type {param_type!r} is not an aclvencChannelDescParamType")
 
