@@ -269,6 +269,13 @@ def test_310p_needs_16_aligned_width_strides_and_yuv420sp_output():
         # interpolation 3 and 4 are not the 310P's
         assert m.dvpp_set_resize_config_interpolation(config, 3) == 0
         assert m.dvpp_vpc_resize_async(channel, src, dst, config, 0) == INVALID_PARAM
+        # a paste area's left offset: a multiple of 16 here, of 2 on the A2
+        crop = m.dvpp_create_roi_config(0, 31, 0, 15)
+        for left, want in ((8, INVALID_PARAM), (16, 0)):
+            paste = m.dvpp_create_roi_config(left, left + 11, 0, 9)
+            assert m.dvpp_vpc_crop_and_paste_async(channel, src, dst, crop, paste, 0) == want
+            if want:
+                assert "multiple of 16" in acl.get_recent_err_msg()
         assert acl.rt.synchronize_device() == 0
     finally:
         rt.__exit__(None, None, None)
