@@ -269,6 +269,13 @@ def test_310p_needs_16_aligned_width_strides_and_yuv420sp_output():
         # interpolation 3 and 4 are not the 310P's
         assert m.dvpp_set_resize_config_interpolation(config, 3) == 0
         assert m.dvpp_vpc_resize_async(channel, src, dst, config, 0) == INVALID_PARAM
+        # a paste area's left offset: a multiple of 16 here, of 2 on the A2
+        crop = m.dvpp_create_roi_config(0, 31, 0, 15)
+        for left, want in ((8, INVALID_PARAM), (16, 0)):
+            paste = m.dvpp_create_roi_config(left, left + 11, 0, 9)
+            assert m.dvpp_vpc_crop_and_paste_async(channel, src, dst, crop, paste, 0) == want
+            if want:
+                assert "multiple of 16" in acl.get_recent_err_msg()
         assert acl.rt.synchronize_device() == 0
     finally:
         rt.__exit__(None, None, None)
@@ -376,3 +383,27 @@ def test_pyr_down(rt, chan):
     got = read(rt, out, size).reshape(hs, ws)[:10, :20]
     assert np.abs(got - want).max() <= 2
     assert m.dvpp_vpc_pyr_down_async(channel, src, dst, 1, stream) == INVALID_PARAM
+
+
+def test_an_odd_input_height_is_read_an_odd_output_height_refused(rt, chan):
+    channel, stream = chan
+    # NV12 32x15 (strides 32x16): its last luma row takes the last chroma row
+    ws, hs, size = strides_for(vpc_rules(rt.profile), NV12, 32, 15)
+    assert (ws, hs, size) == (32, 16, 768)
+    raw = np.zeros(size, np.uint8)
+    raw[:ws * hs] = 200
+    raw[ws * hs:] = np.tile([90, 160], size // 2 - ws * hs // 2)[:size - ws * hs]
+    src = pic_desc(put(rt, raw.tobytes()), size, NV12, 32, 15, ws, hs)
+    out = put(rt, b"", extra=32 * 15 * 3)
+    dst = pic_desc(out, 32 * 15 * 3, RGB, 32, 15, 96, 15)
+    assert m.dvpp_vpc_convert_color_async(channel, src, dst, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    got = read(rt, out, 32 * 15 * 3).reshape(15, 32, 3)
+    ycc = np.zeros((15, 32, 3), np.uint8)
+    ycc[:, :, 0], ycc[:, :, 1], ycc[:, :, 2] = 200, 90, 160
+    want = np.asarray(Image.fromarray(ycc, "YCbCr").convert("RGB")).astype(int)
+    assert np.abs(got.astype(int) - want).max() <= 2
+    odd = pic_desc(put(rt, b"", extra=size), size, NV12, 32, 15, ws, hs)
+    assert m.dvpp_vpc_resize_async(channel, src, odd, m.dvpp_create_resize_config(),
+                                   stream) == INVALID_PARAM
+    assert "even height" in acl.get_recent_err_msg()

@@ -75,8 +75,9 @@ def decode(pic: Picture, raw):
         out[:, :, 1:] = 128
         return out
     if kind == "420sp":
-        uv = chroma[:ws * (hs // 2)].reshape(hs // 2, ws)[:h // 2, :w].reshape(h // 2, w // 2, 2)
-        uv = np.repeat(np.repeat(uv, 2, axis=0), 2, axis=1)
+        rows = (h + 1) // 2  # an odd height (an input's) shares the last chroma row
+        uv = chroma[:ws * (hs // 2)].reshape(hs // 2, ws)[:rows, :w].reshape(rows, w // 2, 2)
+        uv = np.repeat(np.repeat(uv, 2, axis=0), 2, axis=1)[:h]
     elif kind == "422sp":
         uv = chroma[:ws * hs].reshape(hs, ws)[:h, :w].reshape(h, w // 2, 2)
         uv = np.repeat(uv, 2, axis=1)
@@ -174,13 +175,21 @@ def resize(image, width: int, height: int, interpolation: int):
         return np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(image[:, :, c]))
                                     .resize((width, height), Image.LANCZOS))
                          for c in range(image.shape[2])], -1)
+    # separable, one channel at a time in float32: an 8192x8192 picture stays in memory
+    # a few hundred MiB at most
     y0, y1, wy = _taps(h, height)
     x0, x1, wx = _taps(w, width)
-    f = image.astype(np.float64)
-    top = f[y0][:, x0] * (1 - wx)[None, :, None] + f[y0][:, x1] * wx[None, :, None]
-    bottom = f[y1][:, x0] * (1 - wx)[None, :, None] + f[y1][:, x1] * wx[None, :, None]
-    out = top * (1 - wy)[:, None, None] + bottom * wy[:, None, None]
-    return np.clip(np.floor(out + 0.5), 0, 255).astype(np.uint8)
+    wy, wx = wy.astype(np.float32)[:, None], wx.astype(np.float32)[None, :]
+    out = np.empty((height, width, image.shape[2]), np.uint8)
+    for c in range(image.shape[2]):
+        plane = image[:, :, c]
+        rows = plane[y0].astype(np.float32)
+        rows += (plane[y1].astype(np.float32) - rows) * wy
+        cols = rows[:, x0]
+        cols += (rows[:, x1] - cols) * wx
+        np.floor(cols + 0.5, out=cols)
+        out[:, :, c] = np.clip(cols, 0, 255)
+    return out
 
 
 def _taps(size: int, new: int):

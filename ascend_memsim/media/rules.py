@@ -94,6 +94,9 @@ class VpcRules:
     #: VPC buffers must be DVPP memory (acldvppMalloc)
     dvpp_memory: bool
     interpolations: frozenset[int]
+    #: a paste area's left offset is a multiple of this (16 on the Ascend 310/910: CANN 8.0
+    #: aclcppdevg_03_0344, acldvppVpcCropAndPasteAsync's pasteArea)
+    paste_left_align: int = 2
     minimum: tuple[int, int] = (10, 6)
 
 
@@ -108,7 +111,7 @@ def vpc_rules(profile) -> VpcRules:
                         16, 2, (32, 16384), (6, 16384), (8192, 8192), (4096, 4096),
                         frozenset({F.PIXEL_FORMAT_YUV_SEMIPLANAR_420,
                                    F.PIXEL_FORMAT_YVU_SEMIPLANAR_420}),
-                        True, profile.dvpp_type, INTERPOLATIONS["310"])
+                        True, profile.dvpp_type, INTERPOLATIONS["310"], 16)
     return VpcRules(f"{profile.name}, as the Atlas A2/A3 table", _SOURCE_A2, 1, 1,
                     (10, 16384), (6, 16384), (8192, 8192), (4096, 8192),
                     frozenset(LAYOUTS), False, profile.dvpp_type, INTERPOLATIONS["A2"])
@@ -183,7 +186,10 @@ def check_picture(rules: VpcRules, pic: PicDesc, what: str, output: bool,
     if not (lo_w <= w <= hi_w and lo_h <= h <= hi_h):
         raise InvalidArgument(f"{where}: {w}x{h} is outside {lo_w}x{lo_h} to {hi_w}x{hi_h} "
                               f"({rules.source})")
-    if (layout.even_width and w % 2) or (layout.even_height and h % 2):
+    # DECISION: an input picture's height may be odd (the tables ask YUV420SP for an even
+    # one, but the vendor's vpc_jpeg_resnet50 sample resizes the JPEG decoder's 1024x1061
+    # output at height 1061); its last chroma row then serves its last luma row alone
+    if (layout.even_width and w % 2) or (layout.even_height and h % 2 and output):
         raise InvalidArgument(f"{where}: {F(fmt).name} needs an even "
                               f"{'width' if layout.even_width and w % 2 else 'height'}, got "
                               f"{w}x{h} ({rules.source})")

@@ -131,6 +131,11 @@ class VpcCalls:
         else:
             paste = _area(self.get(paste_roi, RoiConfig, "paste_area"), dst, "paste area",
                           call)
+            align = self._rules().paste_left_align
+            if paste[0] % align:
+                raise InvalidArgument(f"{call}: the paste area's left offset {paste[0]} is "
+                                      f"not a multiple of {align} on this product "
+                                      f"(acldvppVpcCropAndPasteAsync, pasteArea)")
         width, height = paste[2], paste[3]
         if border is not None:
             width -= border[3] + border[4]
