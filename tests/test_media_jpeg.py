@@ -132,8 +132,9 @@ def test_jpeg_decode_matches_pillow_in_the_documented_layout(dvpp, fmt, subsampl
     assert (ret, sync) == (0, 0)
     # odd sizes round down to even for YUV420SP; strides: width to 64 (A2), height to 16
     assert desc_fields(desc) == (150, 100, 192, 112, int(fmt))
-    assert size == 192 * 112 * 3 // 2
-    raw = dvpp.read(out, size)
+    # acldvppJpegPredictDecSize: NV12/NV21 from the width aligned to 128 (image_processor.cpp)
+    assert size == 256 * 112 * 3 // 2
+    raw = dvpp.read(out, 192 * 112 * 3 // 2)
     y_plane = raw[:192 * 112].reshape(112, 192)
     uv = raw[192 * 112:].reshape(56, 192)
     ref_y, ref_cb, ref_cr = ycbcr_reference(data)
@@ -178,7 +179,7 @@ def test_gray_jpeg_decodes_to_yuv400_or_neutral_chroma(dvpp):
     ret, sync, _, buf, size = dvpp.decode(data, PixelFormat.PIXEL_FORMAT_YUV_400)
     assert (ret, sync, size) == (0, 0, 64 * 48)
     ret, sync, _desc, buf, size = dvpp.decode(data, NV12)
-    raw = dvpp.read(buf, size)
+    raw = dvpp.read(buf, 64 * 48 * 3 // 2)
     assert (raw[64 * 48:] == 128).all()
 
 
@@ -200,8 +201,7 @@ def test_a_source_sampling_the_format_cannot_come_from_is_format_not_match(dvpp)
 
 def test_one_byte_short_is_refused_named_and_nothing_is_written(dvpp):
     data = jpeg_bytes(100, 60)
-    ptr, n = dvpp.host_ptr(data)
-    size, _ = m.dvpp_jpeg_predict_dec_size(ptr, n, int(NV12))
+    size = 128 * 64 * 3 // 2           # JPEGD's layout: 100 -> 128, 60 -> 64
     ret, sync, desc, out, _ = dvpp.decode(data, NV12, size=size - 1)
     assert (ret, sync) == (0, INVALID_PARAM)
     assert m.dvpp_get_pic_desc_ret_code(desc) == INVALID_PARAM
@@ -228,6 +228,25 @@ def test_declared_sizes_past_the_buffer_and_ordinary_memory_are_refused_at_the_c
     assert acl.rt.synchronize_stream(dvpp.stream) == 0    # nothing was queued
 
 
+def test_strides_set_on_the_output_are_used_or_refused(dvpp):
+    data = jpeg_bytes(100, 60)
+    size = 256 * 80 * 3 // 2
+    dev, n = dvpp.device(data)
+    out, _ = m.dvpp_malloc(size)
+    desc = dvpp.pic(out, size, NV12, width_stride=256, height_stride=80)
+    assert m.dvpp_jpeg_decode_async(dvpp.channel, dev, n, desc, dvpp.stream) == 0
+    assert acl.rt.synchronize_stream(dvpp.stream) == 0
+    assert desc_fields(desc) == (100, 60, 256, 80, int(NV12))
+    raw = dvpp.read(out, size)
+    ref_y = ycbcr_reference(data)[0]
+    assert np.abs(raw[:256 * 80].reshape(80, 256)[:60, :100] - ref_y).max() <= LUMA_TOL
+    for ws, hs in ((96, 64), (160, 64), (128, 70), (128, 48)):
+        bad = dvpp.pic(out, size, NV12, width_stride=ws, height_stride=hs)
+        assert m.dvpp_jpeg_decode_async(dvpp.channel, dev, n, bad, dvpp.stream) == 0
+        assert acl.rt.synchronize_stream(dvpp.stream) == INVALID_PARAM, (ws, hs)
+        assert "stride" in acl.get_recent_err_msg()
+
+
 def test_jpegd_stride_alignment_per_product():
     class Fake:
         def __init__(self, soc):
@@ -240,8 +259,11 @@ def test_jpegd_stride_alignment_per_product():
         data = jpeg_bytes(65, 33)
         arr = np.frombuffer(data, np.uint8).copy()
         size, ret = m.dvpp_jpeg_predict_dec_size(acl.util.numpy_to_ptr(arr), arr.size, 1)
+        # predicted from the width aligned to 128, the height to 16
+        assert (size, ret) == (128 * 48 * 3 // 2, 0)
+        header = J.read_header(data)
         # 65 x 33 rounds down to 64 x 32 for YUV420SP: strides 64 and 32 on 310P
-        assert (size, ret) == (64 * 32 * 3 // 2, 0)
+        assert J.jpegd_layout(header, NV12, 64).size == 64 * 32 * 3 // 2
 
 
 def test_950_has_no_jpeg_codec():
@@ -445,10 +467,17 @@ def test_decode_writes_exactly_the_predicted_bytes(w, h, quality, subsampling, f
     header = J.read_header(data)
     predicted = J.predict_dec_size(data, fmt, 64)
     layout = J.jpegd_layout(header, fmt, 64)
-    assert layout.size == predicted
+    # the prediction holds JPEGD's layout (exactly, but for YUV420SP's 128-aligned width)
+    assert layout.size <= predicted
+    assert layout.size == predicted or layout.format in (NV12, NV21)
     assert layout.width_stride % 64 == 0 and layout.height_stride % 16 == 0
     assert layout.width_stride >= layout.width and layout.height_stride >= layout.height
-    assert len(J.decode(data, layout, header)) == predicted
+    assert len(J.decode(data, layout, header)) == layout.size
+    if layout.format in (NV12, NV21):
+        # the 128 x 16 strides the vendor's samples set for YUV420SP fit the prediction too
+        sample = J.jpegd_layout(header, fmt, 64, width_stride=-(-layout.width // 128) * 128,
+                                height_stride=layout.height_stride)
+        assert sample.size <= predicted
 
 
 @given(w=st.integers(16, 100).map(lambda x: 2 * x), h=st.integers(16, 80).map(lambda x: 2 * x),
@@ -466,9 +495,11 @@ def test_end_to_end_one_byte_short_for_every_output_format(dvpp):
     for subsampling, fmts in ((0, (5, 6, 1, 2, UNKNOWN)), (1, (3, 4, 1, 2)), (2, (1, 2))):
         data = jpeg_bytes(70, 50, subsampling=subsampling)
         ptr, n = dvpp.host_ptr(data)
+        header = J.read_header(data)
         for fmt in fmts:
-            size, ret = m.dvpp_jpeg_predict_dec_size(ptr, n, int(fmt))
-            assert ret == 0
+            predicted, ret = m.dvpp_jpeg_predict_dec_size(ptr, n, int(fmt))
+            size = J.jpegd_layout(header, fmt, 64).size
+            assert ret == 0 and size <= predicted
             assert dvpp.decode(data, fmt, size=size)[:2] == (0, 0)
             assert dvpp.decode(data, fmt, size=size - 1)[:2] == (0, INVALID_PARAM)
 

@@ -17,8 +17,9 @@ the decoders and the encoder on streams.
   it, and nothing is written. A buffer too small is a ``media-overflow`` sanitizer report
   naming the bytes the hardware would have written past it.
 * JPEGD and PNGD write the picture's width, height, strides and format into the output
-  description (JPEGD chapter: "调用acldvppGetPicDesc系列接口获取输出图片的宽/高"); the strides
-  set on it beforehand are not used (DECISION: JPEGD lays the picture out itself).
+  description (JPEGD chapter: "调用acldvppGetPicDesc系列接口获取输出图片的宽/高"). Strides set
+  on it beforehand are used when they keep the chapter's alignment and hold the picture, and
+  refused otherwise (DECISION, :func:`.jpeg.jpegd_layout`); 0 means the decoder's own.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class _Out:
     data: int
     size: int
     format: int
+    width_stride: int = 0
+    height_stride: int = 0
 
 
 class Codecs:
@@ -165,7 +168,8 @@ class Codecs:
     def _output(self, call: str, out_desc: object) -> _Out:
         desc = self.plane.get(out_desc, PicDesc, "output_desc")
         with self.plane.handles.lock:
-            snap = _Out(desc, desc.data, desc.size, desc.format)
+            snap = _Out(desc, desc.data, desc.size, desc.format, desc.width_stride,
+                        desc.height_stride)
         self.check_device(call, "the output picture's data", snap.data, snap.size, True)
         return snap
 
@@ -239,7 +243,8 @@ class Codecs:
         def run() -> None:
             raw = self._read(call, addr, nbytes)
             header = _jpeg.read_header(raw)
-            layout = _jpeg.jpegd_layout(header, out.format, align, call)
+            layout = _jpeg.jpegd_layout(header, out.format, align, call, out.width_stride,
+                                        out.height_stride)
             if layout.size > out.size:
                 self._overflow(call, out, layout.size, f"the {header.width} x "
                                f"{header.height} picture as {layout.format.name} "
@@ -334,7 +339,8 @@ class Codecs:
 
         def run() -> None:
             raw = self._read(call, addr, nbytes)
-            layout = _png.pngd_layout(_png.read_header(raw, call), out.format, call)
+            layout = _png.pngd_layout(_png.read_header(raw, call), out.format, call,
+                                      out.width_stride, out.height_stride)
             if layout.size > out.size:
                 self._overflow(call, out, layout.size, f"the {layout.width} x "
                                f"{layout.height} picture as {layout.format.name}")

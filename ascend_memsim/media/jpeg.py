@@ -275,16 +275,23 @@ def _check_dims(width: int, height: int, call: str, lo: int = JPEGD_MIN,
 
 
 def jpegd_layout(header: JpegHeader, out_format: int, width_align: int,
-                 call: str = "acldvppJpegDecodeAsync") -> Layout:
+                 call: str = "acldvppJpegDecodeAsync", width_stride: int = 0,
+                 height_stride: int = 0) -> Layout:
     """Where JPEGD puts the decoded picture: width stride = width aligned to ``width_align``
     (64 on Atlas A2/A3 and 310P, 128 on the older parts), height stride = height aligned to
     16, bytes = wstride x hstride x (3/2 for YUV420SP, 2 for 422/440, 3 for 444, 1 for
     YUV400) (JPEGD chapter table 2). YUV420SP output rounds an odd width or height down to
     even (the chapter's note on odd 4:4:4 sources).
 
+    ``width_stride`` / ``height_stride``: the strides set on the output description, 0 for
+    none. DECISION: strides that are set are used when they keep the chapter's alignment (a
+    multiple of ``width_align``, of 16) and hold the picture (the vendor's samples set
+    128 x 16 on every product; the hi_mpi JPEGD the library drives takes the program's
+    strides); set strides that do not are refused.
+
     Raises:
         FormatNotMatch: a format JPEGD does not output, or not from this source sampling.
-        InvalidArgument: the image is outside 32 x 32 .. 8192 x 8192.
+        InvalidArgument: the image is outside 32 x 32 .. 8192 x 8192; a bad stride.
         UnsupportedJpeg: see :meth:`JpegHeader.unsupported`.
     """
     fmt = check_format(out_format, JPEGD_FORMATS, call)
@@ -304,15 +311,28 @@ def jpegd_layout(header: JpegHeader, out_format: int, width_align: int,
         width -= width % sub[0]
         height -= height % sub[1]
     wstride, hstride = _align(width, width_align), _align(height, 16)
+    if width_stride and (width_stride < wstride or width_stride % width_align):
+        raise InvalidArgument(f"{call}: the output width stride {width_stride} must be a "
+                              f"multiple of {width_align} and at least {wstride} (the width "
+                              f"{width} aligned to {width_align}; JPEGD chapter)")
+    if height_stride and (height_stride < hstride or height_stride % 16):
+        raise InvalidArgument(f"{call}: the output height stride {height_stride} must be a "
+                              f"multiple of 16 and at least {hstride} (the height {height} "
+                              f"aligned to 16; JPEGD chapter)")
+    wstride, hstride = width_stride or wstride, height_stride or hstride
     chroma = 0 if sub is None else 2 * wstride * hstride // (sub[0] * sub[1])
     return Layout(fmt, width, height, wstride, hstride, wstride * hstride + chroma)
 
 
 def predict_dec_size(data: bytes, out_format: int, width_align: int) -> int:
-    """acldvppJpegPredictDecSize: the bytes JPEGD needs for ``data`` decoded to ``out_format``.
+    """acldvppJpegPredictDecSize: the bytes to allocate for ``data`` decoded to ``out_format``.
 
     The format is checked before the header (image_processor.cpp: FORMAT_NOT_MATCH first);
     the header must be readable (ACL_ERROR_FAILURE otherwise) and its size inside 32..8192.
+    YUV420SP NV12/NV21: the width aligned to 128 x the height aligned to 16 x 3/2 on every
+    product (image_processor.cpp, which the V200 library does not override), so it holds
+    JPEGD's 64-aligned layout and the 128 x 16 strides the samples set; other formats: the
+    layout of :func:`jpegd_layout` (the library's CalcImageSize, DECISION).
     DECISION: a JPEG JPEGD cannot decode (progressive, CMYK...) is predicted as its sampling
     would be, as the vendor's function reads only the header; the decode refuses it.
     """
@@ -326,6 +346,8 @@ def predict_dec_size(data: bytes, out_format: int, width_align: int) -> int:
     if fmt is not P.PIXEL_FORMAT_UNKNOWN and fmt not in JPEGD_OUTPUTS[header.format]:
         raise FormatNotMatch(f"{call}: a {header.format.name} JPEG does not decode to "
                              f"{fmt.name}")
+    if fmt in _NV:
+        return _align(header.width, 128) * _align(header.height, 16) * 3 // 2
     # predicting reads the layout of a decodable image of the same header
     fake = JpegHeader(header.width, header.height, header.components, header.format, 0, 8,
                       header.orientation)

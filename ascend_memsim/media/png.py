@@ -106,11 +106,13 @@ def predict_dec_size(data: bytes, out_format: int) -> int:
     return size
 
 
-def pngd_layout(header: PngHeader, out_format: int,
-                call: str = "acldvppPngDecodeAsync") -> Layout:
+def pngd_layout(header: PngHeader, out_format: int, call: str = "acldvppPngDecodeAsync",
+                width_stride: int = 0, height_stride: int = 0) -> Layout:
     """Where PNGD puts the picture (PNGD chapter table 1). DECISION: 8 bits per channel
     whatever the source depth (RGB888 / RGBA8888 are 8-bit formats); the prediction still
-    doubles for 16-bit sources, as the vendor's does.
+    doubles for 16-bit sources, as the vendor's does. Strides set on the output description
+    are used when they hold the chapter's (whole pixels, height a multiple of 16: DECISION,
+    as for JPEGD), refused when they do not; 0 means PNGD's own.
 
     Raises:
         FormatNotMatch: not RGB888/RGBA8888/UNKNOWN, or RGBA8888 from a source without alpha.
@@ -126,6 +128,14 @@ def pngd_layout(header: PngHeader, out_format: int,
     channels = 4 if fmt is P.PIXEL_FORMAT_RGBA_8888 else 3
     wstride = -(-header.width // 128) * 128 * channels
     hstride = -(-header.height // 16) * 16
+    if width_stride and (width_stride < wstride or width_stride % channels):
+        raise InvalidArgument(f"{call}: the output width stride {width_stride} must be whole "
+                              f"{channels}-byte pixels and at least {wstride} (the width "
+                              f"aligned to 128, x {channels}; PNGD chapter)")
+    if height_stride and (height_stride < hstride or height_stride % 16):
+        raise InvalidArgument(f"{call}: the output height stride {height_stride} must be a "
+                              f"multiple of 16 and at least {hstride} (PNGD chapter)")
+    wstride, hstride = width_stride or wstride, height_stride or hstride
     return Layout(fmt, header.width, header.height, wstride, hstride, wstride * hstride)
 
 
