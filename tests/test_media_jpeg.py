@@ -583,3 +583,31 @@ def test_random_png_headers_never_raise(data):
         Pn.pngd_layout(header, int(UNKNOWN))
     except (Pn.InvalidArgument, Pn.FormatNotMatch):
         pass
+
+
+def test_threads_decode_at_once_each_on_its_stream(dvpp):
+    import threading
+    data = jpeg_bytes(96, 64)
+    dev, n = dvpp.device(data)
+    results = []
+
+    def work():
+        acl.rt.set_device(0)
+        stream, _ = acl.rt.create_stream()
+        out, _ = m.dvpp_malloc(128 * 64 * 3 // 2)
+        desc = dvpp.pic(out, 128 * 64 * 3 // 2, NV12)
+        codes = []
+        for _ in range(5):
+            codes.append(m.dvpp_jpeg_decode_async(dvpp.channel, dev, n, desc, stream))
+            codes.append(acl.rt.synchronize_stream(stream))
+        results.append((codes, bytes(dvpp.read(out, 128 * 64 * 3 // 2))))
+        acl.rt.destroy_stream(stream)
+        acl.rt.reset_device(0)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4 and all(set(codes) == {0} for codes, _ in results)
+    assert len({pixels for _, pixels in results}) == 1
