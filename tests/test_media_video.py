@@ -277,3 +277,37 @@ def test_no_video_on_950():
         m.vdec_set_channel_desc_thread_id(ch, threading.get_ident())
         assert m.vdec_create_channel(ch) == FEATURE_UNSUPPORTED
         assert "VDEC" in acl.get_recent_err_msg()
+
+
+def test_one_thread_programs_get_their_callbacks_inline_and_may_send_from_them(rt):
+    """The channel's thread is the sending thread itself: each callback runs when its frame
+    is sent, and may send again (the channel's lock is re-entrant)."""
+    thread = ReportThread()
+    stream, _ = venc(thread, [picture(i) for i in range(2)])
+    thread.stop()
+    data = to_device(np.frombuffer(stream, np.uint8).copy())
+    seen = []
+    ch = m.vdec_create_channel_desc()
+    config = m.vdec_create_frame_config()
+
+    def send(tag):
+        sd = m.dvpp_create_stream_desc()
+        m.dvpp_set_stream_desc_data(sd, data)
+        m.dvpp_set_stream_desc_size(sd, len(stream))
+        out, _ = m.dvpp_malloc(W * H * 3 // 2)
+        pd = m.dvpp_create_pic_desc()
+        m.dvpp_set_pic_desc_data(pd, out)
+        m.dvpp_set_pic_desc_size(pd, W * H * 3 // 2)
+        assert m.vdec_send_frame(ch, sd, pd, config, tag) == 0
+
+    def callback(input_desc, output_desc, tag):
+        seen.append((tag, m.dvpp_get_pic_desc_ret_code(output_desc)))
+        if tag == "first":
+            send("second")
+
+    m.vdec_set_channel_desc_thread_id(ch, threading.get_ident())
+    m.vdec_set_channel_desc_callback(ch, callback)
+    assert m.vdec_create_channel(ch) == 0
+    send("first")
+    assert seen == [("first", 0), ("second", 0)]
+    assert m.vdec_destroy_channel(ch) == 0

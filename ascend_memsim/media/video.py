@@ -58,6 +58,7 @@ from ..memory.errors import (
     StreamNotSubscribed,
     UnreadableImage,
 )
+from .codec import Codecs
 from .constants import PixelFormat, StreamFormat
 from .descs import INT32, U32, UINT8, UINT64, Desc, PicDesc, StreamDesc
 from .plane import MediaPlane
@@ -173,7 +174,8 @@ class _Open:
     thread_id: int
     callback: Any
     codec: Any
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: re-entrant: a callback run on the sending thread may send again
+    lock: threading.RLock = field(default_factory=threading.RLock)
     #: VDEC: sends waiting for a frame (stream desc, pic desc snapshot, user data)
     pending: deque = field(default_factory=deque)
     #: VENC: the output buffer, whether the channel allocated it, the ring's next offset
@@ -322,7 +324,6 @@ class Video:
         src = self.plane.get(stream_desc, StreamDesc, "input")
         out = self.plane.get(pic_desc, PicDesc, "output")
         self.plane.get(config, VdecFrameConfig, "config")
-        from .codec import Codecs
         checker = Codecs(self.plane)
         checker.check_device(call, "the stream's data", src.data, src.size, False)
         checker.check_device(call, "the output picture's data", out.data, out.size, True)
@@ -353,7 +354,6 @@ class Video:
                                   f"(acl.media.vdec_create_channel)")
         src = self.plane.get(stream_desc, StreamDesc, "input")
         self.plane.get(config, VdecFrameConfig, "config")
-        from .codec import Codecs
         Codecs(self.plane).check_device(call, "the stream's data", src.data, src.size, False)
         raw = self._read(call, src.data, src.size)
         with state.lock:
@@ -479,7 +479,6 @@ class Video:
         if obj.buf_addr:
             if not obj.buf_size:
                 raise InvalidArgument(f"{call}: buf_addr is set but buf_size is 0")
-            from .codec import Codecs
             Codecs(self.plane).check_device(call, "the channel's buffer", obj.buf_addr,
                                              obj.buf_size, True)
             state.buffer, state.buffer_size = obj.buf_addr, obj.buf_size
@@ -527,7 +526,6 @@ class Video:
             hstride = max(pic.height_stride, _align(h, 2))
             data, size, fmt = pic.data, pic.size, obj.pic_format
         need = wstride * hstride * 3 // 2
-        from .codec import Codecs
         Codecs(self.plane).check_device(call, "the input picture's data", data, size, False)
         if size < need:
             raise InvalidArgument(f"{call}: the picture description's size {size} is below the "
