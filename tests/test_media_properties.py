@@ -31,12 +31,26 @@ def cases(draw):
     sw, sh = side(10, 72, src_l.even_width), side(6, 48, False)
     dw, dh = side(10, 72, dst_l.even_width), side(6, 48, dst_l.even_height)
     interpolation = draw(st.sampled_from(sorted(rules.interpolations)))
-    return product, src_fmt, (sw, sh), dst_fmt, (dw, dh), interpolation
+
+    def area(width, height, left_align):
+        """(left, right, top, bottom): left/top even (left a multiple of left_align), right
+        and bottom odd, at least 10x6, inside width x height; or None (the whole picture)."""
+        if not draw(st.booleans()):
+            return None
+        left = draw(st.integers(0, (width - 10) // left_align)) * left_align
+        top = draw(st.integers(0, (height - 6) // 2)) * 2
+        w = draw(st.integers(5, (width - left) // 2)) * 2
+        h = draw(st.integers(3, (height - top) // 2)) * 2
+        return left, left + w - 1, top, top + h - 1
+
+    crop = area(sw, sh, 2)
+    paste = area(dw, dh, rules.paste_left_align)
+    return product, src_fmt, (sw, sh), dst_fmt, (dw, dh), interpolation, crop, paste
 
 
 @given(cases(), st.integers(0, 2**32 - 1))
 def test_what_the_vpc_writes_stays_in_the_buffer_the_rules_give(case, seed):
-    product, src_fmt, (sw, sh), dst_fmt, (dw, dh), interpolation = case
+    product, src_fmt, (sw, sh), dst_fmt, (dw, dh), interpolation, crop, paste = case
     with Runtime(product, hbm_bytes=64 * MiB, ddr_bytes=64 * MiB,
                  sanitizer=Sanitizer(output=None)) as rt:
         rt.set_device(0)
@@ -57,8 +71,16 @@ def test_what_the_vpc_writes_stays_in_the_buffer_the_rules_give(case, seed):
         assert ret == 0
         assert acl.rt.memset(out, osize + GUARD, SENTINEL, osize + GUARD) == 0
         dst = pic_desc(out, osize, dst_fmt, dw, dh, ows, ohs)
-        assert m.dvpp_vpc_resize_async(channel, src, dst, config, 0) == 0, (
-            acl.get_recent_err_msg())
+        # a resize, or a crop-resize-paste of random areas (the whole picture when None)
+        crop_roi = m.dvpp_create_roi_config(*(crop or (0, sw // 2 * 2 - 1, 0, sh // 2 * 2 - 1)))
+        paste_roi = m.dvpp_create_roi_config(*(paste or (0, dw // 2 * 2 - 1, 0,
+                                                         dh // 2 * 2 - 1)))
+        if crop is None and paste is None:
+            ret = m.dvpp_vpc_resize_async(channel, src, dst, config, 0)
+        else:
+            ret = m.dvpp_vpc_crop_resize_paste_async(channel, src, dst, crop_roi, paste_roi,
+                                                     config, 0)
+        assert ret == 0, acl.get_recent_err_msg()
         assert acl.rt.synchronize_device() == 0
         assert (read(rt, out + osize, GUARD) == SENTINEL).all()
         assert rt.sanitizer.reports == []

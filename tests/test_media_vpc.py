@@ -407,3 +407,37 @@ def test_an_odd_input_height_is_read_an_odd_output_height_refused(rt, chan):
     assert m.dvpp_vpc_resize_async(channel, src, odd, m.dvpp_create_resize_config(),
                                    stream) == INVALID_PARAM
     assert "even height" in acl.get_recent_err_msg()
+
+
+def test_threads_resize_on_their_own_streams(rt):
+    import threading
+    results, errors = {}, []
+    rgb = rgb_image(64, 32, seed=9)
+
+    def work(i):
+        try:
+            with rt:
+                rt.set_device(0)
+                stream, ret = acl.rt.create_stream()
+                assert ret == 0
+                channel = m.dvpp_create_channel_desc()
+                assert m.dvpp_create_channel(channel) == 0
+                src, _ = rgb_pic(rt, rgb)
+                dst, out, size, _ws, _hs = alloc_pic(rt, RGB, 32, 16)
+                config = m.dvpp_create_resize_config()
+                for _ in range(5):
+                    assert m.dvpp_vpc_resize_async(channel, src, dst, config, stream) == 0
+                assert acl.rt.synchronize_stream(stream) == 0
+                results[i] = read(rt, out, size).copy()
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    want = np.asarray(Image.fromarray(rgb).reduce(2)).reshape(-1)
+    for got in results.values():
+        assert np.abs(got.astype(int) - want).max() <= 1
