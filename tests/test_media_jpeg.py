@@ -467,13 +467,14 @@ def test_decode_writes_exactly_the_predicted_bytes(w, h, quality, subsampling, f
     header = J.read_header(data)
     predicted = J.predict_dec_size(data, fmt, 64)
     layout = J.jpegd_layout(header, fmt, 64)
-    # the prediction holds JPEGD's layout (exactly, but for YUV420SP's 128-aligned width)
+    # the prediction holds JPEGD's layout (exactly, but for YUV420SP asked by name, which the
+    # vendor predicts from a 128-aligned width)
     assert layout.size <= predicted
-    assert layout.size == predicted or layout.format in (NV12, NV21)
+    assert layout.size == predicted or fmt in (NV12, NV21)
     assert layout.width_stride % 64 == 0 and layout.height_stride % 16 == 0
     assert layout.width_stride >= layout.width and layout.height_stride >= layout.height
     assert len(J.decode(data, layout, header)) == layout.size
-    if layout.format in (NV12, NV21):
+    if fmt in (NV12, NV21):
         # the 128 x 16 strides the vendor's samples set for YUV420SP fit the prediction too
         sample = J.jpegd_layout(header, fmt, 64, width_stride=-(-layout.width // 128) * 128,
                                 height_stride=layout.height_stride)
