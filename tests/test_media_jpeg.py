@@ -612,3 +612,14 @@ def test_threads_decode_at_once_each_on_its_stream(dvpp):
         t.join()
     assert len(results) == 4 and all(set(codes) == {0} for codes, _ in results)
     assert len({pixels for _, pixels in results}) == 1
+
+
+def test_without_pillow_the_decode_fails_with_a_message(dvpp, monkeypatch):
+    import sys
+    data = jpeg_bytes(64, 48)
+    ptr, n = dvpp.host_ptr(data)
+    monkeypatch.setitem(sys.modules, "PIL", None)     # from PIL import Image: ImportError
+    # the header and the rules need no Pillow
+    assert m.dvpp_jpeg_predict_dec_size(ptr, n, 1) == (128 * 48 * 3 // 2, 0)
+    assert dvpp.decode(data, NV12)[:2] == (0, 207000)
+    assert "pip install 'ascend-memsim[media]'" in acl.get_recent_err_msg()

@@ -1,6 +1,7 @@
 """acl.media's VDEC and VENC: the vendor samples' call sequences, callbacks on the report
 thread, H.264/H.265 round trips, and refusals."""
 
+import sys
 import threading
 
 import numpy as np
@@ -311,3 +312,15 @@ def test_one_thread_programs_get_their_callbacks_inline_and_may_send_from_them(r
     send("first")
     assert seen == [("first", 0), ("second", 0)]
     assert m.vdec_destroy_channel(ch) == 0
+
+
+def test_without_pyav_a_channel_is_refused_with_a_message(rt, monkeypatch):
+    monkeypatch.setitem(sys.modules, "av", None)     # import av raises ImportError
+    ch = m.venc_create_channel_desc()
+    m.venc_set_channel_desc_callback(ch, lambda *a: None)
+    m.venc_set_channel_desc_thread_id(ch, threading.get_ident())
+    m.venc_set_channel_desc_pic_width(ch, W)
+    m.venc_set_channel_desc_pic_height(ch, H)
+    assert m.venc_create_channel(ch) == 207000
+    assert "pip install 'ascend-memsim[media]'" in acl.get_recent_err_msg()
+    assert m.venc_destroy_channel_desc(ch) == 0     # nothing was opened

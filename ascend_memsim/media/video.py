@@ -35,7 +35,8 @@ How it is simulated (the vendor's samples ``vdec_resnet50_classification`` and
 * H.265 (H265_MAIN_LEVEL 0) and H.264 (baseline, main, high: 1, 2, 3) through PyAV
   (``pip install 'ascend-memsim[media]'``; its wheels bundle libx264 and libx265), with
   zero-latency tuning, so each sent picture gives one frame. Without PyAV the calls that
-  code return ACL_ERROR_FEATURE_UNSUPPORTED with a message saying what is missing.
+  code return ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000 with a message saying what to install
+  (as the compute plane does without numpy).
 """
 
 from __future__ import annotations
