@@ -460,15 +460,17 @@ def predict_enc_size(fmt: int, width: int, height: int, wstride: int, hstride: i
 
 
 def check_level(level: int, call: str) -> None:
+    """acl_dvpp.h: "Encoding quality range [0, 100]". DECISION: the setter stores any uint32
+    (as the library's does); the encoder and its prediction refuse a level above 100."""
     if level > 100:
         raise InvalidArgument(f"{call}: the jpege config's level {level} is outside [0, 100]")
 
 
 def encode(raw: bytes, fmt: PixelFormat, width: int, height: int, wstride: int, hstride: int,
            level: int) -> bytes:
-    """A baseline Huffman JPEG of the picture (Pillow, quality ``level``; DECISION: level 0,
-    which acl_dvpp.h allows, encodes as 100, the best, as the vendor's encoder treats it
-    alike), 4:2:0 from YUV420SP and 4:2:2 from packed input."""
+    """A baseline Huffman JPEG of the picture (Pillow, quality ``level``; level 0 encodes as
+    100: acl_dvpp.h acldvppSetJpegeConfigLevel, "level 0 encoding quality is similar to
+    level 100"), 4:2:0 from YUV420SP and 4:2:2 from packed input."""
     check_level(level, "acldvppJpegEncodeAsync")
     Image = require_pillow()
     np = _numpy()
