@@ -440,6 +440,8 @@ def test_jpege_format_and_packed_stride(dvpp):
     ret, _predicted, jpg = encode(dvpp, 64, 48, 128, 48, 90, fmt=yuyv,
                                  raw=np.full(128 * 48, 128, np.uint8))
     assert ret == 0 and Image.open(io.BytesIO(jpg)).size == (64, 48)
+    # acl_dvpp.h: levels 0 to 100 (the setter stores more; the encoder refuses it)
+    assert encode(dvpp, 64, 48, 64, 48, 101, raw=raw)[0] == INVALID_PARAM
 
 
 def test_jpege_output_too_small_is_refused(dvpp):
