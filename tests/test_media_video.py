@@ -324,3 +324,34 @@ def test_without_pyav_a_channel_is_refused_with_a_message(rt, monkeypatch):
     assert m.venc_create_channel(ch) == 207000
     assert "pip install 'ascend-memsim[media]'" in acl.get_recent_err_msg()
     assert m.venc_destroy_channel_desc(ch) == 0     # nothing was opened
+
+
+def test_vdec_scales_to_the_channel_output_size(rt):
+    thread = ReportThread()
+    stream, _ = venc(thread, [picture()])
+    got = []
+    ch = m.vdec_create_channel_desc()
+    m.vdec_set_channel_desc_thread_id(ch, thread.tid)
+    m.vdec_set_channel_desc_callback(ch, lambda i, o, u: got.append(
+        (m.dvpp_get_pic_desc_width(o), m.dvpp_get_pic_desc_height(o),
+         m.dvpp_get_pic_desc_width_stride(o), m.dvpp_get_pic_desc_ret_code(o))))
+    m.vdec_set_channel_desc_out_pic_width(ch, 63)
+    m.vdec_set_channel_desc_out_pic_height(ch, 48)
+    assert m.vdec_create_channel(ch) == INVALID_PARAM            # odd width
+    m.vdec_set_channel_desc_out_pic_width(ch, 80)
+    assert m.vdec_create_channel(ch) == 0
+    data = to_device(np.frombuffer(stream, np.uint8).copy())
+    sd = m.dvpp_create_stream_desc()
+    m.dvpp_set_stream_desc_data(sd, data)
+    m.dvpp_set_stream_desc_size(sd, len(stream))
+    out, _ = m.dvpp_malloc(80 * 48 * 3 // 2)
+    pd = m.dvpp_create_pic_desc()
+    m.dvpp_set_pic_desc_data(pd, out)
+    m.dvpp_set_pic_desc_size(pd, 80 * 48 * 3 // 2)
+    config = m.vdec_create_frame_config()
+    assert m.vdec_send_frame(ch, sd, pd, config, None) == 0
+    assert m.vdec_destroy_channel(ch) == 0
+    thread.stop()
+    assert got == [(80, 48, 80, 0)]
+    luma = from_device(out, 80 * 48)
+    assert abs(int(luma.mean()) - int(picture()[:W * H].mean())) < 8

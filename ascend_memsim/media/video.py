@@ -24,9 +24,11 @@ How it is simulated (the vendor's samples ``vdec_resnet50_classification`` and
   a later send or the channel's destruction releases it; frames beyond the sends are
   decoded and dropped); a send that never gets a frame is called back with the picture's
   ret code ACL_ERROR_FAILURE.
-* VDEC output: YUV420SP NV12/NV21, width stride = width aligned to 16, height stride =
-  height aligned to 2 (the vdec sample's ``vdec_out_width`` / ``vdec_out_height``), unless
-  the picture description sets larger ones; the description's size must hold
+* VDEC output: YUV420SP NV12/NV21 at the stream's size, or scaled to
+  ``out_pic_width`` x ``out_pic_height`` when both are set (even; DECISION: libswscale's
+  bicubic scaling), width stride = width aligned to 16, height stride = height aligned
+  to 2 (the vdec sample's ``vdec_out_width`` / ``vdec_out_height``), unless the picture
+  description sets larger ones; the description's size must hold
   wstride x hstride x 3/2 (else its ret code is ACL_ERROR_INVALID_PARAM and a
   ``media-overflow`` report). VENC input: the same layout from the channel's width, height
   and format. VENC output: the channel's buffer (``venc_set_channel_desc_buf_addr`` /
@@ -187,6 +189,8 @@ class _Open:
     frames: int = 0
     #: VENC: the end of stream was sent (the encoder is flushed; no more frames)
     ended: bool = False
+    #: VDEC: the output size the channel scales frames to (None: the stream's own)
+    scale: tuple | None = None
 
 
 def _align(value: int, to: int) -> int:
@@ -300,9 +304,14 @@ class Video:
             if obj.en_type not in StreamFormat._value2member_map_:
                 raise InvalidArgument(f"{call}: en_type {obj.en_type} is not an "
                                       f"acldvppStreamFormat (0 H.265 main, 1-3 H.264)")
+            size = (obj.out_pic_width, obj.out_pic_height)
+            if any(size) and (not all(size) or size[0] % 2 or size[1] % 2):
+                raise InvalidArgument(f"{call}: out_pic_width x out_pic_height {size[0]} x "
+                                      f"{size[1]}: both 0 (no scaling) or both even")
             av = require_av()
             name = _DECODERS.get(obj.en_type, "h264")
             obj.state = self._open(obj, call, av.CodecContext.create(name, "r"))
+            obj.state.scale = size if all(size) else None
 
     def vdec_destroy(self, desc: object) -> None:
         obj = self.plane.get(desc, VdecChannelDesc, "channel_desc")
@@ -382,6 +391,8 @@ class Video:
             if not state.pending:
                 break
             src, out, user_data, fmt = state.pending.popleft()
+            if state.scale is not None:
+                frame = frame.reformat(width=state.scale[0], height=state.scale[1])
             self._vdec_store(call, frame, out, fmt)
             self._call_back(state, (src.handle, out.handle, user_data))
 
