@@ -625,3 +625,15 @@ def test_without_pillow_the_decode_fails_with_a_message(dvpp, monkeypatch):
     assert m.dvpp_jpeg_predict_dec_size(ptr, n, 1) == (128 * 48 * 3 // 2, 0)
     assert dvpp.decode(data, NV12)[:2] == (0, 207000)
     assert "pip install 'ascend-memsim[media]'" in acl.get_recent_err_msg()
+
+
+def test_freeing_the_output_before_the_decode_runs_is_reported(dvpp):
+    data = jpeg_bytes(64, 48)
+    dev, n = dvpp.device(data)
+    out, _ = m.dvpp_malloc(64 * 48 * 3 // 2)
+    desc = dvpp.pic(out, 64 * 48 * 3 // 2, NV12)
+    assert m.dvpp_jpeg_decode_async(dvpp.channel, dev, n, desc, dvpp.stream) == 0
+    assert m.dvpp_free(out) == 0
+    assert acl.rt.synchronize_stream(dvpp.stream) != 0
+    kinds = {r.kind for r in dvpp.rt.sanitizer.reports}
+    assert "free-with-pending-work" in kinds
