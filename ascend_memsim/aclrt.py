@@ -192,6 +192,20 @@ C_NAMES = {
     "aclrtMemcpyAsyncWithCondition": acl.rt.memcpy_async_with_condition,
 }
 
+
+def _media_c_name(name: str) -> str:
+    """acl.media's name -> the C name: ``dvpp_create_pic_desc`` -> ``acldvppCreatePicDesc``,
+    ``dvpp_vpc_resize_async`` -> ``acldvppVpcResizeAsync`` (acl_dvpp.h; the same rule gives
+    ``aclvdec*`` and ``aclvenc*``)."""
+    prefix, _, rest = name.partition("_")
+    return "acl" + prefix + "".join(word.capitalize() for word in rest.split("_"))
+
+
+# every other acl.media call by the same rule (dvpp_malloc and dvpp_free are above)
+C_NAMES.update({_media_c_name(name): getattr(acl.media, name) for name in acl.media.__all__
+                if name.startswith(("dvpp_", "vdec_", "venc_"))
+                and _media_c_name(name) not in C_NAMES})
+
 globals().update(C_NAMES)
 globals().update(FLAT_NAMES)
 

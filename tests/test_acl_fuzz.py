@@ -53,6 +53,17 @@ from ascend_memsim.compute.plane import compute_plane
 from ascend_memsim.compute.tensors import HANDLE_BASE, DataBuffer, TensorDesc
 from ascend_memsim.data.host import REGISTERED_BASE
 from ascend_memsim.data.raw import mapping
+from ascend_memsim.media.descs import (
+    BatchPicDesc,
+    BorderConfig,
+    ChannelDesc,
+    JpegeConfig,
+    PicDesc,
+    ResizeConfig,
+    RoiConfig,
+    StreamDesc,
+)
+from ascend_memsim.media.plane import media_plane
 from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.physical import PhysicalHandle, granule
@@ -83,7 +94,7 @@ FACE = [("acl", acl.init), ("acl", acl.finalize),
           and inspect.isfunction(getattr(acl, name, None))],
         *[(space, getattr(getattr(acl, space), name))
           for space in ("rt", "op", "mdl", "util", "media")
-          for name in getattr(acl, space).__all__]]
+          for name in getattr(acl, space).__all__ if not name.isupper()]]
 MEMORY_FACE = [(space, fn) for space, fn in FACE if space in ("rt", "media", "util")]
 ALLOCATING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "malloc", "malloc_align32", "malloc_cached", "malloc_with_cfg", "malloc_for_task_scheduler",
@@ -105,6 +116,12 @@ MAKING = [(space, fn) for space, fn in COMPUTE_FACE if fn.__name__ in (
     "create_data_buffer", "create_tensor_desc", "create_attr", "create_handle", "create_desc",
     "get_desc", "create_dataset", "add_dataset_buffer", "load_from_file", "create_event",
     "record_event")]
+# acl.media's descriptions, configs, channels and VPC calls (dvpp_malloc/free are memory).
+MEDIA_FACE = [(space, fn) for space, fn in FACE if space == "media"
+              and fn.__name__ not in ("dvpp_malloc", "dvpp_free")]
+MEDIA_MAKING = [(space, fn) for space, fn in MEDIA_FACE
+                if fn.__name__.startswith("dvpp_create_") and fn.__name__ != "dvpp_create_channel"]
+MEDIA_VPC = [(space, fn) for space, fn in MEDIA_FACE if fn.__name__.startswith("dvpp_vpc_")]
 # The calls that may run queued work: when work is queued, their error may come from that
 # work, which ran (a synchronising call cannot undo it).
 RUNS_QUEUED_WORK = {"synchronize_stream", "synchronize_device", "destroy_stream",
@@ -267,6 +284,8 @@ def _snapshot(rt, seen):
         ))
     host = [(b.ptr, b.size) for b in rt.host.blocks()]
     compute = sorted((h.handle, _readable(h)) for h in _compute_handles(rt))
+    media = sorted((h.handle, repr(sorted((k, v) for k, v in vars(h).items() if k != "site")))
+                   for h in _media_handles(rt))
     events = [(h, rt.events.recorded_status(h)) for h in seen.live_events(rt)]
     peer = rt.extension("peer")
     pinned = rt.extension("pinned")
@@ -278,7 +297,13 @@ def _snapshot(rt, seen):
          for r in space.reservations.values()],
         sorted((h.handle, h.refs, tuple(sorted(h.maps))) for h in space.handles.values()))
     return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events,
-            chapter, vmm)
+            chapter, vmm, media)
+
+
+def _media_handles(rt) -> list:
+    """The media plane's live handles (none if the runtime never made the plane)."""
+    plane = None if rt is None else media_plane(rt, make=False)
+    return [] if plane is None else plane.handles.live()
 
 
 def _compute_handles(rt) -> list:
@@ -367,6 +392,18 @@ HANDLE_PARAMS = {
     "dataset": Dataset, "input": Dataset, "output": Dataset,
     "event": Event, "start": Event, "end": Event,
 }
+#: acl.media's parameters that take one handle, and their kind (``input_desc`` is a picture
+#: there, a list of tensor descriptors in acl.op).
+MEDIA_PARAMS = {
+    "channel_desc": ChannelDesc, "pic_desc": PicDesc, "input_desc": PicDesc,
+    "output_desc": PicDesc, "batch_pic_desc": BatchPicDesc, "src_batch_pic_descs": BatchPicDesc,
+    "dst_batch_pic_descs": BatchPicDesc, "stream_desc": StreamDesc, "roi_config": RoiConfig,
+    "config": RoiConfig, "crop_area": RoiConfig, "paste_area": RoiConfig,
+    "resize_config": ResizeConfig, "jpege_config": JpegeConfig, "border_config": BorderConfig,
+}
+#: acl.media's parameters that take a list of handles.
+MEDIA_LISTS = {"crop_areas": RoiConfig, "paste_areas": RoiConfig, "border_cfgs": BorderConfig}
+_MEDIA = acl.media.__name__
 #: Parameters that take a list of handles (acl.op's descriptors and buffers).
 HANDLE_LISTS = {"input_desc": TensorDesc, "output_desc": TensorDesc,
                 "inputs": DataBuffer, "outputs": DataBuffer}
@@ -393,7 +430,7 @@ class _Seen:
         if fn in _EVENT_MAKERS and isinstance(result, tuple) and result[-1] == 0:
             self.kinds[result[0]] = Event
         if rt is not None:
-            for handle in _compute_handles(rt):
+            for handle in [*_compute_handles(rt), *_media_handles(rt)]:
                 self.kinds[handle.handle] = type(handle)
 
     def live_events(self, rt) -> list[int]:
@@ -408,7 +445,7 @@ class _Seen:
     def live(self, rt) -> dict[type, list[int]]:
         """The live handles of ``rt``, by kind."""
         found: dict[type, list[int]] = {Event: self.live_events(rt)} if rt is not None else {}
-        for handle in _compute_handles(rt) if rt is not None else ():
+        for handle in [*_compute_handles(rt), *_media_handles(rt)] if rt is not None else ():
             found.setdefault(type(handle), []).append(handle.handle)
         space = None if rt is None else rt.vmm.space
         if space is not None:
@@ -419,6 +456,8 @@ class _Seen:
 def _handle_kind(fn, name: str) -> type | None:
     """The kind of handle parameter ``name`` of ``fn`` takes (one or a list), or None. In
     acl.rt, ``attr`` is get_mem_info's memory attribute, not an op attr."""
+    if fn.__module__ == _MEDIA:
+        return MEDIA_PARAMS.get(name) or MEDIA_LISTS.get(name)
     if name == "attr" and fn.__module__ != acl.op.__name__:
         return None
     if fn.__module__ == _VMM_FACE:
@@ -434,15 +473,16 @@ _VMM_FACE = acl.rt.map_mem.__module__
 #: The kinds of handle each compute call takes (``model_id``: a loaded model).
 WANTS = {fn: {Model if name == "model_id" else _handle_kind(fn, name)
               for name in inspect.signature(fn).parameters} - {None}
-         for _, fn in COMPUTE_FACE}
+         for _, fn in COMPUTE_FACE + MEDIA_FACE}
 
 
-def _ready(rt, seen: _Seen) -> list:
-    """The compute calls that take handles and can get a live one of each kind now."""
+def _ready(rt, seen: _Seen, face: list = COMPUTE_FACE) -> list:
+    """The compute (or media) calls that take handles and can get a live one of each kind
+    now."""
     if rt is None:
         return []
     live = seen.live(rt)
-    return [(space, fn) for space, fn in COMPUTE_FACE
+    return [(space, fn) for space, fn in face
             if WANTS[fn] and all(live.get(kind) for kind in WANTS[fn])]
 
 
@@ -471,6 +511,12 @@ def _pool(data, rt, seen: _Seen) -> list:
     and one from the whole face."""
     if data.draw(st.integers(0, 19), label="init or finalize") == 0:
         return FACE[:2]
+    if data.draw(st.integers(0, 5), label="media") == 0:
+        # one call in six is acl.media's: half make descriptions or call the VPC (then half
+        # the time with what it takes, see _well_formed_vpc), half use live descriptions
+        ready = _ready(rt, seen, MEDIA_FACE)
+        return ready if ready and data.draw(st.booleans(), label="media: use") else (
+            MEDIA_MAKING + MEDIA_VPC)
     which = data.draw(st.integers(0, 11), label="pool")
     if which in (8, 9):
         return _ready(rt, seen) or MAKING
@@ -551,6 +597,13 @@ PLAUSIBLE = {
     "option": st.sampled_from([0, 1, 2, 0xFFFF]), "alignment": st.sampled_from([0, 0, 4096]),
     "offset": st.sampled_from([0, 0, 0, 2 * MiB]), "flags": st.sampled_from([0, 0, 0, 1, 2]),
     "location": st.fixed_dictionaries({"id": st.integers(0, 2), "type": st.integers(0, 3)}),
+    # acl.media
+    "width_stride": st.sampled_from([0, 16, 32, 48, 64, 96]),
+    "height_stride": st.sampled_from([0, 6, 8, 16, 32]), "mode": st.integers(0, 16),
+    "interpolation": st.integers(0, 6), "roi_nums": st.lists(st.integers(0, 3), max_size=3),
+    "batch_size": st.integers(0, 4), "left": st.integers(0, 40), "right": st.integers(0, 64),
+    "top": st.integers(0, 16), "bottom": st.integers(0, 32), "border_type": st.integers(0, 4),
+    "param_type": st.integers(0, 1), "ret_code": st.integers(0, 3),
 }
 #: acl.op.set_attr_*'s values: scalars, strings and lists of them.
 ATTR_VALUES = st.one_of(
@@ -588,7 +641,8 @@ def _argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     value = _draw_argument(data, rt, seen, fn, name, drawn)
     if name in ("dsts", "srcs") and isinstance(value, list):   # the batch copies' addresses
         return [_not_process_memory(rt, v) for v in value]
-    if "ptr" in name or name in ("dst", "src", "addr") or (fn in BUFFER_CALLS and name == "data"):
+    if "ptr" in name or name in ("dst", "src", "addr", "data_dev") or (
+            fn in BUFFER_CALLS and name == "data"):
         return _not_process_memory(rt, value)
     return value
 
@@ -604,8 +658,12 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         return data.draw(st.one_of(st.none(), st.just("/nonexistent/acl.json"), values)
                          if name == "path" else values, label=name)
     kind = _handle_kind(fn, name)
-    if (name in HANDLE_PARAMS or kind is PhysicalHandle) and kind is not None:
+    if kind is not None and (name in HANDLE_PARAMS or kind is PhysicalHandle or (
+            fn.__module__ == _MEDIA and name in MEDIA_PARAMS)):
         return _draw_handle(data, rt, seen, kind, name)
+    if fn.__module__ == _MEDIA and name in MEDIA_LISTS:
+        count = data.draw(st.integers(0, 3), label=f"{name}: length")
+        return [_draw_handle(data, rt, seen, kind, name) for _ in range(count)]
     if name in HANDLE_LISTS:
         descs = drawn.get(name.removesuffix("s") + "_desc")
         count = data.draw(st.integers(0, 3), label=f"{name}: length")
@@ -642,7 +700,8 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         return data.draw(VMM_PLAUSIBLE[name], label=name)
     if name == "value" and fn.__module__ == acl.op.__name__:
         return data.draw(ATTR_VALUES, label=name)
-    if "ptr" in name or name in ("dst", "src", "addr") or (fn in BUFFER_CALLS and name == "data"):
+    if "ptr" in name or name in ("dst", "src", "addr", "data_dev") or (
+            fn in BUFFER_CALLS and name == "data"):
         near = st.sampled_from(_pointers(rt))
         return data.draw(st.one_of(near, near.map(np.uint64)), label=name)
     if name in ("stream", "context"):
@@ -725,7 +784,61 @@ def _well_formed(data, rt, fn) -> list | None:
     return [data.draw(st.sampled_from(sorted(choices)), label=f"{name}: well formed")]
 
 
+def _well_formed_vpc(rt, fn) -> list | None:
+    """Arguments a VPC call takes now, made through the face: two 32x16 NV12 pictures in
+    DVPP memory sized by the rules (the source written), an open channel, whole-picture
+    areas, a resize config and a border config of no borders, the default stream; None when
+    there is no runtime or current device, or DVPP memory runs out."""
+    from ascend_memsim.media.rules import strides_for, vpc_rules
+    if rt is None or acl.rt.get_device()[-1] != 0:
+        return None
+    media = acl.media
+    ws, hs, size = strides_for(vpc_rules(rt.profile), 1, 32, 16)
+    pics = []
+    for _ in range(2):
+        ptr, ret = media.dvpp_malloc(size)
+        if ret:
+            return None
+        acl.rt.memset(ptr, size, 16, size)
+        pic = media.dvpp_create_pic_desc()
+        for setter, value in ((media.dvpp_set_pic_desc_data, ptr),
+                              (media.dvpp_set_pic_desc_size, size),
+                              (media.dvpp_set_pic_desc_format, 1),
+                              (media.dvpp_set_pic_desc_width, 32),
+                              (media.dvpp_set_pic_desc_height, 16),
+                              (media.dvpp_set_pic_desc_width_stride, ws),
+                              (media.dvpp_set_pic_desc_height_stride, hs)):
+            setter(pic, value)
+        pics.append(pic)
+    channel = media.dvpp_create_channel_desc()
+    media.dvpp_create_channel(channel)
+    roi = media.dvpp_create_roi_config(0, 31, 0, 15)
+    border = media.dvpp_create_border_config()
+    batches = []
+    for pic in pics:
+        batch = media.dvpp_create_batch_pic_desc(1)
+        one = media.dvpp_get_pic_desc(batch, 0)
+        for field in ("data", "size", "format", "width", "height", "width_stride",
+                      "height_stride"):
+            getattr(media, f"dvpp_set_pic_desc_{field}")(
+                one, getattr(media, f"dvpp_get_pic_desc_{field}")(pic))
+        batches.append(batch)
+    by_name = {"channel_desc": channel, "input_desc": pics[0], "output_desc": pics[1],
+               "crop_area": roi, "paste_area": roi, "resize_config":
+               media.dvpp_create_resize_config(), "border_config": border, "stream": 0,
+               "reserve": 0, "src_batch_pic_descs": batches[0],
+               "dst_batch_pic_descs": batches[1], "roi_nums": [1], "crop_areas": [roi],
+               "paste_areas": [roi], "border_cfgs": [border]}
+    return [by_name[name] for name in inspect.signature(fn).parameters]
+
+
 def _call(data, rt, seen: _Seen, fn):
+    if fn.__module__ == _MEDIA and fn.__name__.startswith("dvpp_vpc_") and data.draw(
+            st.booleans(), label="well formed"):
+        # half the VPC calls get pictures, areas and configs they take, so that the VPC runs
+        args = _well_formed_vpc(rt, fn)
+        if args is not None:
+            return args
     if (fn.__module__ == _VMM_FACE or fn in MAPPING) and data.draw(
             st.booleans(), label="well formed"):
         # half the virtual-memory calls get what they take now, when there is such a thing

@@ -20,6 +20,7 @@ KINDS = {
     "uninitialized-read": "error", "readonly-write": "error",
     "free-with-pending-work": "error", "leak": "error", "wrong-memory": "error",
     "kernel-error": "error", "unchecked-host-memory": "note", "wrong-memcpy-kind": "warning",
+    "media-overflow": "error",
 }
 
 _BAR = "========="

@@ -398,6 +398,16 @@ class Sanitizer:
         where = f"{addr:#x} is in the {region.describe()}: {why}"
         self._report("wrong-memory", call, addr, count, where, write=write, region=region)
 
+    def media_overflow(self, call: str, addr: int, count: int, write: bool, region: Any,
+                       why: str) -> None:
+        """A DVPP picture whose declared size runs past its buffer: the access the hardware
+        would have made, reported; the call fails with the vendor's code (not the strict
+        sanitizer's), so the report never raises."""
+        if not self.on:
+            return
+        self._report("media-overflow", call, addr, count, why, write=write, region=region,
+                     fail=False)
+
     def wrong_memcpy_kind(self, call: str, dst: int, src: int, count: int, kind: Any,
                           actual: Any, src_region: Any, dst_region: Any) -> None:
         """A copy passed ``kind`` whose pointers make ``actual`` (the copy went by the

@@ -215,15 +215,19 @@ class HandleTable:
     datasets) shares one numbering, so a handle of one kind passed as another is refused.
     """
 
-    def __init__(self, record_sites: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, record_sites: Callable[[], bool] = lambda: False, *,
+                 base: int = HANDLE_BASE) -> None:
         self.lock = threading.RLock()
+        #: the first handle; each plane numbers from its own base, so one plane's handle
+        #: given to another is refused as unknown
+        self.base = base
         self._live: dict[int, Handle] = {}
         self._numbers = itertools.count()
         self._record_sites = record_sites
 
     def add(self, obj: H) -> H:
         with self.lock:
-            obj.handle = HANDLE_BASE + 64 * next(self._numbers)
+            obj.handle = self.base + 64 * next(self._numbers)
             if self._record_sites():
                 obj.site = capture_site()
             self._live[obj.handle] = obj

@@ -299,6 +299,10 @@ class ErrorCode(IntEnum):
     # rt_error_codes.h: aclrtHostRegisterV2 / aclrtHostUnregister
     HOST_MEMORY_ALREADY_REGISTERED = 507910
     HOST_MEMORY_NOT_REGISTERED = 507911
+    # acl_base_rt.h: what the DVPP image codecs return (acldvppJpeg*, acldvppPng*)
+    FORMAT_NOT_MATCH = 100027
+    UNSUPPORTED_JPEG = 148052
+    FAILURE = 500001
 
     @property
     def vendor_name(self) -> str:

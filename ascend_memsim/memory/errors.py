@@ -21,6 +21,7 @@ __all__ = [
     "RepeatSubscribe", "StreamNotSubscribed", "NoCallbackStream", "ThreadNotSubscribed",
     "CallbackTimeout", "ReservedFlagSet", "HostMemoryAlreadyRegistered",
     "HostMemoryNotRegistered", "AllocatorConfigError", "NpuOutOfMemoryError",
+    "FormatNotMatch", "UnsupportedJpeg", "UnreadableImage", "NotOnThisProduct",
     "error_classes",
 ]
 
@@ -299,6 +300,35 @@ class NpuOutOfMemoryError(OutOfDeviceMemory):
 
     def __str__(self) -> str:
         return self.message
+
+
+class FormatNotMatch(AclError, ValueError):
+    """A picture format the DVPP call does not take, or that does not match the image
+    (ACL_ERROR_FORMAT_NOT_MATCH: acldvppJpegPredictDecSize, acldvppPngGetImageInfo)."""
+
+    code = ErrorCode.FORMAT_NOT_MATCH
+
+
+class UnsupportedJpeg(AclError, ValueError):
+    """A JPEG the decoder cannot take: progressive, arithmetic-coded, 12-bit, CMYK, 4:1:1
+    (ACL_ERROR_UNSUPPORTED_JPEG)."""
+
+    code = ErrorCode.UNSUPPORTED_JPEG
+
+
+class UnreadableImage(AclError, ValueError):
+    """Image bytes whose header cannot be read: not a JPEG, truncated, corrupt (the vendor's
+    acldvppJpegGetImageInfo returns ACL_ERROR_FAILURE when libjpeg cannot read the header)."""
+
+    code = ErrorCode.FAILURE
+
+
+class NotOnThisProduct(AclError, RuntimeError):
+    """The vendor's library has the call but not for this product (the DVPP codecs on Ascend
+    950: ACL_ERROR_FEATURE_UNSUPPORTED, as its image processors answer a call their
+    version lacks)."""
+
+    code = ErrorCode.FEATURE_UNSUPPORTED
 
 
 def error_classes() -> list[type[AclError]]:
