@@ -785,17 +785,21 @@ def _well_formed(data, rt, fn) -> list | None:
 
 
 def _well_formed_vpc(rt, fn) -> list | None:
-    """Arguments a VPC call takes now, made through the face: two 32x16 NV12 pictures in
-    DVPP memory sized by the rules (the source written), an open channel, whole-picture
-    areas, a resize config and a border config of no borders, the default stream; None when
-    there is no runtime or current device, or DVPP memory runs out."""
+    """Arguments a VPC call takes now, made through the face: two 32x16 NV12 pictures (the
+    output a 16x8 YUV400 one for pyramid down) in DVPP memory sized by the rules (the source
+    written), an open channel, whole-picture areas, a resize config and a border config of
+    no borders, the default stream; None when there is no runtime or current device, or DVPP
+    memory runs out."""
     from ascend_memsim.media.rules import strides_for, vpc_rules
     if rt is None or acl.rt.get_device()[-1] != 0:
         return None
     media = acl.media
-    ws, hs, size = strides_for(vpc_rules(rt.profile), 1, 32, 16)
+    rules = vpc_rules(rt.profile)
     pics = []
-    for _ in range(2):
+    # pyramid down takes a YUV400 output half the input's size
+    shapes = [(1, 32, 16), (0, 16, 8) if fn is media.dvpp_vpc_pyr_down_async else (1, 32, 16)]
+    for fmt, width, height in shapes:
+        ws, hs, size = strides_for(rules, fmt, width, height)
         ptr, ret = media.dvpp_malloc(size)
         if ret:
             return None
@@ -803,9 +807,9 @@ def _well_formed_vpc(rt, fn) -> list | None:
         pic = media.dvpp_create_pic_desc()
         for setter, value in ((media.dvpp_set_pic_desc_data, ptr),
                               (media.dvpp_set_pic_desc_size, size),
-                              (media.dvpp_set_pic_desc_format, 1),
-                              (media.dvpp_set_pic_desc_width, 32),
-                              (media.dvpp_set_pic_desc_height, 16),
+                              (media.dvpp_set_pic_desc_format, fmt),
+                              (media.dvpp_set_pic_desc_width, width),
+                              (media.dvpp_set_pic_desc_height, height),
                               (media.dvpp_set_pic_desc_width_stride, ws),
                               (media.dvpp_set_pic_desc_height_stride, hs)):
             setter(pic, value)

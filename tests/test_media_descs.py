@@ -155,7 +155,10 @@ def test_channel_param(rt):
     assert m.dvpp_get_channel_desc_param(desc, 0) == (0, 0, 0)
     assert m.dvpp_set_channel_desc_param(desc, 0, 3) == (desc, 0)
     assert m.dvpp_get_channel_desc_param(desc, 0) == (4, 3, 0)
-    assert m.dvpp_set_channel_desc_param(desc, 1, 3) == (0, INVALID_PARAM)
+    # pyacl gives the description back whatever the code (media_common.cpp)
+    assert m.dvpp_set_channel_desc_param(desc, 1, 3) == (desc, INVALID_PARAM)
+    assert m.dvpp_set_channel_desc_param(0x4_0000_0001, 0, 3) == (0x4_0000_0001, INVALID_HANDLE)
+    assert m.dvpp_set_channel_desc_param("x", 0, 3) == (0, INVALID_PARAM)
     assert m.dvpp_get_channel_desc_param(0x4_0000_0001, 0) == (0, 0, INVALID_HANDLE)
 
 

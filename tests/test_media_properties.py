@@ -4,12 +4,12 @@ holds everything the VPC writes, and a buffer one byte short is refused."""
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
+from media_helpers import m, pic_desc, put, read
 
 import ascend_memsim.acl as acl
 from ascend_memsim import MiB, Runtime, Sanitizer
 from ascend_memsim.media.descs import PicDesc
 from ascend_memsim.media.rules import LAYOUTS, check_picture, picture_size, strides_for, vpc_rules
-from tests.media_helpers import m, pic_desc, put, read
 
 GUARD = 64
 SENTINEL = 0x5A

@@ -8,13 +8,13 @@ downscale equals Pillow's ``reduce(2)`` within 1; nearest neighbour, crop and pa
 
 import numpy as np
 import pytest
+from media_helpers import alloc_pic, m, nv12, pic_desc, put, read
 from PIL import Image
 
 import ascend_memsim.acl as acl
 from ascend_memsim import MiB, Runtime, Sanitizer
 from ascend_memsim.media.pixels import decode, encode_rows
 from ascend_memsim.media.rules import LAYOUTS, Picture, strides_for, vpc_rules
-from tests.media_helpers import alloc_pic, m, nv12, pic_desc, put, read
 
 INVALID_PARAM = 100000
 INVALID_HANDLE = 107017

@@ -22,12 +22,15 @@ from ..media.descs import (
     StreamDesc,
 )
 from ..media.plane import MediaPlane, media_plane
+from ..memory.args import SIZE_MAX
+from ..memory.errors import AclError
 from ..runtime.active import current_runtime
 from ._face import face as _face
 from ._media_codec import *  # noqa: F403 - the JPEG/PNG calls, listed in _EXPORTS
 from ._media_codec import __all__ as _CODEC_NAMES
 from ._media_video import *  # noqa: F403 - VDEC/VENC, listed in _VIDEO_NAMES
 from ._media_video import __all__ as _VIDEO_NAMES
+from ._face import remember_error
 
 globals().update(MEDIA_FLAT_NAMES)
 
@@ -81,11 +84,18 @@ def dvpp_set_channel_desc_mode(channel_desc: int, mode: int) -> None:
     _media().set_channel_mode(channel_desc, mode)
 
 
-@_face(0)
-def dvpp_set_channel_desc_param(channel_desc: int, param_type: int, param: int) -> int:
-    """acldvppSetChannelDescParam: ``channel_desc, ret`` (pyacl returns the description)."""
-    _media().set_channel_param(channel_desc, param_type, param)
-    return channel_desc
+def dvpp_set_channel_desc_param(channel_desc: int, param_type: int, param: int,
+                                /) -> tuple[int, int]:
+    """acldvppSetChannelDescParam: ``channel_desc, ret``. pyacl's wrapper
+    (media_common.cpp) returns the description it was given whatever the code, so a failed
+    call gives it back too (0 for an argument that is no C pointer)."""
+    try:
+        _media().set_channel_param(channel_desc, param_type, param)
+    except AclError as error:
+        remember_error(error)
+        is_pointer = channel_desc.__class__ is int and 0 <= channel_desc <= SIZE_MAX
+        return (channel_desc if is_pointer else 0), int(error.code)
+    return channel_desc, 0
 
 
 @_face(0, 0)
