@@ -99,7 +99,15 @@ class ComputePlane:
         return self.handles.get(handle, TensorDesc, "tensor_desc")
 
     def destroy_tensor_desc(self, handle: object) -> None:
-        self.handles.remove(handle, TensorDesc, "tensor_desc")
+        """aclDestroyTensorDesc. DECISION: a descriptor another object owns (a dataset's copy,
+        aclmdlGetDatasetTensorDesc) is refused (100000): freeing it would free it twice."""
+        with self.handles.lock:
+            desc = self.tensor_desc(handle)
+            if desc.destroyed_by != TensorDesc.destroyed_by:
+                raise InvalidArgument(f"tensor_desc {desc.handle:#x} is a {desc.kind}, freed by "
+                                      f"{desc.destroyed_by}; aclDestroyTensorDesc would free it "
+                                      f"twice")
+            self.handles.remove(handle, TensorDesc, "tensor_desc")
 
     def num_dims(self, handle: object) -> int:
         desc = self.tensor_desc(handle)
