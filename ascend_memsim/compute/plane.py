@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..data import pointers as _pointers
 from ..memory.args import SIZE_MAX, as_int, as_str, int_or_none
 from ..memory.constants import DATA_TYPE_BITS, UNKNOWN_RANK, DataType, Format
 from ..memory.errors import (
@@ -140,6 +141,25 @@ class ComputePlane:
         desc = self.tensor_desc(handle)
         fresh = make_tensor_desc(desc.dtype, dims, desc.format)
         desc.dims = fresh.dims
+
+    def set_tensor_const(self, handle: object, ptr: object, size: object) -> None:
+        """aclSetTensorConst: the descriptor keeps a copy of ``size`` bytes at ``ptr`` as its
+        constant value (hicann/ge ``tensor_desc_internal_om2.cpp``: NULL data or size 0 is
+        ACL_ERROR_INVALID_PARAM). DECISION: host memory the simulator knows (the docs ask
+        host memory in the EP form), device memory in the device run mode; kernels read their
+        input buffers, not this copy.
+
+        Raises:
+            InvalidArgument: a NULL ``ptr`` or a 0 ``size``.
+            InvalidPointer: memory the host cannot read.
+        """
+        desc = self.tensor_desc(handle)
+        address = as_int(ptr, "data", 0, SIZE_MAX)
+        count = as_int(size, "size", 0, SIZE_MAX)
+        if not address or not count:
+            raise InvalidArgument(f"aclSetTensorConst needs data and a size, got data "
+                                  f"{address:#x}, size {count}")
+        desc.const = _pointers.ptr_to_bytes(self.runtime, address, count)
 
     def set_tensor_format(self, handle: object, fmt: object) -> None:
         desc = self.tensor_desc(handle)
