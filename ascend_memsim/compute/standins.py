@@ -414,26 +414,19 @@ def spec_for_file(path: object) -> ModelSpec:
     """The stand-in of the model file at ``path`` (registered, else its JSON); its ``fn`` not
     yet resolved (:func:`resolve_fn`).
 
-    DECISION: an empty model file fails as on hardware (GE ``ModelParserBase::LoadFromFile``
-    refuses a file of length 0 before reading it) even with a stand-in: the stand-in
-    replaces what the simulator cannot read, not a file the device could not load. A missing
-    file with a stand-in loads (the stand-in stands for the file the device has).
+    DECISION: a model file that is missing or empty (0 bytes) loads when a stand-in describes
+    it: the stand-in stands for the model the device has, and an empty file is how a program
+    that checks its model file exists (acllite's ``AclLiteModel``: ``os.path.isfile``) runs
+    without the real ``.om``. Without a stand-in an empty file is ACL_ERROR_INVALID_FILE, as on
+    hardware (GE ``ModelParserBase::LoadFromFile`` refuses a file of length 0).
 
     Raises:
-        InvalidFile: no stand-in and no file; an empty model file.
+        InvalidFile: no stand-in and no file; an empty model file without a stand-in.
         ModelParseError: no stand-in for an existing file; a malformed stand-in.
     """
     as_str(path, "model path")
     if "\0" in path:
         raise InvalidFile(f"model path {_show(path)} holds a NUL character")
-    try:
-        empty = os.path.isfile(path) and os.path.getsize(path) == 0
-    except OSError:       # gone between the two calls: the lookups below say so
-        empty = False
-    if empty:
-        raise InvalidFile(f"{path}: the model file is empty (0 bytes), which the runtime "
-                          f"cannot load; a stand-in does not change that (rebuild the model, "
-                          f"or remove the empty file and keep only {path + SUFFIX})")
     key = os.path.abspath(path)
     with _lock:
         found = _registered.get(key)
@@ -441,6 +434,10 @@ def spec_for_file(path: object) -> ModelSpec:
         return found
     json_path = path + SUFFIX
     if not os.path.isfile(json_path):
+        if _is_empty(path):
+            raise InvalidFile(f"{path}: the model file is empty (0 bytes), which the runtime "
+                              f"cannot load; with a stand-in beside it it loads: "
+                              f"{how_to(path)}")
         if os.path.isfile(path) and _starts_json(path):
             # DECISION: a model file that is itself a stand-in JSON loads, as its bytes do
             # with load_from_mem: so one file serves a program that loads from the file and
@@ -453,6 +450,13 @@ def spec_for_file(path: object) -> ModelSpec:
         raise InvalidFile(f"{path}: no such model file and no stand-in; {how_to(path)}")
     raw = _parse_json(_read_standin(json_path), json_path)
     return parse_spec(raw, json_path, os.path.dirname(os.path.abspath(json_path)))
+
+
+def _is_empty(path: str) -> bool:
+    try:
+        return os.path.isfile(path) and os.path.getsize(path) == 0
+    except OSError:       # gone between the two calls: the lookups that follow say so
+        return False
 
 
 def _starts_json(path: str) -> bool:
