@@ -406,7 +406,9 @@ def how_to(path: str) -> str:
     example = ",\n ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in _EXAMPLE.items())
     example = "{" + example + "}"
     return (f"write the stand-in {path + SUFFIX} describing the model, e.g.\n{example}\n"
-            f'(dtype: a numpy name or aclDataType; optional "fn": "module:function"), or call '
+            f'(dtype: a numpy name or aclDataType; optional "fn": "module:function"; dynamic '
+            f'shapes: -1 dims and "dynamic_batch_size": [1, 2, 4, 8], "dynamic_image_size": '
+            f'[[224, 224], [448, 448]] or "dynamic_dims": [[1, 224], [2, 448]]), or call '
             f"ascend_memsim.register_model({path!r}, spec, fn=None)")
 
 
