@@ -29,10 +29,11 @@ that the caller's blocks are live device memory at least as large as the stand-i
 (ACL_ERROR_INVALID_PARAM 100000 otherwise). A model file with no stand-in is
 ACL_ERROR_INVALID_FILE 100003 when the file is missing too, ACL_ERROR_PARSE_MODEL 100013 when
 it exists (the simulator cannot read ``.om``) or the stand-in is malformed; an empty model
-file is 100003 even with a stand-in (the runtime cannot load it). ``execute`` runs
+file is 100003 without a stand-in and loads with one. ``execute`` runs
 at once; ``execute_async`` is queued on the stream like an operator. A dataset needs exactly
 as many buffers as the model has inputs (100017) / outputs (100018), each at least the size of
-its tensor. Dynamic batch, image size and dims queries answer "not dynamic".
+its tensor (of the tensor at the gear, for a model with dynamic gears: see
+:mod:`ascend_memsim.compute.gears`).
 """
 
 from __future__ import annotations
