@@ -296,16 +296,16 @@ def test_set_input_dynamic_dims_refuses_what_pyacl_cannot_read(loaded, dims):
 
 @pytest.mark.parametrize("extra, said", [
     ({"dynamic_batch_size": [1, 2], "dynamic_dims": [[1]]}, "one kind of gears"),
-    ({"dynamic_batch_size": []}, "list of 1 to 128"),
+    ({"dynamic_batch_size": [4]}, "list of 2 to 128"),
     ({"dynamic_batch_size": [1, 1]}, "repeats a gear"),
     ({"dynamic_batch_size": [0, 2]}, "an int >= 1"),
-    ({"dynamic_image_size": [[1, 2, 3]]}, "[height, width]"),
-    ({"dynamic_dims": [[1, 2]]}, "each dynamic_dims gear has 2 values, the inputs have 1"),
+    ({"dynamic_image_size": [[1, 2, 3], [4, 5]]}, "[height, width]"),
+    ({"dynamic_dims": [[1, 2], [3, 4]]}, "each dynamic_dims gear has 2 values, the inputs have 1"),
     ({"dynamic_batch_size": [1, 2],
       "inputs": [{"name": SHAPE, "shape": [-1], "dtype": "int32"}]}, "do not list it"),
     ({"dynamic_batch_size": [1, 2],
       "inputs": [{"name": "x", "shape": [2], "dtype": "float32"}]}, "no input has a -1"),
-    ({"dynamic_image_size": [[2, 2]],
+    ({"dynamic_image_size": [[2, 2], [4, 4]],
       "inputs": [{"name": "x", "shape": [-1, 2], "dtype": "float32"}]}, "or two"),
 ])
 def test_malformed_gears_are_parse_errors(extra, said):

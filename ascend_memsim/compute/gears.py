@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 from ..memory.errors import ModelParseError
 
-__all__ = ["Gears", "KEYS", "SHAPE_INPUT", "MAX_GEARS", "parse_gears", "resolve_dims"]
+__all__ = ["Gears", "KEYS", "SHAPE_INPUT", "MIN_GEARS", "MAX_GEARS", "parse_gears",
+           "resolve_dims"]
 
 #: ACL_DYNAMIC_TENSOR_NAME (acl_mdl.h): the input that carries the chosen gear.
 SHAPE_INPUT = "ascend_mbatch_shape_data"
@@ -45,6 +46,9 @@ KEYS = {"dynamic_batch_size": "batch", "dynamic_image_size": "hw", "dynamic_dims
 #: ACL_MAX_BATCH_NUM / ACL_MAX_HW_NUM / ACL_MAX_DIM_CNT (acl_mdl.h): the most gears the
 #: query structs hold.
 MAX_GEARS = 128
+#: GE's kMinShapesCount (compiler/graph/preprocess/multi_batch_options.cc): ATC builds no
+#: model with fewer gears.
+MIN_GEARS = 2
 
 
 @dataclass(frozen=True)
@@ -79,9 +83,11 @@ _NOUNS = {"batch": "batch sizes", "hw": "[height, width] gears", "dims": "dims g
 
 def _gear_list(raw: object, kind: str) -> tuple[tuple[int, ...], ...]:
     key = next(k for k, v in KEYS.items() if v == kind)
-    if not isinstance(raw, list) or not raw or len(raw) > MAX_GEARS:
-        raise ModelParseError(f'"{key}" must be a list of 1 to {MAX_GEARS} gears, got '
-                              f"{type(raw).__name__} of {len(raw) if isinstance(raw, list) else 0}")
+    # GE multi_batch_options.cc CheckDynamicParams: at least kMinShapesCount (2) gears
+    if not isinstance(raw, list) or not MIN_GEARS <= len(raw) <= MAX_GEARS:
+        count = len(raw) if isinstance(raw, list) else type(raw).__name__
+        raise ModelParseError(f'"{key}" must be a list of {MIN_GEARS} to {MAX_GEARS} gears, '
+                              f"got {count}")
     gears = []
     for i, gear in enumerate(raw):
         values = [gear] if kind == "batch" else gear
@@ -95,7 +101,7 @@ def _gear_list(raw: object, kind: str) -> tuple[tuple[int, ...], ...]:
     if len({len(g) for g in gears}) != 1:
         raise ModelParseError(f'"{key}": every gear must have as many values as the first')
     if len(set(gears)) != len(gears):
-        # GE MultiBatchClonePass::CheckDynamicParams refuses repeated gears
+        # GE CheckDynamicParams refuses repeated gears
         raise ModelParseError(f'"{key}" repeats a gear')
     return tuple(gears)
 
