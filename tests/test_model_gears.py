@@ -212,6 +212,7 @@ def test_execution_reads_the_gear_a_dataset_never_set_from_its_dynamic_input(loa
 @pytest.mark.parametrize("call, args, code", [
     ("set_dynamic_batch_size", (3,), 145013),            # not a gear
     ("set_dynamic_batch_size", (0,), 100000),            # model.cpp: batch 0 refused
+    ("set_dynamic_batch_size", (-2,), 145013),           # "K" wraps it: 2**64 - 2
     # ge_executor.cc checks the length first: the 4-byte batch input cannot hold h and w
     ("set_dynamic_hw_size", (4, 4), 145012),
     ("set_dynamic_hw_size", (0, 4), 100000),

@@ -179,10 +179,11 @@ def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict) 
 
 
 def _u64(value: object, name: str) -> int:
-    return as_int(value, name, 0, (1 << 64) - 1)
+    """A uint64_t as pyacl's ``"K"`` takes it (no overflow check: a negative int wraps)."""
+    return as_int(value, name, -(1 << 63), (1 << 64) - 1) & ((1 << 64) - 1)
 
 
-@_face({}, bare=False)
+@_face({})
 def get_cur_output_dims(model_desc: int, index: int) -> dict:
     """The output's dims at the model's current gear."""
     return _models().cur_output_dims(model_desc, index)
