@@ -277,9 +277,10 @@ def test_set_input_dynamic_dims_takes_every_input_dim(loaded):
     assert acl.mdl.execute(m.model_id, m.input, m.output) == 0
     wrong = [dict(dims, dims=[1, 1, 5, 4, 1, 4, 2, 2]),      # a static dim differs: 145012
              dict(dims, dimCount=7),                          # another count: 145012
-             dict(dims, dims=[1, 1, 4, 3, 1, 4, 2, 2])]       # no gear: 145013
+             dict(dims, dims=[1, 1, 4, 3, 1, 4, 2, 2]),       # no gear: 145013
+             dict(dims, dims=[1, 1, 4, 2**40, 1, 4, 2, 2])]   # no gear either
     assert [acl.mdl.set_input_dynamic_dims(m.model_id, m.input, m.shape_index, d)
-            for d in wrong] == [145012, 145012, 145013]
+            for d in wrong] == [145012, 145012, 145013, 145013]
 
 
 @pytest.mark.parametrize("dims", [
@@ -379,3 +380,19 @@ def test_numpy_contiguous_to_ptr_gives_a_contiguous_array_and_its_address(rt):
     assert acl.util.ptr_to_bytes(ptr, 12) == np.array([1, 5, 9], np.int32).tobytes()
     with pytest.raises(TypeError):
         acl.util.numpy_contiguous_to_ptr([1, 2])
+
+
+def test_a_dynamic_input_twice_as_large_gets_uint64_values(loaded, rt):
+    """ge_executor.cc SetDynamicBatchSize: a buffer of 8 bytes or more holds the batch size as
+    a uint64."""
+    m = loaded(BATCH)
+    wide = acl.mdl.create_dataset()
+    ptr, _ = acl.rt.malloc(8, 0)
+    acl.mdl.add_dataset_buffer(wide, acl.create_data_buffer(ptr, 8))
+    assert acl.mdl.set_dynamic_batch_size(m.model_id, wide, 0, 4) == 0
+    host = bytes(8)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(host), 8, ptr, 8, 2)
+    assert host == (4).to_bytes(8, "little")
+    acl.destroy_data_buffer(acl.mdl.get_dataset_buffer(wide, 0))
+    acl.mdl.destroy_dataset(wide)
+    acl.rt.free(ptr)

@@ -305,17 +305,19 @@ class Models:
             values = self._dynamic_values(model.spec, values)
         # ge_executor.cc: the buffer holds the values as uint32 (uint64 if it is that large)
         need = 4 * (1 if kind == "batch" else 2 if kind == "hw" else len(values))
+        short = DynamicInputLengthInvalid(f"the dynamic input buffer holds {buf.nbytes} "
+                                          f"bytes, less than the {need} its values take")
+        # GE checks the length before the gear for a batch or image size, after it for dims
         if buf.nbytes < need and kind != "dims":
-            raise DynamicInputLengthInvalid(f"the dynamic input buffer holds {buf.nbytes} "
-                                            f"bytes, less than the {need} its values take")
+            raise short
         gear = gears.index(values) if gears is not None and gears.kind == kind else None
         if gear is None:
             what = "no gears" if gears is None else gears.describe()
             raise DynamicGearInvalid(f"{list(values)} is not a gear of model "
                                      f"{model.model_id} ({what})")
         if buf.nbytes < need:
-            raise DynamicInputLengthInvalid(f"the dynamic input buffer holds {buf.nbytes} "
-                                            f"bytes, less than the {need} its values take")
+            raise short
+        # a gear's values are below 2**31 (gears.py), so they fit either width
         width = 8 if buf.nbytes >= 2 * need else 4
         raw = b"".join(v.to_bytes(width, "little") for v in values)
         data = self.runtime.data
