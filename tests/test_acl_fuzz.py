@@ -252,6 +252,12 @@ MODEL_PATH = "/nonexistent/fuzz-model.om"
 MODEL = {"inputs": [{"name": "x", "shape": [2, 3], "dtype": "float32"}],
          "outputs": [{"name": "y", "shape": [2, 3], "dtype": "float32"}],
          "weight_bytes": 4096, "work_bytes": 0}
+# A model with dynamic batch gears (its inputs: x and ascend_mbatch_shape_data), so that the
+# gear calls can succeed and dynamic models run.
+DYNAMIC_PATH = "/nonexistent/fuzz-dynamic.om"
+DYNAMIC = {"inputs": [{"name": "x", "shape": [-1, 3], "dtype": "float32"}],
+           "outputs": [{"name": "y", "shape": [-1, 3], "dtype": "float32"}],
+           "dynamic_batch_size": [1, 2]}
 
 
 def _write_config(config) -> str | None:
@@ -319,15 +325,17 @@ def _readable(handle) -> tuple:
     if isinstance(handle, DataBuffer):
         return ("data buffer", handle.addr, handle.nbytes)
     if isinstance(handle, TensorDesc):
-        return ("tensor desc", handle.dtype, handle.dims, handle.format, handle.name)
+        return ("tensor desc", handle.dtype, handle.dims, handle.format, handle.name,
+                handle.const)
     if isinstance(handle, OpAttr):  # repr: a float attribute may be NaN
         return ("op attr", repr(sorted(handle.values.items())))
     if isinstance(handle, Dataset):
-        return ("dataset", tuple(handle.buffers))
+        return ("dataset", tuple(handle.buffers), handle.gear,
+                tuple(sorted((i, d.handle) for i, d in handle.descs.items())))
     if isinstance(handle, ModelDesc):
-        return ("model description", handle.spec)
+        return ("model description", handle.spec, handle.model)
     if isinstance(handle, Model):
-        return ("model", handle.model_id, handle.blocks)
+        return ("model", handle.model_id, handle.blocks, handle.gear)
     return (handle.kind,)
 
 
@@ -580,6 +588,7 @@ PLAUSIBLE = {
     "name": st.one_of(st.text(max_size=4), st.sampled_from(["x", "y"])),
     "attr_name": st.one_of(st.text(max_size=4), st.sampled_from(["a", "dst_type"])),
     "truncate": st.integers(0, 1), "gear_count": st.integers(0, 5),
+    "batch_size": st.sampled_from([0, 1, 2, 3, 2**64 - 1]),
     # the rest of the memory chapter (acl/_rt_memory.py)
     "width": st.integers(0, 64), "height": st.integers(0, 8), "dpitch": st.integers(0, 128),
     "spitch": st.integers(0, 128), "peer_device_id": st.integers(0, 2),
@@ -617,8 +626,8 @@ BUFFER_CALLS = {acl.create_data_buffer, acl.update_data_buffer}
 #: that must name no real file.
 ALWAYS = {
     "timeout": st.sampled_from([0, 1, 5]),
-    "model_path": st.sampled_from([MODEL_PATH, "/nonexistent/model.om"]),
-    "file_name": st.sampled_from([MODEL_PATH, "/nonexistent/x"]),
+    "model_path": st.sampled_from([MODEL_PATH, DYNAMIC_PATH, "/nonexistent/model.om"]),
+    "file_name": st.sampled_from([MODEL_PATH, DYNAMIC_PATH, "/nonexistent/x"]),
     "model_dir": st.just("/nonexistent/ops"),
 }
 
@@ -653,6 +662,11 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     mostly as long as the list of descriptors ``drawn`` before it)."""
     if name in ALWAYS:
         return data.draw(ALWAYS[name], label=name)
+    if fn is acl.mdl.set_input_dynamic_dims and name == "dims":
+        # an aclmdlIODims dict (the generic "dims" draws tensor descriptor lists)
+        return data.draw(st.one_of(values, st.builds(
+            lambda n, dims: {"name": "", "dimCount": n, "dims": dims}, st.integers(0, 3),
+            st.lists(st.integers(-1, 3), max_size=3))), label=name)
     anything = data.draw(st.integers(0, 3), label=f"{name}: anything") == 0
     if anything or name == "path":
         return data.draw(st.one_of(st.none(), st.just("/nonexistent/acl.json"), values)
@@ -861,8 +875,8 @@ def _call(data, rt, seen: _Seen, fn):
 
 
 #: acl.util's conversions: plain values, and the core's exceptions on bad input (README)
-RAISES = {acl.util.bytes_to_ptr, acl.util.numpy_to_ptr, acl.util.ptr_to_bytes,
-          acl.util.ptr_to_numpy}
+RAISES = {acl.util.bytes_to_ptr, acl.util.numpy_to_ptr, acl.util.numpy_contiguous_to_ptr,
+          acl.util.ptr_to_bytes, acl.util.ptr_to_numpy}
 
 
 def _code_of(fn, result):
@@ -889,12 +903,14 @@ def test_the_face_survives_arbitrary_calls(config, data):
     a failed call changes nothing, the memory figures add up."""
     assert Runtime.active == [], "an earlier test left a runtime active"
     register_model(MODEL_PATH, MODEL)
+    register_model(DYNAMIC_PATH, DYNAMIC)
     # Configs without an "output" print sanitizer reports to stderr: keep them out of the log.
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             _fuzz(config, data)
     finally:
         unregister_model(MODEL_PATH)
+        unregister_model(DYNAMIC_PATH)
 
 
 def _share(ok: int, calls: int) -> str:

@@ -87,15 +87,19 @@ def test_malformed_tensors_are_parse_errors(rt, tmp_path, tensor, said):
     assert said in acl.get_recent_err_msg()
 
 
-def test_an_empty_model_file_does_not_load_even_with_a_stand_in(rt, tmp_path):
+def test_an_empty_model_file_loads_with_a_stand_in_and_only_with_one(rt, tmp_path):
+    """acllite checks that its model file exists (os.path.isfile), so an empty placeholder
+    beside a stand-in must load (it failed with 100003 before); without a stand-in an empty
+    file is still 100003, as GE refuses a 0-byte model."""
     path = stand_in(tmp_path)
     assert load(path) == 0                        # no .om here: the stand-in stands for it
     (tmp_path / "net.om").write_bytes(b"")
-    assert acl.mdl.load_from_file(path) == (0, 100003)
-    assert "empty" in acl.get_recent_err_msg()
-    assert acl.mdl.query_size(path) == (0, 0, 100003)
-    (tmp_path / "net.om").write_bytes(b"om")
     assert load(path) == 0
+    assert acl.mdl.query_size(path)[2] == 0
+    (tmp_path / "net.om.memsim.json").unlink()
+    assert acl.mdl.load_from_file(path) == (0, 100003)
+    assert "empty" in acl.get_recent_err_msg() and "stand-in" in acl.get_recent_err_msg()
+    assert acl.mdl.query_size(path) == (0, 0, 100003)
 
 
 def test_a_path_whose_repr_raises_is_invalid_param(rt):

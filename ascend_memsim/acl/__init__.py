@@ -34,7 +34,7 @@ __all__ = ["init", "finalize", "rt", "util", "media", "op", "mdl", "app_log", "g
            "get_tensor_desc_type", "get_tensor_desc_format", "get_tensor_desc_size",
            "get_tensor_desc_element_count", "get_tensor_desc_num_dims", "get_tensor_desc_dim",
            "get_tensor_desc_dim_v2", "get_tensor_desc_name", "set_tensor_desc_name",
-           "set_tensor_shape", "set_tensor_format", "get_soc_name",
+           "set_tensor_shape", "set_tensor_format", "set_tensor_const", "get_soc_name",
            *FLAT_NAMES]
 
 globals().update(FLAT_NAMES)
@@ -162,6 +162,12 @@ def set_tensor_shape(desc: int, dims: list) -> None:
 @_face()
 def set_tensor_format(desc: int, format: int) -> None:
     _compute().set_tensor_format(desc, format)
+
+
+@_face()
+def set_tensor_const(desc: int, data: int, size: int) -> None:
+    """aclSetTensorConst: ``ret`` (py_init_acl.cpp ``WrapAclSetTensorConst``, "kkk")."""
+    _compute().set_tensor_const(desc, data, size)
 
 
 @_face(None, bare=True)

@@ -11,10 +11,10 @@ refused argument (see the README, "The C APIs and their acl.rt names").
 from __future__ import annotations
 
 from ..memory.args import SIZE_MAX, as_int, as_str, shown
-from ..memory.errors import InvalidArgumentType
+from ..memory.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = ["malloc_config", "config_path", "bytes_object", "numpy_shape", "numpy_type",
-           "log_message"]
+           "log_message", "io_dims"]
 
 
 def malloc_config(cfg: object) -> dict[int, int] | None:
@@ -148,3 +148,39 @@ def log_message(message: object) -> str:
         InvalidArgumentType, InvalidArgument: not a str, or one holding NUL.
     """
     return as_str(message, "app_log's message", empty=True)
+
+
+#: ACL_MAX_DIM_CNT (acl_mdl.h): the dims an aclmdlIODims holds.
+MAX_DIM_CNT = 128
+
+
+def io_dims(dims: object) -> tuple[int, ...]:
+    """acl.mdl.set_input_dynamic_dims's aclmdlIODims dict, ``{"name": str (unused),
+    "dimCount": n, "dims": [int, ...]}``: its first ``dimCount`` dims, as uint64 (mdl_wrap.cpp
+    ``WrapAclMdlSetInputDynamicDims``; model.cpp casts each to uint64).
+
+    Raises:
+        InvalidArgumentType: not a dict, no int ``dimCount``, ``dims`` not a list of at least
+            ``dimCount`` ints (pyacl raises there).
+        InvalidArgument: ``dimCount`` 0 (aclmdlSetInputDynamicDims refuses it) or over 128
+            (the struct holds 128).
+    """
+    if not issubclass(type(dims), dict):
+        raise InvalidArgumentType(f"dims must be a dict {{'dimCount': n, 'dims': [...]}}, got "
+                                  f"{shown(dims)}")
+    count = dict.get(dims, "dimCount")
+    if not issubclass(type(count), int) or type(count) is bool:
+        raise InvalidArgumentType(f"dims['dimCount'] must be an int, got {shown(count)}")
+    count = as_int(int.__index__(count), "dims['dimCount']", 0, SIZE_MAX)
+    if count == 0 or count > MAX_DIM_CNT:
+        raise InvalidArgument(f"dims['dimCount'] is {count}; it must be 1 to {MAX_DIM_CNT}")
+    values = dict.get(dims, "dims")
+    if not issubclass(type(values), list):
+        raise InvalidArgumentType(f"dims['dims'] must be a list, got {shown(values)}")
+    values = list.copy(values)
+    if len(values) < count or not all(issubclass(type(v), int) and type(v) is not bool
+                                      for v in values[:count]):
+        raise InvalidArgumentType(f"dims['dims'] must hold dimCount={count} ints, got "
+                                  f"{shown(values)}")
+    return tuple(as_int(int.__index__(v), f"dims['dims'][{i}]", -(1 << 63), (1 << 63) - 1)
+                 & SIZE_MAX for i, v in enumerate(values[:count]))

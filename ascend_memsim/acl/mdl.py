@@ -15,6 +15,7 @@ from ..memory.args import as_int
 from ..runtime.active import current_runtime
 from ._face import compute as _compute
 from ._face import face as _face
+from ._pyacl import io_dims
 
 
 def _models() -> Models:
@@ -120,7 +121,6 @@ _IO_QUERIES = [
     )
 ] + [
     _io("get_input_dims_v2", False, "GetInputDimsV2", {}, lambda t: t.dims_dict(), False),
-    _io("get_cur_output_dims", True, "GetCurOutputDims", {}, lambda t: t.dims_dict(), False),
 ]
 
 
@@ -136,28 +136,57 @@ def get_output_index_by_name(model_desc: int, name: str) -> int:
 
 @_face({})
 def get_dynamic_batch(model_desc: int) -> dict:
-    """Not dynamic: ``batchCount`` 0 (every simulated model has static shapes)."""
-    _models().described(model_desc)
-    return {"batchCount": 0, "batch": []}
+    """``{"batchCount", "batch"}``; ``batchCount`` 0 for a model without batch gears."""
+    return _models().dynamic_batch(model_desc)
 
 
 @_face({})
 def get_dynamic_hw(model_desc: int, index: int) -> dict:
-    _models().described(model_desc)
-    return {"hwCount": 0, "hw": []}
+    """``{"hwCount", "hw": [[h, w], ...]}``; ``index`` is reserved (-1)."""
+    return _models().dynamic_hw(model_desc, index)
 
 
 @_face(0)
 def get_input_dynamic_gear_count(model_desc: int, index: int) -> int:
-    _models().described(model_desc)
-    return 0
+    """The dynamic dims gears (0 without); ``index`` must be -1."""
+    return _models().dynamic_gear_count(model_desc, index)
 
 
 @_face(None)
 def get_input_dynamic_dims(model_desc: int, index: int, gear_count: int) -> list:
-    _models().described(model_desc)
-    as_int(gear_count, "gear_count", 0, 4096)   # mdl_wrap.cpp: more than 4096 is refused
-    return []
+    # mdl_wrap.cpp: a gear_count over 4096 is refused before the call
+    as_int(gear_count, "gear_count", 0, 4096)
+    return _models().dynamic_dims(model_desc, index, gear_count)
+
+
+@_face()
+def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: int) -> None:
+    """aclmdlSetDynamicBatchSize: ``index`` is the ascend_mbatch_shape_data input's."""
+    _models().set_gear(model_id, dataset, index, "batch", (_u64(batch_size, "batch_size"),))
+
+
+@_face()
+def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int,
+                        width: int) -> None:
+    _models().set_gear(model_id, dataset, index, "hw",
+                       (_u64(height, "height"), _u64(width, "width")))
+
+
+@_face()
+def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict) -> None:
+    """``dims``: ``{"name": "", "dimCount": n, "dims": [...]}``, every data input's dims."""
+    _models().set_gear(model_id, dataset, index, "dims", io_dims(dims))
+
+
+def _u64(value: object, name: str) -> int:
+    """A uint64_t as pyacl's ``"K"`` takes it (no overflow check: a negative int wraps)."""
+    return as_int(value, name, -(1 << 63), (1 << 64) - 1) & ((1 << 64) - 1)
+
+
+@_face({})
+def get_cur_output_dims(model_desc: int, index: int) -> dict:
+    """The output's dims at the model's current gear."""
+    return _models().cur_output_dims(model_desc, index)
 
 
 @_face(0, bare=True)
@@ -188,7 +217,24 @@ def get_dataset_buffer(dataset: int, index: int) -> int:
 @_face()
 def destroy_dataset(dataset: int) -> None:
     """The dataset only; its data buffers stay (destroy them with destroy_data_buffer)."""
-    _compute().handles.remove(dataset, Dataset, "dataset")
+    _models().destroy_dataset(dataset)
+
+
+def set_dataset_tensor_desc(dataset: int, tensor_desc: int, index: int, /) -> tuple[int, int]:
+    """aclmdlSetDatasetTensorDesc: ``dataset, ret`` (pyacl returns the dataset too); the
+    dataset keeps a copy (``tensor_desc`` 0 removes it)."""
+    return dataset, _set_dataset_tensor_desc(dataset, tensor_desc, index)
+
+
+@_face()
+def _set_dataset_tensor_desc(dataset: int, tensor_desc: int, index: int) -> None:
+    _models().set_dataset_desc(dataset, tensor_desc, index)
+
+
+@_face(0, bare=True)
+def get_dataset_tensor_desc(dataset: int, index: int) -> int:
+    """aclmdlGetDatasetTensorDesc: the dataset's copy (0: none, or an error)."""
+    return _models().dataset_desc(dataset, index)
 
 
 @_face()
@@ -208,8 +254,10 @@ _EXPORTS = (
     load_from_mem_with_mem, query_size, query_size_from_mem, unload, create_desc, get_desc,
     destroy_desc, get_num_inputs, get_num_outputs, *_IO_QUERIES, get_input_index_by_name,
     get_output_index_by_name, get_dynamic_batch, get_dynamic_hw, get_input_dynamic_gear_count,
-    get_input_dynamic_dims, create_dataset, add_dataset_buffer, get_dataset_num_buffers,
-    get_dataset_buffer, destroy_dataset, execute, execute_async,
+    get_input_dynamic_dims, set_dynamic_batch_size, set_dynamic_hw_size,
+    set_input_dynamic_dims, get_cur_output_dims, create_dataset, add_dataset_buffer,
+    get_dataset_num_buffers, get_dataset_buffer, destroy_dataset, set_dataset_tensor_desc,
+    get_dataset_tensor_desc, execute, execute_async,
 )
 # The generated queries and setters become module attributes, as pyacl has them.
 globals().update({fn.__name__: fn for fn in _EXPORTS})

@@ -26,11 +26,11 @@ from ..memory.args import SIZE_MAX
 from ..memory.errors import AclError
 from ..runtime.active import current_runtime
 from ._face import face as _face
+from ._face import remember_error
 from ._media_codec import *  # noqa: F403 - the JPEG/PNG calls, listed in _EXPORTS
 from ._media_codec import __all__ as _CODEC_NAMES
 from ._media_video import *  # noqa: F403 - VDEC/VENC, listed in _VIDEO_NAMES
 from ._media_video import __all__ as _VIDEO_NAMES
-from ._face import remember_error
 
 globals().update(MEDIA_FLAT_NAMES)
 

@@ -24,6 +24,13 @@ def numpy_to_ptr(array: Any, /) -> int:
     return _pointers.numpy_to_ptr(current_runtime(), array)
 
 
+def numpy_contiguous_to_ptr(array: Any, /) -> tuple[int, Any]:
+    """``ptr, array``: the address of a C-contiguous version of ``array`` (the array itself
+    if it is one, else a copy) and that array, which the caller keeps alive while it uses
+    the address (numpy_convert.cpp ``WrapNumpyContiguousToPtr``: PyArray_GETCONTIGUOUS)."""
+    return _pointers.numpy_contiguous_to_ptr(current_runtime(), array)
+
+
 def ptr_to_bytes(ptr: int, size: int, /) -> bytes:
     """``size`` bytes of a live malloc_host block or registered buffer at ``ptr`` (a raw
     host address raises InvalidPointer; memcpy takes those)."""
@@ -51,6 +58,7 @@ def stop_thread(thread_id: int) -> None:
 
 
 _EXPORTS = (
-    bytes_to_ptr, numpy_to_ptr, ptr_to_bytes, ptr_to_numpy, start_thread, stop_thread,
+    bytes_to_ptr, numpy_to_ptr, numpy_contiguous_to_ptr, ptr_to_bytes, ptr_to_numpy,
+    start_thread, stop_thread,
 )
 __all__ = [fn.__name__ for fn in _EXPORTS]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..data import pointers as _pointers
 from ..memory.args import SIZE_MAX, as_int, as_str, int_or_none
 from ..memory.constants import DATA_TYPE_BITS, UNKNOWN_RANK, DataType, Format
 from ..memory.errors import (
@@ -99,7 +100,15 @@ class ComputePlane:
         return self.handles.get(handle, TensorDesc, "tensor_desc")
 
     def destroy_tensor_desc(self, handle: object) -> None:
-        self.handles.remove(handle, TensorDesc, "tensor_desc")
+        """aclDestroyTensorDesc. DECISION: a descriptor another object owns (a dataset's copy,
+        aclmdlGetDatasetTensorDesc) is refused (100000): freeing it would free it twice."""
+        with self.handles.lock:
+            desc = self.tensor_desc(handle)
+            if desc.destroyed_by != TensorDesc.destroyed_by:
+                raise InvalidArgument(f"tensor_desc {desc.handle:#x} is a {desc.kind}, freed by "
+                                      f"{desc.destroyed_by}; aclDestroyTensorDesc would free it "
+                                      f"twice")
+            self.handles.remove(handle, TensorDesc, "tensor_desc")
 
     def num_dims(self, handle: object) -> int:
         desc = self.tensor_desc(handle)
@@ -132,6 +141,25 @@ class ComputePlane:
         desc = self.tensor_desc(handle)
         fresh = make_tensor_desc(desc.dtype, dims, desc.format)
         desc.dims = fresh.dims
+
+    def set_tensor_const(self, handle: object, ptr: object, size: object) -> None:
+        """aclSetTensorConst: the descriptor keeps a copy of ``size`` bytes at ``ptr`` as its
+        constant value (hicann/ge ``tensor_desc_internal_om2.cpp``: NULL data or size 0 is
+        ACL_ERROR_INVALID_PARAM). DECISION: host memory the simulator knows (the docs ask
+        host memory in the EP form), device memory in the device run mode; kernels read their
+        input buffers, not this copy.
+
+        Raises:
+            InvalidArgument: a NULL ``ptr`` or a 0 ``size``.
+            InvalidPointer: memory the host cannot read.
+        """
+        desc = self.tensor_desc(handle)
+        address = as_int(ptr, "data", 0, SIZE_MAX)
+        count = as_int(size, "size", 0, SIZE_MAX)
+        if not address or not count:
+            raise InvalidArgument(f"aclSetTensorConst needs data and a size, got data "
+                                  f"{address:#x}, size {count}")
+        desc.const = _pointers.ptr_to_bytes(self.runtime, address, count)
 
     def set_tensor_format(self, handle: object, fmt: object) -> None:
         desc = self.tensor_desc(handle)

@@ -41,6 +41,7 @@ from types import ModuleType
 from ..memory.args import SIZE_MAX, as_str, shown
 from ..memory.constants import DATA_TYPE_BITS, DataType, Format
 from ..memory.errors import AclError, InvalidArgumentType, InvalidFile, ModelParseError
+from .gears import SHAPE_INPUT, Gears, parse_gears, resolve_dims
 from .tensors import data_type
 
 __all__ = ["TensorSpec", "ModelSpec", "parse_spec", "register_model", "unregister_model",
@@ -59,19 +60,33 @@ MAX_DEPTH = 32
 _show = partial(shown, typed=False)
 
 
+def nbytes_of(dims: tuple[int, ...], dtype: DataType) -> int:
+    count = 1
+    for d in dims:
+        count *= max(d, 0)
+    return -(-count * DATA_TYPE_BITS.get(dtype, 0) // 8)
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
+    #: as the description reports them: -1 where an input is dynamic, an output's largest gear
     dims: tuple[int, ...]
     dtype: DataType
     format: int = int(Format.ND)
+    #: a dynamic model's dims of this tensor at each gear (empty: static)
+    gear_dims: tuple[tuple[int, ...], ...] = ()
 
     @property
     def nbytes(self) -> int:
-        count = 1
-        for d in self.dims:
-            count *= max(d, 0)
-        return -(-count * DATA_TYPE_BITS.get(self.dtype, 0) // 8)
+        """The bytes it takes (a dynamic tensor: at its largest gear, as the .om reports)."""
+        if self.gear_dims:
+            return max(nbytes_of(d, self.dtype) for d in self.gear_dims)
+        return nbytes_of(self.dims, self.dtype)
+
+    def dims_at(self, gear: int | None) -> tuple[int, ...]:
+        """Its dims at gear number ``gear`` (None, or a static tensor: :attr:`dims`)."""
+        return self.dims if gear is None or not self.gear_dims else self.gear_dims[gear]
 
     def dims_dict(self) -> dict:
         return {"name": self.name, "dimCount": len(self.dims), "dims": list(self.dims)}
@@ -89,6 +104,13 @@ class ModelSpec:
     fn_ref: str | None = None
     #: the directory a ``file.py`` of ``fn_ref`` lies in (None: read from memory)
     base: str | None = None
+    #: dynamic batch / image size / dims gears (None: static shapes); see compute.gears
+    gears: Gears | None = None
+
+    @property
+    def shape_input(self) -> int | None:
+        """The index of the ``ascend_mbatch_shape_data`` input (None: a static model)."""
+        return len(self.inputs) - 1 if self.gears is not None else None
 
 
 _EXAMPLE = {"inputs": [{"name": "x", "shape": [1, 3, 224, 224], "dtype": "float16",
@@ -97,7 +119,7 @@ _EXAMPLE = {"inputs": [{"name": "x", "shape": [1, 3, 224, 224], "dtype": "float1
             "weight_bytes": 0, "work_bytes": 0}
 
 
-def _tensor(entry: object, where: str) -> TensorSpec:
+def _tensor(entry: object, where: str, dynamic: bool = False) -> TensorSpec:
     if not isinstance(entry, Mapping):
         raise ModelParseError(f"{where} must be an object with name, shape, dtype")
     try:
@@ -107,9 +129,11 @@ def _tensor(entry: object, where: str) -> TensorSpec:
         raise ModelParseError(f"{where} has no {missing}") from None
     except AclError as error:
         raise ModelParseError(str(error.message)) from None
+    low = -1 if dynamic else 0
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
-                                              and d >= 0 for d in shape):
-        raise ModelParseError(f"{where}.shape must be a list of ints >= 0, got {_show(shape)}")
+                                              and low <= d < 1 << 63 for d in shape):
+        what = "ints >= 0 (-1: a dynamic dim, with gears)" if dynamic else "ints >= 0"
+        raise ModelParseError(f"{where}.shape must be a list of {what}, got {_show(shape)}")
     fmt = entry.get("format", "ND")
     if isinstance(fmt, str):
         name = fmt.upper().removeprefix("ACL_").removeprefix("FORMAT_")
@@ -171,9 +195,50 @@ def parse_spec(spec: object, source: str = "", base: str | None = ".",
     ref = None
     if fn is None and spec.get("fn") is not None:
         ref = _fn_ref(spec["fn"])
-    return ModelSpec(tuple(_tensor(e, f"inputs[{i}]") for i, e in enumerate(spec["inputs"])),
-                     tuple(_tensor(e, f"outputs[{i}]") for i, e in enumerate(spec["outputs"])),
-                     sizes["weight_bytes"], sizes["work_bytes"], fn, source, ref, base)
+    gears = parse_gears(spec)
+    dynamic = gears is not None
+    inputs = tuple(_tensor(e, f"inputs[{i}]", dynamic) for i, e in enumerate(spec["inputs"]))
+    outputs = tuple(_tensor(e, f"outputs[{i}]", dynamic) for i, e in enumerate(spec["outputs"]))
+    if dynamic:
+        inputs, outputs = _with_gears(gears, inputs, outputs)
+    return ModelSpec(inputs, outputs, sizes["weight_bytes"], sizes["work_bytes"], fn, source,
+                     ref, base, gears)
+
+
+def _with_gears(gears: Gears, inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...]
+                ) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """The tensors with their dims at each gear, and the ``ascend_mbatch_shape_data`` input
+    appended (see :mod:`ascend_memsim.compute.gears`).
+
+    Raises:
+        ModelParseError: no input is dynamic, the gears do not fit the -1 dims, or the
+            stand-in lists ``ascend_mbatch_shape_data`` itself.
+    """
+    holes = [sum(d == -1 for d in t.dims) for t in inputs]
+    if not any(holes):
+        raise ModelParseError("the stand-in declares gears but no input has a -1 dim")
+    if any(t.name == SHAPE_INPUT for t in inputs):
+        raise ModelParseError(f"{SHAPE_INPUT!r} is added by the gears; do not list it")
+    if gears.kind == "dims" and sum(holes) != gears.width:
+        raise ModelParseError(f"each dynamic_dims gear has {gears.width} values, the inputs "
+                              f"have {sum(holes)} -1 dims")
+    count = range(len(gears.values))
+    new_inputs, start = [], 0
+    for i, (t, n) in enumerate(zip(inputs, holes)):
+        per = tuple(resolve_dims(gears, t.dims, g, start, f"inputs[{i}]") for g in count)
+        new_inputs.append(replace(t, gear_dims=per if n else ()))
+        start += n
+    new_outputs = []
+    for i, t in enumerate(outputs):
+        if -1 not in t.dims:
+            new_outputs.append(t)
+            continue
+        per = tuple(resolve_dims(gears, t.dims, g, 0, f"outputs[{i}]") for g in count)
+        largest = max(count, key=lambda g: nbytes_of(per[g], t.dtype))
+        new_outputs.append(replace(t, dims=per[largest], gear_dims=per))
+    # GE MultiBatchClonePass: GeShape({values per gear}), FORMAT_ND, DT_INT32
+    shape = TensorSpec(SHAPE_INPUT, (gears.width,), DataType.INT32, int(Format.ND))
+    return (*new_inputs, shape), tuple(new_outputs)
 
 
 # -- what "fn" may run ---------------------------------------------------------------------------
@@ -341,7 +406,9 @@ def how_to(path: str) -> str:
     example = ",\n ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in _EXAMPLE.items())
     example = "{" + example + "}"
     return (f"write the stand-in {path + SUFFIX} describing the model, e.g.\n{example}\n"
-            f'(dtype: a numpy name or aclDataType; optional "fn": "module:function"), or call '
+            f'(dtype: a numpy name or aclDataType; optional "fn": "module:function"; dynamic '
+            f'shapes: -1 dims and "dynamic_batch_size": [1, 2, 4, 8], "dynamic_image_size": '
+            f'[[224, 224], [448, 448]] or "dynamic_dims": [[1, 224], [2, 448]]), or call '
             f"ascend_memsim.register_model({path!r}, spec, fn=None)")
 
 
@@ -349,26 +416,19 @@ def spec_for_file(path: object) -> ModelSpec:
     """The stand-in of the model file at ``path`` (registered, else its JSON); its ``fn`` not
     yet resolved (:func:`resolve_fn`).
 
-    DECISION: an empty model file fails as on hardware (GE ``ModelParserBase::LoadFromFile``
-    refuses a file of length 0 before reading it) even with a stand-in: the stand-in
-    replaces what the simulator cannot read, not a file the device could not load. A missing
-    file with a stand-in loads (the stand-in stands for the file the device has).
+    DECISION: a model file that is missing or empty (0 bytes) loads when a stand-in describes
+    it: the stand-in stands for the model the device has, and an empty file is how a program
+    that checks its model file exists (acllite's ``AclLiteModel``: ``os.path.isfile``) runs
+    without the real ``.om``. Without a stand-in an empty file is ACL_ERROR_INVALID_FILE, as on
+    hardware (GE ``ModelParserBase::LoadFromFile`` refuses a file of length 0).
 
     Raises:
-        InvalidFile: no stand-in and no file; an empty model file.
+        InvalidFile: no stand-in and no file; an empty model file without a stand-in.
         ModelParseError: no stand-in for an existing file; a malformed stand-in.
     """
     as_str(path, "model path")
     if "\0" in path:
         raise InvalidFile(f"model path {_show(path)} holds a NUL character")
-    try:
-        empty = os.path.isfile(path) and os.path.getsize(path) == 0
-    except OSError:       # gone between the two calls: the lookups below say so
-        empty = False
-    if empty:
-        raise InvalidFile(f"{path}: the model file is empty (0 bytes), which the runtime "
-                          f"cannot load; a stand-in does not change that (rebuild the model, "
-                          f"or remove the empty file and keep only {path + SUFFIX})")
     key = os.path.abspath(path)
     with _lock:
         found = _registered.get(key)
@@ -376,6 +436,10 @@ def spec_for_file(path: object) -> ModelSpec:
         return found
     json_path = path + SUFFIX
     if not os.path.isfile(json_path):
+        if _is_empty(path):
+            raise InvalidFile(f"{path}: the model file is empty (0 bytes), which the runtime "
+                              f"cannot load; with a stand-in beside it it loads: "
+                              f"{how_to(path)}")
         if os.path.isfile(path) and _starts_json(path):
             # DECISION: a model file that is itself a stand-in JSON loads, as its bytes do
             # with load_from_mem: so one file serves a program that loads from the file and
@@ -388,6 +452,13 @@ def spec_for_file(path: object) -> ModelSpec:
         raise InvalidFile(f"{path}: no such model file and no stand-in; {how_to(path)}")
     raw = _parse_json(_read_standin(json_path), json_path)
     return parse_spec(raw, json_path, os.path.dirname(os.path.abspath(json_path)))
+
+
+def _is_empty(path: str) -> bool:
+    try:
+        return os.path.isfile(path) and os.path.getsize(path) == 0
+    except OSError:       # gone between the two calls: the lookups that follow say so
+        return False
 
 
 def _starts_json(path: str) -> bool:

@@ -153,6 +153,8 @@ class TensorDesc(Handle):
     dims: tuple[int, ...] = ()
     format: int = int(Format.ND)
     name: str = ""
+    #: aclSetTensorConst: a copy of the constant value (None: not constant)
+    const: bytes | None = field(default=None, repr=False)
     _layout: Layout | None = field(default=None, init=False, repr=False)
     made_by = "aclCreateTensorDesc"
     destroyed_by = "aclDestroyTensorDesc"

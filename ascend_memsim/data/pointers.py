@@ -12,7 +12,8 @@ from ..memory.args import as_int, as_ptr, int_or_none, shown
 from ..memory.constants import RunMode
 from ..memory.errors import InvalidArgument, InvalidArgumentType, InvalidPointer
 
-__all__ = ["NPY_TYPES", "bytes_to_ptr", "numpy_to_ptr", "ptr_to_bytes", "ptr_to_numpy"]
+__all__ = ["NPY_TYPES", "bytes_to_ptr", "numpy_to_ptr", "numpy_contiguous_to_ptr",
+           "ptr_to_bytes", "ptr_to_numpy"]
 
 #: The largest numpy index (intp on a 64-bit host).
 _INTP_MAX = (1 << 63) - 1
@@ -58,6 +59,18 @@ def numpy_to_ptr(runtime, array: object) -> int:
     if not array.flags["C_CONTIGUOUS"]:
         array = array.copy(order="C")
     return runtime.host.register(array).ptr
+
+
+def numpy_contiguous_to_ptr(runtime, array: object) -> tuple[int, object]:
+    """acl.util.numpy_contiguous_to_ptr: ``(address, array)``, ``array`` C-contiguous (the
+    argument itself when it is, else a copy the caller must keep alive).
+
+    Raises:
+        InvalidArgumentType: as :func:`numpy_to_ptr`.
+    """
+    if type(array).__name__ == "ndarray" and not array.flags["C_CONTIGUOUS"]:
+        array = array.copy(order="C")
+    return numpy_to_ptr(runtime, array), array
 
 
 def _host_region(runtime, call: str, ptr: object, size: int, write: bool):

@@ -16,7 +16,8 @@ __all__ = [
     "InvalidDevice", "DeviceNotSet", "InvalidMemoryType", "FeatureNotSupported",
     "OutOfDeviceMemory", "OutOfHostMemory", "InvalidHandle", "StreamContextMismatch",
     "InternalError", "SanitizerError", "InvalidFile", "InvalidModelId", "ModelParseError",
-    "ModelInputMismatch", "ModelOutputMismatch", "OpInputMismatch", "OpOutputMismatch",
+    "ModelInputMismatch", "ModelOutputMismatch", "DynamicInputLengthInvalid",
+    "DynamicGearInvalid", "OpInputMismatch", "OpOutputMismatch",
     "OpNotFound", "UnsupportedDataType", "KernelError", "EventNotComplete",
     "RepeatSubscribe", "StreamNotSubscribed", "NoCallbackStream", "ThreadNotSubscribed",
     "CallbackTimeout", "ReservedFlagSet", "HostMemoryAlreadyRegistered",
@@ -179,6 +180,21 @@ class ModelOutputMismatch(AclError, ValueError):
     """A model's output dataset (or what its function returned) does not match."""
 
     code = ErrorCode.MODEL_OUTPUT_NOT_MATCH
+
+
+class DynamicInputLengthInvalid(AclError, ValueError):
+    """The dynamic input's buffer is too small for the gear's values, or the dims given to
+    aclmdlSetInputDynamicDims do not match the model's inputs (GE
+    ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID)."""
+
+    code = ErrorCode.GE_DYNAMIC_INPUT_LENGTH_INVALID
+
+
+class DynamicGearInvalid(AclError, ValueError):
+    """A batch size, image size or dims that is no gear of the model (GE
+    ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID)."""
+
+    code = ErrorCode.GE_DYNAMIC_BATCH_SIZE_INVALID
 
 
 class OpInputMismatch(AclError, ValueError):
