@@ -77,7 +77,7 @@ class VirtualMemory:
     def free_physical(self, handle: object) -> None:
         """aclrtFreePhysical (the memory goes when the last mapping does)."""
         found = self._space().free_physical(handle, self._device)
-        if found.released:
+        if found.released and found.shared is None:  # shared memory: its record tells
             self._emit(self._device(found.device_id), "free_physical", found)
 
     def mem_get_allocation_granularity(self, prop: object, option: object) -> int:
@@ -119,7 +119,7 @@ class VirtualMemory:
         sanitizer = self.runtime.sanitizer
         if sanitizer.on:
             sanitizer.unmapped(mapping)
-        if mapping.handle.released:
+        if mapping.handle.released and mapping.handle.shared is None:
             self._emit(self._device(mapping.device_id), "free_physical", mapping.handle)
 
     def mem_set_access(self, ptr: object, size: object, desc: object, count: object) -> None:
@@ -212,6 +212,12 @@ class VirtualMemory:
         space = self.space
         gone = [] if space is None else space.forget_device(device.device_id)
         for handle in gone:
+            shared = handle.shared
+            if shared is not None and shared.owner is not handle:
+                shared.release(handle)  # an imported handle: the exporter's memory stays
+                continue
+            if shared is not None:
+                shared.owner_reset()
             self._emit(device, "free_physical", handle)
         return [h for h in gone if h.refs]
 
