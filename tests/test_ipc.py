@@ -1,0 +1,297 @@
+"""Two simulated processes share device memory by an IPC key (hicann/runtime
+docs/zh/api_ref/11-07_IPC_memory_sharing.md); every documented misuse returns its code and a
+failed call changes nothing."""
+
+import pytest
+
+from ascend_memsim import MiB, Runtime, acl
+from ascend_memsim.memory.constants import ErrorCode
+
+DEFAULT, NO_PID_CHECK = 0, 1
+PARAM = ErrorCode.INVALID_PARAM            # 100000, the ACL layer (memory.cpp)
+RT_PARAM = ErrorCode.RT_PARAM_INVALID      # 107000, api_error.cc and the driver
+NO_PERMISSION = ErrorCode.RT_NO_PERMISSION  # 207006
+
+
+@pytest.fixture
+def procs():
+    """Process A (exporter, active) and process B on one machine, both on device 0."""
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer={"output": None}) as a:
+        b = a.spawn_process(sanitizer={"output": None})
+        acl.rt.set_device(0)
+        with b.as_current():
+            acl.rt.set_device(0)
+        yield a, b
+        b.close()
+
+
+def _write(ptr, data):
+    assert acl.rt.memcpy(ptr, len(data), acl.util.bytes_to_ptr(data), len(data), 1) == 0
+
+
+def _read(ptr, count):
+    host, _ = acl.rt.malloc_host(count)
+    assert acl.rt.memcpy(host, count, ptr, count, 2) == 0
+    data = acl.util.ptr_to_bytes(host, count)
+    acl.rt.free_host(host)
+    return data
+
+
+def _export(size=4096, flags=DEFAULT):
+    ptr, ret = acl.rt.malloc(size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    assert ret == 0
+    key, ret = acl.rt.ipc_mem_get_export_key(ptr, size, 65, flags)
+    assert ret == 0 and isinstance(key, str) and 0 < len(key) < 65
+    return ptr, key
+
+
+def test_two_processes_write_and_read_each_others_bytes(procs):
+    a, b = procs
+    ptr, key = _export()
+    with b.as_current():
+        pid, ret = acl.rt.device_get_bare_tgid()
+        assert (pid, ret) == (b.pid, 0) and pid != a.pid
+    assert acl.rt.ipc_mem_set_import_pid(key, [pid]) == 0
+    _write(ptr, b"from A")
+    with b.as_current():
+        mine, ret = acl.rt.ipc_mem_import_by_key(key, 0)
+        assert ret == 0 and mine != 0
+        assert _read(mine, 6) == b"from A"
+        _write(mine + 100, b"from B")
+    assert _read(ptr + 100, 6) == b"from B"
+    with b.as_current():
+        assert acl.rt.ipc_mem_close(key) == 0
+    assert acl.rt.ipc_mem_close(key) == 0
+    assert acl.rt.free(ptr) == 0
+    assert a.sanitizer.reports == [] and b.sanitizer.reports == []
+
+
+def test_bare_tgid_is_each_process_pid_and_needs_no_device(procs):
+    a, b = procs
+    assert acl.rt.device_get_bare_tgid() == (a.pid, 0)
+    c = a.spawn_process()
+    with c.as_current():
+        assert acl.rt.device_get_bare_tgid() == (c.pid, 0)   # no set_device in c
+    assert len({a.pid, b.pid, c.pid}) == 3
+    assert a.machine.process(c.pid) is c
+    c.close()
+
+
+def test_pid_validation_off_lets_any_process_import(procs):
+    # 11-07 flags: ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION "则无需调用 ... SetImportPid"
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    with b.as_current():
+        mine, ret = acl.rt.ipc_mem_import_by_key(key, 0)
+        assert ret == 0
+        assert acl.rt.ipc_mem_close(key) == 0
+
+
+def test_a_process_not_on_the_whitelist_is_refused(procs):
+    # 11-07 flags: DEFAULT "启用进程白名单校验"; the driver's refusal: DECISION 207006
+    a, b = procs
+    ptr, key = _export()
+    with b.as_current():
+        assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, NO_PERMISSION)
+        assert acl.rt.ipc_mem_close(key) == RT_PARAM   # nothing was opened
+    assert acl.rt.ipc_mem_set_import_pid(key, [b.pid + 100]) == 0
+    with b.as_current():
+        assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, NO_PERMISSION)
+
+
+def test_only_the_exporter_sets_the_whitelist(procs):
+    a, b = procs
+    ptr, key = _export()
+    with b.as_current():
+        assert acl.rt.ipc_mem_set_import_pid(key, [b.pid]) == RT_PARAM
+        assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, NO_PERMISSION)
+
+
+def test_set_import_pid_argument_rules(procs):
+    a, b = procs
+    ptr, key = _export()
+    # memory.cpp aclrtIpcMemSetImportPidImpl: pid NULL (an empty list) -> 100000
+    assert acl.rt.ipc_mem_set_import_pid(key, []) == PARAM
+    assert acl.rt.ipc_mem_set_import_pid(key, (b.pid,)) == PARAM     # pyacl: a list only
+    assert acl.rt.ipc_mem_set_import_pid(key, [2 ** 31]) == PARAM    # int32_t
+    assert acl.rt.ipc_mem_set_import_pid(123, [b.pid]) == PARAM      # pyacl "s": a str
+    assert acl.rt.ipc_mem_set_import_pid("no-such-key", [b.pid]) == RT_PARAM
+    with b.as_current():   # the failed calls granted nothing
+        assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, NO_PERMISSION)
+
+
+def test_export_argument_rules(procs):
+    a, b = procs
+    ptr, _ = acl.rt.malloc(4096, 0)
+    free_before = acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0]
+    # memory.cpp aclrtIpcMemGetExportKeyImpl: devPtr NULL -> 100000
+    assert acl.rt.ipc_mem_get_export_key(0, 4096, 65, 0) == ("", PARAM)
+    # api_error.cc IpcSetMemoryName: byteCount 0, len 0, flags > 1 -> 107000
+    assert acl.rt.ipc_mem_get_export_key(ptr, 0, 65, 0) == ("", RT_PARAM)
+    assert acl.rt.ipc_mem_get_export_key(ptr, 4096, 0, 0) == ("", RT_PARAM)
+    assert acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, 2) == ("", RT_PARAM)
+    # pyacl WrapAclRtIpcMemGetExportKey: "key len should be less than 1024"
+    assert acl.rt.ipc_mem_get_export_key(ptr, 4096, 1024, 0) == ("", PARAM)
+    # DECISIONs: the key does not fit; not a block's start; more than the block
+    assert acl.rt.ipc_mem_get_export_key(ptr, 4096, 64, 0) == ("", RT_PARAM)
+    assert acl.rt.ipc_mem_get_export_key(ptr + 64, 64, 65, 0) == ("", RT_PARAM)
+    assert acl.rt.ipc_mem_get_export_key(ptr, 4097, 65, 0) == ("", RT_PARAM)
+    assert acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, 0.5)[1] == PARAM
+    assert a.machine.ipc_keys == {}
+    assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == free_before
+    acl.rt.free(ptr)
+
+
+def test_calls_need_a_current_device(procs):
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    c = a.spawn_process()
+    with c.as_current():
+        assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, ErrorCode.RT_CONTEXT_NULL)
+        assert acl.rt.ipc_mem_close(key) == ErrorCode.RT_CONTEXT_NULL
+    c.close()
+
+
+def test_import_rules(procs):
+    a, b = procs
+    ptr, key = _export()
+    acl.rt.ipc_mem_set_import_pid(key, [b.pid, a.pid])
+    # only across processes (11-07: A exports, B imports): DECISION 107000 in A itself
+    assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, RT_PARAM)
+    with b.as_current():
+        # api_error.cc IpcOpenMemory: flags above ENABLE_PEER_ACCESS -> 107000
+        assert acl.rt.ipc_mem_import_by_key(key, 2) == (0, RT_PARAM)
+        assert acl.rt.ipc_mem_import_by_key("memsim-ipc-0-0", 0) == (0, RT_PARAM)
+        assert acl.rt.ipc_mem_import_by_key(None, 0) == (0, PARAM)
+        assert b.vmm.space is None or not b.vmm.space.reservations
+        # a process may open a key twice (the runtime keeps a list of addresses per key)
+        first, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+        second, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+        assert first != second
+        _write(first, b"same")
+        assert _read(second, 4) == b"same"
+        assert acl.rt.ipc_mem_close(key) == 0 and acl.rt.ipc_mem_close(key) == 0
+        assert acl.rt.ipc_mem_close(key) == RT_PARAM
+        assert not b.vmm.space.reservations   # both imports gave their range back
+
+
+def test_exporter_close_destroys_the_key(procs):
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    assert acl.rt.ipc_mem_close(key) == 0
+    assert acl.rt.ipc_mem_close(key) == RT_PARAM
+    with b.as_current():
+        assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, RT_PARAM)
+    assert a.sanitizer.reports == []
+    acl.rt.free(ptr)
+
+
+def test_exporter_closing_before_an_importer_is_a_finding(procs):
+    # 11-07 aclrtIpcMemClose: every importer closes first, "否则可能导致异常"
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    with b.as_current():
+        mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+    assert acl.rt.ipc_mem_close(key) == 0
+    [report] = a.sanitizer.reports
+    assert report.kind == "ipc-close-order" and report.call == "aclrtIpcMemClose"
+    assert str(b.pid) in report.where
+    with b.as_current():
+        _write(mine, b"still mapped")     # the block is live: the bytes still reach it
+        assert acl.rt.ipc_mem_close(key) == 0
+    assert a.machine.ipc_keys == {}
+    acl.rt.free(ptr)
+
+
+def test_strict_mode_refuses_the_close_and_changes_nothing():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"mode": "strict", "output": None}) as a:
+        b = a.spawn_process(sanitizer={"output": None})
+        acl.rt.set_device(0)
+        ptr, key = _export(flags=NO_PID_CHECK)
+        with b.as_current():
+            acl.rt.set_device(0)
+            acl.rt.ipc_mem_import_by_key(key, 0)
+        assert acl.rt.ipc_mem_close(key) == RT_PARAM   # SanitizerError: 107000
+        assert key in a.machine.ipc_keys and not a.machine.ipc_keys[key].closed
+        with b.as_current():
+            assert acl.rt.ipc_mem_close(key) == 0
+        assert acl.rt.ipc_mem_close(key) == 0
+        acl.rt.free(ptr)
+        b.close()
+
+
+def test_use_after_the_exporter_freed_is_reported(procs):
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    with b.as_current():
+        mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+    assert acl.rt.free(ptr) == 0
+    assert [r.kind for r in a.sanitizer.reports] == ["ipc-close-order"]
+    assert a.sanitizer.reports[0].call == "aclrtFree"
+    with b.as_current():
+        assert acl.rt.memset(mine, 16, 0, 16) != 0
+        [report] = b.sanitizer.reports
+        assert report.kind == "use-after-free" and "exporting process freed it" in report.where
+        assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, RT_PARAM)   # the block is gone
+        assert acl.rt.ipc_mem_close(key) == 0
+
+
+def test_set_attr_rules():
+    # 11-07 aclrtIpcMemSetAttr: Atlas A3 only; api_error.cc IpcSetMemoryAttr: type and attr
+    with Runtime("A3", hbm_bytes=64 * MiB) as a:
+        acl.rt.set_device(0)
+        ptr, key = _export(flags=NO_PID_CHECK)
+        assert acl.rt.ipc_mem_set_attr(key, acl.ACL_RT_IPC_MEM_ATTR_ACCESS_LINK,
+                                       acl.ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS) == 0
+        assert a.machine.ipc_keys[key].link == 1
+        assert acl.rt.ipc_mem_set_attr(key, 1, 0) == RT_PARAM
+        assert acl.rt.ipc_mem_set_attr(key, 0, 4) == RT_PARAM
+        assert a.machine.ipc_keys[key].link == 1
+        acl.rt.ipc_mem_close(key)
+        acl.rt.free(ptr)
+    with Runtime("A2", hbm_bytes=64 * MiB) as a:
+        acl.rt.set_device(0)
+        ptr, key = _export(flags=NO_PID_CHECK)
+        assert acl.rt.ipc_mem_set_attr(key, 0, 1) == ErrorCode.RT_FEATURE_NOT_SUPPORT
+        acl.rt.ipc_mem_close(key)
+        acl.rt.free(ptr)
+
+
+def test_a_copy_from_another_device_needs_p2p_memory_and_peer_access():
+    # 11-07 constraints: B on device 1 uses A's device-0 memory; 04 aclrtDeviceEnablePeerAccess
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer={"output": None}) as a:
+        b = a.spawn_process(sanitizer={"output": None})
+        acl.rt.set_device(0)
+        ptr, _ = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST_P2P)
+        key, _ = acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, NO_PID_CHECK)
+        _write(ptr, b"p2p")
+        with b.as_current():
+            acl.rt.set_device(1)
+            mine, ret = acl.rt.ipc_mem_import_by_key(key, 0)
+            local, _ = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST_P2P)
+            assert acl.rt.memcpy(local, 3, mine, 3, acl.ACL_MEMCPY_DEVICE_TO_DEVICE) == RT_PARAM
+            acl.rt.ipc_mem_close(key)
+            # ENABLE_PEER_ACCESS: the import enables it (api_impl_standard_soc.cc IpcOpenMemory)
+            mine, ret = acl.rt.ipc_mem_import_by_key(
+                key, acl.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
+            assert ret == 0 and acl.rt.device_peer_access_status(1, 0) == (1, 0)
+            assert acl.rt.memcpy(local, 3, mine, 3, acl.ACL_MEMCPY_DEVICE_TO_DEVICE) == 0
+            assert _read(local, 3) == b"p2p"
+            acl.rt.ipc_mem_close(key)
+            acl.rt.free(local)
+        acl.rt.ipc_mem_close(key)
+        acl.rt.free(ptr)
+        b.close()
+
+
+def test_a_process_that_ends_closes_its_imports_and_keys(procs):
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    with b.as_current():
+        acl.rt.ipc_mem_import_by_key(key, 0)
+    b.close()
+    assert a.machine.ipc_keys[key].imports == {}
+    a_key = key
+    acl.rt.ipc_mem_close(a_key)
+    assert a.sanitizer.reports == []      # B's end closed its import first
+    acl.rt.free(ptr)
