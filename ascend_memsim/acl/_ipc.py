@@ -70,16 +70,16 @@ def mem_export_to_shareable_handle_v2(handle: int, flags: int, share_type: int) 
 @_face()
 def mem_set_pid_to_shareable_handle_v2(shareable_handle: Any, share_type: int,
                                        pid: list) -> None:
-    """aclrtMemSetPidToShareableHandleV2: ``ret``. Not in pyacl (pyrt_methods.cpp binds no
-    such function): for teaching."""
+    """aclrtMemSetPidToShareableHandleV2: ``ret``.
+    Not in pyacl (pyrt_methods.cpp binds no such function): for teaching."""
     shareable(current_runtime()).set_pid_v2(shareable_handle, share_type, pid)
 
 
 @_face(0)
 def mem_import_from_shareable_handle_v2(shareable_handle: Any, share_type: int,
                                         flags: int) -> int:
-    """aclrtMemImportFromShareableHandleV2: ``handle, ret``, on the current device. Not in
-    pyacl (pyrt_methods.cpp binds no such function): for teaching."""
+    """aclrtMemImportFromShareableHandleV2: ``handle, ret``, on the current device.
+    Not in pyacl (pyrt_methods.cpp binds no such function): for teaching."""
     return shareable(current_runtime()).import_v2(shareable_handle, share_type, flags)
 
 
@@ -106,8 +106,8 @@ def ipc_mem_import_by_key(key: str, flags: int) -> int:
 
 @_face()
 def ipc_mem_set_attr(key: str, attr_type: int, attr: int) -> None:
-    """aclrtIpcMemSetAttr: ``ret`` (Atlas A3 only). Not in pyacl (pyrt_methods.cpp binds no
-    such function): for teaching."""
+    """aclrtIpcMemSetAttr: ``ret`` (Atlas A3 only).
+    Not in pyacl (pyrt_methods.cpp binds no such function): for teaching."""
     ipc_memory(current_runtime()).set_attr(key, attr_type, attr)
 
 
