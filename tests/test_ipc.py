@@ -79,18 +79,18 @@ def test_bare_tgid_is_each_process_pid_and_needs_no_device(procs):
 
 def test_pid_validation_off_lets_any_process_import(procs):
     # 11-07 flags: ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION "则无需调用 ... SetImportPid"
-    a, b = procs
-    ptr, key = _export(flags=NO_PID_CHECK)
+    _a, b = procs
+    _ptr, key = _export(flags=NO_PID_CHECK)
     with b.as_current():
-        mine, ret = acl.rt.ipc_mem_import_by_key(key, 0)
+        _mine, ret = acl.rt.ipc_mem_import_by_key(key, 0)
         assert ret == 0
         assert acl.rt.ipc_mem_close(key) == 0
 
 
 def test_a_process_not_on_the_whitelist_is_refused(procs):
     # 11-07 flags: DEFAULT "启用进程白名单校验"; the driver's refusal: DECISION 207006
-    a, b = procs
-    ptr, key = _export()
+    _a, b = procs
+    _ptr, key = _export()
     with b.as_current():
         assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, NO_PERMISSION)
         assert acl.rt.ipc_mem_close(key) == RT_PARAM   # nothing was opened
@@ -100,16 +100,16 @@ def test_a_process_not_on_the_whitelist_is_refused(procs):
 
 
 def test_only_the_exporter_sets_the_whitelist(procs):
-    a, b = procs
-    ptr, key = _export()
+    _a, b = procs
+    _ptr, key = _export()
     with b.as_current():
         assert acl.rt.ipc_mem_set_import_pid(key, [b.pid]) == RT_PARAM
         assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, NO_PERMISSION)
 
 
 def test_set_import_pid_argument_rules(procs):
-    a, b = procs
-    ptr, key = _export()
+    _a, b = procs
+    _ptr, key = _export()
     # memory.cpp aclrtIpcMemSetImportPidImpl: pid NULL (an empty list) -> 100000
     assert acl.rt.ipc_mem_set_import_pid(key, []) == PARAM
     assert acl.rt.ipc_mem_set_import_pid(key, (b.pid,)) == PARAM     # pyacl: a list only
@@ -121,7 +121,7 @@ def test_set_import_pid_argument_rules(procs):
 
 
 def test_export_argument_rules(procs):
-    a, b = procs
+    a, _b = procs
     ptr, _ = acl.rt.malloc(4096, 0)
     free_before = acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0]
     # memory.cpp aclrtIpcMemGetExportKeyImpl: devPtr NULL -> 100000
@@ -143,8 +143,8 @@ def test_export_argument_rules(procs):
 
 
 def test_calls_need_a_current_device(procs):
-    a, b = procs
-    ptr, key = _export(flags=NO_PID_CHECK)
+    a, _b = procs
+    _ptr, key = _export(flags=NO_PID_CHECK)
     c = a.spawn_process()
     with c.as_current():
         assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, ErrorCode.RT_CONTEXT_NULL)
@@ -154,7 +154,7 @@ def test_calls_need_a_current_device(procs):
 
 def test_import_rules(procs):
     a, b = procs
-    ptr, key = _export()
+    _ptr, key = _export()
     acl.rt.ipc_mem_set_import_pid(key, [b.pid, a.pid])
     # only across processes (11-07: A exports, B imports): DECISION 107000 in A itself
     assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, RT_PARAM)

@@ -86,7 +86,7 @@ def test_two_processes_share_a_handle_and_each_others_bytes(procs):
 
 def test_one_shareable_handle_per_handle(procs):
     # 11-04: "handle与shareableHandle是一一对应 ... 重复调用本接口导出时则会返回报错"
-    a, b = procs
+    _a, b = procs
     handle, _ = acl.rt.malloc_physical(SEG, _prop(), 0)
     shared, _ = acl.rt.mem_export_to_shareable_handle(handle, 0, NO_PID_CHECK)
     assert acl.rt.mem_export_to_shareable_handle(handle, 0, NO_PID_CHECK) == (0, RT_PARAM)
@@ -111,7 +111,7 @@ def test_import_only_in_another_process(procs):
 
 def test_the_whitelist(procs):
     # 11-04 flags: DEFAULT "启用进程白名单校验" (DECISION: 207006 for a pid not on it)
-    a, b = procs
+    _a, b = procs
     handle, _ = acl.rt.malloc_physical(SEG, _prop(), 0)
     shared, _ = acl.rt.mem_export_to_shareable_handle(handle, 0, 0)
     with b.as_current():
@@ -134,7 +134,7 @@ def test_the_whitelist(procs):
 
 
 def test_export_argument_rules(procs):
-    a, b = procs
+    a, _b = procs
     handle, _ = acl.rt.malloc_physical(SEG, _prop(), 0)
     # memory.cpp aclrtMemExportToShareableHandleImpl: NULL handle, handleType != NONE -> 100000
     assert acl.rt.mem_export_to_shareable_handle(0, 0, 0) == (0, PARAM)
@@ -156,7 +156,7 @@ def test_export_argument_rules(procs):
 
 
 def test_v2_calls_and_their_flags(procs):
-    a, b = procs
+    _a, b = procs
     handle, _ = acl.rt.malloc_physical(SEG, _prop(), 0)
     shared, ret = acl.rt.mem_export_to_shareable_handle_v2(handle, 0, 1)
     assert ret == 0
@@ -195,7 +195,7 @@ def test_fabric_handles_on_a3():
 def test_import_onto_another_device_needs_peer_access(procs):
     # 11-04: "支持 ... 生成另一个Device上的handle"; "若跨Device, 则还需配合
     # aclrtDeviceEnablePeerAccess接口使用"
-    a, b = procs
+    _a, b = procs
     handle, _ = acl.rt.malloc_physical(SEG, _prop(), 0)
     shared, _ = acl.rt.mem_export_to_shareable_handle(handle, 0, NO_PID_CHECK)
     with b.as_current():
@@ -213,7 +213,7 @@ def test_import_onto_another_device_needs_peer_access(procs):
 
 def test_after_the_exporter_freed_no_new_import(procs):
     # 11-04: the exporter's aclrtFreePhysical "实现销毁shareableHandle"
-    a, b = procs
+    _a, b = procs
     before = _free()
     handle, _ = acl.rt.malloc_physical(SEG, _prop(), 0)
     shared, _ = acl.rt.mem_export_to_shareable_handle(handle, 0, NO_PID_CHECK)
@@ -224,7 +224,7 @@ def test_after_the_exporter_freed_no_new_import(procs):
 
 
 def test_an_importer_that_ends_lets_go(procs):
-    a, b = procs
+    _a, b = procs
     before = _free()
     handle, _ = acl.rt.malloc_physical(SEG, _prop(), 0)
     shared, _ = acl.rt.mem_export_to_shareable_handle(handle, 0, NO_PID_CHECK)
