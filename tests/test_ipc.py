@@ -295,3 +295,29 @@ def test_a_process_that_ends_closes_its_imports_and_keys(procs):
     acl.rt.ipc_mem_close(a_key)
     assert a.sanitizer.reports == []      # B's end closed its import first
     acl.rt.free(ptr)
+
+
+def test_statistics_and_traces_count_sharing_per_process(procs):
+    from ascend_memsim.observe.stats import MemoryStats
+    from ascend_memsim.observe.trace import Recorder
+
+    a, b = procs
+    stats_a, stats_b = MemoryStats.attach(a), MemoryStats.attach(b)
+    with Recorder(b) as recorder:
+        ptr, key = _export(flags=NO_PID_CHECK)
+        with b.as_current():
+            mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+            assert stats_b.snapshot(0)["imported_bytes.current"] == 4096
+            acl.rt.ipc_mem_close(key)
+        acl.rt.ipc_mem_close(key)
+        acl.rt.free(ptr)
+    snap_a, snap_b = stats_a.snapshot(0), stats_b.snapshot(0)
+    assert (snap_a["num_ipc_exports"], snap_a["num_ipc_closes"]) == (1, 1)
+    assert "imported_bytes.current" not in snap_a
+    # the importer's device pools never count the exporter's memory
+    assert snap_b["footprint_bytes.all.current"] == 0
+    assert (snap_b["num_ipc_imports"], snap_b["imported_bytes.current"],
+            snap_b["imported_bytes.peak"]) == (1, 0, 4096)
+    events = [(e["event"], e.get("role")) for e in recorder.trace.events]
+    assert events == [("ipc_import", None), ("ipc_close", "importer")]
+    assert recorder.trace.events[0]["ptr"] == mine and recorder.trace.events[0]["key"] == key

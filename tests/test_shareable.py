@@ -290,3 +290,24 @@ def test_memory_goes_back_exactly_when_the_last_holder_lets_go(steps, importers)
         a.device(0).check_invariants()
         for rt in others:
             rt.close()
+
+
+def test_statistics_count_shared_memory_once_in_the_exporter(procs):
+    from ascend_memsim.observe.stats import MemoryStats
+
+    a, b = procs
+    stats_a, stats_b = MemoryStats.attach(a), MemoryStats.attach(b)
+    handle, _ = acl.rt.malloc_physical(SEG, _prop(), 0)
+    shared, _ = acl.rt.mem_export_to_shareable_handle(handle, 0, NO_PID_CHECK)
+    with b.as_current():
+        mine, _ = acl.rt.mem_import_from_shareable_handle(shared, 0)
+    acl.rt.free_physical(handle)
+    assert stats_a.snapshot(0)["footprint_bytes.physical.current"] == SEG   # B still holds it
+    snap_b = stats_b.snapshot(0)
+    assert snap_b["imported_bytes.current"] == SEG and snap_b["num_shareable_imports"] == 1
+    assert snap_b["footprint_bytes.all.current"] == 0
+    with b.as_current():
+        acl.rt.free_physical(mine)
+    assert stats_a.snapshot(0)["footprint_bytes.physical.current"] == 0
+    assert stats_a.snapshot(0)["num_shareable_exports"] == 1
+    assert stats_b.snapshot(0)["imported_bytes.current"] == 0

@@ -56,7 +56,7 @@ from ..memory.physical import PhysicalHandle, PhysicalProp
 from ..memory.rules import Page
 from ..memory.vmm import Mapping
 from .peer import peer_access
-from .sharing import parse_pids
+from .sharing import emit, parse_pids
 
 __all__ = ["IpcExport", "IpcMemory", "ImportedMapping", "ipc_memory"]
 
@@ -160,6 +160,8 @@ class IpcMemory:
                 block.extra = {}  # the bytes' slot, shared with every importer
             machine.ipc_keys[key] = record
             self._exported.setdefault(block.ptr, []).append(record)
+        emit(self.runtime, "ipc_export", self.runtime.device_holding(block.ptr),
+             {"key": key, "ptr": block.ptr, "size": size})
         return key
 
     def _watch(self) -> None:
@@ -270,6 +272,9 @@ class IpcMemory:
             peer = peer_access(runtime)
             with peer.lock:
                 peer.enabled.add((current, block.device_id))
+        emit(runtime, "ipc_import", runtime.current_device_or_none(),
+             {"key": key, "ptr": mapping.ptr, "size": record.size,
+              "exporter": record.runtime.pid, "memory_device": block.device_id})
         return mapping.ptr
 
     def close_key(self, key: object) -> None:
@@ -301,6 +306,9 @@ class IpcMemory:
                 del machine.ipc_keys[key]
         if mapping is not None:
             _unmap(runtime, mapping, remember=False)
+        emit(runtime, "ipc_close", runtime.current_device_or_none(),
+             {"key": key, "ptr": record.block.ptr if mapping is None else mapping.ptr,
+              "size": record.size, "role": "exporter" if mapping is None else "importer"})
 
     def _record(self, key: str, call: str) -> IpcExport:
         record = self.runtime.machine.ipc_keys.get(key)

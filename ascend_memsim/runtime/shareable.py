@@ -45,7 +45,7 @@ from ..memory.errors import (
 )
 from ..memory.physical import PhysicalHandle
 from .peer import peer_access
-from .sharing import INT32, parse_pids
+from .sharing import INT32, emit, parse_pids
 
 __all__ = ["SharedPhysical", "Shareable", "shareable"]
 
@@ -83,11 +83,17 @@ class SharedPhysical:
             if handle is self.owner:
                 # The exporter's aclrtFreePhysical "实现销毁shareableHandle": no new import.
                 machine.shareable.pop(self.value, None)
+            importer = None
             for pid, imported in list(self.importers.items()):
                 if imported is handle:
                     del self.importers[pid]
+                    importer = machine.processes.get(pid)
             last = not self.holders and not self.memory_gone
             self.memory_gone = self.memory_gone or last
+        if importer is not None:
+            emit(importer, "shareable_release", importer._table.made(handle.device_id),
+                 {"handle": handle.handle, "size": handle.size, "footprint": handle.footprint,
+                  "shareable": _plain(self.value)})
         if last:
             vmm = self.runtime.vmm
             device = self.runtime._table.made(self.owner.device_id)
@@ -158,7 +164,10 @@ class Shareable:
                 found.extra = {}  # the bytes' slot, shared with every importer
             found.shared = record
             machine.shareable[shared_value] = record
-            return shared_value
+        emit(self.runtime, "shareable_export", self.runtime._table.made(found.device_id),
+             {"handle": found.handle, "size": found.size, "footprint": found.footprint,
+              "shareable": _plain(shared_value)})
+        return shared_value
 
     def _fabric_supported(self, kind: SharedHandleType, call: str) -> None:
         if kind is SharedHandleType.FABRIC and self.runtime.profile.name != "A3":
@@ -244,7 +253,10 @@ class Shareable:
             imported = space.adopt(make)
             record.importers[runtime.pid] = imported
             record.holders.append(imported)
-            return imported.handle
+        emit(runtime, "shareable_import", runtime._table.get(device_id),
+             {"handle": imported.handle, "size": imported.size, "footprint": imported.footprint,
+              "shareable": _plain(value), "exporter": record.runtime.pid})
+        return imported.handle
 
     def _record(self, value: int | bytes, call: str) -> SharedPhysical:
         record = self.runtime.machine.shareable.get(value)
@@ -277,6 +289,11 @@ def _v2_value(shareable: object, call: str) -> int | bytes:
     if value == 0:
         raise InvalidArgument(f"{call}: shareable_handle is NULL")
     return value
+
+
+def _plain(value: int | bytes) -> int | str:
+    """A shareable handle as a trace keeps it (a fabric handle as hex)."""
+    return value.hex() if isinstance(value, bytes) else value
 
 
 def _fabric_value(pid: int, serial: int) -> bytes:

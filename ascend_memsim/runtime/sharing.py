@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..memory.args import as_int, shown
 from ..memory.errors import InvalidArgument, InvalidArgumentType
 
-__all__ = ["INT32", "parse_pids"]
+__all__ = ["INT32", "emit", "parse_pids"]
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 
@@ -33,3 +33,14 @@ def parse_pids(pids: object, call: str) -> frozenset[int]:
     if not values:
         raise InvalidArgument(f"{call}: the pid list is empty")
     return frozenset(as_int(value, "pid", *INT32) for value in values)
+
+
+def emit(runtime, event: str, device, info: dict) -> None:
+    """Tell ``runtime``'s observers (statistics, traces) about a sharing event, with plain
+    values (a trace records them as they are): ``ipc_export``, ``ipc_import``, ``ipc_close``,
+    ``shareable_export``, ``shareable_import``, ``shareable_release``. Nothing when no
+    observer sees the event."""
+    table = runtime._table
+    if device is not None and table.wants(event):
+        for observer in table.observers_of(event):
+            observer(event, device, info)
