@@ -321,3 +321,41 @@ def test_statistics_and_traces_count_sharing_per_process(procs):
     events = [(e["event"], e.get("role")) for e in recorder.trace.events]
     assert events == [("ipc_import", None), ("ipc_close", "importer")]
     assert recorder.trace.events[0]["ptr"] == mine and recorder.trace.events[0]["key"] == key
+
+
+def test_copy_rules_for_memory_of_another_device():
+    # 11-07 约束说明, for B on another device than A's memory: no ACL_MEMCPY_DEFAULT, no host
+    # end (sync or async), no synchronous copy within one device (async allowed); on the
+    # same device "不存在以下要求"
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer={"output": None}) as a:
+        b = a.spawn_process(sanitizer={"output": None})
+        acl.rt.set_device(0)
+        ptr, _ = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST_P2P)
+        key, _ = acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, NO_PID_CHECK)
+        _write(ptr, b"abcd")
+        with b.as_current():
+            acl.rt.set_device(0)
+            near, _ = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST_P2P)
+            acl.rt.set_device(1)
+            mine, _ = acl.rt.ipc_mem_import_by_key(
+                key, acl.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
+            far, _ = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST_P2P)
+            host, _ = acl.rt.malloc_host(64)
+            stream, _ = acl.rt.create_stream()
+            assert acl.rt.memcpy(far, 4, mine, 4, acl.ACL_MEMCPY_DEFAULT) == RT_PARAM
+            assert acl.rt.memcpy(host, 4, mine, 4, acl.ACL_MEMCPY_DEVICE_TO_HOST) == RT_PARAM
+            assert acl.rt.memcpy_async(host, 4, mine, 4, 2, stream) == RT_PARAM
+            assert acl.rt.memcpy(near, 4, mine, 4, 3) == RT_PARAM   # both on device 0
+            assert acl.rt.memcpy_async(near, 4, mine, 4, 3, 0) == 0
+            assert acl.rt.memcpy(far, 4, mine, 4, acl.ACL_MEMCPY_DEVICE_TO_DEVICE) == 0
+            assert acl.rt.synchronize_device() == 0
+            acl.rt.memcpy(host, 4, far, 4, 2)
+            assert acl.util.ptr_to_bytes(host, 4) == b"abcd"
+            acl.rt.set_device(0)   # now the memory's own device: no such rule
+            assert acl.rt.memcpy(host, 4, mine, 4, acl.ACL_MEMCPY_DEFAULT) == 0
+            acl.rt.set_device(1)
+            acl.rt.destroy_stream(stream)
+            acl.rt.ipc_mem_close(key)
+        acl.rt.ipc_mem_close(key)
+        acl.rt.free(ptr)
+        b.close()

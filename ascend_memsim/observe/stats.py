@@ -175,7 +175,7 @@ class MemoryStats:
                 now = counts.get("imported_bytes.current", 0) + size
                 counts["imported_bytes.current"] = now
                 counts["imported_bytes.peak"] = max(counts.get("imported_bytes.peak", 0), now)
-            elif (event == "ipc_close" and info.get("role") == "importer"
+            elif ((event == "ipc_close" and info.get("role") == "importer")
                   or event == "shareable_release"):
                 counts["imported_bytes.current"] = counts.get("imported_bytes.current", 0) - size
 
