@@ -359,3 +359,75 @@ def test_copy_rules_for_memory_of_another_device():
         acl.rt.ipc_mem_close(key)
         acl.rt.free(ptr)
         b.close()
+
+
+def test_an_import_is_closed_by_ipc_mem_close_not_unmapped(procs):
+    # DECISION: aclrtIpcMemClose ends an import; aclrtUnmapMem and retain refuse its address
+    _a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    with b.as_current():
+        mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+        assert acl.rt.unmap_mem(mine) == RT_PARAM
+        assert acl.rt.mem_retain_allocation_handle(mine) == (0, RT_PARAM)
+        assert acl.rt.pointer_get_attributes(mine)[0]["location"]["type"] == 1
+        b.vmm.space.check_invariants()
+        assert acl.rt.ipc_mem_close(key) == 0
+        assert acl.rt.pointer_get_attributes(mine)[0]["location"]["type"] == 2
+    acl.rt.ipc_mem_close(key)
+    acl.rt.free(ptr)
+
+
+def test_processes_share_memory_from_several_threads_without_a_deadlock():
+    """The exporter frees IPC blocks (device lock, then the importer's address space) while
+    the importer lets go of shared physical handles (its address space, then the exporter's
+    device): each keeps one order of locks, so neither waits for the other for ever."""
+    import threading
+
+    from ascend_memsim.runtime.ipc import ipc_memory
+    from ascend_memsim.runtime.shareable import shareable
+
+    with Runtime("A2", hbm_bytes=256 * MiB, sanitizer="off") as a:
+        b = a.spawn_process(sanitizer="off")
+        prop = {"handleType": 0, "allocationType": 0, "memAttr": acl.ACL_HBM_MEM_HUGE,
+                "location": {"id": 0, "type": 1}, "reserve": 0}
+        rounds = 60
+        keys, shared = [], []
+        a.set_device(0)
+        b.set_device(0)
+        for _ in range(rounds):
+            ptr = a.malloc(4096)
+            key = ipc_memory(a).get_export_key(ptr, 4096, 65, 1)
+            ipc_memory(b).import_by_key(key, 0)
+            keys.append((ptr, key))
+            handle = a.vmm.malloc_physical(2 * MiB, prop, 0)
+            value = shareable(a).export(handle, 0, 1)
+            shared.append(shareable(b).import_(value, 0))
+            a.vmm.free_physical(handle)        # B's import keeps the memory
+        errors = []
+
+        def exporter():
+            try:
+                a.set_device(0)
+                for ptr, _ in keys:
+                    a.free(ptr)
+            except Exception as error:  # pragma: no cover - reported below
+                errors.append(error)
+
+        def importer():
+            try:
+                b.set_device(0)
+                for handle in shared:
+                    b.vmm.free_physical(handle)
+            except Exception as error:  # pragma: no cover - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=exporter), threading.Thread(target=importer)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(t.is_alive() for t in threads), "deadlock"
+        assert errors == []
+        assert a.get_mem_info(acl.ACL_HBM_MEM)[0] == a.get_mem_info(acl.ACL_HBM_MEM)[1]
+        a.device(0).check_invariants()
+        b.close()

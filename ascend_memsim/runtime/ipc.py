@@ -109,6 +109,9 @@ class IpcExport:
     def release(self, handle: object) -> None:
         """Nothing to give back: the block is the exporter's (see PhysicalHandle.shared)."""
 
+    def settle(self) -> None:
+        """Nothing to settle (see :meth:`release`)."""
+
 
 class IpcMemory:
     """The 11-07 calls of one process (``Runtime.extension("ipc")``)."""
@@ -175,7 +178,9 @@ class IpcMemory:
     def _observe(self, event: str, device: Any, info: dict) -> None:
         blocks = [info["block"]] if event == "free" else info.get("blocks", ())
         for block in blocks:
-            for record in self._exported.pop(block.ptr, ()):
+            with self.runtime.machine.lock:
+                records = self._exported.pop(block.ptr, ())
+            for record in records:
                 if record.block is block:
                     self._exporter_freed(record, event)
 

@@ -71,35 +71,48 @@ class SharedPhysical:
         self.importers: dict[int, PhysicalHandle] = {}
         #: handles (exporter's and importers') that still hold the memory
         self.holders: list[PhysicalHandle] = [owner]
-        #: the exporter's device was reset: its heap (and this memory) is gone
+        #: the exporter's device was reset, or the memory went back: nothing to give back
         self.memory_gone = False
+        #: what settle() still has to do: (importer, handle) releases to tell, give back
+        self._released: list = []
+        self._give_back = False
 
     def release(self, handle: PhysicalHandle) -> None:
-        """``handle`` lets go (freed and unmapped, or its device reset); the last holder
-        gives the memory back to the exporter's device."""
+        """``handle`` lets go (freed and unmapped, or its device reset). Called under the
+        holder's address-space lock, so it only keeps the books: the last holder's memory
+        goes back to the exporter's device in :meth:`settle`, which the caller runs after
+        that lock is released (a device lock is never taken inside another process's
+        address-space lock: the exporter's aclrtFree takes them the other way round)."""
         machine = self.runtime.machine
         with machine.lock:
             self.holders = [h for h in self.holders if h is not handle]
             if handle is self.owner:
                 # The exporter's aclrtFreePhysical "实现销毁shareableHandle": no new import.
                 machine.shareable.pop(self.value, None)
-            importer = None
             for pid, imported in list(self.importers.items()):
                 if imported is handle:
                     del self.importers[pid]
-                    importer = machine.processes.get(pid)
-            last = not self.holders and not self.memory_gone
-            self.memory_gone = self.memory_gone or last
-        if importer is not None:
-            emit(importer, "shareable_release", importer._table.made(handle.device_id),
-                 {"handle": handle.handle, "size": handle.size, "footprint": handle.footprint,
-                  "shareable": _plain(self.value)})
-        if last:
-            vmm = self.runtime.vmm
+                    self._released.append((machine.processes.get(pid), handle))
+            if not self.holders and not self.memory_gone:
+                self.memory_gone = self._give_back = True
+
+    def settle(self) -> None:
+        """Tell importers' observers of their releases, and give the memory back to the
+        exporter's device when the last holder let go (see :meth:`release`)."""
+        machine = self.runtime.machine
+        with machine.lock:
+            released, self._released = self._released, []
+            give_back, self._give_back = self._give_back, False
+        for importer, handle in released:
+            if importer is not None:
+                emit(importer, "shareable_release", importer._table.made(handle.device_id),
+                     {"handle": handle.handle, "size": handle.size,
+                      "footprint": handle.footprint, "shareable": _plain(self.value)})
+        if give_back:
             device = self.runtime._table.made(self.owner.device_id)
             if device is not None:
                 device.give_physical(self.owner.phys)
-                vmm._emit(device, "free_physical", self.owner)
+                self.runtime.vmm._emit(device, "free_physical", self.owner)
 
     def owner_reset(self) -> None:
         """The exporter's device was reset: the memory went with its heap; the shareable
