@@ -431,3 +431,19 @@ def test_processes_share_memory_from_several_threads_without_a_deadlock():
         assert a.get_mem_info(acl.ACL_HBM_MEM)[0] == a.get_mem_info(acl.ACL_HBM_MEM)[1]
         a.device(0).check_invariants()
         b.close()
+
+
+def test_the_exporters_reset_ends_its_exports(procs):
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    with b.as_current():
+        mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+    acl.rt.reset_device(0)      # A's block goes with its device (a leak in A)
+    acl.rt.set_device(0)
+    with b.as_current():
+        assert acl.rt.memset(mine, 16, 0, 16) == RT_PARAM
+        assert [r.kind for r in b.sanitizer.reports] == ["use-after-free"]
+        assert acl.rt.ipc_mem_import_by_key(key, 0) == (0, RT_PARAM)
+        assert acl.rt.ipc_mem_close(key) == 0
+    assert acl.rt.ipc_mem_close(key) == 0
+    assert a.machine.ipc_keys == {}

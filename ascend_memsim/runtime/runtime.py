@@ -72,7 +72,9 @@ class Runtime:
     (aclInit's ``defaultDevice`` config). ``interceptors`` are added as by
     :meth:`add_interceptor` (the ``faults`` config key uses it). ``sanitizer`` is a mode
     (``"report"``, the default, ``"strict"``, ``"off"``), a dict of options or a
-    :class:`~ascend_memsim.checks.sanitizer.Sanitizer`.
+    :class:`~ascend_memsim.checks.sanitizer.Sanitizer`. ``machine``: the simulated machine
+    this process joins (see :mod:`.process`; :meth:`spawn_process` passes its own); by
+    default a new machine with this one process.
     """
 
     #: The active runtimes, innermost last: process-global, as the real runtime is.
