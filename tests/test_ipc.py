@@ -435,7 +435,7 @@ def test_processes_share_memory_from_several_threads_without_a_deadlock():
 
 def test_the_exporters_reset_ends_its_exports(procs):
     a, b = procs
-    ptr, key = _export(flags=NO_PID_CHECK)
+    _ptr, key = _export(flags=NO_PID_CHECK)
     with b.as_current():
         mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
     acl.rt.reset_device(0)      # A's block goes with its device (a leak in A)
@@ -447,3 +447,18 @@ def test_the_exporters_reset_ends_its_exports(procs):
         assert acl.rt.ipc_mem_close(key) == 0
     assert acl.rt.ipc_mem_close(key) == 0
     assert a.machine.ipc_keys == {}
+
+
+def test_an_exported_block_is_named_in_reports_and_pictures(procs):
+    from ascend_memsim.observe.viz import MapSnapshot, map_svg
+
+    a, _b = procs
+    ptr, key = _export(size=1 << 20, flags=NO_PID_CHECK)
+    block = a.block(ptr)
+    assert block.describe().endswith(f"exported by IPC key {key}")
+    picture = map_svg(MapSnapshot.of(a.device(0)))
+    assert "IPC export" in picture and key in picture
+    acl.rt.ipc_mem_close(key)
+    assert "IPC" not in block.describe()
+    assert "IPC" not in map_svg(MapSnapshot.of(a.device(0)))
+    acl.rt.free(ptr)

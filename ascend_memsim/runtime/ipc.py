@@ -161,6 +161,8 @@ class IpcMemory:
             record = IpcExport(key, self.runtime, block, size, flags == 0)
             if block.extra is None:
                 block.extra = {}  # the bytes' slot, shared with every importer
+            # the keys the exporter has not closed: reports and pictures name them
+            block.extra.setdefault("ipc_keys", []).append(key)
             machine.ipc_keys[key] = record
             self._exported.setdefault(block.ptr, []).append(record)
         emit(self.runtime, "ipc_export", self.runtime.device_holding(block.ptr),
@@ -305,6 +307,7 @@ class IpcMemory:
                     self._close_order(call, record, f"key {record.key} is closed by its "
                                       f"exporter while {still} import(s) of it are open")
                 record.closed = True
+                _unlist(record)
             else:
                 raise InvalidRuntimeParam(f"{call}: key {key} is not open in this process")
             if record.closed and not record.open_count():
@@ -339,10 +342,18 @@ class IpcMemory:
                 record.imports.pop(self.runtime.pid, None)
                 if record.runtime is self.runtime:
                     record.closed = True
+                    _unlist(record)
                 if record.closed and not record.open_count():
                     del machine.ipc_keys[key]
             self._exported.clear()
         return []
+
+
+def _unlist(record: IpcExport) -> None:
+    """The exporter closed the key: its block no longer names it."""
+    keys = record.block.extra.get("ipc_keys", [])
+    if record.key in keys:
+        keys.remove(record.key)
 
 
 def _unmap(runtime: Any, mapping: ImportedMapping, *, remember: bool = True) -> None:
