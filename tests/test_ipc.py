@@ -291,6 +291,7 @@ def test_a_process_that_ends_closes_its_imports_and_keys(procs):
         acl.rt.ipc_mem_import_by_key(key, 0)
     b.close()
     assert a.machine.ipc_keys[key].imports == {}
+    assert not b.vmm.space.reservations    # its imports left its address space
     a_key = key
     acl.rt.ipc_mem_close(a_key)
     assert a.sanitizer.reports == []      # B's end closed its import first

@@ -337,15 +337,18 @@ class IpcMemory:
         """aclFinalize: the process ends; its imports close, its keys are destroyed (nothing
         to report: the blocks were reported as leaks if the program never freed them)."""
         machine = self.runtime.machine
+        mine: list[ImportedMapping] = []
         with machine.lock:
             for key, record in list(machine.ipc_keys.items()):
-                record.imports.pop(self.runtime.pid, None)
+                mine += record.imports.pop(self.runtime.pid, [])
                 if record.runtime is self.runtime:
                     record.closed = True
                     _unlist(record)
                 if record.closed and not record.open_count():
                     del machine.ipc_keys[key]
             self._exported.clear()
+        for mapping in mine:
+            _unmap(self.runtime, mapping, remember=False)
         return []
 
 
