@@ -463,3 +463,18 @@ def test_an_exported_block_is_named_in_reports_and_pictures(procs):
     assert "IPC" not in block.describe()
     assert "IPC" not in map_svg(MapSnapshot.of(a.device(0)))
     acl.rt.free(ptr)
+
+
+def test_an_importers_reset_leaves_its_imports_open(procs):
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    _write(ptr, b"kept")
+    with b.as_current():
+        mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+        acl.rt.reset_device(0)
+        acl.rt.set_device(0)
+        assert _read(mine, 4) == b"kept"
+        assert acl.rt.ipc_mem_close(key) == 0
+    acl.rt.ipc_mem_close(key)
+    acl.rt.free(ptr)
+    assert a.sanitizer.reports == [] and b.sanitizer.reports == []
