@@ -196,6 +196,19 @@ C_NAMES = {
     "aclrtMemsetD32": acl.rt.memset_d32,
     "aclrtMemsetD32Async": acl.rt.memset_d32_async,
     "aclrtMemcpyAsyncWithCondition": acl.rt.memcpy_async_with_condition,
+    # memory shared between processes (acl/_ipc.py)
+    "aclrtDeviceGetBareTgid": acl.rt.device_get_bare_tgid,
+    "aclrtMemExportToShareableHandle": acl.rt.mem_export_to_shareable_handle,
+    "aclrtMemSetPidToShareableHandle": acl.rt.mem_set_pid_to_shareable_handle,
+    "aclrtMemImportFromShareableHandle": acl.rt.mem_import_from_shareable_handle,
+    "aclrtMemExportToShareableHandleV2": acl.rt.mem_export_to_shareable_handle_v2,
+    "aclrtMemSetPidToShareableHandleV2": acl.rt.mem_set_pid_to_shareable_handle_v2,
+    "aclrtMemImportFromShareableHandleV2": acl.rt.mem_import_from_shareable_handle_v2,
+    "aclrtIpcMemGetExportKey": acl.rt.ipc_mem_get_export_key,
+    "aclrtIpcMemSetImportPid": acl.rt.ipc_mem_set_import_pid,
+    "aclrtIpcMemImportByKey": acl.rt.ipc_mem_import_by_key,
+    "aclrtIpcMemSetAttr": acl.rt.ipc_mem_set_attr,
+    "aclrtIpcMemClose": acl.rt.ipc_mem_close,
 }
 
 

@@ -1,11 +1,11 @@
-"""The vendor's physical-memory sample, in Python against ``acl.rt``, in one process.
+"""The vendor's physical-memory sample, in Python against ``acl.rt``, on the simulator.
 
 ``hicann/runtime`` ``example/1_basic_features/memory/8_physical_memory_sharing_withoutpid``
 runs two processes: A allocates physical memory, maps it, writes 123 and exports a shareable
-handle; B imports it, maps it at an address of its own and reads 123 back. Sharing between
-processes (aclrtMemExportToShareableHandle / Import) is not simulated, so here "process B" is
-a second mapping of the same handle in the same process: one handle mapped at two addresses
-shows the same bytes. The log lines are the sample's.
+handle (pid validation off); B imports it, maps it at an address of its own and reads 123
+back. Here B is a second simulated process on the same simulated machine
+(``spawn_process``; the sample forks an operating-system process), which the pyacl face
+talks to inside ``with process_b.as_current()``. The log lines are the sample's.
 
 The sample's process B copies a whole granule (2 MiB) to the host although only one int was
 written: under the simulator's sanitizer (report mode, the default) that read is reported as
@@ -36,6 +36,7 @@ ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM = 0
 ACL_RT_MEM_ACCESS_FLAGS_READWRITE = 3
 ACL_MEMCPY_HOST_TO_DEVICE = 1
 ACL_MEMCPY_DEVICE_TO_HOST = 2
+ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION = 1
 
 
 def info(text: str) -> None:
@@ -87,20 +88,36 @@ def main() -> None:
     info(f"Write the data {value.value} to the virtual address {ptr_a:#x}")
     print(f"Source data: {value.value}")
 
-    # Process B: the same physical memory at another address.
-    ptr_b = map_with_access(handle, granularity, device_id)
-    info("Process B: map virtual memory address to physical memory handle")
-    host, ret = acl.rt.malloc_host(granularity)
-    check(ret, "aclrtMallocHost")
-    check(acl.rt.memcpy(host, granularity, ptr_b, granularity, ACL_MEMCPY_DEVICE_TO_HOST),
-          "aclrtMemcpy")
-    info(f"Process B: copy memory from device address {ptr_b:#x} to host address {host:#x}")
-    info(f"Destination data: {ctypes.c_int.from_address(host).value}")
-    info("Process B: complete the physical memory sharing")
-    check(acl.rt.unmap_mem(ptr_b), "aclrtUnmapMem")
-    check(acl.rt.release_mem_address(ptr_b), "aclrtReleaseMemAddress")
-    check(acl.rt.free_host(host), "aclrtFreeHost")
-    info("Process B: release the virtual and physical memory successfully")
+    shareable, ret = acl.rt.mem_export_to_shareable_handle(
+        handle, ACL_MEM_HANDLE_TYPE_NONE, ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION)
+    check(ret, "aclrtMemExportToShareableHandle")
+    info("Process A: export the physical memory handle successfully")
+
+    # Process B: another process of the machine imports it and maps it at its own address.
+    from ascend_memsim import current_runtime
+
+    process_b = current_runtime().spawn_process()
+    with process_b.as_current():
+        check(acl.rt.set_device(device_id), "aclrtSetDevice")
+        imported, ret = acl.rt.mem_import_from_shareable_handle(shareable, device_id)
+        check(ret, "aclrtMemImportFromShareableHandle")
+        ptr_b = map_with_access(imported, granularity, device_id)
+        info("Process B: map virtual memory address to physical memory handle")
+        host, ret = acl.rt.malloc_host(granularity)
+        check(ret, "aclrtMallocHost")
+        check(acl.rt.memcpy(host, granularity, ptr_b, granularity, ACL_MEMCPY_DEVICE_TO_HOST),
+              "aclrtMemcpy")
+        info(f"Process B: copy memory from device address {ptr_b:#x} to host address "
+             f"{host:#x}")
+        info(f"Destination data: {ctypes.c_int.from_address(host).value}")
+        info("Process B: complete the physical memory sharing")
+        check(acl.rt.unmap_mem(ptr_b), "aclrtUnmapMem")
+        check(acl.rt.release_mem_address(ptr_b), "aclrtReleaseMemAddress")
+        check(acl.rt.free_physical(imported), "aclrtFreePhysical")
+        check(acl.rt.free_host(host), "aclrtFreeHost")
+        info("Process B: release the virtual and physical memory successfully")
+        check(acl.rt.reset_device(device_id), "aclrtResetDevice")
+    process_b.close()
 
     check(acl.rt.unmap_mem(ptr_a), "aclrtUnmapMem")
     check(acl.rt.release_mem_address(ptr_a), "aclrtReleaseMemAddress")

@@ -385,6 +385,17 @@ C_TO_PYACL = {
     "aclrtReleaseMemAddress": "rt.release_mem_address",
     "aclrtMallocPhysical": "rt.malloc_physical", "aclrtFreePhysical": "rt.free_physical",
     "aclrtMapMem": "rt.map_mem", "aclrtMemMapNoAccess": "rt.mem_map_no_access",
+    "aclrtDeviceGetBareTgid": "rt.device_get_bare_tgid",
+    "aclrtMemExportToShareableHandle": "rt.mem_export_to_shareable_handle",
+    "aclrtMemSetPidToShareableHandle": "rt.mem_set_pid_to_shareable_handle",
+    "aclrtMemImportFromShareableHandle": "rt.mem_import_from_shareable_handle",
+    "aclrtMemExportToShareableHandleV2": "rt.mem_export_to_shareable_handle_v2",
+    "aclrtMemSetPidToShareableHandleV2": "rt.mem_set_pid_to_shareable_handle_v2",
+    "aclrtMemImportFromShareableHandleV2": "rt.mem_import_from_shareable_handle_v2",
+    "aclrtIpcMemGetExportKey": "rt.ipc_mem_get_export_key",
+    "aclrtIpcMemSetImportPid": "rt.ipc_mem_set_import_pid",
+    "aclrtIpcMemImportByKey": "rt.ipc_mem_import_by_key",
+    "aclrtIpcMemSetAttr": "rt.ipc_mem_set_attr", "aclrtIpcMemClose": "rt.ipc_mem_close",
     "aclrtUnmapMem": "rt.unmap_mem",
     "aclrtMemGetAllocationGranularity": "rt.mem_get_allocation_granularity",
     "aclrtMemSetAccess": "rt.mem_set_access", "aclrtMemGetAccess": "rt.mem_get_access",
@@ -805,7 +816,8 @@ PYACL = {
 }
 # the memory chapter's names pyacl binds, and peer access (pyrt_methods.cpp)
 PYACL["rt"] |= PYACL_BOUND | {"device_can_access_peer", "device_enable_peer_access",
-                              "device_disable_peer_access", "device_peer_access_status"}
+                              "device_disable_peer_access", "device_peer_access_status",
+                              "device_get_bare_tgid"}
 
 
 def test_not_in_pyacl_marks_agree_with_pyacl_and_the_readme():

@@ -21,6 +21,7 @@ KINDS = {
     "free-with-pending-work": "error", "leak": "error", "wrong-memory": "error",
     "kernel-error": "error", "unchecked-host-memory": "note", "wrong-memcpy-kind": "warning",
     "media-overflow": "error",
+    "ipc-close-order": "error",
 }
 
 _BAR = "========="
@@ -62,6 +63,8 @@ class Report:
             head = f"Kernel failed in {self.call}"
         elif self.kind == "free-with-pending-work":
             head = f"Free of {self.address:#x} while queued work uses it, in {self.call}"
+        elif self.kind == "ipc-close-order":
+            head = f"Shared memory at {self.address:#x} let go before its importers, in {self.call}"
         elif self.kind == "wrong-memcpy-kind":
             head = (f"Copy of {plural_bytes(self.size)} to {self.address:#x} with a kind its "
                     f"pointers contradict, in {self.call}")

@@ -436,6 +436,14 @@ class Sanitizer:
             if len(self.notes) > self._history:
                 del self.notes[0]
 
+    def ipc_close_order(self, call: str, addr: int, size: int, where: str, *,
+                        fail: bool = True) -> None:
+        """The exporter of IPC memory closed its key or freed the block while an importer
+        still had it open (11-07, aclrtIpcMemClose: every importer closes first). ``fail``:
+        strict mode refuses the call (false for a free, reported after it happened)."""
+        if self.on:
+            self._report("ipc-close-order", call, addr, size, where, fail=fail)
+
     def kernel_error(self, call: str, where: str) -> None:
         """A kernel or model function that raised (or returned the wrong outputs) when its
         queued work ran; ``where`` holds its traceback. The call then fails with its code."""

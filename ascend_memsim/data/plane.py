@@ -172,7 +172,7 @@ class DataPlane:
                     sanitizer.uninitialized_read(call, addr, count, region, gap)
         return region, offset
 
-    def check_p2p(self, call: str, src_region, dst_region) -> None:
+    def check_p2p(self, call: str, src_region, dst_region, kind: int | None = None) -> None:
         """Refuse a copy between two devices unless both blocks are P2P memory and peer
         access is enabled between the devices.
 
@@ -181,8 +181,13 @@ class DataPlane:
                 ends (107000), for aclrtMemcpy and aclrtMemcpyAsync alike; and peer access
                 (aclrtDeviceEnablePeerAccess, either device for the other: see
                 :mod:`ascend_memsim.runtime.peer`): the vendor FAQ "跨DeviceP2P数据交互配置失败"
-                names both as causes of a failed copy between devices.
+                names both as causes of a failed copy between devices. IPC memory another
+                process exported from another device than the current one (11-07 约束说明:
+                "不同Device上的两个进程"): no ACL_MEMCPY_DEFAULT ("不支持 ... 自动判断复制方向"),
+                no host end ("不支持Host->Device或Device->Host"), no synchronous copy within
+                one device ("不支持同一个Device内的同步内存复制"); DECISION: each 107000.
         """
+        self._check_imported(call, src_region, dst_region, kind)
         if src_region.host or dst_region.host:
             return
         a, b = src_region.block, dst_region.block
@@ -197,6 +202,28 @@ class DataPlane:
             raise InvalidRuntimeParam(
                 f"{call}: device {a.device_id} to device {b.device_id} needs peer access: "
                 f"call device_enable_peer_access first")
+
+    def _check_imported(self, call: str, src_region, dst_region, kind: int | None) -> None:
+        """The 11-07 copy rules for an import from another device (see :meth:`check_p2p`)."""
+        ends = (src_region, dst_region)
+        imported = [r for r in ends if not r.host and hasattr(r.block, "exporter_pid")]
+        if not imported:
+            return
+        current = self.runtime.current_device_or_none()
+        memory = imported[0].block.device_id
+        if current is None or current.device_id == memory:
+            return  # "同一个Device上的两个进程 ... 不存在以下要求"
+        why = None
+        if kind == MemcpyKind.DEFAULT:
+            why = "the direction cannot be inferred (ACL_MEMCPY_DEFAULT)"
+        elif src_region.host or dst_region.host:
+            why = "no copy between it and host memory"
+        elif call == "aclrtMemcpy" and src_region.block.device_id == dst_region.block.device_id:
+            why = "no synchronous copy within one device (use aclrtMemcpyAsync)"
+        if why is not None:
+            raise InvalidRuntimeParam(
+                f"{call}: {imported[0].block.describe()} is another process's memory on device "
+                f"{memory}, used from device {current.device_id}: {why} (11-07)")
 
     # -- operations ---------------------------------------------------------------------------
 
@@ -240,7 +267,7 @@ class DataPlane:
         with self.lock:
             src_region, src_off = self.resolve(call, src, count, write=False)
             dst_region, dst_off = self.resolve(call, dst, count, write=True)
-            self.check_p2p(call, src_region, dst_region)
+            self.check_p2p(call, src_region, dst_region, kind)
             ends = KIND_ENDS.get(kind)
             if ends is not None and ends != (src_region.host, dst_region.host):
                 sanitizer = self.runtime.sanitizer

@@ -18,6 +18,7 @@ __all__ = [
     "MODULE_NAMES", "MODULE_APP", "MODULE_ID_MAX", "FLAT_NAMES",
     "HostRegisterType", "HostRegFlag", "HacType",
     "LocationType", "AllocationType", "HandleType", "GranularityOption", "AccessFlags",
+    "SharedHandleType", "IpcMemAttrType", "SHARING_FLAGS", "IPC_KEY_LEN",
 ]
 
 KiB = 1 << 10
@@ -306,6 +307,8 @@ class ErrorCode(IntEnum):
     FORMAT_NOT_MATCH = 100027
     UNSUPPORTED_JPEG = 148052
     FAILURE = 500001
+    # rt_error_codes.h: a process not on a shared memory's whitelist (IPC, shareable handles)
+    RT_NO_PERMISSION = 207006
 
     @property
     def vendor_name(self) -> str:
@@ -375,6 +378,38 @@ class AccessFlags(IntEnum):
     READWRITE = 0x3
 
 
+class SharedHandleType(IntEnum):
+    """aclrtMemSharedHandleType (acl_rt.h): what aclrtMemExportToShareableHandleV2 exports."""
+
+    DEFAULT = 0x1
+    FABRIC = 0x2
+
+
+class IpcMemAttrType(IntEnum):
+    """aclrtIpcMemAttrType (acl_rt.h)."""
+
+    ACCESS_LINK = 0
+
+
+#: Sharing memory between processes (acl_rt.h macros, 11-04 and 11-07): the export flags (pid
+#: whitelist checked or not), the IPC import flag (peer access enabled by the import) and the
+#: values of ACL_RT_IPC_MEM_ATTR_ACCESS_LINK.
+SHARING_FLAGS = {
+    "ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT": 0x0,
+    "ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION": 0x1,
+    "ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT": 0x0,
+    "ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS": 0x1,
+    "ACL_RT_VMM_EXPORT_FLAG_DEFAULT": 0x0,
+    "ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION": 0x1,
+    "ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO": 0,
+    "ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS": 1,
+    "ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_ONE_PORT_PATH": 2,
+    "ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH": 3,
+}
+#: aclrtIpcMemGetExportKey's key length: "len ... 固定配置为65" (11-07).
+IPC_KEY_LEN = 65
+
+
 #: The virtual-memory enums (11-04) and their vendor prefixes.
 _VMM_ENUMS = ((LocationType, "ACL_MEM_LOCATION_TYPE_"),
               (AllocationType, "ACL_MEM_ALLOCATION_TYPE_"), (HandleType, "ACL_MEM_HANDLE_TYPE_"),
@@ -408,6 +443,9 @@ def _flat_names() -> dict[str, int]:
         names[f"ACL_RT_MEM_ATTR_{member.name}"] = int(member)
     for enum, prefix in _VMM_ENUMS:
         names.update({f"{prefix}{member.name}": int(member) for member in enum})
+    names.update({f"ACL_MEM_SHARE_HANDLE_TYPE_{m.name}": int(m) for m in SharedHandleType})
+    names["ACL_RT_IPC_MEM_ATTR_ACCESS_LINK"] = int(IpcMemAttrType.ACCESS_LINK)
+    names.update(SHARING_FLAGS)
     names["ACL_DEVICE"] = int(RunMode.DEVICE)
     names["ACL_HOST"] = int(RunMode.HOST)
     for member in ErrorCode:

@@ -116,8 +116,10 @@ class Block:
     def describe(self) -> str:
         """``100-byte block at 0x... (aclrtMalloc, normal pages, footprint 192)``."""
         api = "acldvppMalloc" if self.mem_type == MemType.DVPP else self.api.value
-        return (f"{self.size}-byte block at {self.ptr:#x} ({api}, {self.page.value} "
+        text = (f"{self.size}-byte block at {self.ptr:#x} ({api}, {self.page.value} "
                 f"pages, {self.memory.value}, footprint {self.footprint})")
+        keys = self.extra.get("ipc_keys") if self.extra else None
+        return f"{text}, exported by IPC key {', '.join(keys)}" if keys else text
 
 
 #: (memory family, figure) per aclrtMemAttr; family "main" means the part's own memory.

@@ -21,7 +21,7 @@ __all__ = [
     "OpNotFound", "UnsupportedDataType", "KernelError", "EventNotComplete",
     "RepeatSubscribe", "StreamNotSubscribed", "NoCallbackStream", "ThreadNotSubscribed",
     "CallbackTimeout", "ReservedFlagSet", "HostMemoryAlreadyRegistered",
-    "HostMemoryNotRegistered", "AllocatorConfigError", "NpuOutOfMemoryError",
+    "HostMemoryNotRegistered", "AllocatorConfigError", "NpuOutOfMemoryError", "NoPermission",
     "FormatNotMatch", "UnsupportedJpeg", "UnreadableImage", "NotOnThisProduct",
     "error_classes",
 ]
@@ -126,6 +126,12 @@ class InvalidHandle(AclError, ValueError):
     """A stream, context or other handle that does not exist or was destroyed."""
 
     code = ErrorCode.RT_INVALID_HANDLE
+
+
+class NoPermission(AclError, PermissionError):
+    """The calling process is not on a shared memory's pid whitelist (11-04, 11-07)."""
+
+    code = ErrorCode.RT_NO_PERMISSION
 
 
 class StreamContextMismatch(AclError, ValueError):

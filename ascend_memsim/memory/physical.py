@@ -206,6 +206,9 @@ class PhysicalHandle:
     #: the data plane's slot (the bytes), as Block.extra
     extra: dict | None = field(default=None, repr=False)
     alloc_site: object = field(default=None, repr=False)
+    #: memory shared between processes (runtime/shareable.py, runtime/ipc.py): its
+    #: ``release(handle)`` gives the memory back when the last process lets go; None: private
+    shared: object = field(default=None, repr=False)
 
     @property
     def ptr(self) -> int:

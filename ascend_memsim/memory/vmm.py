@@ -337,6 +337,13 @@ class AddressSpace:
             self.handles[handle.handle] = handle
             return handle
 
+    def adopt(self, make) -> PhysicalHandle:
+        """Add the handle ``make(value)`` builds under a fresh value (an imported one)."""
+        with self.lock:
+            handle = make(_HANDLE_BASE + next(self._serial) * _HANDLE_STEP)
+            self.handles[handle.handle] = handle
+            return handle
+
     def handle(self, handle: object, call: str) -> PhysicalHandle:
         """The live handle ``handle`` (the program still holds a reference).
 
@@ -368,7 +375,11 @@ class AddressSpace:
             return found
 
     def _give_back(self, handle: PhysicalHandle, devices) -> None:
-        del self.handles[handle.handle]
+        self.handles.pop(handle.handle, None)
+        if handle.shared is not None:
+            # Shared with other processes: the memory goes when the last of them lets go.
+            handle.shared.release(handle)
+            return
         device = devices(handle.device_id)
         if device is not None:
             device.give_physical(handle.phys)
@@ -599,7 +610,8 @@ class AddressSpace:
                     assert ptr == mapping.ptr >= end and mapping.end <= reservation.end
                     end = mapping.end
                     devices.add(mapping.device_id)
-                    assert self.handles.get(mapping.handle.handle) is mapping.handle
+                    assert (self.handles.get(mapping.handle.handle) is mapping.handle
+                            or getattr(mapping.handle.shared, "ipc", False))
                     mapped.setdefault(mapping.handle.handle, set()).add(ptr)
                 assert len(devices) <= 1
             for value, handle in self.handles.items():

@@ -72,6 +72,9 @@ class _DeviceStats:
         self.num_fallbacks = 0
         self.num_resets = 0
         self.reset_blocks = 0
+        #: memory shared between processes (runtime/ipc.py, runtime/shareable.py): event
+        #: counts, and the bytes this process maps from other processes' memory
+        self.sharing: dict[str, int] = {}
 
     def _counter(self, stat: str, pool: str) -> _Counter:
         counter = self.counters.get((stat, pool))
@@ -131,6 +134,9 @@ class MemoryStats:
 
     def __call__(self, event: str, device: Device, info: dict) -> None:
         """Observer entry point; unknown events are ignored."""
+        if event in _SHARING:
+            self._shared(event, device, info)
+            return
         if event not in ("malloc", "free", "malloc_failed", "reset", "malloc_physical",
                          "free_physical"):
             return
@@ -153,6 +159,25 @@ class MemoryStats:
                 for block in info["blocks"]:
                     stats.freed(block)
                     stats.reset_blocks += 1
+
+    def _shared(self, event: str, device: Device, info: dict) -> None:
+        """Count a sharing event; an import's bytes are another process's memory, so they
+        are kept apart (``imported_bytes``), never in the device's pools."""
+        with self._lock:
+            stats = self._devices.get(device.device_id)
+            if stats is None:
+                stats = self._devices[device.device_id] = _DeviceStats()
+            counts = stats.sharing
+            name = f"num_{event}s" if not event.endswith("close") else "num_ipc_closes"
+            counts[name] = counts.get(name, 0) + 1
+            size = info.get("footprint", info.get("size", 0))
+            if event in ("ipc_import", "shareable_import"):
+                now = counts.get("imported_bytes.current", 0) + size
+                counts["imported_bytes.current"] = now
+                counts["imported_bytes.peak"] = max(counts.get("imported_bytes.peak", 0), now)
+            elif ((event == "ipc_close" and info.get("role") == "importer")
+                  or event == "shareable_release"):
+                counts["imported_bytes.current"] = counts.get("imported_bytes.current", 0) - size
 
     def device_ids(self) -> list[int]:
         """The devices that have had an event so far."""
@@ -177,6 +202,8 @@ class MemoryStats:
             out["num_fallbacks"] = stats.num_fallbacks
             out["num_resets"] = stats.num_resets
             out["reset_blocks"] = stats.reset_blocks
+            # shared memory: only once the process shared some (the keys are absent before)
+            out.update(stats.sharing)
             current = out["requested_bytes.all.current"]
             # what the rounding rule and page granularity cost right now
             out["overhead_bytes.all.current"] = out["footprint_bytes.all.current"] - current
@@ -194,6 +221,11 @@ class MemoryStats:
     def summary(self, device_id: int = 0) -> str:
         """A table of the snapshot for terminals (see :func:`memory_summary`)."""
         return memory_summary(self.snapshot(device_id), device_id)
+
+
+#: The sharing events (see runtime/sharing.py emit) the statistics count.
+_SHARING = frozenset({"ipc_export", "ipc_import", "ipc_close", "shareable_export",
+                      "shareable_import", "shareable_release"})
 
 
 def _fmt(n: int, is_bytes: bool) -> str:

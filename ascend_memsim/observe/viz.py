@@ -225,6 +225,8 @@ def segment_label(part: str, block: Block, size: int, room: float) -> str:
             label = "physical handle"
     elif part == "data":
         label = f"{format_bytes(block.size)} requested, {block.api.value}"
+        if block.extra and block.extra.get("ipc_keys"):
+            label += ", IPC export"  # runtime/ipc.py: shared with other processes
         if len(label) > room:
             label = format_bytes(block.size)
     elif part == "rounding":

@@ -47,6 +47,7 @@ from .config import parse_config, parse_run_mode, plan_adoption
 from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
+from .process import Machine, as_current
 from .streams import Streams
 from .vmm import VirtualMemory
 
@@ -71,7 +72,9 @@ class Runtime:
     (aclInit's ``defaultDevice`` config). ``interceptors`` are added as by
     :meth:`add_interceptor` (the ``faults`` config key uses it). ``sanitizer`` is a mode
     (``"report"``, the default, ``"strict"``, ``"off"``), a dict of options or a
-    :class:`~ascend_memsim.checks.sanitizer.Sanitizer`.
+    :class:`~ascend_memsim.checks.sanitizer.Sanitizer`. ``machine``: the simulated machine
+    this process joins (see :mod:`.process`; :meth:`spawn_process` passes its own); by
+    default a new machine with this one process.
     """
 
     #: The active runtimes, innermost last: process-global, as the real runtime is.
@@ -81,8 +84,11 @@ class Runtime:
     def __init__(self, product: str | Profile = DEFAULT_PRODUCT, *,
                  default_device: int | None = None, interceptors: Iterable[Callable] = (),
                  sanitizer: Any = "report", run_mode: Any = "host",
-                 **overrides: Any) -> None:
+                 machine: Machine | None = None, **overrides: Any) -> None:
         self._table = DeviceTable(get_profile(product).with_overrides(**overrides))
+        #: the simulated machine this process runs on, and its pid there (see process.py)
+        self.machine = Machine() if machine is None else machine
+        self.pid = self.machine.join(self)
         #: where the program runs (aclrtGetRunMode); see parse_run_mode
         self.run_mode = parse_run_mode(run_mode)
         #: each thread's current device and context
@@ -113,7 +119,25 @@ class Runtime:
             self._table.acquire(default_device, thread=False)
 
     def __repr__(self) -> str:
-        return f"Runtime({self.profile.name!r}, devices={self.device_count})"
+        return f"Runtime({self.profile.name!r}, devices={self.device_count}, pid={self.pid})"
+
+    # -- processes (process.py): several runtimes on one machine ------------------------------
+
+    def spawn_process(self, **options: Any) -> Runtime:
+        """Another process on this runtime's machine: same product and capacities, its own
+        threads, contexts, streams, host memory and pid. ``options`` as for ``Runtime``
+        (``sanitizer``, ``default_device``, ...)."""
+        return Runtime(self.profile, machine=self.machine, **options)
+
+    def as_current(self):
+        """``with rt.as_current():`` makes this process the one the pyacl face talks to,
+        without ending it when the block ends (see :func:`.process.as_current`)."""
+        return as_current(self)
+
+    def device_get_bare_tgid(self) -> int:
+        """aclrtDeviceGetBareTgid: the process's pid on the simulated machine (no context
+        needed: api_impl.cc DeviceGetBareTgid asks the driver directly)."""
+        return self.pid
 
     @property
     def profile(self) -> Profile:

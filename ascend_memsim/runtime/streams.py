@@ -216,17 +216,17 @@ class Streams(StreamWork):
 
     def _enqueue_access(self, handle: object, call: str,
                         accesses: tuple[tuple[int, int, bool], ...],
-                        run: Callable[[Stream], None]) -> None:
+                        run: Callable[[Stream], None], kind: int | None = None) -> None:
         """Check the stream, then each (address, count, write) access (deferred: liveness and
-        bounds, and the P2P rule for a copy), then queue ``run``; a failed check queues
-        nothing."""
+        bounds, and the P2P rule for a copy of ``kind``), then queue ``run``; a failed check
+        queues nothing."""
         stream = self._target(handle, call)
         data = self.runtime.data
         with data.lock:
             regions = [data.resolve(call, addr, count, write=write, deferred=True)[0]
                        for addr, count, write in accesses]
             if len(regions) == 2:
-                data.check_p2p(call, regions[0], regions[1])
+                data.check_p2p(call, regions[0], regions[1], kind)
         self.enqueue(stream, call, tuple((addr, addr + count) for addr, count, _ in accesses),
                      run)
 
@@ -249,7 +249,7 @@ class Streams(StreamWork):
         call = "aclrtMemcpyAsync"
         self._enqueue_access(
             stream, call, ((src, count, False), (dst, count, True)),
-            lambda s: data.copy(dst, src, count, kind, call=call, stream=s.handle))
+            lambda s: data.copy(dst, src, count, kind, call=call, stream=s.handle), kind)
 
     def memset_async(self, ptr: object, max_count: object, value: object, count: object,
                      stream: object = 0) -> None:

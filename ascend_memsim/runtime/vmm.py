@@ -77,7 +77,9 @@ class VirtualMemory:
     def free_physical(self, handle: object) -> None:
         """aclrtFreePhysical (the memory goes when the last mapping does)."""
         found = self._space().free_physical(handle, self._device)
-        if found.released:
+        if found.shared is not None:
+            found.shared.settle()  # memory shared with other processes: its record tells
+        elif found.released:
             self._emit(self._device(found.device_id), "free_physical", found)
 
     def mem_get_allocation_granularity(self, prop: object, option: object) -> int:
@@ -86,7 +88,9 @@ class VirtualMemory:
 
     def mem_retain_allocation_handle(self, ptr: object) -> int:
         """aclrtMemRetainAllocationHandle: the handle mapped at ``ptr`` (one more reference)."""
-        return self._space().retain(ptr).handle
+        space = self._space()
+        _not_imported(space, ptr, "aclrtMemRetainAllocationHandle")
+        return space.retain(ptr).handle
 
     def mem_get_allocation_properties_from_handle(self, handle: object) -> dict:
         """aclrtMemGetAllocationPropertiesFromHandle: the prop as pyacl's dict."""
@@ -115,11 +119,14 @@ class VirtualMemory:
     def unmap_mem(self, ptr: object) -> None:
         """aclrtUnmapMem; the checker remembers the range (a later access is use after unmap)."""
         space = self._space()
+        _not_imported(space, ptr, "aclrtUnmapMem")
         mapping = space.unmap(ptr, self._device)
         sanitizer = self.runtime.sanitizer
         if sanitizer.on:
             sanitizer.unmapped(mapping)
-        if mapping.handle.released:
+        if mapping.handle.shared is not None:
+            mapping.handle.shared.settle()
+        elif mapping.handle.released:
             self._emit(self._device(mapping.device_id), "free_physical", mapping.handle)
 
     def mem_set_access(self, ptr: object, size: object, desc: object, count: object) -> None:
@@ -212,6 +219,13 @@ class VirtualMemory:
         space = self.space
         gone = [] if space is None else space.forget_device(device.device_id)
         for handle in gone:
+            shared = handle.shared
+            if shared is not None and shared.owner is not handle:
+                shared.release(handle)  # an imported handle: the exporter's memory stays
+                shared.settle()
+                continue
+            if shared is not None:
+                shared.owner_reset()
             self._emit(device, "free_physical", handle)
         return [h for h in gone if h.refs]
 
@@ -224,6 +238,18 @@ class VirtualMemory:
                     "phys": handle.phys}
             for observer in [*device.observers, *device.subscribers.get(event, ())]:
                 observer(event, device, info)
+
+
+def _not_imported(space: AddressSpace, ptr: object, call: str) -> None:
+    """Refuse an IPC import's address (runtime/ipc.py): aclrtIpcMemClose ends it.
+
+    Raises:
+        InvalidRuntimeParam: DECISION, ``ptr`` is an import of an IPC key.
+    """
+    mapping = space.mapping_at(ptr) if type(ptr) is int else None
+    if mapping is not None and getattr(mapping.handle.shared, "ipc", False):
+        raise InvalidRuntimeParam(f"{call}: {ptr:#x} is an IPC import ({mapping.describe()}); "
+                                  f"close it with aclrtIpcMemClose")
 
 
 def _nonnull(ptr: object, call: str) -> int:

@@ -1,0 +1,97 @@
+"""Several simulated processes on one simulated machine.
+
+A :class:`Machine` is what processes share: the process table (pids), the IPC key table
+(11-07, :mod:`.ipc`) and the shareable-handle table (11-04, :mod:`.shareable`). Each
+:class:`~ascend_memsim.runtime.runtime.Runtime` is one process on a machine: its own
+``acl.init`` world (threads and their current devices, contexts, streams, events, host
+memory, the virtual address space of its reservations and mappings, its sanitizer and
+observers) and its pid (``aclrtDeviceGetBareTgid``). ``Runtime(...)`` makes a machine with one
+process; ``rt.spawn_process()`` starts another on the same machine.
+
+DECISION, what is per process and what is machine-wide. Per process: everything a process's
+``acl.init`` makes, and its devices' *address spaces*: each process sees device ``n`` at the
+same addresses (the simulator's address layout is per process, as virtual addresses are on
+hardware), with the product's whole capacity, and its own blocks. Machine-wide: the pids,
+the IPC keys and the shareable handles, so an export in one process is found by an import in
+another, and the bytes of shared memory (the importer reads and writes the exporter's
+bytes). Not modelled: one process's allocations lowering another's free memory (each
+process's devices have the whole capacity; shared memory is counted once, in the process that
+allocated it), and real operating-system processes (every simulated process lives in the one
+Python process; see the README).
+
+Switching: ``with rt2:`` makes ``rt2`` the process the pyacl face talks to and, as for any
+runtime, closes it (aclFinalize: the process ends) when the ``with`` ends;
+``with rt2.as_current():`` switches without ending it, so a test can go back and forth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["Machine", "FIRST_PID", "as_current"]
+
+#: DECISION: simulated pids start here and count up, one per process, never reused.
+FIRST_PID = 4242
+
+
+class Machine:
+    """The processes of one simulated machine and what they share (see the module docstring).
+
+    Thread-safe: one lock guards the tables.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        #: pid -> the process's runtime, in start order
+        self.processes: dict[int, Any] = {}
+        self._pids = itertools.count(FIRST_PID)
+        #: IPC keys (11-07): key -> runtime.ipc's export record
+        self.ipc_keys: dict[str, Any] = {}
+        #: shareable handles (11-04): value -> runtime.shareable's record
+        self.shareable: dict[int | bytes, Any] = {}
+        self._serial = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"Machine(processes={sorted(self.processes)})"
+
+    def join(self, runtime: Any) -> int:
+        """Add ``runtime`` as a new process; its pid."""
+        with self.lock:
+            pid = next(self._pids)
+            self.processes[pid] = runtime
+            return pid
+
+    def process(self, pid: int) -> Any:
+        """The runtime of process ``pid``.
+
+        Raises:
+            KeyError: no such process on this machine.
+        """
+        with self.lock:
+            return self.processes[pid]
+
+    def serial(self) -> int:
+        """A machine-wide serial number (keys and shareable handles are made from it)."""
+        with self.lock:
+            return next(self._serial)
+
+
+@contextlib.contextmanager
+def as_current(runtime: Any) -> Iterator[Any]:
+    """Make ``runtime`` the one the pyacl face talks to for the ``with`` block, without
+    closing it at the end (a switch between processes, not the end of one)."""
+    active, lock = type(runtime).active, type(runtime).active_lock
+    with lock:
+        active.append(runtime)
+    try:
+        yield runtime
+    finally:
+        with lock:
+            for i in range(len(active) - 1, -1, -1):
+                if active[i] is runtime:
+                    del active[i]
+                    break

@@ -1,0 +1,46 @@
+"""What the two ways of sharing memory between processes have in common: argument checks.
+
+Shareable handles (11-04, :mod:`.shareable`) and IPC keys (11-07, :mod:`.ipc`) both take a
+pid whitelist as pyacl passes it (a list, ``GetValuesFromPyList`` into ``int32_t``), both are
+checked in the ACL layer (``hicann/runtime`` ``src/acl/aclrt_impl/memory.cpp``: NULL pointers
+and a zero count are ACL_ERROR_INVALID_PARAM) and then in the runtime's
+``src/runtime/api/impl/api_error.cc`` (a value out of range is ACL_ERROR_RT_PARAM_INVALID).
+"""
+
+from __future__ import annotations
+
+from ..memory.args import as_int, shown
+from ..memory.errors import InvalidArgument, InvalidArgumentType
+
+__all__ = ["INT32", "emit", "parse_pids"]
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def parse_pids(pids: object, call: str) -> frozenset[int]:
+    """A pid whitelist from pyacl's list.
+
+    Raises:
+        InvalidArgumentType: not a list, or an entry that is not an int (pyacl: ValueError
+            "argument 2 only support the format of list", "get values from PyList failed").
+        InvalidArgument: an empty list (the C call gets a NULL ``pid`` and a zero count,
+            memory.cpp: ACL_REQUIRES_NOT_NULL / ACL_REQUIRES_POSITIVE), or an entry outside
+            int32.
+    """
+    if not issubclass(type(pids), list):
+        raise InvalidArgumentType(f"{call}: the pid argument must be a list, got {shown(pids)}")
+    values = list.copy(pids)
+    if not values:
+        raise InvalidArgument(f"{call}: the pid list is empty")
+    return frozenset(as_int(value, "pid", *INT32) for value in values)
+
+
+def emit(runtime, event: str, device, info: dict) -> None:
+    """Tell ``runtime``'s observers (statistics, traces) about a sharing event, with plain
+    values (a trace records them as they are): ``ipc_export``, ``ipc_import``, ``ipc_close``,
+    ``shareable_export``, ``shareable_import``, ``shareable_release``. Nothing when no
+    observer sees the event."""
+    table = runtime._table
+    if device is not None and table.wants(event):
+        for observer in table.observers_of(event):
+            observer(event, device, info)
