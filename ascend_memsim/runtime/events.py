@@ -121,6 +121,7 @@ class Events:
         with self.lock:
             op = self.runtime.streams.enqueue(target, call, (), run)
             event.pending, event.stream = op, target
+            self.runtime.pools.recorded(event.handle, target, op.seq)  # event-ordered reuse
 
     def synchronize(self, handle: object, timeout_ms: object = -1) -> None:
         """aclrtSynchronizeEvent (and ...WithTimeout, ``timeout_ms`` an int32, -1 for ever):
@@ -156,6 +157,7 @@ class Events:
                 self.runtime.streams.run([source])
 
         self.runtime.streams.enqueue(target, "aclrtStreamWaitEvent", (), run)
+        self.runtime.pools.waited(target, event.handle)  # event-ordered reuse (11-10)
 
     def timestamp(self, handle: object) -> float:
         event = self.get(handle)
