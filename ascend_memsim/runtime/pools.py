@@ -233,7 +233,7 @@ class MemPools:
                 sanitizer.unmapped(block)
         for ptr, size in pool.segments.release_all():
             self._unback(pool, ptr, size)
-        self.runtime.vmm._space().release(pool.reservation.ptr)
+        self.runtime.vmm.space.release(pool.reservation.ptr)
         return busy
 
     def forget_device(self, device: Any) -> list[PoolBlock]:
@@ -460,7 +460,7 @@ class MemPools:
         """Map a fresh physical granule at each 2 MiB of ``[ptr, ptr + size)``; on failure the
         ones made are given back and the error raised."""
         runtime = self.runtime
-        space = runtime.vmm._space()
+        space = runtime.vmm.space
         prop = PhysicalProp(location_id=pool.device_id)
         made = []
         try:
@@ -477,7 +477,9 @@ class MemPools:
             self._emit_physical(pool, "malloc_physical", pool.granules[va])
 
     def _unback(self, pool: Pool, ptr: int, size: int, *, emit: bool = True) -> None:
-        space = self.runtime.vmm._space()
+        # the space exists while a pool does (made by create); no current-device check here:
+        # a reset drops pools after the device stopped being current
+        space = self.runtime.vmm.space
         devices = self.runtime._table.made
         for va in range(ptr, ptr + size, GRANULE):
             handle = pool.granules.pop(va)
@@ -499,7 +501,7 @@ class MemPools:
                                                     f"{stream.handle:#x})"))
 
     def _access(self, pool: Pool, ptr: int, size: int, flags: AccessFlags) -> None:
-        space = self.runtime.vmm._space()
+        space = self.runtime.vmm.space
         key = (LocationType.DEVICE, pool.device_id)
         with space.lock:
             for va in range(ptr, ptr + size, GRANULE):
