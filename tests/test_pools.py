@@ -277,3 +277,13 @@ def test_traced_counted_and_replayed(rt, pool, stream):
     result = replay(recorder.trace, "A2", capacity=64 * MiB)
     assert result.problems == [] and result.failures == 0
     assert result.peak_bytes == 6 * MiB
+
+
+def test_resetting_the_default_device_drops_its_pools():
+    # Regression: the last reset of a default device dropped the pool, then failed with
+    # ACL_ERROR_RT_CONTEXT_NULL (the device was no longer current) and left its addresses.
+    with Runtime("A2", hbm_bytes=64 * MiB, default_device=0) as rt:
+        pool, ret = acl.rt.mem_pool_create(_props())
+        assert ret == 0
+        assert acl.rt.reset_device(0) == 0
+        assert rt.pools.pools() == [] and rt.vmm.space.reservations == {}
