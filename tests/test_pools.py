@@ -287,3 +287,37 @@ def test_resetting_the_default_device_drops_its_pools():
         assert ret == 0
         assert acl.rt.reset_device(0) == 0
         assert rt.pools.pools() == [] and rt.vmm.space.reservations == {}
+
+
+def test_a_split_merged_segment_is_released_once_its_frees_ran(rt, pool, stream):
+    # Regression: two blocks freed on one stream merged; reusing the left half left the right
+    # half marked by a free whose range it was outside of, so it was never released.
+    a, _ = acl.rt.mem_pool_malloc_async(1, pool, stream)
+    b, _ = acl.rt.mem_pool_malloc_async(1, pool, stream)
+    acl.rt.mem_pool_free_async(b, stream)
+    acl.rt.mem_pool_free_async(a, stream)
+    c, _ = acl.rt.mem_pool_malloc_async(1, pool, stream)
+    assert acl.rt.synchronize_device() == 0
+    assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT) == G  # c's only
+    acl.rt.mem_pool_free_async(c, stream)
+
+
+def test_a_wait_for_an_event_runs_only_the_work_before_its_record(rt, pool, stream):
+    # Regression: aclrtStreamWaitEvent ran all of the recording stream's work, so a free
+    # queued there after a wait in the other direction ran before the work it waited for,
+    # and that work met a block already given back.
+    other, _ = acl.rt.create_stream()
+    a, _ = acl.rt.mem_pool_malloc_async(1, pool, stream)
+    first, _ = acl.rt.create_event()
+    acl.rt.record_event(first, stream)
+    acl.rt.stream_wait_event(other, first)
+    acl.rt.mem_pool_free_async(a, other)
+    b, _ = acl.rt.mem_pool_malloc_async(1, pool, other)  # the same block, reused on other
+    assert b == a
+    acl.rt.memset_async(b, 1, 0, 1, other)
+    second, _ = acl.rt.create_event()
+    acl.rt.record_event(second, other)
+    acl.rt.stream_wait_event(stream, second)
+    acl.rt.mem_pool_free_async(b, stream)
+    assert acl.rt.synchronize_stream(other) == 0, acl.get_recent_err_msg()
+    assert rt.sanitizer.counts() == {}

@@ -175,21 +175,17 @@ class SegmentPool:
     def _mergeable(a: Segment, b: Segment) -> bool:
         return (not a.busy and not b.busy and a.stream is b.stream and a.done == b.done)
 
-    def freed_ran(self, start: int, end: int, stream: object, seq: int) -> list[Segment]:
-        """The free of ``[start, end)`` submitted at ``seq`` on ``stream`` has run: mark the
-        cached segments there freed by it (or earlier) done; those segments."""
-        segments = self.segments
-        first = max(segments.bisect_right(start) - 1, 0)
-        done = []
-        for _, seg in segments.items()[first:]:
-            if seg.ptr >= end:
-                break
-            if (seg.end > start and not seg.busy and seg.stream is stream
-                    and seg.free_seq <= seq and not seg.done):
-                seg.done = True
-                done.append(seg)
+    def freed_ran(self, stream: object, seq: int) -> list[Segment]:
+        """The free submitted at ``seq`` on ``stream`` has run, and so every earlier free on
+        that stream (a stream runs its work in order): mark the cached segments they gave
+        back done (a merged or split segment carries its latest free); those segments.
+        O(s)."""
+        done = [s for s in self.segments.values()
+                if not s.busy and not s.done and s.stream is stream and s.free_seq <= seq]
         for seg in done:
-            if seg.ptr in self.segments:
+            seg.done = True
+        for seg in done:
+            if self.segments.get(seg.ptr) is seg:
                 self._merge(seg)
         return done
 

@@ -351,11 +351,12 @@ class MemPools:
                                           f"the stream on device {target.device_id}")
             segments = pool.segments
             seg, wait_for = self._reusable(pool, rounded, target)
+            seg_seq = 0 if seg is None else seg.free_seq
             if seg is not None:
                 seg = segments.reuse_cached(seg, rounded, target, size)
                 self._grant(pool, seg.ptr, seg.size)
                 if wait_for is not None:
-                    self._wait(target, wait_for, call)
+                    self._wait(target, wait_for, seg_seq, call)
             else:
                 ptr = segments.best_free(rounded)
                 if ptr is None:
@@ -386,11 +387,11 @@ class MemPools:
             seg = segments.best_cached(size, lambda s: s.done)
         return seg, None
 
-    def _wait(self, stream: Stream, source: Stream, call: str) -> None:
-        """Queue on ``stream`` a wait for ``source``'s work so far (the runtime's implicit
-        event for ..._ALLOW_INTERNAL_DEPENDENCIES)."""
+    def _wait(self, stream: Stream, source: Stream, seq: int, call: str) -> None:
+        """Queue on ``stream`` a wait for ``source``'s work up to the free ``seq`` (the
+        runtime's implicit event for ..._ALLOW_INTERNAL_DEPENDENCIES)."""
         def run(_stream: Stream) -> None:
-            self.runtime.streams.run([source])
+            self.runtime.streams.run([source], upto=seq)
 
         self.runtime.streams.enqueue(stream, f"{call} (waits for stream {source.handle:#x})",
                                      (), run)
@@ -433,7 +434,7 @@ class MemPools:
                 raise InvalidRuntimeParam(f"{call}: {ptr:#x} in {pool.describe()} {state}")
             asked, end, site = seg.asked, seg.end, seg.alloc_site
             op = runtime.streams.enqueue(
-                target, call, (), lambda _s: self._free_ran(pool, ptr, end, target, op.seq))
+                target, call, (), lambda _s: self._free_ran(pool, target, op.seq))
             seg = pool.segments.give_back(seg, target, op.seq)
             seg.alloc_site = site
         self._emit(pool, "mem_pool_free", ptr=ptr, size=asked, footprint=end - ptr,
@@ -446,12 +447,12 @@ class MemPools:
                 return pool
         return None
 
-    def _free_ran(self, pool: Pool, start: int, end: int, stream: Stream, seq: int) -> None:
+    def _free_ran(self, pool: Pool, stream: Stream, seq: int) -> None:
         """The queued free reached: its granules go out of the program's reach."""
         with self.lock:
             if self._pools.get(pool.handle) is not pool:
                 return
-            for seg in pool.segments.freed_ran(start, end, stream, seq):
+            for seg in pool.segments.freed_ran(stream, seq):
                 self._revoke(pool, seg, stream)
 
     # -- backing: granules of device memory ----------------------------------------------------
