@@ -58,8 +58,8 @@ from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.physical import PhysicalHandle, granule
 from ascend_memsim.memory.rules import device_base
 from ascend_memsim.memory.vmm import VA_BASE
-from ascend_memsim.runtime.pools import POOL_BASE, Pool
 from ascend_memsim.runtime.events import EVENT_BASE, Event
+from ascend_memsim.runtime.pools import POOL_BASE, Pool
 
 MiB = 1 << 20
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")

@@ -5,8 +5,8 @@ the device's accounting, the sanitizer, traces and replay."""
 import pytest
 
 from ascend_memsim import MiB, Runtime, acl, aclrt
-from ascend_memsim.observe.stats import MemoryStats
 from ascend_memsim.observe.replay import replay
+from ascend_memsim.observe.stats import MemoryStats
 from ascend_memsim.observe.trace import Recorder
 
 G = 2 * MiB
@@ -283,7 +283,7 @@ def test_resetting_the_default_device_drops_its_pools():
     # Regression: the last reset of a default device dropped the pool, then failed with
     # ACL_ERROR_RT_CONTEXT_NULL (the device was no longer current) and left its addresses.
     with Runtime("A2", hbm_bytes=64 * MiB, default_device=0) as rt:
-        pool, ret = acl.rt.mem_pool_create(_props())
+        _, ret = acl.rt.mem_pool_create(_props())
         assert ret == 0
         assert acl.rt.reset_device(0) == 0
         assert rt.pools.pools() == [] and rt.vmm.space.reservations == {}
