@@ -321,3 +321,38 @@ def test_a_wait_for_an_event_runs_only_the_work_before_its_record(rt, pool, stre
     acl.rt.mem_pool_free_async(b, stream)
     assert acl.rt.synchronize_stream(other) == 0, acl.get_recent_err_msg()
     assert rt.sanitizer.counts() == {}
+
+
+def test_threads_share_a_pool(rt, pool):
+    import threading
+
+    streams = [acl.rt.create_stream()[0] for _ in range(4)]
+    errors = []
+
+    def work(stream):
+        acl.rt.set_device(0)
+        try:
+            for _ in range(50):
+                ptr, ret = acl.rt.mem_pool_malloc_async(1, pool, stream)
+                assert ret in (0, acl.ACL_ERROR_RT_INTERNAL_ERROR)  # 8 granules for 4 threads
+                if ret == 0:
+                    assert acl.rt.memset_async(ptr, 1, 0, 1, stream) == 0
+                    assert acl.rt.mem_pool_free_async(ptr, stream) == 0
+                assert acl.rt.synchronize_stream(stream) == 0
+        except AssertionError as error:  # pragma: no cover - reported below
+            errors.append(error)
+        finally:
+            acl.rt.reset_device(0)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in streams]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    acl.rt.synchronize_device()
+    pools = rt.pools.pools()
+    pools[0].segments.check_invariants()
+    assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == 0
+    assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT) == 0
+    assert rt.sanitizer.counts() == {}
