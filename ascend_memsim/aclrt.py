@@ -64,6 +64,14 @@ C_NAMES = {
         acl.rt.mem_get_allocation_properties_from_handle,
     "aclrtMemGetAddressRange": acl.rt.mem_get_address_range,
     "aclrtPointerGetAttributes": acl.rt.pointer_get_attributes,
+    # stream-ordered memory pools (11-10)
+    "aclrtMemPoolCreate": acl.rt.mem_pool_create,
+    "aclrtMemPoolDestroy": acl.rt.mem_pool_destroy,
+    "aclrtMemPoolSetAttr": acl.rt.mem_pool_set_attr,
+    "aclrtMemPoolGetAttr": acl.rt.mem_pool_get_attr,
+    "aclrtMemPoolMallocAsync": acl.rt.mem_pool_malloc_async,
+    "aclrtMemPoolFreeAsync": acl.rt.mem_pool_free_async,
+    "aclrtMemPoolTrimTo": acl.rt.mem_pool_trim_to,
     "acldvppMalloc": acl.media.dvpp_malloc,
     "acldvppFree": acl.media.dvpp_free,
     # data buffers, tensor descriptors, operators, models, events and callbacks

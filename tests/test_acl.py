@@ -403,6 +403,13 @@ C_TO_PYACL = {
     "aclrtMemGetAllocationPropertiesFromHandle": "rt.mem_get_allocation_properties_from_handle",
     "aclrtMemGetAddressRange": "rt.mem_get_address_range",
     "aclrtPointerGetAttributes": "rt.pointer_get_attributes",
+    "aclrtMemPoolCreate": "rt.mem_pool_create",
+    "aclrtMemPoolDestroy": "rt.mem_pool_destroy",
+    "aclrtMemPoolSetAttr": "rt.mem_pool_set_attr",
+    "aclrtMemPoolGetAttr": "rt.mem_pool_get_attr",
+    "aclrtMemPoolMallocAsync": "rt.mem_pool_malloc_async",
+    "aclrtMemPoolFreeAsync": "rt.mem_pool_free_async",
+    "aclrtMemPoolTrimTo": "rt.mem_pool_trim_to",
 }
 
 

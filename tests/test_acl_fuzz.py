@@ -74,6 +74,7 @@ from ascend_memsim.memory.physical import PhysicalHandle, granule
 from ascend_memsim.memory.rules import device_base
 from ascend_memsim.memory.vmm import VA_BASE
 from ascend_memsim.runtime.events import EVENT_BASE, Event
+from ascend_memsim.runtime.pools import POOL_BASE, Pool
 
 MiB = 1 << 20
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
@@ -109,6 +110,11 @@ ALLOCATING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
 #: Memory shared between processes: IPC keys and shareable handles (acl/_ipc.py).
 SHARING = [(space, fn) for space, fn in MEMORY_FACE
            if fn.__module__ == acl.rt.ipc_mem_close.__module__]
+#: Stream-ordered memory pools (11-10), with the streams they need and the synchronisation
+#: that runs their frees and releases their memory.
+POOLING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__.startswith("mem_pool_")
+           or fn.__name__ in ("create_stream", "synchronize_stream", "synchronize_device",
+                              "memset_async", "memcpy")]
 #: Virtual memory: reserve, back with physical memory, map, use, unmap, free, release.
 VIRTUAL = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
@@ -304,6 +310,10 @@ def _snapshot(rt, seen):
     pinned = rt.extension("pinned")
     chapter = (sorted(peer.enabled) if peer else [],
                pinned.snapshot() if pinned else [])
+    pools = [(p.handle, p.segments.reuse, p.segments.threshold, p.segments.used,
+              p.segments.reserved, p.segments.used_high, p.segments.reserved_high,
+              [(g.ptr, g.size, g.busy, g.done) for g in p.segments.segments.values()])
+             for p in rt.pools.pools()]
     space = rt.vmm.space  # made at the first virtual-memory call: empty is as good as none
     vmm = None if space is None or not (space.reservations or space.handles) else (
         [(r.ptr, r.size, [(m.ptr, m.handle.handle, dict(m.access)) for m in r.maps.values()])
@@ -318,7 +328,7 @@ def _snapshot(rt, seen):
                            len(r.holders)) for v, r in machine.shareable.items()),
                    sorted(machine.processes))
     return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events,
-            chapter, vmm, media, sharing)
+            chapter, vmm, media, sharing, pools)
 
 
 def _media_handles(rt) -> list:
@@ -413,7 +423,7 @@ HANDLE_PARAMS = {
     "desc": TensorDesc, "src_desc": TensorDesc, "dst_desc": TensorDesc,
     "attr": OpAttr, "op_attr": OpAttr, "handle": OpHandle, "model_desc": ModelDesc,
     "dataset": Dataset, "input": Dataset, "output": Dataset,
-    "event": Event, "start": Event, "end": Event,
+    "event": Event, "start": Event, "end": Event, "mem_pool": Pool,
 }
 #: acl.media's parameters that take one handle, and their kind (``input_desc`` is a picture
 #: there, a list of tensor descriptors in acl.op).
@@ -432,7 +442,7 @@ HANDLE_LISTS = {"input_desc": TensorDesc, "output_desc": TensorDesc,
                 "inputs": DataBuffer, "outputs": DataBuffer}
 #: Handles no call made: NULL, past the last handle, between two, and other numberings.
 MADE_UP = [0, None, -1, HANDLE_BASE + 64 * 4096, HANDLE_BASE + 32, EVENT_BASE + 64 * 4096,
-           EVENT_BASE + 1, 1 << 32, 2**64 - 1]
+           EVENT_BASE + 1, 1 << 32, 2**64 - 1, POOL_BASE + 64 * 4096]
 _EVENT_MAKERS = {acl.rt.create_event, acl.rt.create_event_with_flag,
                  acl.rt.create_event_ex_with_flag}
 
@@ -452,6 +462,8 @@ class _Seen:
             self.kinds[result[0]] = PhysicalHandle
         if fn in _EVENT_MAKERS and isinstance(result, tuple) and result[-1] == 0:
             self.kinds[result[0]] = Event
+        if fn is acl.rt.mem_pool_create and isinstance(result, tuple) and result[-1] == 0:
+            self.kinds[result[0]] = Pool
         if rt is not None:
             for handle in [*_compute_handles(rt), *_media_handles(rt)]:
                 self.kinds[handle.handle] = type(handle)
@@ -473,6 +485,8 @@ class _Seen:
         space = None if rt is None else rt.vmm.space
         if space is not None:
             found[PhysicalHandle] = [h.handle for h in space.handles.values() if h.refs]
+        if rt is not None:
+            found[Pool] = [p.handle for p in rt.pools.pools()]
         return found
 
 
@@ -549,7 +563,7 @@ def _pool(data, rt, seen: _Seen) -> list:
         # one of them, drawn here: sampled_from over a short list that changes from step
         # to step kept picking the same position
         return [steps[data.draw(st.integers(0, len(steps) - 1), label="step")]]
-    return ([ALLOCATING] * 2 + [VIRTUAL] * 2 + [MEMORY_FACE] + [MAKING] * 3 + [None] * 2
+    return ([ALLOCATING, POOLING] + [VIRTUAL] * 2 + [MEMORY_FACE] + [MAKING] * 3 + [None] * 2
             + [COMPUTE_FACE, FACE[2:], SHARING])[which]
 
 
@@ -684,6 +698,9 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         return data.draw(st.one_of(values, st.builds(
             lambda n, dims: {"name": "", "dimCount": n, "dims": dims}, st.integers(0, 3),
             st.lists(st.integers(-1, 3), max_size=3))), label=name)
+    if name in POOL_PLAUSIBLE and fn.__name__.startswith("mem_pool_") and data.draw(
+            st.integers(0, 3), label=f"{name}: plausible") > 0:
+        return data.draw(POOL_PLAUSIBLE[name], label=name)
     anything = data.draw(st.integers(0, 3), label=f"{name}: anything") == 0
     if anything or name == "path":
         return data.draw(st.one_of(st.none(), st.just("/nonexistent/acl.json"), values)
@@ -731,6 +748,14 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         return data.draw(VMM_PLAUSIBLE[name], label=name)
     if name == "value" and fn.__module__ == acl.op.__name__:
         return data.draw(ATTR_VALUES, label=name)
+    if name == "stream" and rt is not None and data.draw(st.booleans(), label="a live stream"):
+        live = [h for h, s in rt.streams._streams.items() if not s.destroyed]
+        if live:
+            return data.draw(st.sampled_from(live), label=name)
+    if name == "ptr" and fn is acl.rt.mem_pool_free_async and rt is not None:
+        busy = [g.ptr for p in rt.pools.pools() for g in p.segments.busy()]
+        if busy and data.draw(st.booleans(), label="a pool block"):
+            return data.draw(st.sampled_from(busy), label=name)
     if "ptr" in name or name in ("dst", "src", "addr", "data_dev") or (
             fn in BUFFER_CALLS and name == "data"):
         near = st.sampled_from(_pointers(rt))
@@ -740,6 +765,21 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     if name == "addr_list":
         return data.draw(st.lists(st.sampled_from(_pointers(rt)), max_size=4), label=name)
     return data.draw(PLAUSIBLE.get(name, values), label=name)
+
+
+#: For the pool calls (three times in four), values they take: props of a pool on device 0
+#: or 1 that fits a small device, sizes of a few granules, attributes and their values.
+POOL_PLAUSIBLE = {
+    "pool_props": st.fixed_dictionaries(
+        {"allocType": st.just(0), "handleType": st.sampled_from([0, 0, 2]),
+         "location": st.fixed_dictionaries({"id": st.sampled_from([0, 0, 1]),
+                                            "type": st.just(1)}),
+         "maxSize": st.sampled_from([0, 2 * MiB, 8 * MiB, 16 * MiB, 10**6])}),
+    "size": st.sampled_from([0, 1, 100, 2 * MiB, 3 * MiB, 8 * MiB]),
+    "min_bytes_to_keep": st.sampled_from([0, 2 * MiB, 4 * MiB, 2**64 - 1]),
+    "attr": st.integers(0, 9),
+    "value": st.sampled_from([0, 1, 2 * MiB, 2**40, None]),
+}
 
 
 #: The calls that map a whole handle into a reservation (vir_ptr, size, offset, handle, flags).

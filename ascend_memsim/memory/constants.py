@@ -18,7 +18,7 @@ __all__ = [
     "MODULE_NAMES", "MODULE_APP", "MODULE_ID_MAX", "FLAT_NAMES",
     "HostRegisterType", "HostRegFlag", "HacType",
     "LocationType", "AllocationType", "HandleType", "GranularityOption", "AccessFlags",
-    "SharedHandleType", "IpcMemAttrType", "SHARING_FLAGS", "IPC_KEY_LEN",
+    "SharedHandleType", "IpcMemAttrType", "SHARING_FLAGS", "IPC_KEY_LEN", "PoolAttr",
 ]
 
 KiB = 1 << 10
@@ -410,11 +410,24 @@ SHARING_FLAGS = {
 IPC_KEY_LEN = 65
 
 
+class PoolAttr(IntEnum):
+    """aclrtMemPoolAttr (``include/external/acl/acl_rt_memory_soma.h``, 11-10)."""
+
+    REUSE_FOLLOW_EVENT_DEPENDENCIES = 0x1
+    REUSE_ALLOW_OPPORTUNISTIC = 0x2
+    REUSE_ALLOW_INTERNAL_DEPENDENCIES = 0x3
+    ATTR_RELEASE_THRESHOLD = 0x4
+    ATTR_RESERVED_MEM_CURRENT = 0x5
+    ATTR_RESERVED_MEM_HIGH = 0x6
+    ATTR_USED_MEM_CURRENT = 0x7
+    ATTR_USED_MEM_HIGH = 0x8
+
+
 #: The virtual-memory enums (11-04) and their vendor prefixes.
 _VMM_ENUMS = ((LocationType, "ACL_MEM_LOCATION_TYPE_"),
               (AllocationType, "ACL_MEM_ALLOCATION_TYPE_"), (HandleType, "ACL_MEM_HANDLE_TYPE_"),
               (GranularityOption, "ACL_RT_MEM_ALLOC_GRANULARITY_"),
-              (AccessFlags, "ACL_RT_MEM_ACCESS_FLAGS_"))
+              (AccessFlags, "ACL_RT_MEM_ACCESS_FLAGS_"), (PoolAttr, "ACL_RT_MEM_POOL_"))
 
 
 def _flat_names() -> dict[str, int]:

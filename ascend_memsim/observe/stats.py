@@ -107,6 +107,18 @@ class _DeviceStats:
                 else:
                     counter.sub(n)
 
+    def pool_block(self, info: dict, sign: int) -> None:
+        """A block of a stream-ordered memory pool (11-10) handed out (aclrtMemPoolMallocAsync)
+        or given back (aclrtMemPoolFreeAsync): pool ``mem_pool`` only (its memory is counted
+        as physical memory, by granule)."""
+        for stat, n in (("allocation", 1), ("footprint_bytes", info["footprint"]),
+                        ("requested_bytes", info["size"])):
+            counter = self._counter(stat, "mem_pool")
+            if sign > 0:
+                counter.add(n)
+            else:
+                counter.sub(n)
+
     def freed(self, block: Block) -> None:
         for pool in self._pools(block):
             self._counter("allocation", pool).sub(1)
@@ -138,7 +150,7 @@ class MemoryStats:
             self._shared(event, device, info)
             return
         if event not in ("malloc", "free", "malloc_failed", "reset", "malloc_physical",
-                         "free_physical"):
+                         "free_physical", "mem_pool_malloc", "mem_pool_free"):
             return
         with self._lock:
             stats = self._devices.get(device.device_id)
@@ -152,6 +164,8 @@ class MemoryStats:
                 stats.num_ooms += 1
             elif event in ("malloc_physical", "free_physical"):
                 stats.physical(info, 1 if event == "malloc_physical" else -1)
+            elif event in ("mem_pool_malloc", "mem_pool_free"):
+                stats.pool_block(info, 1 if event == "mem_pool_malloc" else -1)
             else:
                 # DECISION: blocks discarded by a reset count as freed, so current bytes
                 # return to zero as the device's free memory does.

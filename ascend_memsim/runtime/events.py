@@ -121,6 +121,7 @@ class Events:
         with self.lock:
             op = self.runtime.streams.enqueue(target, call, (), run)
             event.pending, event.stream = op, target
+            self.runtime.pools.recorded(event.handle, target, op.seq)  # event-ordered reuse
 
     def synchronize(self, handle: object, timeout_ms: object = -1) -> None:
         """aclrtSynchronizeEvent (and ...WithTimeout, ``timeout_ms`` an int32, -1 for ever):
@@ -151,11 +152,14 @@ class Events:
         target = self.runtime.streams.target(stream, "aclrtStreamWaitEvent")
 
         def run(_stream: Stream) -> None:
-            source = event.stream
-            if event.pending is not None and source is not None and source is not target:
-                self.runtime.streams.run([source])
+            source, record = event.stream, event.pending
+            if record is not None and source is not None and source is not target:
+                # only the work before the record: what follows it may itself wait for
+                # this stream (a later wait in the other direction)
+                self.runtime.streams.run([source], upto=record.seq)
 
         self.runtime.streams.enqueue(target, "aclrtStreamWaitEvent", (), run)
+        self.runtime.pools.waited(target, event.handle)  # event-ordered reuse (11-10)
 
     def timestamp(self, handle: object) -> float:
         event = self.get(handle)

@@ -47,6 +47,7 @@ from .config import parse_config, parse_run_mode, plan_adoption
 from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
+from .pools import MemPools
 from .process import Machine, as_current
 from .streams import Streams
 from .vmm import VirtualMemory
@@ -110,6 +111,8 @@ class Runtime:
         self.callbacks = Callbacks(self)
         #: reservations, physical handles and mappings (11-04): the face routes to it
         self.vmm = VirtualMemory(self)
+        #: stream-ordered memory pools (11-10), on reservations of the address space
+        self.pools = MemPools(self)
         self.sanitizer: Checker = make_checker(sanitizer)
         self.sanitizer.attach(self)
         #: planes made on demand by higher layers (the compute plane), by name; see extension
@@ -182,6 +185,7 @@ class Runtime:
                 self.streams.drop_device(device.device_id)
                 self.events.drop_device(device.device_id)
                 self.sanitizer.forget_device(device)
+                physical.extend(self.pools.forget_device(device))
                 physical.extend(self.vmm.forget_device(device))
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
@@ -313,7 +317,7 @@ class Runtime:
                 self.streams.drop_device(number)
                 self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
-                handles = self.vmm.forget_device(device)
+                handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device)]
                 peer = self._extensions.get("peer")
                 if peer is not None:
                     peer.forget_device(number)

@@ -168,7 +168,11 @@ class Streams(StreamWork):
             InvalidHandle: unknown or destroyed stream.
             AclError: the first queued operation that failed (the others still ran).
         """
-        self._run([self.stream(handle)])
+        stream = self.stream(handle)
+        try:
+            self._run([stream])
+        finally:
+            self.runtime.pools.synchronized(stream.device_id)  # release thresholds (11-10)
 
     def synchronize_device(self, device_id: int | None = None) -> None:
         """aclrtSynchronizeDevice: run every stream's work on the device, in submission order.
@@ -181,7 +185,10 @@ class Streams(StreamWork):
         with self.lock:
             streams = [s for s in (*self._defaults.values(), *self._streams.values())
                        if s.device_id == device_id]
-        self._run(streams)
+        try:
+            self._run(streams)
+        finally:
+            self.runtime.pools.synchronized(device_id)  # release thresholds (11-10)
 
     def target(self, handle: object, call: str) -> Stream:
         """The live stream ``handle`` names, checked for queuing work (see :meth:`enqueue`)."""

@@ -88,8 +88,10 @@ class StreamWork:
             self.pending += 1
             return op
 
-    def _run(self, streams: list[Stream]) -> None:
-        """Run the streams' queued work in submission order, under :attr:`run_lock`.
+    def _run(self, streams: list[Stream], upto: int | None = None) -> None:
+        """Run the streams' queued work in submission order, under :attr:`run_lock`; with
+        ``upto``, only the operations submitted up to that one (an event's record: a wait
+        for it needs no later work).
 
         Another thread already running work on these streams finishes first, so work queued
         earlier never runs after work queued later.
@@ -97,12 +99,16 @@ class StreamWork:
         with self.run_lock:
             with self.lock:
                 queues = [s.queue for s in streams if s.queue]
+                if upto is not None:
+                    queues = [[op for op in q if op.seq <= upto] for q in queues]
+                    queues = [q for q in queues if q]
                 if not queues:
                     return
                 work = (queues[0] if len(queues) == 1
                         else list(heapq.merge(*queues, key=lambda op: op.seq)))
                 for s in streams:
-                    s.queue = []
+                    s.queue = ([] if upto is None
+                               else [op for op in s.queue if op.seq > upto])
                 self.pending -= len(work)
             first: AclError | None = None
             running = self._running
@@ -118,9 +124,10 @@ class StreamWork:
         if first is not None:
             raise first
 
-    def run(self, streams: list[Stream]) -> None:
-        """Run the queued work of ``streams`` (events and callbacks wait through this)."""
-        self._run(streams)
+    def run(self, streams: list[Stream], upto: int | None = None) -> None:
+        """Run the queued work of ``streams`` (events and callbacks wait through this), up
+        to submission ``upto`` if given."""
+        self._run(streams, upto)
 
     def running(self) -> Operation | None:
         """The queued operation this thread is running now, if any (for reports)."""
