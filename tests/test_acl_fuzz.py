@@ -38,12 +38,14 @@ The budget is the Hypothesis profile's (``HYPOTHESIS_PROFILE=thorough`` searches
 examples, the default profile 50).
 """
 
+import atexit
 import contextlib
 import inspect
 import io
 import json
 import os
 import re
+import shutil
 import tempfile
 
 import numpy as np
@@ -259,6 +261,8 @@ FALLBACK = {"memsim": {"product": "A2", "hbm_bytes": 64 * MiB, "device_count": 2
                        "sanitizer": {"output": None}}}
 
 _DIR = tempfile.mkdtemp(prefix="memsim-fuzz-")
+# taken away when the test process ends (each xdist worker imports this module)
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 # A model with a stand-in (registered while the test runs; no file), so that
 # acl.mdl.load_from_file can succeed and models run.
 MODEL_PATH = "/nonexistent/fuzz-model.om"
