@@ -34,6 +34,7 @@ C_NAMES = {
     "aclrtMemset": acl.rt.memset,
     "aclrtMemcpyAsync": acl.rt.memcpy_async,
     "aclrtMemsetAsync": acl.rt.memset_async,
+    "aclrtCmoAsync": acl.rt.cmo_async,
     "aclrtValueWrite": acl.rt.value_write,
     "aclrtValueWait": acl.rt.value_wait,
     "aclrtMallocHost": acl.rt.malloc_host,

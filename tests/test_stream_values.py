@@ -135,3 +135,33 @@ def test_the_default_stream_is_stream_0(word):
     assert acl.rt.value_wait(word, 3, 1, 0) == 0
     assert acl.rt.synchronize_device() == 0
     assert _read(word) == 3
+
+
+def test_a_prefetch_checks_its_range_now_and_when_the_stream_runs(word, stream):
+    """11-06 aclrtCmoAsync: 当前仅支持ACL_RT_CMO_TYPE_PREFETCH (0); no data effect in the
+    simulator; a block freed before the stream runs fails the synchronisation."""
+    assert aclrt.aclrtCmoAsync is acl.rt.cmo_async
+    _write(word, 42)
+    assert acl.rt.cmo_async(word, 64, 0, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert _read(word) == 42
+    ptr, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.cmo_async(ptr, 64, 0, stream) == 0
+    assert acl.rt.free(ptr) == 0
+    assert acl.rt.synchronize_stream(stream) == 107000
+
+
+@pytest.mark.parametrize("offset, size, cmo_type, code", [
+    (0, 64, 1, 207000), (0, 64, 2, 207000), (0, 64, 3, 207000),   # WRITEBACK, INVALID, FLUSH
+    (0, 64, 4, INVALID_PARAM), (0, 0, 0, INVALID_PARAM), (0, 64, -1, INVALID_PARAM),
+    (0, 1 << 30, 0, 107000),                                       # past the block
+])
+def test_each_cmo_misuse_returns_its_code_and_queues_nothing(word, stream, offset, size,
+                                                              cmo_type, code):
+    assert acl.rt.cmo_async(word + offset, size, cmo_type, stream) == code
+    assert acl.rt.synchronize_stream(stream) == 0
+
+
+def test_a_cmo_on_host_memory_is_refused(rt, stream):
+    host, _ = acl.rt.malloc_host(64)
+    assert acl.rt.cmo_async(host, 64, 0, stream) == INVALID_PARAM

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from ..memory.args import as_int
 from ..memory.constants import StreamFlag
 from ..memory.errors import (
+    FeatureNotSupported,
     InternalError,
     InvalidArgument,
     InvalidHandle,
@@ -372,6 +373,47 @@ class Streams(StreamWork):
                     f"no queued work writes it")
 
         self._enqueue_value(call, addr, stream, run, write=False)
+
+    def cmo_async(self, src: object, size: object, cmo_type: object, stream: object) -> None:
+        """aclrtCmoAsync (hicann/runtime ``docs/zh/api_ref/11-06_CMO_memory_operation.md``):
+        a cache operation on ``size`` bytes of this device's memory at ``src``; only
+        ACL_RT_CMO_TYPE_PREFETCH (0) is supported. The simulator models no cache: the call
+        has no effect on the data, but the range is checked as any access, when the call is
+        made and again when the stream runs it (use-after-free, out of bounds).
+
+        DECISIONs: a cmoType of the enum other than PREFETCH (WRITEBACK 1, INVALID 2,
+        FLUSH 3) is ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000), any other value and a size of
+        0 are ACL_ERROR_INVALID_PARAM (100000), as is host memory or another device's memory.
+
+        Raises:
+            InvalidArgument, FeatureNotSupported, InvalidPointer, InvalidHandle,
+                StreamContextMismatch: as above.
+        """
+        call = "aclrtCmoAsync"
+        addr = as_int(src, "src")
+        count = as_int(size, "size")
+        kind = as_int(cmo_type, "cmoType", lo=None, hi=None)
+        if kind not in (0, 1, 2, 3):
+            raise InvalidArgument(f"{call}: cmoType must be an aclrtCmoType (0-3), got {kind}")
+        if kind != 0:
+            raise FeatureNotSupported(f"{call}: only ACL_RT_CMO_TYPE_PREFETCH (0) is supported, "
+                                      f"got {kind}")
+        if count == 0:
+            raise InvalidArgument(f"{call}: size must be positive")
+        target = self._target(stream, call)
+        data = self.runtime.data
+        with data.lock:
+            region, _ = data.resolve(call, addr, count, write=False, deferred=True)
+        block = getattr(region, "block", None)
+        if region.host or (block is not None and block.device_id != target.device_id):
+            raise InvalidArgument(f"{call}: {addr:#x} is not memory of device "
+                                  f"{target.device_id} (11-06: only this device's memory)")
+
+        def run(_stream: Stream) -> None:
+            with data.lock:
+                data.resolve(call, addr, count, write=False, deferred=True)
+
+        self.enqueue(target, call, ((addr, addr + count),), run)
 
     @staticmethod
     def _check_value(call: str, dev_addr: object, value: object) -> tuple[int, int]:
