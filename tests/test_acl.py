@@ -274,6 +274,8 @@ C_TO_PYACL = {
     "aclrtGetMemUsageInfo": "rt.get_mem_usage_info", "aclrtCheckMemType": "rt.check_mem_type",
     "aclrtMemcpy": "rt.memcpy", "aclrtMemset": "rt.memset",
     "aclrtMemcpyAsync": "rt.memcpy_async", "aclrtMemsetAsync": "rt.memset_async",
+    "aclrtCmoAsync": "rt.cmo_async",
+    "aclrtValueWrite": "rt.value_write", "aclrtValueWait": "rt.value_wait",
     "aclrtMallocHost": "rt.malloc_host", "aclrtFreeHost": "rt.free_host",
     "aclrtCreateStream": "rt.create_stream", "aclrtDestroyStream": "rt.destroy_stream",
     "aclrtSynchronizeStream": "rt.synchronize_stream",

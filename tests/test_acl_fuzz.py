@@ -116,7 +116,8 @@ SHARING = [(space, fn) for space, fn in MEMORY_FACE
 #: that runs their frees and releases their memory.
 POOLING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__.startswith("mem_pool_")
            or fn.__name__ in ("create_stream", "synchronize_stream", "synchronize_device",
-                              "memset_async", "memcpy")]
+                              "memset_async", "memcpy", "value_write", "value_wait",
+                              "cmo_async")]
 #: Virtual memory: reserve, back with physical memory, map, use, unmap, free, release.
 VIRTUAL = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",

@@ -125,6 +125,26 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: i
     current_runtime().memset_async(dev_ptr, max_count, value, count, stream)
 
 
+@_face()
+def cmo_async(src: int, size: int, cmo_type: int, stream: int) -> None:
+    """aclrtCmoAsync (11-06): ``ret``; only ACL_RT_CMO_TYPE_PREFETCH (0); no data effect (the
+    simulator models no cache), the range is checked as an access."""
+    current_runtime().cmo_async(src, size, cmo_type, stream)
+
+
+@_face()
+def value_write(dev_addr: int, value: int, flag: int, stream: int) -> None:
+    """aclrtValueWrite (11-09): ``ret``; ``flag`` reserved, 0."""
+    current_runtime().value_write(dev_addr, value, flag, stream)
+
+
+@_face()
+def value_wait(dev_addr: int, value: int, flag: int, stream: int) -> None:
+    """aclrtValueWait (11-09): ``ret``; ``flag`` ACL_STREAM_WAIT_VALUE_GEQ 0, EQ 1, AND 2,
+    NOR 3."""
+    current_runtime().value_wait(dev_addr, value, flag, stream)
+
+
 @_face(0)
 def malloc_host(size: int) -> int:
     return current_runtime().malloc_host(size)
@@ -294,7 +314,8 @@ _EXPORTS = (
     set_device, reset_device, get_device, get_device_count, malloc, malloc_align32,
     malloc_cached, malloc_with_cfg, malloc_for_task_scheduler, free, free_with_dev_sync,
     get_mem_info, get_mem_usage_info, check_mem_type, memcpy, memset, memcpy_async,
-    memset_async, malloc_host, free_host, create_stream, destroy_stream, synchronize_stream,
+    memset_async, cmo_async, value_write, value_wait, malloc_host, free_host, create_stream,
+    destroy_stream, synchronize_stream,
     synchronize_device, create_context, destroy_context, set_context, get_context,
     get_run_mode, create_stream_with_config, create_event, create_event_with_flag,
     create_event_ex_with_flag, record_event, reset_event, synchronize_event,

@@ -478,6 +478,23 @@ class Runtime:
         self.current_device()
         self.streams.memset_async(ptr, max_count, value, count, stream)
 
+    def cmo_async(self, src: object, size: object, cmo_type: object, stream: object) -> None:
+        """aclrtCmoAsync (11-06): checked now and when the stream runs; no data effect."""
+        self.current_device()
+        self.streams.cmo_async(src, size, cmo_type, stream)
+
+    def value_write(self, dev_addr: object, value: object, flag: object,
+                    stream: object = 0) -> None:
+        """aclrtValueWrite (11-09): checked now, written at synchronisation."""
+        self.current_device()
+        self.streams.value_write(dev_addr, value, flag, stream)
+
+    def value_wait(self, dev_addr: object, value: object, flag: object,
+                   stream: object = 0) -> None:
+        """aclrtValueWait (11-09): checked now, waited for at synchronisation."""
+        self.current_device()
+        self.streams.value_wait(dev_addr, value, flag, stream)
+
     def synchronize_device(self) -> None:
         """aclrtSynchronizeDevice: run the current device's queued work."""
         self.synchronize_device_of(self.current_device())

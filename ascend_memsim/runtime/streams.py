@@ -42,10 +42,27 @@ from dataclasses import dataclass
 
 from ..memory.args import as_int
 from ..memory.constants import StreamFlag
-from ..memory.errors import InvalidArgument, InvalidHandle, StreamContextMismatch
+from ..memory.errors import (
+    FeatureNotSupported,
+    InternalError,
+    InvalidArgument,
+    InvalidHandle,
+    StreamContextMismatch,
+)
 from .work import Operation, Stream, StreamWork
 
 __all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Streams"]
+
+_UINT64_MAX = (1 << 64) - 1
+_SIGN = 1 << 63
+
+#: aclrtValueWait's flag: the condition on (the word at devAddr, value), 11-09's comments.
+_WAIT_CONDITIONS: dict[int, Callable[[int, int], bool]] = {
+    0: lambda word, value: ((word - value) & _UINT64_MAX) < _SIGN,  # (int64_t)(*a - v) >= 0
+    1: lambda word, value: word == value,
+    2: lambda word, value: word & value != 0,
+    3: lambda word, value: ~(word | value) & _UINT64_MAX != 0,
+}
 
 #: Stream handles are ints from here, 64 apart; none is a memory address.
 STREAM_BASE = 0x1_0000_0000
@@ -275,6 +292,150 @@ class Streams(StreamWork):
         call = "aclrtMemsetAsync"
         self._enqueue_access(stream, call, ((ptr, count, True),),
                              lambda s: data.fill(ptr, count, value, call=call, stream=s.handle))
+
+    # -- stream memory operations (11-09) -----------------------------------------------------
+
+    def value_write(self, dev_addr: object, value: object, flag: object,
+                    stream: object = 0) -> None:
+        """aclrtValueWrite: queue a write of the 64-bit ``value`` at ``dev_addr``
+        (hicann/runtime ``docs/zh/api_ref/11-09_stream_memory_operation.md``: device memory,
+        8-byte aligned, ``flag`` reserved and 0). The 8 bytes are written little-endian when
+        the stream runs.
+
+        Raises:
+            InvalidArgument: flag not 0, value not a uint64, address not 8-byte aligned or
+                not device memory.
+            InvalidPointer: no live block holds the 8 bytes.
+            InvalidHandle, StreamContextMismatch: see :meth:`_target`.
+        """
+        call = "aclrtValueWrite"
+        addr, value = self._check_value(call, dev_addr, value)
+        reserved = as_int(flag, "flag", lo=None, hi=None)
+        if reserved != 0:
+            raise InvalidArgument(f"{call}: flag must be 0 (reserved), got {reserved}")
+        data = self.runtime.data
+        payload = value.to_bytes(8, "little")
+
+        def run(_stream: Stream) -> None:
+            with data.lock:
+                region, offset = data.resolve(call, addr, 8, write=True)
+                region.write(offset, memoryview(payload))
+
+        self._enqueue_value(call, addr, stream, run, write=True)
+
+    def value_wait(self, dev_addr: object, value: object, flag: object,
+                   stream: object = 0) -> None:
+        """aclrtValueWait: queue a wait that blocks the stream's later work until the 64-bit
+        word at ``dev_addr`` meets ``flag``'s condition against ``value`` (11-09:
+        ACL_STREAM_WAIT_VALUE_GEQ 0, EQ 1, AND 2, NOR 3).
+
+        When the wait runs and the condition does not hold, the pending work of the device's
+        other streams runs first (it may hold the write the wait is for; streams run
+        concurrently on hardware). DECISION: if the condition still does not hold, nothing
+        queued can ever satisfy it (the host is blocked in the synchronising call): on
+        hardware the stream hangs; here the wait fails with ACL_ERROR_RT_INTERNAL_ERROR
+        (507000), which the synchronising call returns, and the stream's later work still
+        runs (as after any failed queued operation).
+
+        Raises:
+            InvalidArgument: flag not 0-3, value not a uint64, address not 8-byte aligned or
+                not device memory.
+            InvalidPointer: no live block holds the 8 bytes.
+            InvalidHandle, StreamContextMismatch: see :meth:`_target`.
+        """
+        call = "aclrtValueWait"
+        addr, value = self._check_value(call, dev_addr, value)
+        mode = as_int(flag, "flag", lo=None, hi=None)
+        if mode not in _WAIT_CONDITIONS:
+            raise InvalidArgument(f"{call}: flag must be ACL_STREAM_WAIT_VALUE_GEQ (0), EQ (1), "
+                                  f"AND (2) or NOR (3), got {mode}")
+        condition = _WAIT_CONDITIONS[mode]
+        data = self.runtime.data
+
+        def word() -> int:
+            with data.lock:
+                region, offset = data.resolve(call, addr, 8, write=False)
+                return int.from_bytes(region.read(offset, 8), "little")
+
+        def run(waiting: Stream) -> None:
+            if condition(word(), value):
+                return
+            with self.lock:
+                others = [s for s in (*self._defaults.values(), *self._streams.values())
+                          if s.device_id == waiting.device_id and s is not waiting and s.queue]
+            if others:
+                self._run(others)
+            current = word()
+            if not condition(current, value):
+                raise InternalError(
+                    f"{call}: the wait on stream {waiting.handle:#x} for the word at {addr:#x} "
+                    f"(now {current:#x}, flag {mode}, value {value:#x}) can never be satisfied: "
+                    f"no queued work writes it")
+
+        self._enqueue_value(call, addr, stream, run, write=False)
+
+    def cmo_async(self, src: object, size: object, cmo_type: object, stream: object) -> None:
+        """aclrtCmoAsync (hicann/runtime ``docs/zh/api_ref/11-06_CMO_memory_operation.md``):
+        a cache operation on ``size`` bytes of this device's memory at ``src``; only
+        ACL_RT_CMO_TYPE_PREFETCH (0) is supported. The simulator models no cache: the call
+        has no effect on the data, but the range is checked as any access, when the call is
+        made and again when the stream runs it (use-after-free, out of bounds).
+
+        DECISIONs: a cmoType of the enum other than PREFETCH (WRITEBACK 1, INVALID 2,
+        FLUSH 3) is ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000), any other value and a size of
+        0 are ACL_ERROR_INVALID_PARAM (100000), as is host memory or another device's memory.
+
+        Raises:
+            InvalidArgument, FeatureNotSupported, InvalidPointer, InvalidHandle,
+                StreamContextMismatch: as above.
+        """
+        call = "aclrtCmoAsync"
+        addr = as_int(src, "src")
+        count = as_int(size, "size")
+        kind = as_int(cmo_type, "cmoType", lo=None, hi=None)
+        if kind not in (0, 1, 2, 3):
+            raise InvalidArgument(f"{call}: cmoType must be an aclrtCmoType (0-3), got {kind}")
+        if kind != 0:
+            raise FeatureNotSupported(f"{call}: only ACL_RT_CMO_TYPE_PREFETCH (0) is supported, "
+                                      f"got {kind}")
+        if count == 0:
+            raise InvalidArgument(f"{call}: size must be positive")
+        target = self._target(stream, call)
+        data = self.runtime.data
+        with data.lock:
+            region, _ = data.resolve(call, addr, count, write=False, deferred=True)
+        block = getattr(region, "block", None)
+        if region.host or (block is not None and block.device_id != target.device_id):
+            raise InvalidArgument(f"{call}: {addr:#x} is not memory of device "
+                                  f"{target.device_id} (11-06: only this device's memory)")
+
+        def run(_stream: Stream) -> None:
+            with data.lock:
+                data.resolve(call, addr, count, write=False, deferred=True)
+
+        self.enqueue(target, call, ((addr, addr + count),), run)
+
+    @staticmethod
+    def _check_value(call: str, dev_addr: object, value: object) -> tuple[int, int]:
+        """The address (8-byte aligned) and the uint64 value of a value write or wait."""
+        addr = as_int(dev_addr, "devAddr")
+        number = as_int(value, "value", lo=0, hi=_UINT64_MAX)
+        if addr % 8:
+            raise InvalidArgument(f"{call}: devAddr {addr:#x} is not 8-byte aligned")
+        return addr, number
+
+    def _enqueue_value(self, call: str, addr: int, handle: object,
+                       run: Callable[[Stream], None], write: bool) -> None:
+        """Check the stream and that the 8 bytes at ``addr`` are live device memory, then
+        queue ``run``; a failed check queues nothing."""
+        stream = self._target(handle, call)
+        data = self.runtime.data
+        with data.lock:
+            region, _ = data.resolve(call, addr, 8, write=write, deferred=True)
+        if region.host:
+            raise InvalidArgument(f"{call}: {addr:#x} is host memory; 11-09 needs a device "
+                                  f"address")
+        self.enqueue(stream, call, ((addr, addr + 8),), run)
 
     def pending_on(self, start: int, end: int) -> list[Operation]:
         """Queued operations that touch ``[start, end)``. O(queued operations)."""
