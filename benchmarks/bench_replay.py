@@ -130,8 +130,14 @@ def generate(path: str, events: int, seed: int = 1) -> int:
 
 def run(step: str, path: str) -> tuple[float, float, str]:
     """(seconds, peak RSS MiB, extra output) of one step in a fresh process."""
+    return run_fresh(step, _STEPS[step], path)
+
+
+def run_fresh(step: str, code: str, path: str) -> tuple[float, float, str]:
+    """(seconds, peak RSS MiB, extra output) of ``code`` (which sets ``n``, reading
+    ``path``) in a fresh process; ``step`` names it in an error."""
     code = ("import os, resource, sys, time\npath = sys.argv[1]\nt0 = time.perf_counter()\n"
-            + _STEPS[step] + "\nprint('result', n, time.perf_counter() - t0, "
+            + code + "\nprint('result', n, time.perf_counter() - t0, "
             "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
     done = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": ROOT})

@@ -19,13 +19,12 @@ fresh process, which reports its own time and peak RSS:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_replay import generate
+from bench_replay import generate, run_fresh
 
 ROUNDS = 3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,17 +50,7 @@ print("peak", result.peak_allocated, result.peak_reserved, result.retries)
 
 def run(step: str, path: str) -> tuple[float, float, str]:
     """(seconds, peak RSS MiB, extra output) of one step in a fresh process."""
-    code = ("import os, resource, sys, time\npath = sys.argv[1]\nt0 = time.perf_counter()\n"
-            + _STEPS[step] + "\nprint('result', n, time.perf_counter() - t0, "
-            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
-    done = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": ROOT})
-    if done.returncode:
-        raise SystemExit(f"{step} failed:\n{done.stderr}")
-    lines = done.stdout.split("\n")
-    _, n, seconds, rss = next(line for line in lines if line.startswith("result")).split()
-    extra = " ".join(line for line in lines if line and not line.startswith("result"))
-    return float(seconds), float(rss), f"{n} {extra}".strip()
+    return run_fresh(step, _STEPS[step], path)
 
 
 def main(events: int = 1_000_000) -> None:
