@@ -356,3 +356,28 @@ def test_threads_share_a_pool(rt, pool):
     assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == 0
     assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT) == 0
     assert rt.sanitizer.counts() == {}
+
+
+def test_the_event_tables_stay_bounded_over_many_cycles(rt, pool, stream):
+    # Regression: every recorded event and every (waiting, recording) stream pair stayed in
+    # the pools' tables after aclrtDestroyEvent / aclrtDestroyStream: memory grew with the
+    # run's length (200 cycles left 200 entries in each).
+    acl.rt.mem_pool_set_attr(pool, acl.ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES, 1)
+    for _ in range(200):
+        other, _ = acl.rt.create_stream()
+        event, _ = acl.rt.create_event()
+        for waiting, recording in ((other, stream), (stream, other)):
+            ptr, _ = acl.rt.mem_pool_malloc_async(100, pool, recording)
+            assert acl.rt.mem_pool_free_async(ptr, recording) == 0
+            assert acl.rt.record_event(event, recording) == 0
+            assert acl.rt.stream_wait_event(waiting, event) == 0
+            # the event-ordered reuse still works: the waiting stream takes the block back
+            again, _ = acl.rt.mem_pool_malloc_async(100, pool, waiting)
+            assert again == ptr
+            assert acl.rt.mem_pool_free_async(again, waiting) == 0
+        assert acl.rt.synchronize_stream(other) == 0
+        assert acl.rt.destroy_event(event) == 0
+        assert acl.rt.destroy_stream(other) == 0
+    assert len(rt.pools._records) == 0
+    assert len(rt.pools._waited) <= 2
+    assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == 0

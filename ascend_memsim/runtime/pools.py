@@ -244,6 +244,9 @@ class MemPools:
                 leaked += self._drop(pool, "which went with its pool at the device's reset")
             for key in [k for k in self._waited if k[0].device_id == device.device_id]:
                 del self._waited[key]
+            for key in [k for k, r in self._records.items()
+                        if r[0].device_id == device.device_id]:
+                del self._records[key]
         return leaked
 
     # -- attributes ----------------------------------------------------------------------------
@@ -574,6 +577,20 @@ class MemPools:
             if record is not None and record[0] is not stream:
                 key = (stream, record[0])
                 self._waited[key] = max(self._waited.get(key, 0), record[1])
+
+    def forget(self, *, event: int | None = None, stream: Stream | None = None) -> None:
+        """aclrtDestroyEvent / aclrtDestroyStream: drop what the tables keep of it, so their
+        size is bounded by the live events, streams and cached segments however long the
+        program runs. A destroyed stream waits no more; as the stream waited for, it stays
+        while a segment it freed is cached (its frees ran: the destroy drained it)."""
+        with self.lock:
+            self._records.pop(event, None)
+            if stream is None:
+                return
+            freeing = {s.stream for pool in self._pools.values() for s in pool.segments.cached()}
+            for key in [k for k in self._waited if k[0].destroyed
+                        or (k[1].destroyed and k[1] not in freeing)]:
+                del self._waited[key]
 
     # -- observers ------------------------------------------------------------------------------
 
