@@ -381,3 +381,21 @@ def test_the_event_tables_stay_bounded_over_many_cycles(rt, pool, stream):
     assert len(rt.pools._records) == 0
     assert len(rt.pools._waited) <= 2
     assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == 0
+
+
+def test_address_range_and_attributes_of_a_pool_block(rt, pool, stream):
+    # 11-04 aclrtMemGetAddressRange: "待查询地址所属内存块的起始地址以及内存块大小": the pool
+    # block, as for aclrtMalloc memory. Regression: it reported the 2 MiB granule mapped there.
+    ptr, _ = acl.rt.mem_pool_malloc_async(3 * MiB + 5, pool, stream)
+    assert acl.rt.mem_get_address_range(ptr + 2 * MiB + 7) == (ptr, 3 * MiB + 5, 0)
+    assert acl.rt.mem_get_address_range(ptr) == (ptr, 3 * MiB + 5, 0)
+    # 11-05 aclrtPointerGetAttributes has only the location and page size: a granule's and
+    # its block's are the same (device 0, 2 MiB pages)
+    attrs, ret = acl.rt.pointer_get_attributes(ptr + 2 * MiB + 7)
+    assert ret == 0 and attrs["location"] == {"id": 0, "type": 1}
+    assert attrs["page_size"] == 2 * MiB
+    acl.rt.mem_pool_set_attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD, 16 * MiB)
+    acl.rt.mem_pool_free_async(ptr, stream)
+    # given back: in no block (its granules stay mapped in the pool, cached)
+    assert acl.rt.mem_get_address_range(ptr)[2] == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT) == 4 * MiB

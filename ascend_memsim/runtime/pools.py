@@ -69,7 +69,14 @@ from ..memory.errors import (
     InvalidRuntimeParam,
     OutOfDeviceMemory,
 )
-from ..memory.mempool import GRANULE, REUSE_ATTRS, PoolAttr, Segment, SegmentPool
+from ..memory.mempool import (
+    GRANULE,
+    REUSE_ATTRS,
+    PoolAttr,
+    Segment,
+    SegmentPool,
+    check_reserved,
+)
 from ..memory.physical import PhysicalProp, field_of, parse_dict
 from ..memory.rules import align_up
 from .work import Stream
@@ -165,7 +172,7 @@ class MemPools:
         if location_type != LocationType.DEVICE:
             raise InvalidArgument(f"aclrtMemPoolCreate: poolProps->location.type="
                                   f"{location_type}; only ACL_MEM_LOCATION_TYPE_DEVICE (1)")
-        _check_reserved(dict.get(props, "reserved", 0))
+        check_reserved(dict.get(props, "reserved", 0))
         if handle_type not in tuple(HandleType):
             raise InvalidArgument(f"aclrtMemPoolCreate: poolProps->handleType={handle_type} is "
                                   f"not an aclrtMemHandleType (0 or 2)")
@@ -443,6 +450,25 @@ class MemPools:
         self._emit(pool, "mem_pool_free", ptr=ptr, size=asked, footprint=end - ptr,
                    stream=target.handle)
 
+    def block_range(self, addr: int) -> tuple[int, int] | None:
+        """aclrtMemGetAddressRange of ``addr``: (start, bytes asked) of the pool block holding
+        it, None outside every pool. DECISION: the block, as for aclrtMalloc memory (11-04:
+        "待查询地址所属内存块"), not the 2 MiB granule mapped there.
+
+        Raises:
+            InvalidRuntimeParam: in a pool, but in no block handed out (given back, or never).
+        """
+        with self.lock:
+            pool = self._pool_holding(addr)
+            if pool is None:
+                return None
+            seg = pool.segments.segment_at(addr)
+            if seg is None or not seg.busy:
+                raise InvalidRuntimeParam(f"aclrtMemGetAddressRange: {addr:#x} is in no block "
+                                          f"of {pool.describe()} (given back, or never handed "
+                                          f"out)")
+            return seg.ptr, seg.asked
+
     def _pool_holding(self, addr: int) -> Pool | None:
         for pool in self._pools.values():
             s = pool.segments
@@ -605,13 +631,3 @@ class MemPools:
         self._emit(pool, event, handle=handle.handle, size=handle.size,
                    footprint=handle.footprint, page="huge", phys=handle.phys)
 
-
-def _check_reserved(reserved: object) -> None:
-    """aclrtMemPoolProps.reserved: "当前必须为全0" (25-04); 0, or up to 32 zero bytes."""
-    if type(reserved) is int and reserved == 0:
-        return
-    if isinstance(reserved, (bytes, bytearray, list, tuple)) and len(reserved) <= 32 and all(
-            type(b) is int and b == 0 for b in reserved):
-        return
-    raise InvalidArgument("aclrtMemPoolCreate: poolProps->reserved must be all zero "
-                          "(0, or up to 32 zero bytes)")
