@@ -504,7 +504,7 @@ class MemPools:
                 self._unback(pool, va, GRANULE, emit=False)
             raise OutOfDeviceMemory(f"aclrtMemPoolMallocAsync: {error}") from None
         for va in made:
-            self._emit_physical(pool, "malloc_physical", pool.granules[va])
+            self._emit_physical(pool, "malloc_physical", pool.granules[va], va)
 
     def _unback(self, pool: Pool, ptr: int, size: int, *, emit: bool = True) -> None:
         # the space exists while a pool does (made by create); no current-device check here:
@@ -517,7 +517,7 @@ class MemPools:
                 space.unmap(va, devices)
             space.free_physical(handle.handle, devices)
             if emit:
-                self._emit_physical(pool, "free_physical", handle)
+                self._emit_physical(pool, "free_physical", handle, va)
 
     def _grant(self, pool: Pool, ptr: int, size: int) -> None:
         self._access(pool, ptr, size, AccessFlags.READWRITE)
@@ -627,7 +627,9 @@ class MemPools:
             for observer in [*device.observers, *device.subscribers.get(event, ())]:
                 observer(event, device, info)
 
-    def _emit_physical(self, pool: Pool, event: str, handle: Any) -> None:
+    def _emit_physical(self, pool: Pool, event: str, handle: Any, va: int) -> None:
+        """A granule placed or given back: ``phys`` where it lies in the device's heap, ``va``
+        where it is mapped in the pool (pictures draw the pool's blocks in their granules)."""
         self._emit(pool, event, handle=handle.handle, size=handle.size,
-                   footprint=handle.footprint, page="huge", phys=handle.phys)
+                   footprint=handle.footprint, page="huge", phys=handle.phys, va=va)
 

@@ -268,7 +268,8 @@ class Shareable:
             record.holders.append(imported)
         emit(runtime, "shareable_import", runtime._table.get(device_id),
              {"handle": imported.handle, "size": imported.size, "footprint": imported.footprint,
-              "shareable": _plain(value), "exporter": record.runtime.pid})
+              "shareable": _plain(value), "exporter": record.runtime.pid,
+              "memory_device": owner.device_id})
         return imported.handle
 
     def _record(self, value: int | bytes, call: str) -> SharedPhysical:
