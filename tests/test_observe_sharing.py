@@ -1,15 +1,19 @@
 """Memory shared between processes (11-04 shareable handles, 11-07 IPC) and stream-ordered
 pools (11-10) as traces, replay, statistics and pictures see them."""
 
+import io
 import json
 
 import pytest
 
 from ascend_memsim import MiB, Runtime, acl
+from ascend_memsim.cli import main
 from ascend_memsim.observe.replay import replay, smallest_capacity
+from ascend_memsim.observe.sharedmap import PoolGranule, SharingView
 from ascend_memsim.observe.stats import MemoryStats
 from ascend_memsim.observe.stream import open_trace
 from ascend_memsim.observe.trace import Recorder, loads
+from ascend_memsim.observe.viz import MapSnapshot, map_svg, text_map
 
 G = 2 * MiB
 NO_PID_CHECK = 1
@@ -53,7 +57,7 @@ def recorded():
         block, _ = acl.rt.mem_pool_malloc_async(3 * MiB, pool, stream)
         with b.as_current():
             acl.rt.set_device(0)
-            mine, ret = acl.rt.ipc_mem_import_by_key(key, 0)
+            _mine, ret = acl.rt.ipc_mem_import_by_key(key, 0)
             assert ret == 0
             imported, ret = acl.rt.mem_import_from_shareable_handle(shared, 0)
             assert ret == 0
@@ -160,3 +164,85 @@ def test_a_hostile_sharing_event_is_counted_and_described_never_a_crash():
                                              for p in result.problems)
     assert "num_ipc_imports" not in stats.snapshot(0)
     assert result.imported_peak == 0
+
+
+def _drawn(svg, text):
+    """How many drawn rectangles of the SVG have ``text`` in their tag or hover text."""
+    return sum(1 for part in svg.split("<rect ")[1:] if text in part.split("</rect>")[0])
+
+
+def _pool_program(rt, view):
+    """A 3 MiB pool block and a 1 MiB one given back (its granule cached); the map then."""
+    acl.rt.set_device(0)
+    pool, _ = acl.rt.mem_pool_create(_pool_props())
+    stream, _ = acl.rt.create_stream()
+    big, _ = acl.rt.mem_pool_malloc_async(3 * MiB, pool, stream)
+    small, _ = acl.rt.mem_pool_malloc_async(MiB, pool, stream)
+    acl.rt.mem_pool_set_attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD, 16 * MiB)
+    acl.rt.mem_pool_free_async(small, stream)
+    acl.rt.synchronize_stream(stream)
+    return big, MapSnapshot.of(rt.device(0), sharing=view)
+
+
+def test_pool_blocks_are_drawn_inside_their_granules():
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
+        view = SharingView.attach(rt)
+        big, snapshot = _pool_program(rt, view)
+    granules = [b for b in snapshot.blocks if isinstance(b, PoolGranule)]
+    assert [(g.block, g.size) for g in granules] == [(big, G), (big, MiB), (0, G)]
+    assert snapshot.counted == "0 blocks and 3 pool granules"
+    svg = map_svg(snapshot)
+    # the block's two granules, its rounding in the second, and the cached one
+    assert _drawn(svg, f"of the {3 * MiB}-byte block at {big:#x}") == 3
+    assert _drawn(svg, "cached (its block was given back") == 1
+    assert "memory pool block" in svg and "memory pool, cached" in svg
+    assert text_map(snapshot).splitlines()[1].startswith("+0 MiB      MMM.")
+    # the same picture from the recorded trace, replayed
+    replayed_view = SharingView()
+    result = replay(rec.trace, "A2", capacity=64 * MiB, keep_runtime=True,
+                    observers=[replayed_view])
+    try:
+        again = MapSnapshot.of(result.runtime.device(0), sharing=replayed_view)
+    finally:
+        result.runtime.close()
+    assert [(g.size, g.asked) for g in again.blocks] == [(g.size, g.asked) for g in granules]
+    assert _drawn(map_svg(again), f"of the {3 * MiB}-byte block") == 3
+
+
+def test_imports_are_drawn_in_the_importers_map_with_the_exporters_pid(recorded, tmp_path):
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": None}) as a:
+        b = a.spawn_process(sanitizer={"output": None})
+        view = SharingView.attach(b)
+        acl.rt.set_device(0)
+        ptr, _ = acl.rt.malloc(4096, 0)
+        key, _ = acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, NO_PID_CHECK)
+        handle, _ = acl.rt.malloc_physical(G, _physical_prop(), 0)
+        shared, _ = acl.rt.mem_export_to_shareable_handle(handle, 0, NO_PID_CHECK)
+        with b.as_current():
+            acl.rt.set_device(0)
+            mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+            imported, _ = acl.rt.mem_import_from_shareable_handle(shared, 0)
+            snapshot = MapSnapshot.of(b.device(0), sharing=view)
+            svg = map_svg(snapshot)
+            assert _drawn(svg, 'class="import"') == 2
+            assert _drawn(svg, f"IPC key {key}: 4 KiB of process {a.pid} (device 0), "
+                               f"mapped at {mine:#x}") == 1
+            assert _drawn(svg, f"shareable handle {imported:#x}: 2 MiB of process "
+                               f"{a.pid}") == 1
+            assert f"mapped from another process: IPC key {key}" in text_map(snapshot)
+            acl.rt.ipc_mem_close(key)
+            acl.rt.free_physical(imported)
+            assert MapSnapshot.of(b.device(0), sharing=view).imports == []
+        # the exporter's own map has no import
+        assert MapSnapshot.of(a.device(0), sharing=SharingView()).imports == []
+        acl.rt.ipc_mem_close(key)
+        acl.rt.free(ptr)
+        acl.rt.free_physical(handle)
+        b.close()
+    # from B's recorded trace: the import is drawn at the moment it was open
+    path = tmp_path / "b.jsonl"
+    recorded["b"][0].save(str(path))
+    out = io.StringIO()
+    assert main(["map", str(path), "--at", "2", "--capacity", "64MiB"], out) == 0
+    assert "mapped from another process: IPC key memsim-ipc-" in out.getvalue()
+    assert "of process " in out.getvalue()

@@ -29,6 +29,7 @@ from ..memory.device import Block
 from ..memory.rules import PAGE_BYTES, Page
 from ..memory.units import format_bytes, plural
 from .regions import PHYSICAL_COLOR, is_physical, physical_regions
+from .sharedmap import IMPORT_COLOR, SharingView
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -69,10 +70,18 @@ class MapSnapshot:
     legend: list[tuple[str, str]] | None = None
     gap: str = "free"
     outlines: list[tuple[int, int]] = field(default_factory=list)
+    #: other processes' memory this process maps (:class:`~.sharedmap.Import`), drawn
+    #: under the device's memory
+    imports: list = field(default_factory=list)
 
     @classmethod
-    def of(cls, device: Device, title: str | None = None) -> MapSnapshot:
-        """A snapshot of ``device`` now (takes the device lock)."""
+    def of(cls, device: Device, title: str | None = None, *,
+           sharing: SharingView | None = None) -> MapSnapshot:
+        """A snapshot of ``device`` now (takes the device lock); with ``sharing`` (a
+        :class:`~.sharedmap.SharingView` observing the runtime or replay), its pools' granules
+        drawn with their blocks and its imports listed."""
+        if sharing is not None:
+            return sharing.annotate(cls.of(device, title), device.device_id)
         with device.lock:
             memory = device.profile.main_memory
             alloc = device.allocators[memory]
@@ -100,12 +109,23 @@ class MapSnapshot:
 
     @property
     def counted(self) -> str:
-        """``3 blocks`` or ``3 blocks and 1 physical handle``."""
+        """``3 blocks``, ``3 blocks and 1 physical handle``, or with other regions by what
+        they count as (``2 pool granules``)."""
         handles = self.handles
-        blocks = len(self.blocks) - handles
+        others: dict[str, int] = {}
+        for b in self.blocks:
+            name = getattr(b, "counted_as", None)
+            if name is not None:
+                others[name] = others.get(name, 0) + 1
+        blocks = len(self.blocks) - handles - sum(others.values())
+        parts = [plural(n, name) for name, n in others.items()]
+        if handles:
+            parts.insert(0, plural(handles, "physical handle"))
         text = plural(blocks, "block")
-        return text + (f" and {plural(handles, 'physical handle')}" if handles
-                       else "")
+        if not parts:
+            return text
+        return f"{text}, {', '.join(parts[:-1])} and {parts[-1]}" if len(parts) > 1 else \
+            f"{text} and {parts[0]}"
 
     @property
     def used_bytes(self) -> int:
@@ -281,14 +301,19 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     if snapshot.legend is not None:
         swatches = list(snapshot.legend)
     elif color_by == "page":
-        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)}) or [
-            "normal", "huge"]
+        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)
+                        and getattr(b, "fill", None) is None}) or ["normal", "huge"]
         swatches = [(PAGE_COLORS[k], f"requested, {k} pages") for k in kinds]
     else:
         swatches = [(c, f"component {n}") for n, c in comp.items()]
     if snapshot.legend is None:
         swatches += [(PHYSICAL_COLOR, f"physical handle, {b.pages}")
                      for b in {b.page: b for b in snapshot.blocks if is_physical(b)}.values()]
+        # regions of their own kind (a pool's granules): each fill once
+        swatches += list(dict.fromkeys((b.fill, b.swatch) for b in snapshot.blocks
+                                       if getattr(b, "swatch", None) is not None))
+        if snapshot.imports:
+            swatches.append((IMPORT_COLOR, "imported from another process"))
         swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
                      ("url(#rounding)", "page rounding (unused tail of a page)"),
                      (FREE_COLOR, "free")]
@@ -394,6 +419,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                 gx = left + k * ROW_BYTES * scale
                 grid.append(f'<line x1="{gx:.2f}" y1="{ry}" x2="{gx:.2f}" y2="{ry + row_h}" '
                             f'class="grid"/>')
+    y = _imports(snapshot, body, left, bar_w, y, row_bytes)
     height = y + 10
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -412,6 +438,28 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
         "</defs>",
         f'<rect width="{width}" height="{height}" fill="#FFFFFF"/>',
         *head, *legend, *body, *grid, "</svg>"])
+
+
+def _imports(snapshot: MapSnapshot, body: list[str], left: float, bar_w: float, y: float,
+             row_bytes: int) -> float:
+    """Draw the snapshot's imports under the rows, one row each (a bar of the import's size,
+    rows of ``row_bytes``, at most the row): not this device's memory, so at no address of
+    it. The y below them."""
+    if not snapshot.imports:
+        return y
+    body.append(f'<text x="{left}" y="{y + 14}" class="legend">Mapped from other processes '
+                f"(their memory; not counted above): {len(snapshot.imports)}</text>")
+    y += 22
+    for entry in snapshot.imports:
+        w = max(2.0, min(entry.size, row_bytes) / row_bytes * bar_w)
+        tip = html.escape(f"{entry.label}, mapped at {entry.ptr:#x}" if entry.kind == "IPC key"
+                          else entry.label)
+        body.append(f'<rect x="{left}" y="{y + 1}" width="{w:.2f}" height="14" '
+                    f'fill="{IMPORT_COLOR}" class="import"><title>{tip}</title></rect>')
+        body.append(f'<text x="{left + 5}" y="{y + 11.5}" class="inl">'
+                    f"{html.escape(entry.label)}</text>")
+        y += 19
+    return y
 
 
 def _nice_step(top: int) -> int:
@@ -602,6 +650,8 @@ TEXT_LEGEND = (("G", "1 GiB pages"), ("H", "huge page with requested bytes"),
                ("n", "normal-page blocks, partly"), (".", "free"))
 #: The text map's character for physical memory (shown in the legend when there is some).
 PHYSICAL_TEXT = "P"
+#: ... and for a stream-ordered pool's granule (with a SharingView)
+POOL_TEXT = "M"
 
 
 def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
@@ -625,7 +675,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         while pos < end:
             c = pos // cell
             stop = min(end, (c + 1) * cell)
-            key = ("P" if is_physical(b) else "G" if b.page is Page.HUGE1G
+            key = ("P" if is_physical(b) else POOL_TEXT if getattr(b, "counted_as", None)
+                   == "pool granule" else "G" if b.page is Page.HUGE1G
                    else "H" if b.page is Page.HUGE else "n")
             slot = data.setdefault(c, {})
             slot[key + part] = slot.get(key + part, 0) + stop - pos
@@ -637,6 +688,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
             return "."
         if any(k.startswith("P") for k in slot):
             return PHYSICAL_TEXT
+        if any(k.startswith(POOL_TEXT) for k in slot):
+            return POOL_TEXT
         if any(k.startswith("G") for k in slot):
             return "G"
         if slot.get("Hdata"):
@@ -665,8 +718,11 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
     if snapshot.handles:
         pages = " or ".join(sorted({b.pages for b in snapshot.blocks if is_physical(b)}))
         legend = ((PHYSICAL_TEXT, f"physical handle ({pages})"), *legend)
+    if any(getattr(b, "counted_as", None) == "pool granule" for b in snapshot.blocks):
+        legend = ((POOL_TEXT, "memory pool granule"), *legend)
     lines.append(f"one character = {format_bytes(cell)}: " + ", ".join(
         f"{ch} {label}" for ch, label in legend))
+    lines += [f"mapped from another process: {entry.label}" for entry in snapshot.imports]
     return "\n".join(lines)
 
 
