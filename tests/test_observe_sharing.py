@@ -8,6 +8,7 @@ import pytest
 
 from ascend_memsim import MiB, Runtime, acl
 from ascend_memsim.cli import main
+from ascend_memsim.observe.player import player_data, player_html
 from ascend_memsim.observe.replay import replay, smallest_capacity
 from ascend_memsim.observe.sharedmap import PoolGranule, SharingView
 from ascend_memsim.observe.stats import MemoryStats
@@ -246,3 +247,36 @@ def test_imports_are_drawn_in_the_importers_map_with_the_exporters_pid(recorded,
     assert main(["map", str(path), "--at", "2", "--capacity", "64MiB"], out) == 0
     assert "mapped from another process: IPC key memsim-ipc-" in out.getvalue()
     assert "of process " in out.getvalue()
+
+
+def test_the_player_draws_pool_blocks_in_their_granules_and_lists_imports(recorded):
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
+        big, _ = _pool_program(rt, SharingView())
+    data = player_data(rec.trace, ["A2"])
+    apis = data["apis"]
+    panel = data["products"][0]
+    drawn = [(apis[b[6]], b[2], b[4]) for b in panel["blocks"]]
+    # each granule first cached (made), then holding its block's bytes; the small block's
+    # granule cached again when given back
+    assert drawn.count(("aclrtMemPoolMallocAsync", G, G)) == 1
+    assert drawn.count(("aclrtMemPoolMallocAsync", MiB, G)) == 2   # the big's tail, the small
+    assert drawn.count(("memory pool, cached", G, G)) == 4
+    assert set(data["fills"]) == {str(apis.index("aclrtMemPoolMallocAsync")),
+                                  str(apis.index("memory pool, cached"))}
+    # at the end three granules are live: two of the big block, one cached
+    live = {}
+    for index, signed in zip(panel["ops"][::2], panel["ops"][1::2]):
+        if signed > 0:
+            live[signed - 1] = panel["blocks"][signed - 1]
+        else:
+            live.pop(-signed - 1)
+    assert sorted((apis[b[6]], b[2]) for b in live.values()) == [
+        ("aclrtMemPoolMallocAsync", MiB), ("aclrtMemPoolMallocAsync", G),
+        ("memory pool, cached", G)]
+    # the importer's trace: each import with the events it was open for and its exporter
+    importer = player_data(recorded["b"][0], ["A2"])["products"][0]
+    assert [(m[0], m[1]) for m in importer["imports"]] == [(1, 3), (2, 4)]
+    assert importer["imports"][0][2].startswith("IPC key memsim-ipc-")
+    assert "of process" in importer["imports"][1][2]
+    page = player_html(recorded["b"][0], ["A2"])
+    assert "mapped from another process" in page

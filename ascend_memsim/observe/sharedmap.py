@@ -31,8 +31,8 @@ from .regions import is_physical
 if TYPE_CHECKING:
     from ..runtime.runtime import Runtime
 
-__all__ = ["SharingView", "PoolGranule", "Import", "POOL_COLOR", "CACHED_COLOR",
-           "IMPORT_COLOR"]
+__all__ = ["SharingView", "PoolGranule", "Import", "import_change", "POOL_COLOR",
+           "CACHED_COLOR", "IMPORT_COLOR"]
 
 #: a pool block's requested bytes (the Okabe-Ito sky blue), a cached granule (light grey)
 POOL_COLOR = "#56B4E9"
@@ -183,18 +183,12 @@ class SharingView:
 
     @staticmethod
     def _imports(event: str, state: _Device, info: dict) -> None:
-        get = info.get
-        ipc = event.startswith("ipc")
-        key = ("ipc", _int(get("ptr"))) if ipc else ("shareable", _int(get("handle")))
-        if event in ("ipc_import", "shareable_import"):
-            size = _int(get("size"))
-            if key[1] is None or size is None:
-                return
-            name = str(get("key", ""))[:80] if ipc else f"{key[1]:#x}"
-            state.imports[key] = Import("IPC key" if ipc else "shareable handle", name,
-                                        key[1], size, _int(get("exporter")),
-                                        _int(get("memory_device")))
-        elif event == "shareable_release" or get("role") == "importer":
+        key, opened = import_change(event, info)
+        if key is None:
+            return
+        if opened is not None:
+            state.imports[key] = opened
+        else:
             state.imports.pop(key, None)
 
     def imports(self, device_id: int) -> list[Import]:
@@ -233,6 +227,27 @@ class SharingView:
                 drawn.append(PoolGranule(region.ptr, inside, region.footprint, device_id,
                                          pool, va, start, asked))
         return replace(snapshot, blocks=drawn, imports=imports)
+
+
+def import_change(event: str, info: dict) -> tuple[tuple[str, int] | None, Import | None]:
+    """What a sharing event does to the imports: (its key, the :class:`Import` it opens, or
+    None when it closes one); (None, None) when it is no import's event or its fields are
+    not plain."""
+    get = info.get
+    ipc = event.startswith("ipc")
+    key = ("ipc", _int(get("ptr"))) if ipc else ("shareable", _int(get("handle")))
+    if key[1] is None:
+        return None, None
+    if event in ("ipc_import", "shareable_import"):
+        size = _int(get("size"))
+        if size is None:
+            return None, None
+        name = str(get("key", ""))[:80] if ipc else f"{key[1]:#x}"
+        return key, Import("IPC key" if ipc else "shareable handle", name, key[1], size,
+                           _int(get("exporter")), _int(get("memory_device")))
+    if event == "shareable_release" or (event == "ipc_close" and get("role") == "importer"):
+        return key, None
+    return None, None
 
 
 _EVENTS = frozenset({"reset", "malloc_physical", "free_physical", "mem_pool_malloc",
