@@ -251,7 +251,7 @@ def test_imports_are_drawn_in_the_importers_map_with_the_exporters_pid(recorded,
 
 def test_the_player_draws_pool_blocks_in_their_granules_and_lists_imports(recorded):
     with Runtime("A2", hbm_bytes=64 * MiB) as rt, Recorder(rt) as rec:
-        big, _ = _pool_program(rt, SharingView())
+        _pool_program(rt, SharingView())
     data = player_data(rec.trace, ["A2"])
     apis = data["apis"]
     panel = data["products"][0]
@@ -265,7 +265,7 @@ def test_the_player_draws_pool_blocks_in_their_granules_and_lists_imports(record
                                   str(apis.index("memory pool, cached"))}
     # at the end three granules are live: two of the big block, one cached
     live = {}
-    for index, signed in zip(panel["ops"][::2], panel["ops"][1::2]):
+    for signed in panel["ops"][1::2]:
         if signed > 0:
             live[signed - 1] = panel["blocks"][signed - 1]
         else:

@@ -35,8 +35,8 @@ from ..memory.profiles import get_profile
 from ..memory.rules import Api, Page, PhysicalApi
 from ..memory.units import format_bytes
 from .regions import PHYSICAL_COLOR
-from .sharedmap import CACHED_COLOR, POOL_COLOR, import_change
 from .replay import ReplayResult, Source, replay
+from .sharedmap import CACHED_COLOR, POOL_COLOR, import_change
 from .stream import records
 from .viz import PADDING_COLOR, PAGE_COLORS, ROW_BYTES, MapSnapshot, map_svg
 
