@@ -378,8 +378,8 @@ def test_the_event_tables_stay_bounded_over_many_cycles(rt, pool, stream):
         assert acl.rt.synchronize_stream(other) == 0
         assert acl.rt.destroy_event(event) == 0
         assert acl.rt.destroy_stream(other) == 0
-    assert len(rt.pools._records) == 0
-    assert len(rt.pools._waited) <= 2
+    assert len(rt.pools.order.records) == 0
+    assert len(rt.pools.order.waited) <= 2
     assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == 0
 
 

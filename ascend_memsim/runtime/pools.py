@@ -69,16 +69,10 @@ from ..memory.errors import (
     InvalidRuntimeParam,
     OutOfDeviceMemory,
 )
-from ..memory.mempool import (
-    GRANULE,
-    REUSE_ATTRS,
-    PoolAttr,
-    Segment,
-    SegmentPool,
-    check_reserved,
-)
+from ..memory.mempool import GRANULE, REUSE_ATTRS, PoolAttr, Segment, SegmentPool, check_reserved
 from ..memory.physical import PhysicalProp, field_of, parse_dict
 from ..memory.rules import align_up
+from .pool_order import EventOrder
 from .work import Stream
 
 __all__ = ["MemPools", "Pool", "PoolBlock", "POOL_BASE"]
@@ -129,10 +123,8 @@ class MemPools:
         self.lock = threading.RLock()
         self._pools: dict[int, Pool] = {}
         self._numbers = itertools.count()
-        #: event handle -> (stream it was last recorded on, that record's submission number)
-        self._records: dict[int, tuple[Stream, int]] = {}
-        #: (waiting stream, recording stream) -> the latest record waited for
-        self._waited: dict[tuple[Stream, Stream], int] = {}
+        #: the records and waits of event-dependency reuse
+        self.order = EventOrder()
 
     def __bool__(self) -> bool:
         return bool(self._pools)
@@ -249,11 +241,7 @@ class MemPools:
         with self.lock:
             for pool in [p for p in self._pools.values() if p.device_id == device.device_id]:
                 leaked += self._drop(pool, "which went with its pool at the device's reset")
-            for key in [k for k in self._waited if k[0].device_id == device.device_id]:
-                del self._waited[key]
-            for key in [k for k, r in self._records.items()
-                        if r[0].device_id == device.device_id]:
-                del self._records[key]
+            self.order.forget_device(device.device_id)
         return leaked
 
     # -- attributes ----------------------------------------------------------------------------
@@ -386,9 +374,8 @@ class MemPools:
         reuse = segments.reuse
         seg = segments.best_cached(size, lambda s: s.stream is stream)
         if seg is None and reuse[PoolAttr.REUSE_FOLLOW_EVENT_DEPENDENCIES]:
-            waited = self._waited
-            seg = segments.best_cached(
-                size, lambda s: waited.get((stream, s.stream), 0) > s.free_seq)
+            reached = self.order.reached
+            seg = segments.best_cached(size, lambda s: reached(stream, s.stream) > s.free_seq)
         if seg is None and reuse[PoolAttr.REUSE_ALLOW_INTERNAL_DEPENDENCIES]:
             seg = segments.best_cached(size, lambda s: True)
             if seg is not None and not seg.done:
@@ -594,29 +581,19 @@ class MemPools:
     def recorded(self, event: int, stream: Stream, seq: int) -> None:
         """aclrtRecordEvent queued the record ``seq`` of ``event`` on ``stream``."""
         with self.lock:
-            self._records[event] = (stream, seq)
+            self.order.recorded(event, stream, seq)
 
     def waited(self, stream: Stream, event: int) -> None:
         """aclrtStreamWaitEvent: ``stream`` waits for the event's last record."""
         with self.lock:
-            record = self._records.get(event)
-            if record is not None and record[0] is not stream:
-                key = (stream, record[0])
-                self._waited[key] = max(self._waited.get(key, 0), record[1])
+            self.order.wait(stream, event)
 
     def forget(self, *, event: int | None = None, stream: Stream | None = None) -> None:
-        """aclrtDestroyEvent / aclrtDestroyStream: drop what the tables keep of it, so their
-        size is bounded by the live events, streams and cached segments however long the
-        program runs. A destroyed stream waits no more; as the stream waited for, it stays
-        while a segment it freed is cached (its frees ran: the destroy drained it)."""
+        """aclrtDestroyEvent / aclrtDestroyStream: drop its entries (:mod:`.pool_order`)."""
         with self.lock:
-            self._records.pop(event, None)
-            if stream is None:
-                return
-            freeing = {s.stream for pool in self._pools.values() for s in pool.segments.cached()}
-            for key in [k for k in self._waited if k[0].destroyed
-                        or (k[1].destroyed and k[1] not in freeing)]:
-                del self._waited[key]
+            freeing = set() if stream is None else {
+                s.stream for pool in self._pools.values() for s in pool.segments.cached()}
+            self.order.forget(event, stream, freeing)
 
     # -- observers ------------------------------------------------------------------------------
 
