@@ -20,6 +20,7 @@ never at an address of this process's heap, since each simulated process keeps i
 
 from __future__ import annotations
 
+import html
 import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,8 @@ from .regions import is_physical
 if TYPE_CHECKING:
     from ..runtime.runtime import Runtime
 
-__all__ = ["SharingView", "PoolGranule", "Import", "import_change", "POOL_COLOR",
-           "CACHED_COLOR", "IMPORT_COLOR"]
+__all__ = ["SharingView", "PoolGranule", "Import", "import_change", "imports_svg",
+           "POOL_COLOR", "CACHED_COLOR", "IMPORT_COLOR"]
 
 #: a pool block's requested bytes (the Okabe-Ito sky blue), a cached granule (light grey)
 POOL_COLOR = "#56B4E9"
@@ -227,6 +228,28 @@ class SharingView:
                 drawn.append(PoolGranule(region.ptr, inside, region.footprint, device_id,
                                          pool, va, start, asked))
         return replace(snapshot, blocks=drawn, imports=imports)
+
+
+def imports_svg(imports: list[Import], body: list[str], left: float, bar_w: float, y: float,
+                row_bytes: int) -> float:
+    """Draw a map's imports (SVG elements appended to ``body``) under its rows, one row
+    each: a bar of the import's size (rows of ``row_bytes``, at most the row), at no
+    address of this device (not its memory). The y below them."""
+    if not imports:
+        return y
+    body.append(f'<text x="{left}" y="{y + 14}" class="legend">Mapped from other processes '
+                f"(their memory; not counted above): {len(imports)}</text>")
+    y += 22
+    for entry in imports:
+        w = max(2.0, min(entry.size, row_bytes) / row_bytes * bar_w)
+        tip = html.escape(f"{entry.label}, mapped at {entry.ptr:#x}" if entry.kind == "IPC key"
+                          else entry.label)
+        body.append(f'<rect x="{left}" y="{y + 1}" width="{w:.2f}" height="14" '
+                    f'fill="{IMPORT_COLOR}" class="import"><title>{tip}</title></rect>')
+        body.append(f'<text x="{left + 5}" y="{y + 11.5}" class="inl">'
+                    f"{html.escape(entry.label)}</text>")
+        y += 19
+    return y
 
 
 def import_change(event: str, info: dict) -> tuple[tuple[str, int] | None, Import | None]:

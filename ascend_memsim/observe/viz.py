@@ -10,7 +10,7 @@
 
 :func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
 
-Size: under 700 lines, on purpose: the pictures share their geometry (rows, colours,
+Size: about 720 lines, on purpose: the pictures share their geometry (rows, colours,
 headings, the labels and edges the PNG draws too) and one import path; the PNG itself is
 :mod:`ascend_memsim.observe.png`, and regions of other kinds (a caching allocator's blocks,
 :mod:`.allocmap`) bring their own fill, label and tip rather than a branch here.
@@ -29,7 +29,7 @@ from ..memory.device import Block
 from ..memory.rules import PAGE_BYTES, Page
 from ..memory.units import format_bytes, plural
 from .regions import PHYSICAL_COLOR, is_physical, physical_regions
-from .sharedmap import IMPORT_COLOR, SharingView
+from .sharedmap import IMPORT_COLOR, SharingView, imports_svg
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -109,23 +109,15 @@ class MapSnapshot:
 
     @property
     def counted(self) -> str:
-        """``3 blocks``, ``3 blocks and 1 physical handle``, or with other regions by what
-        they count as (``2 pool granules``)."""
-        handles = self.handles
-        others: dict[str, int] = {}
+        """``3 blocks``, ``3 blocks and 1 physical handle``, ``1 block and 3 pool granules``:
+        blocks, then other regions by what they count as, in order of address."""
+        counts = {"block": 0}
         for b in self.blocks:
-            name = getattr(b, "counted_as", None)
-            if name is not None:
-                others[name] = others.get(name, 0) + 1
-        blocks = len(self.blocks) - handles - sum(others.values())
-        parts = [plural(n, name) for name, n in others.items()]
-        if handles:
-            parts.insert(0, plural(handles, "physical handle"))
-        text = plural(blocks, "block")
-        if not parts:
-            return text
-        return f"{text}, {', '.join(parts[:-1])} and {parts[-1]}" if len(parts) > 1 else \
-            f"{text} and {parts[0]}"
+            name = getattr(b, "counted_as", None) or (
+                "physical handle" if is_physical(b) else "block")
+            counts[name] = counts.get(name, 0) + 1
+        parts = [plural(n, name) for name, n in counts.items()]
+        return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
     @property
     def used_bytes(self) -> int:
@@ -419,7 +411,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                 gx = left + k * ROW_BYTES * scale
                 grid.append(f'<line x1="{gx:.2f}" y1="{ry}" x2="{gx:.2f}" y2="{ry + row_h}" '
                             f'class="grid"/>')
-    y = _imports(snapshot, body, left, bar_w, y, row_bytes)
+    y = imports_svg(snapshot.imports, body, left, bar_w, y, row_bytes)
     height = y + 10
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -438,28 +430,6 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
         "</defs>",
         f'<rect width="{width}" height="{height}" fill="#FFFFFF"/>',
         *head, *legend, *body, *grid, "</svg>"])
-
-
-def _imports(snapshot: MapSnapshot, body: list[str], left: float, bar_w: float, y: float,
-             row_bytes: int) -> float:
-    """Draw the snapshot's imports under the rows, one row each (a bar of the import's size,
-    rows of ``row_bytes``, at most the row): not this device's memory, so at no address of
-    it. The y below them."""
-    if not snapshot.imports:
-        return y
-    body.append(f'<text x="{left}" y="{y + 14}" class="legend">Mapped from other processes '
-                f"(their memory; not counted above): {len(snapshot.imports)}</text>")
-    y += 22
-    for entry in snapshot.imports:
-        w = max(2.0, min(entry.size, row_bytes) / row_bytes * bar_w)
-        tip = html.escape(f"{entry.label}, mapped at {entry.ptr:#x}" if entry.kind == "IPC key"
-                          else entry.label)
-        body.append(f'<rect x="{left}" y="{y + 1}" width="{w:.2f}" height="14" '
-                    f'fill="{IMPORT_COLOR}" class="import"><title>{tip}</title></rect>')
-        body.append(f'<text x="{left + 5}" y="{y + 11.5}" class="inl">'
-                    f"{html.escape(entry.label)}</text>")
-        y += 19
-    return y
 
 
 def _nice_step(top: int) -> int:
