@@ -158,7 +158,8 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
                                                                "footprint"))
         if not (type(pool) is type(ptr) is type(size) is type(footprint) is int):
             return
-        for va in range(ptr, ptr + min(footprint, 1 << 40), _GRANULE):
+        # no block holds more granules than the pools have (a trace's figure is data)
+        for va in range(ptr, ptr + min(footprint, len(granules) * _GRANULE), _GRANULE):
             phys = granules.get((pool, va))
             if phys is None:
                 continue

@@ -208,8 +208,12 @@ class SharingView:
             imports = list(state.imports.values())
         if not granules and not imports:
             return snapshot
-        # the block (its start and size) holding each pool address: O(blocks) once
-        spans = sorted((pool, ptr, asked) for (pool, ptr), asked in blocks.items())
+        # the block (its start and size) holding each granule's address: O(the blocks'
+        # granules), a block counted for no more granules than the device has
+        holders: dict[tuple[int, int], tuple[int, int]] = {}
+        for (pool, ptr), asked in blocks.items():
+            for k in range(min(-(-asked // GRANULE), len(granules))):
+                holders[(pool, ptr + k * GRANULE)] = (ptr, asked)
         drawn = []
         for region in snapshot.blocks:
             where = granules.get(region.ptr) if is_physical(region) else None
@@ -217,8 +221,7 @@ class SharingView:
                 drawn.append(region)
                 continue
             pool, va = where
-            holder = next(((p, a) for q, p, a in spans
-                           if q == pool and p <= va < p + -(-a // GRANULE) * GRANULE), None)
+            holder = holders.get((pool, va))
             if holder is None:
                 drawn.append(PoolGranule(region.ptr, region.footprint, region.footprint,
                                          device_id, pool, va))
