@@ -280,3 +280,37 @@ def test_the_player_draws_pool_blocks_in_their_granules_and_lists_imports(record
     assert "of process" in importer["imports"][1][2]
     page = player_html(recorded["b"][0], ["A2"])
     assert "mapped from another process" in page
+
+
+def test_whitelists_and_attributes_are_traced_and_counted():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": None}) as a:
+        b = a.spawn_process(sanitizer={"output": None})
+        with Recorder(a) as rec:
+            acl.rt.set_device(0)
+            ptr, _ = acl.rt.malloc(4096, 0)
+            key, _ = acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, 0)
+            assert acl.rt.ipc_mem_set_import_pid(key, [b.pid, 77]) == 0
+            handle, _ = acl.rt.malloc_physical(G, _physical_prop(), 0)
+            shared, _ = acl.rt.mem_export_to_shareable_handle(handle, 0, 0)
+            assert acl.rt.mem_set_pid_to_shareable_handle(shared, [b.pid]) == 0
+            pool, _ = acl.rt.mem_pool_create(_pool_props())
+            assert acl.rt.mem_pool_set_attr(
+                pool, acl.ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD, 4 * MiB) == 0
+            assert acl.rt.mem_pool_set_attr(pool, acl.ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH,
+                                            7) == acl.ACL_ERROR_RT_INTERNAL_ERROR
+            acl.rt.mem_pool_destroy(pool)
+            acl.rt.ipc_mem_close(key)
+            acl.rt.free(ptr)
+            acl.rt.free_physical(handle)
+        b.close()
+    events = {e["event"]: e for e in rec.trace.events}
+    assert events["ipc_set_import_pid"]["pids"] == sorted([b.pid, 77])
+    assert events["ipc_set_import_pid"]["key"] == key
+    assert events["shareable_set_pid"]["shareable"] == shared
+    assert events["mem_pool_set_attr"]["value"] == 4 * MiB   # the failed call left none
+    assert [e["event"] for e in rec.trace.events].count("mem_pool_set_attr") == 1
+    result = replay(loads(rec.trace.dumps()), "A2", capacity=64 * MiB)
+    assert result.problems == [] and result.skipped == {}
+    assert {k: result.recorded[k] for k in ("ipc_set_import_pid", "shareable_set_pid",
+                                            "mem_pool_set_attr")} == dict.fromkeys(
+        ("ipc_set_import_pid", "shareable_set_pid", "mem_pool_set_attr"), 1)

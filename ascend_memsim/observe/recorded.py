@@ -3,16 +3,19 @@
 Two families (the runtime emits them: ``runtime/pools.py``, ``runtime/sharing.py``):
 
 - **stream-ordered pools** (11-10): ``mem_pool_create``, ``mem_pool_destroy``,
-  ``mem_pool_malloc``, ``mem_pool_free``, ``mem_pool_trim``. A pool's memory is its 2 MiB
-  granules, recorded as ``malloc_physical`` / ``free_physical`` events carrying ``pool`` (and
-  ``va``, where the granule is mapped in the pool); replay places and gives those back as any
-  physical memory, so peaks, failures and :func:`~ascend_memsim.observe.replay.smallest_capacity`
-  count pool memory as the runtime charges it. The pool calls themselves are counted.
+  ``mem_pool_malloc``, ``mem_pool_free``, ``mem_pool_trim``, ``mem_pool_set_attr``. A
+  pool's memory is its 2 MiB granules, recorded as ``malloc_physical`` / ``free_physical``
+  events carrying ``pool`` (and ``va``, where the granule is mapped in the pool); replay
+  places and gives those back as any physical memory, so peaks, failures and
+  :func:`~ascend_memsim.observe.replay.smallest_capacity` count pool memory as the runtime
+  charges it. The pool calls themselves are counted.
 - **memory shared between processes** (11-04 shareable handles, 11-07 IPC keys):
-  ``ipc_export``, ``ipc_import``, ``ipc_close``, ``shareable_export``, ``shareable_import``,
-  ``shareable_release``. An export shares memory the trace placed already; an import maps
-  another process's memory: no memory is placed. They are counted, and the bytes imported are
-  kept apart (now and at their peak), never in the peak of this process's memory.
+  ``ipc_export``, ``ipc_set_import_pid``, ``ipc_set_attr``, ``ipc_import``, ``ipc_close``,
+  ``shareable_export``, ``shareable_set_pid``, ``shareable_import``, ``shareable_release``.
+  An export shares memory the trace placed already; a whitelist or an attribute changes no
+  memory; an import maps another process's memory: no memory is placed. They are counted,
+  and the bytes imported are kept apart (now and at their peak), never in the peak of this
+  process's memory.
 
 Each such event is told to the replay's observers with its recorded fields (each checked: a
 plain int, or a string where the runtime writes one), so statistics count them and pictures
@@ -27,9 +30,10 @@ from typing import Any
 __all__ = ["POOL_EVENTS", "SHARING_EVENTS", "RECORDED_EVENTS", "Recorded"]
 
 POOL_EVENTS = ("mem_pool_create", "mem_pool_destroy", "mem_pool_malloc", "mem_pool_free",
-               "mem_pool_trim")
-SHARING_EVENTS = ("ipc_export", "ipc_import", "ipc_close", "shareable_export",
-                  "shareable_import", "shareable_release")
+               "mem_pool_trim", "mem_pool_set_attr")
+SHARING_EVENTS = ("ipc_export", "ipc_set_import_pid", "ipc_set_attr", "ipc_import",
+                  "ipc_close", "shareable_export", "shareable_set_pid", "shareable_import",
+                  "shareable_release")
 RECORDED_EVENTS = frozenset(POOL_EVENTS + SHARING_EVENTS)
 
 #: the int fields each event needs to be told to observers; the others are optional
@@ -38,7 +42,7 @@ _NEEDS = {"mem_pool_malloc": ("pool", "ptr", "size", "footprint"),
           "ipc_import": ("ptr", "size"), "ipc_close": ("ptr", "size"),
           "shareable_import": ("handle", "size"), "shareable_release": ("handle", "size")}
 _INTS = ("pool", "ptr", "size", "footprint", "handle", "exporter", "memory_device", "keep",
-         "released", "max_size")
+         "released", "max_size", "attr", "type", "value")
 _STRS = ("key", "role")
 #: the most a field may hold: 64-bit addresses and sizes
 _LIMIT = 1 << 64

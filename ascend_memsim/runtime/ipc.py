@@ -223,6 +223,8 @@ class IpcMemory:
                 raise InvalidRuntimeParam(f"{call}: only the exporting process (pid "
                                           f"{record.runtime.pid}) sets the whitelist")
             record.pids.update(allowed)
+        emit(self.runtime, "ipc_set_import_pid", self.runtime.current_device_or_none(),
+             {"key": key, "pids": sorted(allowed)})
 
     def set_attr(self, key: object, attr_type: object, attr: object) -> None:
         """aclrtIpcMemSetAttr: the link between the dies (Atlas A3 only, 11-07)."""
@@ -240,6 +242,8 @@ class IpcMemory:
         self.runtime.current_device()
         with self.runtime.machine.lock:
             self._record(key, call).link = value
+        emit(self.runtime, "ipc_set_attr", self.runtime.current_device_or_none(),
+             {"key": key, "type": kind, "value": value})
 
     # -- import, close ---------------------------------------------------------------------------
 

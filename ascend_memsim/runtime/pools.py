@@ -269,23 +269,24 @@ class MemPools:
             if attr in (PoolAttr.ATTR_RESERVED_MEM_CURRENT, PoolAttr.ATTR_USED_MEM_CURRENT):
                 raise InvalidRuntimeParam(f"{call}: {PoolAttr(attr).name} is read-only")
             segments = pool.segments
-            if attr in REUSE_ATTRS:
-                segments.reuse[PoolAttr(attr)] = int(as_int(value, "value", 0, UINT32_MAX) != 0)
-                return
             if attr not in tuple(PoolAttr):
                 raise InternalError(f"{call}: attr={attr} is not an aclrtMemPoolAttr")
-            value = as_int(value, "value", 0, SIZE_MAX)
-            if attr == PoolAttr.ATTR_RELEASE_THRESHOLD:
+            if attr in REUSE_ATTRS:
+                value = int(as_int(value, "value", 0, UINT32_MAX) != 0)
+                segments.reuse[PoolAttr(attr)] = value
+            elif attr == PoolAttr.ATTR_RELEASE_THRESHOLD:
+                value = as_int(value, "value", 0, SIZE_MAX)
                 if value > segments.size:
                     raise InternalError(f"{call}: release threshold {value} is more than the "
                                         f"pool's {segments.size} bytes")
                 segments.threshold = value
-            elif value:
+            elif as_int(value, "value", 0, SIZE_MAX):
                 raise InternalError(f"{call}: {PoolAttr(attr).name} can only be reset to 0")
             elif attr == PoolAttr.ATTR_RESERVED_MEM_HIGH:
-                segments.reserved_high = 0
+                segments.reserved_high = value = 0
             else:
-                segments.used_high = 0
+                segments.used_high = value = 0
+        self._emit(pool, "mem_pool_set_attr", attr=attr, value=value)
 
     def get_attr(self, handle: object, attr: object) -> int:
         """aclrtMemPoolGetAttr: the attribute's value (SegmentManager::GetAttribute).

@@ -212,6 +212,8 @@ class Shareable:
                 raise InvalidRuntimeParam(f"{call}: only the exporting process (pid "
                                           f"{record.runtime.pid}) sets the whitelist")
             record.pids.update(allowed)
+        emit(self.runtime, "shareable_set_pid", self.runtime._table.made(record.owner.device_id),
+             {"shareable": _plain(value), "pids": sorted(allowed)})
 
     # -- import ----------------------------------------------------------------------------------
 
