@@ -14,11 +14,14 @@ the event names one, else None) and the event's own fields:
   memory lies in the device's heap), and for a stream-ordered pool's 2 MiB granule ``pool``
   and ``va`` (where the pool maps it);
 - ``mem_pool_create`` (pool, max_size), ``mem_pool_malloc`` / ``mem_pool_free`` (pool, ptr,
-  size, footprint, stream), ``mem_pool_trim`` (pool, keep, released), ``mem_pool_destroy``;
-- ``ipc_export`` (key, ptr, size), ``ipc_import`` (key, ptr, size, exporter, memory_device),
+  size, footprint, stream), ``mem_pool_trim`` (pool, keep, released), ``mem_pool_set_attr``
+  (pool, attr, value), ``mem_pool_destroy``;
+- ``ipc_export`` (key, ptr, size), ``ipc_set_import_pid`` (key, pids), ``ipc_set_attr``
+  (key, type, value), ``ipc_import`` (key, ptr, size, exporter, memory_device),
   ``ipc_close`` (key, ptr, size, role), ``shareable_export`` (handle, size, footprint,
-  shareable), ``shareable_import`` (the same, exporter, memory_device),
-  ``shareable_release`` (handle, size, footprint, shareable).
+  shareable), ``shareable_set_pid`` (shareable, pids), ``shareable_import`` (handle, size,
+  footprint, shareable, exporter, memory_device), ``shareable_release`` (handle, size,
+  footprint, shareable).
 
 Replay places and gives back the memory of ``malloc``, ``free``, ``reset`` and the physical
 events (a pool's granules among them, so a pool's memory counts as the runtime charges it);
