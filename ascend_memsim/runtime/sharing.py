@@ -37,8 +37,9 @@ def parse_pids(pids: object, call: str) -> frozenset[int]:
 
 def emit(runtime, event: str, device, info: dict) -> None:
     """Tell ``runtime``'s observers (statistics, traces) about a sharing event, with plain
-    values (a trace records them as they are): ``ipc_export``, ``ipc_import``, ``ipc_close``,
-    ``shareable_export``, ``shareable_import``, ``shareable_release``. Nothing when no
+    values (a trace records them as they are): ``ipc_export``, ``ipc_set_import_pid``,
+    ``ipc_set_attr``, ``ipc_import``, ``ipc_close``, ``shareable_export``,
+    ``shareable_set_pid``, ``shareable_import``, ``shareable_release``. Nothing when no
     observer sees the event."""
     table = runtime._table
     if device is not None and table.wants(event):

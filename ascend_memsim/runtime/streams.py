@@ -177,6 +177,7 @@ class Streams(StreamWork):
             with self.lock:
                 stream.destroyed = True
                 self._streams.pop(stream.handle, None)
+            self.runtime.pools.forget(stream=stream)  # event-ordered reuse (11-10)
 
     def synchronize_stream(self, handle: object) -> None:
         """aclrtSynchronizeStream: run the stream's queued work in order.
@@ -520,6 +521,8 @@ class Streams(StreamWork):
                     dropped = True
                 else:
                     dropped = False
+            for stream in streams if dropped else ():
+                self.runtime.pools.forget(stream=stream)  # event-ordered reuse (11-10)
             if dropped:
                 if self.runtime.threads.context() == context.handle:
                     self.runtime.threads.set_context(None)

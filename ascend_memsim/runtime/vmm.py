@@ -141,7 +141,8 @@ class VirtualMemory:
 
     def mem_get_address_range(self, ptr: object) -> tuple[int, int]:
         """aclrtMemGetAddressRange: (base, size) of the allocation holding ``ptr``: a device
-        block (its requested size), a host block, or a mapping (11-04, 参考信息).
+        block (its requested size), a stream-ordered pool's block (its requested size), a
+        host block, or a mapping (11-04, 参考信息).
 
         Raises:
             InvalidArgument: NULL (memory.cpp). InvalidRuntimeParam: no allocation holds it
@@ -149,6 +150,9 @@ class VirtualMemory:
         """
         self.runtime.current_device()
         ptr = _nonnull(ptr, "aclrtMemGetAddressRange")
+        pooled = self.runtime.pools.block_range(ptr) if self.runtime.pools else None
+        if pooled is not None:
+            return pooled  # a stream-ordered pool's block, not its granule (runtime/pools.py)
         mapping = self.mapping_at(ptr)
         if mapping is not None:
             return mapping.ptr, mapping.size
