@@ -80,6 +80,13 @@ C_NAMES = {
     "aclrtMemPoolMallocAsync": acl.rt.mem_pool_malloc_async,
     "aclrtMemPoolFreeAsync": acl.rt.mem_pool_free_async,
     "aclrtMemPoolTrimTo": acl.rt.mem_pool_trim_to,
+    # device variables (11-11)
+    "aclrtGetSymbolAddress": acl.rt.get_symbol_address,
+    "aclrtGetSymbolSize": acl.rt.get_symbol_size,
+    "aclrtMemcpyFromSymbol": acl.rt.memcpy_from_symbol,
+    "aclrtMemcpyFromSymbolAsync": acl.rt.memcpy_from_symbol_async,
+    "aclrtMemcpyToSymbol": acl.rt.memcpy_to_symbol,
+    "aclrtMemcpyToSymbolAsync": acl.rt.memcpy_to_symbol_async,
     "acldvppMalloc": acl.media.dvpp_malloc,
     "acldvppFree": acl.media.dvpp_free,
     # data buffers, tensor descriptors, operators, models, events and callbacks
