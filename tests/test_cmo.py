@@ -7,6 +7,8 @@ failed calls change nothing, events counted."""
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ascend_memsim import MiB, Runtime, acl, aclrt
 from ascend_memsim.observe.stats import MemoryStats
@@ -275,3 +277,49 @@ def test_every_cache_and_value_call_is_an_event_counted_in_the_statistics(rt, bl
     assert (snap["num_cmos"], snap["num_cmo_wait_barriers"], snap["num_cmo_set_descs"],
             snap["num_value_writes"], snap["num_value_waits"]) == (3, 1, 1, 1, 1)
     acl.rt.free(desc)
+
+
+programs = st.lists(st.one_of(
+    st.tuples(st.just("barrier"), st.integers(0, 1), st.integers(1, 3)),
+    st.tuples(st.just("wait"), st.integers(0, 1),
+              st.lists(st.integers(1, 3), min_size=1, max_size=3)),
+    st.tuples(st.just("write"), st.integers(0, 1), st.integers(0, 7)),
+    st.tuples(st.just("sync"), st.integers(0, 1), st.just(None)),
+), max_size=14)
+
+
+@given(program=programs)
+def test_barrier_programs_never_hang_and_waits_need_a_given_id(program):
+    """Any order of barrier operations, waits, value writes and synchronisations on two
+    streams: a wait succeeds exactly when every id it names was given before on the device
+    (else 107005, nothing queued), no synchronisation fails or hangs, and when the device is
+    synchronised every value write has landed."""
+    with Runtime("A2", hbm_bytes=64 * MiB, cmo_barrier=True) as runtime:
+        acl.rt.set_device(0)
+        ptr, _ = acl.rt.malloc(64, 0)
+        assert acl.rt.memset(ptr, 64, 0, 64) == 0
+        streams = [acl.rt.create_stream()[0] for _ in range(2)]
+        given_ids, written = set(), {}
+        for kind, i, arg in program:
+            stream = streams[i]
+            if kind == "barrier":
+                assert acl.rt.cmo_async_with_barrier(ptr, 64, INVALID, arg, stream) == 0
+                given_ids.add(arg)
+            elif kind == "wait":
+                pending = runtime.streams.pending
+                code = acl.rt.cmo_wait_barrier(_barrier(*arg), stream, 0)
+                assert code == (0 if set(arg) <= given_ids else RT_STREAM_MODEL)
+                assert runtime.streams.pending == pending + (code == 0)
+            elif kind == "write":
+                assert acl.rt.value_write(ptr + 8 * arg, arg + 1, 0, stream) == 0
+                written[arg] = arg + 1
+            else:
+                assert acl.rt.synchronize_stream(stream) == 0
+        assert acl.rt.synchronize_device() == 0
+        assert runtime.streams.pending == 0
+        words = _read(ptr, 64)
+        for slot, value in written.items():
+            assert int.from_bytes(words[8 * slot:8 * slot + 8], "little") == value
+        for stream in streams:
+            acl.rt.destroy_stream(stream)
+        acl.rt.free(ptr)
