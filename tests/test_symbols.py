@@ -4,6 +4,7 @@ written through their symbol and by the kernels that use them, freed with the de
 misuse's code, failed calls change nothing."""
 
 import io
+import threading
 
 import numpy as np
 import pytest
@@ -273,3 +274,23 @@ def test_finalize_frees_the_variables_without_a_leak_report(var):
         acl.rt.set_device(0)
         assert acl.rt.get_symbol_address(var.symbol)[1] == 0
     assert "leak" not in out.getvalue()
+
+
+def test_threads_that_need_a_variable_at_once_load_it_once(rt, var):
+    """SymbolTable's lock: many threads asking for a variable on one device get one copy."""
+    got, errors = [], []
+
+    def ask():
+        try:
+            acl.rt.set_device(0)
+            got.append(acl.rt.get_symbol_address(var.symbol))
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(set(got)) == 1 and got[0][1] == 0
+    assert sum(1 for b in rt.blocks() if b.module == 7) == 1
