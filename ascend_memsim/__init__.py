@@ -38,6 +38,7 @@ _HOMES = {
     **dict.fromkeys(("Runtime", "UsageInfo"), ".runtime.runtime"),
     "exhaustive": ".testing.exhaustive",
     **dict.fromkeys(("register_op", "registered_ops", "unregister_op"), ".compute.ops"),
+    **dict.fromkeys(("device_variable", "unregister_variable"), ".compute.symbols"),
     **dict.fromkeys(("register_model", "unregister_model"), ".compute.models"),
 }
 

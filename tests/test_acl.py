@@ -412,6 +412,15 @@ C_TO_PYACL = {
     "aclrtMemPoolMallocAsync": "rt.mem_pool_malloc_async",
     "aclrtMemPoolFreeAsync": "rt.mem_pool_free_async",
     "aclrtMemPoolTrimTo": "rt.mem_pool_trim_to",
+    "aclrtCmoAsyncWithBarrier": "rt.cmo_async_with_barrier",
+    "aclrtCmoWaitBarrier": "rt.cmo_wait_barrier", "aclrtCmoGetDescSize": "rt.cmo_get_desc_size",
+    "aclrtCmoSetDesc": "rt.cmo_set_desc", "aclrtCmoAsyncWithDesc": "rt.cmo_async_with_desc",
+    "aclrtGetSymbolAddress": "rt.get_symbol_address",
+    "aclrtGetSymbolSize": "rt.get_symbol_size",
+    "aclrtMemcpyFromSymbol": "rt.memcpy_from_symbol",
+    "aclrtMemcpyFromSymbolAsync": "rt.memcpy_from_symbol_async",
+    "aclrtMemcpyToSymbol": "rt.memcpy_to_symbol",
+    "aclrtMemcpyToSymbolAsync": "rt.memcpy_to_symbol_async",
 }
 
 

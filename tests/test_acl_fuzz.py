@@ -19,7 +19,9 @@ shares memory between processes (IPC keys, shareable handles); half of those get
 take now, an import a key or shareable handle another process of the machine exported just
 before, so exports, whitelists, imports and closes run (over 2,000 examples, seed 1, every
 sharing call but ipc_mem_set_attr, an Atlas A3 call, succeeded in some). After each call it
-checks:
+checks (the cache operations of 11-06 and the device-variable calls of 11-11 are drawn with
+the pool calls, with plausible types, barrier ids and symbols, one of a variable declared
+here; 11-06's barrier calls are refused on every built-in product):
 
 * no exception escapes the face (``acl.util`` may raise the core's exceptions, as documented);
 * every code returned is one the README's error table lists;
@@ -52,7 +54,14 @@ import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ascend_memsim import AclError, Runtime, acl, register_model, unregister_model
+from ascend_memsim import (
+    AclError,
+    Runtime,
+    acl,
+    device_variable,
+    register_model,
+    unregister_model,
+)
 from ascend_memsim.compute.models import Dataset, Model, ModelDesc
 from ascend_memsim.compute.ops import OpAttr, OpHandle
 from ascend_memsim.compute.plane import compute_plane
@@ -115,9 +124,11 @@ SHARING = [(space, fn) for space, fn in MEMORY_FACE
 #: Stream-ordered memory pools (11-10), with the streams they need and the synchronisation
 #: that runs their frees and releases their memory.
 POOLING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__.startswith("mem_pool_")
+           or fn.__name__.startswith("cmo_") or "symbol" in fn.__name__
            or fn.__name__ in ("create_stream", "synchronize_stream", "synchronize_device",
-                              "memset_async", "memcpy", "value_write", "value_wait",
-                              "cmo_async")]
+                              "memset_async", "memcpy", "value_write", "value_wait")]
+#: A device variable (11-11), so that symbols are sometimes ones a kernel registered.
+VARIABLE = device_variable("fuzz", 64, b"fuzz")
 #: Virtual memory: reserve, back with physical memory, map, use, unmap, free, release.
 VIRTUAL = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
@@ -623,6 +634,14 @@ PLAUSIBLE = {
     "name": st.one_of(st.text(max_size=4), st.sampled_from(["x", "y"])),
     "attr_name": st.one_of(st.text(max_size=4), st.sampled_from(["a", "dst_type"])),
     "truncate": st.integers(0, 1), "gear_count": st.integers(0, 5),
+    # cache operations (11-06) and device variables (11-11)
+    "cmo_type": st.integers(-1, 4), "barrier_id": st.integers(0, 3),
+    "task_info": st.one_of(st.builds(
+        lambda n, ids: {"barrierNum": n, "cmoInfo": [{"cmoType": 2, "barrierId": i}
+                                                     for i in ids]},
+        st.integers(0, 7), st.lists(st.integers(0, 3), max_size=7)), values),
+    "symbol": st.sampled_from([VARIABLE.symbol] * 3 + [0, 12345]),
+    "dst_max": _SIZES,
     # model gears (acl.mdl) and batch picture descriptions (acl.media)
     "batch_size": st.sampled_from([0, 1, 2, 3, 4, 2**64 - 1]),
     # the rest of the memory chapter (acl/_rt_memory.py)
@@ -640,7 +659,9 @@ PLAUSIBLE = {
                                             "type": st.sampled_from([1, 1, 1, 0, 2])}),
          "reserve": st.just(0)}),
     "option": st.sampled_from([0, 1, 2, 0xFFFF]), "alignment": st.sampled_from([0, 0, 4096]),
-    "offset": st.sampled_from([0, 0, 0, 2 * MiB]), "flags": st.sampled_from([0, 0, 0, 1, 2]),
+    # (a mapping's offset; a device variable's: 0-70 of its 64 bytes)
+    "offset": st.sampled_from([0, 0, 0, 2 * MiB, 8, 60, 70]),
+    "flags": st.sampled_from([0, 0, 0, 1, 2]),
     "location": st.fixed_dictionaries({"id": st.integers(0, 2), "type": st.integers(0, 3)}),
     # acl.media
     "width_stride": st.sampled_from([0, 16, 32, 48, 64, 96]),
@@ -686,7 +707,7 @@ def _argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     value = _draw_argument(data, rt, seen, fn, name, drawn)
     if name in ("dsts", "srcs") and isinstance(value, list):   # the batch copies' addresses
         return [_not_process_memory(rt, v) for v in value]
-    if "ptr" in name or name in ("dst", "src", "addr", "data_dev") or (
+    if "ptr" in name or name in ("dst", "src", "addr", "data_dev", "cmo_desc") or (
             fn in BUFFER_CALLS and name == "data"):
         return _not_process_memory(rt, value)
     return value
@@ -761,7 +782,7 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         busy = [g.ptr for p in rt.pools.pools() for g in p.segments.busy()]
         if busy and data.draw(st.booleans(), label="a pool block"):
             return data.draw(st.sampled_from(busy), label=name)
-    if "ptr" in name or name in ("dst", "src", "addr", "data_dev") or (
+    if "ptr" in name or name in ("dst", "src", "addr", "data_dev", "cmo_desc") or (
             fn in BUFFER_CALLS and name == "data"):
         near = st.sampled_from(_pointers(rt))
         return data.draw(st.one_of(near, near.map(np.uint64)), label=name)

@@ -132,10 +132,13 @@ def check_results(call: str, results: object, outputs: Sequence[Operand],
 
 
 def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
-           outputs: Sequence[Operand], compute: Callable[[list], object],
-           name: str, mismatch: type = OpOutputMismatch) -> None:
+           outputs: Sequence[Operand], compute: Callable[..., object],
+           name: str, mismatch: type = OpOutputMismatch,
+           variables: Sequence[tuple[str, Operand]] = ()) -> None:
     """Check the operands now, queue ``compute(input arrays)`` on ``stream`` (None: run it
-    now, for the synchronous calls).
+    now, for the synchronous calls). With device ``variables`` (name, operand) it is
+    ``compute(input arrays, {name: uint8 array})``; the arrays are written back after the
+    outputs, and only when the outputs were.
 
     Raises:
         InvalidPointer, DeviceNotSet: see :func:`check_operand`.
@@ -149,12 +152,15 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
         check_operand(runtime, call, operand, False, device)
     for operand in outputs:
         check_operand(runtime, call, operand, True, device)
-    ranges = tuple((op.addr, op.addr + op.nbytes) for op in (*inputs, *outputs) if op.nbytes)
+    ranges = tuple((op.addr, op.addr + op.nbytes)
+                   for op in (*inputs, *outputs, *(v for _, v in variables)) if op.nbytes)
 
     def run(_stream) -> None:
         arrays = [read_operand(runtime, call, op) for op in inputs]
+        values = {key: read_operand(runtime, call, op) for key, op in variables}
         try:
-            results = compute(arrays)
+            # the kernel changes the arrays in place; a dict of its own to rebind freely
+            results = compute(arrays, dict(values)) if variables else compute(arrays)
             checked = check_results(call, results, outputs, mismatch)
         except AclError as error:
             runtime.sanitizer.kernel_error(call, f"{name}: {error}")
@@ -168,6 +174,8 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
                               f"{text.rstrip()}") from error
         for op, array in zip(outputs, checked):
             write_operand(runtime, call, op, array)
+        for key, op in variables:
+            write_operand(runtime, call, op, values[key])
 
     if target is None:
         run(None)

@@ -4,7 +4,9 @@ A kernel is a Python function over numpy arrays, ``fn(inputs, attrs)`` (or
 ``fn(inputs, attrs, outputs)`` to be told each output's shape and dtype). Register one for the
 whole process with :func:`register_op` (also a decorator), for a block with
 :func:`registered_ops`, or for one test with ``@pytest.mark.memsim(ops={...})``. Registered
-kernels override the built-in ones (:mod:`.kernels`).
+kernels override the built-in ones (:mod:`.kernels`). A kernel registered with device
+variables (``register_op(name, fn, variables=[...])``, see :mod:`.symbols`) is called
+``fn(inputs, attrs, outputs, variables)``.
 
 The simulator needs no compiled ``.om`` operator models: the kernels stand in for them.
 DECISION: ``acl.op.set_model_dir`` records the directory and succeeds even when it does not
@@ -25,6 +27,7 @@ from typing import Any
 from ..memory.args import as_int, as_str
 from ..memory.errors import InvalidArgument, InvalidArgumentType, OpNotFound
 from .kernels import BUILTIN_KERNELS
+from .symbols import DeviceVariable
 from .tensors import Handle, data_type
 
 __all__ = ["register_op", "unregister_op", "registered_ops", "find_kernel", "OpAttr",
@@ -39,17 +42,39 @@ class Kernel:
     fn: Callable
     wants_outputs: bool
     builtin: bool = False
+    #: the device variables it uses (11-11): it is called with them as a fourth argument
+    variables: tuple[DeviceVariable, ...] = ()
 
-    def __call__(self, inputs: list, attrs: dict, outputs: list) -> Any:
+    def __call__(self, inputs: list, attrs: dict, outputs: list,
+                 variables: dict | None = None) -> Any:
+        if self.variables:
+            return self.fn(inputs, attrs, outputs, variables)
         if self.wants_outputs:
             return self.fn(inputs, attrs, outputs)
         return self.fn(inputs, attrs)
 
 
-def _kernel(name: str, fn: Callable, builtin: bool = False) -> Kernel:
+def _variables(name: str, variables: object) -> tuple[DeviceVariable, ...]:
+    """The kernel's device variables: DeviceVariable objects with distinct names."""
+    if not isinstance(variables, (list, tuple)):
+        raise InvalidArgumentType(f"the variables of {name!r} must be a list of device "
+                                  f"variables, got {type(variables).__name__}")
+    if not all(isinstance(v, DeviceVariable) for v in variables):
+        raise InvalidArgumentType(f"the variables of {name!r} must come from "
+                                  f"ascend_memsim.compute.symbols.device_variable")
+    names = [v.name for v in variables]
+    if len(set(names)) != len(names):
+        raise InvalidArgument(f"the variables of {name!r} have one name twice: {names}")
+    return tuple(variables)
+
+
+def _kernel(name: str, fn: Callable, builtin: bool = False,
+            variables: tuple[DeviceVariable, ...] = ()) -> Kernel:
     if not callable(fn):
         raise InvalidArgumentType(f"the kernel for {name!r} must be callable, got "
                                   f"{type(fn).__name__}")
+    if variables:
+        return Kernel(name, fn, True, builtin, variables)
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -69,15 +94,20 @@ def _check_name(name: object) -> str:
     return as_str(name, "an op type")
 
 
-def register_op(name: str, fn: Callable | None = None) -> Callable:
+def register_op(name: str, fn: Callable | None = None, *,
+                variables: list[DeviceVariable] | tuple[DeviceVariable, ...] = ()) -> Callable:
     """Make ``fn(inputs, attrs)`` the kernel of op type ``name`` for the whole process.
 
-    Without ``fn`` it is a decorator: ``@register_op("MyAdd")``. Returns ``fn``.
+    Without ``fn`` it is a decorator: ``@register_op("MyAdd")``. Returns ``fn``. With
+    ``variables`` (device variables, :func:`~ascend_memsim.compute.symbols.device_variable`)
+    the kernel is ``fn(inputs, attrs, outputs, variables)``, ``variables`` a dict of
+    writable uint8 arrays by name, stored back to device memory when it returns.
     """
     name = _check_name(name)
+    used = _variables(name, variables)
     if fn is None:
-        return lambda f: register_op(name, f)
-    kernel = _kernel(name, fn)
+        return lambda f: register_op(name, f, variables=used)
+    kernel = _kernel(name, fn, variables=used)
     with _lock:
         _registry[name] = kernel
     return fn

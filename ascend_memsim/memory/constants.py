@@ -309,6 +309,10 @@ class ErrorCode(IntEnum):
     FAILURE = 500001
     # rt_error_codes.h: a process not on a shared memory's whitelist (IPC, shareable handles)
     RT_NO_PERMISSION = 207006
+    # rt_error_codes.h: a CMO barrier id never given (aclrtCmoWaitBarrier), a device symbol
+    # never registered (aclrtGetSymbolAddress, 11-11)
+    RT_STREAM_MODEL = 107005
+    RT_INVALID_SYMBOL = 107043
 
     @property
     def vendor_name(self) -> str:

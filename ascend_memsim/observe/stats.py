@@ -10,7 +10,9 @@ counters named like PyTorch's (``"<stat>.<pool>.<metric>"``):
 - metrics: ``current``, ``peak``, ``allocated`` (running total), ``freed`` (running total);
 
 plus ``num_ooms`` (failed mallocs), ``num_fallbacks`` (HUGE_FIRST blocks placed on normal
-pages), ``num_resets`` and ``reset_blocks`` (blocks still live when the device was reset).
+pages), ``num_resets`` and ``reset_blocks`` (blocks still live when the device was reset),
+and, once the program made such calls, ``num_<event>s`` of the stream memory, cache and
+device-variable events (:data:`COUNTED_EVENTS`: ``num_value_writes``, ``num_cmos``, ...).
 
 >>> from ascend_memsim import Runtime, MiB
 >>> with Runtime("A2", hbm_bytes=64 * MiB) as rt:
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from ..memory.device import Block, Device
     from ..runtime.runtime import Runtime
 
-__all__ = ["MemoryStats", "STATS", "METRICS", "memory_summary"]
+__all__ = ["MemoryStats", "STATS", "METRICS", "COUNTED_EVENTS", "memory_summary"]
 
 #: The counted quantities and the metrics kept for each pool.
 STATS = ("allocation", "footprint_bytes", "requested_bytes")
@@ -75,6 +77,8 @@ class _DeviceStats:
         #: memory shared between processes (runtime/ipc.py, runtime/shareable.py): event
         #: counts, and the bytes this process maps from other processes' memory
         self.sharing: dict[str, int] = {}
+        #: ``num_<event>s`` of the COUNTED_EVENTS
+        self.calls: dict[str, int] = {}
 
     def _counter(self, stat: str, pool: str) -> _Counter:
         counter = self.counters.get((stat, pool))
@@ -149,6 +153,14 @@ class MemoryStats:
         if event in _SHARING:
             self._shared(event, device, info)
             return
+        if event in COUNTED_EVENTS:
+            with self._lock:
+                stats = self._devices.get(device.device_id)
+                if stats is None:
+                    stats = self._devices[device.device_id] = _DeviceStats()
+                name = f"num_{event}s"
+                stats.calls[name] = stats.calls.get(name, 0) + 1
+            return
         if event not in ("malloc", "free", "malloc_failed", "reset", "malloc_physical",
                          "free_physical", "mem_pool_malloc", "mem_pool_free"):
             return
@@ -218,6 +230,7 @@ class MemoryStats:
             out["reset_blocks"] = stats.reset_blocks
             # shared memory: only once the process shared some (the keys are absent before)
             out.update(stats.sharing)
+            out.update(stats.calls)
             current = out["requested_bytes.all.current"]
             # what the rounding rule and page granularity cost right now
             out["overhead_bytes.all.current"] = out["footprint_bytes.all.current"] - current
@@ -240,6 +253,13 @@ class MemoryStats:
 #: The sharing events (see runtime/sharing.py emit) the statistics count.
 _SHARING = frozenset({"ipc_export", "ipc_import", "ipc_close", "shareable_export",
                       "shareable_import", "shareable_release"})
+
+
+#: The events counted as ``num_<event>s``: value write and wait (11-09, runtime/streams.py),
+#: cache operations (11-06, runtime/cmo.py: ``cmo`` is any of the three CMO launches), and
+#: device variables (11-11, compute/symbols.py: loaded on a device, unloaded, copied).
+COUNTED_EVENTS = frozenset({"value_write", "value_wait", "cmo", "cmo_wait_barrier",
+                            "cmo_set_desc", "symbol_load", "symbol_unload", "symbol_copy"})
 
 
 def _fmt(n: int, is_bytes: bool) -> str:

@@ -43,6 +43,7 @@ from ..memory.errors import AclError, InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
 from ..memory.rules import DEFAULT_POLICY, DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
+from .cmo import cache_ops
 from .config import parse_config, parse_run_mode, plan_adoption
 from .devices import DeviceTable
 from .events import Events
@@ -187,6 +188,7 @@ class Runtime:
                 self.sanitizer.forget_device(device)
                 physical.extend(self.pools.forget_device(device))
                 physical.extend(self.vmm.forget_device(device))
+                self._forget_planes(device.device_id)
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
             with Runtime.active_lock:
@@ -318,13 +320,21 @@ class Runtime:
                 self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
                 handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device)]
-                peer = self._extensions.get("peer")
-                if peer is not None:
-                    peer.forget_device(number)
+                self._forget_planes(number)
                 self.sanitizer.leaks("aclrtResetDevice", [*device.reset(), *handles])
         made = self._table.made(number)
         if made is not None and self._table.wants("reset_device"):
             self._emit("reset_device", made)
+
+    #: planes made by extension() that keep state per device, told when a device is reset
+    #: (before its blocks go: device variables free theirs, 11-11)
+    _DEVICE_PLANES = ("peer", "cache_ops", "symbols")
+
+    def _forget_planes(self, device_id: int) -> None:
+        for name in self._DEVICE_PLANES:
+            plane = self._extensions.get(name)
+            if plane is not None:
+                plane.forget_device(device_id)
 
     def _finish_work(self, device_id: int) -> None:
         """Run the device's queued work before its streams go: aclrtResetDevice (and so
@@ -481,7 +491,7 @@ class Runtime:
     def cmo_async(self, src: object, size: object, cmo_type: object, stream: object) -> None:
         """aclrtCmoAsync (11-06): checked now and when the stream runs; no data effect."""
         self.current_device()
-        self.streams.cmo_async(src, size, cmo_type, stream)
+        cache_ops(self).cmo_async(src, size, cmo_type, stream)
 
     def value_write(self, dev_addr: object, value: object, flag: object,
                     stream: object = 0) -> None:
