@@ -75,6 +75,13 @@ C_NAMES = {
     "aclrtMemPoolMallocAsync": acl.rt.mem_pool_malloc_async,
     "aclrtMemPoolFreeAsync": acl.rt.mem_pool_free_async,
     "aclrtMemPoolTrimTo": acl.rt.mem_pool_trim_to,
+    "aclrtMemAllocManaged": acl.rt.mem_alloc_managed,
+    "aclrtMemManagedAdvise": acl.rt.mem_managed_advise,
+    "aclrtMemManagedGetAttr": acl.rt.mem_managed_get_attr,
+    "aclrtMemManagedGetAttrs": acl.rt.mem_managed_get_attrs,
+    "aclrtMemManagedPrefetchAsync": acl.rt.mem_managed_prefetch_async,
+    "aclrtMemManagedPrefetchBatchAsync": acl.rt.mem_managed_prefetch_batch_async,
+    "aclrtMemP2PMap": acl.rt.mem_p2p_map,
     "acldvppMalloc": acl.media.dvpp_malloc,
     "acldvppFree": acl.media.dvpp_free,
     # data buffers, tensor descriptors, operators, models, events and callbacks

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.active import current_runtime
-from . import _ipc, _pools, _rt_memory, _vmm
+from . import _ipc, _managed, _pools, _rt_memory, _vmm
 from ._face import face as _face
 from ._ipc import *  # noqa: F403
+from ._managed import *  # noqa: F403
 from ._pools import *  # noqa: F403
 from ._pyacl import malloc_config as _malloc_config
 from ._rt_memory import *  # noqa: F403
@@ -328,7 +329,9 @@ __all__ = [fn.__name__ for fn in _EXPORTS]
 
 # The rest of the memory chapter: host registration, copies, peer access (_rt_memory.py);
 # virtual memory (11-04) and pointer_get_attributes (11-05) (_vmm.py).
-# stream-ordered memory pools (11-10) (_pools.py); IPC and shareable handles (_ipc.py).
-__all__ += [*_rt_memory.__all__, *_vmm.__all__, *_ipc.__all__, *_pools.__all__]
+# stream-ordered memory pools (11-10) (_pools.py); IPC and shareable handles (_ipc.py);
+# managed memory and aclrtMemP2PMap (11-05) (_managed.py).
+__all__ += [*_rt_memory.__all__, *_vmm.__all__, *_ipc.__all__, *_pools.__all__,
+            *_managed.__all__]
 NOT_IN_PYACL += (_rt_memory.NOT_IN_PYACL + _vmm.NOT_IN_PYACL + _ipc.NOT_IN_PYACL
-                 + _pools.NOT_IN_PYACL)
+                 + _pools.NOT_IN_PYACL + _managed.NOT_IN_PYACL)

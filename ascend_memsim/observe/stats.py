@@ -149,6 +149,9 @@ class MemoryStats:
         if event in _SHARING:
             self._shared(event, device, info)
             return
+        if event in _MANAGED:
+            self._managed(event, device, info)
+            return
         if event not in ("malloc", "free", "malloc_failed", "reset", "malloc_physical",
                          "free_physical", "mem_pool_malloc", "mem_pool_free"):
             return
@@ -192,6 +195,23 @@ class MemoryStats:
             elif ((event == "ipc_close" and info.get("role") == "importer")
                   or event == "shareable_release"):
                 counts["imported_bytes.current"] = counts.get("imported_bytes.current", 0) - size
+
+    def _managed(self, event: str, device: Device, info: dict) -> None:
+        """Count a managed-memory call (11-05, runtime/managed.py): ``num_<event>s``, and the
+        bytes of managed memory charged to the device (``managed_bytes``; they are counted
+        as physical memory in the pools too)."""
+        with self._lock:
+            stats = self._devices.get(device.device_id)
+            if stats is None:
+                stats = self._devices[device.device_id] = _DeviceStats()
+            counts = stats.sharing
+            name = f"num_{event}s" if not event.endswith("batch") else f"num_{event}es"
+            counts[name] = counts.get(name, 0) + 1
+            if event in ("managed_alloc", "managed_free"):
+                sign = 1 if event == "managed_alloc" else -1
+                now = counts.get("managed_bytes.current", 0) + sign * info["footprint"]
+                counts["managed_bytes.current"] = now
+                counts["managed_bytes.peak"] = max(counts.get("managed_bytes.peak", 0), now)
 
     def device_ids(self) -> list[int]:
         """The devices that have had an event so far."""
@@ -240,6 +260,11 @@ class MemoryStats:
 #: The sharing events (see runtime/sharing.py emit) the statistics count.
 _SHARING = frozenset({"ipc_export", "ipc_import", "ipc_close", "shareable_export",
                       "shareable_import", "shareable_release"})
+
+
+#: The managed-memory events (runtime/managed.py) the statistics count.
+_MANAGED = frozenset({"managed_alloc", "managed_free", "managed_advise", "managed_prefetch",
+                      "managed_prefetch_batch", "p2p_map"})
 
 
 def _fmt(n: int, is_bytes: bool) -> str:

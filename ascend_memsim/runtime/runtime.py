@@ -39,7 +39,7 @@ from ..memory.args import (
 )
 from ..memory.constants import MODULE_APP, MallocAttrType, MemType, RunMode
 from ..memory.device import Block, Device
-from ..memory.errors import AclError, InvalidRuntimeParam
+from ..memory.errors import AclError, InvalidPointer, InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
 from ..memory.rules import DEFAULT_POLICY, DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
@@ -47,6 +47,7 @@ from .config import parse_config, parse_run_mode, plan_adoption
 from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
+from .managed import ManagedMemory
 from .pools import MemPools
 from .process import Machine, as_current
 from .streams import Streams
@@ -113,6 +114,8 @@ class Runtime:
         self.vmm = VirtualMemory(self)
         #: stream-ordered memory pools (11-10), on reservations of the address space
         self.pools = MemPools(self)
+        #: managed (unified) memory and aclrtMemP2PMap (11-05)
+        self.managed = ManagedMemory(self)
         self.sanitizer: Checker = make_checker(sanitizer)
         self.sanitizer.attach(self)
         #: planes made on demand by higher layers (the compute plane), by name; see extension
@@ -187,6 +190,7 @@ class Runtime:
                 self.sanitizer.forget_device(device)
                 physical.extend(self.pools.forget_device(device))
                 physical.extend(self.vmm.forget_device(device))
+                physical.extend(self.managed.forget_device(device))
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
             with Runtime.active_lock:
@@ -317,7 +321,8 @@ class Runtime:
                 self.streams.drop_device(number)
                 self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
-                handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device)]
+                handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device),
+                           *self.managed.forget_device(device)]
                 peer = self._extensions.get("peer")
                 if peer is not None:
                     peer.forget_device(number)
@@ -445,9 +450,19 @@ class Runtime:
         """
         block = device.releasable(ptr, call)
         if self.sanitizer.on:
+            if block is None and self.managed.holds(ptr):
+                self.managed.free(ptr, call)
+                return
             self.sanitizer.free(device, ptr, call, block, skip=2)  # _release and its caller
         else:
-            device.free(ptr)
+            try:
+                device.free(ptr)
+            except InvalidPointer:
+                # managed memory (11-05: freed by aclrtFree), looked up only when the
+                # device has no such block, so a device free pays nothing for it
+                if not self.managed.holds(ptr):
+                    raise
+                self.managed.free(ptr, call)
 
     def synchronize_device_of(self, device: Device) -> None:
         """Run the device's queued work (see :meth:`Streams.synchronize_device`)."""
