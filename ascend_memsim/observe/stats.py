@@ -205,7 +205,8 @@ class MemoryStats:
             if stats is None:
                 stats = self._devices[device.device_id] = _DeviceStats()
             counts = stats.sharing
-            name = f"num_{event}s" if not event.endswith("batch") else f"num_{event}es"
+            plural = "es" if event.endswith(("batch", "prefetch")) else "s"
+            name = f"num_{event}{plural}"
             counts[name] = counts.get(name, 0) + 1
             if event in ("managed_alloc", "managed_free"):
                 sign = 1 if event == "managed_alloc" else -1

@@ -575,16 +575,17 @@ def _store(pages: dict, page: int, state: PageState) -> None:
 def _value(attr: ManagedRangeAttr, states: set, data_size: int) -> Any:
     """One attribute over pages in ``states`` (DECISION, the vendor names no layout): a flag
     0/1; a location ``{"type", "id"}``; a type or an id an int; ACCESSED_BY a list of
-    locations (at most dataSize // 8). Pages that disagree read as invalid: 0, the INVALID
-    location (type 0, id -1), an empty list (11-05: "查询结果为无效值")."""
-    one = next(iter(states)) if len(states) == 1 else None
+    locations (at most dataSize // 8). Pages that disagree on it read as invalid: 0, the
+    INVALID location (type 0, id -1), an empty list (11-05: "查询结果为无效值")."""
     if attr is ManagedRangeAttr.READ_MOSTLY:
-        return int(one is not None and one.read_mostly)
+        return int(all(s.read_mostly for s in states))
     if attr is ManagedRangeAttr.ACCESSED_BY:
-        found = sorted(one.accessed_by) if one is not None else []
-        return [{"type": t, "id": i} for t, i in found[:data_size // 8]]
+        found = {s.accessed_by for s in states}
+        chosen = sorted(found.pop()) if len(found) == 1 else []
+        return [{"type": t, "id": i} for t, i in chosen[:data_size // 8]]
     prefetch = attr.name.startswith("LAST_PREFETCH")
-    loc = NO_LOCATION if one is None else (one.prefetched if prefetch else one.preferred)
+    found = {s.prefetched if prefetch else s.preferred for s in states}
+    loc = found.pop() if len(found) == 1 else NO_LOCATION
     if attr.name.endswith("_TYPE"):
         return loc[0]
     if attr.name.endswith("_ID"):
