@@ -218,6 +218,13 @@ def test_a_refused_prefetch_queues_nothing(rt, stream, args, code):
         acl.ACL_ERROR_RT_INVALID_HANDLE)
 
 
+def test_free_with_dev_sync_runs_the_queued_prefetch_first(rt, stream):
+    ptr = _alloc(G)
+    assert acl.rt.mem_managed_prefetch_async(ptr, G, DEVICE, 0, stream) == 0
+    assert acl.rt.free_with_dev_sync(ptr) == 0
+    assert rt.streams.pending == 0 and rt.sanitizer.reports == []
+
+
 def test_a_prefetch_of_memory_freed_before_the_stream_runs_fails_there(rt, stream):
     ptr = _alloc(G)
     assert acl.rt.mem_managed_prefetch_async(ptr, G, DEVICE, 0, stream) == 0
@@ -333,3 +340,25 @@ def test_registered_buffers_skip_the_managed_range(rt):
     ptr = acl.util.bytes_to_ptr(data)
     assert ptr + len(data) <= UVM_BASE or ptr >= UVM_END
     assert acl.util.ptr_to_bytes(ptr + 6000, 2) == b"xx"
+
+
+def test_threads_allocating_and_freeing_keep_the_accounting_exact(rt):
+    import threading
+
+    free = _free(rt)
+    errors = []
+
+    def work():
+        acl.rt.set_device(0)
+        for _ in range(50):
+            ptr, ret = acl.rt.mem_alloc_managed(3 * MiB, GLOBAL)
+            if ret or acl.rt.memset(ptr, 64, 1, 64) or acl.rt.free(ptr):
+                errors.append(ret)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and _free(rt) == free and rt.managed.allocations() == []
+    rt.device(0).check_invariants()

@@ -436,7 +436,7 @@ class Runtime:
         ptr = as_ptr(ptr)
         device = self._owner(ptr)
         call = "aclrtFreeWithDevSync"
-        if device.releasable(ptr, call) is not None:
+        if device.releasable(ptr, call) is not None or self.managed.holds(ptr):
             self.synchronize_device_of(device)
         self._release(device, ptr, call)
 
