@@ -412,6 +412,13 @@ C_TO_PYACL = {
     "aclrtMemPoolMallocAsync": "rt.mem_pool_malloc_async",
     "aclrtMemPoolFreeAsync": "rt.mem_pool_free_async",
     "aclrtMemPoolTrimTo": "rt.mem_pool_trim_to",
+    "aclrtMemAllocManaged": "rt.mem_alloc_managed",
+    "aclrtMemManagedAdvise": "rt.mem_managed_advise",
+    "aclrtMemManagedGetAttr": "rt.mem_managed_get_attr",
+    "aclrtMemManagedGetAttrs": "rt.mem_managed_get_attrs",
+    "aclrtMemManagedPrefetchAsync": "rt.mem_managed_prefetch_async",
+    "aclrtMemManagedPrefetchBatchAsync": "rt.mem_managed_prefetch_batch_async",
+    "aclrtMemP2PMap": "rt.mem_p2p_map",
 }
 
 
