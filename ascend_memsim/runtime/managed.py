@@ -45,12 +45,19 @@ Thread-safe: one lock, taken after the data plane's and before a device's.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sortedcontainers import SortedList
 
-from ..data.managed import ManagedAlloc, ManagedRegion
+from ..data.managed import (
+    DEFAULT_PAGE,
+    NO_LOCATION,
+    ManagedAlloc,
+    ManagedRegion,
+    attribute_value,
+    store_page,
+)
 from ..memory.allocator import Allocator
 from ..memory.args import UINT32_MAX, as_int, shown
 from ..memory.constants import (
@@ -81,27 +88,12 @@ MANAGED_PAGE = 2 * MiB
 #: "Atlas A2 训练系列产品/Atlas A2 推理系列产品" only. aclrtMemP2PMap is on every simulated
 #: product (950, A3, A2 and "Atlas 推理系列产品", 310P), aclrtPointerGetAttributes too.
 MANAGED_PRODUCTS = ("A2", "A3")
-#: What an attribute reads where none was set or the pages disagree (DECISION).
-NO_LOCATION = (int(ManagedLocationType.INVALID), -1)
 #: The bytes each attribute's data takes (DECISION: a location is aclrtMemManagedLocation,
 #: two 32-bit fields; a flag, a type or an id 32 bits).
 _DATA_BYTES = {ManagedRangeAttr.PREFERRED_LOCATION: 8, ManagedRangeAttr.ACCESSED_BY: 8,
                ManagedRangeAttr.LAST_PREFETCH_LOCATION: 8}
 _SET_ADVICE = (ManagedAdvise.SET_PREFERRED_LOCATION, ManagedAdvise.SET_ACCESSED_BY,
                ManagedAdvise.UNSET_ACCESSED_BY)
-
-
-@dataclass(frozen=True, slots=True)
-class PageState:
-    """The advice and the last prefetch of one 2 MiB page of managed memory."""
-
-    read_mostly: bool = False
-    preferred: tuple[int, int] = NO_LOCATION
-    accessed_by: frozenset = frozenset()
-    prefetched: tuple[int, int] = NO_LOCATION
-
-
-_DEFAULT = PageState()
 
 
 class ManagedMemory:
@@ -264,7 +256,7 @@ class ManagedMemory:
             alloc, first, last = self._range(call, ptr, size, aligned=True)
             pages = alloc.pages
             for page in range(first, last):
-                state = pages.get(page, _DEFAULT)
+                state = pages.get(page, DEFAULT_PAGE)
                 if kind is ManagedAdvise.SET_READ_MOSTLY:
                     state = replace(state, read_mostly=True)
                 elif kind is ManagedAdvise.UNSET_READ_MOSTLY:
@@ -277,7 +269,7 @@ class ManagedMemory:
                     state = replace(state, accessed_by=state.accessed_by | {loc})
                 else:
                     state = replace(state, accessed_by=state.accessed_by - {loc})
-                _store(pages, page, state)
+                store_page(pages, page, state)
         emit(self.runtime, "managed_advise", self._device_of(alloc),
              {"ptr": ptr, "size": size, "advise": int(kind), "location_type": loc[0],
               "location_id": loc[1]})
@@ -330,8 +322,8 @@ class ManagedMemory:
                                           f"{attr.name} ({need} bytes)")
         with self.lock:
             alloc, first, last = self._range(call, ptr, size, aligned=False)
-            states = {alloc.pages.get(p, _DEFAULT) for p in range(first, last)}
-        return [_value(attr, states, data_size) for attr, data_size in zip(attrs, data_sizes)]
+            states = {alloc.pages.get(p, DEFAULT_PAGE) for p in range(first, last)}
+        return [attribute_value(attr, states, n) for attr, n in zip(attrs, data_sizes)]
 
     # -- prefetch ------------------------------------------------------------------------------
 
@@ -434,8 +426,8 @@ class ManagedMemory:
                 for addr, length, loc in jobs:
                     alloc, first, last = self._range(call, addr, length, aligned=True)
                     for page in range(first, last):
-                        state = alloc.pages.get(page, _DEFAULT)
-                        _store(alloc.pages, page, replace(state, prefetched=loc))
+                        state = alloc.pages.get(page, DEFAULT_PAGE)
+                        store_page(alloc.pages, page, replace(state, prefetched=loc))
 
         self.runtime.streams.enqueue(target, call, tuple((a, a + n) for a, n, _ in jobs), run)
 
@@ -563,34 +555,6 @@ class ManagedMemory:
         emit(self.runtime, event, device,
              {"handle": alloc.ptr, "size": alloc.size, "footprint": alloc.footprint,
               "page": "huge", "phys": alloc.phys, "managed": alloc.ptr})
-
-
-def _store(pages: dict, page: int, state: PageState) -> None:
-    if state == _DEFAULT:
-        pages.pop(page, None)
-    else:
-        pages[page] = state
-
-
-def _value(attr: ManagedRangeAttr, states: set, data_size: int) -> Any:
-    """One attribute over pages in ``states`` (DECISION, the vendor names no layout): a flag
-    0/1; a location ``{"type", "id"}``; a type or an id an int; ACCESSED_BY a list of
-    locations (at most dataSize // 8). Pages that disagree on it read as invalid: 0, the
-    INVALID location (type 0, id -1), an empty list (11-05: "查询结果为无效值")."""
-    if attr is ManagedRangeAttr.READ_MOSTLY:
-        return int(all(s.read_mostly for s in states))
-    if attr is ManagedRangeAttr.ACCESSED_BY:
-        found = {s.accessed_by for s in states}
-        chosen = sorted(found.pop()) if len(found) == 1 else []
-        return [{"type": t, "id": i} for t, i in chosen[:data_size // 8]]
-    prefetch = attr.name.startswith("LAST_PREFETCH")
-    found = {s.prefetched if prefetch else s.preferred for s in states}
-    loc = found.pop() if len(found) == 1 else NO_LOCATION
-    if attr.name.endswith("_TYPE"):
-        return loc[0]
-    if attr.name.endswith("_ID"):
-        return loc[1]
-    return {"type": loc[0], "id": loc[1]}
 
 
 def _list(value: object, name: str, call: str) -> list:
