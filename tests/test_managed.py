@@ -182,6 +182,26 @@ def test_refused_queries(rt, attr, size, data_size, code):
     assert acl.rt.mem_managed_get_attr(attr, ptr, size, data_size) == (None, code)
 
 
+def test_a_query_needs_no_current_device(rt):
+    # api_impl_uvm.cc MemManagedGetAttr: without a context it asks the driver directly
+    import threading
+
+    ptr = _alloc(G)
+    acl.rt.mem_managed_advise(ptr, G, acl.ACL_MEM_ADVISE_SET_READ_MOSTLY, DEVICE)
+    out = []
+    thread = threading.Thread(target=lambda: out.append(acl.rt.mem_managed_get_attr(
+        acl.ACL_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, ptr, G, 4)))
+    thread.start()
+    thread.join()
+    assert out == [(1, 0)]
+    # an advice needs one (api_impl_uvm.cc MemManagedAdvise: CHECK_CONTEXT_VALID)
+    thread = threading.Thread(target=lambda: out.append(acl.rt.mem_managed_advise(
+        ptr, G, acl.ACL_MEM_ADVISE_UNSET_READ_MOSTLY, DEVICE)))
+    thread.start()
+    thread.join()
+    assert out[1] == acl.ACL_ERROR_RT_CONTEXT_NULL
+
+
 def test_get_attrs_checks_its_lists(rt):
     ptr = _alloc(G)
     assert acl.rt.mem_managed_get_attrs([], ptr, 1, []) == ([], acl.ACL_ERROR_INVALID_PARAM)
