@@ -335,12 +335,13 @@ def test_statistics_traces_and_replay(rt, stream):
 
 
 def test_p2p_map_needs_peer_access(rt):
+    stats = MemoryStats.attach(rt)
     dev, _ = acl.rt.malloc(G, acl.ACL_MEM_MALLOC_HUGE_ONLY_P2P)
     # 11-05: "需先调用aclrtDeviceEnablePeerAccess接口"
     assert acl.rt.mem_p2p_map(dev, G, 1, 0) == acl.ACL_ERROR_RT_PARAM_INVALID
     assert acl.rt.device_enable_peer_access(1, 0) == 0
     assert acl.rt.mem_p2p_map(dev, G, 1, 0) == 0
-    assert rt.managed.p2p_maps == {(0, dev, 1)}
+    assert rt.managed.p2p_maps == {(0, dev, 1)} and stats.snapshot(0)["num_p2p_maps"] == 1
     assert acl.rt.mem_p2p_map(dev, G, 0, 0) == 0   # its own device: nothing to map
     assert acl.rt.mem_p2p_map(dev, G, 1, 1) == acl.ACL_ERROR_INVALID_PARAM   # memory.cpp
     assert acl.rt.mem_p2p_map(0, G, 1, 0) == acl.ACL_ERROR_INVALID_PARAM
@@ -350,6 +351,11 @@ def test_p2p_map_needs_peer_access(rt):
     host, _ = acl.rt.malloc_host(64)
     assert acl.rt.mem_p2p_map(host, 64, 1, 0) == acl.ACL_ERROR_RT_PARAM_INVALID
     assert acl.rt.mem_p2p_map(_alloc(), 64, 1, 0) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert rt.managed.p2p_maps == {(0, dev, 1)} and stats.snapshot(0)["num_p2p_maps"] == 1
+    # a reset of either device ends the mapping
+    acl.rt.set_device(1)
+    acl.rt.reset_device(1)
+    assert rt.managed.p2p_maps == set()
 
 
 def test_registered_buffers_skip_the_managed_range(rt):
