@@ -416,7 +416,8 @@ class Runtime:
         return device.malloc(size, policy, api=api, module=module)
 
     def free(self, ptr: object) -> None:
-        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`.
+        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`; managed
+        memory (aclrtMemAllocManaged, 11-05) is released by :meth:`ManagedMemory.free`.
 
         Raises:
             InvalidArgument, InvalidArgumentType: NULL or not an int (the ACL layer's check,
