@@ -388,3 +388,29 @@ def test_threads_allocating_and_freeing_keep_the_accounting_exact(rt):
         t.join()
     assert errors == [] and _free(rt) == free and rt.managed.allocations() == []
     rt.device(0).check_invariants()
+
+
+def test_an_operator_on_another_device_computes_in_managed_memory():
+    np = pytest.importorskip("numpy")
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2) as rt:
+        acl.rt.set_device(0)
+        a = np.arange(16, dtype=np.int32)
+        ptrs = [_alloc(64) for _ in range(3)]
+        for ptr, value in zip(ptrs, (a, a * 10)):
+            view = acl.util.ptr_to_numpy(ptr, (16,), np.dtype(np.int32).num)
+            view[:] = value
+        acl.rt.set_device(1)   # the memory is charged to device 0; device 1 uses it
+        descs = [acl.create_tensor_desc(acl.ACL_INT32, [16], acl.ACL_FORMAT_ND)
+                 for _ in range(3)]
+        bufs = [acl.create_data_buffer(p, 64) for p in ptrs]
+        assert acl.op.execute_v2("Add", descs[:2], bufs[:2], descs[2:], bufs[2:], 0, 0) == 0, (
+            acl.get_recent_err_msg())
+        assert acl.rt.synchronize_stream(0) == 0
+        out = np.frombuffer(acl.util.ptr_to_bytes(ptrs[2], 64), np.int32)
+        assert (out == a * 11).all()
+        for buf, desc in zip(bufs, descs):
+            acl.destroy_data_buffer(buf)
+            acl.destroy_tensor_desc(desc)
+        for ptr in ptrs:
+            assert acl.rt.free(ptr) == 0
+        assert rt.managed.allocations() == []
