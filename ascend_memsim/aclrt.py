@@ -87,6 +87,13 @@ C_NAMES = {
     "aclrtMemcpyFromSymbolAsync": acl.rt.memcpy_from_symbol_async,
     "aclrtMemcpyToSymbol": acl.rt.memcpy_to_symbol,
     "aclrtMemcpyToSymbolAsync": acl.rt.memcpy_to_symbol_async,
+    "aclrtMemAllocManaged": acl.rt.mem_alloc_managed,
+    "aclrtMemManagedAdvise": acl.rt.mem_managed_advise,
+    "aclrtMemManagedGetAttr": acl.rt.mem_managed_get_attr,
+    "aclrtMemManagedGetAttrs": acl.rt.mem_managed_get_attrs,
+    "aclrtMemManagedPrefetchAsync": acl.rt.mem_managed_prefetch_async,
+    "aclrtMemManagedPrefetchBatchAsync": acl.rt.mem_managed_prefetch_batch_async,
+    "aclrtMemP2PMap": acl.rt.mem_p2p_map,
     "acldvppMalloc": acl.media.dvpp_malloc,
     "acldvppFree": acl.media.dvpp_free,
     # data buffers, tensor descriptors, operators, models, events and callbacks

@@ -421,6 +421,13 @@ C_TO_PYACL = {
     "aclrtMemcpyFromSymbolAsync": "rt.memcpy_from_symbol_async",
     "aclrtMemcpyToSymbol": "rt.memcpy_to_symbol",
     "aclrtMemcpyToSymbolAsync": "rt.memcpy_to_symbol_async",
+    "aclrtMemAllocManaged": "rt.mem_alloc_managed",
+    "aclrtMemManagedAdvise": "rt.mem_managed_advise",
+    "aclrtMemManagedGetAttr": "rt.mem_managed_get_attr",
+    "aclrtMemManagedGetAttrs": "rt.mem_managed_get_attrs",
+    "aclrtMemManagedPrefetchAsync": "rt.mem_managed_prefetch_async",
+    "aclrtMemManagedPrefetchBatchAsync": "rt.mem_managed_prefetch_batch_async",
+    "aclrtMemP2PMap": "rt.mem_p2p_map",
 }
 
 

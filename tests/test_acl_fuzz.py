@@ -82,7 +82,7 @@ from ascend_memsim.media.plane import media_plane
 from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.physical import PhysicalHandle, granule
-from ascend_memsim.memory.rules import device_base
+from ascend_memsim.memory.rules import UVM_BASE, device_base
 from ascend_memsim.memory.vmm import VA_BASE
 from ascend_memsim.runtime.events import EVENT_BASE, Event
 from ascend_memsim.runtime.pools import POOL_BASE, Pool
@@ -129,6 +129,12 @@ POOLING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__.startswith("m
                               "memset_async", "memcpy", "value_write", "value_wait")]
 #: A device variable (11-11), so that symbols are sometimes ones a kernel registered.
 VARIABLE = device_variable("fuzz", 64, b"fuzz")
+#: Managed memory and aclrtMemP2PMap (11-05), with the streams, copies, frees and peer
+#: access around them.
+MANAGED = [(space, fn) for space, fn in MEMORY_FACE
+           if fn.__module__ == acl.rt.mem_alloc_managed.__module__
+           or fn.__name__ in ("create_stream", "synchronize_stream", "memcpy", "free", "malloc",
+                              "device_enable_peer_access", "pointer_get_attributes")]
 #: Virtual memory: reserve, back with physical memory, map, use, unmap, free, release.
 VIRTUAL = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
@@ -325,7 +331,9 @@ def _snapshot(rt, seen):
     peer = rt.extension("peer")
     pinned = rt.extension("pinned")
     chapter = (sorted(peer.enabled) if peer else [],
-               pinned.snapshot() if pinned else [])
+               pinned.snapshot() if pinned else [],
+               [(a.ptr, a.size, a.footprint, a.device_id, a.phys, sorted(a.pages.items()))
+                for a in rt.managed.allocations()], sorted(rt.managed.p2p_maps))
     pools = [(p.handle, p.segments.reuse, p.segments.threshold, p.segments.used,
               p.segments.reserved, p.segments.used_high, p.segments.reserved_high,
               [(g.ptr, g.size, g.busy, g.done) for g in p.segments.segments.values()])
@@ -419,6 +427,9 @@ def _pointers(rt):
             found += [m.ptr + off for m in list(reservation.maps.values())[:5]
                       for off in (0, 64, m.size)]
         found += [VA_BASE + (1 << 30)]
+        for alloc in rt.managed.allocations()[:5]:
+            found += [alloc.ptr, alloc.ptr + 64, alloc.ptr + alloc.size, alloc.end]
+        found += [UVM_BASE, UVM_BASE + 2 * MiB]
     return found
 
 
@@ -571,7 +582,7 @@ def _pool(data, rt, seen: _Seen) -> list:
         ready = _ready(rt, seen, MEDIA_FACE)
         return ready if ready and data.draw(st.booleans(), label="media: use") else (
             MEDIA_MAKING + MEDIA_VPC)
-    which = data.draw(st.integers(0, 12), label="pool")
+    which = data.draw(st.integers(0, 13), label="pool")
     if which in (8, 9):
         return _ready(rt, seen) or MAKING
     if which in (2, 3) and data.draw(st.booleans(), label="the next virtual-memory step"):
@@ -580,7 +591,7 @@ def _pool(data, rt, seen: _Seen) -> list:
         # to step kept picking the same position
         return [steps[data.draw(st.integers(0, len(steps) - 1), label="step")]]
     return ([ALLOCATING, POOLING] + [VIRTUAL] * 2 + [MEMORY_FACE] + [MAKING] * 3 + [None] * 2
-            + [COMPUTE_FACE, FACE[2:], SHARING])[which]
+            + [COMPUTE_FACE, FACE[2:], SHARING, MANAGED])[which]
 
 
 def _draw_handle(data, rt, seen: _Seen, kind: type, name: str):
@@ -727,6 +738,15 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     if name in POOL_PLAUSIBLE and fn.__name__.startswith("mem_pool_") and data.draw(
             st.integers(0, 3), label=f"{name}: plausible") > 0:
         return data.draw(POOL_PLAUSIBLE[name], label=name)
+    if (fn.__module__ == _MANAGED_FACE and name in MANAGED_PLAUSIBLE
+            and data.draw(st.integers(0, 3), label=f"{name}: plausible") > 0):
+        live = sorted(rt.managed.allocs) if rt is not None else []
+        if name == "ptr" and live:
+            return data.draw(st.sampled_from(live), label=name)
+        if name == "ptrs" and live:
+            return data.draw(st.lists(st.sampled_from(live), min_size=1, max_size=3),
+                             label=name)
+        return data.draw(MANAGED_PLAUSIBLE[name], label=name)
     anything = data.draw(st.integers(0, 3), label=f"{name}: anything") == 0
     if anything or name == "path":
         return data.draw(st.one_of(st.none(), st.just("/nonexistent/acl.json"), values)
@@ -810,6 +830,25 @@ POOL_PLAUSIBLE = {
 
 #: The calls that map a whole handle into a reservation (vir_ptr, size, offset, handle, flags).
 MAPPING = {acl.rt.map_mem, acl.rt.mem_map_no_access}
+_MANAGED_FACE = acl.rt.mem_alloc_managed.__module__
+_LOCATIONS = st.fixed_dictionaries({"type": st.sampled_from([1, 1, 2, 2, 3, 4, 0, 9]),
+                                    "id": st.sampled_from([0, 0, 1, 2, -1])})
+#: For the managed-memory calls (three times in four): the one flag, whole 2 MiB pages,
+#: the enums' values and one past them, locations, and lists as long as their counts.
+MANAGED_PLAUSIBLE = {
+    "flag": st.sampled_from([1, 1, 1, 0, 2]),
+    "size": st.sampled_from([2 * MiB, 2 * MiB, 4 * MiB, 100, 2 * MiB + 1]),
+    "advise": st.integers(0, 6), "attribute": st.integers(0, 9),
+    "data_size": st.sampled_from([4, 8, 8, 16, 0]),
+    "attributes": st.lists(st.integers(0, 9), max_size=3),
+    "data_sizes": st.lists(st.sampled_from([4, 8, 16]), max_size=3),
+    "location": _LOCATIONS, "ptrs": st.lists(st.sampled_from([UVM_BASE, 0]), max_size=2),
+    "sizes": st.lists(st.sampled_from([2 * MiB, 2 * MiB, 100]), min_size=1, max_size=3),
+    "count": st.integers(0, 3), "num_prefetch_locs": st.integers(0, 2),
+    "prefetch_locs": st.lists(_LOCATIONS, max_size=2),
+    "prefetch_loc_idxs": st.sampled_from([[0], [0], [0, 1], [1], [0, 0], []]),
+    "flags": st.sampled_from([0, 0, 0, 1]), "dst_dev_id": st.integers(-1, 2),
+}
 #: For the virtual-memory calls (three times in four), values that make a handle mappable:
 #: whole pages of the size (a handle maps only when its size is a multiple of the granularity,
 #: 11-04), a prop that aclrtMallocPhysical takes (HBM huge or normal pages of device 0), flags 0.

@@ -263,7 +263,7 @@ def test_a_reset_frees_the_variables_and_reloads_them_fresh(rt, var, out):
     assert names.count("symbol_load") == 2 and names.count("symbol_unload") == 1
     assert names.count("symbol_copy") == 2
     snap = stats.snapshot(0)
-    assert (snap["num_symbol_loads"], snap["num_symbol_unloads"], snap["num_symbol_copys"]) \
+    assert (snap["num_symbol_loads"], snap["num_symbol_unloads"], snap["num_symbol_copies"]) \
         == (2, 1, 2)
     assert snap["allocation.component.RUNTIME.current"] == 1
 

@@ -71,7 +71,9 @@ def check_operand(runtime, call: str, operand: Operand, write: bool, device=None
             return  # ACL_DEVICE: host and device memory are one (see parse_run_mode)
         if region.host:
             why = "operators and models take device memory (copy it with memcpy first)"
-        elif region.block.device_id != device.device_id:
+        elif region.block.device_id != device.device_id and not getattr(
+                region, "managed", False):
+            # DECISION: managed memory (11-05) is every device's: the runtime migrates it
             why = (f"it is memory of device {region.block.device_id}, but the current device "
                    f"is {device.device_id}")
         else:

@@ -23,7 +23,8 @@ Three kinds of host address, one rule each:
 
 * **Registered buffers**: DECISION: a buffer handed in with ``bytes_to_ptr`` or
   ``numpy_to_ptr`` gets a *simulated* address in the registered window ``[REGISTERED_BASE,
-  DEVICE_SPAN)``, not its real one, so its life can be followed (see below); it is read and
+  DEVICE_SPAN)`` (less managed memory's range, :data:`~ascend_memsim.memory.rules.UVM_BASE`),
+  not its real one, so its life can be followed (see below); it is read and
   written through the buffer protocol, as numpy reads it, except an array over a memory map,
   whose bytes move as raw ones do (:mod:`ascend_memsim.data.registered`).
 
@@ -70,7 +71,7 @@ from ..memory.errors import (
     InvalidPointer,
     OutOfHostMemory,
 )
-from ..memory.rules import DEVICE_SPAN
+from ..memory.rules import DEVICE_SPAN, UVM_BASE, UVM_END
 from ..memory.sites import capture_site
 from . import raw
 from .contents import HostRegion, Runs, fill_view, zeroed_buffer
@@ -366,6 +367,9 @@ class HostMemory:
                 self.sweep()
             ptr = self._next_reg
             span = max(size, 1)
+            if ptr + span > UVM_BASE and ptr < UVM_END:
+                # managed memory's range (11-05) lies inside the registered window: skip it
+                ptr = UVM_END
             self._next_reg = ptr + -(-span // _REG_ALIGN) * _REG_ALIGN + _REG_ALIGN
             if self._next_reg >= DEVICE_SPAN:
                 raise OutOfHostMemory("the registered host window is used up")

@@ -158,8 +158,10 @@ class MemoryStats:
                 stats = self._devices.get(device.device_id)
                 if stats is None:
                     stats = self._devices[device.device_id] = _DeviceStats()
-                name = f"num_{event}s"
+                name = counter_name(event)
                 stats.calls[name] = stats.calls.get(name, 0) + 1
+        if event in _MANAGED:
+            self._managed(event, device, info)
             return
         if event not in ("malloc", "free", "malloc_failed", "reset", "malloc_physical",
                          "free_physical", "mem_pool_malloc", "mem_pool_free"):
@@ -194,7 +196,7 @@ class MemoryStats:
             if stats is None:
                 stats = self._devices[device.device_id] = _DeviceStats()
             counts = stats.sharing
-            name = f"num_{event}s" if not event.endswith("close") else "num_ipc_closes"
+            name = counter_name(event)
             counts[name] = counts.get(name, 0) + 1
             size = info.get("footprint", info.get("size", 0))
             if event in ("ipc_import", "shareable_import"):
@@ -204,6 +206,23 @@ class MemoryStats:
             elif ((event == "ipc_close" and info.get("role") == "importer")
                   or event == "shareable_release"):
                 counts["imported_bytes.current"] = counts.get("imported_bytes.current", 0) - size
+
+    def _managed(self, event: str, device: Device, info: dict) -> None:
+        """Count a managed-memory call (11-05, runtime/managed.py): ``num_<event>s``, and the
+        bytes of managed memory charged to the device (``managed_bytes``; they are counted
+        as physical memory in the pools too)."""
+        with self._lock:
+            stats = self._devices.get(device.device_id)
+            if stats is None:
+                stats = self._devices[device.device_id] = _DeviceStats()
+            counts = stats.sharing
+            name = counter_name(event)
+            counts[name] = counts.get(name, 0) + 1
+            if event in ("managed_alloc", "managed_free"):
+                sign = 1 if event == "managed_alloc" else -1
+                now = counts.get("managed_bytes.current", 0) + sign * info["footprint"]
+                counts["managed_bytes.current"] = now
+                counts["managed_bytes.peak"] = max(counts.get("managed_bytes.peak", 0), now)
 
     def device_ids(self) -> list[int]:
         """The devices that have had an event so far."""
@@ -260,6 +279,17 @@ _SHARING = frozenset({"ipc_export", "ipc_import", "ipc_close", "shareable_export
 #: device variables (11-11, compute/symbols.py: loaded on a device, unloaded, copied).
 COUNTED_EVENTS = frozenset({"value_write", "value_wait", "cmo", "cmo_wait_barrier",
                             "cmo_set_desc", "symbol_load", "symbol_unload", "symbol_copy"})
+def counter_name(event: str) -> str:
+    """The statistics' count of ``event``: ``num_`` and the event's plural
+    (``num_cmos``, ``num_symbol_copies``, ``num_managed_prefetches``)."""
+    if event.endswith("y"):
+        return f"num_{event[:-1]}ies"
+    return f"num_{event}{'es' if event.endswith(('ch', 'sh', 'x')) else 's'}"
+
+
+#: The managed-memory events (runtime/managed.py) the statistics count.
+_MANAGED = frozenset({"managed_alloc", "managed_free", "managed_advise", "managed_prefetch",
+                      "managed_prefetch_batch", "p2p_map"})
 
 
 def _fmt(n: int, is_bytes: bool) -> str:

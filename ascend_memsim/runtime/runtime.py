@@ -39,7 +39,7 @@ from ..memory.args import (
 )
 from ..memory.constants import MODULE_APP, MallocAttrType, MemType, RunMode
 from ..memory.device import Block, Device
-from ..memory.errors import AclError, InvalidRuntimeParam
+from ..memory.errors import AclError, InvalidPointer, InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
 from ..memory.rules import DEFAULT_POLICY, DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
@@ -48,6 +48,7 @@ from .config import parse_config, parse_run_mode, plan_adoption
 from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
+from .managed import ManagedMemory
 from .pools import MemPools
 from .process import Machine, as_current
 from .streams import Streams
@@ -114,6 +115,8 @@ class Runtime:
         self.vmm = VirtualMemory(self)
         #: stream-ordered memory pools (11-10), on reservations of the address space
         self.pools = MemPools(self)
+        #: managed (unified) memory and aclrtMemP2PMap (11-05)
+        self.managed = ManagedMemory(self)
         self.sanitizer: Checker = make_checker(sanitizer)
         self.sanitizer.attach(self)
         #: planes made on demand by higher layers (the compute plane), by name; see extension
@@ -188,6 +191,7 @@ class Runtime:
                 self.sanitizer.forget_device(device)
                 physical.extend(self.pools.forget_device(device))
                 physical.extend(self.vmm.forget_device(device))
+                physical.extend(self.managed.forget_device(device))
                 self._forget_planes(device.device_id)
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
@@ -319,7 +323,8 @@ class Runtime:
                 self.streams.drop_device(number)
                 self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
-                handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device)]
+                handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device),
+                           *self.managed.forget_device(device)]
                 self._forget_planes(number)
                 self.sanitizer.leaks("aclrtResetDevice", [*device.reset(), *handles])
         made = self._table.made(number)
@@ -421,7 +426,8 @@ class Runtime:
         return device.malloc(size, policy, api=api, module=module)
 
     def free(self, ptr: object) -> None:
-        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`.
+        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`; managed
+        memory (aclrtMemAllocManaged, 11-05) is released by :meth:`ManagedMemory.free`.
 
         Raises:
             InvalidArgument, InvalidArgumentType: NULL or not an int (the ACL layer's check,
@@ -441,7 +447,7 @@ class Runtime:
         ptr = as_ptr(ptr)
         device = self._owner(ptr)
         call = "aclrtFreeWithDevSync"
-        if device.releasable(ptr, call) is not None:
+        if device.releasable(ptr, call) is not None or self.managed.holds(ptr):
             self.synchronize_device_of(device)
         self._release(device, ptr, call)
 
@@ -455,9 +461,19 @@ class Runtime:
         """
         block = device.releasable(ptr, call)
         if self.sanitizer.on:
+            if block is None and self.managed.holds(ptr):
+                self.managed.free(ptr, call)
+                return
             self.sanitizer.free(device, ptr, call, block, skip=2)  # _release and its caller
         else:
-            device.free(ptr)
+            try:
+                device.free(ptr)
+            except InvalidPointer:
+                # managed memory (11-05: freed by aclrtFree), looked up only when the
+                # device has no such block, so a device free pays nothing for it
+                if not self.managed.holds(ptr):
+                    raise
+                self.managed.free(ptr, call)
 
     def synchronize_device_of(self, device: Device) -> None:
         """Run the device's queued work (see :meth:`Streams.synchronize_device`)."""

@@ -170,7 +170,8 @@ class VirtualMemory:
         "page_size", "rsv": [0, 0, 0, 0]}`` (rt_memory.cpp GetPyDictFromPtrAttributes).
 
         Device blocks and mappings: DEVICE, the device, the page size (2 MiB, 1 GiB, or
-        4 KiB for normal pages: DECISION). Host memory (aclrtMallocHost, registered): HOST,
+        4 KiB for normal pages: DECISION). Managed memory (aclrtMemAllocManaged): MANAGED,
+        the device it is charged to, 2 MiB. Host memory (aclrtMallocHost, registered): HOST,
         id 0 (invalid for HOST, 25-04), 4 KiB. Anything else: DECISION, UNREGISTERED, id 0,
         page size 0 and success (the enum's ACL_MEM_LOCATION_TYPE_UNREGISTERED).
 
@@ -189,6 +190,10 @@ class VirtualMemory:
         elif block is not None:
             kind, number = LocationType.DEVICE, block.device_id
             page = SMALL_PAGE if block.page is Page.NORMAL else PAGE_BYTES[block.page]
+        elif (managed := self.runtime.managed.alloc_at(ptr)) is not None:
+            # ACL_MEM_LOCATION_TYPE_MANAGED (acl_rt.h); its id is a device id (api_impl.cc
+            # PtrGetAttributes converts it as a DEVICE one); managed pages are 2 MiB
+            kind, number, page = LocationType.MANAGED, managed.device_id, PAGE_BYTES[Page.HUGE]
         elif self.runtime.host.region_at(ptr) is not None:
             kind, page = LocationType.HOST, SMALL_PAGE
         return {"location": {"id": number, "type": int(kind)}, "page_size": page,
