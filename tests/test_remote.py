@@ -9,6 +9,7 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import threading
 from multiprocessing import connection as mpc
 
 import numpy as np
@@ -256,6 +257,7 @@ def test_hostile_messages_get_errors_and_the_owner_serves_on(owned, monkeypatch)
 
     # a frame over the limit ends that connection (the stream cannot be read on)
     monkeypatch.setattr(wire, "MAX_MESSAGE", 1024)
+    assert _ask(conn, {"call": "rt.get_device", "args": []})["ok"] == (0, 0)  # read at the old
     conn.send_bytes(b"x" * 2048)
     assert conn.poll(WAIT)
     assert "ended" in wire.unpack(conn.recv_bytes())["message"]
@@ -288,3 +290,31 @@ def test_the_wire_carries_plain_values_only():
         wire.pack({"f": print})
     with pytest.raises(wire.WireError):
         wire.pack({"a": np.zeros(2)})
+
+
+def test_a_thread_acting_as_another_process_leaves_the_face_of_the_others():
+    from ascend_memsim.runtime.process import acting_as
+
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": None}) as a:
+        b = a.spawn_process(sanitizer={"output": None})
+        seen, go, done = [], threading.Event(), threading.Event()
+
+        def serve_b():
+            with acting_as(b):
+                seen.append(acl.rt.device_get_bare_tgid()[0])
+                go.set()
+                done.wait(WAIT)
+                seen.append(acl.rt.device_get_bare_tgid()[0])
+            seen.append(acl.rt.device_get_bare_tgid()[0])
+
+        thread = threading.Thread(target=serve_b)
+        thread.start()
+        assert go.wait(WAIT)
+        assert acl.rt.device_get_bare_tgid()[0] == a.pid  # this thread: still a
+        done.set()
+        thread.join(WAIT)
+        assert seen == [b.pid, b.pid, a.pid]
+        with acting_as(b), pytest.raises(RuntimeError):
+            with acting_as(a):
+                pass
+        b.close()
