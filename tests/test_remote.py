@@ -239,7 +239,9 @@ def test_hostile_messages_get_errors_and_the_owner_serves_on(owned, monkeypatch)
                 b'{"D": [[{"L": []}, 1]]}',
                 json.dumps({"D": [["call", "rt.malloc"], ["args", deep]]}).encode(),
                 wire.pack({"call": "rt.malloc", "args": [], "push": [[123, b"xx"]]}),
-                wire.pack({"call": "rt.malloc", "args": [], "drop": [123]})):
+                wire.pack({"call": "rt.malloc", "args": [], "drop": [123]}),
+                wire.pack({"call": "rt.malloc", "args": [], "drop": [[1]]}),
+                wire.pack({"call": "rt.malloc", "args": [], "push": [[[1], b"xx"]]})):
         reply = _ask(conn, bad)
         assert reply["raise"] == "ValueError", (bad, reply)
     for name in ("rt.no_such_call", "os.system", "__import__", "rt.__class__"):
@@ -248,6 +250,13 @@ def test_hostile_messages_get_errors_and_the_owner_serves_on(owned, monkeypatch)
     assert _ask(conn, {"call": "rt.set_device", "args": [0]})["ok"] == 0
     reply = _ask(conn, {"call": "rt.malloc", "args": ["x", None]})
     assert reply["ok"][1] == int(ErrorCode.INVALID_PARAM) and "err" in reply
+    # a raw host address means the owner's memory: refused, nothing read or written
+    secret = np.frombuffer(bytearray(b"owner's secret!!"), np.uint8)
+    dev = _ask(conn, {"call": "rt.malloc", "args": [64, 0]})["ok"][0]
+    for args in ([dev, 16, secret.ctypes.data, 16, 1], [secret.ctypes.data, 16, dev, 16, 2]):
+        reply = _ask(conn, {"call": "rt.memcpy", "args": args})
+        assert reply["ok"] == RT_PARAM and "raw host addresses" in reply["err"]
+    assert secret.tobytes() == b"owner's secret!!"
     assert _ask(conn, {"call": "util.numpy_to_ptr", "args": ["O", [1], b"12345678", True,
                                                                 True]})["raise"] == "AclError"
     # the calls that take a Python callable are refused with a code

@@ -172,6 +172,8 @@ class Owner:
                 conn.close()
                 return
             process = self.runtime.spawn_process(**self._process_options)
+            # a worker's raw host address means nothing here: never read or write ours
+            process.host.raw_access = False
             session = _Session(conn, process)
             self.sessions[process.pid] = session
         try:
@@ -311,12 +313,13 @@ class _Session:
         if type(push) not in (list, tuple) or type(drop) not in (list, tuple):
             raise wire.WireError("push and drop are lists")
         for item in push:
-            if (type(item) not in (list, tuple) or len(item) != 2 or item[0] not in self.mirrors
+            if (type(item) not in (list, tuple) or len(item) != 2 or type(item[0]) is not int
+                    or item[0] not in self.mirrors
                     or type(item[1]) is not bytes
                     or not isinstance(self.mirrors[item[0]][0], np.ndarray)
                     or len(item[1]) != self.mirrors[item[0]][0].nbytes):
                 raise wire.WireError("push: not [ptr, bytes] of a registered array")
-        if any(ptr not in self.mirrors for ptr in drop):
+        if any(type(ptr) is not int or ptr not in self.mirrors for ptr in drop):
             raise wire.WireError("drop: not a registered buffer")
         for ptr, data in push:
             copy = self.mirrors[ptr]
