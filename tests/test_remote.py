@@ -94,6 +94,13 @@ class Remote:
         assert reply[0] == "ok", reply
         return reply[1]
 
+    def raises(self, *step):
+        self.pipe.send(step)
+        assert self.pipe.poll(WAIT), "the worker did not answer"
+        reply = self.pipe.recv()
+        assert reply[0] == "raised", reply
+        return reply[1]
+
     def acl(self, name, *args):
         return self.step("call", name, *args)
 
@@ -137,6 +144,14 @@ def test_two_spawned_workers_share_by_ipc_key_and_shareable_handle(owned):
     (pa, ret_a), (pb, ret_b) = a.acl("rt.device_get_bare_tgid"), b.acl("rt.device_get_bare_tgid")
     assert ret_a == ret_b == 0 and len({pa, pb, rt.pid}) == 3
     assert sorted(owner.sessions) == sorted([pa, pb])
+    # aclInit / aclFinalize of the worker's process; the util helpers raise, as pyacl's
+    assert a.acl("init") == 0
+    assert a.acl("init") == int(ErrorCode.REPEAT_INITIALIZE)
+    assert a.acl("finalize") == 0
+    assert a.raises("call", "util.ptr_to_bytes", 12345, 4) == "InvalidPointer"
+    assert a.raises("call", "util.numpy_to_ptr", b"not an array") == "InvalidArgumentType"
+    assert a.acl("rt.launch_callback", print, None, 0, 0) == int(
+        ErrorCode.RT_FEATURE_NOT_SUPPORT)  # a callable cannot cross
 
     # IPC key: the owner's block, imported by A only (the whitelist)
     ptr, _ = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST)
@@ -187,6 +202,7 @@ def test_two_spawned_workers_share_by_ipc_key_and_shareable_handle(owned):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the fork start method needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_a_killed_fork_worker_is_finalized(owned):
     _, owner = owned
     w = Remote(mp.get_context("fork"))

@@ -406,7 +406,7 @@ def _finalize() -> None:
     process.release_adoption()
 
 
-def _refusal(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+def refusal(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     """``fn``'s failure, in its return convention: the owner does not serve it."""
     def refuse(*args: Any) -> None:
         raise FeatureNotSupported(f"{name} is not served to worker processes (it takes a "
@@ -441,7 +441,7 @@ def _table() -> dict[str, Callable[..., Any]]:
             if prefix == "rt." and name not in NOT_SERVED:
                 table[name] = getattr(fn, "unrouted", fn)
             else:
-                table[name] = _refusal(fn, name)
+                table[name] = refusal(fn, name)
     table["get_soc_name"] = acl.get_soc_name
     _TABLE.update(table)
     return _TABLE

@@ -35,7 +35,7 @@ from ..memory import errors
 from ..runtime.config import load_config
 from ..runtime.runtime import Runtime
 from . import wire
-from .owner import ENV_ADDRESS, ENV_KEY
+from .owner import ENV_ADDRESS, ENV_KEY, NOT_SERVED, refusal
 
 __all__ = ["Worker", "connect", "OwnerLost", "CALL_SECONDS"]
 
@@ -231,7 +231,12 @@ class Worker:
                 if not callable(fn) or isinstance(fn, type) or attr in _LOCAL:
                     continue
                 self._saved[(module, attr)] = fn
-                setattr(module, attr, host.get(prefix + attr) or self._forwarder(prefix + attr))
+                name = prefix + attr
+                if name in NOT_SERVED:  # refused here: a callable cannot cross
+                    replacement = refusal(fn, name)
+                else:
+                    replacement = host.get(name) or self._forwarder(name)
+                setattr(module, attr, replacement)
         install_acl()
 
     def _forwarder(self, name: str) -> Callable[..., Any]:
@@ -297,8 +302,9 @@ def connect(address: Any = None, authkey: bytes | None = None, *,
             raise OwnerLost("the owner did not answer")
         hello = wire.unpack(conn.recv_bytes(wire.MAX_MESSAGE))
         worker = Worker(conn, int(hello["pid"]), timeout=timeout)
-        with Runtime.active_lock:
+        with Runtime.active_lock:  # a fork's copies of the parent's runtimes
             Runtime.active.clear()
+            Runtime.acting.clear()
         worker.install()
         _set_worker(worker)
         return worker
