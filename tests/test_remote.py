@@ -216,6 +216,12 @@ def test_a_killed_fork_worker_is_finalized(owned):
     assert w.step("write", ptr, b"worker bytes") == 0
     mine, ret = acl.rt.ipc_mem_import_by_key(key, 0)
     assert ret == 0 and _host_read(mine, 12) == b"worker bytes"
+    # the sanitizer of the worker's process reports where in the worker a call came from
+    assert w.step("read", ptr + 2048, 8, "numpy")[0] == 0
+    report = owner.sessions[pid].process.sanitizer.reports[-1]
+    assert report.kind == "uninitialized-read"
+    assert [f.name for f in report.call_site] == ["_worker_main"]
+    assert [f.name for f in report.alloc_site] == ["_worker_main", "call"]
     # a host buffer the worker dropped is gone at the owner too (its next use is refused)
     assert w.step("dropped", ptr) == RT_PARAM  # as in one process: a freed buffer
     w.pipe.send(("hang",))
@@ -257,7 +263,9 @@ def test_hostile_messages_get_errors_and_the_owner_serves_on(owned, monkeypatch)
                 wire.pack({"call": "rt.malloc", "args": [], "push": [[123, b"xx"]]}),
                 wire.pack({"call": "rt.malloc", "args": [], "drop": [123]}),
                 wire.pack({"call": "rt.malloc", "args": [], "drop": [[1]]}),
-                wire.pack({"call": "rt.malloc", "args": [], "push": [[[1], b"xx"]]})):
+                wire.pack({"call": "rt.malloc", "args": [], "push": [[[1], b"xx"]]}),
+                wire.pack({"call": "rt.malloc", "args": [], "site": [[1, 2, 3]]}),
+                wire.pack({"call": "rt.malloc", "args": [], "site": [["f", 1, "g"]] * 99})):
         reply = _ask(conn, bad)
         assert reply["raise"] == "ValueError", (bad, reply)
     for name in ("rt.no_such_call", "os.system", "__import__", "rt.__class__"):

@@ -47,6 +47,7 @@ from ..memory.errors import (
     InvalidArgument,
     InvalidArgumentType,
 )
+from ..memory.sites import Frame, Site, calls_from
 from ..runtime.active import current_runtime
 from ..runtime.config import parse_config
 from ..runtime.process import acting_as
@@ -59,6 +60,8 @@ log = logging.getLogger("ascend_memsim.remote")
 #: the owner's address and key (hex), for the worker processes it starts
 ENV_ADDRESS = "ASCEND_MEMSIM_OWNER"
 ENV_KEY = "ASCEND_MEMSIM_OWNER_KEY"
+#: the most frames of a worker's stack a call carries (its site in reports)
+SITE_FRAMES = 16
 #: DECISION: a connection that has not authenticated within this many seconds is dropped
 HANDSHAKE_SECONDS = 10.0
 #: the acl.rt calls that take a Python callable or a host thread: not served (the owner
@@ -171,7 +174,12 @@ class Owner:
             if self._closing:
                 conn.close()
                 return
-            process = self.runtime.spawn_process(**self._process_options)
+            try:
+                process = self.runtime.spawn_process(**self._process_options)
+            except Exception:  # options the runtime refuses: the worker reads end of file
+                log.error("cannot start a worker process:\n%s", traceback.format_exc())
+                conn.close()
+                return
             # a worker's raw host address means nothing here: never read or write ours
             process.host.raw_access = False
             session = _Session(conn, process)
@@ -285,12 +293,14 @@ class _Session:
         fn = _table().get(name)
         if fn is None:
             return {"raise": "AttributeError", "message": f"no served function {name!r}"}
+        site = _site(message.get("site", ()))
         forget_error()
         try:
-            if name in _HOST_CALLS:
-                result = fn(self, *args)
-            else:
-                result = fn(*args)
+            with calls_from(site):
+                if name in _HOST_CALLS:
+                    result = fn(self, *args)
+                else:
+                    result = fn(*args)
         except AclError as error:  # the util helpers raise, as pyacl's do
             reply = {"raise": "AclError", "class": type(error).__name__,
                      "message": error.message}
@@ -384,6 +394,24 @@ class _Session:
     def ptr_to_numpy(self, ptr: Any, shape: Any, np_type: Any) -> tuple:
         array = util.ptr_to_numpy(ptr, shape, np_type)
         return array.dtype.str, list(array.shape), array.tobytes()
+
+
+def _site(frames: Any) -> Site:
+    """The worker's frames a call comes from (``[[file, line, function], ...]``, outermost
+    first), as the site the sanitizer and traces show.
+
+    Raises:
+        WireError: another form, or more than :data:`SITE_FRAMES` frames.
+    """
+    if type(frames) not in (list, tuple) or len(frames) > SITE_FRAMES:
+        raise wire.WireError(f"site: a list of at most {SITE_FRAMES} frames")
+    out = []
+    for frame in frames:
+        if (type(frame) not in (list, tuple) or len(frame) != 3 or type(frame[0]) is not str
+                or type(frame[1]) is not int or type(frame[2]) is not str):
+            raise wire.WireError("site: a frame is [file, line, function]")
+        out.append(Frame(frame[0][:1000], frame[1], frame[2][:200]))
+    return Site.of_frames(out)
 
 
 def _init(config: Any = None) -> None:

@@ -32,6 +32,7 @@ from ..acl import _pyacl, install_acl, mdl, media, op, rt, util
 from ..acl._face import remember_error
 from ..data.registered import bytes_address
 from ..memory import errors
+from ..memory.sites import capture_site
 from ..runtime.config import load_config
 from ..runtime.runtime import Runtime
 from . import wire
@@ -43,6 +44,8 @@ __all__ = ["Worker", "connect", "OwnerLost", "CALL_SECONDS"]
 #: (TimeoutError); the owner's own end of file ends it at once
 CALL_SECONDS = 300.0
 
+#: how many of the worker's frames go with each call (its site in the owner's reports)
+SITE_FRAMES = 10
 _LOCAL = frozenset(("get_recent_err_msg", "app_log", "install_acl", "uninstall_acl"))
 _MODULES: tuple[tuple[str, types.ModuleType], ...] = (
     ("", acl), ("rt.", rt), ("util.", util), ("op.", op), ("mdl.", mdl), ("media.", media))
@@ -86,9 +89,10 @@ class Worker:
             if self._lost is not None:
                 raise OwnerLost(self._lost)
             push, drop = self._outgoing()
+            site = [[f.filename, f.lineno, f.name] for f in capture_site(SITE_FRAMES)]
             try:
                 data = wire.pack({"call": name, "args": list(args), "push": push,
-                                  "drop": drop})
+                                  "drop": drop, "site": site})
             except wire.WireError as e:
                 raise TypeError(f"{name}: {e}") from None
             for ptr in drop:
@@ -297,11 +301,19 @@ def connect(address: Any = None, authkey: bytes | None = None, *,
             host, _, port = address.rpartition(":")
             address = (host, int(port))
         conn = mpc.Client(address, authkey=authkey)
-        if not conn.poll(timeout):
+        try:
+            if not conn.poll(timeout):
+                raise OwnerLost("the owner did not answer")
+            pid = wire.unpack(conn.recv_bytes(wire.MAX_MESSAGE)).get("pid")
+            if type(pid) is not int:
+                raise OwnerLost("the owner's greeting has no pid")
+        except OwnerLost:
             conn.close()
-            raise OwnerLost("the owner did not answer")
-        hello = wire.unpack(conn.recv_bytes(wire.MAX_MESSAGE))
-        worker = Worker(conn, int(hello["pid"]), timeout=timeout)
+            raise
+        except (EOFError, OSError, wire.WireError) as e:
+            conn.close()
+            raise OwnerLost(f"the owner closed the connection: {type(e).__name__}") from None
+        worker = Worker(conn, pid, timeout=timeout)
         with Runtime.active_lock:  # a fork's copies of the parent's runtimes
             Runtime.active.clear()
             Runtime.acting.clear()
