@@ -67,6 +67,14 @@ def _worker_main(pipe):
                     host = np.zeros(size, np.uint8)
                     ret = acl.rt.memcpy(acl.util.numpy_to_ptr(host), size, ptr, size, 2)
                     out = ret, host.tobytes()
+                elif how == "async":  # written back after the synchronize that ends it
+                    host = np.zeros(size, np.uint8)
+                    stream, _ = acl.rt.create_stream()
+                    ret = acl.rt.memcpy_async(acl.util.numpy_to_ptr(host), size, ptr, size, 2,
+                                              stream)
+                    ret = ret or acl.rt.synchronize_stream(stream)
+                    acl.rt.destroy_stream(stream)
+                    out = ret, host.tobytes()
                 elif how == "bytes":
                     host = bytes(size)
                     ret = acl.rt.memcpy(acl.util.bytes_to_ptr(host), size, ptr, size, 2)
@@ -166,7 +174,7 @@ def test_two_spawned_workers_share_by_ipc_key_and_shareable_handle(owned):
     assert a.acl("rt.ipc_mem_import_by_key", "no such key", 0)[1] == RT_PARAM
     mine, ret = a.acl("rt.ipc_mem_import_by_key", key, 0)
     assert ret == 0
-    for how in ("numpy", "bytes", "host"):
+    for how in ("numpy", "async", "bytes", "host"):
         assert a.step("read", mine, len(text), how) == (0, text)
     assert a.step("write", mine + 100, b"from A") == 0
     assert _host_read(ptr + 100, 6) == b"from A"
@@ -351,3 +359,20 @@ def test_a_thread_acting_as_another_process_leaves_the_face_of_the_others():
             with acting_as(a):
                 pass
         b.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the fork start method needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_an_owner_that_closes_ends_its_workers_processes():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": None}) as rt:
+        owner = serve(rt, sanitizer={"output": None})
+        assert os.environ[owner_module.ENV_ADDRESS]
+        w = Remote(mp.get_context("fork"))
+        assert w.acl("rt.set_device", 0) == 0
+        pid, _ = w.acl("rt.device_get_bare_tgid")
+        ptr, _ = w.acl("rt.malloc", 4096, 0)
+        owner.close()
+        assert pid in owner.ended and "4096-byte block" in owner.ended[pid][0][1]
+        assert owner_module.ENV_ADDRESS not in os.environ  # the environment as it was
+        assert w.raises("call", "rt.free", ptr) == "OwnerLost"  # never a hang
+        w.exit()
