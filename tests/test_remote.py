@@ -331,6 +331,8 @@ def test_the_wire_carries_plain_values_only():
         wire.pack({"f": print})
     with pytest.raises(wire.WireError):
         wire.pack({"a": np.zeros(2)})
+    with pytest.raises(wire.TooBig):
+        wire.pack({"a": b"x" * wire.MAX_MESSAGE})
 
 
 def test_a_thread_acting_as_another_process_leaves_the_face_of_the_others():

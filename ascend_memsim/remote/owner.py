@@ -118,12 +118,6 @@ class Owner:
         with self._lock:
             return self._lock.wait_for(lambda: pid in self.ended, timeout)
 
-    def wait_workers(self, count: int, timeout: float) -> list[int]:
-        """Wait until ``count`` workers are connected (at most ``timeout`` s); their pids."""
-        with self._lock:
-            self._lock.wait_for(lambda: len(self.sessions) >= count, timeout)
-            return sorted(self.sessions)
-
     def close(self, timeout: float = 10.0) -> None:
         """Stop listening, end every worker's connection and process; restore the
         environment. Idempotent."""

@@ -15,7 +15,8 @@ import binascii
 import json
 from typing import Any
 
-__all__ = ["MAX_MESSAGE", "MAX_DEPTH", "WireError", "encode", "decode", "pack", "unpack"]
+__all__ = ["MAX_MESSAGE", "MAX_DEPTH", "WireError", "TooBig", "encode", "decode", "pack",
+           "unpack"]
 
 #: DECISION: the largest message either side sends or reads (bytes of a host buffer travel
 #: base64-encoded, a third larger); a bigger one is refused and ends the connection.
@@ -28,6 +29,10 @@ _SCALARS = (type(None), bool, int, float, str)
 
 class WireError(ValueError):
     """A message that is not a plain value (wrong form, too deep, too big)."""
+
+
+class TooBig(WireError):
+    """A message over :data:`MAX_MESSAGE` bytes."""
 
 
 def encode(value: Any, depth: int = 0) -> Any:
@@ -95,11 +100,11 @@ def pack(message: dict) -> bytes:
     """One message (a dict of plain values) as the bytes of one frame.
 
     Raises:
-        WireError: not plain values, or over :data:`MAX_MESSAGE` bytes.
+        WireError: not plain values (TooBig: over :data:`MAX_MESSAGE` bytes).
     """
     data = json.dumps(encode(message), separators=(",", ":"), allow_nan=True).encode("utf-8")
     if len(data) > MAX_MESSAGE:
-        raise WireError(f"a message of {len(data)} bytes is over the limit of {MAX_MESSAGE}")
+        raise TooBig(f"a message of {len(data)} bytes is over the limit of {MAX_MESSAGE}")
     return data
 
 

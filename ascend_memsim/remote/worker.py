@@ -93,6 +93,8 @@ class Worker:
             try:
                 data = wire.pack({"call": name, "args": list(args), "push": push,
                                   "drop": drop, "site": site})
+            except wire.TooBig as e:
+                raise ValueError(f"{name}: {e}") from None
             except wire.WireError as e:
                 raise TypeError(f"{name}: {e}") from None
             for ptr in drop:
@@ -286,9 +288,8 @@ def connect(address: Any = None, authkey: bytes | None = None, *,
     """
     global _worker
     with _connect_lock:
-        if _worker is not None and _worker.pid is not None and _worker._lost is None:
-            if os.getpid() == _worker_os_pid:
-                return _worker
+        if _worker is not None and _worker._lost is None and os.getpid() == _worker_os_pid:
+            return _worker
         if address is None:
             address = os.environ.get(ENV_ADDRESS)
             if authkey is None and os.environ.get(ENV_KEY):
