@@ -5,6 +5,7 @@ a block by IPC key (11-07) and a VMM handle by shareable handle (11-04) with the
 each other, misuse comes back as codes, a killed worker is cleaned up, and a hostile peer
 gets errors and never stops the owner."""
 
+import inspect
 import json
 import multiprocessing as mp
 import os
@@ -324,15 +325,18 @@ def test_hostile_messages_get_errors_and_the_owner_serves_on(owned, monkeypatch)
     assert acl.rt.get_device() == (0, 0)
 
 
-def test_the_wire_carries_plain_values_only():
+def test_the_wire_carries_plain_values_only(monkeypatch):
     value = {"a": [1, 2.5, None, True, "s", b"\x00\xff", (3, 4)], 5: {"x": b""}}
     assert wire.unpack(wire.pack(value)) == value
     with pytest.raises(wire.WireError):
         wire.pack({"f": print})
     with pytest.raises(wire.WireError):
         wire.pack({"a": np.zeros(2)})
+    monkeypatch.setattr(wire, "MAX_MESSAGE", 1024)
     with pytest.raises(wire.TooBig):
-        wire.pack({"a": b"x" * wire.MAX_MESSAGE})
+        wire.pack({"a": b"x" * 1024})
+    with pytest.raises(wire.TooBig):
+        wire.unpack(b" " * 1025)
 
 
 def test_a_thread_acting_as_another_process_leaves_the_face_of_the_others():
@@ -378,3 +382,24 @@ def test_an_owner_that_closes_ends_its_workers_processes():
         assert owner_module.ENV_ADDRESS not in os.environ  # the environment as it was
         assert w.raises("call", "rt.free", ptr) == "OwnerLost"  # never a hang
         w.exit()
+
+
+def test_every_served_call_with_bad_arguments_answers_and_the_owner_serves_on(owned):
+    _, owner = owned
+    conn, _ = _peer(owner)
+    assert _ask(conn, {"call": "rt.set_device", "args": [0]})["ok"] == 0
+    answered = 0
+    for name, fn in sorted(owner_module._table().items()):
+        if name in ("finalize", "rt.reset_device"):
+            continue
+        target = getattr(fn, "__wrapped__", fn)
+        count = sum(p.default is p.empty for p in inspect.signature(target).parameters.values()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        count -= name in owner_module._HOST_CALLS  # the session itself
+        for value in (0, "x", None, -1):
+            reply = _ask(conn, {"call": name, "args": [value] * count})
+            # a code, or the error a util helper raises; never the owner failing
+            assert "ok" in reply or reply["raise"] == "AclError", (name, value, reply)
+            answered += 1
+    assert answered > 400
+    assert _ask(conn, {"call": "rt.get_device", "args": []})["ok"] == (0, 0)

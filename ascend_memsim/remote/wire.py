@@ -47,14 +47,16 @@ def encode(value: Any, depth: int = 0) -> Any:
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"B": base64.b64encode(value).decode("ascii")}
-    if type(value) is list:
+    # subclasses (a face's dict of defaults, an IntEnum, a named tuple) go as their base
+    if isinstance(value, list):
         return {"L": [encode(v, depth + 1) for v in value]}
-    if type(value) is tuple:
+    if isinstance(value, tuple):
         return {"T": [encode(v, depth + 1) for v in value]}
-    if type(value) is dict:
+    if isinstance(value, dict):
         return {"D": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    if isinstance(value, int):  # an IntEnum constant: its number
-        return int(value)
+    for base in (int, float, str):
+        if isinstance(value, base):
+            return base(value)
     raise WireError(f"{type(value).__name__} is not a plain value (None, bool, int, float, "
                     f"str, bytes, list, tuple, dict)")
 
@@ -115,7 +117,7 @@ def unpack(data: bytes) -> dict:
         WireError: not UTF-8 JSON, not the tagged forms, or not a dict.
     """
     if len(data) > MAX_MESSAGE:
-        raise WireError(f"a message of {len(data)} bytes is over the limit of {MAX_MESSAGE}")
+        raise TooBig(f"a message of {len(data)} bytes is over the limit of {MAX_MESSAGE}")
     try:
         obj = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, too many digits, deep
