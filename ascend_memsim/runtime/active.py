@@ -34,6 +34,10 @@ def env_product() -> str | None:
     return value
 
 
+#: Runtime.acting, bound once (an empty dict's truth is the whole cost for every other thread)
+_acting = Runtime.acting
+
+
 def current_runtime() -> Runtime:
     """The active runtime (innermost ``with Runtime()`` or the one acl.init made), or the
     one this thread acts as (:func:`.process.acting_as`).
@@ -41,8 +45,8 @@ def current_runtime() -> Runtime:
     Raises:
         NotInitialized: none is active.
     """
-    if Runtime.acting:
-        runtime = Runtime.acting.get(threading.get_ident())
+    if _acting:
+        runtime = _acting.get(threading.get_ident())
         if runtime is not None:
             return runtime
     try:
