@@ -246,6 +246,14 @@ def test_a_killed_fork_worker_is_finalized(owned):
     assert acl.rt.ipc_mem_close(key) == 0  # the owner's import closes
 
 
+def test_the_owner_itself_cannot_connect(owned):
+    import ascend_memsim
+
+    with pytest.raises(RuntimeError, match="serves the machine"):
+        ascend_memsim.connect()
+    assert acl.rt.get_device() == (0, 0)  # its face is its own still
+
+
 def _peer(owner, authkey=None):
     conn = mpc.Client(owner.address, authkey=authkey or owner.authkey)
     assert conn.poll(WAIT)

@@ -29,6 +29,7 @@ import secrets
 import socket
 import threading
 import traceback
+import weakref
 from collections.abc import Callable
 from multiprocessing import connection as mpc
 from typing import Any
@@ -103,6 +104,8 @@ class Owner:
         self._acceptor = threading.Thread(target=self._accept, name="memsim-owner-accept",
                                           daemon=True)
         self._acceptor.start()
+        self._os_pid = os.getpid()
+        _LIVE.add(self)
 
     def __repr__(self) -> str:
         return f"Owner({_show_address(self.address)!r}, workers={sorted(self.sessions)})"
@@ -126,6 +129,7 @@ class Owner:
                 return
             self._closing = True
             sessions = list(self.sessions.values())
+        _LIVE.discard(self)
         try:  # wake the acceptor
             mpc.Client(self.address).close()
         except OSError:
@@ -189,6 +193,15 @@ class Owner:
                 del self.sessions[process.pid]
                 self.ended[process.pid] = found
                 self._lock.notify_all()
+
+
+#: the owners not closed yet (a fork's copies belong to another process: see serving_here)
+_LIVE: weakref.WeakSet[Owner] = weakref.WeakSet()
+
+
+def serving_here() -> bool:
+    """Whether this Python process serves a machine (an owner it made is not closed)."""
+    return any(owner._os_pid == os.getpid() for owner in list(_LIVE))
 
 
 def serve(runtime: Any, *, env: bool = True, **process_options: Any) -> Owner:

@@ -36,7 +36,7 @@ from ..memory.sites import capture_site
 from ..runtime.config import load_config
 from ..runtime.runtime import Runtime
 from . import wire
-from .owner import ENV_ADDRESS, ENV_KEY, NOT_SERVED, refusal
+from .owner import ENV_ADDRESS, ENV_KEY, NOT_SERVED, refusal, serving_here
 
 __all__ = ["Worker", "connect", "OwnerLost", "CALL_SECONDS"]
 
@@ -283,13 +283,17 @@ def connect(address: Any = None, authkey: bytes | None = None, *,
     no longer the face's. Calling it again returns the same connection.
 
     Raises:
-        RuntimeError: no owner is named (neither arguments nor environment).
+        RuntimeError: no owner is named (neither arguments nor environment), or this process
+            is the owner.
         multiprocessing.AuthenticationError: the key is wrong.
     """
     global _worker
     with _connect_lock:
         if _worker is not None and _worker._lost is None and os.getpid() == _worker_os_pid:
             return _worker
+        if serving_here():
+            raise RuntimeError("this process serves the machine: its own calls run here, "
+                               "only the processes it starts connect")
         if address is None:
             address = os.environ.get(ENV_ADDRESS)
             if authkey is None and os.environ.get(ENV_KEY):
