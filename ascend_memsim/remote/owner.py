@@ -28,6 +28,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 import traceback
 import weakref
 from collections.abc import Callable
@@ -123,13 +124,14 @@ class Owner:
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop listening, end every worker's connection and process; restore the
-        environment. Idempotent."""
+        environment. Waits at most ``timeout`` s in all for the serving threads. Idempotent."""
         with self._lock:
             if self._closing:
                 return
             self._closing = True
             sessions = list(self.sessions.values())
         _LIVE.discard(self)
+        deadline = time.monotonic() + timeout
         try:  # wake the acceptor
             mpc.Client(self.address).close()
         except OSError:
@@ -138,8 +140,8 @@ class Owner:
         self._listener.close()
         for session in sessions:
             session.shutdown()
-        for thread in list(self._threads):
-            thread.join(timeout)
+        for thread in list(self._threads):  # a call that never returns is left behind
+            thread.join(max(0.0, deadline - time.monotonic()))
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
