@@ -227,7 +227,8 @@ def test_a_killed_fork_worker_is_finalized(owned):
     assert ret == 0 and _host_read(mine, 12) == b"worker bytes"
     # the sanitizer of the worker's process reports where in the worker a call came from
     assert w.step("read", ptr + 2048, 8, "numpy")[0] == 0
-    report = owner.sessions[pid].process.sanitizer.reports[-1]
+    process = owner.sessions[pid].process
+    report = process.sanitizer.reports[-1]
     assert report.kind == "uninitialized-read"
     assert [f.name for f in report.call_site] == ["_worker_main"]
     assert [f.name for f in report.alloc_site] == ["_worker_main", "call"]
@@ -241,6 +242,9 @@ def test_a_killed_fork_worker_is_finalized(owned):
     assert pid not in owner.sessions
     assert [call for call, _ in owner.ended[pid]] == ["aclFinalize"]  # its block, a leak
     assert "4096-byte block" in owner.ended[pid][0][1]
+    leak = process.sanitizer.reports[-1]
+    assert leak.kind == "leak" and not leak.call_site  # not the owner's serving thread
+    assert [f.name for f in leak.alloc_site] == ["_worker_main", "call"]
     # its key went with it: no new import
     assert acl.rt.ipc_mem_import_by_key(key, 0)[1] == RT_PARAM
     assert acl.rt.ipc_mem_close(key) == 0  # the owner's import closes
