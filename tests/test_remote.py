@@ -302,6 +302,17 @@ def test_hostile_messages_get_errors_and_the_owner_serves_on(owned, monkeypatch)
         reply = _ask(conn, {"call": "rt.memcpy", "args": args})
         assert reply["ok"] == RT_PARAM and "raw host addresses" in reply["err"]
     assert secret.tobytes() == b"owner's secret!!"
+    # the copies of a worker's arrays: pushed bytes land, a refused message changes nothing
+    ro = _ask(conn, {"call": "util.numpy_to_ptr", "args": ["<u2", [2], b"abcd", False, True]})
+    ro = ro["ok"]
+    for bad in ({"call": "rt.no_such_call", "args": [], "push": [[ro, b"zzzz"]]},
+                {"call": "rt.get_device", "args": [], "push": [[ro, b"zzzz"]], "site": 5}):
+        assert "raise" in _ask(conn, bad)
+    assert _ask(conn, {"call": "util.ptr_to_bytes", "args": [ro, 4]})["ok"] == b"abcd"
+    assert _ask(conn, {"call": "util.ptr_to_bytes", "args": [ro, 4],
+                       "push": [[ro, b"wxyz"]]})["ok"] == b"wxyz"
+    assert _ask(conn, {"call": "util.ptr_to_bytes", "args": [ro, 4],
+                       "drop": [ro, ro]})["raise"] == "AclError"  # dropped: freed
     assert _ask(conn, {"call": "util.numpy_to_ptr", "args": ["O", [1], b"12345678", True,
                                                                 True]})["raise"] == "AclError"
     # the calls that take a Python callable are refused with a code

@@ -23,6 +23,7 @@ objects. ``malloc_host`` blocks live here; a worker reads them with ``ptr_to_byt
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import secrets
@@ -299,11 +300,12 @@ class _Session:
         name, args = message.get("call"), message.get("args", ())
         if type(name) is not str or type(args) not in (list, tuple):
             raise wire.WireError("a call is {'call': name, 'args': [...]}")
-        self._apply(message.get("push", []), message.get("drop", []))
         fn = _table().get(name)
         if fn is None:
             return {"raise": "AttributeError", "message": f"no served function {name!r}"}
         site = _site(message.get("site", ()))
+        # checked before anything applies: a refused message changes nothing
+        self._apply(message.get("push", []), message.get("drop", []))
         forget_error()
         try:
             with calls_from(site):
@@ -343,9 +345,10 @@ class _Session:
             raise wire.WireError("drop: not a registered buffer")
         for ptr, data in push:
             copy = self.mirrors[ptr]
-            copy[0].reshape(-1).view(np.uint8)[:] = np.frombuffer(data, np.uint8)
+            # the copy's own buffer (a bytearray), whether or not the array is writeable
+            ctypes.memmove(copy[0].ctypes.data, data, len(data))
             copy[1] = data
-        for ptr in drop:
+        for ptr in set(drop):
             # the registration now holds the last reference: the buffer counts as freed
             del self.mirrors[ptr]
 
