@@ -244,6 +244,9 @@ class HostMemory:
         self.record_sites = False
         #: called with each registration dropped because user code let go of its buffer
         self.on_forget = None
+        #: False: raw host addresses are refused (a worker process's calls run in another
+        #: Python process, whose memory is not the worker's: ascend_memsim.remote)
+        self.raw_access = True
 
     # -- aclrtMallocHost / aclrtFreeHost -------------------------------------------------------
 
@@ -428,7 +431,7 @@ class HostMemory:
         pages and slack, or a freed block still kept) is None: not the program's memory.
         O(log blocks) plus reading the maps.
         """
-        if self.store_at(addr, count) is not None:
+        if not self.raw_access or self.store_at(addr, count) is not None:
             return None
         kind = raw.mapping(addr, count, write)
         if kind is None:
@@ -460,6 +463,9 @@ class HostMemory:
                     f"outside the block (its guard pages or slack): a raw access there is "
                     f"refused, so a stray pointer cannot corrupt the simulator")
         access = "writable" if write else "readable"
+        if not self.raw_access:
+            return ("is not in any live block or registered host buffer (raw host addresses "
+                    "are refused in a worker process: its memory is not the owner's)")
         return (f"is not in any live block or registered host buffer, nor in {access} memory "
                 f"of the process")
 

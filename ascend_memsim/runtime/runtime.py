@@ -83,6 +83,9 @@ class Runtime:
     #: The active runtimes, innermost last: process-global, as the real runtime is.
     active: ClassVar[list[Runtime]] = []
     active_lock: ClassVar[threading.RLock] = threading.RLock()
+    #: thread id -> the runtime that thread's face calls go to instead (process.acting_as:
+    #: an owner's thread serving a worker process); empty unless one serves
+    acting: ClassVar[dict[int, Runtime]] = {}
 
     def __init__(self, product: str | Profile = DEFAULT_PRODUCT, *,
                  default_device: int | None = None, interceptors: Iterable[Callable] = (),
