@@ -32,6 +32,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from ..memory.budget import DeviceBudget
+from ..memory.profiles import Profile
+
 __all__ = ["Machine", "FIRST_PID", "as_current"]
 
 #: DECISION: simulated pids start here and count up, one per process, never reused.
@@ -54,6 +57,9 @@ class Machine:
         #: shareable handles (11-04): value -> runtime.shareable's record
         self.shareable: dict[int | bytes, Any] = {}
         self._serial = itertools.count(1)
+        #: device id -> its physical memory, which every process's view of it draws from
+        self.budgets: dict[int, DeviceBudget] = {}
+        self._budgets_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Machine(processes={sorted(self.processes)})"
@@ -73,6 +79,16 @@ class Machine:
         """
         with self.lock:
             return self.processes[pid]
+
+    def budget(self, device_id: int, profile: Profile) -> DeviceBudget:
+        """The physical memory of device ``device_id``, made with ``profile``'s capacities by
+        the first process that uses the device (its own lock: a leaf, so a process may ask
+        while holding any of its own)."""
+        with self._budgets_lock:
+            budget = self.budgets.get(device_id)
+            if budget is None:
+                budget = self.budgets[device_id] = DeviceBudget(device_id, profile)
+            return budget
 
     def serial(self) -> int:
         """A machine-wide serial number (keys and shareable handles are made from it)."""

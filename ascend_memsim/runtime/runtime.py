@@ -86,10 +86,11 @@ class Runtime:
                  default_device: int | None = None, interceptors: Iterable[Callable] = (),
                  sanitizer: Any = "report", run_mode: Any = "host",
                  machine: Machine | None = None, **overrides: Any) -> None:
-        self._table = DeviceTable(get_profile(product).with_overrides(**overrides))
+        profile = get_profile(product).with_overrides(**overrides)
         #: the simulated machine this process runs on, and its pid there (see process.py)
         self.machine = Machine() if machine is None else machine
         self.pid = self.machine.join(self)
+        self._table = DeviceTable(profile, budget=self.machine.budget, pid=self.pid)
         #: where the program runs (aclrtGetRunMode); see parse_run_mode
         self.run_mode = parse_run_mode(run_mode)
         #: each thread's current device and context
