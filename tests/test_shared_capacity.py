@@ -63,7 +63,7 @@ def test_get_mem_info_in_one_process_reports_what_another_holds(procs):
 
 def test_usage_info_stays_per_process(procs):
     """DECISION: aclrtGetMemUsageInfo lists the calling process's components."""
-    a, b = procs
+    _, b = procs
     acl.rt.malloc(8 * MiB, NORMAL_ONLY)
     with b.as_current():
         acl.rt.malloc(MiB, NORMAL_ONLY)
@@ -211,6 +211,17 @@ def _fill(rt, size, barrier, got):
             return
 
 
+def _fill_alone(rt, size, started):
+    """Malloc ``size`` on device 0 of ``rt`` until it fails, telling ``started`` first."""
+    rt.set_device(0)
+    started.set()
+    while True:
+        try:
+            rt.malloc(size, NORMAL_ONLY)
+        except OutOfDeviceMemory:
+            return
+
+
 def test_threads_of_two_processes_never_over_commit():
     size = 3 * MiB  # + 32 bytes: 3 MiB + 64 each, so 21 fit in 64 MiB
     with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
@@ -243,17 +254,7 @@ def test_a_process_that_starts_while_another_allocates_never_over_commits():
         with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
             a.set_device(0)
             started = threading.Event()
-
-            def fill_a():
-                a.set_device(0)
-                started.set()
-                while True:
-                    try:
-                        a.malloc(size, NORMAL_ONLY)
-                    except OutOfDeviceMemory:
-                        return
-
-            runner = threading.Thread(target=fill_a)
+            runner = threading.Thread(target=_fill_alone, args=(a, size, started))
             runner.start()
             started.wait()
             b = a.spawn_process(sanitizer="off")

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from .allocator import Allocator
-from .budget import DeviceBudget
 from .args import SIZE_MAX, UINT32_MAX, as_int, as_ptr
+from .budget import DeviceBudget
 from .constants import MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MemAttr, MemType
 from .errors import (
     AclError,
