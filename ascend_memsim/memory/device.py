@@ -318,13 +318,13 @@ class Device:
                         self._emit("malloc_failed", request=request, error=error)
                     raise
             alloc = self._main
-            journal = (self._reclaim(size, api, steps, refused) if self._held else None)
             aligned = -(-size // 32) * 32
-            room = None
+            room = journal = None
             if self.crowded:
-                ptr, page, rule, footprint, room, usage = self._place_shared(
-                    aligned, steps, refused, module)
+                ptr, page, rule, footprint, room, usage, journal = self._place_shared(
+                    aligned, steps, refused, module, None)
             else:
+                journal = (self._reclaim(size, api, steps, refused) if self._held else None)
                 for page, granule, padding in steps:
                     if refused and page in refused:
                         continue
@@ -345,8 +345,8 @@ class Device:
                             if not usage[1]:
                                 del self._usage[module]  # made by this call
                             alloc.release(ptr)
-                            ptr, page, rule, footprint, room, usage = self._place_shared(
-                                aligned, steps, refused, module)
+                            ptr, page, rule, footprint, room, usage, journal = (
+                                self._place_shared(aligned, steps, refused, module, journal))
                         break
                 else:
                     ptr = None
@@ -381,14 +381,15 @@ class Device:
             return block
 
     def _place_shared(self, aligned: int, steps: tuple, refused: frozenset[Page],
-                      module: int) -> tuple:
+                      module: int, journal: list | None) -> tuple:
         """Place a request (its ``aligned`` size and ``steps``, worked out by :meth:`_place`)
         on a device other processes use too: a page kind is tried only when its footprint
         fits in what the processes together leave free, and the usage figure grows under the
-        budget's lock, so two processes never both take the last bytes. (ptr, page, rule
-        size, footprint, bytes free on the device, the module's usage figures); ptr None when
-        nothing fits.
-        O(views + C log n)."""
+        budget's lock, so two processes never both take the last bytes. The held blocks
+        (``journal``: already released tentatively) are released when the first page kind
+        tried does not fit without them, as :meth:`_reclaim` does. (ptr, page, rule size,
+        footprint, bytes free on the device, the module's usage figures, journal); ptr None
+        when nothing fits. O(views + C log n)."""
         budget, alloc, memory = self.budget, self._main, self._main_memory
         with budget.lock:
             room = budget.capacity[memory] - budget.used(memory)
@@ -397,15 +398,19 @@ class Device:
                     continue
                 rule = aligned + padding
                 footprint = -(-rule // granule) * granule
-                if footprint <= room:
+                if footprint > room:
+                    continue
+                ptr = alloc.allocate(footprint, granule)
+                if ptr is None and journal is None and self._held:
+                    journal = self._release_held()
                     ptr = alloc.allocate(footprint, granule)
-                    if ptr is not None:
-                        usage = self._usage.get(module)
-                        if usage is None:
-                            usage = self._usage[module] = [0, 0]
-                        usage[0] += footprint
-                        return ptr, page, rule, footprint, room, usage
-            return None, None, 0, 0, room, None
+                if ptr is not None:
+                    usage = self._usage.get(module)
+                    if usage is None:
+                        usage = self._usage[module] = [0, 0]
+                    usage[0] += footprint
+                    return ptr, page, rule, footprint, room, usage, journal
+            return None, None, 0, 0, room, None, journal
 
     def _reclaim(self, size: int, api: Api, steps: tuple,
                  refused: frozenset[Page]) -> list | None:
