@@ -590,14 +590,18 @@ class Runtime:
     # -- queries -------------------------------------------------------------------------------
 
     def get_mem_info(self, attr: object) -> tuple[int, int]:
-        """aclrtGetMemInfo on the current device: (free, total). See :meth:`Device.mem_info`."""
+        """aclrtGetMemInfo on the current device: (free, total), the device's figures (other
+        processes' memory is not free). See :meth:`Device.mem_info`."""
         return self.current_device().mem_info(attr)
 
     def get_mem_usage_info(self, device_id: object, input_num: object) -> list[UsageInfo]:
         """aclrtGetMemUsageInfo: components by current bytes, descending, at most input_num.
 
         As every memory call, it needs a current device on the calling thread; ``device_id``
-        may name any device (DECISION). A device never used reports no components.
+        may name any device (DECISION). A device never used reports no components. The rows
+        are this process's components, not other processes' on the same device (DECISION:
+        the driver's halGetMemUsageInfo, ascend_hal_base.h, says only "the memory usage of
+        each module").
 
         Raises:
             DeviceNotSet: no current device. InvalidDevice: bad id.
