@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from ascend_memsim import MiB, Runtime, acl
+from ascend_memsim.memory.allocator import Allocator
 from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.errors import InvalidArgument, OutOfDeviceMemory
 from ascend_memsim.runtime.ipc import ipc_memory
@@ -264,3 +265,49 @@ def test_a_process_that_starts_while_another_allocates_never_over_commits():
             assert _held(a) + _held(b) > CAPACITY - 2 * size  # each filled what was left
             a.device(0).check_invariants()
             b.close()
+
+
+class _JoinDuring(Allocator):
+    """An allocator that runs ``during()`` inside its first allocation: another process joins
+    the device while this one allocates alone (the window the threads above may miss)."""
+
+    __slots__ = ("during",)
+
+    def allocate(self, size, align=64):
+        during, self.during = self.during, None
+        ptr = super().allocate(size, align)
+        if during is not None:
+            during()
+        return ptr
+
+
+def _hook(device, during):
+    """Swap ``device``'s (still empty) main allocator for a :class:`_JoinDuring`."""
+    memory = device.profile.main_memory
+    old = device.allocators[memory]
+    hooked = _JoinDuring(old.capacity, base=old.base)
+    hooked.during = during
+    device.allocators[memory] = device._main = hooked
+
+
+@pytest.mark.parametrize("physical", [False, True])
+def test_an_allocation_that_began_alone_gives_way_when_another_process_joined(physical):
+    with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
+        b = a.spawn_process(sanitizer="off")
+
+        def b_takes_most():
+            b.set_device(0)
+            b.malloc(40 * MiB, NORMAL_ONLY)
+
+        _hook(a.set_device(0), b_takes_most)
+        with pytest.raises(OutOfDeviceMemory, match=f"pid {b.pid}"):
+            if physical:
+                a.vmm.malloc_physical(40 * MiB, {"memAttr": acl.ACL_HBM_MEM_HUGE,
+                                                 "location": {"id": 0, "type": 1}})
+            else:
+                a.malloc(40 * MiB, NORMAL_ONLY)
+        assert _held(a) == 0 and a.device(0).usage() == []
+        assert _held(b) <= CAPACITY
+        a.device(0).check_invariants()
+        a.free(a.malloc(20 * MiB, NORMAL_ONLY))  # what is left still fits
+        b.close()

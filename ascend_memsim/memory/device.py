@@ -7,8 +7,9 @@ public method checks its arguments, then takes the device lock; a failed call ch
 nothing. Observers (statistics, traces, the sanitizer) see each event after it happened.
 
 Size: over 600 lines, on purpose: the allocation hot path (malloc, free, their bookkeeping)
-stays in one class so its attributes are bound once per call; queries and checks sit beside
-the tables they read.
+stays in one class so its attributes are bound once per call, with its checked variant for a
+device several processes share (:mod:`.budget`); queries and checks sit beside the tables
+they read.
 """
 
 from __future__ import annotations
@@ -337,14 +338,7 @@ class Device:
                         if usage is None:
                             usage = self._usage[module] = [0, 0]
                         usage[0] += footprint
-                        if self.crowded and not self.budget.fits(self._main_memory):
-                            # Another process's view joined while this ran alone, and
-                            # together they hold more than the device has: place it again,
-                            # checked.
-                            usage[0] -= footprint
-                            if not usage[1]:
-                                del self._usage[module]  # made by this call
-                            alloc.release(ptr)
+                        if self.crowded and self._joined_meanwhile(ptr, footprint, module):
                             ptr, page, rule, footprint, room, usage, journal = (
                                 self._place_shared(aligned, steps, refused, module, journal))
                         break
@@ -382,35 +376,61 @@ class Device:
 
     def _place_shared(self, aligned: int, steps: tuple, refused: frozenset[Page],
                       module: int, journal: list | None) -> tuple:
-        """Place a request (its ``aligned`` size and ``steps``, worked out by :meth:`_place`)
-        on a device other processes use too: a page kind is tried only when its footprint
-        fits in what the processes together leave free, and the usage figure grows under the
-        budget's lock, so two processes never both take the last bytes. The held blocks
-        (``journal``: already released tentatively) are released when the first page kind
-        tried does not fit without them, as :meth:`_reclaim` does. (ptr, page, rule size,
-        footprint, bytes free on the device, the module's usage figures, journal); ptr None
-        when nothing fits. O(views + C log n)."""
+        """:meth:`_place`'s placement on a device other processes use too (see
+        :meth:`_draw`): (ptr, page, rule size, footprint, bytes free on the device, the
+        module's usage figures, journal); ptr None when nothing fits."""
+        tried = [(page, aligned + padding, -(-(aligned + padding) // granule) * granule,
+                  granule) for page, granule, padding in steps
+                 if not (refused and page in refused)]
+        i, ptr, room, journal = self._draw([(f, g) for *_, f, g in tried], module, journal)
+        if ptr is None:
+            return None, None, 0, 0, room, None, journal
+        page, rule, footprint, _ = tried[i]
+        return ptr, page, rule, footprint, room, self._usage[module], journal
+
+    def _draw(self, candidates: list[tuple[int, int]], module: int, journal: list | None, *,
+              crowded: bool = True) -> tuple:
+        """Place the first of ``candidates`` ((footprint, alignment), ...) that fits and
+        count it as ``module``'s usage: (its index, ptr, bytes free on the device or None,
+        journal); ptr None when none fits.
+
+        ``crowded``: other processes use the device, so a candidate is tried only when it
+        fits in what they together leave free, and the check and the usage update happen
+        under the budget's lock (a leaf: nothing else is called under it), so two processes
+        never both take the last bytes. The held blocks (``journal``: released tentatively
+        already) are released when the first candidate tried does not fit without them, as
+        :meth:`_reclaim` does; the caller takes them (:meth:`_take_held`) or gives them back
+        (``undo_release``). O(views + C log n)."""
         budget, alloc, memory = self.budget, self._main, self._main_memory
-        with budget.lock:
-            room = budget.capacity[memory] - budget.used(memory)
-            for page, granule, padding in steps:
-                if refused and page in refused:
+        with budget.lock if crowded else contextlib.nullcontext():
+            room = budget.capacity[memory] - budget.used(memory) if crowded else None
+            for i, (footprint, align) in enumerate(candidates):
+                if room is not None and footprint > room:
                     continue
-                rule = aligned + padding
-                footprint = -(-rule // granule) * granule
-                if footprint > room:
-                    continue
-                ptr = alloc.allocate(footprint, granule)
+                ptr = alloc.allocate(footprint, align)
                 if ptr is None and journal is None and self._held:
                     journal = self._release_held()
-                    ptr = alloc.allocate(footprint, granule)
+                    ptr = alloc.allocate(footprint, align)
                 if ptr is not None:
                     usage = self._usage.get(module)
                     if usage is None:
                         usage = self._usage[module] = [0, 0]
                     usage[0] += footprint
-                    return ptr, page, rule, footprint, room, usage, journal
-            return None, None, 0, 0, room, None, journal
+                    return i, ptr, room, journal
+            return None, None, room, journal
+
+    def _joined_meanwhile(self, ptr: int, footprint: int, module: int) -> bool:
+        """True when another process's view joined while an allocation ran alone and together
+        they now hold more than the device has; then the allocation at ``ptr`` is undone
+        (usage and allocator) so the caller places it again, checked (see :mod:`.budget`)."""
+        if not self.crowded or self.budget.fits(self._main_memory):
+            return False
+        usage = self._usage[module]
+        usage[0] -= footprint
+        if not usage[1]:
+            del self._usage[module]  # made by this allocation
+        self._main.release(ptr)
+        return True
 
     def _reclaim(self, size: int, api: Api, steps: tuple,
                  refused: frozenset[Page]) -> list | None:
@@ -593,35 +613,17 @@ class Device:
                         f"out of {self._main_memory.value} memory on device {self.device_id}: "
                         f"{what}: its {request.pages[0].value} pages were refused by fault "
                         f"injection")
-            alloc, budget, memory = self._main, self.budget, self._main_memory
+            alloc, memory = self._main, self._main_memory
+            candidates = [(footprint, align)]
             crowded = self.crowded
-            journal = None
-            # On a device other processes use, the budget's lock is held from the check to
-            # the usage update (as in _place_shared); nothing else is called under it.
-            with budget.lock if crowded else contextlib.nullcontext():
-                room = budget.capacity[memory] - budget.used(memory) if crowded else None
-                ptr = None
-                if room is None or footprint <= room:
-                    ptr = alloc.allocate(footprint, align)
-                    if ptr is None and self._held:
-                        journal = self._release_held()
-                        ptr = alloc.allocate(footprint, align)
-                        if ptr is None:
-                            alloc.undo_release(journal)
-                            journal = None
-                if ptr is not None:
-                    usage = self._usage.setdefault(MODULE_APP, [0, 0])
-                    usage[0] += footprint
-            if ptr is not None and not crowded and self.crowded and not budget.fits(memory):
-                # Another process's view joined meanwhile, and together they hold more than
-                # the device has (see Device._place): this one gives way.
-                usage[0] -= footprint
-                alloc.release(ptr)
+            _, ptr, room, journal = self._draw(candidates, MODULE_APP, None, crowded=crowded)
+            if (ptr is not None and not crowded
+                    and self._joined_meanwhile(ptr, footprint, MODULE_APP)):
+                _, ptr, room, journal = self._draw(candidates, MODULE_APP, journal)
+            if ptr is None:
                 if journal:
                     alloc.undo_release(journal)
-                ptr, journal, room = None, None, budget.free(memory)
-            if ptr is None:
-                others = budget.others(self, memory) if crowded else []
+                others = self.budget.others(self, memory) if self.crowded else []
                 holders = ("; other processes hold " + ", ".join(
                     f"pid {pid}: {n} bytes" for pid, n in others) if others else "")
                 free = alloc.free_bytes if room is None else min(alloc.free_bytes, room)
@@ -631,6 +633,7 @@ class Device:
                     f"largest free run {alloc.largest_free_run()} bytes{holders}")
             if journal:
                 self._take_held(journal)  # tells the listeners, outside the budget's lock
+            usage = self._usage[MODULE_APP]
             usage[1] = max(usage[1], usage[0])
             self.physical[ptr] = footprint
             asked = size if size is not None else request.size if request else footprint
