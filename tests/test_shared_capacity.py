@@ -184,12 +184,14 @@ def test_memory_shared_by_shareable_handle_is_counted_once(procs):
     assert b.get_mem_info(acl.ACL_HBM_MEM)[0] == CAPACITY
 
 
-def test_a_process_of_another_capacity_cannot_share_the_device(procs):
+def test_a_process_of_another_product_or_capacity_cannot_share_the_device(procs):
     a, _ = procs
-    other = Runtime("A2", hbm_bytes=2 * CAPACITY, machine=a.machine, sanitizer="off")
-    with pytest.raises(InvalidArgument, match="other capacities"):
-        other.set_device(0)
-    other.close()
+    for product, capacity in (("A2", 2 * CAPACITY), ("A3", CAPACITY)):
+        other = Runtime(product, hbm_bytes=capacity, machine=a.machine, sanitizer="off")
+        with pytest.raises(InvalidArgument, match="or its capacities differ"):
+            other.set_device(0)
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[:2] == (CAPACITY, CAPACITY)
+        other.close()
 
 
 def test_a_single_process_message_names_no_other_process():

@@ -35,10 +35,12 @@ class DeviceBudget:
     """The capacity of device ``device_id`` on one machine, per memory type, and the views
     (one :class:`~ascend_memsim.memory.device.Device` per process) that draw from it."""
 
-    __slots__ = ("device_id", "capacity", "lock", "views")
+    __slots__ = ("device_id", "product", "capacity", "lock", "views")
 
     def __init__(self, device_id: int, profile: Profile) -> None:
         self.device_id = device_id
+        #: the product's name (the processes of a machine share one)
+        self.product = profile.name
         #: memory type -> bytes aclrtGetMemInfo calls the total (capacity less reserved)
         self.capacity: dict[Memory, int] = {
             memory: profile.total(memory) for memory in Memory if profile.capacity(memory)}
@@ -54,17 +56,18 @@ class DeviceBudget:
         view checks the budget (``view.crowded``).
 
         Raises:
-            InvalidArgument: the view's product has other capacities than the machine's.
+            InvalidArgument: the view's product or capacities are not the machine's.
         """
         theirs = {memory: view.profile.total(memory) for memory in Memory
                   if view.profile.capacity(memory)}
-        if theirs != self.capacity:
+        if theirs != self.capacity or view.profile.name != self.product:
             # DECISION: the processes of one machine share its devices, so they share one
             # product and capacities (Runtime.spawn_process passes them on).
             mine = ", ".join(f"{n} bytes of {m.value}" for m, n in self.capacity.items())
-            raise InvalidArgument(f"device {self.device_id} of this machine has {mine}; this "
-                                  f"process's product ({view.profile.name}) has other "
-                                  f"capacities, and processes of one machine share its devices")
+            raise InvalidArgument(f"device {self.device_id} of this machine is an "
+                                  f"{self.product} with {mine}; this process's product "
+                                  f"({view.profile.name}) or its capacities differ, and the "
+                                  f"processes of one machine share its devices")
         with self.lock:
             self.views.append(view)
             if len(self.views) > 1:

@@ -24,8 +24,8 @@ message names the processes holding memory); freeing, a reset of the device and 
 give the memory back. Shared memory is counted once, in the process that allocated it (an
 import takes none). aclrtGetMemUsageInfo stays per process: the calling process's
 components (the driver's halGetMemUsageInfo is not public; DECISION). Processes of one machine
-have one product and its capacities (a process whose capacities differ cannot use the
-device: ACL_ERROR_INVALID_PARAM). Not modelled: real operating-system processes (every
+have one product and its capacities (a process whose product or capacities differ cannot
+use the device: ACL_ERROR_INVALID_PARAM). Not modelled: real operating-system processes (every
 simulated process lives in the one Python process; see the README).
 
 Switching: ``with rt2:`` makes ``rt2`` the process the pyacl face talks to and, as for any
