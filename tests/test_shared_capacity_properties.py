@@ -1,8 +1,8 @@
-"""A Hypothesis state machine over three simulated processes sharing one device: mallocs,
-frees, device resets and finalizes in any order keep the sum of what each process holds equal
-to what the machine counts, at most the device's capacity, and every malloc that failed did
-not fit (no page kind it may use fits in what the processes together leave free, or in a free
-run of its own process's address space)."""
+"""A Hypothesis state machine over two or three simulated processes sharing one device:
+mallocs, aclrtMallocPhysical, frees, device resets and finalizes in any order keep the sum of
+what each process holds equal to what the machine counts, at most the device's capacity, and
+every allocation that failed did not fit (no page kind it may use fits in what the processes
+together leave free, or in a free run of its own process's address space)."""
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -22,6 +22,9 @@ PROCESSES = 3
 CAPACITY = 32 * MiB
 POLICIES = (acl.ACL_MEM_MALLOC_HUGE_FIRST, acl.ACL_MEM_MALLOC_HUGE_ONLY,
             acl.ACL_MEM_MALLOC_NORMAL_ONLY)
+HUGE = 2 * MiB
+#: aclrtMallocPhysical's prop: 2 MiB pages of device 0
+PHYSICAL = {"memAttr": acl.ACL_HBM_MEM_HUGE, "location": {"id": 0, "type": 1}}
 SIZES = st.one_of(st.integers(1, 64 * 1024), st.integers(MiB, 12 * MiB),
                   st.sampled_from([2 * MiB, 2 * MiB - 32, 8 * MiB]))
 
@@ -48,7 +51,7 @@ def _placeable(device, footprint, align):
 
 
 class SharedCapacityMachine(RuleBasedStateMachine):
-    @initialize(sanitized=st.lists(st.booleans(), min_size=PROCESSES, max_size=PROCESSES))
+    @initialize(sanitized=st.lists(st.booleans(), min_size=2, max_size=PROCESSES))
     def start(self, sanitized):
         # A process with the sanitizer keeps freed blocks in its quarantine (held, not drawn).
         modes = [{"output": None} if on else "off" for on in sanitized]
@@ -68,6 +71,7 @@ class SharedCapacityMachine(RuleBasedStateMachine):
 
     @rule(who=st.integers(0, PROCESSES - 1), size=SIZES, policy=st.sampled_from(POLICIES))
     def malloc(self, who, size, policy):
+        who %= len(self.procs)
         rt = self.procs[who]
         room = CAPACITY - self._used()
         try:
@@ -81,16 +85,34 @@ class SharedCapacityMachine(RuleBasedStateMachine):
         assert footprint <= room
         self.live[who][ptr] = footprint
 
+    @rule(who=st.integers(0, PROCESSES - 1), pages=st.integers(1, 6))
+    def malloc_physical(self, who, pages):
+        who %= len(self.procs)
+        rt = self.procs[who]
+        footprint = pages * HUGE
+        room = CAPACITY - self._used()
+        try:
+            handle = rt.vmm.malloc_physical(footprint, PHYSICAL)
+        except OutOfDeviceMemory:
+            assert footprint > room or not _placeable(rt.device(0), footprint, HUGE)
+            return
+        assert footprint <= room
+        self.live[who][("handle", handle)] = footprint
+
     @precondition(lambda self: any(self.live))
     @rule(data=st.data())
     def free(self, data):
         who = data.draw(st.sampled_from([i for i, blocks in enumerate(self.live) if blocks]))
-        ptr = data.draw(st.sampled_from(sorted(self.live[who])))
-        self.procs[who].free(ptr)
-        del self.live[who][ptr]
+        key = data.draw(st.sampled_from(sorted(self.live[who], key=str)))
+        if isinstance(key, tuple):
+            self.procs[who].vmm.free_physical(key[1])
+        else:
+            self.procs[who].free(key)
+        del self.live[who][key]
 
     @rule(who=st.integers(0, PROCESSES - 1))
     def reset_device(self, who):
+        who %= len(self.procs)
         rt = self.procs[who]
         rt.reset_device(0)  # the last reference: the blocks go
         self.live[who].clear()
@@ -98,6 +120,7 @@ class SharedCapacityMachine(RuleBasedStateMachine):
 
     @rule(who=st.integers(0, PROCESSES - 1))
     def finalize(self, who):
+        who %= len(self.procs)
         rt = self.procs[who]
         rt.close()  # aclFinalize
         self.live[who].clear()
