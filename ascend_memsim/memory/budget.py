@@ -6,8 +6,12 @@ allocates from it, and aclrtGetMemInfo reports what the driver sees for the whol
 ``halMemGetInfo(deviceId, ...)``'s physical figures; ``docs/zh/api_ref/11-01``: "获取Device上
 可用内存的空闲大小和总大小"). Each process's :class:`~ascend_memsim.memory.device.Device` for
 that id is a *view*: its own address space and blocks. A :class:`DeviceBudget` joins the views
-of one device id and holds its capacity, per memory type; what a view holds (its live blocks'
-and physical handles' footprints, the usage figures it keeps anyway) is what it draws.
+of one device id and holds its capacity, per memory type (HBM, DDR); what a view holds (its
+live blocks' and physical handles' footprints, the usage figures it keeps anyway) is what it
+draws. Page kinds are how each view places blocks in its address space (huge pages start on
+2 MiB): they need no budget of their own, and the _HUGE figures of aclrtGetMemInfo are
+derived (``Device.mem_info``). Blocks the sanitizer's quarantine holds are freed for the
+program, so they draw nothing.
 
 Cost: a device with one view never reads the budget (its allocator is the whole capacity).
 From the second view on, every allocation on each view takes the budget's lock and sums the
@@ -17,7 +21,11 @@ Thread safety: the budget's lock is a leaf (nothing is called while it is held);
 it inside its own device lock. A view's holdings change only under its device lock; readers
 sum them without that lock. Growth is done under the budget's lock by views in shared mode; a
 view that was alone when it began an allocation and found a second view when it ended checks
-the budget afterwards (see ``Device._place``), so no two processes over-commit.
+the budget afterwards (see ``Device._place``), so no two processes over-commit. Why not one
+device lock shared by the views: an exporter's aclrtFree ends importers' mappings under its
+device lock (taking their address-space locks, ``runtime/ipc.py``), while an importer's
+aclrtMallocPhysical takes its device lock under its address-space lock; with one lock for
+both processes' views the two could deadlock.
 """
 
 from __future__ import annotations
