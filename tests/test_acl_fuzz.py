@@ -393,11 +393,13 @@ def _check_accounting(rt):
         return
     for device in rt.devices():
         device.check_invariants()
+        # free memory is the device's: every process's view of it holds some (budget.py)
         live = {}
-        for block in device.blocks():
-            live[block.memory] = live.get(block.memory, 0) + block.footprint
         main = device.profile.main_memory
-        live[main] = live.get(main, 0) + sum(device.physical.values())
+        for view in device.budget.views:
+            for block in view.blocks():
+                live[block.memory] = live.get(block.memory, 0) + block.footprint
+            live[main] = live.get(main, 0) + sum(view.physical.values())
         for memory, allocator in device.allocators.items():
             attr = acl.ACL_HBM_MEM if memory.value == "HBM" else acl.ACL_DDR_MEM
             free, total = device.mem_info(attr)

@@ -7,12 +7,14 @@ public method checks its arguments, then takes the device lock; a failed call ch
 nothing. Observers (statistics, traces, the sanitizer) see each event after it happened.
 
 Size: over 600 lines, on purpose: the allocation hot path (malloc, free, their bookkeeping)
-stays in one class so its attributes are bound once per call; queries and checks sit beside
-the tables they read.
+stays in one class so its attributes are bound once per call, with its checked variant for a
+device several processes share (:mod:`.budget`); queries and checks sit beside the tables
+they read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from sortedcontainers import SortedList
 
 from .allocator import Allocator
 from .args import SIZE_MAX, UINT32_MAX, as_int, as_ptr
+from .budget import DeviceBudget
 from .constants import MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MemAttr, MemType
 from .errors import (
     AclError,
@@ -153,10 +156,16 @@ class Device:
     Thread-safe: one lock per device guards every change.
     """
 
-    def __init__(self, profile: Profile, device_id: int = 0) -> None:
+    def __init__(self, profile: Profile, device_id: int = 0, *,
+                 budget: DeviceBudget | None = None, pid: int | None = None) -> None:
         self.profile = profile
         self.device_id = device_id
         self.lock = threading.RLock()
+        #: the process this is a view for (messages name it), on a machine of several
+        self.pid = pid
+        #: True once another process's view draws from the same budget: every allocation
+        #: then checks it (see :mod:`.budget`)
+        self.crowded = False
         #: Called as ``observer(event, device, info)`` after each change; see :meth:`_emit`.
         self.observers: list[Observer] = []
         #: event name -> observers of that event only (``Runtime.add_observer(fn, events)``):
@@ -173,6 +182,9 @@ class Device:
         #: blocks :meth:`hold` kept (the sanitizer's quarantine forgets them).
         self.reclaim_listeners: list[Callable[[Device, list[Block]], None]] = []
         self._reset_state()
+        #: the device's physical memory, shared with other processes' views of it
+        self.budget = DeviceBudget(device_id, profile) if budget is None else budget
+        self.budget.join(self)
 
     def __repr__(self) -> str:
         return (f"Device({self.device_id}, {self.profile.name}, blocks={len(self._blocks)}, "
@@ -307,22 +319,37 @@ class Device:
                         self._emit("malloc_failed", request=request, error=error)
                     raise
             alloc = self._main
-            journal = (self._reclaim(size, api, steps, refused) if self._held else None)
             aligned = -(-size // 32) * 32
-            for page, granule, padding in steps:
-                if refused and page in refused:
-                    continue
-                rule = aligned + padding
-                footprint = -(-rule // granule) * granule
-                ptr = alloc.allocate(footprint, granule)
-                if ptr is not None:
-                    break
+            room = journal = None
+            if self.crowded:
+                ptr, page, rule, footprint, room, usage, journal = self._place_shared(
+                    aligned, steps, refused, module, None)
             else:
+                journal = (self._reclaim(size, api, steps, refused) if self._held else None)
+                for page, granule, padding in steps:
+                    if refused and page in refused:
+                        continue
+                    rule = aligned + padding
+                    footprint = -(-rule // granule) * granule
+                    ptr = alloc.allocate(footprint, granule)
+                    if ptr is not None:
+                        # the usage figures are what the device's budget counts (budget.py)
+                        usage = self._usage.get(module)
+                        if usage is None:
+                            usage = self._usage[module] = [0, 0]
+                        usage[0] += footprint
+                        if self.crowded and self._joined_meanwhile(ptr, footprint, module):
+                            ptr, page, rule, footprint, room, usage, journal = (
+                                self._place_shared(aligned, steps, refused, module, journal))
+                        break
+                else:
+                    ptr = None
+            if ptr is None:
                 if journal:
                     # A failed malloc changes nothing: the held blocks stay held.
                     alloc.undo_release(journal)
                 request = request or Request(self.device_id, api, size, policy, module, pages)
-                error = OutOfDeviceMemory(self._oom_message(request, pages, refused))
+                error = OutOfDeviceMemory(self._oom_message(request, pages, refused, room))
                 if self.observers or self.subscribers:
                     self._emit("malloc_failed", request=request, error=error)
                 raise error
@@ -340,16 +367,70 @@ class Device:
                 delta[ptr] = True
                 if len(delta) > self._delta_cap:
                     self._ptrs_delta = None  # cheaper to rebuild the index when next read
-            usage = self._usage.get(module)
-            if usage is None:
-                usage = self._usage[module] = [0, 0]
-            usage[0] += footprint
             if usage[0] > usage[1]:
                 usage[1] = usage[0]
             if self.observers or "malloc" in self.subscribers:
                 self._emit("malloc", block=block, request=request or
                            Request(self.device_id, api, size, policy, module, pages))
             return block
+
+    def _place_shared(self, aligned: int, steps: tuple, refused: frozenset[Page],
+                      module: int, journal: list | None) -> tuple:
+        """:meth:`_place`'s placement on a device other processes use too (see
+        :meth:`_draw`): (ptr, page, rule size, footprint, bytes free on the device, the
+        module's usage figures, journal); ptr None when nothing fits."""
+        tried = [(page, aligned + padding, -(-(aligned + padding) // granule) * granule,
+                  granule) for page, granule, padding in steps
+                 if not (refused and page in refused)]
+        i, ptr, room, journal = self._draw([(f, g) for *_, f, g in tried], module, journal)
+        if ptr is None:
+            return None, None, 0, 0, room, None, journal
+        page, rule, footprint, _ = tried[i]
+        return ptr, page, rule, footprint, room, self._usage[module], journal
+
+    def _draw(self, candidates: list[tuple[int, int]], module: int, journal: list | None, *,
+              crowded: bool = True) -> tuple:
+        """Place the first of ``candidates`` ((footprint, alignment), ...) that fits and
+        count it as ``module``'s usage: (its index, ptr, bytes free on the device or None,
+        journal); ptr None when none fits.
+
+        ``crowded``: other processes use the device, so a candidate is tried only when it
+        fits in what they together leave free, and the check and the usage update happen
+        under the budget's lock (a leaf: nothing else is called under it), so two processes
+        never both take the last bytes. The held blocks (``journal``: released tentatively
+        already) are released when the first candidate tried does not fit without them, as
+        :meth:`_reclaim` does; the caller takes them (:meth:`_take_held`) or gives them back
+        (``undo_release``). O(views + C log n)."""
+        budget, alloc, memory = self.budget, self._main, self._main_memory
+        with budget.lock if crowded else contextlib.nullcontext():
+            room = budget.capacity[memory] - budget.used(memory) if crowded else None
+            for i, (footprint, align) in enumerate(candidates):
+                if room is not None and footprint > room:
+                    continue
+                ptr = alloc.allocate(footprint, align)
+                if ptr is None and journal is None and self._held:
+                    journal = self._release_held()
+                    ptr = alloc.allocate(footprint, align)
+                if ptr is not None:
+                    usage = self._usage.get(module)
+                    if usage is None:
+                        usage = self._usage[module] = [0, 0]
+                    usage[0] += footprint
+                    return i, ptr, room, journal
+            return None, None, room, journal
+
+    def _joined_meanwhile(self, ptr: int, footprint: int, module: int) -> bool:
+        """True when another process's view joined while an allocation ran alone and together
+        they now hold more than the device has; then the allocation at ``ptr`` is undone
+        (usage and allocator) so the caller places it again, checked (see :mod:`.budget`)."""
+        if not self.crowded or self.budget.fits(self._main_memory):
+            return False
+        usage = self._usage[module]
+        usage[0] -= footprint
+        if not usage[1]:
+            del self._usage[module]  # made by this allocation
+        self._main.release(ptr)
+        return True
 
     def _reclaim(self, size: int, api: Api, steps: tuple,
                  refused: frozenset[Page]) -> list | None:
@@ -380,7 +461,9 @@ class Device:
             listener(self, taken)
 
     def _oom_message(self, request: Request, pages: tuple[Page, ...],
-                     refused: frozenset[Page]) -> str:
+                     refused: frozenset[Page], room: int | None = None) -> str:
+        """Why a malloc failed; ``room``: the bytes the device had free when other processes
+        use it too (its page kinds were tried only where their footprints fit)."""
         alloc = self._main
         memory = self.profile.main_memory.value
         lines = [f"out of {memory} memory on device {self.device_id}: {request.api.value}"
@@ -392,15 +475,24 @@ class Device:
             if page not in refused:
                 smallest = footprint if smallest is None else min(smallest, footprint)
             why = ("refused by fault injection" if page in refused else
+                   f"only {room} bytes of the device are free"
+                   if room is not None and footprint > room else
                    f"no free run holds {footprint} bytes aligned to {PAGE_BYTES[page]}")
             lines.append(f"  {page.value} pages: footprint {footprint} bytes: {why}")
         lines.append("  " + fallback_note(request, pages))
         held = f", {len(self._held)} more held by the sanitizer's quarantine" if self._held else ""
-        lines.append(f"  free {alloc.free_bytes} of {alloc.capacity} bytes; "
+        free = alloc.free_bytes
+        if self.crowded:
+            free = min(free, self.budget.free(self._main_memory))
+        lines.append(f"  free {free} of {alloc.capacity} bytes; "
                      f"largest free run {alloc.largest_free_run()} bytes; "
                      f"{plural(len(self._blocks), 'live block')}{held}")
-        if smallest is not None and alloc.free_bytes >= smallest:
-            lines.append(f"  fragmentation: {alloc.free_bytes} bytes are free, but no single "
+        others = self.budget.others(self, self._main_memory) if self.crowded else []
+        if others:
+            lines.append(f"  other processes hold {sum(n for _, n in others)} bytes of this "
+                         f"device: " + ", ".join(f"pid {pid}: {n} bytes" for pid, n in others))
+        if smallest is not None and free >= smallest:
+            lines.append(f"  fragmentation: {free} bytes are free, but no single "
                          f"suitably aligned run holds {smallest}")
         return "\n".join(lines)
 
@@ -521,27 +613,32 @@ class Device:
                         f"out of {self._main_memory.value} memory on device {self.device_id}: "
                         f"{what}: its {request.pages[0].value} pages were refused by fault "
                         f"injection")
-            alloc = self._main
-            ptr = alloc.allocate(footprint, align)
-            if ptr is None and self._held:
-                journal = self._release_held()
-                ptr = alloc.allocate(footprint, align)
-                if ptr is None:
-                    alloc.undo_release(journal)
-                else:
-                    self._take_held(journal)
+            alloc, memory = self._main, self._main_memory
+            candidates = [(footprint, align)]
+            crowded = self.crowded
+            _, ptr, room, journal = self._draw(candidates, MODULE_APP, None, crowded=crowded)
+            if (ptr is not None and not crowded
+                    and self._joined_meanwhile(ptr, footprint, MODULE_APP)):
+                _, ptr, room, journal = self._draw(candidates, MODULE_APP, journal)
             if ptr is None:
+                if journal:
+                    alloc.undo_release(journal)
+                others = self.budget.others(self, memory) if self.crowded else []
+                holders = ("; other processes hold " + ", ".join(
+                    f"pid {pid}: {n} bytes" for pid, n in others) if others else "")
+                free = alloc.free_bytes if room is None else min(alloc.free_bytes, room)
                 raise OutOfDeviceMemory(
-                    f"out of {self._main_memory.value} memory on device {self.device_id}: {what} "
-                    f"needs {footprint} bytes aligned to {align}; free {alloc.free_bytes}, "
-                    f"largest free run {alloc.largest_free_run()} bytes")
+                    f"out of {memory.value} memory on device {self.device_id}: {what} "
+                    f"needs {footprint} bytes aligned to {align}; free {free}, "
+                    f"largest free run {alloc.largest_free_run()} bytes{holders}")
+            if journal:
+                self._take_held(journal)  # tells the listeners, outside the budget's lock
+            usage = self._usage[MODULE_APP]
+            usage[1] = max(usage[1], usage[0])
             self.physical[ptr] = footprint
             asked = size if size is not None else request.size if request else footprint
             self.physical_info[ptr] = (asked, Page.HUGE1G if align >= PAGE_BYTES[Page.HUGE1G]
                                        else Page.HUGE)
-            usage = self._usage.setdefault(MODULE_APP, [0, 0])
-            usage[0] += footprint
-            usage[1] = max(usage[1], usage[0])
             return ptr
 
     def give_physical(self, ptr: int) -> None:
@@ -664,7 +761,10 @@ class Device:
         any other memory the part lacks gives (0, 0). _HUGE figures count whole free 2 MiB
         pages and _HUGE1G whole free 1 GiB pages (O(free runs)); the others are O(1).
         Blocks :meth:`hold` keeps (the sanitizer's quarantine) count as free: the program
-        freed them, and an allocation that needs their memory gets it.
+        freed them, and an allocation that needs their memory gets it. The figures are the
+        device's, as the driver's are (:mod:`.budget`): on a device other processes use too,
+        free is what none of them holds (the _HUGE figures: this process's whole free pages,
+        at most that many bytes); total is the device's either way.
 
         Raises:
             InvalidMemoryType: an int attr outside 0..17.
@@ -687,10 +787,27 @@ class Device:
             return 0, 0
         with self.lock:
             held = [(b.ptr, b.end) for b in self._held.values() if b.memory is memory]
+            # The driver's figure is the device's (budget.py): with other processes on the
+            # device, what they hold is not free either.
+            shared = self.budget.free(memory) if self.crowded else None
             if kind in ("all", "normal"):
+                if shared is not None:
+                    return shared, alloc.capacity
                 return alloc.free_bytes + sum(end - ptr for ptr, end in held), alloc.capacity
             page = PAGE_BYTES[Page.HUGE if kind == "huge" else Page.HUGE1G]
-            return alloc.free_aligned_pages(page, held) * page, alloc.capacity // page * page
+            pages = alloc.free_aligned_pages(page, held)
+            if shared is not None:
+                pages = min(pages, shared // page)
+            return pages * page, alloc.capacity // page * page
+
+    def drawn_bytes(self, memory: Memory) -> int:
+        """Bytes of ``memory`` this view takes from the device (its budget's share): the
+        footprints of its live blocks and physical handles, which its usage figures count
+        (blocks the sanitizer's quarantine holds are freed for the program, so not counted).
+        O(components); safe without the device lock (each figure is read once)."""
+        if memory is not self._main_memory:
+            return 0
+        return sum([figures[0] for figures in list(self._usage.values())])
 
     def usage(self) -> list[tuple[str, int, int]]:
         """(component name, current bytes, peak bytes), current descending, then by name."""

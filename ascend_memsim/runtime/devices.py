@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 
 from ..memory.args import SIZE_MAX, as_int, int_or_none
+from ..memory.budget import DeviceBudget
 from ..memory.constants import MemType
 from ..memory.device import Block, Device
 from ..memory.errors import DeviceNotSet, FeatureNotSupported, InvalidDevice
@@ -27,9 +28,16 @@ class DeviceTable:
     Thread-safe: one lock guards the tables; each device has its own lock for its blocks.
     """
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, *,
+                 budget: Callable[[int, Profile], DeviceBudget] | None = None,
+                 pid: int | None = None) -> None:
         #: the product the devices are made of (a runtime may change it while none exists)
         self.profile = profile
+        #: ``budget(device_id, profile)``: the machine's budget for that device, which every
+        #: process's view of it draws from (None: each device its own, as in one process)
+        self.budget = budget
+        #: the process the devices are views for (messages name it)
+        self.pid = pid
         self.lock = threading.RLock()
         self.threads = ThreadState()
         self._devices: dict[int, Device] = {}
@@ -71,7 +79,8 @@ class DeviceTable:
             with self.lock:
                 device = self._devices.get(number)
                 if device is None:
-                    device = Device(self.profile, number)
+                    budget = None if self.budget is None else self.budget(number, self.profile)
+                    device = Device(self.profile, number, budget=budget, pid=self.pid)
                     device.observers.extend(self.observers)
                     device.subscribers = {e: list(fns) for e, fns in self.subscribers.items()}
                     device.interceptors.extend(self.interceptors)

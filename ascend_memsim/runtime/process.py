@@ -1,7 +1,8 @@
 """Several simulated processes on one simulated machine.
 
-A :class:`Machine` is what processes share: the process table (pids), the IPC key table
-(11-07, :mod:`.ipc`) and the shareable-handle table (11-04, :mod:`.shareable`). Each
+A :class:`Machine` is what processes share: the process table (pids), each device's physical
+memory (:class:`~ascend_memsim.memory.budget.DeviceBudget`), the IPC key table (11-07,
+:mod:`.ipc`) and the shareable-handle table (11-04, :mod:`.shareable`). Each
 :class:`~ascend_memsim.runtime.runtime.Runtime` is one process on a machine: its own
 ``acl.init`` world (threads and their current devices, contexts, streams, events, host
 memory, the virtual address space of its reservations and mappings, its sanitizer and
@@ -11,13 +12,22 @@ process; ``rt.spawn_process()`` starts another on the same machine.
 DECISION, what is per process and what is machine-wide. Per process: everything a process's
 ``acl.init`` makes, and its devices' *address spaces*: each process sees device ``n`` at the
 same addresses (the simulator's address layout is per process, as virtual addresses are on
-hardware), with the product's whole capacity, and its own blocks. Machine-wide: the pids,
-the IPC keys and the shareable handles, so an export in one process is found by an import in
-another, and the bytes of shared memory (the importer reads and writes the exporter's
-bytes). Not modelled: one process's allocations lowering another's free memory (each
-process's devices have the whole capacity; shared memory is counted once, in the process that
-allocated it), and real operating-system processes (every simulated process lives in the one
-Python process; see the README).
+hardware) and its own blocks. Machine-wide: each device's memory, the pids, the IPC keys and
+the shareable handles, so an export in one process is found by an import in another, and the
+bytes of shared memory (the importer reads and writes the exporter's bytes). Every process's
+view of device ``n`` draws from one budget, the product's capacity: one process's blocks and
+physical handles lower the free memory aclrtGetMemInfo reports in every process (the driver's
+figure is the device's: ``hicann/runtime`` ``src/runtime/driver/npu_driver_mem.cc``,
+NpuDriver::MemGetInfoEx reads ``halMemGetInfo(deviceId, ...)``), and a malloc that does not
+fit in what the processes together leave free fails with ACL_ERROR_RT_MEMORY_ALLOCATION (its
+message names the processes holding memory); freeing, a reset of the device and aclFinalize
+give the memory back. Shared memory is counted once, in the process that allocated it (an
+import takes none). aclrtGetMemUsageInfo stays per process: the calling process's
+components (the driver's halGetMemUsageInfo is not public; DECISION). Processes of one machine
+have one product and its capacities (a process whose product or capacities differ cannot
+use the device: ACL_ERROR_INVALID_PARAM). Every simulated process lives in one Python
+process; real operating-system processes reach theirs through an owner that serves the
+machine (:mod:`ascend_memsim.remote`).
 
 Switching: ``with rt2:`` makes ``rt2`` the process the pyacl face talks to and, as for any
 runtime, closes it (aclFinalize: the process ends) when the ``with`` ends;
@@ -31,6 +41,9 @@ import itertools
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+from ..memory.budget import DeviceBudget
+from ..memory.profiles import Profile
 
 __all__ = ["Machine", "FIRST_PID", "as_current", "acting_as"]
 
@@ -54,6 +67,9 @@ class Machine:
         #: shareable handles (11-04): value -> runtime.shareable's record
         self.shareable: dict[int | bytes, Any] = {}
         self._serial = itertools.count(1)
+        #: device id -> its physical memory, which every process's view of it draws from
+        self.budgets: dict[int, DeviceBudget] = {}
+        self._budgets_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Machine(processes={sorted(self.processes)})"
@@ -73,6 +89,16 @@ class Machine:
         """
         with self.lock:
             return self.processes[pid]
+
+    def budget(self, device_id: int, profile: Profile) -> DeviceBudget:
+        """The physical memory of device ``device_id``, made with ``profile``'s capacities by
+        the first process that uses the device (its own lock: a leaf, so a process may ask
+        while holding any of its own)."""
+        with self._budgets_lock:
+            budget = self.budgets.get(device_id)
+            if budget is None:
+                budget = self.budgets[device_id] = DeviceBudget(device_id, profile)
+            return budget
 
     def serial(self) -> int:
         """A machine-wide serial number (keys and shareable handles are made from it)."""

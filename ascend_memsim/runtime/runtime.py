@@ -91,10 +91,11 @@ class Runtime:
                  default_device: int | None = None, interceptors: Iterable[Callable] = (),
                  sanitizer: Any = "report", run_mode: Any = "host",
                  machine: Machine | None = None, **overrides: Any) -> None:
-        self._table = DeviceTable(get_profile(product).with_overrides(**overrides))
+        profile = get_profile(product).with_overrides(**overrides)
         #: the simulated machine this process runs on, and its pid there (see process.py)
         self.machine = Machine() if machine is None else machine
         self.pid = self.machine.join(self)
+        self._table = DeviceTable(profile, budget=self.machine.budget, pid=self.pid)
         #: where the program runs (aclrtGetRunMode); see parse_run_mode
         self.run_mode = parse_run_mode(run_mode)
         #: each thread's current device and context
@@ -618,14 +619,18 @@ class Runtime:
     # -- queries -------------------------------------------------------------------------------
 
     def get_mem_info(self, attr: object) -> tuple[int, int]:
-        """aclrtGetMemInfo on the current device: (free, total). See :meth:`Device.mem_info`."""
+        """aclrtGetMemInfo on the current device: (free, total), the device's figures (other
+        processes' memory is not free). See :meth:`Device.mem_info`."""
         return self.current_device().mem_info(attr)
 
     def get_mem_usage_info(self, device_id: object, input_num: object) -> list[UsageInfo]:
         """aclrtGetMemUsageInfo: components by current bytes, descending, at most input_num.
 
         As every memory call, it needs a current device on the calling thread; ``device_id``
-        may name any device (DECISION). A device never used reports no components.
+        may name any device (DECISION). A device never used reports no components. The rows
+        are this process's components, not other processes' on the same device (DECISION:
+        the driver's halGetMemUsageInfo, ascend_hal_base.h, says only "the memory usage of
+        each module").
 
         Raises:
             DeviceNotSet: no current device. InvalidDevice: bad id.
