@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.active import current_runtime
-from . import _ipc, _pools, _rt_memory, _vmm
+from . import _allocator, _ipc, _pools, _rt_memory, _vmm
+from ._allocator import *  # noqa: F403
 from ._face import face as _face
 from ._ipc import *  # noqa: F403
 from ._pools import *  # noqa: F403
@@ -328,7 +329,9 @@ __all__ = [fn.__name__ for fn in _EXPORTS]
 
 # The rest of the memory chapter: host registration, copies, peer access (_rt_memory.py);
 # virtual memory (11-04) and pointer_get_attributes (11-05) (_vmm.py).
-# stream-ordered memory pools (11-10) (_pools.py); IPC and shareable handles (_ipc.py).
-__all__ += [*_rt_memory.__all__, *_vmm.__all__, *_ipc.__all__, *_pools.__all__]
+# stream-ordered memory pools (11-10) (_pools.py); IPC and shareable handles (_ipc.py);
+# custom allocators (11-08) (_allocator.py).
+__all__ += [*_rt_memory.__all__, *_vmm.__all__, *_ipc.__all__, *_pools.__all__,
+            *_allocator.__all__]
 NOT_IN_PYACL += (_rt_memory.NOT_IN_PYACL + _vmm.NOT_IN_PYACL + _ipc.NOT_IN_PYACL
-                 + _pools.NOT_IN_PYACL)
+                 + _pools.NOT_IN_PYACL + _allocator.NOT_IN_PYACL)

@@ -6,6 +6,12 @@ whole process with :func:`register_op` (also a decorator), for a block with
 :func:`registered_ops`, or for one test with ``@pytest.mark.memsim(ops={...})``. Registered
 kernels override the built-in ones (:mod:`.kernels`).
 
+A kernel may declare the workspace its operator takes on the device (``workspace``: bytes,
+or ``workspace(inputs, attrs) -> bytes`` given each input's ``shape`` and ``dtype``; as
+``register_op``'s argument or the function's ``workspace`` attribute). On a stream with a
+registered allocator (11-08) it is taken from that allocator at each launch
+(:func:`ascend_memsim.compute.launch.launch`). Built-in kernels take none.
+
 The simulator needs no compiled ``.om`` operator models: the kernels stand in for them.
 DECISION: ``acl.op.set_model_dir`` records the directory and succeeds even when it does not
 exist (the vendor's samples point it at models built with ``atc``, which the simulator does
@@ -22,8 +28,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..memory.args import as_int, as_str
-from ..memory.errors import InvalidArgument, InvalidArgumentType, OpNotFound
+from ..memory.args import SIZE_MAX, as_int, as_str
+from ..memory.errors import InvalidArgument, InvalidArgumentType, KernelError, OpNotFound
 from .kernels import BUILTIN_KERNELS
 from .tensors import Handle, data_type
 
@@ -39,17 +45,39 @@ class Kernel:
     fn: Callable
     wants_outputs: bool
     builtin: bool = False
+    #: the workspace the operator takes: bytes, or a function of (inputs, attrs)
+    workspace: int | Callable = 0
 
     def __call__(self, inputs: list, attrs: dict, outputs: list) -> Any:
         if self.wants_outputs:
             return self.fn(inputs, attrs, outputs)
         return self.fn(inputs, attrs)
 
+    def workspace_for(self, inputs: list, attrs: dict) -> int:
+        """The workspace bytes of one launch (``inputs``: each input's shape and dtype).
 
-def _kernel(name: str, fn: Callable, builtin: bool = False) -> Kernel:
+        Raises:
+            KernelError: the workspace function raised or gave no size.
+        """
+        workspace = self.workspace
+        if not callable(workspace):
+            return workspace
+        try:
+            return as_int(workspace(inputs, dict(attrs)), "workspace", 0, SIZE_MAX)
+        except Exception as error:
+            raise KernelError(f"the workspace function of kernel {self.name!r} failed: "
+                              f"{type(error).__name__}: {error}") from error
+
+
+def _kernel(name: str, fn: Callable, builtin: bool = False,
+            workspace: object = None) -> Kernel:
     if not callable(fn):
         raise InvalidArgumentType(f"the kernel for {name!r} must be callable, got "
                                   f"{type(fn).__name__}")
+    if workspace is None:
+        workspace = getattr(fn, "workspace", 0)
+    if not callable(workspace):
+        workspace = as_int(workspace, f"the workspace of kernel {name!r}", 0, SIZE_MAX)
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -57,7 +85,7 @@ def _kernel(name: str, fn: Callable, builtin: bool = False) -> Kernel:
     positional = [p for p in params.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     wants = len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in params.values())
-    return Kernel(name, fn, wants, builtin)
+    return Kernel(name, fn, wants, builtin, workspace)
 
 
 _lock = threading.RLock()
@@ -69,15 +97,18 @@ def _check_name(name: object) -> str:
     return as_str(name, "an op type")
 
 
-def register_op(name: str, fn: Callable | None = None) -> Callable:
+def register_op(name: str, fn: Callable | None = None, *,
+                workspace: int | Callable | None = None) -> Callable:
     """Make ``fn(inputs, attrs)`` the kernel of op type ``name`` for the whole process.
 
     Without ``fn`` it is a decorator: ``@register_op("MyAdd")``. Returns ``fn``.
+    ``workspace``: the device workspace each launch takes, in bytes, or
+    ``workspace(inputs, attrs) -> bytes`` (default: ``fn.workspace`` if set, else 0).
     """
     name = _check_name(name)
     if fn is None:
-        return lambda f: register_op(name, f)
-    kernel = _kernel(name, fn)
+        return lambda f: register_op(name, f, workspace=workspace)
+    kernel = _kernel(name, fn, workspace=workspace)
     with _lock:
         _registry[name] = kernel
     return fn

@@ -52,6 +52,9 @@ class ComputePlane:
         self.model_dir: str | None = None
         #: acl.mdl's models (made by .models on first use)
         self.models: Any = None
+        #: streams whose first operator ran with no allocator registered: the graph engine
+        #: keeps its own allocator for them for good (see _op_allocator)
+        self._engine_streams: set[int] = set()
 
     def close(self) -> list[Handle]:
         """Forget every handle (aclFinalize); the ones never destroyed."""
@@ -241,9 +244,27 @@ class ComputePlane:
         ins = self._operands(in_descs, inputs, "inputs", OpInputMismatch)
         outs = self._operands(out_descs, outputs, "outputs", OpOutputMismatch)
         specs = [OutputSpec(d.dims, numpy_dtype(d.dtype)) for d in out_descs]
+        workspace = kernel.workspace and kernel.workspace_for(
+            [OutputSpec(d.dims, numpy_dtype(d.dtype)) for d in in_descs], attrs)
         launch(self.runtime, call, stream, ins, outs,
                lambda arrays: kernel(arrays, dict(attrs), specs),
-               f"kernel {kernel.name!r}" + (" (built-in)" if kernel.builtin else ""))
+               f"kernel {kernel.name!r}" + (" (built-in)" if kernel.builtin else ""),
+               workspace=workspace, allocator=self._op_allocator)
+
+    def _op_allocator(self, stream) -> Any:
+        """The allocator registered on ``stream`` that an operator's workspace comes from,
+        or None. As hicann/ge ``AclResourceManager::GetAllocators`` does for single operators:
+        a stream whose first operator ran with none registered keeps the engine's own
+        allocator for the rest of its life, even if one is registered later (11-08: register
+        before aclopExecuteV2)."""
+        handle = stream.handle
+        if handle in self._engine_streams:
+            return None
+        reg = self.runtime.custom_allocators.registered.get(handle)
+        if reg is None:
+            with self.handles.lock:
+                self._engine_streams.add(handle)
+        return reg
 
     def create_handle(self, op_type: object, input_desc: object, output_desc: object,
                       attr: object) -> int:

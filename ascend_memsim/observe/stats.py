@@ -75,6 +75,9 @@ class _DeviceStats:
         #: memory shared between processes (runtime/ipc.py, runtime/shareable.py): event
         #: counts, and the bytes this process maps from other processes' memory
         self.sharing: dict[str, int] = {}
+        #: custom allocators (11-08, runtime/custom_alloc.py): event counts, and the
+        #: workspace bytes registered allocators have handed out and not yet had back
+        self.allocator: dict[str, int] = {}
 
     def _counter(self, stat: str, pool: str) -> _Counter:
         counter = self.counters.get((stat, pool))
@@ -149,6 +152,9 @@ class MemoryStats:
         if event in _SHARING:
             self._shared(event, device, info)
             return
+        if event in _ALLOCATOR:
+            self._custom(event, device, info)
+            return
         if event not in ("malloc", "free", "malloc_failed", "reset", "malloc_physical",
                          "free_physical", "mem_pool_malloc", "mem_pool_free"):
             return
@@ -193,6 +199,25 @@ class MemoryStats:
                   or event == "shareable_release"):
                 counts["imported_bytes.current"] = counts.get("imported_bytes.current", 0) - size
 
+    def _custom(self, event: str, device: Device, info: dict) -> None:
+        """Count a custom allocator event (``num_allocator_registers``, ...); the workspace
+        it hands out is the allocator's memory, already counted where it came from, so its
+        bytes are kept apart (``allocator_bytes``)."""
+        with self._lock:
+            stats = self._devices.get(device.device_id)
+            if stats is None:
+                stats = self._devices[device.device_id] = _DeviceStats()
+            counts = stats.allocator
+            name = f"num_{event}s"
+            counts[name] = counts.get(name, 0) + 1
+            if event == "allocator_alloc":
+                now = counts.get("allocator_bytes.current", 0) + info["size"]
+                counts["allocator_bytes.current"] = now
+                counts["allocator_bytes.peak"] = max(counts.get("allocator_bytes.peak", 0), now)
+            elif event == "allocator_free":
+                counts["allocator_bytes.current"] = (counts.get("allocator_bytes.current", 0)
+                                                     - info["size"])
+
     def device_ids(self) -> list[int]:
         """The devices that have had an event so far."""
         with self._lock:
@@ -218,6 +243,8 @@ class MemoryStats:
             out["reset_blocks"] = stats.reset_blocks
             # shared memory: only once the process shared some (the keys are absent before)
             out.update(stats.sharing)
+            # custom allocators likewise (absent before their first event)
+            out.update(stats.allocator)
             current = out["requested_bytes.all.current"]
             # what the rounding rule and page granularity cost right now
             out["overhead_bytes.all.current"] = out["footprint_bytes.all.current"] - current
@@ -231,6 +258,9 @@ class MemoryStats:
             for stats in targets:
                 for counter in stats.counters.values():
                     counter.peak = counter.current
+                if "allocator_bytes.current" in stats.allocator:
+                    stats.allocator["allocator_bytes.peak"] = (
+                        stats.allocator["allocator_bytes.current"])
 
     def summary(self, device_id: int = 0) -> str:
         """A table of the snapshot for terminals (see :func:`memory_summary`)."""
@@ -240,6 +270,11 @@ class MemoryStats:
 #: The sharing events (see runtime/sharing.py emit) the statistics count.
 _SHARING = frozenset({"ipc_export", "ipc_import", "ipc_close", "shareable_export",
                       "shareable_import", "shareable_release"})
+
+
+#: The custom allocator events (see runtime/custom_alloc.py) the statistics count.
+_ALLOCATOR = frozenset({"allocator_register", "allocator_unregister", "allocator_alloc",
+                        "allocator_free"})
 
 
 def _fmt(n: int, is_bytes: bool) -> str:

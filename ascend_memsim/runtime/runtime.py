@@ -44,6 +44,7 @@ from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
 from ..memory.rules import DEFAULT_POLICY, DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
 from .config import parse_config, parse_run_mode, plan_adoption
+from .custom_alloc import CustomAllocators
 from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
@@ -113,6 +114,8 @@ class Runtime:
         self.vmm = VirtualMemory(self)
         #: stream-ordered memory pools (11-10), on reservations of the address space
         self.pools = MemPools(self)
+        #: custom allocators (11-08): descriptors and their registrations on streams
+        self.custom_allocators = CustomAllocators(self)
         self.sanitizer: Checker = make_checker(sanitizer)
         self.sanitizer.attach(self)
         #: planes made on demand by higher layers (the compute plane), by name; see extension
@@ -192,6 +195,7 @@ class Runtime:
             with Runtime.active_lock:
                 extensions, self._extensions = list(self._extensions.values()), {}
         handles = [h for ext in extensions for h in ext.close()]
+        handles += self.custom_allocators.close()
         self.sanitizer.leaks("aclFinalize", [*leaked, *physical, *host_leaked, *handles])
         return leaked
 
