@@ -412,6 +412,17 @@ C_TO_PYACL = {
     "aclrtMemPoolMallocAsync": "rt.mem_pool_malloc_async",
     "aclrtMemPoolFreeAsync": "rt.mem_pool_free_async",
     "aclrtMemPoolTrimTo": "rt.mem_pool_trim_to",
+    "aclrtAllocatorCreateDesc": "rt.allocator_create_desc",
+    "aclrtAllocatorDestroyDesc": "rt.allocator_destroy_desc",
+    "aclrtAllocatorSetObjToDesc": "rt.allocator_set_obj_to_desc",
+    "aclrtAllocatorSetAllocFuncToDesc": "rt.allocator_set_alloc_func_to_desc",
+    "aclrtAllocatorSetFreeFuncToDesc": "rt.allocator_set_free_func_to_desc",
+    "aclrtAllocatorSetAllocAdviseFuncToDesc": "rt.allocator_set_alloc_advise_func_to_desc",
+    "aclrtAllocatorSetGetAddrFromBlockFuncToDesc":
+        "rt.allocator_set_get_addr_from_block_func_to_desc",
+    "aclrtAllocatorRegister": "rt.allocator_register",
+    "aclrtAllocatorGetByStream": "rt.allocator_get_by_stream",
+    "aclrtAllocatorUnregister": "rt.allocator_unregister",
 }
 
 
@@ -819,7 +830,12 @@ PYACL = {
            "event_get_timestamp", "stream_wait_event", "malloc_with_cfg",
            "malloc_for_task_scheduler", "malloc_align32", "reserve_mem_address",
            "release_mem_address", "malloc_physical", "free_physical", "map_mem", "unmap_mem",
-           "mem_get_allocation_granularity", "pointer_get_attributes"},
+           "mem_get_allocation_granularity", "pointer_get_attributes",
+           # the allocator descriptor calls (pyrt_methods.cpp binds them all)
+           "allocator_create_desc", "allocator_destroy_desc", "allocator_set_obj_to_desc",
+           "allocator_set_alloc_func_to_desc", "allocator_set_free_func_to_desc",
+           "allocator_set_alloc_advise_func_to_desc",
+           "allocator_set_get_addr_from_block_func_to_desc"},
     "util": {"numpy_to_ptr", "numpy_contiguous_to_ptr", "ptr_to_numpy", "bytes_to_ptr",
              "ptr_to_bytes", "start_thread", "stop_thread"},
 }

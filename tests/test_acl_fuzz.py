@@ -53,8 +53,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ascend_memsim import AclError, Runtime, acl, register_model, unregister_model
+from ascend_memsim.compute.kernels import BUILTIN_KERNELS
 from ascend_memsim.compute.models import Dataset, Model, ModelDesc
-from ascend_memsim.compute.ops import OpAttr, OpHandle
+from ascend_memsim.compute.ops import OpAttr, OpHandle, register_op, unregister_op
 from ascend_memsim.compute.plane import compute_plane
 from ascend_memsim.compute.tensors import HANDLE_BASE, DataBuffer, TensorDesc
 from ascend_memsim.data.host import REGISTERED_BASE
@@ -75,6 +76,7 @@ from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.physical import PhysicalHandle, granule
 from ascend_memsim.memory.rules import device_base
 from ascend_memsim.memory.vmm import VA_BASE
+from ascend_memsim.runtime.custom_alloc import DESC_BASE, AllocatorDesc
 from ascend_memsim.runtime.events import EVENT_BASE, Event
 from ascend_memsim.runtime.pools import POOL_BASE, Pool
 
@@ -117,7 +119,9 @@ SHARING = [(space, fn) for space, fn in MEMORY_FACE
 POOLING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__.startswith("mem_pool_")
            or fn.__name__ in ("create_stream", "synchronize_stream", "synchronize_device",
                               "memset_async", "memcpy", "value_write", "value_wait",
-                              "cmo_async")]
+                              "cmo_async")
+           # custom allocators (11-08) are registered on streams too
+           or fn.__name__.startswith("allocator_")]
 #: Virtual memory: reserve, back with physical memory, map, use, unmap, free, release.
 VIRTUAL = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
@@ -332,8 +336,13 @@ def _snapshot(rt, seen):
                    sorted((repr(v), r.runtime.pid, sorted(r.pids), sorted(r.importers),
                            len(r.holders)) for v, r in machine.shareable.items()),
                    sorted(machine.processes))
+    allocators = rt.custom_allocators
+    custom = (sorted((h, id(d.obj), id(d.alloc), id(d.free), id(d.alloc_advise), id(d.get_addr))
+                     for h, d in allocators._descs.items()),
+              sorted((s, r.desc, id(r.alloc)) for s, r in allocators.registered.items()),
+              sorted((k, id(f)) for k, f in allocators.pyacl.funcs.items()))
     return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events,
-            chapter, vmm, media, sharing, pools)
+            chapter, vmm, media, sharing, pools, custom)
 
 
 def _media_handles(rt) -> list:
@@ -429,6 +438,7 @@ HANDLE_PARAMS = {
     "attr": OpAttr, "op_attr": OpAttr, "handle": OpHandle, "model_desc": ModelDesc,
     "dataset": Dataset, "input": Dataset, "output": Dataset,
     "event": Event, "start": Event, "end": Event, "mem_pool": Pool,
+    "allocator_desc": AllocatorDesc,
 }
 #: acl.media's parameters that take one handle, and their kind (``input_desc`` is a picture
 #: there, a list of tensor descriptors in acl.op).
@@ -447,7 +457,7 @@ HANDLE_LISTS = {"input_desc": TensorDesc, "output_desc": TensorDesc,
                 "inputs": DataBuffer, "outputs": DataBuffer}
 #: Handles no call made: NULL, past the last handle, between two, and other numberings.
 MADE_UP = [0, None, -1, HANDLE_BASE + 64 * 4096, HANDLE_BASE + 32, EVENT_BASE + 64 * 4096,
-           EVENT_BASE + 1, 1 << 32, 2**64 - 1, POOL_BASE + 64 * 4096]
+           EVENT_BASE + 1, 1 << 32, 2**64 - 1, POOL_BASE + 64 * 4096, DESC_BASE + 64 * 4096]
 _EVENT_MAKERS = {acl.rt.create_event, acl.rt.create_event_with_flag,
                  acl.rt.create_event_ex_with_flag}
 
@@ -469,6 +479,8 @@ class _Seen:
             self.kinds[result[0]] = Event
         if fn is acl.rt.mem_pool_create and isinstance(result, tuple) and result[-1] == 0:
             self.kinds[result[0]] = Pool
+        if fn is acl.rt.allocator_create_desc and result:
+            self.kinds[result] = AllocatorDesc
         if rt is not None:
             for handle in [*_compute_handles(rt), *_media_handles(rt)]:
                 self.kinds[handle.handle] = type(handle)
@@ -492,6 +504,7 @@ class _Seen:
             found[PhysicalHandle] = [h.handle for h in space.handles.values() if h.refs]
         if rt is not None:
             found[Pool] = [p.handle for p in rt.pools.pools()]
+            found[AllocatorDesc] = list(rt.custom_allocators._descs)
         return found
 
 
@@ -590,6 +603,10 @@ def _draw_handle(data, rt, seen: _Seen, kind: type, name: str):
     raise AssertionError("MADE_UP is never empty")
 
 
+#: An operator that takes workspace (an Add whose kernel declares 256 bytes), so that operators
+#: ask the allocators registered on their streams.
+WORKSPACE_OP = "FuzzWorkspaceAdd"
+
 _SIZES = st.one_of(st.integers(1, 4096), st.sampled_from([MiB, MiB + 1, 2 * MiB, 3 * MiB]),
                    st.integers(1, 8 * MiB))
 #: For a parameter name, values the call can take, so that sequences reach deep states.
@@ -619,7 +636,12 @@ PLAUSIBLE = {
     "data_type": st.integers(-1, 13),
     "format": st.integers(-1, 4), "index": st.integers(-1, 3), "flag": st.integers(0, 9),
     "priority": st.integers(0, 8), "model_id": st.integers(0, 3),
-    "op_type": st.sampled_from(["Add", "Add", "Sub", "Cast", "Relu", "NoSuchOp", ""]),
+    "op_type": st.sampled_from(["Add", "Add", "Sub", "Cast", "Relu", "NoSuchOp", "",
+                                WORKSPACE_OP]),
+    # custom allocators (11-08): pyacl takes any object as a callback, and any int as the
+    # allocator object
+    "func": st.sampled_from([lambda *a: None, lambda *a: 4096, lambda *a: 1 / 0, 5, None]),
+    "allocator": st.one_of(st.integers(0, 2**64 - 1), values),
     "name": st.one_of(st.text(max_size=4), st.sampled_from(["x", "y"])),
     "attr_name": st.one_of(st.text(max_size=4), st.sampled_from(["a", "dst_type"])),
     "truncate": st.integers(0, 1), "gear_count": st.integers(0, 5),
@@ -1034,6 +1056,7 @@ def test_the_face_survives_arbitrary_calls(config, data):
     assert Runtime.active == [], "an earlier test left a runtime active"
     register_model(MODEL_PATH, MODEL)
     register_model(DYNAMIC_PATH, DYNAMIC)
+    register_op(WORKSPACE_OP, BUILTIN_KERNELS["Add"], workspace=256)
     # Configs without an "output" print sanitizer reports to stderr: keep them out of the log.
     try:
         with contextlib.redirect_stderr(io.StringIO()):
@@ -1041,6 +1064,7 @@ def test_the_face_survives_arbitrary_calls(config, data):
     finally:
         unregister_model(MODEL_PATH)
         unregister_model(DYNAMIC_PATH)
+        unregister_op(WORKSPACE_OP)
 
 
 def _share(ok: int, calls: int) -> str:

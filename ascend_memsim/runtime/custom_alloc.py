@@ -181,7 +181,7 @@ class CustomAllocators:
             InvalidArgumentType: not an int. InvalidArgument: NULL (allocator.cpp).
             InvalidHandle: unknown or destroyed (DECISION).
         """
-        number = as_int(handle, "allocatorDesc", None, None)
+        number = as_int(handle, "allocatorDesc")
         if number == 0:
             raise InvalidArgument(f"{call}: allocatorDesc is NULL")
         desc = self._descs.get(number)
@@ -235,7 +235,7 @@ class CustomAllocators:
         Raises:
             InvalidArgumentType: ``allocator`` not an int. As :meth:`set_obj` otherwise.
         """
-        as_int(allocator, "allocator", None, None)
+        as_int(allocator, "allocator")
         self.set_obj(handle, PYACL_OBJ)
 
     def set_pyacl_func(self, handle: object, kind: str, fn: object) -> None:
@@ -407,7 +407,7 @@ def _stream(stream: object, call: str) -> int:
     Raises:
         InvalidArgumentType: not an int. InvalidArgument: NULL.
     """
-    number = as_int(stream, "stream", None, None)
+    number = as_int(stream, "stream")
     if number == 0:
         raise InvalidArgument(f"{call}: stream is NULL (the default stream cannot have an "
                               f"allocator)")
