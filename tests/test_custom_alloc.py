@@ -4,10 +4,12 @@ registration on a stream, the workspace of operators and models taken through a 
 allocator (hicann/ge acl_resource_manager.cpp, external_allocator.cc), events and statistics,
 and pyacl's binding as python/pyACL/rt/rt_allocator.cpp has it."""
 
+import json
 import warnings
 
 import numpy as np
 import pytest
+from test_trace_schema import errors as schema_errors
 
 from ascend_memsim import MiB, Runtime, acl, aclrt, register_model, unregister_model
 from ascend_memsim.compute.kernels import BUILTIN_KERNELS
@@ -359,6 +361,8 @@ def test_traced_counted_and_replayed(rt, stream):
     assert counts["allocator_bytes.peak"] == WS and counts["allocator_bytes.current"] == 0
     result = replay(recorder.trace, "A2", capacity=64 * MiB)
     assert result.problems == [] and result.failures == 0
+    for line in recorder.trace.dumps().splitlines():
+        assert schema_errors(json.loads(line)) == [], line
     op.close()
     rt.custom_allocators.destroy_desc(desc)
 
@@ -375,8 +379,13 @@ def test_a_failed_call_counts_nothing(rt, stream):
     ca.register(stream, desc)
     op = Op()
     assert op.run(stream) == acl.ACL_ERROR_RT_MEMORY_ALLOCATION
+    # a block whose address is refused is given back, and nothing is counted either
+    ca.set_func(desc, "alloc", lambda obj, size: "block")
+    ca.register(stream, desc)
+    assert op.run(stream) == acl.ACL_ERROR_RT_PARAM_INVALID
     counts = stats.snapshot(0)
-    assert counts["num_allocator_registers"] == 1 and "num_allocator_allocs" not in counts
+    assert counts["num_allocator_registers"] == 2
+    assert "num_allocator_allocs" not in counts and "num_allocator_frees" not in counts
     op.close()
     ca.unregister(stream)
     ca.destroy_desc(desc)

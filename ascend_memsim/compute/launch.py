@@ -226,6 +226,7 @@ def _take_workspace(runtime, call: str, reg, size: int, advise: int | None, devi
                                              f"on stream {reg.stream:#x}", blk.ptr, size,
                                              DataType.UINT8, (size,)), True, device)
     except AclError:
-        allocators.free(reg, blk, call)
+        allocators.give_back(reg, blk)
         raise
+    allocators.handed(reg, blk, call)
     return blk

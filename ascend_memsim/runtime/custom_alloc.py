@@ -34,9 +34,10 @@ The model:
   program to unregister before it destroys its allocator).
 * Operators and models ask the registered allocator for their workspace through
   :meth:`CustomAllocators.alloc` and give it back with :meth:`CustomAllocators.free` (the
-  compute plane decides when: :mod:`ascend_memsim.compute.launch`). Each emits an event,
-  ``allocator_alloc`` / ``allocator_free``; register and unregister emit ``allocator_register``
-  / ``allocator_unregister``. A failed call emits nothing and changes nothing.
+  compute plane decides when: :mod:`ascend_memsim.compute.launch`). A block handed out and
+  one given back each emit an event, ``allocator_alloc`` / ``allocator_free``; register and
+  unregister emit ``allocator_register`` / ``allocator_unregister``. A failed call emits
+  nothing and changes nothing.
 
 pyacl's binding (``python/pyACL/rt/rt_allocator.cpp``) is not the C API: its C trampolines
 call the Python function and return NULL whatever it returned, its Python functions are held
@@ -311,8 +312,9 @@ class CustomAllocators:
         ``MallocAdvise`` when ``advise`` is given: alloc_advise_func with that address, or
         ``Malloc`` when the descriptor has none).
 
-        The address is not checked here (the graph engine does not); the caller checks it and
-        gives the block back with :meth:`free` if it is refused.
+        The address is not checked here (the graph engine does not) and nothing is told to
+        the observers yet: the caller checks the address, then calls :meth:`handed` (or
+        gives a refused block back with :meth:`give_back`).
 
         Raises:
             OutOfDeviceMemory: the callback gave NULL (or raised: the error is chained).
@@ -334,26 +336,34 @@ class CustomAllocators:
             ptr = 0 if _is_null(ptr) else as_int(ptr, "the get_addr function's address",
                                                  0, SIZE_MAX)
         except Exception as error:
-            self._give_back(reg, block)
+            self._free(reg, block)
             if isinstance(error, (InvalidArgument, InvalidArgumentType)):
                 raise InvalidArgument(f"{call}: the allocator registered on stream "
                                       f"{reg.stream:#x}: {error}") from None
             raise OutOfDeviceMemory(f"{call}: the allocator registered on stream "
                                     f"{reg.stream:#x} raised {type(error).__name__} in its "
                                     f"get_addr function: {error}") from error
-        self._emit("allocator_alloc", reg.stream, {"call": call, "ptr": ptr, "size": size,
-                                                   "advise": use_advise})
         return WorkspaceBlock(block, ptr, size)
 
+    def handed(self, reg: Registration, blk: WorkspaceBlock, call: str) -> None:
+        """``blk`` was accepted for ``call``: the ``allocator_alloc`` event."""
+        self._emit("allocator_alloc", reg.stream, {"call": call, "ptr": blk.ptr,
+                                                   "size": blk.size})
+
     def free(self, reg: Registration, blk: WorkspaceBlock, call: str) -> None:
-        """Give ``blk`` back to its allocator (external_allocator.cc ``Free``); an exception
-        in the free function is logged, not raised (the C callback returns nothing)."""
-        self._give_back(reg, blk.block)
+        """Give a handed block back to its allocator (external_allocator.cc ``Free``): the
+        ``allocator_free`` event. An exception in the free function is logged, not raised
+        (the C callback returns nothing)."""
+        self._free(reg, blk.block)
         self._emit("allocator_free", reg.stream, {"call": call, "ptr": blk.ptr,
                                                   "size": blk.size})
 
+    def give_back(self, reg: Registration, blk: WorkspaceBlock) -> None:
+        """Give back a block the caller refused (no event: the call failed)."""
+        self._free(reg, blk.block)
+
     @staticmethod
-    def _give_back(reg: Registration, block: Any) -> None:
+    def _free(reg: Registration, block: Any) -> None:
         try:
             reg.free(reg.obj, block)
         except Exception as error:  # the C free callback cannot report an error
