@@ -18,8 +18,11 @@ so that mapping, access through mappings, unmapping and releasing run. One call 
 shares memory between processes (IPC keys, shareable handles); half of those get what they
 take now, an import a key or shareable handle another process of the machine exported just
 before, so exports, whitelists, imports and closes run (over 2,000 examples, seed 1, every
-sharing call but ipc_mem_set_attr, an Atlas A3 call, succeeded in some). After each call it
-checks:
+sharing call but ipc_mem_set_attr, an Atlas A3 call, succeeded in some). The custom
+allocator calls (11-08) come with the pool calls, half of them the next step of a
+registration (a descriptor, its object and functions, a stream, the registration), and one
+op type takes workspace, so that operators ask the allocators registered on their streams
+(through pyacl they get NULL). After each call it checks:
 
 * no exception escapes the face (``acl.util`` may raise the core's exceptions, as documented);
 * every code returned is one the README's error table lists;
@@ -574,6 +577,8 @@ def _pool(data, rt, seen: _Seen) -> list:
         return ready if ready and data.draw(st.booleans(), label="media: use") else (
             MEDIA_MAKING + MEDIA_VPC)
     which = data.draw(st.integers(0, 12), label="pool")
+    if which == 1 and data.draw(st.booleans(), label="the next allocator step"):
+        return _next_allocator(rt)
     if which in (8, 9):
         return _ready(rt, seen) or MAKING
     if which in (2, 3) and data.draw(st.booleans(), label="the next virtual-memory step"):
@@ -583,6 +588,33 @@ def _pool(data, rt, seen: _Seen) -> list:
         return [steps[data.draw(st.integers(0, len(steps) - 1), label="step")]]
     return ([ALLOCATING, POOLING] + [VIRTUAL] * 2 + [MEMORY_FACE] + [MAKING] * 3 + [None] * 2
             + [COMPUTE_FACE, FACE[2:], SHARING])[which]
+
+
+#: The custom allocator calls by name (acl/_allocator.py).
+ALLOCATOR_CALLS = {fn.__name__: (space, fn) for space, fn in MEMORY_FACE
+                   if fn.__name__.startswith("allocator_")}
+
+
+def _next_allocator(rt) -> list:
+    """The custom allocator call that takes a registration a step further: a descriptor
+    when there is none, its object and functions, a stream to register on, the registration,
+    and once something is registered an unregister or another descriptor."""
+    ca = None if rt is None else rt.custom_allocators
+    descs = [] if ca is None else list(ca._descs.values())
+    names = ["allocator_create_desc"]
+    if any(d.obj is None for d in descs):
+        names = ["allocator_set_obj_to_desc"]
+    elif any(d.alloc is None or d.free is None or d.get_addr is None for d in descs):
+        names = ["allocator_set_alloc_func_to_desc", "allocator_set_free_func_to_desc",
+                 "allocator_set_get_addr_from_block_func_to_desc",
+                 "allocator_set_alloc_advise_func_to_desc"]
+    elif descs and not rt.streams._streams:
+        return [(space, fn) for space, fn in POOLING if fn.__name__ == "create_stream"]
+    elif descs and not ca.registered:
+        names = ["allocator_register"]
+    elif descs:
+        names = ["allocator_unregister", "allocator_get_by_stream", "allocator_create_desc"]
+    return [ALLOCATOR_CALLS[name] for name in names]
 
 
 def _draw_handle(data, rt, seen: _Seen, kind: type, name: str):
