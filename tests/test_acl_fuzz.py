@@ -617,6 +617,42 @@ def _next_allocator(rt) -> list:
     return [ALLOCATOR_CALLS[name] for name in names]
 
 
+_ALLOCATOR_FACE = acl.rt.allocator_register.__module__
+_SETS = {"allocator_set_obj_to_desc": "obj", "allocator_set_alloc_func_to_desc": "alloc",
+         "allocator_set_free_func_to_desc": "free",
+         "allocator_set_alloc_advise_func_to_desc": "alloc_advise",
+         "allocator_set_get_addr_from_block_func_to_desc": "get_addr"}
+
+
+def _allocator_args(data, rt, fn) -> list | None:
+    """Arguments the custom allocator call ``fn`` takes now, or None (see :func:`_call`)."""
+    ca = None if rt is None else rt.custom_allocators
+    if ca is None:
+        return None
+    name = fn.__name__
+    descs = list(ca._descs.values())
+    if name in _SETS:
+        field = _SETS[name]
+        wanting = [d.handle for d in descs if getattr(d, field) is None] or [
+            d.handle for d in descs]
+        if not wanting:
+            return None
+        desc = data.draw(st.sampled_from(wanting), label="a descriptor")
+        value = PLAUSIBLE["allocator" if field == "obj" else "func"]
+        return [desc, data.draw(value, label=field)]
+    if name == "allocator_register":
+        complete = [d.handle for d in descs
+                    if None not in (d.obj, d.alloc, d.free, d.get_addr)]
+        streams = [h for h, st_ in rt.streams._streams.items() if not st_.destroyed]
+        if not complete or not streams:
+            return None
+        return [data.draw(st.sampled_from(streams), label="stream"),
+                data.draw(st.sampled_from(complete), label="a complete descriptor")]
+    if name in ("allocator_unregister", "allocator_get_by_stream") and ca.registered:
+        return [data.draw(st.sampled_from(sorted(ca.registered)), label="a registered stream")]
+    return None
+
+
 def _draw_handle(data, rt, seen: _Seen, kind: type, name: str):
     """A handle for parameter ``name``: seven times in ten a live one of ``kind``, else a
     destroyed one, a live one of another kind (or a stream, a context), or a made-up one
@@ -673,7 +709,7 @@ PLAUSIBLE = {
     # custom allocators (11-08): pyacl takes any object as a callback, and any int as the
     # allocator object
     "func": st.sampled_from([lambda *a: None, lambda *a: 4096, lambda *a: 1 / 0, 5, None]),
-    "allocator": st.one_of(st.integers(0, 2**64 - 1), values),
+    "allocator": st.integers(0, 2**64 - 1),
     "name": st.one_of(st.text(max_size=4), st.sampled_from(["x", "y"])),
     "attr_name": st.one_of(st.text(max_size=4), st.sampled_from(["a", "dst_type"])),
     "truncate": st.integers(0, 1), "gear_count": st.integers(0, 5),
@@ -807,6 +843,12 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         return data.draw(VMM_PLAUSIBLE[name], label=name)
     if name == "value" and fn.__module__ == acl.op.__name__:
         return data.draw(ATTR_VALUES, label=name)
+    registered = sorted(rt.custom_allocators.registered) if rt is not None else []
+    if name == "stream" and registered and data.draw(st.booleans(), label="registered"):
+        # a stream with an allocator: operators that take workspace ask it
+        return data.draw(st.sampled_from(registered), label=name)
+    if name == "op_type" and registered and data.draw(st.booleans(), label="workspace"):
+        return WORKSPACE_OP
     if name == "stream" and rt is not None and data.draw(st.booleans(), label="a live stream"):
         live = [h for h, s in rt.streams._streams.items() if not s.destroyed]
         if live:
@@ -1039,6 +1081,13 @@ def _call(data, rt, seen: _Seen, fn):
         # half the sharing calls get what they take now, so exports, whitelists, imports
         # through other processes and closes run; else arbitrary arguments
         args = _sharing_args(data, rt, fn)
+        if args is not None:
+            return args
+    if fn.__module__ == _ALLOCATOR_FACE and data.draw(st.booleans(), label="well formed"):
+        # half the custom allocator calls get what they take now (a descriptor still missing
+        # what the call sets, a complete one and a live stream to register), so that
+        # registrations are made and operators meet them
+        args = _allocator_args(data, rt, fn)
         if args is not None:
             return args
     if (fn.__module__ == _VMM_FACE or fn in MAPPING) and data.draw(

@@ -274,6 +274,27 @@ def test_an_address_outside_device_memory_is_refused_and_the_block_given_back(rt
     ca.destroy_desc(desc)
 
 
+def test_work_the_stream_refuses_gives_the_block_back_unseen(rt, stream, monkeypatch):
+    # a stream being destroyed takes no new work (streams.py): the launch fails after the
+    # workspace was taken; it goes back to the allocator and no observer hears of it
+    stats = MemoryStats.attach(rt)
+    user = Caching()
+    rt.custom_allocators.register(stream, _desc(rt, user))
+    op = Op()
+
+    def refuse(*args):
+        raise InvalidHandle("the stream is being destroyed")
+
+    monkeypatch.setattr(rt.streams, "enqueue", refuse)
+    assert op.run(stream) == acl.ACL_ERROR_RT_INVALID_HANDLE
+    monkeypatch.undo()
+    assert [c[0] for c in user.calls] == ["alloc", "get_addr", "free"]
+    assert "num_allocator_allocs" not in stats.snapshot(0)
+    user.drain()
+    op.close()
+    rt.custom_allocators.unregister(stream)
+
+
 def test_a_stream_whose_first_operator_ran_without_one_keeps_the_engines(rt, stream):
     # acl_resource_manager.cpp GetAllocators: "use the default allocator throughout the entire
     # lifecycle of the stream (even if the user later registers an external allocator)";

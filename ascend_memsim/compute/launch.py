@@ -203,18 +203,25 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
     if target is None:
         run(None)
         return None
+    if blk is None:
+        streams.enqueue(target.handle, call, ranges, run)
+        return None
+    allocators = runtime.custom_allocators
     try:
         streams.enqueue(target.handle, call, ranges, run)
-    finally:
-        # queued (or refused): the engine gives the workspace back now, in stream order
-        if blk is not None:
-            runtime.custom_allocators.free(reg, blk, call)
-    return None if blk is None else blk.ptr
+    except AclError:
+        allocators.give_back(reg, blk)
+        raise
+    # queued: the engine gives the workspace back now, in stream order
+    allocators.handed(reg, blk, call)
+    allocators.free(reg, blk, call)
+    return blk.ptr
 
 
 def _take_workspace(runtime, call: str, reg, size: int, advise: int | None, device):
     """``size`` bytes from the registered allocator ``reg``, checked as an output operand
-    (a refused block is given back first).
+    (a refused block is given back; nothing is told to the observers until the work is
+    queued).
 
     Raises:
         OutOfDeviceMemory: no block. InvalidPointer: not device memory of ``device``.
@@ -228,5 +235,4 @@ def _take_workspace(runtime, call: str, reg, size: int, advise: int | None, devi
     except AclError:
         allocators.give_back(reg, blk)
         raise
-    allocators.handed(reg, blk, call)
     return blk
