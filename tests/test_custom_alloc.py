@@ -28,12 +28,14 @@ def _scale(inputs, attrs):
     return inputs[0] * 2
 
 
+_scale.workspace = WS
+
+
 @pytest.fixture
 def rt():
     """An active A2 runtime (64 MiB) with device 0 set, and an op that takes WS bytes."""
     with Runtime("A2", hbm_bytes=64 * MiB) as runtime, registered_ops({OP: _scale}):
         acl.rt.set_device(0)
-        _scale.workspace = WS
         yield runtime
 
 
