@@ -349,6 +349,13 @@ def test_a_models_work_memory_asks_alloc_advise_at_its_last_address(rt, stream):
                            ("alloc_advise", user, 8192, first)]
         # aclmdlExecute has no stream: the engine takes no external allocator
         assert acl.mdl.execute(model, ins, outs) == 0 and len(advised) == 2
+        # nor does a model on a stream whose first operator ran without one
+        other, _ = acl.rt.create_stream()
+        assert op.run(other) == 0
+        rt.custom_allocators.register(other, _desc(rt, user, advise=True))
+        assert acl.mdl.execute_async(model, ins, outs, other) == 0
+        assert len([c for c in user.calls if c[0] == "alloc_advise"]) == 2
+        rt.custom_allocators.unregister(other)
         assert acl.rt.synchronize_stream(stream) == 0
         user.drain()
         acl.mdl.destroy_dataset(ins)

@@ -502,11 +502,9 @@ class Models:
             fn = _without_shape_input(fn, spec.shape_input)
         call = "aclmdlExecute" if stream is None else "aclmdlExecuteAsync"
         name = f"model {model.model_id} function {getattr(fn, '__name__', fn)!r}"
-        registered = self.runtime.custom_allocators.registered
         ptr = launch(self.runtime, call, stream, ins, outs, fn, name,
                      mismatch=ModelOutputMismatch, workspace=spec.work_bytes,
-                     allocator=lambda target: registered.get(target.handle),
-                     advise=model.work_ptr)
+                     allocator=self.plane.model_allocator, advise=model.work_ptr)
         if ptr is not None:
             model.work_ptr = ptr
 

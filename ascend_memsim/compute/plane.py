@@ -249,22 +249,28 @@ class ComputePlane:
         launch(self.runtime, call, stream, ins, outs,
                lambda arrays: kernel(arrays, dict(attrs), specs),
                f"kernel {kernel.name!r}" + (" (built-in)" if kernel.builtin else ""),
-               workspace=workspace, allocator=self._op_allocator)
+               workspace=workspace, allocator=self.operator_allocator)
 
-    def _op_allocator(self, stream) -> Any:
+    def operator_allocator(self, stream) -> Any:
         """The allocator registered on ``stream`` that an operator's workspace comes from,
         or None. As hicann/ge ``AclResourceManager::GetAllocators`` does for single operators:
         a stream whose first operator ran with none registered keeps the engine's own
         allocator for the rest of its life, even if one is registered later (11-08: register
         before aclopExecuteV2)."""
+        reg = self.model_allocator(stream)
+        if reg is None:
+            with self.handles.lock:
+                self._engine_streams.add(stream.handle)
+        return reg
+
+    def model_allocator(self, stream) -> Any:
+        """The allocator registered on ``stream`` that a model's work memory comes from, or
+        None: none registered, or the engine keeps its own for the stream (see
+        :meth:`operator_allocator`; GetAllocators looks at that first, for models too)."""
         handle = stream.handle
         if handle in self._engine_streams:
             return None
-        reg = self.runtime.custom_allocators.registered.get(handle)
-        if reg is None:
-            with self.handles.lock:
-                self._engine_streams.add(handle)
-        return reg
+        return self.runtime.custom_allocators.registered.get(handle)
 
     def create_handle(self, op_type: object, input_desc: object, output_desc: object,
                       attr: object) -> int:
