@@ -641,11 +641,20 @@ def _allocator_args(data, rt, fn) -> list | None:
         value = PLAUSIBLE["allocator" if field == "obj" else "func"]
         return [desc, data.draw(value, label=field)]
     if name == "allocator_register":
+        # a complete descriptor and a live stream, made through the face when there are none
         complete = [d.handle for d in descs
                     if None not in (d.obj, d.alloc, d.free, d.get_addr)]
+        if not complete:
+            desc = acl.rt.allocator_create_desc()
+            acl.rt.allocator_set_obj_to_desc(desc, 1)
+            for setter in ("alloc", "free", "get_addr_from_block"):
+                func = data.draw(PLAUSIBLE["func"], label=f"{setter} function")
+                getattr(acl.rt, f"allocator_set_{setter}_func_to_desc")(desc, func)
+            complete = [desc]
         streams = [h for h, st_ in rt.streams._streams.items() if not st_.destroyed]
-        if not complete or not streams:
-            return None
+        if not streams:
+            stream, code = acl.rt.create_stream()
+            streams = [stream] if code == 0 else [0]
         return [data.draw(st.sampled_from(streams), label="stream"),
                 data.draw(st.sampled_from(complete), label="a complete descriptor")]
     if name in ("allocator_unregister", "allocator_get_by_stream") and ca.registered:
