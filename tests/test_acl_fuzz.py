@@ -613,8 +613,30 @@ def _next_allocator(rt) -> list:
     elif descs and not ca.registered:
         names = ["allocator_register"]
     elif descs:
+        # registered: mostly an operator that takes workspace on that stream (see _call)
         names = ["allocator_unregister", "allocator_get_by_stream", "allocator_create_desc"]
+        return [("op", acl.op.execute_v2)] * 3 + [ALLOCATOR_CALLS[name] for name in names]
     return [ALLOCATOR_CALLS[name] for name in names]
+
+
+def _workspace_op_args(data, rt) -> list | None:
+    """execute_v2's arguments for the workspace op on a stream with an allocator registered:
+    a float32 [2, 3] descriptor and three buffers over fresh blocks (inputs written), made
+    through the face; None when there is no such stream or memory runs out."""
+    registered = sorted(rt.custom_allocators.registered) if rt is not None else []
+    live = [h for h in registered if h in rt.streams._streams]
+    if not live:
+        return None
+    desc = acl.create_tensor_desc(acl.ACL_FLOAT, [2, 3], acl.ACL_FORMAT_ND)
+    buffers = []
+    for _ in range(3):
+        ptr, code = acl.rt.malloc(24, 0)
+        if code:
+            return None
+        acl.rt.memset(ptr, 24, 0, 24)
+        buffers.append(acl.create_data_buffer(ptr, 24))
+    stream = data.draw(st.sampled_from(live), label="a registered stream")
+    return [WORKSPACE_OP, [desc, desc], buffers[:2], [desc], buffers[2:], 0, stream]
 
 
 _ALLOCATOR_FACE = acl.rt.allocator_register.__module__
@@ -1090,6 +1112,11 @@ def _call(data, rt, seen: _Seen, fn):
         # half the sharing calls get what they take now, so exports, whitelists, imports
         # through other processes and closes run; else arbitrary arguments
         args = _sharing_args(data, rt, fn)
+        if args is not None:
+            return args
+    if fn is acl.op.execute_v2 and rt is not None and rt.custom_allocators.registered and (
+            data.draw(st.booleans(), label="the workspace op")):
+        args = _workspace_op_args(data, rt)
         if args is not None:
             return args
     if fn.__module__ == _ALLOCATOR_FACE and data.draw(st.booleans(), label="well formed"):
