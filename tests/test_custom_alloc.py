@@ -5,6 +5,8 @@ allocator (hicann/ge acl_resource_manager.cpp, external_allocator.cc), events an
 and pyacl's binding as python/pyACL/rt/rt_allocator.cpp has it."""
 
 import json
+import sys
+import threading
 import warnings
 
 import numpy as np
@@ -510,3 +512,50 @@ def test_pyacl_registration_codes(rt, stream):
     assert acl.rt.allocator_set_obj_to_desc(desc, "x") == acl.ACL_ERROR_INVALID_PARAM
     assert acl.rt.allocator_destroy_desc(desc) == 0
     assert acl.rt.allocator_destroy_desc(desc) == acl.ACL_ERROR_RT_INVALID_HANDLE
+
+
+# -- threads -------------------------------------------------------------------------------------
+
+def test_threads_register_launch_and_unregister_at_once(rt):
+    # each thread its own stream and allocator (11-08: one allocator must not serve streams
+    # running at once); the runtime's tables stay whole and every block comes back
+    count, rounds = 4, 25
+    users = [Caching() for _ in range(count)]
+    errors = []
+    start = threading.Barrier(count)
+    old = sys.getswitchinterval()
+
+    def worker(i):
+        try:
+            acl.rt.set_device(0)
+            stream, _ = acl.rt.create_stream()
+            op = Op()
+            start.wait()
+            for _ in range(rounds):
+                desc = _desc(rt, users[i])
+                rt.custom_allocators.register(stream, desc)
+                assert op.run(stream) == 0
+                rt.custom_allocators.unregister(stream)
+                rt.custom_allocators.destroy_desc(desc)
+            assert acl.rt.synchronize_stream(stream) == 0
+            assert list(op.result()) == [0, 2, 4, 6, 8, 10]
+            users[i].drain()
+            op.close()
+            assert acl.rt.destroy_stream(stream) == 0
+        except Exception as error:  # reported below
+            errors.append(repr(error))
+
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    for user in users:
+        kinds = [c[0] for c in user.calls]
+        assert kinds.count("alloc") == kinds.count("free") == rounds
+    assert rt.custom_allocators.registered == {} and rt.custom_allocators._descs == {}
