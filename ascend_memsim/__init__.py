@@ -37,7 +37,9 @@ _HOMES = {
     "current_runtime": ".runtime.active",
     **dict.fromkeys(("Runtime", "UsageInfo"), ".runtime.runtime"),
     "exhaustive": ".testing.exhaustive",
+    **dict.fromkeys(("serve", "connect"), ".remote"),
     **dict.fromkeys(("register_op", "registered_ops", "unregister_op"), ".compute.ops"),
+    **dict.fromkeys(("device_variable", "unregister_variable"), ".compute.symbols"),
     **dict.fromkeys(("register_model", "unregister_model"), ".compute.models"),
 }
 

@@ -423,6 +423,22 @@ C_TO_PYACL = {
     "aclrtAllocatorRegister": "rt.allocator_register",
     "aclrtAllocatorGetByStream": "rt.allocator_get_by_stream",
     "aclrtAllocatorUnregister": "rt.allocator_unregister",
+    "aclrtCmoAsyncWithBarrier": "rt.cmo_async_with_barrier",
+    "aclrtCmoWaitBarrier": "rt.cmo_wait_barrier", "aclrtCmoGetDescSize": "rt.cmo_get_desc_size",
+    "aclrtCmoSetDesc": "rt.cmo_set_desc", "aclrtCmoAsyncWithDesc": "rt.cmo_async_with_desc",
+    "aclrtGetSymbolAddress": "rt.get_symbol_address",
+    "aclrtGetSymbolSize": "rt.get_symbol_size",
+    "aclrtMemcpyFromSymbol": "rt.memcpy_from_symbol",
+    "aclrtMemcpyFromSymbolAsync": "rt.memcpy_from_symbol_async",
+    "aclrtMemcpyToSymbol": "rt.memcpy_to_symbol",
+    "aclrtMemcpyToSymbolAsync": "rt.memcpy_to_symbol_async",
+    "aclrtMemAllocManaged": "rt.mem_alloc_managed",
+    "aclrtMemManagedAdvise": "rt.mem_managed_advise",
+    "aclrtMemManagedGetAttr": "rt.mem_managed_get_attr",
+    "aclrtMemManagedGetAttrs": "rt.mem_managed_get_attrs",
+    "aclrtMemManagedPrefetchAsync": "rt.mem_managed_prefetch_async",
+    "aclrtMemManagedPrefetchBatchAsync": "rt.mem_managed_prefetch_batch_async",
+    "aclrtMemP2PMap": "rt.mem_p2p_map",
 }
 
 

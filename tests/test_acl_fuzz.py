@@ -18,11 +18,13 @@ so that mapping, access through mappings, unmapping and releasing run. One call 
 shares memory between processes (IPC keys, shareable handles); half of those get what they
 take now, an import a key or shareable handle another process of the machine exported just
 before, so exports, whitelists, imports and closes run (over 2,000 examples, seed 1, every
-sharing call but ipc_mem_set_attr, an Atlas A3 call, succeeded in some). The custom
-allocator calls (11-08) come with the pool calls, half of them the next step of a
-registration (a descriptor, its object and functions, a stream, the registration), and one
-op type takes workspace, so that operators ask the allocators registered on their streams
-(through pyacl they get NULL). After each call it checks:
+sharing call but ipc_mem_set_attr, an Atlas A3 call, succeeded in some). After each call it
+checks (the cache operations of 11-06 and the device-variable calls of 11-11 are drawn with
+the pool calls, with plausible types, barrier ids and symbols, one of a variable declared
+here; 11-06's barrier calls are refused on every built-in product; the custom allocator
+calls of 11-08 too, half of them the next step of a registration, and one op type takes
+workspace, so that operators ask the allocators registered on their streams, which through
+pyacl give NULL):
 
 * no exception escapes the face (``acl.util`` may raise the core's exceptions, as documented);
 * every code returned is one the README's error table lists;
@@ -55,7 +57,14 @@ import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ascend_memsim import AclError, Runtime, acl, register_model, unregister_model
+from ascend_memsim import (
+    AclError,
+    Runtime,
+    acl,
+    device_variable,
+    register_model,
+    unregister_model,
+)
 from ascend_memsim.compute.kernels import BUILTIN_KERNELS
 from ascend_memsim.compute.models import Dataset, Model, ModelDesc
 from ascend_memsim.compute.ops import OpAttr, OpHandle, register_op, unregister_op
@@ -77,7 +86,7 @@ from ascend_memsim.media.plane import media_plane
 from ascend_memsim.memory.args import int_or_none
 from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.physical import PhysicalHandle, granule
-from ascend_memsim.memory.rules import device_base
+from ascend_memsim.memory.rules import UVM_BASE, device_base
 from ascend_memsim.memory.vmm import VA_BASE
 from ascend_memsim.runtime.custom_alloc import DESC_BASE, AllocatorDesc
 from ascend_memsim.runtime.events import EVENT_BASE, Event
@@ -120,11 +129,19 @@ SHARING = [(space, fn) for space, fn in MEMORY_FACE
 #: Stream-ordered memory pools (11-10), with the streams they need and the synchronisation
 #: that runs their frees and releases their memory.
 POOLING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__.startswith("mem_pool_")
+           or fn.__name__.startswith("cmo_") or "symbol" in fn.__name__
            or fn.__name__ in ("create_stream", "synchronize_stream", "synchronize_device",
-                              "memset_async", "memcpy", "value_write", "value_wait",
-                              "cmo_async")
+                              "memset_async", "memcpy", "value_write", "value_wait")
            # custom allocators (11-08) are registered on streams too
            or fn.__name__.startswith("allocator_")]
+#: A device variable (11-11), so that symbols are sometimes ones a kernel registered.
+VARIABLE = device_variable("fuzz", 64, b"fuzz")
+#: Managed memory and aclrtMemP2PMap (11-05), with the streams, copies, frees and peer
+#: access around them.
+MANAGED = [(space, fn) for space, fn in MEMORY_FACE
+           if fn.__module__ == acl.rt.mem_alloc_managed.__module__
+           or fn.__name__ in ("create_stream", "synchronize_stream", "memcpy", "free", "malloc",
+                              "device_enable_peer_access", "pointer_get_attributes")]
 #: Virtual memory: reserve, back with physical memory, map, use, unmap, free, release.
 VIRTUAL = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__ in (
     "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
@@ -321,7 +338,9 @@ def _snapshot(rt, seen):
     peer = rt.extension("peer")
     pinned = rt.extension("pinned")
     chapter = (sorted(peer.enabled) if peer else [],
-               pinned.snapshot() if pinned else [])
+               pinned.snapshot() if pinned else [],
+               [(a.ptr, a.size, a.footprint, a.device_id, a.phys, sorted(a.pages.items()))
+                for a in rt.managed.allocations()], sorted(rt.managed.p2p_maps))
     pools = [(p.handle, p.segments.reuse, p.segments.threshold, p.segments.used,
               p.segments.reserved, p.segments.used_high, p.segments.reserved_high,
               [(g.ptr, g.size, g.busy, g.done) for g in p.segments.segments.values()])
@@ -420,6 +439,9 @@ def _pointers(rt):
             found += [m.ptr + off for m in list(reservation.maps.values())[:5]
                       for off in (0, 64, m.size)]
         found += [VA_BASE + (1 << 30)]
+        for alloc in rt.managed.allocations()[:5]:
+            found += [alloc.ptr, alloc.ptr + 64, alloc.ptr + alloc.size, alloc.end]
+        found += [UVM_BASE, UVM_BASE + 2 * MiB]
     return found
 
 
@@ -576,7 +598,7 @@ def _pool(data, rt, seen: _Seen) -> list:
         ready = _ready(rt, seen, MEDIA_FACE)
         return ready if ready and data.draw(st.booleans(), label="media: use") else (
             MEDIA_MAKING + MEDIA_VPC)
-    which = data.draw(st.integers(0, 12), label="pool")
+    which = data.draw(st.integers(0, 13), label="pool")
     if which == 1 and data.draw(st.booleans(), label="the next allocator step"):
         return _next_allocator(rt)
     if which in (8, 9):
@@ -587,7 +609,7 @@ def _pool(data, rt, seen: _Seen) -> list:
         # to step kept picking the same position
         return [steps[data.draw(st.integers(0, len(steps) - 1), label="step")]]
     return ([ALLOCATING, POOLING] + [VIRTUAL] * 2 + [MEMORY_FACE] + [MAKING] * 3 + [None] * 2
-            + [COMPUTE_FACE, FACE[2:], SHARING])[which]
+            + [COMPUTE_FACE, FACE[2:], SHARING, MANAGED])[which]
 
 
 #: The custom allocator calls by name (acl/_allocator.py).
@@ -744,6 +766,14 @@ PLAUSIBLE = {
     "name": st.one_of(st.text(max_size=4), st.sampled_from(["x", "y"])),
     "attr_name": st.one_of(st.text(max_size=4), st.sampled_from(["a", "dst_type"])),
     "truncate": st.integers(0, 1), "gear_count": st.integers(0, 5),
+    # cache operations (11-06) and device variables (11-11)
+    "cmo_type": st.integers(-1, 4), "barrier_id": st.integers(0, 3),
+    "task_info": st.one_of(st.builds(
+        lambda n, ids: {"barrierNum": n, "cmoInfo": [{"cmoType": 2, "barrierId": i}
+                                                     for i in ids]},
+        st.integers(0, 7), st.lists(st.integers(0, 3), max_size=7)), values),
+    "symbol": st.sampled_from([VARIABLE.symbol] * 3 + [0, 12345]),
+    "dst_max": _SIZES,
     # model gears (acl.mdl) and batch picture descriptions (acl.media)
     "batch_size": st.sampled_from([0, 1, 2, 3, 4, 2**64 - 1]),
     # the rest of the memory chapter (acl/_rt_memory.py)
@@ -761,7 +791,9 @@ PLAUSIBLE = {
                                             "type": st.sampled_from([1, 1, 1, 0, 2])}),
          "reserve": st.just(0)}),
     "option": st.sampled_from([0, 1, 2, 0xFFFF]), "alignment": st.sampled_from([0, 0, 4096]),
-    "offset": st.sampled_from([0, 0, 0, 2 * MiB]), "flags": st.sampled_from([0, 0, 0, 1, 2]),
+    # (a mapping's offset; a device variable's: 0-70 of its 64 bytes)
+    "offset": st.sampled_from([0, 0, 0, 2 * MiB, 8, 60, 70]),
+    "flags": st.sampled_from([0, 0, 0, 1, 2]),
     "location": st.fixed_dictionaries({"id": st.integers(0, 2), "type": st.integers(0, 3)}),
     # acl.media
     "width_stride": st.sampled_from([0, 16, 32, 48, 64, 96]),
@@ -807,7 +839,7 @@ def _argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     value = _draw_argument(data, rt, seen, fn, name, drawn)
     if name in ("dsts", "srcs") and isinstance(value, list):   # the batch copies' addresses
         return [_not_process_memory(rt, v) for v in value]
-    if "ptr" in name or name in ("dst", "src", "addr", "data_dev") or (
+    if "ptr" in name or name in ("dst", "src", "addr", "data_dev", "cmo_desc") or (
             fn in BUFFER_CALLS and name == "data"):
         return _not_process_memory(rt, value)
     return value
@@ -827,6 +859,15 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
     if name in POOL_PLAUSIBLE and fn.__name__.startswith("mem_pool_") and data.draw(
             st.integers(0, 3), label=f"{name}: plausible") > 0:
         return data.draw(POOL_PLAUSIBLE[name], label=name)
+    if (fn.__module__ == _MANAGED_FACE and name in MANAGED_PLAUSIBLE
+            and data.draw(st.integers(0, 3), label=f"{name}: plausible") > 0):
+        live = sorted(rt.managed.allocs) if rt is not None else []
+        if name == "ptr" and live:
+            return data.draw(st.sampled_from(live), label=name)
+        if name == "ptrs" and live:
+            return data.draw(st.lists(st.sampled_from(live), min_size=1, max_size=3),
+                             label=name)
+        return data.draw(MANAGED_PLAUSIBLE[name], label=name)
     anything = data.draw(st.integers(0, 3), label=f"{name}: anything") == 0
     if anything or name == "path":
         return data.draw(st.one_of(st.none(), st.just("/nonexistent/acl.json"), values)
@@ -888,7 +929,7 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         busy = [g.ptr for p in rt.pools.pools() for g in p.segments.busy()]
         if busy and data.draw(st.booleans(), label="a pool block"):
             return data.draw(st.sampled_from(busy), label=name)
-    if "ptr" in name or name in ("dst", "src", "addr", "data_dev") or (
+    if "ptr" in name or name in ("dst", "src", "addr", "data_dev", "cmo_desc") or (
             fn in BUFFER_CALLS and name == "data"):
         near = st.sampled_from(_pointers(rt))
         return data.draw(st.one_of(near, near.map(np.uint64)), label=name)
@@ -916,6 +957,25 @@ POOL_PLAUSIBLE = {
 
 #: The calls that map a whole handle into a reservation (vir_ptr, size, offset, handle, flags).
 MAPPING = {acl.rt.map_mem, acl.rt.mem_map_no_access}
+_MANAGED_FACE = acl.rt.mem_alloc_managed.__module__
+_LOCATIONS = st.fixed_dictionaries({"type": st.sampled_from([1, 1, 2, 2, 3, 4, 0, 9]),
+                                    "id": st.sampled_from([0, 0, 1, 2, -1])})
+#: For the managed-memory calls (three times in four): the one flag, whole 2 MiB pages,
+#: the enums' values and one past them, locations, and lists as long as their counts.
+MANAGED_PLAUSIBLE = {
+    "flag": st.sampled_from([1, 1, 1, 0, 2]),
+    "size": st.sampled_from([2 * MiB, 2 * MiB, 4 * MiB, 100, 2 * MiB + 1]),
+    "advise": st.integers(0, 6), "attribute": st.integers(0, 9),
+    "data_size": st.sampled_from([4, 8, 8, 16, 0]),
+    "attributes": st.lists(st.integers(0, 9), max_size=3),
+    "data_sizes": st.lists(st.sampled_from([4, 8, 16]), max_size=3),
+    "location": _LOCATIONS, "ptrs": st.lists(st.sampled_from([UVM_BASE, 0]), max_size=2),
+    "sizes": st.lists(st.sampled_from([2 * MiB, 2 * MiB, 100]), min_size=1, max_size=3),
+    "count": st.integers(0, 3), "num_prefetch_locs": st.integers(0, 2),
+    "prefetch_locs": st.lists(_LOCATIONS, max_size=2),
+    "prefetch_loc_idxs": st.sampled_from([[0], [0], [0, 1], [1], [0, 0], []]),
+    "flags": st.sampled_from([0, 0, 0, 1]), "dst_dev_id": st.integers(-1, 2),
+}
 #: For the virtual-memory calls (three times in four), values that make a handle mappable:
 #: whole pages of the size (a handle maps only when its size is a multiple of the granularity,
 #: 11-04), a prop that aclrtMallocPhysical takes (HBM huge or normal pages of device 0), flags 0.

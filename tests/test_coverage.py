@@ -128,7 +128,9 @@ def test_each_row_agrees_with_the_code(row):
                       "simulated (see [Several processes]"
                       "(#several-processes-ipc-and-shareable-handles))",
                       "simulated (see [Stream-ordered pools](#stream-ordered-pools-custom-"
-                      "allocators-and-the-rest-of-the-chapter))"), status
+                      "allocators-and-the-rest-of-the-chapter))",
+                      "simulated (see [Managed memory](#managed-unified-memory-and-"
+                      "aclrtmemp2pmap))"), status
     assert in_code, f"{c_name} is marked simulated but aclrt has no such name"
     fn = getattr(acl.rt, name)
     assert name in acl.rt.__all__ and aclrt.C_NAMES[c_name] is fn

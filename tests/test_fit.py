@@ -287,6 +287,11 @@ def test_bad_options(tmp_path, capsys):
         fit_capacity({"no": "snapshot"}, "A2")
     with pytest.raises(InvalidArgumentType):
         sweep_settings(snap, "A2", cann=8.1)
+    # a string that is no CANN version was once taken as 0.0.0 (no 1 GiB pages, the pad)
+    with pytest.raises(InvalidArgument, match="CANN version must read like"):
+        fit_capacity(snap, "A2", cann="latest")
+    assert main([*alloc, "--bisect", "--cann", "banana"]) == 2
+    assert "the CANN version must read like '8.1.RC1'" in capsys.readouterr().err
     # nothing fits at the top: the JSON says so
     assert main([*alloc, "--bisect", "--capacity", "30MiB", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)

@@ -478,3 +478,24 @@ def test_an_importers_reset_leaves_its_imports_open(procs):
     acl.rt.ipc_mem_close(key)
     acl.rt.free(ptr)
     assert a.sanitizer.reports == [] and b.sanitizer.reports == []
+
+
+def test_use_after_the_importers_own_close_is_reported(procs):
+    # Regression: an access after the importer's aclrtIpcMemClose was an "invalid-address"
+    # (not near any live allocation); it is a use after free of the import it closed.
+    a, b = procs
+    ptr, key = _export(flags=NO_PID_CHECK)
+    with b.as_current():
+        mine, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+        assert acl.rt.ipc_mem_close(key) == 0
+        assert acl.rt.memset(mine, 16, 0, 16) == RT_PARAM
+        [report] = b.sanitizer.reports
+        assert report.kind == "use-after-free" and "aclrtIpcMemClose closed" in report.where
+        # a new import may take the same addresses: it is live again
+        again, _ = acl.rt.ipc_mem_import_by_key(key, 0)
+        _write(again, b"fresh")
+        assert len(b.sanitizer.reports) == 1
+        assert acl.rt.ipc_mem_close(key) == 0
+    assert acl.rt.ipc_mem_close(key) == 0
+    assert a.sanitizer.reports == []
+    acl.rt.free(ptr)

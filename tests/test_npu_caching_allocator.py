@@ -102,6 +102,10 @@ def test_no_pad_on_950_with_cann_9_1():
         older = NpuCachingAllocator(rt, cann="8.5.0")
         assert older.block_size(older.malloc(1 * MiB)) == 1049088
         check(alloc)
+        for bad in ("", "9", "newest", "9.1.0; rm", "v9.1.0"):
+            with pytest.raises(InvalidArgument, match="CANN version"):
+                NpuCachingAllocator(rt, cann=bad)
+        assert NpuCachingAllocator(rt, cann="8.0.RC3.alpha002").pad == 32
 
 
 def test_small_pool_packs_2mib_segments_and_splits_from_512_bytes(rt):

@@ -246,3 +246,55 @@ def test_player_of_a_snapshot_shows_the_allocators_segments(browser, tmp_path):
         2 * len(snap["segments"])
     assert len(browser.find_elements(By.CSS_SELECTOR, "section.panel")) == 2
     assert _errors(browser) == []
+
+
+def test_player_draws_pool_blocks_in_their_granules_and_names_imports(browser, tmp_path):
+    """A stream-ordered pool's granules in their own colours (block, cached), and another
+    process's memory an importer maps listed with its exporter while it is mapped."""
+    from ascend_memsim import acl
+
+    props = {"allocType": 0, "handleType": 0, "location": {"id": 0, "type": 1},
+             "maxSize": 16 * MiB}
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as a:
+        b = a.spawn_process(sanitizer="off")
+        rec_a, rec_b = Recorder(a), Recorder(b)
+        rec_a.start()
+        rec_b.start()
+        acl.rt.set_device(0)                                            # 0
+        ptr, _ = acl.rt.malloc(4096, 0)                                 # 1
+        key, _ = acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, 1)        # 2
+        pool, _ = acl.rt.mem_pool_create(props)                         # 3
+        stream, _ = acl.rt.create_stream()
+        block, _ = acl.rt.mem_pool_malloc_async(3 * MiB, pool, stream)  # 4, 5 granules; 6
+        with b.as_current():
+            acl.rt.set_device(0)                                        # B 0
+            acl.rt.ipc_mem_import_by_key(key, 0)                        # B 1
+            acl.rt.ipc_mem_close(key)                                   # B 2
+        acl.rt.mem_pool_free_async(block, stream)                       # 7
+        rec_a.stop()
+        rec_b.stop()
+        acl.rt.ipc_mem_close(key)
+        b.close()
+    page = tmp_path / "pool.html"
+    save_player(str(page), rec_a.trace, ["A2"])
+    browser.get(page.as_uri())
+    panel = browser.find_element(By.CSS_SELECTOR, "section.panel")
+    legend = panel.find_element(By.CLASS_NAME, "legend").text
+    assert "aclrtMemPoolMallocAsync" in legend and "memory pool, cached" in legend
+    _go(browser, 6)
+    fills = [r.get_attribute("fill") for r in
+             panel.find_elements(By.CSS_SELECTOR, "svg.map rect.blk.data")]
+    assert fills.count("#56B4E9") == 2          # the block's two granules
+    _go(browser, 7)
+    fills = [r.get_attribute("fill") for r in
+             panel.find_elements(By.CSS_SELECTOR, "svg.map rect.blk.data")]
+    assert fills.count("#BBBBBB") == 2 and "#56B4E9" not in fills   # given back: cached
+    page = tmp_path / "importer.html"
+    save_player(str(page), rec_b.trace, ["A2"])
+    browser.get(page.as_uri())
+    panel = browser.find_element(By.CSS_SELECTOR, "section.panel")
+    _go(browser, 1)
+    assert panel.get_attribute("data-imports") == "1"
+    assert f"IPC key {key}: 4 KiB of process {a.pid}" in panel.text
+    _go(browser, 2)
+    assert panel.get_attribute("data-imports") == "0"

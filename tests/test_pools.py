@@ -356,3 +356,46 @@ def test_threads_share_a_pool(rt, pool):
     assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == 0
     assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT) == 0
     assert rt.sanitizer.counts() == {}
+
+
+def test_the_event_tables_stay_bounded_over_many_cycles(rt, pool, stream):
+    # Regression: every recorded event and every (waiting, recording) stream pair stayed in
+    # the pools' tables after aclrtDestroyEvent / aclrtDestroyStream: memory grew with the
+    # run's length (200 cycles left 200 entries in each).
+    acl.rt.mem_pool_set_attr(pool, acl.ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES, 1)
+    for _ in range(200):
+        other, _ = acl.rt.create_stream()
+        event, _ = acl.rt.create_event()
+        for waiting, recording in ((other, stream), (stream, other)):
+            ptr, _ = acl.rt.mem_pool_malloc_async(100, pool, recording)
+            assert acl.rt.mem_pool_free_async(ptr, recording) == 0
+            assert acl.rt.record_event(event, recording) == 0
+            assert acl.rt.stream_wait_event(waiting, event) == 0
+            # the event-ordered reuse still works: the waiting stream takes the block back
+            again, _ = acl.rt.mem_pool_malloc_async(100, pool, waiting)
+            assert again == ptr
+            assert acl.rt.mem_pool_free_async(again, waiting) == 0
+        assert acl.rt.synchronize_stream(other) == 0
+        assert acl.rt.destroy_event(event) == 0
+        assert acl.rt.destroy_stream(other) == 0
+    assert len(rt.pools.order.records) == 0
+    assert len(rt.pools.order.waited) <= 2
+    assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == 0
+
+
+def test_address_range_and_attributes_of_a_pool_block(rt, pool, stream):
+    # 11-04 aclrtMemGetAddressRange: "待查询地址所属内存块的起始地址以及内存块大小": the pool
+    # block, as for aclrtMalloc memory. Regression: it reported the 2 MiB granule mapped there.
+    ptr, _ = acl.rt.mem_pool_malloc_async(3 * MiB + 5, pool, stream)
+    assert acl.rt.mem_get_address_range(ptr + 2 * MiB + 7) == (ptr, 3 * MiB + 5, 0)
+    assert acl.rt.mem_get_address_range(ptr) == (ptr, 3 * MiB + 5, 0)
+    # 11-05 aclrtPointerGetAttributes has only the location and page size: a granule's and
+    # its block's are the same (device 0, 2 MiB pages)
+    attrs, ret = acl.rt.pointer_get_attributes(ptr + 2 * MiB + 7)
+    assert ret == 0 and attrs["location"] == {"id": 0, "type": 1}
+    assert attrs["page_size"] == 2 * MiB
+    acl.rt.mem_pool_set_attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD, 16 * MiB)
+    acl.rt.mem_pool_free_async(ptr, stream)
+    # given back: in no block (its granules stay mapped in the pool, cached)
+    assert acl.rt.mem_get_address_range(ptr)[2] == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert _attr(pool, acl.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT) == 4 * MiB

@@ -8,6 +8,8 @@ import pytest
 from ascend_memsim import MiB, Runtime, acl, aclrt
 
 INVALID_PARAM = 100000
+RT_PARAM_INVALID = 107000
+FEATURE_NOT_SUPPORT = 207000
 RT_INTERNAL_ERROR = 507000
 HOST_TO_DEVICE, DEVICE_TO_HOST = 1, 2
 
@@ -100,10 +102,14 @@ def test_a_wait_is_released_by_a_write_queued_on_another_stream(word, stream):
 
 @pytest.mark.parametrize("call, offset, value, flag, code", [
     ("value_write", 4, 1, 0, INVALID_PARAM),        # devAddr要求8字节对齐
-    ("value_write", 0, 1, 1, INVALID_PARAM),        # flag: 预留参数 (reserved), 当前固定设置为0
+    # flag: 预留参数 (reserved), 当前固定设置为0; api_error.cc MemWriteValue: flag != 0 is
+    # RT_ERROR_INVALID_VALUE, ACL_ERROR_RT_PARAM_INVALID
+    ("value_write", 0, 1, 1, RT_PARAM_INVALID),
     ("value_write", 0, -1, 0, INVALID_PARAM),       # value is a uint64_t
     ("value_write", 0, 1 << 64, 0, INVALID_PARAM),
-    ("value_wait", 0, 1, 4, INVALID_PARAM),         # flag: GEQ, EQ, AND, NOR only
+    # GEQ, EQ, AND, NOR only; api_error.cc MemWaitValue: flag >= MEM_WAIT_VALUE_TYPE_MAX
+    ("value_wait", 0, 1, 4, RT_PARAM_INVALID),
+    ("value_wait", 0, 1, -1, RT_PARAM_INVALID),
     ("value_wait", 4, 1, 0, INVALID_PARAM),
     ("value_wait", 0, 1.0, 0, INVALID_PARAM),
 ])
@@ -116,10 +122,11 @@ def test_each_misuse_returns_its_code_and_queues_nothing(word, stream, call, off
 
 
 def test_freed_host_and_unknown_addresses_and_streams_are_refused(rt, word, stream):
-    """devAddr must be live device memory (Device侧内存地址); the stream must exist."""
+    """devAddr must be live device memory (Device侧内存地址); the stream must exist. Host
+    memory: api_error.cc MemWriteValue / MemWaitValue, location type not DEVICE, 107000."""
     host, _ = acl.rt.malloc_host(64)
-    assert acl.rt.value_write(host, 1, 0, stream) == INVALID_PARAM
-    assert acl.rt.value_wait(host, 1, 0, stream) == INVALID_PARAM
+    assert acl.rt.value_write(host, 1, 0, stream) == RT_PARAM_INVALID
+    assert acl.rt.value_wait(host, 1, 0, stream) == RT_PARAM_INVALID
     assert acl.rt.value_write(word, 1, 0, 0x1234_5678) == 107017   # RT_INVALID_HANDLE
     ptr, _ = acl.rt.malloc(64, 0)
     assert acl.rt.free(ptr) == 0
@@ -127,6 +134,26 @@ def test_freed_host_and_unknown_addresses_and_streams_are_refused(rt, word, stre
     assert acl.rt.value_wait(ptr, 1, 0, stream) == 107000
     assert acl.rt.synchronize_device() == 0
     assert _read(word) == 0
+
+
+def test_a_null_address_is_the_acl_layers_invalid_param(word, stream):
+    """memory.cpp aclrtValueWriteImpl / aclrtValueWaitImpl: ACL_REQUIRES_NOT_NULL(devAddr)."""
+    assert acl.rt.value_write(0, 1, 0, stream) == INVALID_PARAM
+    assert acl.rt.value_wait(0, 1, 0, stream) == INVALID_PARAM
+    assert acl.rt.synchronize_stream(stream) == 0
+
+
+def test_value_write_and_wait_are_not_on_the_310p():
+    """11-09 产品支持情况: Atlas 推理系列产品 不支持; api_c_memory.cc rtsValueWrite /
+    rtsValueWait: no RT_FEATURE_TASK_VALUE_WAIT (config/dc) is 207000."""
+    with Runtime("310P", ddr_bytes=64 * MiB):
+        acl.rt.set_device(0)
+        ptr, _ = acl.rt.malloc(64, 0)
+        assert acl.rt.value_write(ptr, 1, 0, 0) == FEATURE_NOT_SUPPORT
+        assert acl.rt.value_wait(ptr, 1, 0, 0) == FEATURE_NOT_SUPPORT
+        assert acl.rt.cmo_async(ptr, 64, 0, 0) == FEATURE_NOT_SUPPORT
+        assert acl.rt.synchronize_device() == 0
+        assert acl.rt.free(ptr) == 0
 
 
 def test_the_default_stream_is_stream_0(word):
@@ -151,14 +178,30 @@ def test_a_prefetch_checks_its_range_now_and_when_the_stream_runs(word, stream):
     assert acl.rt.synchronize_stream(stream) == 107000
 
 
-@pytest.mark.parametrize("offset, size, cmo_type, code", [
-    (0, 64, 1, 207000), (0, 64, 2, 207000), (0, 64, 3, 207000),   # WRITEBACK, INVALID, FLUSH
-    (0, 64, 4, INVALID_PARAM), (0, 0, 0, INVALID_PARAM), (0, 64, -1, INVALID_PARAM),
-    (0, 1 << 30, 0, 107000),                                       # past the block
+@pytest.mark.parametrize("cmo_type", [1, 2, 3])
+def test_the_runtime_takes_every_cmo_type(word, stream, cmo_type):
+    """api_c_standard_soc.cc rtCmoAsync: "support prefetch, write back, invalid, flush"
+    (isSupport covers RT_CMO_PREFETCH..RT_CMO_FLUSH), although 11-06 says only PREFETCH today;
+    no data effect."""
+    _write(word, 7)
+    assert acl.rt.cmo_async(word, 64, cmo_type, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert _read(word) == 7
+
+
+@pytest.mark.parametrize("addr, size, cmo_type, code", [
+    # rtCmoAsync: a cmoType outside the enum is ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    ("word", 64, 4, FEATURE_NOT_SUPPORT), ("word", 64, -1, FEATURE_NOT_SUPPORT),
+    # memory.cpp aclrtCmoAsyncImpl checks src and size before the runtime looks at the type
+    ("word", 0, 0, INVALID_PARAM), ("word", 0, 1, INVALID_PARAM), ("word", 0, 9, INVALID_PARAM),
+    ("null", 64, 0, INVALID_PARAM), ("null", 64, 9, INVALID_PARAM),
+    ("word", 1 << 30, 0, RT_PARAM_INVALID),                        # past the block
+    ("word", 64, 1 << 31, INVALID_PARAM),                         # not an int32 enum
 ])
-def test_each_cmo_misuse_returns_its_code_and_queues_nothing(word, stream, offset, size,
+def test_each_cmo_misuse_returns_its_code_and_queues_nothing(word, stream, addr, size,
                                                               cmo_type, code):
-    assert acl.rt.cmo_async(word + offset, size, cmo_type, stream) == code
+    ptr = word if addr == "word" else 0
+    assert acl.rt.cmo_async(ptr, size, cmo_type, stream) == code
     assert acl.rt.synchronize_stream(stream) == 0
 
 

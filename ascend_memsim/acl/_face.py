@@ -18,7 +18,7 @@ from ..memory.errors import AclError
 from ..runtime.active import current_runtime
 from ..runtime.runtime import Runtime
 
-__all__ = ["face", "get_recent_err_msg", "remember_error", "compute"]
+__all__ = ["face", "get_recent_err_msg", "remember_error", "forget_error", "compute"]
 
 _last = threading.local()
 
@@ -98,6 +98,12 @@ def face(*defaults: Any, bare: bool = False, route: str | None = None,
         call = functools.wraps(fn)(call)
         #: True when the call returns no code (tests read it)
         call.bare = bare
+        #: the return convention, for a caller that answers for the call without making it
+        #: (an owner refusing a worker's call, ascend_memsim.remote)
+        call.defaults, call.ok = defaults, ok
+        #: the call that looks the runtime up through current_runtime (a routed one's hot
+        #: path reads only the active list, which an acting thread must not use)
+        call.unrouted = call if route is None else face(*defaults, ok=ok)(fn)
         return call
 
     return wrap
@@ -130,6 +136,11 @@ def _routed(name: str, defaults: tuple) -> Callable[..., Any]:
 def remember_error(error: AclError) -> None:
     """Keep ``error``'s message for :func:`get_recent_err_msg` (this thread)."""
     _last.message = str(error)
+
+
+def forget_error() -> None:
+    """Clear this thread's last error message."""
+    _last.message = ""
 
 
 def get_recent_err_msg() -> str:

@@ -74,11 +74,13 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
 
     Raises:
         AllocatorConfigError: ``conf`` torch_npu refuses.
+        InvalidArgument: ``cann`` is not a CANN version ("8.1.RC1", "9.1.0").
     """
 
     def __init__(self, runtime, device: int = 0, conf: object = "", *,
                  cann: str = DEFAULT_CANN, workspace_retry_on_oom: bool = False) -> None:
         self.conf = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
+        cann_tuple(cann)  # a CANN version or InvalidArgument, before anything changes
         self.runtime, self.device, self.cann = runtime, device, cann
         runtime.set_device(device)
         self.pad = add_pad_size(runtime.profile.soc_name, cann)

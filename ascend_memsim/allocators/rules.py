@@ -7,7 +7,10 @@ the constants at its top, ``AddPadSize``, ``round_size``, ``roundup_power2_next_
 
 from __future__ import annotations
 
+import re
+
 from ..memory.constants import MiB
+from ..memory.errors import InvalidArgument, InvalidArgumentType
 from .conf import AllocatorConfig
 
 __all__ = ["round_size", "allocation_size", "add_pad_size", "cann_tuple", "DEFAULT_CANN",
@@ -30,11 +33,29 @@ PAGE_1G_CANN = (8, 1, 0)
 DEFAULT_CANN = "9.1.0"
 
 
-def cann_tuple(version: str) -> tuple[int, int, int]:
-    # "8.1.RC1" and "8.5.0" alike: the first three numeric fields (RCn counts as 0)
-    parts = []
-    for field in version.split(".")[:3]:
-        parts.append(int(field) if field.isdigit() else 0)
+#: a CANN version as CANN names its releases: "8.0.0", "8.1.RC1", "8.0.RC3.alpha002"
+_CANN_VERSION = re.compile(r"\d{1,3}\.\d{1,3}(?:\.[0-9A-Za-z]{1,16}){0,3}")
+
+
+def cann_tuple(version: object) -> tuple[int, int, int]:
+    """The first three fields of a CANN version as numbers (an ``RCn`` or ``Tn`` field
+    counts as 0, so "8.1.RC1" comes before "8.1.0"), for comparing versions as torch_npu's
+    version checks do.
+
+    >>> cann_tuple("8.1.RC1"), cann_tuple("9.1.0")
+    ((8, 1, 0), (9, 1, 0))
+
+    Raises:
+        InvalidArgumentType: not a string.
+        InvalidArgument: not a version (``major.minor`` then up to three more fields).
+    """
+    if not isinstance(version, str):
+        raise InvalidArgumentType(f"the CANN version must be a string such as '8.1.RC1', "
+                                  f"not {type(version).__name__}")
+    if not _CANN_VERSION.fullmatch(version):
+        raise InvalidArgument(f"the CANN version must read like '8.1.RC1' or '9.1.0', got "
+                              f"{version[:40]!r}")
+    parts = [int(field) if field.isdigit() else 0 for field in version.split(".")[:3]]
     return tuple((parts + [0, 0, 0])[:3])
 
 

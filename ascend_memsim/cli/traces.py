@@ -13,6 +13,7 @@ from ..memory.units import format_bytes
 from ..observe.allocmap import AllocatorPictures, allocator_map, read_snapshot_file
 from ..observe.pictures import save_picture
 from ..observe.replay import replay, shown_frame, smallest_capacity, tty_progress
+from ..observe.sharedmap import SharingView
 from ..observe.snapshot import PICKLE_PROTOCOL, to_memory_viz
 from ..observe.stats import MemoryStats
 from ..observe.stream import open_trace
@@ -169,13 +170,15 @@ def _replay_for_picture(args: argparse.Namespace, out: TextIO):
                    timeline=True, progress=_progress(args, "replay 1 of 2:"))
     _warn(trace)
     index, moment = _moment(first, args)
+    sharing = SharingView()   # pools' blocks in their granules, imports
     second = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
-                    stop_after=index, keep_runtime=True,
+                    stop_after=index, keep_runtime=True, observers=[sharing],
                     progress=_progress(args, "replay 2 of 2:"))
     device_id = second.last_device if index >= 0 else 0
     try:
         snapshot = MapSnapshot.of(second.runtime.device(device_id),
-                                  f"{second.product} device {device_id}, {moment}")
+                                  f"{second.product} device {device_id}, {moment}",
+                                  sharing=sharing)
     finally:
         second.runtime.close()
     return trace, first, snapshot

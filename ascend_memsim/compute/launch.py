@@ -84,7 +84,9 @@ def check_operand(runtime, call: str, operand: Operand, write: bool, device=None
             return  # ACL_DEVICE: host and device memory are one (see parse_run_mode)
         if region.host:
             why = "operators and models take device memory (copy it with memcpy first)"
-        elif region.block.device_id != device.device_id:
+        elif region.block.device_id != device.device_id and not getattr(
+                region, "managed", False):
+            # DECISION: managed memory (11-05) is every device's: the runtime migrates it
             why = (f"it is memory of device {region.block.device_id}, but the current device "
                    f"is {device.device_id}")
         else:
@@ -145,12 +147,15 @@ def check_results(call: str, results: object, outputs: Sequence[Operand],
 
 
 def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
-           outputs: Sequence[Operand], compute: Callable[[list], object],
-           name: str, mismatch: type = OpOutputMismatch, *, workspace: int = 0,
+           outputs: Sequence[Operand], compute: Callable[..., object],
+           name: str, mismatch: type = OpOutputMismatch,
+           variables: Sequence[tuple[str, Operand]] = (), *, workspace: int = 0,
            allocator: Callable[[Any], Any] | None = None,
            advise: int | None = None) -> int | None:
     """Check the operands now, queue ``compute(input arrays)`` on ``stream`` (None: run it
-    now, for the synchronous calls).
+    now, for the synchronous calls). With device ``variables`` (name, operand) it is
+    ``compute(input arrays, {name: uint8 array})``; the arrays are written back after the
+    outputs, and only when the outputs were.
 
     ``allocator(stream)`` gives the registration whose allocator provides the ``workspace``
     bytes on that stream, or None (see the module docstring); ``advise``: ask with
@@ -169,7 +174,8 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
         check_operand(runtime, call, operand, False, device)
     for operand in outputs:
         check_operand(runtime, call, operand, True, device)
-    ranges = tuple((op.addr, op.addr + op.nbytes) for op in (*inputs, *outputs) if op.nbytes)
+    ranges = tuple((op.addr, op.addr + op.nbytes)
+                   for op in (*inputs, *outputs, *(v for _, v in variables)) if op.nbytes)
     reg = blk = None
     if allocator is not None and target is not None and target.handle:
         reg = allocator(target)
@@ -184,8 +190,10 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
             with data.lock:
                 data.resolve(call, blk.ptr, blk.size, write=True)
         arrays = [read_operand(runtime, call, op) for op in inputs]
+        values = {key: read_operand(runtime, call, op) for key, op in variables}
         try:
-            results = compute(arrays)
+            # the kernel changes the arrays in place; a dict of its own to rebind freely
+            results = compute(arrays, dict(values)) if variables else compute(arrays)
             checked = check_results(call, results, outputs, mismatch)
         except AclError as error:
             runtime.sanitizer.kernel_error(call, f"{name}: {error}")
@@ -199,6 +207,8 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
                               f"{text.rstrip()}") from error
         for op, array in zip(outputs, checked):
             write_operand(runtime, call, op, array)
+        for key, op in variables:
+            write_operand(runtime, call, op, values[key])
 
     if target is None:
         run(None)

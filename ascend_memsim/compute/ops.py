@@ -4,7 +4,9 @@ A kernel is a Python function over numpy arrays, ``fn(inputs, attrs)`` (or
 ``fn(inputs, attrs, outputs)`` to be told each output's shape and dtype). Register one for the
 whole process with :func:`register_op` (also a decorator), for a block with
 :func:`registered_ops`, or for one test with ``@pytest.mark.memsim(ops={...})``. Registered
-kernels override the built-in ones (:mod:`.kernels`).
+kernels override the built-in ones (:mod:`.kernels`). A kernel registered with device
+variables (``register_op(name, fn, variables=[...])``, see :mod:`.symbols`) is called
+``fn(inputs, attrs, outputs, variables)``.
 
 A kernel may declare the workspace its operator takes on the device (``workspace``: bytes,
 or ``workspace(inputs, attrs) -> bytes`` given each input's ``shape`` and ``dtype``; as
@@ -31,6 +33,7 @@ from typing import Any
 from ..memory.args import SIZE_MAX, as_int, as_str
 from ..memory.errors import InvalidArgument, InvalidArgumentType, KernelError, OpNotFound
 from .kernels import BUILTIN_KERNELS
+from .symbols import DeviceVariable
 from .tensors import Handle, data_type
 
 __all__ = ["register_op", "unregister_op", "registered_ops", "find_kernel", "OpAttr",
@@ -45,10 +48,15 @@ class Kernel:
     fn: Callable
     wants_outputs: bool
     builtin: bool = False
+    #: the device variables it uses (11-11): it is called with them as a fourth argument
+    variables: tuple[DeviceVariable, ...] = ()
     #: the workspace the operator takes: bytes, or a function of (inputs, attrs)
     workspace: int | Callable = 0
 
-    def __call__(self, inputs: list, attrs: dict, outputs: list) -> Any:
+    def __call__(self, inputs: list, attrs: dict, outputs: list,
+                 variables: dict | None = None) -> Any:
+        if self.variables:
+            return self.fn(inputs, attrs, outputs, variables)
         if self.wants_outputs:
             return self.fn(inputs, attrs, outputs)
         return self.fn(inputs, attrs)
@@ -69,8 +77,22 @@ class Kernel:
                               f"{type(error).__name__}: {error}") from error
 
 
+def _variables(name: str, variables: object) -> tuple[DeviceVariable, ...]:
+    """The kernel's device variables: DeviceVariable objects with distinct names."""
+    if not isinstance(variables, (list, tuple)):
+        raise InvalidArgumentType(f"the variables of {name!r} must be a list of device "
+                                  f"variables, got {type(variables).__name__}")
+    if not all(isinstance(v, DeviceVariable) for v in variables):
+        raise InvalidArgumentType(f"the variables of {name!r} must come from "
+                                  f"ascend_memsim.compute.symbols.device_variable")
+    names = [v.name for v in variables]
+    if len(set(names)) != len(names):
+        raise InvalidArgument(f"the variables of {name!r} have one name twice: {names}")
+    return tuple(variables)
+
+
 def _kernel(name: str, fn: Callable, builtin: bool = False,
-            workspace: object = None) -> Kernel:
+            variables: tuple[DeviceVariable, ...] = (), workspace: object = None) -> Kernel:
     if not callable(fn):
         raise InvalidArgumentType(f"the kernel for {name!r} must be callable, got "
                                   f"{type(fn).__name__}")
@@ -78,6 +100,8 @@ def _kernel(name: str, fn: Callable, builtin: bool = False,
         workspace = getattr(fn, "workspace", 0)
     if not callable(workspace):
         workspace = as_int(workspace, f"the workspace of kernel {name!r}", 0, SIZE_MAX)
+    if variables:
+        return Kernel(name, fn, True, builtin, variables, workspace)
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -85,7 +109,7 @@ def _kernel(name: str, fn: Callable, builtin: bool = False,
     positional = [p for p in params.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     wants = len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in params.values())
-    return Kernel(name, fn, wants, builtin, workspace)
+    return Kernel(name, fn, wants, builtin, workspace=workspace)
 
 
 _lock = threading.RLock()
@@ -98,17 +122,22 @@ def _check_name(name: object) -> str:
 
 
 def register_op(name: str, fn: Callable | None = None, *,
+                variables: list[DeviceVariable] | tuple[DeviceVariable, ...] = (),
                 workspace: int | Callable | None = None) -> Callable:
     """Make ``fn(inputs, attrs)`` the kernel of op type ``name`` for the whole process.
 
-    Without ``fn`` it is a decorator: ``@register_op("MyAdd")``. Returns ``fn``.
+    Without ``fn`` it is a decorator: ``@register_op("MyAdd")``. Returns ``fn``. With
+    ``variables`` (device variables, :func:`~ascend_memsim.compute.symbols.device_variable`)
+    the kernel is ``fn(inputs, attrs, outputs, variables)``, ``variables`` a dict of
+    writable uint8 arrays by name, stored back to device memory when it returns.
     ``workspace``: the device workspace each launch takes, in bytes, or
     ``workspace(inputs, attrs) -> bytes`` (default: ``fn.workspace`` if set, else 0).
     """
     name = _check_name(name)
+    used = _variables(name, variables)
     if fn is None:
-        return lambda f: register_op(name, f, workspace=workspace)
-    kernel = _kernel(name, fn, workspace=workspace)
+        return lambda f: register_op(name, f, variables=used, workspace=workspace)
+    kernel = _kernel(name, fn, variables=used, workspace=workspace)
     with _lock:
         _registry[name] = kernel
     return fn

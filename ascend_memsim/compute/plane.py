@@ -20,6 +20,7 @@ from ..memory.errors import (
 )
 from .launch import Operand, OutputSpec, launch
 from .ops import OpAttr, OpHandle, find_kernel, set_attr
+from .symbols import symbols
 from .tensors import (
     DataBuffer,
     Handle,
@@ -244,12 +245,34 @@ class ComputePlane:
         ins = self._operands(in_descs, inputs, "inputs", OpInputMismatch)
         outs = self._operands(out_descs, outputs, "outputs", OpOutputMismatch)
         specs = [OutputSpec(d.dims, numpy_dtype(d.dtype)) for d in out_descs]
+        name = f"kernel {kernel.name!r}" + (" (built-in)" if kernel.builtin else "")
         workspace = kernel.workspace and kernel.workspace_for(
             [OutputSpec(d.dims, numpy_dtype(d.dtype)) for d in in_descs], attrs)
-        launch(self.runtime, call, stream, ins, outs,
-               lambda arrays: kernel(arrays, dict(attrs), specs),
-               f"kernel {kernel.name!r}" + (" (built-in)" if kernel.builtin else ""),
-               workspace=workspace, allocator=self.operator_allocator)
+        if not kernel.variables:
+            launch(self.runtime, call, stream, ins, outs,
+                   lambda arrays: kernel(arrays, dict(attrs), specs), name,
+                   workspace=workspace, allocator=self.operator_allocator)
+            return
+        # the kernel's device variables (11-11), loaded on the current device if need be;
+        # given back if the launch fails (a failed call changes nothing)
+        device = self.runtime.current_device()
+        table = symbols(self.runtime)
+        fresh, variables = [], []
+        try:
+            for v in kernel.variables:
+                ptr, loaded_now = table.loaded(v, device)
+                if loaded_now:
+                    fresh.append(v)
+                variables.append((v.name, Operand(f"device variable {v.name!r}", ptr, v.size,
+                                                  DataType.UINT8, (v.size,))))
+            launch(self.runtime, call, stream, ins, outs,
+                   lambda arrays, values: kernel(arrays, dict(attrs), specs, values), name,
+                   variables=variables, workspace=workspace,
+                   allocator=self.operator_allocator)
+        except BaseException:
+            for v in fresh:
+                table.unload(v, device)
+            raise
 
     def operator_allocator(self, stream) -> Any:
         """The allocator registered on ``stream`` that an operator's workspace comes from,

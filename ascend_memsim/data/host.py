@@ -23,7 +23,8 @@ Three kinds of host address, one rule each:
 
 * **Registered buffers**: DECISION: a buffer handed in with ``bytes_to_ptr`` or
   ``numpy_to_ptr`` gets a *simulated* address in the registered window ``[REGISTERED_BASE,
-  DEVICE_SPAN)``, not its real one, so its life can be followed (see below); it is read and
+  DEVICE_SPAN)`` (less managed memory's range, :data:`~ascend_memsim.memory.rules.UVM_BASE`),
+  not its real one, so its life can be followed (see below); it is read and
   written through the buffer protocol, as numpy reads it, except an array over a memory map,
   whose bytes move as raw ones do (:mod:`ascend_memsim.data.registered`).
 
@@ -70,7 +71,7 @@ from ..memory.errors import (
     InvalidPointer,
     OutOfHostMemory,
 )
-from ..memory.rules import DEVICE_SPAN
+from ..memory.rules import DEVICE_SPAN, UVM_BASE, UVM_END
 from ..memory.sites import capture_site
 from . import raw
 from .contents import HostRegion, Runs, fill_view, zeroed_buffer
@@ -243,6 +244,9 @@ class HostMemory:
         self.record_sites = False
         #: called with each registration dropped because user code let go of its buffer
         self.on_forget = None
+        #: False: raw host addresses are refused (a worker process's calls run in another
+        #: Python process, whose memory is not the worker's: ascend_memsim.remote)
+        self.raw_access = True
 
     # -- aclrtMallocHost / aclrtFreeHost -------------------------------------------------------
 
@@ -366,6 +370,9 @@ class HostMemory:
                 self.sweep()
             ptr = self._next_reg
             span = max(size, 1)
+            if ptr + span > UVM_BASE and ptr < UVM_END:
+                # managed memory's range (11-05) lies inside the registered window: skip it
+                ptr = UVM_END
             self._next_reg = ptr + -(-span // _REG_ALIGN) * _REG_ALIGN + _REG_ALIGN
             if self._next_reg >= DEVICE_SPAN:
                 raise OutOfHostMemory("the registered host window is used up")
@@ -424,7 +431,7 @@ class HostMemory:
         pages and slack, or a freed block still kept) is None: not the program's memory.
         O(log blocks) plus reading the maps.
         """
-        if self.store_at(addr, count) is not None:
+        if not self.raw_access or self.store_at(addr, count) is not None:
             return None
         kind = raw.mapping(addr, count, write)
         if kind is None:
@@ -456,6 +463,9 @@ class HostMemory:
                     f"outside the block (its guard pages or slack): a raw access there is "
                     f"refused, so a stray pointer cannot corrupt the simulator")
         access = "writable" if write else "readable"
+        if not self.raw_access:
+            return ("is not in any live block or registered host buffer (raw host addresses "
+                    "are refused in a worker process: its memory is not the owner's)")
         return (f"is not in any live block or registered host buffer, nor in {access} memory "
                 f"of the process")
 

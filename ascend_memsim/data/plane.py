@@ -15,8 +15,10 @@ import threading
 from ..memory.args import as_int
 from ..memory.constants import MemcpyKind
 from ..memory.errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
+from ..memory.rules import UVM_BASE, UVM_END
 from ..memory.units import plural
 from .contents import DeviceRegion
+from .managed import ManagedAlloc
 
 __all__ = ["DataPlane", "KIND_ENDS", "kind_of", "overrun"]
 
@@ -112,8 +114,9 @@ class DataPlane:
     # -- resolution ---------------------------------------------------------------------------
 
     def region_at(self, addr: int, count: int = 1):
-        """The region (host block, registered buffer, device block, mapped virtual range)
-        holding ``addr``, or None; a mapped range reaches as far as ``count`` bytes need.
+        """The region (host block, registered buffer, device block, mapped virtual range,
+        managed allocation) holding ``addr``, or None; a mapped range reaches as far as
+        ``count`` bytes need.
 
         A live device block first, then host memory: aclrtMallocHost blocks sit at real
         process addresses, which may fall inside a device's simulated window.
@@ -129,6 +132,8 @@ class DataPlane:
             block = None if device is None else device.block_at(addr)
             if block is not None:
                 return DeviceRegion(block)
+        elif UVM_BASE <= addr < UVM_END:
+            return runtime.managed.region_at(addr)  # managed memory (data/managed.py)
         return runtime.host.region_at(addr)
 
     def resolve(self, call: str, addr: int, count: int, write: bool, *,
@@ -191,7 +196,10 @@ class DataPlane:
         if src_region.host or dst_region.host:
             return
         a, b = src_region.block, dst_region.block
-        if a.device_id == b.device_id:
+        if a.device_id == b.device_id or isinstance(a, ManagedAlloc) or isinstance(
+                b, ManagedAlloc):
+            # DECISION: managed memory is reachable from every device (11-05: the runtime
+            # migrates it to whichever device touches it), so no P2P rule applies to it
             return
         if not (a.p2p and b.p2p):
             raise InvalidRuntimeParam(

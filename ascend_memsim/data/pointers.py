@@ -3,7 +3,8 @@
 ``bytes_to_ptr`` / ``numpy_to_ptr`` register a buffer with the runtime's host memory and give
 its simulated address; ``ptr_to_bytes`` / ``ptr_to_numpy`` read (or view) memory the
 simulator knows: a live aclrtMallocHost block or registered buffer (device memory in the
-device run mode). DECISION: a raw host address is refused here (see :func:`_host_region`).
+device run mode; managed memory, aclrtMemAllocManaged, always). DECISION: a raw host
+address is refused here (see :func:`_host_region`).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def _host_region(runtime, call: str, ptr: object, size: int, write: bool):
     sanitizer looks at the access (nothing is read, so there is nothing to report).
 
     DECISION: only memory the simulator knows (a live host block or registered buffer; device
-    memory in the device run mode): a raw address (``id(x)``, ``arr.ctypes.data``) is refused,
+    memory in the device run mode; managed memory, which the host reaches as the device does,
+    11-05): a raw address (``id(x)``, ``arr.ctypes.data``) is refused,
     as the docstrings of ``ptr_to_bytes`` / ``ptr_to_numpy`` promise, since a view of it
     would bypass every check. memcpy and memset take raw addresses (see the module doc).
     """
@@ -86,7 +88,8 @@ def _host_region(runtime, call: str, ptr: object, size: int, write: bool):
     data = runtime.data
     with data.lock:
         region = data.region_at(ptr)
-        if region is not None and not region.host and runtime.run_mode is not RunMode.DEVICE:
+        if (region is not None and not region.host and runtime.run_mode is not RunMode.DEVICE
+                and not getattr(region, "managed", False)):
             raise InvalidPointer(f"{call}: {ptr:#x} is device memory; the host cannot read it "
                                  f"directly (copy it with memcpy first, or simulate a program "
                                  f"that runs on the device: run_mode 'device')")

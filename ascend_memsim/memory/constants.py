@@ -19,6 +19,7 @@ __all__ = [
     "HostRegisterType", "HostRegFlag", "HacType",
     "LocationType", "AllocationType", "HandleType", "GranularityOption", "AccessFlags",
     "SharedHandleType", "IpcMemAttrType", "SHARING_FLAGS", "IPC_KEY_LEN", "PoolAttr",
+    "ManagedAdvise", "ManagedLocationType", "ManagedRangeAttr", "MEM_ATTACH_GLOBAL",
 ]
 
 KiB = 1 << 10
@@ -309,6 +310,10 @@ class ErrorCode(IntEnum):
     FAILURE = 500001
     # rt_error_codes.h: a process not on a shared memory's whitelist (IPC, shareable handles)
     RT_NO_PERMISSION = 207006
+    # rt_error_codes.h: a CMO barrier id never given (aclrtCmoWaitBarrier), a device symbol
+    # never registered (aclrtGetSymbolAddress, 11-11)
+    RT_STREAM_MODEL = 107005
+    RT_INVALID_SYMBOL = 107043
 
     @property
     def vendor_name(self) -> str:
@@ -423,11 +428,51 @@ class PoolAttr(IntEnum):
     ATTR_USED_MEM_HIGH = 0x8
 
 
+class ManagedAdvise(IntEnum):
+    """aclrtMemManagedAdviseType (acl_rt.h, 11-05 aclrtMemManagedAdvise)."""
+
+    SET_READ_MOSTLY = 0
+    UNSET_READ_MOSTLY = 1
+    SET_PREFERRED_LOCATION = 2
+    UNSET_PREFERRED_LOCATION = 3
+    SET_ACCESSED_BY = 4
+    UNSET_ACCESSED_BY = 5
+
+
+class ManagedLocationType(IntEnum):
+    """aclrtMemManagedLocationType (acl_rt.h): where managed memory lives or is sent."""
+
+    INVALID = 0
+    DEVICE = 1
+    HOST = 2
+    HOST_NUMA = 3
+    HOST_NUMA_CURRENT = 4
+
+
+class ManagedRangeAttr(IntEnum):
+    """aclrtMemManagedRangeAttribute (acl_rt.h, 11-05 aclrtMemManagedGetAttr)."""
+
+    READ_MOSTLY = 1
+    PREFERRED_LOCATION = 2
+    ACCESSED_BY = 3
+    PREFERRED_LOCATION_TYPE = 4
+    PREFERRED_LOCATION_ID = 5
+    LAST_PREFETCH_LOCATION = 6
+    LAST_PREFETCH_LOCATION_TYPE = 7
+    LAST_PREFETCH_LOCATION_ID = 8
+
+
+#: aclrtMemAllocManaged's only flag: "#define ACL_RT_MEM_ATTACH_GLOBAL (0x01U)" (acl_rt.h, 11-05).
+MEM_ATTACH_GLOBAL = 0x1
+
+
 #: The virtual-memory enums (11-04) and their vendor prefixes.
 _VMM_ENUMS = ((LocationType, "ACL_MEM_LOCATION_TYPE_"),
               (AllocationType, "ACL_MEM_ALLOCATION_TYPE_"), (HandleType, "ACL_MEM_HANDLE_TYPE_"),
               (GranularityOption, "ACL_RT_MEM_ALLOC_GRANULARITY_"),
-              (AccessFlags, "ACL_RT_MEM_ACCESS_FLAGS_"), (PoolAttr, "ACL_RT_MEM_POOL_"))
+              (AccessFlags, "ACL_RT_MEM_ACCESS_FLAGS_"), (PoolAttr, "ACL_RT_MEM_POOL_"),
+              (ManagedAdvise, "ACL_MEM_ADVISE_"), (ManagedLocationType, "ACL_MEM_LOCATIONTYPE_"),
+              (ManagedRangeAttr, "ACL_MEM_RANGE_ATTRIBUTE_"))
 
 
 def _flat_names() -> dict[str, int]:
@@ -459,6 +504,7 @@ def _flat_names() -> dict[str, int]:
     names.update({f"ACL_MEM_SHARE_HANDLE_TYPE_{m.name}": int(m) for m in SharedHandleType})
     names["ACL_RT_IPC_MEM_ATTR_ACCESS_LINK"] = int(IpcMemAttrType.ACCESS_LINK)
     names.update(SHARING_FLAGS)
+    names["ACL_RT_MEM_ATTACH_GLOBAL"] = MEM_ATTACH_GLOBAL
     names["ACL_DEVICE"] = int(RunMode.DEVICE)
     names["ACL_HOST"] = int(RunMode.HOST)
     for member in ErrorCode:

@@ -23,6 +23,7 @@ __all__ = [
     "CallbackTimeout", "ReservedFlagSet", "HostMemoryAlreadyRegistered",
     "HostMemoryNotRegistered", "AllocatorConfigError", "NpuOutOfMemoryError", "NoPermission",
     "FormatNotMatch", "UnsupportedJpeg", "UnreadableImage", "NotOnThisProduct",
+    "UnknownBarrier", "UnknownSymbol",
     "error_classes",
 ]
 
@@ -351,6 +352,21 @@ class NotOnThisProduct(AclError, RuntimeError):
     version lacks)."""
 
     code = ErrorCode.FEATURE_UNSUPPORTED
+
+
+class UnknownBarrier(AclError, LookupError):
+    """aclrtCmoWaitBarrier names a barrier id no aclrtCmoAsyncWithBarrier gave
+    (``Model::GetCmoId``: RT_ERROR_MODEL_EXIT_ID, which ``errcode_manage.cc`` makes
+    ACL_ERROR_RT_STREAM_MODEL)."""
+
+    code = ErrorCode.RT_STREAM_MODEL
+
+
+class UnknownSymbol(AclError, LookupError):
+    """A device symbol (11-11) no kernel registered (``SymbolTable::Lookup``:
+    RT_ERROR_INVALID_SYMBOL, ACL_ERROR_RT_INVALID_SYMBOL)."""
+
+    code = ErrorCode.RT_INVALID_SYMBOL
 
 
 def error_classes() -> list[type[AclError]]:

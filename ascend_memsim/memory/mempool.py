@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedDict
 
 from .constants import MiB, PoolAttr
+from .errors import InvalidArgument
 
-__all__ = ["GRANULE", "PoolAttr", "Segment", "SegmentPool"]
+__all__ = ["GRANULE", "PoolAttr", "Segment", "SegmentPool", "check_reserved"]
 
 #: DEVICE_POOL_MIN_BLOCK_SIZE and DEVICE_POOL_ALIGN_SIZE (stream_mem_pool.hpp): 2 MiB.
 GRANULE = 2 * MiB
@@ -253,3 +254,14 @@ class SegmentPool:
         assert (used, reserved) == (self.used, self.reserved), (used, reserved, self.used,
                                                                  self.reserved)
         assert self.used_high >= self.used and self.reserved_high >= self.reserved
+
+
+def check_reserved(reserved: object) -> None:
+    """aclrtMemPoolProps.reserved: "当前必须为全0" (25-04); 0, or up to 32 zero bytes."""
+    if type(reserved) is int and reserved == 0:
+        return
+    if isinstance(reserved, (bytes, bytearray, list, tuple)) and len(reserved) <= 32 and all(
+            type(b) is int and b == 0 for b in reserved):
+        return
+    raise InvalidArgument("aclrtMemPoolCreate: poolProps->reserved must be all zero "
+                          "(0, or up to 32 zero bytes)")

@@ -86,6 +86,17 @@ class Profile:
     #: RT_FEATURE_TASK_MEMCPY_D2D_BY_OFFSET in hicann/runtime src/runtime/config/*/
     #: dev_info_reg.cc (910_B_93 and 950 have them, dc, the 310P, does not)
     stars: bool = True
+    #: aclrtValueWrite / aclrtValueWait (11-09) are supported: RT_FEATURE_TASK_VALUE_WAIT in
+    #: hicann/runtime src/runtime/config/*/dev_info_reg.cc (910_B_93 and 950 have it, dc,
+    #: the 310P, does not; the 11-09 tables agree)
+    value_wait: bool = True
+    #: aclrtCmoAsync and the CMO descriptor calls (11-06) are supported: RT_FEATURE_TASK_CMO
+    #: in the same files (910_B_93 and 950, not dc)
+    cmo: bool = True
+    #: aclrtCmoAsyncWithBarrier / aclrtCmoWaitBarrier (11-06) are supported:
+    #: RT_FEATURE_TASK_ASYNC_CMO, only in the mini_v3 and as31xm1 configs (Atlas 200I/500 A2,
+    #: the only part 11-06 lists for them); no built-in profile has it
+    cmo_barrier: bool = False
     #: Where each number came from, by field name.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -96,7 +107,8 @@ class Profile:
         for name in ("hbm_bytes", "ddr_bytes", "device_count", "reserved_bytes"):
             value = as_int(getattr(self, name), f"profile {self.name}: {name}", 0, MEMORY_SPAN)
             object.__setattr__(self, name, value)
-        for name in ("huge1g", "usage_info", "p2p", "dvpp_type", "host_register", "stars"):
+        for name in ("huge1g", "usage_info", "p2p", "dvpp_type", "host_register", "stars",
+                     "value_wait", "cmo", "cmo_barrier"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentType(f"profile {self.name}: {name} must be True or False, "
                                           f"got {getattr(self, name)!r}")
@@ -231,7 +243,7 @@ _BUILTIN = (
         name="310P", description="DDR-only inference part (Ascend 310P, Atlas 300I)",
         hbm_bytes=0, ddr_bytes=24 * GiB, size_rule=SizeRule.ALIGN32_PLUS32, huge1g=False,
         usage_info=True, aliases=("ascend310p", "310p", "atlas 300i", "atlas300i"),
-        soc_name="Ascend310P3", host_register=False, stars=False,
+        soc_name="Ascend310P3", host_register=False, stars=False, value_wait=False, cmo=False,
         sources=MappingProxyType({
             "soc_name": ("SoC_version of hicann/runtime platform_config/cann/"
                         "Ascend310P3.ini (memory_size 24e9 bytes)"),

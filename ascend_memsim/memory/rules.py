@@ -28,7 +28,8 @@ from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
 __all__ = [
     "Page", "Api", "PhysicalApi", "parse_api", "Request", "align_up", "rule_size", "page_order",
     "parse_policy",
-    "policy_name", "device_base", "device_of", "DEVICE_SPAN", "MEMORY_OFFSET",
+    "policy_name", "device_base", "device_of", "DEVICE_SPAN", "MEMORY_OFFSET", "UVM_BASE",
+    "UVM_END",
     "HUGE_FIRST_THRESHOLD", "OUT_OF_RANGE_HUGE_FROM", "PAGE_BYTES", "POLICY_MIN",
     "CACHED_POLICIES", "DEFAULT_POLICY", "P2P_POLICIES", "fallback_note", "plan",
 ]
@@ -136,6 +137,11 @@ _READONLY = int(MallocFlag.USER_SPACE_READONLY)  # a plain int: IntFlag's & is s
 # inside it HBM starts at offset 0 and DDR at MEMORY_SPAN. So a pointer names its device.
 DEVICE_SPAN = 2 * MEMORY_SPAN
 MEMORY_OFFSET = {Memory.HBM: 0, Memory.DDR: MEMORY_SPAN}
+#: Managed (unified) memory's addresses, one range per process: "[0x90000000000ULL,
+#: 0x90000000000ULL+3TB)" (hicann/runtime docs/zh/api_ref/11-05_unified_addressing.md,
+#: aclrtMemManagedAdvise). Below the first device's window: the host part of the layout.
+UVM_BASE = 0x900_0000_0000
+UVM_END = UVM_BASE + (3 << 40)
 
 
 def device_base(device_id: int) -> int:

@@ -8,13 +8,15 @@ turn it on).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from types import CodeType
 from typing import NamedTuple
 
-__all__ = ["Frame", "Site", "capture_site", "format_site", "site_of"]
+__all__ = ["Frame", "Site", "capture_site", "format_site", "site_of", "calls_from"]
 
 # The whole package (this file is in its memory/ subpackage): its frames are never the user's.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -25,9 +27,10 @@ _KIND: dict[str, int] = {}
 _KEEP, _SKIP, _STOP = 0, 1, 2
 
 #: Tools that call the user's code: a site ends at the first of their frames, so it shows
-#: the user's program from the test function (pytest, Hypothesis) or the script (runpy,
-#: ``python -m``, ``ascend-memsim run``) inwards.
-_TOOL_MODULES = ("_pytest", "pluggy", "hypothesis", "runpy")
+#: the user's program from the test function (pytest, Hypothesis), the script (runpy,
+#: ``python -m``, ``ascend-memsim run``) or a worker process's target (multiprocessing)
+#: inwards.
+_TOOL_MODULES = ("_pytest", "pluggy", "hypothesis", "runpy", "multiprocessing")
 
 
 def _kind(filename: str) -> int:
@@ -90,6 +93,15 @@ class Site:
     def __repr__(self) -> str:
         return f"Site({list(self.frames)!r})"
 
+    @classmethod
+    def of_frames(cls, frames: Iterable[Frame]) -> Site:
+        """A site of frames given as they are (another process's, which has no code objects
+        here)."""
+        site = cls(())
+        site._frames = tuple(frames)
+        site._raw = site._frames  # its length
+        return site
+
 
 _getframe = sys._getframe
 
@@ -115,6 +127,10 @@ def capture_site(limit: int = 10, skip: int = 0) -> Site:
     O(stack depth); each file name is classified once. Reads no line numbers (their lookup
     costs more than the walk): :class:`Site` works them out when its frames are first read.
     """
+    if _CALLS_FROM:
+        found = _CALLS_FROM.get(threading.get_ident())
+        if found is not None:
+            return found
     codes: list[CodeType] = []
     key: list[int] = []
     kinds = _KIND
@@ -147,6 +163,24 @@ def capture_site(limit: int = 10, skip: int = 0) -> Site:
             _SITES.clear()
         found = _SITES[frozen] = Site(tuple(zip(reversed(codes), reversed(key[1::2]))))
     return found
+
+
+#: thread id -> the site every call on that thread comes from (see calls_from); empty
+#: unless a thread serves another process
+_CALLS_FROM: dict[int, Site] = {}
+
+
+@contextlib.contextmanager
+def calls_from(site: Site) -> Iterator[Site]:
+    """Make :func:`capture_site` on this thread return ``site`` for the ``with`` block: the
+    calls come from another process's frames (an owner serving a worker's call,
+    :mod:`ascend_memsim.remote`), not from this thread's stack."""
+    ident = threading.get_ident()
+    _CALLS_FROM[ident] = site
+    try:
+        yield site
+    finally:
+        del _CALLS_FROM[ident]
 
 
 #: (code id, offset, ...) of a stack, innermost first -> its Site (see capture_site)

@@ -273,9 +273,7 @@ class _Source:
 
 def _limits(src: _Source, step: object, top: object, window: object,
             cann: object) -> tuple[int, int, int]:
-    if not isinstance(cann, str):
-        raise InvalidArgumentType(f"cann must be a version string such as '8.1.RC1', not "
-                                  f"{type(cann).__name__}")
+    cann_tuple(cann)  # a CANN version, or InvalidArgument(Type) before any replay
     step = _check_int("step", step, 1)
     if step % 64:
         raise InvalidArgument(f"step must be a positive multiple of 64 bytes, got {step}")

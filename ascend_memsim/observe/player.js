@@ -195,8 +195,9 @@
 
   Panel.prototype.legend = function () {
     const box = html("div", {"class": "legend"}, this.root);
-    const kinds = new Set(this.P.blocks.filter((b) => b[API] !== D.physical_api)
-                                        .map((b) => b[PAGE]));
+    const fills = D.fills || {};
+    const kinds = new Set(this.P.blocks.filter((b) => b[API] !== D.physical_api &&
+                                                      !(b[API] in fills)).map((b) => b[PAGE]));
     if (!kinds.size) { kinds.add(0); kinds.add(1); }
     const items = [...kinds].sort().map((k) => ["sw-" + PAGES[k], "requested, " + PAGES[k] +
                                                 " pages"]);
@@ -205,11 +206,14 @@
     for (const k of [...handles].sort()) {
       items.push(["sw-physical", "physical handle, " + pageSize(k)]);
     }
+    const own = new Set(this.P.blocks.filter((b) => b[API] in fills).map((b) => b[API]));
+    for (const api of [...own].sort()) items.push(["sw", D.apis[api], fills[api]]);
     items.push(["sw-padding", "padding (size rule, e.g. +32)"],
                ["sw-rounding", "page rounding"], ["sw-free", "free"]);
-    for (const [cls, text] of items) {
+    for (const [cls, text, fill] of items) {
       const item = html("span", {"class": "item"}, box);
-      html("span", {"class": "sw " + cls}, item);
+      const sw = html("span", {"class": "sw " + cls}, item);
+      if (fill) sw.style.background = fill;
       html("span", {}, item, text);
     }
   };
@@ -313,7 +317,8 @@
     const over = [];
     for (const [id, b] of shown) {
       const physical = b[API] === D.physical_api;
-      const off = b[OFF], color = physical ? colors.physical : colors.pages[b[PAGE]];
+      const off = b[OFF], color = physical ? colors.physical
+        : (D.fills && D.fills[b[API]]) || colors.pages[b[PAGE]];
       const parts = [[off, off + b[SIZE], "data"]];
       if (b[RULE] > b[SIZE]) parts.push([off + b[SIZE], off + b[RULE], "padding"]);
       if (b[FP] > b[RULE]) parts.push([off + b[RULE], off + b[FP], "rounding"]);
@@ -386,6 +391,12 @@
     }
     if (P.failures.indexOf(n) >= 0) html("span", {"class": "failt now"}, detail,
                                           "this malloc failed here");
+    // another process's memory mapped here: not this device's memory, named under the figures
+    const mapped = (P.imports || []).filter((m) => m[0] <= n && (m[1] < 0 || n < m[1]));
+    this.root.setAttribute("data-imports", String(mapped.length));
+    for (const m of mapped) {
+      html("div", {"class": "import"}, this.figs, "mapped from another process: " + m[2]);
+    }
     this.cursor.setAttribute("x", this.x(n).toFixed(1));
     this.cursor.setAttribute("width", Math.max(this.x(n + 1) - this.x(n), 1.5).toFixed(1));
   };

@@ -36,6 +36,7 @@ from ..memory.rules import Api, Page, PhysicalApi
 from ..memory.units import format_bytes
 from .regions import PHYSICAL_COLOR
 from .replay import ReplayResult, Source, replay
+from .sharedmap import CACHED_COLOR, POOL_COLOR, import_change
 from .stream import records
 from .viz import PADDING_COLOR, PAGE_COLORS, ROW_BYTES, MapSnapshot, map_svg
 
@@ -57,9 +58,13 @@ FRAME_CHARS = 240
 STACK_CHARS = 2_000_000
 
 _PAGES = {Page.NORMAL: 0, Page.HUGE: 1, Page.HUGE1G: 2}
-#: the APIs of blocks, then aclrtMallocPhysical (a physical handle's memory, drawn apart)
-_APIS = [*(api.value for api in Api), PhysicalApi.MALLOC_PHYSICAL.value]
-_PHYSICAL = len(_APIS) - 1
+#: the APIs of blocks, then aclrtMallocPhysical (a physical handle's memory, drawn apart),
+#: then a stream-ordered pool's granule holding a block, and one cached (each its own colour)
+_APIS = [*(api.value for api in Api), PhysicalApi.MALLOC_PHYSICAL.value,
+         "aclrtMemPoolMallocAsync", "memory pool, cached"]
+_PHYSICAL = len(_APIS) - 3
+_POOL_BLOCK, _POOL_CACHED = len(_APIS) - 2, len(_APIS) - 1
+_GRANULE = ROW_BYTES   # a pool's granule (runtime/pools.py): 2 MiB, one row
 _PAGE_OF = {"huge": Page.HUGE, "huge1g": Page.HUGE1G}
 _KIND = {"malloc": "m", "free": "f", "malloc_failed": "x", "reset": "r"}
 
@@ -132,13 +137,44 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
     live: dict[int, int] = {}
     drawn = device
     state: dict[str, Any] = {}
+    #: (pool, va) -> phys of each pool granule; [opened at, closed at or -1, label] imports
+    granules: dict[tuple[int, int], int] = {}
+    imports: list[list] = []
+    open_imports: dict[tuple, list] = {}
+
+    def granule(index: int, phys: int, api: int, size: int) -> None:
+        """(Re)draw a pool granule: the block it holds now (its bytes in it), or cached."""
+        number = live.pop(phys, None)
+        if number is not None:
+            ops.extend((index, -(number + 1)))
+        live[phys] = len(blocks)
+        ops.extend((index, len(blocks) + 1))
+        blocks.append([index, phys - state["base"], size, size, _GRANULE, _PAGES[Page.HUGE],
+                       api, MODULE_APP, -1, 0])
+
+    def pooled(index: int, event: str, info: dict) -> None:
+        """A pool block handed out or given back: its granules redrawn."""
+        pool, ptr, size, footprint = (info.get(k) for k in ("pool", "ptr", "size",
+                                                               "footprint"))
+        if not (type(pool) is type(ptr) is type(size) is type(footprint) is int):
+            return
+        # no block holds more granules than the pools have (a trace's figure is data)
+        for va in range(ptr, ptr + min(footprint, len(granules) * _GRANULE), _GRANULE):
+            phys = granules.get((pool, va))
+            if phys is None:
+                continue
+            if event == "mem_pool_malloc":
+                granule(index, phys, _POOL_BLOCK, max(0, min(size - (va - ptr), _GRANULE)))
+            else:
+                granule(index, phys, _POOL_CACHED, _GRANULE)
 
     def observe(event: str, dev: Any, info: dict) -> None:
         nonlocal drawn
         index = counting.index
         if index >= limit:
             return
-        if drawn is None and event in ("malloc", "malloc_physical"):
+        if drawn is None and event in ("malloc", "malloc_physical", "ipc_import",
+                                       "shareable_import"):
             drawn = dev.device_id
         if dev.device_id != drawn:
             return
@@ -157,6 +193,19 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
             blocks.append([index, b.ptr - state["base"], b.size, b.rule_size, b.footprint,
                            _PAGES[b.page], _APIS.index(b.api.value), b.module,
                            stacks.id_of(getattr(e, "stack", None)), int(b.fallback)])
+        elif event in ("ipc_import", "shareable_import", "ipc_close", "shareable_release"):
+            key, opened = import_change(event, info)
+            if key is not None and opened is not None:
+                open_imports[key] = entry = [index, -1, opened.label]
+                imports.append(entry)
+            elif key is not None and key in open_imports:
+                open_imports.pop(key)[1] = index
+        elif event in ("mem_pool_malloc", "mem_pool_free"):
+            pooled(index, event, info)
+        elif event == "malloc_physical" and type(info.get("pool")) is int and \
+                type(info.get("va")) is int and info.get("footprint") == _GRANULE:
+            granules[(info["pool"], info["va"])] = info["phys"]
+            granule(index, info["phys"], _POOL_CACHED, _GRANULE)
         elif event == "malloc_physical":
             # a physical handle's memory, in the same heap (memory/vmm.py): size as asked, no
             # padding, the rest of its pages as page rounding
@@ -166,6 +215,8 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
                            info["footprint"], _PAGES[_PAGE_OF.get(info["page"], Page.HUGE)],
                            _PHYSICAL, MODULE_APP, -1, 0])
         elif event == "free_physical":
+            if type(info.get("pool")) is int:
+                granules.pop((info["pool"], info.get("va")), None)
             number = live.pop(info["phys"], None)
             if number is not None:
                 ops.extend((index, -(number + 1)))
@@ -180,7 +231,9 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
     if "capacity" not in state:
         state["capacity"] = result.capacity
     row_bytes, lines = _layout(blocks, state["capacity"])
-    return _product(result, state["capacity"], blocks, ops, row_bytes, lines), drawn
+    panel = _product(result, state["capacity"], blocks, ops, row_bytes, lines)
+    panel["imports"] = imports[:1000]
+    return panel, drawn
 
 
 def _product(result: ReplayResult, capacity: int, blocks: list, ops: list, row_bytes: int,
@@ -279,6 +332,8 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
         "colors": {"pages": [PAGE_COLORS[p.value] for p in _PAGES], "padding": PADDING_COLOR,
                    "physical": PHYSICAL_COLOR},
         "physical_api": _PHYSICAL,
+        # a pool's granules: their own colours by api
+        "fills": {str(_POOL_BLOCK): POOL_COLOR, str(_POOL_CACHED): CACHED_COLOR},
     }
 
 

@@ -253,19 +253,26 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
         f"{snapshot.counted} use {format_bytes(snapshot.used_bytes)} of "
         f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
         f"largest free run {format_bytes(snapshot.largest_free_run)}")
-    ax.set_title(_lines(*heading, summary), fontsize=10.5, loc="left", pad=30)
+    # other processes' memory this one maps: named under the figures (not this heap's)
+    mapped = [f"mapped from another process: {entry.label}" for entry in snapshot.imports[:8]]
+    if len(snapshot.imports) > 8:
+        mapped.append(f"... and {len(snapshot.imports) - 8} more imports")
+    ax.set_title(_lines(*heading, summary, *mapped), fontsize=10.5, loc="left", pad=30)
     if snapshot.legend is not None:
         handles = [Patch(facecolor=fill, edgecolor="#555555", linewidth=0.5, label=label)
                    for fill, label in snapshot.legend]
     elif color_by == "page":
-        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)}) or [
-            "normal", "huge"]
+        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)
+                        and getattr(b, "fill", None) is None}) or ["normal", "huge"]
         handles = [Patch(color=PAGE_COLORS[k], label=f"requested, {k} pages") for k in kinds]
     else:
         handles = [Patch(color=c, label=f"component {n}") for n, c in comp.items()]
     if snapshot.legend is None:
         handles += [Patch(color=PHYSICAL_COLOR, label=f"physical handle, {pages}")
                     for pages in sorted({b.pages for b in snapshot.blocks if is_physical(b)})]
+        # regions of their own kind (a pool's granules): each fill once
+        handles += [Patch(color=fill, label=label) for fill, label in dict.fromkeys(
+            (b.fill, b.swatch) for b in snapshot.blocks if getattr(b, "swatch", None))]
         handles += [Patch(color=PADDING_COLOR, label="padding (size rule, e.g. +32)"),
                     Patch(facecolor="#FFFFFF", edgecolor="#888888", hatch="////",
                           label="page rounding"),

@@ -33,6 +33,7 @@ from ..memory.units import format_bytes, parse_size, plural
 from ..runtime.runtime import Runtime
 from .fields import MAX_DEVICES
 from .plain import brief
+from .recorded import RECORDED_EVENTS, Recorded
 from .stream import _BIT, TraceStream, records
 from .timeline import Timeline, _Timeline
 from .trace import Trace
@@ -100,6 +101,11 @@ class ReplayResult:
     recorded_failures: int = 0
     recorded_failures_now_fit: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    #: events counted that place no memory of their own: a pool's calls (its granules are
+    #: replayed as physical memory) and sharing between processes (:mod:`.recorded`)
+    recorded: dict[str, int] = field(default_factory=dict)
+    #: the most bytes of other processes' memory this one had imported at once
+    imported_peak: int = 0
     peak_bytes: int = 0
     peak_index: int = -1
     peak_by_stream: dict[Any, int] = field(default_factory=dict)
@@ -137,6 +143,11 @@ class ReplayResult:
         if self.recorded_failures:
             lines.append(f"  {self.recorded_failures} recorded malloc failures probed; "
                          f"{self.recorded_failures_now_fit} would succeed here")
+        if self.recorded:
+            lines.append("  recorded, no memory of their own: " + ", ".join(
+                f"{n} {k}" for k, n in sorted(self.recorded.items()))
+                + (f"; imports peak at {format_bytes(self.imported_peak)} of other "
+                   f"processes' memory" if self.imported_peak else ""))
         if self.skipped:
             lines.append("  not replayed: " + ", ".join(f"{n} {k}" for k, n in
                                                         sorted(self.skipped.items())))
@@ -293,6 +304,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     devices_seen: dict[Any, Any] = {}
     index = -1
     last_change = -1
+    recorded = Recorded(result.recorded, result.problems, name)
 
     def changed(index: int, block: Block, site: str | None, sign: int) -> None:
         nonlocal total, at_peak
@@ -347,14 +359,24 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
             result.failures += 1
             if result.first_failure is None:
                 alloc = device.allocators[main]
+                call = "aclrtMallocPhysical" if event.get("pool") is None else \
+                    "aclrtMemPoolMallocAsync"
                 result.first_failure = Failure(
-                    index, event.line, dict(event.as_dict(), api="aclrtMallocPhysical"),
+                    index, event.line, dict(event.as_dict(), api=call),
                     getattr(e, "message", str(e)), int(e.code),
                     sum(b.footprint for b in device.blocks()), {}, alloc.free_bytes,
                     alloc.largest_free_run(), alloc.capacity)
             return "stop" if stop_at_failure else None
-        stand_in = _Physical(footprint, {"handle": event.get("handle"), "size": size,
-                                         "footprint": footprint, "page": page, "phys": ptr})
+        info = {"handle": event.get("handle"), "size": size, "footprint": footprint,
+                "page": page, "phys": ptr}
+        pool = event.get("pool")
+        if type(pool) is int:   # a stream-ordered pool's granule (runtime/pools.py)
+            va = event.get("va")
+            info.update(pool=pool, **({"va": va} if type(va) is int else {}))
+        stand_in = _Physical(footprint, info, "memory pool" if "pool" in info else "APP")
+        top = ptr + footprint - device.allocators[main].base
+        if top > result.high_water:   # smallest_capacity's bound counts physical memory
+            result.high_water = top
         physical[key] = (ptr, stand_in)
         changed(index, stand_in, None, +1)
         last_change = index
@@ -489,11 +511,14 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
         elif kind == "malloc_physical" or kind == "free_physical":
             if physical_event(index, event, device) == "stop":
                 break
+        elif kind in RECORDED_EVENTS:
+            recorded.event(event, device)
         elif kind in ("set_device", "reset_device"):
             continue
         else:
             result.skipped[str(kind)] = result.skipped.get(str(kind), 0) + 1
     result.total = max(result.total, index + 1)
+    result.imported_peak = recorded.imported_peak
     result.peak_sites = sorted(((site, b, n) for site, (b, n) in at_peak.items()),
                                key=lambda row: (-row[1], row[0]))
     if track is not None:
@@ -511,12 +536,13 @@ class _Physical:
     """What the tallies read of a block, for physical memory (charged to APP), and what the
     observers (statistics, pictures) are told of it, as the runtime tells them."""
 
-    __slots__ = ("footprint", "info")
-    module_name = "APP"
+    __slots__ = ("footprint", "info", "module_name")
 
-    def __init__(self, footprint: int, info: dict) -> None:
+    def __init__(self, footprint: int, info: dict, module_name: str = "APP") -> None:
         self.footprint = footprint
         self.info = info
+        #: the timeline's component: APP, or "memory pool" for a pool's granule
+        self.module_name = module_name
 
     def tell(self, device: Any, event: str) -> None:
         """Send ``event`` (malloc_physical or free_physical) to the device's observers."""

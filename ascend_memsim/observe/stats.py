@@ -10,7 +10,9 @@ counters named like PyTorch's (``"<stat>.<pool>.<metric>"``):
 - metrics: ``current``, ``peak``, ``allocated`` (running total), ``freed`` (running total);
 
 plus ``num_ooms`` (failed mallocs), ``num_fallbacks`` (HUGE_FIRST blocks placed on normal
-pages), ``num_resets`` and ``reset_blocks`` (blocks still live when the device was reset).
+pages), ``num_resets`` and ``reset_blocks`` (blocks still live when the device was reset),
+and, once the program made such calls, ``num_<event>s`` of the stream memory, cache and
+device-variable events (:data:`COUNTED_EVENTS`: ``num_value_writes``, ``num_cmos``, ...).
 
 >>> from ascend_memsim import Runtime, MiB
 >>> with Runtime("A2", hbm_bytes=64 * MiB) as rt:
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from ..memory.device import Block, Device
     from ..runtime.runtime import Runtime
 
-__all__ = ["MemoryStats", "STATS", "METRICS", "memory_summary"]
+__all__ = ["MemoryStats", "STATS", "METRICS", "COUNTED_EVENTS", "memory_summary"]
 
 #: The counted quantities and the metrics kept for each pool.
 STATS = ("allocation", "footprint_bytes", "requested_bytes")
@@ -78,6 +80,8 @@ class _DeviceStats:
         #: custom allocators (11-08, runtime/custom_alloc.py): event counts, and the
         #: workspace bytes registered allocators have handed out and not yet had back
         self.allocator: dict[str, int] = {}
+        #: ``num_<event>s`` of the COUNTED_EVENTS
+        self.calls: dict[str, int] = {}
 
     def _counter(self, stat: str, pool: str) -> _Counter:
         counter = self.counters.get((stat, pool))
@@ -155,6 +159,16 @@ class MemoryStats:
         if event in _ALLOCATOR:
             self._custom(event, device, info)
             return
+        if event in COUNTED_EVENTS:
+            with self._lock:
+                stats = self._devices.get(device.device_id)
+                if stats is None:
+                    stats = self._devices[device.device_id] = _DeviceStats()
+                name = counter_name(event)
+                stats.calls[name] = stats.calls.get(name, 0) + 1
+        if event in _MANAGED:
+            self._managed(event, device, info)
+            return
         if event not in ("malloc", "free", "malloc_failed", "reset", "malloc_physical",
                          "free_physical", "mem_pool_malloc", "mem_pool_free"):
             return
@@ -188,7 +202,7 @@ class MemoryStats:
             if stats is None:
                 stats = self._devices[device.device_id] = _DeviceStats()
             counts = stats.sharing
-            name = f"num_{event}s" if not event.endswith("close") else "num_ipc_closes"
+            name = counter_name(event)
             counts[name] = counts.get(name, 0) + 1
             size = info.get("footprint", info.get("size", 0))
             if event in ("ipc_import", "shareable_import"):
@@ -218,6 +232,23 @@ class MemoryStats:
                 counts["allocator_bytes.current"] = (counts.get("allocator_bytes.current", 0)
                                                      - info["size"])
 
+    def _managed(self, event: str, device: Device, info: dict) -> None:
+        """Count a managed-memory call (11-05, runtime/managed.py): ``num_<event>s``, and the
+        bytes of managed memory charged to the device (``managed_bytes``; they are counted
+        as physical memory in the pools too)."""
+        with self._lock:
+            stats = self._devices.get(device.device_id)
+            if stats is None:
+                stats = self._devices[device.device_id] = _DeviceStats()
+            counts = stats.sharing
+            name = counter_name(event)
+            counts[name] = counts.get(name, 0) + 1
+            if event in ("managed_alloc", "managed_free"):
+                sign = 1 if event == "managed_alloc" else -1
+                now = counts.get("managed_bytes.current", 0) + sign * info["footprint"]
+                counts["managed_bytes.current"] = now
+                counts["managed_bytes.peak"] = max(counts.get("managed_bytes.peak", 0), now)
+
     def device_ids(self) -> list[int]:
         """The devices that have had an event so far."""
         with self._lock:
@@ -243,6 +274,7 @@ class MemoryStats:
             out["reset_blocks"] = stats.reset_blocks
             # shared memory: only once the process shared some (the keys are absent before)
             out.update(stats.sharing)
+            out.update(stats.calls)
             # custom allocators likewise (absent before their first event)
             out.update(stats.allocator)
             current = out["requested_bytes.all.current"]
@@ -275,6 +307,24 @@ _SHARING = frozenset({"ipc_export", "ipc_import", "ipc_close", "shareable_export
 #: The custom allocator events (see runtime/custom_alloc.py) the statistics count.
 _ALLOCATOR = frozenset({"allocator_register", "allocator_unregister", "allocator_alloc",
                         "allocator_free"})
+
+
+#: The events counted as ``num_<event>s``: value write and wait (11-09, runtime/streams.py),
+#: cache operations (11-06, runtime/cmo.py: ``cmo`` is any of the three CMO launches), and
+#: device variables (11-11, compute/symbols.py: loaded on a device, unloaded, copied).
+COUNTED_EVENTS = frozenset({"value_write", "value_wait", "cmo", "cmo_wait_barrier",
+                            "cmo_set_desc", "symbol_load", "symbol_unload", "symbol_copy"})
+def counter_name(event: str) -> str:
+    """The statistics' count of ``event``: ``num_`` and the event's plural
+    (``num_cmos``, ``num_symbol_copies``, ``num_managed_prefetches``)."""
+    if event.endswith("y"):
+        return f"num_{event[:-1]}ies"
+    return f"num_{event}{'es' if event.endswith(('ch', 'sh', 'x')) else 's'}"
+
+
+#: The managed-memory events (runtime/managed.py) the statistics count.
+_MANAGED = frozenset({"managed_alloc", "managed_free", "managed_advise", "managed_prefetch",
+                      "managed_prefetch_batch", "p2p_map"})
 
 
 def _fmt(n: int, is_bytes: bool) -> str:

@@ -9,7 +9,25 @@ the event names one, else None) and the event's own fields:
 - ``malloc``: api, policy, size, module, ptr, rule_size, footprint, page, memory, fallback
   (true when HUGE_FIRST fell back to normal pages: the "fallback" event is this flag);
 - ``malloc_failed``: api, policy, size, module, code, error (the explaining message);
-- ``free``: ptr, size, footprint; ``reset``: leaked (pointers still live).
+- ``free``: ptr, size, footprint; ``reset``: leaked (pointers still live);
+- ``malloc_physical`` / ``free_physical``: handle, size, footprint, page, phys (where the
+  memory lies in the device's heap), and for a stream-ordered pool's 2 MiB granule ``pool``
+  and ``va`` (where the pool maps it);
+- ``mem_pool_create`` (pool, max_size), ``mem_pool_malloc`` / ``mem_pool_free`` (pool, ptr,
+  size, footprint, stream), ``mem_pool_trim`` (pool, keep, released), ``mem_pool_set_attr``
+  (pool, attr, value), ``mem_pool_destroy``;
+- ``ipc_export`` (key, ptr, size), ``ipc_set_import_pid`` (key, pids), ``ipc_set_attr``
+  (key, type, value), ``ipc_import`` (key, ptr, size, exporter, memory_device),
+  ``ipc_close`` (key, ptr, size, role), ``shareable_export`` (handle, size, footprint,
+  shareable), ``shareable_set_pid`` (shareable, pids), ``shareable_import`` (handle, size,
+  footprint, shareable, exporter, memory_device), ``shareable_release`` (handle, size,
+  footprint, shareable).
+
+Replay places and gives back the memory of ``malloc``, ``free``, ``reset`` and the physical
+events (a pool's granules among them, so a pool's memory counts as the runtime charges it);
+it counts the pool and sharing events, which place no memory of their own (an import maps
+another process's memory), and tells them to its observers
+(:mod:`ascend_memsim.observe.recorded`); any other event is kept and skipped.
 
 With ``stacks=True`` each event also carries ``stack``: the user's frames as
 ``file:line in function`` strings (:mod:`ascend_memsim.memory.sites`).
@@ -74,8 +92,11 @@ __all__ = ["Trace", "Recorder", "TraceFormatError", "load", "loads", "read_rmm_c
            "KNOWN_EVENTS", "MAX_DEVICES"]
 
 
-#: The events replay acts on; any other event is kept and skipped.
-KNOWN_EVENTS = ("malloc", "malloc_failed", "free", "reset", "set_device", "reset_device")
+#: The events replay places memory for (or that need nothing); the pool and sharing events
+#: are counted (:data:`~ascend_memsim.observe.recorded.RECORDED_EVENTS`); any other event is
+#: kept and skipped.
+KNOWN_EVENTS = ("malloc", "malloc_failed", "free", "reset", "set_device", "reset_device",
+                "malloc_physical", "free_physical")
 
 
 

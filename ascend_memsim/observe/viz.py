@@ -10,7 +10,7 @@
 
 :func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
 
-Size: under 700 lines, on purpose: the pictures share their geometry (rows, colours,
+Size: about 720 lines, on purpose: the pictures share their geometry (rows, colours,
 headings, the labels and edges the PNG draws too) and one import path; the PNG itself is
 :mod:`ascend_memsim.observe.png`, and regions of other kinds (a caching allocator's blocks,
 :mod:`.allocmap`) bring their own fill, label and tip rather than a branch here.
@@ -29,6 +29,7 @@ from ..memory.device import Block
 from ..memory.rules import PAGE_BYTES, Page
 from ..memory.units import format_bytes, plural
 from .regions import PHYSICAL_COLOR, is_physical, physical_regions
+from .sharedmap import IMPORT_COLOR, SharingView, imports_svg
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -69,10 +70,18 @@ class MapSnapshot:
     legend: list[tuple[str, str]] | None = None
     gap: str = "free"
     outlines: list[tuple[int, int]] = field(default_factory=list)
+    #: other processes' memory this process maps (:class:`~.sharedmap.Import`), drawn
+    #: under the device's memory
+    imports: list = field(default_factory=list)
 
     @classmethod
-    def of(cls, device: Device, title: str | None = None) -> MapSnapshot:
-        """A snapshot of ``device`` now (takes the device lock)."""
+    def of(cls, device: Device, title: str | None = None, *,
+           sharing: SharingView | None = None) -> MapSnapshot:
+        """A snapshot of ``device`` now (takes the device lock); with ``sharing`` (a
+        :class:`~.sharedmap.SharingView` observing the runtime or replay), its pools' granules
+        drawn with their blocks and its imports listed."""
+        if sharing is not None:
+            return sharing.annotate(cls.of(device, title), device.device_id)
         with device.lock:
             memory = device.profile.main_memory
             alloc = device.allocators[memory]
@@ -100,12 +109,15 @@ class MapSnapshot:
 
     @property
     def counted(self) -> str:
-        """``3 blocks`` or ``3 blocks and 1 physical handle``."""
-        handles = self.handles
-        blocks = len(self.blocks) - handles
-        text = plural(blocks, "block")
-        return text + (f" and {plural(handles, 'physical handle')}" if handles
-                       else "")
+        """``3 blocks``, ``3 blocks and 1 physical handle``, ``1 block and 3 pool granules``:
+        blocks, then other regions by what they count as, in order of address."""
+        counts = {"block": 0}
+        for b in self.blocks:
+            name = getattr(b, "counted_as", None) or (
+                "physical handle" if is_physical(b) else "block")
+            counts[name] = counts.get(name, 0) + 1
+        parts = [plural(n, name) for name, n in counts.items()]
+        return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
     @property
     def used_bytes(self) -> int:
@@ -281,14 +293,19 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     if snapshot.legend is not None:
         swatches = list(snapshot.legend)
     elif color_by == "page":
-        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)}) or [
-            "normal", "huge"]
+        kinds = sorted({b.page.value for b in snapshot.blocks if not is_physical(b)
+                        and getattr(b, "fill", None) is None}) or ["normal", "huge"]
         swatches = [(PAGE_COLORS[k], f"requested, {k} pages") for k in kinds]
     else:
         swatches = [(c, f"component {n}") for n, c in comp.items()]
     if snapshot.legend is None:
         swatches += [(PHYSICAL_COLOR, f"physical handle, {b.pages}")
                      for b in {b.page: b for b in snapshot.blocks if is_physical(b)}.values()]
+        # regions of their own kind (a pool's granules): each fill once
+        swatches += list(dict.fromkeys((b.fill, b.swatch) for b in snapshot.blocks
+                                       if getattr(b, "swatch", None) is not None))
+        if snapshot.imports:
+            swatches.append((IMPORT_COLOR, "imported from another process"))
         swatches += [(PADDING_COLOR, "padding (size rule, e.g. +32)"),
                      ("url(#rounding)", "page rounding (unused tail of a page)"),
                      (FREE_COLOR, "free")]
@@ -394,6 +411,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                 gx = left + k * ROW_BYTES * scale
                 grid.append(f'<line x1="{gx:.2f}" y1="{ry}" x2="{gx:.2f}" y2="{ry + row_h}" '
                             f'class="grid"/>')
+    y = imports_svg(snapshot.imports, body, left, bar_w, y, row_bytes)
     height = y + 10
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -602,6 +620,8 @@ TEXT_LEGEND = (("G", "1 GiB pages"), ("H", "huge page with requested bytes"),
                ("n", "normal-page blocks, partly"), (".", "free"))
 #: The text map's character for physical memory (shown in the legend when there is some).
 PHYSICAL_TEXT = "P"
+#: ... and for a stream-ordered pool's granule (with a SharingView)
+POOL_TEXT = "M"
 
 
 def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
@@ -625,7 +645,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         while pos < end:
             c = pos // cell
             stop = min(end, (c + 1) * cell)
-            key = ("P" if is_physical(b) else "G" if b.page is Page.HUGE1G
+            key = ("P" if is_physical(b) else POOL_TEXT if getattr(b, "counted_as", None)
+                   == "pool granule" else "G" if b.page is Page.HUGE1G
                    else "H" if b.page is Page.HUGE else "n")
             slot = data.setdefault(c, {})
             slot[key + part] = slot.get(key + part, 0) + stop - pos
@@ -637,6 +658,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
             return "."
         if any(k.startswith("P") for k in slot):
             return PHYSICAL_TEXT
+        if any(k.startswith(POOL_TEXT) for k in slot):
+            return POOL_TEXT
         if any(k.startswith("G") for k in slot):
             return "G"
         if slot.get("Hdata"):
@@ -665,8 +688,11 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
     if snapshot.handles:
         pages = " or ".join(sorted({b.pages for b in snapshot.blocks if is_physical(b)}))
         legend = ((PHYSICAL_TEXT, f"physical handle ({pages})"), *legend)
+    if any(getattr(b, "counted_as", None) == "pool granule" for b in snapshot.blocks):
+        legend = ((POOL_TEXT, "memory pool granule"), *legend)
     lines.append(f"one character = {format_bytes(cell)}: " + ", ".join(
         f"{ch} {label}" for ch, label in legend))
+    lines += [f"mapped from another process: {entry.label}" for entry in snapshot.imports]
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ makes one (or adopts the innermost active one) and ``acl.finalize`` discards wha
 from __future__ import annotations
 
 import os
+import threading
 
 from ..memory.errors import AlreadyFinalized, AlreadyInitialized, NotInitialized
 from ..memory.switch import OFF_WORDS, ON_WORDS, VARIABLE
@@ -33,12 +34,21 @@ def env_product() -> str | None:
     return value
 
 
+#: Runtime.acting, bound once (an empty dict's truth is the whole cost for every other thread)
+_acting = Runtime.acting
+
+
 def current_runtime() -> Runtime:
-    """The active runtime (innermost ``with Runtime()`` or the one acl.init made).
+    """The active runtime (innermost ``with Runtime()`` or the one acl.init made), or the
+    one this thread acts as (:func:`.process.acting_as`).
 
     Raises:
         NotInitialized: none is active.
     """
+    if _acting:
+        runtime = _acting.get(threading.get_ident())
+        if runtime is not None:
+            return runtime
     try:
         return Runtime.active[-1]
     except IndexError:

@@ -100,6 +100,7 @@ class Events:
             event = self.get(handle)
             event.destroyed = True
             del self._events[event.handle]
+        self.runtime.pools.forget(event=event.handle)  # event-ordered reuse (11-10)
 
     def record(self, handle: object, stream: object, reset: bool = False) -> None:
         """aclrtRecordEvent (or aclrtResetEvent): queue the record on ``stream``."""

@@ -73,9 +73,9 @@ class ImportedMapping(Mapping):
 
     key: str = ""
     exporter_pid: int = 0
-
-    #: how the sanitizer names an access after the exporter freed the block
-    gone = "whose exporting process freed it (aclrtFree before every aclrtIpcMemClose)"
+    #: how the sanitizer names a later access: after the exporter freed the block, or
+    #: after this process closed the import
+    gone: str = "whose exporting process freed it (aclrtFree before every aclrtIpcMemClose)"
 
     def describe(self) -> str:
         return (f"{self.size}-byte IPC import at {self.ptr:#x} of key {self.key} (device "
@@ -223,6 +223,8 @@ class IpcMemory:
                 raise InvalidRuntimeParam(f"{call}: only the exporting process (pid "
                                           f"{record.runtime.pid}) sets the whitelist")
             record.pids.update(allowed)
+        emit(self.runtime, "ipc_set_import_pid", self.runtime.current_device_or_none(),
+             {"key": key, "pids": sorted(allowed)})
 
     def set_attr(self, key: object, attr_type: object, attr: object) -> None:
         """aclrtIpcMemSetAttr: the link between the dies (Atlas A3 only, 11-07)."""
@@ -240,6 +242,8 @@ class IpcMemory:
         self.runtime.current_device()
         with self.runtime.machine.lock:
             self._record(key, call).link = value
+        emit(self.runtime, "ipc_set_attr", self.runtime.current_device_or_none(),
+             {"key": key, "type": kind, "value": value})
 
     # -- import, close ---------------------------------------------------------------------------
 
@@ -313,7 +317,8 @@ class IpcMemory:
             if record.closed and not record.open_count():
                 del machine.ipc_keys[key]
         if mapping is not None:
-            _unmap(runtime, mapping, remember=False)
+            mapping.gone = "which aclrtIpcMemClose closed in this process"
+            _unmap(runtime, mapping)
         emit(runtime, "ipc_close", runtime.current_device_or_none(),
              {"key": key, "ptr": record.block.ptr if mapping is None else mapping.ptr,
               "size": record.size, "role": "exporter" if mapping is None else "importer"})

@@ -69,9 +69,10 @@ from ..memory.errors import (
     InvalidRuntimeParam,
     OutOfDeviceMemory,
 )
-from ..memory.mempool import GRANULE, REUSE_ATTRS, PoolAttr, Segment, SegmentPool
+from ..memory.mempool import GRANULE, REUSE_ATTRS, PoolAttr, Segment, SegmentPool, check_reserved
 from ..memory.physical import PhysicalProp, field_of, parse_dict
 from ..memory.rules import align_up
+from .pool_order import EventOrder
 from .work import Stream
 
 __all__ = ["MemPools", "Pool", "PoolBlock", "POOL_BASE"]
@@ -122,10 +123,8 @@ class MemPools:
         self.lock = threading.RLock()
         self._pools: dict[int, Pool] = {}
         self._numbers = itertools.count()
-        #: event handle -> (stream it was last recorded on, that record's submission number)
-        self._records: dict[int, tuple[Stream, int]] = {}
-        #: (waiting stream, recording stream) -> the latest record waited for
-        self._waited: dict[tuple[Stream, Stream], int] = {}
+        #: the records and waits of event-dependency reuse
+        self.order = EventOrder()
 
     def __bool__(self) -> bool:
         return bool(self._pools)
@@ -165,7 +164,7 @@ class MemPools:
         if location_type != LocationType.DEVICE:
             raise InvalidArgument(f"aclrtMemPoolCreate: poolProps->location.type="
                                   f"{location_type}; only ACL_MEM_LOCATION_TYPE_DEVICE (1)")
-        _check_reserved(dict.get(props, "reserved", 0))
+        check_reserved(dict.get(props, "reserved", 0))
         if handle_type not in tuple(HandleType):
             raise InvalidArgument(f"aclrtMemPoolCreate: poolProps->handleType={handle_type} is "
                                   f"not an aclrtMemHandleType (0 or 2)")
@@ -242,8 +241,7 @@ class MemPools:
         with self.lock:
             for pool in [p for p in self._pools.values() if p.device_id == device.device_id]:
                 leaked += self._drop(pool, "which went with its pool at the device's reset")
-            for key in [k for k in self._waited if k[0].device_id == device.device_id]:
-                del self._waited[key]
+            self.order.forget_device(device.device_id)
         return leaked
 
     # -- attributes ----------------------------------------------------------------------------
@@ -271,23 +269,24 @@ class MemPools:
             if attr in (PoolAttr.ATTR_RESERVED_MEM_CURRENT, PoolAttr.ATTR_USED_MEM_CURRENT):
                 raise InvalidRuntimeParam(f"{call}: {PoolAttr(attr).name} is read-only")
             segments = pool.segments
-            if attr in REUSE_ATTRS:
-                segments.reuse[PoolAttr(attr)] = int(as_int(value, "value", 0, UINT32_MAX) != 0)
-                return
             if attr not in tuple(PoolAttr):
                 raise InternalError(f"{call}: attr={attr} is not an aclrtMemPoolAttr")
-            value = as_int(value, "value", 0, SIZE_MAX)
-            if attr == PoolAttr.ATTR_RELEASE_THRESHOLD:
+            if attr in REUSE_ATTRS:
+                value = int(as_int(value, "value", 0, UINT32_MAX) != 0)
+                segments.reuse[PoolAttr(attr)] = value
+            elif attr == PoolAttr.ATTR_RELEASE_THRESHOLD:
+                value = as_int(value, "value", 0, SIZE_MAX)
                 if value > segments.size:
                     raise InternalError(f"{call}: release threshold {value} is more than the "
                                         f"pool's {segments.size} bytes")
                 segments.threshold = value
-            elif value:
+            elif as_int(value, "value", 0, SIZE_MAX):
                 raise InternalError(f"{call}: {PoolAttr(attr).name} can only be reset to 0")
             elif attr == PoolAttr.ATTR_RESERVED_MEM_HIGH:
-                segments.reserved_high = 0
+                segments.reserved_high = value = 0
             else:
-                segments.used_high = 0
+                segments.used_high = value = 0
+        self._emit(pool, "mem_pool_set_attr", attr=attr, value=value)
 
     def get_attr(self, handle: object, attr: object) -> int:
         """aclrtMemPoolGetAttr: the attribute's value (SegmentManager::GetAttribute).
@@ -376,9 +375,8 @@ class MemPools:
         reuse = segments.reuse
         seg = segments.best_cached(size, lambda s: s.stream is stream)
         if seg is None and reuse[PoolAttr.REUSE_FOLLOW_EVENT_DEPENDENCIES]:
-            waited = self._waited
-            seg = segments.best_cached(
-                size, lambda s: waited.get((stream, s.stream), 0) > s.free_seq)
+            reached = self.order.reached
+            seg = segments.best_cached(size, lambda s: reached(stream, s.stream) > s.free_seq)
         if seg is None and reuse[PoolAttr.REUSE_ALLOW_INTERNAL_DEPENDENCIES]:
             seg = segments.best_cached(size, lambda s: True)
             if seg is not None and not seg.done:
@@ -440,6 +438,25 @@ class MemPools:
         self._emit(pool, "mem_pool_free", ptr=ptr, size=asked, footprint=end - ptr,
                    stream=target.handle)
 
+    def block_range(self, addr: int) -> tuple[int, int] | None:
+        """aclrtMemGetAddressRange of ``addr``: (start, bytes asked) of the pool block holding
+        it, None outside every pool. DECISION: the block, as for aclrtMalloc memory (11-04:
+        "待查询地址所属内存块"), not the 2 MiB granule mapped there.
+
+        Raises:
+            InvalidRuntimeParam: in a pool, but in no block handed out (given back, or never).
+        """
+        with self.lock:
+            pool = self._pool_holding(addr)
+            if pool is None:
+                return None
+            seg = pool.segments.segment_at(addr)
+            if seg is None or not seg.busy:
+                raise InvalidRuntimeParam(f"aclrtMemGetAddressRange: {addr:#x} is in no block "
+                                          f"of {pool.describe()} (given back, or never handed "
+                                          f"out)")
+            return seg.ptr, seg.asked
+
     def _pool_holding(self, addr: int) -> Pool | None:
         for pool in self._pools.values():
             s = pool.segments
@@ -475,7 +492,7 @@ class MemPools:
                 self._unback(pool, va, GRANULE, emit=False)
             raise OutOfDeviceMemory(f"aclrtMemPoolMallocAsync: {error}") from None
         for va in made:
-            self._emit_physical(pool, "malloc_physical", pool.granules[va])
+            self._emit_physical(pool, "malloc_physical", pool.granules[va], va)
 
     def _unback(self, pool: Pool, ptr: int, size: int, *, emit: bool = True) -> None:
         # the space exists while a pool does (made by create); no current-device check here:
@@ -488,7 +505,7 @@ class MemPools:
                 space.unmap(va, devices)
             space.free_physical(handle.handle, devices)
             if emit:
-                self._emit_physical(pool, "free_physical", handle)
+                self._emit_physical(pool, "free_physical", handle, va)
 
     def _grant(self, pool: Pool, ptr: int, size: int) -> None:
         self._access(pool, ptr, size, AccessFlags.READWRITE)
@@ -565,15 +582,19 @@ class MemPools:
     def recorded(self, event: int, stream: Stream, seq: int) -> None:
         """aclrtRecordEvent queued the record ``seq`` of ``event`` on ``stream``."""
         with self.lock:
-            self._records[event] = (stream, seq)
+            self.order.recorded(event, stream, seq)
 
     def waited(self, stream: Stream, event: int) -> None:
         """aclrtStreamWaitEvent: ``stream`` waits for the event's last record."""
         with self.lock:
-            record = self._records.get(event)
-            if record is not None and record[0] is not stream:
-                key = (stream, record[0])
-                self._waited[key] = max(self._waited.get(key, 0), record[1])
+            self.order.wait(stream, event)
+
+    def forget(self, *, event: int | None = None, stream: Stream | None = None) -> None:
+        """aclrtDestroyEvent / aclrtDestroyStream: drop its entries (:mod:`.pool_order`)."""
+        with self.lock:
+            freeing = set() if stream is None else {
+                s.stream for pool in self._pools.values() for s in pool.segments.cached()}
+            self.order.forget(event, stream, freeing)
 
     # -- observers ------------------------------------------------------------------------------
 
@@ -584,17 +605,9 @@ class MemPools:
             for observer in [*device.observers, *device.subscribers.get(event, ())]:
                 observer(event, device, info)
 
-    def _emit_physical(self, pool: Pool, event: str, handle: Any) -> None:
+    def _emit_physical(self, pool: Pool, event: str, handle: Any, va: int) -> None:
+        """A granule placed or given back: ``phys`` where it lies in the device's heap, ``va``
+        where it is mapped in the pool (pictures draw the pool's blocks in their granules)."""
         self._emit(pool, event, handle=handle.handle, size=handle.size,
-                   footprint=handle.footprint, page="huge", phys=handle.phys)
+                   footprint=handle.footprint, page="huge", phys=handle.phys, va=va)
 
-
-def _check_reserved(reserved: object) -> None:
-    """aclrtMemPoolProps.reserved: "当前必须为全0" (25-04); 0, or up to 32 zero bytes."""
-    if type(reserved) is int and reserved == 0:
-        return
-    if isinstance(reserved, (bytes, bytearray, list, tuple)) and len(reserved) <= 32 and all(
-            type(b) is int and b == 0 for b in reserved):
-        return
-    raise InvalidArgument("aclrtMemPoolCreate: poolProps->reserved must be all zero "
-                          "(0, or up to 32 zero bytes)")

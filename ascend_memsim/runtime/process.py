@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Machine", "FIRST_PID", "as_current"]
+__all__ = ["Machine", "FIRST_PID", "as_current", "acting_as"]
 
 #: DECISION: simulated pids start here and count up, one per process, never reused.
 FIRST_PID = 4242
@@ -95,3 +95,18 @@ def as_current(runtime: Any) -> Iterator[Any]:
                 if active[i] is runtime:
                     del active[i]
                     break
+
+
+@contextlib.contextmanager
+def acting_as(runtime: Any) -> Iterator[Any]:
+    """Make the calling thread's face calls go to ``runtime`` for the ``with`` block, whatever
+    runtime is active for the rest of the Python process (an owner's thread serving a worker
+    process, :mod:`ascend_memsim.remote`). Does not nest on one thread."""
+    acting, ident = type(runtime).acting, threading.get_ident()
+    if ident in acting:
+        raise RuntimeError("this thread already acts as another process")
+    acting[ident] = runtime
+    try:
+        yield runtime
+    finally:
+        del acting[ident]

@@ -39,15 +39,17 @@ from ..memory.args import (
 )
 from ..memory.constants import MODULE_APP, MallocAttrType, MemType, RunMode
 from ..memory.device import Block, Device
-from ..memory.errors import AclError, InvalidRuntimeParam
+from ..memory.errors import AclError, InvalidPointer, InvalidRuntimeParam
 from ..memory.profiles import DEFAULT_PRODUCT, Profile, get_profile
 from ..memory.rules import DEFAULT_POLICY, DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
+from .cmo import cache_ops
 from .config import parse_config, parse_run_mode, plan_adoption
 from .custom_alloc import CustomAllocators
 from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
+from .managed import ManagedMemory
 from .pools import MemPools
 from .process import Machine, as_current
 from .streams import Streams
@@ -82,6 +84,9 @@ class Runtime:
     #: The active runtimes, innermost last: process-global, as the real runtime is.
     active: ClassVar[list[Runtime]] = []
     active_lock: ClassVar[threading.RLock] = threading.RLock()
+    #: thread id -> the runtime that thread's face calls go to instead (process.acting_as:
+    #: an owner's thread serving a worker process); empty unless one serves
+    acting: ClassVar[dict[int, Runtime]] = {}
 
     def __init__(self, product: str | Profile = DEFAULT_PRODUCT, *,
                  default_device: int | None = None, interceptors: Iterable[Callable] = (),
@@ -116,6 +121,8 @@ class Runtime:
         self.pools = MemPools(self)
         #: custom allocators (11-08): descriptors and their registrations on streams
         self.custom_allocators = CustomAllocators(self)
+        #: managed (unified) memory and aclrtMemP2PMap (11-05)
+        self.managed = ManagedMemory(self)
         self.sanitizer: Checker = make_checker(sanitizer)
         self.sanitizer.attach(self)
         #: planes made on demand by higher layers (the compute plane), by name; see extension
@@ -190,6 +197,8 @@ class Runtime:
                 self.sanitizer.forget_device(device)
                 physical.extend(self.pools.forget_device(device))
                 physical.extend(self.vmm.forget_device(device))
+                physical.extend(self.managed.forget_device(device))
+                self._forget_planes(device.device_id)
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
             with Runtime.active_lock:
@@ -321,14 +330,23 @@ class Runtime:
                 self.streams.drop_device(number)
                 self.events.drop_device(number)
                 self.sanitizer.forget_device(device)
-                handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device)]
-                peer = self._extensions.get("peer")
-                if peer is not None:
-                    peer.forget_device(number)
+                handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device),
+                           *self.managed.forget_device(device)]
+                self._forget_planes(number)
                 self.sanitizer.leaks("aclrtResetDevice", [*device.reset(), *handles])
         made = self._table.made(number)
         if made is not None and self._table.wants("reset_device"):
             self._emit("reset_device", made)
+
+    #: planes made by extension() that keep state per device, told when a device is reset
+    #: (before its blocks go: device variables free theirs, 11-11)
+    _DEVICE_PLANES = ("peer", "cache_ops", "symbols")
+
+    def _forget_planes(self, device_id: int) -> None:
+        for name in self._DEVICE_PLANES:
+            plane = self._extensions.get(name)
+            if plane is not None:
+                plane.forget_device(device_id)
 
     def _finish_work(self, device_id: int) -> None:
         """Run the device's queued work before its streams go: aclrtResetDevice (and so
@@ -415,7 +433,8 @@ class Runtime:
         return device.malloc(size, policy, api=api, module=module)
 
     def free(self, ptr: object) -> None:
-        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`.
+        """aclrtFree: release at once, no synchronisation. See :meth:`Device.free`; managed
+        memory (aclrtMemAllocManaged, 11-05) is released by :meth:`ManagedMemory.free`.
 
         Raises:
             InvalidArgument, InvalidArgumentType: NULL or not an int (the ACL layer's check,
@@ -435,7 +454,7 @@ class Runtime:
         ptr = as_ptr(ptr)
         device = self._owner(ptr)
         call = "aclrtFreeWithDevSync"
-        if device.releasable(ptr, call) is not None:
+        if device.releasable(ptr, call) is not None or self.managed.holds(ptr):
             self.synchronize_device_of(device)
         self._release(device, ptr, call)
 
@@ -449,9 +468,19 @@ class Runtime:
         """
         block = device.releasable(ptr, call)
         if self.sanitizer.on:
+            if block is None and self.managed.holds(ptr):
+                self.managed.free(ptr, call)
+                return
             self.sanitizer.free(device, ptr, call, block, skip=2)  # _release and its caller
         else:
-            device.free(ptr)
+            try:
+                device.free(ptr)
+            except InvalidPointer:
+                # managed memory (11-05: freed by aclrtFree), looked up only when the
+                # device has no such block, so a device free pays nothing for it
+                if not self.managed.holds(ptr):
+                    raise
+                self.managed.free(ptr, call)
 
     def synchronize_device_of(self, device: Device) -> None:
         """Run the device's queued work (see :meth:`Streams.synchronize_device`)."""
@@ -485,7 +514,7 @@ class Runtime:
     def cmo_async(self, src: object, size: object, cmo_type: object, stream: object) -> None:
         """aclrtCmoAsync (11-06): checked now and when the stream runs; no data effect."""
         self.current_device()
-        self.streams.cmo_async(src, size, cmo_type, stream)
+        cache_ops(self).cmo_async(src, size, cmo_type, stream)
 
     def value_write(self, dev_addr: object, value: object, flag: object,
                     stream: object = 0) -> None:

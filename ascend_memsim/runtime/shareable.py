@@ -212,6 +212,8 @@ class Shareable:
                 raise InvalidRuntimeParam(f"{call}: only the exporting process (pid "
                                           f"{record.runtime.pid}) sets the whitelist")
             record.pids.update(allowed)
+        emit(self.runtime, "shareable_set_pid", self.runtime._table.made(record.owner.device_id),
+             {"shareable": _plain(value), "pids": sorted(allowed)})
 
     # -- import ----------------------------------------------------------------------------------
 
@@ -268,7 +270,8 @@ class Shareable:
             record.holders.append(imported)
         emit(runtime, "shareable_import", runtime._table.get(device_id),
              {"handle": imported.handle, "size": imported.size, "footprint": imported.footprint,
-              "shareable": _plain(value), "exporter": record.runtime.pid})
+              "shareable": _plain(value), "exporter": record.runtime.pid,
+              "memory_device": owner.device_id})
         return imported.handle
 
     def _record(self, value: int | bytes, call: str) -> SharedPhysical:

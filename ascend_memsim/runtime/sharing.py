@@ -36,10 +36,12 @@ def parse_pids(pids: object, call: str) -> frozenset[int]:
 
 
 def emit(runtime, event: str, device, info: dict) -> None:
-    """Tell ``runtime``'s observers (statistics, traces) about a sharing event, with plain
-    values (a trace records them as they are): ``ipc_export``, ``ipc_import``, ``ipc_close``,
-    ``shareable_export``, ``shareable_import``, ``shareable_release``. Nothing when no
-    observer sees the event."""
+    """Tell ``runtime``'s observers (statistics, traces) about an event of a call that is not
+    an allocation, with plain values (a trace records them as they are): the sharing events
+    ``ipc_export``, ``ipc_set_import_pid``, ``ipc_set_attr``, ``ipc_import``, ``ipc_close``,
+    ``shareable_export``, ``shareable_set_pid``, ``shareable_import``, ``shareable_release``;
+    and others' (``value_write``, ``cmo``, ``symbol_load``, ...). Nothing when no observer
+    sees the event."""
     table = runtime._table
     if device is not None and table.wants(event):
         for observer in table.observers_of(event):

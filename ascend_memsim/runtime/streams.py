@@ -47,8 +47,10 @@ from ..memory.errors import (
     InternalError,
     InvalidArgument,
     InvalidHandle,
+    InvalidRuntimeParam,
     StreamContextMismatch,
 )
+from .sharing import emit
 from .work import Operation, Stream, StreamWork
 
 __all__ = ["CONTEXT_BASE", "STREAM_BASE", "Context", "Operation", "Stream", "Streams"]
@@ -177,6 +179,7 @@ class Streams(StreamWork):
             with self.lock:
                 stream.destroyed = True
                 self._streams.pop(stream.handle, None)
+            self.runtime.pools.forget(stream=stream)  # event-ordered reuse (11-10)
 
     def synchronize_stream(self, handle: object) -> None:
         """aclrtSynchronizeStream: run the stream's queued work in order.
@@ -302,17 +305,27 @@ class Streams(StreamWork):
         8-byte aligned, ``flag`` reserved and 0). The 8 bytes are written little-endian when
         the stream runs.
 
+        Codes, in the runtime's order: a NULL ``devAddr`` is ACL_ERROR_INVALID_PARAM
+        (``src/acl/aclrt_impl/memory.cpp`` aclrtValueWriteImpl); a part without
+        RT_FEATURE_TASK_VALUE_WAIT is 207000 (``src/runtime/api/api_c_memory.cc``
+        rtsValueWrite); a flag other than 0 or an address that is not device memory is
+        ACL_ERROR_RT_PARAM_INVALID (``src/runtime/api/impl/api_error.cc``
+        ``ApiErrorDecorator::MemWriteValue``: RT_ERROR_INVALID_VALUE).
+
         Raises:
-            InvalidArgument: flag not 0, value not a uint64, address not 8-byte aligned or
-                not device memory.
+            InvalidArgument: a NULL address, a value not a uint64, an address not 8-byte
+                aligned (DECISION: the document's rule; the runtime does not check it).
+            FeatureNotSupported: the product has no value write (11-09: Atlas A2/A3, 950).
+            InvalidRuntimeParam: flag not 0, host memory.
             InvalidPointer: no live block holds the 8 bytes.
             InvalidHandle, StreamContextMismatch: see :meth:`_target`.
         """
         call = "aclrtValueWrite"
         addr, value = self._check_value(call, dev_addr, value)
         reserved = as_int(flag, "flag", lo=None, hi=None)
+        target = self._target(stream, call)
         if reserved != 0:
-            raise InvalidArgument(f"{call}: flag must be 0 (reserved), got {reserved}")
+            raise InvalidRuntimeParam(f"{call}: flag must be 0 (reserved), got {reserved}")
         data = self.runtime.data
         payload = value.to_bytes(8, "little")
 
@@ -321,7 +334,9 @@ class Streams(StreamWork):
                 region, offset = data.resolve(call, addr, 8, write=True)
                 region.write(offset, memoryview(payload))
 
-        self._enqueue_value(call, addr, stream, run, write=True)
+        self._enqueue_value(call, addr, target, run, write=True)
+        emit(self.runtime, "value_write", self._device(target),
+             {"ptr": addr, "value": value, "stream": target.handle})
 
     def value_wait(self, dev_addr: object, value: object, flag: object,
                    stream: object = 0) -> None:
@@ -337,18 +352,24 @@ class Streams(StreamWork):
         (507000), which the synchronising call returns, and the stream's later work still
         runs (as after any failed queued operation).
 
+        Codes as :meth:`value_write` (``api_error.cc`` ``ApiErrorDecorator::MemWaitValue``: a
+        flag of MEM_WAIT_VALUE_TYPE_MAX (4) or more is ACL_ERROR_RT_PARAM_INVALID).
+
         Raises:
-            InvalidArgument: flag not 0-3, value not a uint64, address not 8-byte aligned or
-                not device memory.
+            InvalidArgument: a NULL address, a value not a uint64, an address not 8-byte
+                aligned (DECISION, as for the write: the document gives the word 64 bits).
+            FeatureNotSupported: the product has no value wait.
+            InvalidRuntimeParam: flag not 0-3, host memory.
             InvalidPointer: no live block holds the 8 bytes.
             InvalidHandle, StreamContextMismatch: see :meth:`_target`.
         """
         call = "aclrtValueWait"
         addr, value = self._check_value(call, dev_addr, value)
         mode = as_int(flag, "flag", lo=None, hi=None)
+        target = self._target(stream, call)
         if mode not in _WAIT_CONDITIONS:
-            raise InvalidArgument(f"{call}: flag must be ACL_STREAM_WAIT_VALUE_GEQ (0), EQ (1), "
-                                  f"AND (2) or NOR (3), got {mode}")
+            raise InvalidRuntimeParam(f"{call}: flag must be ACL_STREAM_WAIT_VALUE_GEQ (0), EQ "
+                                      f"(1), AND (2) or NOR (3), got {mode}")
         condition = _WAIT_CONDITIONS[mode]
         data = self.runtime.data
 
@@ -360,9 +381,8 @@ class Streams(StreamWork):
         def run(waiting: Stream) -> None:
             if condition(word(), value):
                 return
-            with self.lock:
-                others = [s for s in (*self._defaults.values(), *self._streams.values())
-                          if s.device_id == waiting.device_id and s is not waiting and s.queue]
+            others = [s for s in self.device_streams(waiting.device_id)
+                      if s is not waiting and s.queue]
             if others:
                 self._run(others)
             current = word()
@@ -372,69 +392,46 @@ class Streams(StreamWork):
                     f"(now {current:#x}, flag {mode}, value {value:#x}) can never be satisfied: "
                     f"no queued work writes it")
 
-        self._enqueue_value(call, addr, stream, run, write=False)
+        self._enqueue_value(call, addr, target, run, write=False)
+        emit(self.runtime, "value_wait", self._device(target),
+             {"ptr": addr, "value": value, "flag": mode, "stream": target.handle})
 
-    def cmo_async(self, src: object, size: object, cmo_type: object, stream: object) -> None:
-        """aclrtCmoAsync (hicann/runtime ``docs/zh/api_ref/11-06_CMO_memory_operation.md``):
-        a cache operation on ``size`` bytes of this device's memory at ``src``; only
-        ACL_RT_CMO_TYPE_PREFETCH (0) is supported. The simulator models no cache: the call
-        has no effect on the data, but the range is checked as any access, when the call is
-        made and again when the stream runs it (use-after-free, out of bounds).
+    def device_streams(self, device_id: int) -> list[Stream]:
+        """The live streams of a device, its default stream included."""
+        with self.lock:
+            return [s for s in (*self._defaults.values(), *self._streams.values())
+                    if s.device_id == device_id]
 
-        DECISIONs: a cmoType of the enum other than PREFETCH (WRITEBACK 1, INVALID 2,
-        FLUSH 3) is ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000), any other value and a size of
-        0 are ACL_ERROR_INVALID_PARAM (100000), as is host memory or another device's memory.
+    def _device(self, stream: Stream):
+        """The device a stream belongs to (for events)."""
+        return self.runtime.device(stream.device_id)
 
-        Raises:
-            InvalidArgument, FeatureNotSupported, InvalidPointer, InvalidHandle,
-                StreamContextMismatch: as above.
-        """
-        call = "aclrtCmoAsync"
-        addr = as_int(src, "src")
-        count = as_int(size, "size")
-        kind = as_int(cmo_type, "cmoType", lo=None, hi=None)
-        if kind not in (0, 1, 2, 3):
-            raise InvalidArgument(f"{call}: cmoType must be an aclrtCmoType (0-3), got {kind}")
-        if kind != 0:
-            raise FeatureNotSupported(f"{call}: only ACL_RT_CMO_TYPE_PREFETCH (0) is supported, "
-                                      f"got {kind}")
-        if count == 0:
-            raise InvalidArgument(f"{call}: size must be positive")
-        target = self._target(stream, call)
-        data = self.runtime.data
-        with data.lock:
-            region, _ = data.resolve(call, addr, count, write=False, deferred=True)
-        block = getattr(region, "block", None)
-        if region.host or (block is not None and block.device_id != target.device_id):
-            raise InvalidArgument(f"{call}: {addr:#x} is not memory of device "
-                                  f"{target.device_id} (11-06: only this device's memory)")
-
-        def run(_stream: Stream) -> None:
-            with data.lock:
-                data.resolve(call, addr, count, write=False, deferred=True)
-
-        self.enqueue(target, call, ((addr, addr + count),), run)
-
-    @staticmethod
-    def _check_value(call: str, dev_addr: object, value: object) -> tuple[int, int]:
-        """The address (8-byte aligned) and the uint64 value of a value write or wait."""
+    def _check_value(self, call: str, dev_addr: object, value: object) -> tuple[int, int]:
+        """The address (not NULL, 8-byte aligned) and the uint64 value of a value write or
+        wait, on a product that has them."""
         addr = as_int(dev_addr, "devAddr")
         number = as_int(value, "value", lo=0, hi=_UINT64_MAX)
+        if addr == 0:
+            raise InvalidArgument(f"{call}: devAddr is NULL")
+        profile = self.runtime.profile
+        if not profile.value_wait:
+            raise FeatureNotSupported(f"{call} is not supported on {profile.description} "
+                                      f"(11-09: Atlas A2/A3 and Ascend 950 only)")
         if addr % 8:
             raise InvalidArgument(f"{call}: devAddr {addr:#x} is not 8-byte aligned")
         return addr, number
 
-    def _enqueue_value(self, call: str, addr: int, handle: object,
+    def _enqueue_value(self, call: str, addr: int, stream: Stream,
                        run: Callable[[Stream], None], write: bool) -> None:
-        """Check the stream and that the 8 bytes at ``addr`` are live device memory, then
-        queue ``run``; a failed check queues nothing."""
-        stream = self._target(handle, call)
+        """Check that the 8 bytes at ``addr`` are live device memory, then queue ``run``; a
+        failed check queues nothing."""
         data = self.runtime.data
         with data.lock:
             region, _ = data.resolve(call, addr, 8, write=write, deferred=True)
         if region.host:
-            raise InvalidArgument(f"{call}: {addr:#x} is host memory; 11-09 needs a device "
-                                  f"address")
+            # api_error.cc: attributes.location.type != RT_MEMORY_LOC_DEVICE
+            raise InvalidRuntimeParam(f"{call}: {addr:#x} is host memory; 11-09 needs a "
+                                      f"device address")
         self.enqueue(stream, call, ((addr, addr + 8),), run)
 
     def pending_on(self, start: int, end: int) -> list[Operation]:
@@ -520,6 +517,8 @@ class Streams(StreamWork):
                     dropped = True
                 else:
                     dropped = False
+            for stream in streams if dropped else ():
+                self.runtime.pools.forget(stream=stream)  # event-ordered reuse (11-10)
             if dropped:
                 if self.runtime.threads.context() == context.handle:
                     self.runtime.threads.set_context(None)

@@ -141,7 +141,8 @@ class VirtualMemory:
 
     def mem_get_address_range(self, ptr: object) -> tuple[int, int]:
         """aclrtMemGetAddressRange: (base, size) of the allocation holding ``ptr``: a device
-        block (its requested size), a host block, or a mapping (11-04, 参考信息).
+        block (its requested size), a stream-ordered pool's block (its requested size), a
+        host block, or a mapping (11-04, 参考信息).
 
         Raises:
             InvalidArgument: NULL (memory.cpp). InvalidRuntimeParam: no allocation holds it
@@ -149,6 +150,9 @@ class VirtualMemory:
         """
         self.runtime.current_device()
         ptr = _nonnull(ptr, "aclrtMemGetAddressRange")
+        pooled = self.runtime.pools.block_range(ptr) if self.runtime.pools else None
+        if pooled is not None:
+            return pooled  # a stream-ordered pool's block, not its granule (runtime/pools.py)
         mapping = self.mapping_at(ptr)
         if mapping is not None:
             return mapping.ptr, mapping.size
@@ -166,7 +170,8 @@ class VirtualMemory:
         "page_size", "rsv": [0, 0, 0, 0]}`` (rt_memory.cpp GetPyDictFromPtrAttributes).
 
         Device blocks and mappings: DEVICE, the device, the page size (2 MiB, 1 GiB, or
-        4 KiB for normal pages: DECISION). Host memory (aclrtMallocHost, registered): HOST,
+        4 KiB for normal pages: DECISION). Managed memory (aclrtMemAllocManaged): MANAGED,
+        the device it is charged to, 2 MiB. Host memory (aclrtMallocHost, registered): HOST,
         id 0 (invalid for HOST, 25-04), 4 KiB. Anything else: DECISION, UNREGISTERED, id 0,
         page size 0 and success (the enum's ACL_MEM_LOCATION_TYPE_UNREGISTERED).
 
@@ -185,6 +190,10 @@ class VirtualMemory:
         elif block is not None:
             kind, number = LocationType.DEVICE, block.device_id
             page = SMALL_PAGE if block.page is Page.NORMAL else PAGE_BYTES[block.page]
+        elif (managed := self.runtime.managed.alloc_at(ptr)) is not None:
+            # ACL_MEM_LOCATION_TYPE_MANAGED (acl_rt.h); its id is a device id (api_impl.cc
+            # PtrGetAttributes converts it as a DEVICE one); managed pages are 2 MiB
+            kind, number, page = LocationType.MANAGED, managed.device_id, PAGE_BYTES[Page.HUGE]
         elif self.runtime.host.region_at(ptr) is not None:
             kind, page = LocationType.HOST, SMALL_PAGE
         return {"location": {"id": number, "type": int(kind)}, "page_size": page,
