@@ -13,7 +13,18 @@ import numpy as np
 import pytest
 from test_trace_schema import errors as schema_errors
 
-from ascend_memsim import MiB, Runtime, acl, aclrt, register_model, unregister_model
+from ascend_memsim import (
+    MiB,
+    Runtime,
+    acl,
+    aclrt,
+    device_variable,
+    register_model,
+    register_op,
+    unregister_model,
+    unregister_op,
+    unregister_variable,
+)
 from ascend_memsim.compute.kernels import BUILTIN_KERNELS
 from ascend_memsim.compute.ops import registered_ops
 from ascend_memsim.memory.errors import InvalidArgument, InvalidArgumentType, InvalidHandle
@@ -559,3 +570,28 @@ def test_threads_register_launch_and_unregister_at_once(rt):
         kinds = [c[0] for c in user.calls]
         assert kinds.count("alloc") == kinds.count("free") == rounds
     assert rt.custom_allocators.registered == {} and rt.custom_allocators._descs == {}
+
+
+def test_a_kernel_with_device_variables_takes_its_workspace_too(rt, stream):
+    # a kernel may use device variables (11-11) and take workspace (11-08) at once
+    calls = device_variable("custom_alloc_calls", 8)
+
+    def counted(inputs, attrs, outputs, variables):
+        variables["custom_alloc_calls"].view(np.int64)[0] += 1
+        return inputs[0] * 2
+
+    register_op("CountedWithWorkspace", counted, variables=[calls], workspace=512)
+    try:
+        user = Caching()
+        rt.custom_allocators.register(stream, _desc(rt, user))
+        op = Op()
+        assert op.run(stream, "CountedWithWorkspace") == 0
+        assert user.calls[0] == ("alloc", user, 512)
+        assert acl.rt.synchronize_stream(stream) == 0
+        assert list(op.result()) == [0, 2, 4, 6, 8, 10]
+        user.drain()
+        op.close()
+        rt.custom_allocators.unregister(stream)
+    finally:
+        unregister_op("CountedWithWorkspace")
+        unregister_variable(calls)
