@@ -80,6 +80,18 @@ C_NAMES = {
     "aclrtMemPoolMallocAsync": acl.rt.mem_pool_malloc_async,
     "aclrtMemPoolFreeAsync": acl.rt.mem_pool_free_async,
     "aclrtMemPoolTrimTo": acl.rt.mem_pool_trim_to,
+    # custom allocators (11-08) and their descriptors
+    "aclrtAllocatorCreateDesc": acl.rt.allocator_create_desc,
+    "aclrtAllocatorDestroyDesc": acl.rt.allocator_destroy_desc,
+    "aclrtAllocatorSetObjToDesc": acl.rt.allocator_set_obj_to_desc,
+    "aclrtAllocatorSetAllocFuncToDesc": acl.rt.allocator_set_alloc_func_to_desc,
+    "aclrtAllocatorSetFreeFuncToDesc": acl.rt.allocator_set_free_func_to_desc,
+    "aclrtAllocatorSetAllocAdviseFuncToDesc": acl.rt.allocator_set_alloc_advise_func_to_desc,
+    "aclrtAllocatorSetGetAddrFromBlockFuncToDesc":
+        acl.rt.allocator_set_get_addr_from_block_func_to_desc,
+    "aclrtAllocatorRegister": acl.rt.allocator_register,
+    "aclrtAllocatorGetByStream": acl.rt.allocator_get_by_stream,
+    "aclrtAllocatorUnregister": acl.rt.allocator_unregister,
     # device variables (11-11)
     "aclrtGetSymbolAddress": acl.rt.get_symbol_address,
     "aclrtGetSymbolSize": acl.rt.get_symbol_size,

@@ -21,7 +21,10 @@ before, so exports, whitelists, imports and closes run (over 2,000 examples, see
 sharing call but ipc_mem_set_attr, an Atlas A3 call, succeeded in some). After each call it
 checks (the cache operations of 11-06 and the device-variable calls of 11-11 are drawn with
 the pool calls, with plausible types, barrier ids and symbols, one of a variable declared
-here; 11-06's barrier calls are refused on every built-in product):
+here; 11-06's barrier calls are refused on every built-in product; the custom allocator
+calls of 11-08 too, half of them the next step of a registration, and one op type takes
+workspace, so that operators ask the allocators registered on their streams, which through
+pyacl give NULL):
 
 * no exception escapes the face (``acl.util`` may raise the core's exceptions, as documented);
 * every code returned is one the README's error table lists;
@@ -62,8 +65,9 @@ from ascend_memsim import (
     register_model,
     unregister_model,
 )
+from ascend_memsim.compute.kernels import BUILTIN_KERNELS
 from ascend_memsim.compute.models import Dataset, Model, ModelDesc
-from ascend_memsim.compute.ops import OpAttr, OpHandle
+from ascend_memsim.compute.ops import OpAttr, OpHandle, register_op, unregister_op
 from ascend_memsim.compute.plane import compute_plane
 from ascend_memsim.compute.tensors import HANDLE_BASE, DataBuffer, TensorDesc
 from ascend_memsim.data.host import REGISTERED_BASE
@@ -84,6 +88,7 @@ from ascend_memsim.memory.constants import ErrorCode
 from ascend_memsim.memory.physical import PhysicalHandle, granule
 from ascend_memsim.memory.rules import UVM_BASE, device_base
 from ascend_memsim.memory.vmm import VA_BASE
+from ascend_memsim.runtime.custom_alloc import DESC_BASE, AllocatorDesc
 from ascend_memsim.runtime.events import EVENT_BASE, Event
 from ascend_memsim.runtime.pools import POOL_BASE, Pool
 
@@ -126,7 +131,9 @@ SHARING = [(space, fn) for space, fn in MEMORY_FACE
 POOLING = [(space, fn) for space, fn in MEMORY_FACE if fn.__name__.startswith("mem_pool_")
            or fn.__name__.startswith("cmo_") or "symbol" in fn.__name__
            or fn.__name__ in ("create_stream", "synchronize_stream", "synchronize_device",
-                              "memset_async", "memcpy", "value_write", "value_wait")]
+                              "memset_async", "memcpy", "value_write", "value_wait")
+           # custom allocators (11-08) are registered on streams too
+           or fn.__name__.startswith("allocator_")]
 #: A device variable (11-11), so that symbols are sometimes ones a kernel registered.
 VARIABLE = device_variable("fuzz", 64, b"fuzz")
 #: Managed memory and aclrtMemP2PMap (11-05), with the streams, copies, frees and peer
@@ -351,8 +358,13 @@ def _snapshot(rt, seen):
                    sorted((repr(v), r.runtime.pid, sorted(r.pids), sorted(r.importers),
                            len(r.holders)) for v, r in machine.shareable.items()),
                    sorted(machine.processes))
+    allocators = rt.custom_allocators
+    custom = (sorted((h, id(d.obj), id(d.alloc), id(d.free), id(d.alloc_advise), id(d.get_addr))
+                     for h, d in allocators._descs.items()),
+              sorted((s, r.desc, id(r.alloc)) for s, r in allocators.registered.items()),
+              sorted((k, id(f)) for k, f in allocators.pyacl.funcs.items()))
     return (rt.profile, devices, host, rt.streams.pending, rt.acl_initialized, compute, events,
-            chapter, vmm, media, sharing, pools)
+            chapter, vmm, media, sharing, pools, custom)
 
 
 def _media_handles(rt) -> list:
@@ -453,6 +465,7 @@ HANDLE_PARAMS = {
     "attr": OpAttr, "op_attr": OpAttr, "handle": OpHandle, "model_desc": ModelDesc,
     "dataset": Dataset, "input": Dataset, "output": Dataset,
     "event": Event, "start": Event, "end": Event, "mem_pool": Pool,
+    "allocator_desc": AllocatorDesc,
 }
 #: acl.media's parameters that take one handle, and their kind (``input_desc`` is a picture
 #: there, a list of tensor descriptors in acl.op).
@@ -471,7 +484,7 @@ HANDLE_LISTS = {"input_desc": TensorDesc, "output_desc": TensorDesc,
                 "inputs": DataBuffer, "outputs": DataBuffer}
 #: Handles no call made: NULL, past the last handle, between two, and other numberings.
 MADE_UP = [0, None, -1, HANDLE_BASE + 64 * 4096, HANDLE_BASE + 32, EVENT_BASE + 64 * 4096,
-           EVENT_BASE + 1, 1 << 32, 2**64 - 1, POOL_BASE + 64 * 4096]
+           EVENT_BASE + 1, 1 << 32, 2**64 - 1, POOL_BASE + 64 * 4096, DESC_BASE + 64 * 4096]
 _EVENT_MAKERS = {acl.rt.create_event, acl.rt.create_event_with_flag,
                  acl.rt.create_event_ex_with_flag}
 
@@ -493,6 +506,8 @@ class _Seen:
             self.kinds[result[0]] = Event
         if fn is acl.rt.mem_pool_create and isinstance(result, tuple) and result[-1] == 0:
             self.kinds[result[0]] = Pool
+        if fn is acl.rt.allocator_create_desc and result:
+            self.kinds[result] = AllocatorDesc
         if rt is not None:
             for handle in [*_compute_handles(rt), *_media_handles(rt)]:
                 self.kinds[handle.handle] = type(handle)
@@ -516,6 +531,7 @@ class _Seen:
             found[PhysicalHandle] = [h.handle for h in space.handles.values() if h.refs]
         if rt is not None:
             found[Pool] = [p.handle for p in rt.pools.pools()]
+            found[AllocatorDesc] = list(rt.custom_allocators._descs)
         return found
 
 
@@ -585,6 +601,8 @@ def _pool(data, rt, seen: _Seen) -> list:
         return ready if ready and data.draw(st.booleans(), label="media: use") else (
             MEDIA_MAKING + MEDIA_VPC)
     which = data.draw(st.integers(0, 13), label="pool")
+    if which == 1 and data.draw(st.booleans(), label="the next allocator step"):
+        return _next_allocator(rt)
     if which in (8, 9):
         return _ready(rt, seen) or MAKING
     if which in (2, 3) and data.draw(st.booleans(), label="the next virtual-memory step"):
@@ -594,6 +612,100 @@ def _pool(data, rt, seen: _Seen) -> list:
         return [steps[data.draw(st.integers(0, len(steps) - 1), label="step")]]
     return ([ALLOCATING, POOLING] + [VIRTUAL] * 2 + [MEMORY_FACE] + [MAKING] * 3 + [None] * 2
             + [COMPUTE_FACE, FACE[2:], SHARING, MANAGED])[which]
+
+
+#: The custom allocator calls by name (acl/_allocator.py).
+ALLOCATOR_CALLS = {fn.__name__: (space, fn) for space, fn in MEMORY_FACE
+                   if fn.__name__.startswith("allocator_")}
+
+
+def _next_allocator(rt) -> list:
+    """The custom allocator call that takes a registration a step further: a descriptor
+    when there is none, its object and functions, a stream to register on, the registration,
+    and once something is registered an unregister or another descriptor."""
+    ca = None if rt is None else rt.custom_allocators
+    descs = [] if ca is None else list(ca._descs.values())
+    names = ["allocator_create_desc"]
+    if any(d.obj is None for d in descs):
+        names = ["allocator_set_obj_to_desc"]
+    elif any(d.alloc is None or d.free is None or d.get_addr is None for d in descs):
+        names = ["allocator_set_alloc_func_to_desc", "allocator_set_free_func_to_desc",
+                 "allocator_set_get_addr_from_block_func_to_desc",
+                 "allocator_set_alloc_advise_func_to_desc"]
+    elif descs and not rt.streams._streams:
+        return [(space, fn) for space, fn in POOLING if fn.__name__ == "create_stream"]
+    elif descs and not ca.registered:
+        names = ["allocator_register"]
+    elif descs:
+        # registered: mostly an operator that takes workspace on that stream (see _call)
+        names = ["allocator_unregister", "allocator_get_by_stream", "allocator_create_desc"]
+        return [("op", acl.op.execute_v2)] * 3 + [ALLOCATOR_CALLS[name] for name in names]
+    return [ALLOCATOR_CALLS[name] for name in names]
+
+
+def _workspace_op_args(data, rt) -> list | None:
+    """execute_v2's arguments for the workspace op on a stream with an allocator registered:
+    a float32 [2, 3] descriptor and three buffers over fresh blocks (inputs written), made
+    through the face; None when there is no such stream or memory runs out."""
+    registered = sorted(rt.custom_allocators.registered) if rt is not None else []
+    live = [h for h in registered if h in rt.streams._streams]
+    if not live:
+        return None
+    desc = acl.create_tensor_desc(acl.ACL_FLOAT, [2, 3], acl.ACL_FORMAT_ND)
+    buffers = []
+    for _ in range(3):
+        ptr, code = acl.rt.malloc(24, 0)
+        if code:
+            return None
+        acl.rt.memset(ptr, 24, 0, 24)
+        buffers.append(acl.create_data_buffer(ptr, 24))
+    stream = data.draw(st.sampled_from(live), label="a registered stream")
+    return [WORKSPACE_OP, [desc, desc], buffers[:2], [desc], buffers[2:], 0, stream]
+
+
+_ALLOCATOR_FACE = acl.rt.allocator_register.__module__
+_SETS = {"allocator_set_obj_to_desc": "obj", "allocator_set_alloc_func_to_desc": "alloc",
+         "allocator_set_free_func_to_desc": "free",
+         "allocator_set_alloc_advise_func_to_desc": "alloc_advise",
+         "allocator_set_get_addr_from_block_func_to_desc": "get_addr"}
+
+
+def _allocator_args(data, rt, fn) -> list | None:
+    """Arguments the custom allocator call ``fn`` takes now, or None (see :func:`_call`)."""
+    ca = None if rt is None else rt.custom_allocators
+    if ca is None:
+        return None
+    name = fn.__name__
+    descs = list(ca._descs.values())
+    if name in _SETS:
+        field = _SETS[name]
+        wanting = [d.handle for d in descs if getattr(d, field) is None] or [
+            d.handle for d in descs]
+        if not wanting:
+            return None
+        desc = data.draw(st.sampled_from(wanting), label="a descriptor")
+        value = PLAUSIBLE["allocator" if field == "obj" else "func"]
+        return [desc, data.draw(value, label=field)]
+    if name == "allocator_register":
+        # a complete descriptor and a live stream, made through the face when there are none
+        complete = [d.handle for d in descs
+                    if None not in (d.obj, d.alloc, d.free, d.get_addr)]
+        if not complete:
+            desc = acl.rt.allocator_create_desc()
+            acl.rt.allocator_set_obj_to_desc(desc, 1)
+            for setter in ("alloc", "free", "get_addr_from_block"):
+                func = data.draw(PLAUSIBLE["func"], label=f"{setter} function")
+                getattr(acl.rt, f"allocator_set_{setter}_func_to_desc")(desc, func)
+            complete = [desc]
+        streams = [h for h, st_ in rt.streams._streams.items() if not st_.destroyed]
+        if not streams:
+            stream, code = acl.rt.create_stream()
+            streams = [stream] if code == 0 else [0]
+        return [data.draw(st.sampled_from(streams), label="stream"),
+                data.draw(st.sampled_from(complete), label="a complete descriptor")]
+    if name in ("allocator_unregister", "allocator_get_by_stream") and ca.registered:
+        return [data.draw(st.sampled_from(sorted(ca.registered)), label="a registered stream")]
+    return None
 
 
 def _draw_handle(data, rt, seen: _Seen, kind: type, name: str):
@@ -613,6 +725,10 @@ def _draw_handle(data, rt, seen: _Seen, kind: type, name: str):
             return data.draw(st.sampled_from(pools[choice]), label=f"{name}: {choice}")
     raise AssertionError("MADE_UP is never empty")
 
+
+#: An operator that takes workspace (an Add whose kernel declares 256 bytes), so that operators
+#: ask the allocators registered on their streams.
+WORKSPACE_OP = "FuzzWorkspaceAdd"
 
 _SIZES = st.one_of(st.integers(1, 4096), st.sampled_from([MiB, MiB + 1, 2 * MiB, 3 * MiB]),
                    st.integers(1, 8 * MiB))
@@ -643,7 +759,12 @@ PLAUSIBLE = {
     "data_type": st.integers(-1, 13),
     "format": st.integers(-1, 4), "index": st.integers(-1, 3), "flag": st.integers(0, 9),
     "priority": st.integers(0, 8), "model_id": st.integers(0, 3),
-    "op_type": st.sampled_from(["Add", "Add", "Sub", "Cast", "Relu", "NoSuchOp", ""]),
+    "op_type": st.sampled_from(["Add", "Add", "Sub", "Cast", "Relu", "NoSuchOp", "",
+                                WORKSPACE_OP]),
+    # custom allocators (11-08): pyacl takes any object as a callback, and any int as the
+    # allocator object
+    "func": st.sampled_from([lambda *a: None, lambda *a: 4096, lambda *a: 1 / 0, 5, None]),
+    "allocator": st.integers(0, 2**64 - 1),
     "name": st.one_of(st.text(max_size=4), st.sampled_from(["x", "y"])),
     "attr_name": st.one_of(st.text(max_size=4), st.sampled_from(["a", "dst_type"])),
     "truncate": st.integers(0, 1), "gear_count": st.integers(0, 5),
@@ -796,6 +917,12 @@ def _draw_argument(data, rt, seen: _Seen, fn, name: str, drawn: dict):
         return data.draw(VMM_PLAUSIBLE[name], label=name)
     if name == "value" and fn.__module__ == acl.op.__name__:
         return data.draw(ATTR_VALUES, label=name)
+    registered = sorted(rt.custom_allocators.registered) if rt is not None else []
+    if name == "stream" and registered and data.draw(st.booleans(), label="registered"):
+        # a stream with an allocator: operators that take workspace ask it
+        return data.draw(st.sampled_from(registered), label=name)
+    if name == "op_type" and registered and data.draw(st.booleans(), label="workspace"):
+        return WORKSPACE_OP
     if name == "stream" and rt is not None and data.draw(st.booleans(), label="a live stream"):
         live = [h for h, s in rt.streams._streams.items() if not s.destroyed]
         if live:
@@ -1049,6 +1176,18 @@ def _call(data, rt, seen: _Seen, fn):
         args = _sharing_args(data, rt, fn)
         if args is not None:
             return args
+    if fn is acl.op.execute_v2 and rt is not None and rt.custom_allocators.registered and (
+            data.draw(st.booleans(), label="the workspace op")):
+        args = _workspace_op_args(data, rt)
+        if args is not None:
+            return args
+    if fn.__module__ == _ALLOCATOR_FACE and data.draw(st.booleans(), label="well formed"):
+        # half the custom allocator calls get what they take now (a descriptor still missing
+        # what the call sets, a complete one and a live stream to register), so that
+        # registrations are made and operators meet them
+        args = _allocator_args(data, rt, fn)
+        if args is not None:
+            return args
     if (fn.__module__ == _VMM_FACE or fn in MAPPING) and data.draw(
             st.booleans(), label="well formed"):
         # half the virtual-memory calls get what they take now, when there is such a thing
@@ -1096,6 +1235,7 @@ def test_the_face_survives_arbitrary_calls(config, data):
     assert Runtime.active == [], "an earlier test left a runtime active"
     register_model(MODEL_PATH, MODEL)
     register_model(DYNAMIC_PATH, DYNAMIC)
+    register_op(WORKSPACE_OP, BUILTIN_KERNELS["Add"], workspace=256)
     # Configs without an "output" print sanitizer reports to stderr: keep them out of the log.
     try:
         with contextlib.redirect_stderr(io.StringIO()):
@@ -1103,6 +1243,7 @@ def test_the_face_survives_arbitrary_calls(config, data):
     finally:
         unregister_model(MODEL_PATH)
         unregister_model(DYNAMIC_PATH)
+        unregister_op(WORKSPACE_OP)
 
 
 def _share(ok: int, calls: int) -> str:

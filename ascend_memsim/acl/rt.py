@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.active import current_runtime
-from . import _cmo, _ipc, _managed, _pools, _rt_memory, _symbols, _vmm
+from . import _allocator, _cmo, _ipc, _managed, _pools, _rt_memory, _symbols, _vmm
+from ._allocator import *  # noqa: F403
 from ._cmo import *  # noqa: F403
 from ._face import face as _face
 from ._ipc import *  # noqa: F403
@@ -333,9 +334,10 @@ __all__ = [fn.__name__ for fn in _EXPORTS]
 # virtual memory (11-04) and pointer_get_attributes (11-05) (_vmm.py).
 # stream-ordered memory pools (11-10) (_pools.py); IPC and shareable handles (_ipc.py);
 # managed memory and aclrtMemP2PMap (11-05) (_managed.py).
-# The other cache operations (11-06) (_cmo.py); device variables (11-11) (_symbols.py).
+# The other cache operations (11-06) (_cmo.py); device variables (11-11) (_symbols.py);
+# custom allocators (11-08) (_allocator.py).
 __all__ += [*_rt_memory.__all__, *_vmm.__all__, *_ipc.__all__, *_pools.__all__,
-            *_managed.__all__, *_cmo.__all__, *_symbols.__all__]
+            *_managed.__all__, *_cmo.__all__, *_symbols.__all__, *_allocator.__all__]
 NOT_IN_PYACL += (_rt_memory.NOT_IN_PYACL + _vmm.NOT_IN_PYACL + _ipc.NOT_IN_PYACL
                  + _pools.NOT_IN_PYACL + _managed.NOT_IN_PYACL + _cmo.NOT_IN_PYACL
-                 + _symbols.NOT_IN_PYACL)
+                 + _symbols.NOT_IN_PYACL + _allocator.NOT_IN_PYACL)

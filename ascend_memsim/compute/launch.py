@@ -18,6 +18,19 @@ program synchronises, in stream order:
   synchronising call return ACL_ERROR_RT_AICORE_EXCEPTION 507015 (DECISION: the code the
   runtime gives a faulting kernel); wrong outputs give ACL_ERROR_OP_OUTPUT_NOT_MATCH 100022.
   Either way no output is written.
+
+Workspace (11-08): an operator or model that takes workspace, launched on a stream with a
+registered allocator, asks that allocator for it after the operands are checked (the graph
+engine's ExternalAllocator: ``alloc``, or ``alloc_advise`` for a model, then ``get_addr``), and
+gives it back with ``free`` right after the work is queued, before the stream runs it (the
+engine frees in stream order; 11-08 asks the program to synchronise the stream before its
+allocator returns the memory to the system). A NULL block fails the launch with
+ACL_ERROR_RT_MEMORY_ALLOCATION 207001 (DECISION: the engine only logs "Failed to malloc memory
+by external allocator"); an address that is not live device memory of the current device
+covering the workspace is refused as an operand is (the block is freed first). The work's
+ranges include the workspace, so freeing it for real before the work ran is reported. Without
+a registered allocator the workspace comes from the engine's own allocator, which the
+simulator does not model (DECISION: nothing is charged).
 """
 
 from __future__ import annotations
@@ -136,15 +149,22 @@ def check_results(call: str, results: object, outputs: Sequence[Operand],
 def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
            outputs: Sequence[Operand], compute: Callable[..., object],
            name: str, mismatch: type = OpOutputMismatch,
-           variables: Sequence[tuple[str, Operand]] = ()) -> None:
+           variables: Sequence[tuple[str, Operand]] = (), *, workspace: int = 0,
+           allocator: Callable[[Any], Any] | None = None,
+           advise: int | None = None) -> int | None:
     """Check the operands now, queue ``compute(input arrays)`` on ``stream`` (None: run it
     now, for the synchronous calls). With device ``variables`` (name, operand) it is
     ``compute(input arrays, {name: uint8 array})``; the arrays are written back after the
     outputs, and only when the outputs were.
 
+    ``allocator(stream)`` gives the registration whose allocator provides the ``workspace``
+    bytes on that stream, or None (see the module docstring); ``advise``: ask with
+    ``alloc_advise`` at that address. Returns the workspace's address, or None.
+
     Raises:
         InvalidPointer, DeviceNotSet: see :func:`check_operand`.
         InvalidHandle, StreamContextMismatch: a bad stream.
+        OutOfDeviceMemory: the allocator gave no workspace.
     """
     streams = runtime.streams
     # a bad handle fails before the operands are looked at
@@ -156,8 +176,19 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
         check_operand(runtime, call, operand, True, device)
     ranges = tuple((op.addr, op.addr + op.nbytes)
                    for op in (*inputs, *outputs, *(v for _, v in variables)) if op.nbytes)
+    reg = blk = None
+    if allocator is not None and target is not None and target.handle:
+        reg = allocator(target)
+        if reg is not None and workspace:
+            blk = _take_workspace(runtime, call, reg, workspace, advise, device)
+            ranges += ((blk.ptr, blk.ptr + workspace),)
 
     def run(_stream) -> None:
+        if blk is not None:
+            # the workspace must still be the program's when the work runs
+            data = runtime.data
+            with data.lock:
+                data.resolve(call, blk.ptr, blk.size, write=True)
         arrays = [read_operand(runtime, call, op) for op in inputs]
         values = {key: read_operand(runtime, call, op) for key, op in variables}
         try:
@@ -181,5 +212,37 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
 
     if target is None:
         run(None)
-    else:
+        return None
+    if blk is None:
         streams.enqueue(target.handle, call, ranges, run)
+        return None
+    allocators = runtime.custom_allocators
+    try:
+        streams.enqueue(target.handle, call, ranges, run)
+    except AclError:
+        allocators.give_back(reg, blk)
+        raise
+    # queued: the engine gives the workspace back now, in stream order
+    allocators.handed(reg, blk, call)
+    allocators.free(reg, blk, call)
+    return blk.ptr
+
+
+def _take_workspace(runtime, call: str, reg, size: int, advise: int | None, device):
+    """``size`` bytes from the registered allocator ``reg``, checked as an output operand
+    (a refused block is given back; nothing is told to the observers until the work is
+    queued).
+
+    Raises:
+        OutOfDeviceMemory: no block. InvalidPointer: not device memory of ``device``.
+    """
+    allocators = runtime.custom_allocators
+    blk = allocators.alloc(reg, size, call, advise)
+    try:
+        check_operand(runtime, call, Operand(f"the workspace from the allocator registered "
+                                             f"on stream {reg.stream:#x}", blk.ptr, size,
+                                             DataType.UINT8, (size,)), True, device)
+    except AclError:
+        allocators.give_back(reg, blk)
+        raise
+    return blk

@@ -30,9 +30,14 @@ that the caller's blocks are live device memory at least as large as the stand-i
 ACL_ERROR_INVALID_FILE 100003 when the file is missing too, ACL_ERROR_PARSE_MODEL 100013 when
 it exists (the simulator cannot read ``.om``) or the stand-in is malformed; an empty model
 file is 100003 without a stand-in and loads with one. ``execute`` runs
-at once; ``execute_async`` is queued on the stream like an operator. A dataset needs exactly
-as many buffers as the model has inputs (100017) / outputs (100018), each at least the size of
-its tensor (of the tensor at the gear, for a model with dynamic gears: see
+at once; ``execute_async`` is queued on the stream like an operator. On a stream with a
+registered allocator (11-08: dynamic-shape models with aclmdlExecuteAsync) each
+``execute_async`` also asks it for ``work_bytes`` of work memory, with ``alloc_advise`` at the
+address the model's previous execution got (DECISION: a stand-in does not say whether its
+model is dynamic-shape, so every model does; the load still charges ``work_bytes``). A
+dataset needs exactly as many buffers as the model has inputs (100017) / outputs (100018),
+each at least the size of its tensor (of the tensor at the gear, for a model with dynamic
+gears: see
 :mod:`ascend_memsim.compute.gears`).
 """
 
@@ -86,6 +91,9 @@ class Model(Handle):
     blocks: tuple[int, ...] = ()
     #: the gear the last aclmdlSetDynamic*/SetInputDynamicDims chose (None: none yet)
     gear: int | None = None
+    #: where the last aclmdlExecuteAsync's work memory from a registered allocator was (the
+    #: address it asks alloc_advise for next time; 0: none yet)
+    work_ptr: int = 0
     made_by = "aclmdlLoadFromFile"
     destroyed_by = "aclmdlUnload"
     kind = "model"
@@ -494,8 +502,11 @@ class Models:
             fn = _without_shape_input(fn, spec.shape_input)
         call = "aclmdlExecute" if stream is None else "aclmdlExecuteAsync"
         name = f"model {model.model_id} function {getattr(fn, '__name__', fn)!r}"
-        launch(self.runtime, call, stream, ins, outs, fn, name,
-               mismatch=ModelOutputMismatch)
+        ptr = launch(self.runtime, call, stream, ins, outs, fn, name,
+                     mismatch=ModelOutputMismatch, workspace=spec.work_bytes,
+                     allocator=self.plane.model_allocator, advise=model.work_ptr)
+        if ptr is not None:
+            model.work_ptr = ptr
 
     def close(self) -> None:
         self._loaded.clear()

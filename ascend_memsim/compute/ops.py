@@ -8,6 +8,12 @@ kernels override the built-in ones (:mod:`.kernels`). A kernel registered with d
 variables (``register_op(name, fn, variables=[...])``, see :mod:`.symbols`) is called
 ``fn(inputs, attrs, outputs, variables)``.
 
+A kernel may declare the workspace its operator takes on the device (``workspace``: bytes,
+or ``workspace(inputs, attrs) -> bytes`` given each input's ``shape`` and ``dtype``; as
+``register_op``'s argument or the function's ``workspace`` attribute). On a stream with a
+registered allocator (11-08) it is taken from that allocator at each launch
+(:func:`ascend_memsim.compute.launch.launch`). Built-in kernels take none.
+
 The simulator needs no compiled ``.om`` operator models: the kernels stand in for them.
 DECISION: ``acl.op.set_model_dir`` records the directory and succeeds even when it does not
 exist (the vendor's samples point it at models built with ``atc``, which the simulator does
@@ -24,8 +30,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..memory.args import as_int, as_str
-from ..memory.errors import InvalidArgument, InvalidArgumentType, OpNotFound
+from ..memory.args import SIZE_MAX, as_int, as_str
+from ..memory.errors import InvalidArgument, InvalidArgumentType, KernelError, OpNotFound
 from .kernels import BUILTIN_KERNELS
 from .symbols import DeviceVariable
 from .tensors import Handle, data_type
@@ -44,6 +50,8 @@ class Kernel:
     builtin: bool = False
     #: the device variables it uses (11-11): it is called with them as a fourth argument
     variables: tuple[DeviceVariable, ...] = ()
+    #: the workspace the operator takes: bytes, or a function of (inputs, attrs)
+    workspace: int | Callable = 0
 
     def __call__(self, inputs: list, attrs: dict, outputs: list,
                  variables: dict | None = None) -> Any:
@@ -52,6 +60,21 @@ class Kernel:
         if self.wants_outputs:
             return self.fn(inputs, attrs, outputs)
         return self.fn(inputs, attrs)
+
+    def workspace_for(self, inputs: list, attrs: dict) -> int:
+        """The workspace bytes of one launch (``inputs``: each input's shape and dtype).
+
+        Raises:
+            KernelError: the workspace function raised or gave no size.
+        """
+        workspace = self.workspace
+        if not callable(workspace):
+            return workspace
+        try:
+            return as_int(workspace(inputs, dict(attrs)), "workspace", 0, SIZE_MAX)
+        except Exception as error:
+            raise KernelError(f"the workspace function of kernel {self.name!r} failed: "
+                              f"{type(error).__name__}: {error}") from error
 
 
 def _variables(name: str, variables: object) -> tuple[DeviceVariable, ...]:
@@ -69,12 +92,16 @@ def _variables(name: str, variables: object) -> tuple[DeviceVariable, ...]:
 
 
 def _kernel(name: str, fn: Callable, builtin: bool = False,
-            variables: tuple[DeviceVariable, ...] = ()) -> Kernel:
+            variables: tuple[DeviceVariable, ...] = (), workspace: object = None) -> Kernel:
     if not callable(fn):
         raise InvalidArgumentType(f"the kernel for {name!r} must be callable, got "
                                   f"{type(fn).__name__}")
+    if workspace is None:
+        workspace = getattr(fn, "workspace", 0)
+    if not callable(workspace):
+        workspace = as_int(workspace, f"the workspace of kernel {name!r}", 0, SIZE_MAX)
     if variables:
-        return Kernel(name, fn, True, builtin, variables)
+        return Kernel(name, fn, True, builtin, variables, workspace)
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -82,7 +109,7 @@ def _kernel(name: str, fn: Callable, builtin: bool = False,
     positional = [p for p in params.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     wants = len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in params.values())
-    return Kernel(name, fn, wants, builtin)
+    return Kernel(name, fn, wants, builtin, workspace=workspace)
 
 
 _lock = threading.RLock()
@@ -95,19 +122,22 @@ def _check_name(name: object) -> str:
 
 
 def register_op(name: str, fn: Callable | None = None, *,
-                variables: list[DeviceVariable] | tuple[DeviceVariable, ...] = ()) -> Callable:
+                variables: list[DeviceVariable] | tuple[DeviceVariable, ...] = (),
+                workspace: int | Callable | None = None) -> Callable:
     """Make ``fn(inputs, attrs)`` the kernel of op type ``name`` for the whole process.
 
     Without ``fn`` it is a decorator: ``@register_op("MyAdd")``. Returns ``fn``. With
     ``variables`` (device variables, :func:`~ascend_memsim.compute.symbols.device_variable`)
     the kernel is ``fn(inputs, attrs, outputs, variables)``, ``variables`` a dict of
     writable uint8 arrays by name, stored back to device memory when it returns.
+    ``workspace``: the device workspace each launch takes, in bytes, or
+    ``workspace(inputs, attrs) -> bytes`` (default: ``fn.workspace`` if set, else 0).
     """
     name = _check_name(name)
     used = _variables(name, variables)
     if fn is None:
-        return lambda f: register_op(name, f, variables=used)
-    kernel = _kernel(name, fn, variables=used)
+        return lambda f: register_op(name, f, variables=used, workspace=workspace)
+    kernel = _kernel(name, fn, variables=used, workspace=workspace)
     with _lock:
         _registry[name] = kernel
     return fn

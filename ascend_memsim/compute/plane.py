@@ -53,6 +53,9 @@ class ComputePlane:
         self.model_dir: str | None = None
         #: acl.mdl's models (made by .models on first use)
         self.models: Any = None
+        #: streams whose first operator ran with no allocator registered: the graph engine
+        #: keeps its own allocator for them for good (see _op_allocator)
+        self._engine_streams: set[int] = set()
 
     def close(self) -> list[Handle]:
         """Forget every handle (aclFinalize); the ones never destroyed."""
@@ -243,9 +246,12 @@ class ComputePlane:
         outs = self._operands(out_descs, outputs, "outputs", OpOutputMismatch)
         specs = [OutputSpec(d.dims, numpy_dtype(d.dtype)) for d in out_descs]
         name = f"kernel {kernel.name!r}" + (" (built-in)" if kernel.builtin else "")
+        workspace = kernel.workspace and kernel.workspace_for(
+            [OutputSpec(d.dims, numpy_dtype(d.dtype)) for d in in_descs], attrs)
         if not kernel.variables:
             launch(self.runtime, call, stream, ins, outs,
-                   lambda arrays: kernel(arrays, dict(attrs), specs), name)
+                   lambda arrays: kernel(arrays, dict(attrs), specs), name,
+                   workspace=workspace, allocator=self.operator_allocator)
             return
         # the kernel's device variables (11-11), loaded on the current device if need be;
         # given back if the launch fails (a failed call changes nothing)
@@ -261,11 +267,33 @@ class ComputePlane:
                                                   DataType.UINT8, (v.size,))))
             launch(self.runtime, call, stream, ins, outs,
                    lambda arrays, values: kernel(arrays, dict(attrs), specs, values), name,
-                   variables=variables)
+                   variables=variables, workspace=workspace,
+                   allocator=self.operator_allocator)
         except BaseException:
             for v in fresh:
                 table.unload(v, device)
             raise
+
+    def operator_allocator(self, stream) -> Any:
+        """The allocator registered on ``stream`` that an operator's workspace comes from,
+        or None. As hicann/ge ``AclResourceManager::GetAllocators`` does for single operators:
+        a stream whose first operator ran with none registered keeps the engine's own
+        allocator for the rest of its life, even if one is registered later (11-08: register
+        before aclopExecuteV2)."""
+        reg = self.model_allocator(stream)
+        if reg is None:
+            with self.handles.lock:
+                self._engine_streams.add(stream.handle)
+        return reg
+
+    def model_allocator(self, stream) -> Any:
+        """The allocator registered on ``stream`` that a model's work memory comes from, or
+        None: none registered, or the engine keeps its own for the stream (see
+        :meth:`operator_allocator`; GetAllocators looks at that first, for models too)."""
+        handle = stream.handle
+        if handle in self._engine_streams:
+            return None
+        return self.runtime.custom_allocators.registered.get(handle)
 
     def create_handle(self, op_type: object, input_desc: object, output_desc: object,
                       attr: object) -> int:

@@ -77,6 +77,9 @@ class _DeviceStats:
         #: memory shared between processes (runtime/ipc.py, runtime/shareable.py): event
         #: counts, and the bytes this process maps from other processes' memory
         self.sharing: dict[str, int] = {}
+        #: custom allocators (11-08, runtime/custom_alloc.py): event counts, and the
+        #: workspace bytes registered allocators have handed out and not yet had back
+        self.allocator: dict[str, int] = {}
         #: ``num_<event>s`` of the COUNTED_EVENTS
         self.calls: dict[str, int] = {}
 
@@ -153,6 +156,9 @@ class MemoryStats:
         if event in _SHARING:
             self._shared(event, device, info)
             return
+        if event in _ALLOCATOR:
+            self._custom(event, device, info)
+            return
         if event in COUNTED_EVENTS:
             with self._lock:
                 stats = self._devices.get(device.device_id)
@@ -207,6 +213,25 @@ class MemoryStats:
                   or event == "shareable_release"):
                 counts["imported_bytes.current"] = counts.get("imported_bytes.current", 0) - size
 
+    def _custom(self, event: str, device: Device, info: dict) -> None:
+        """Count a custom allocator event (``num_allocator_registers``, ...); the workspace
+        it hands out is the allocator's memory, already counted where it came from, so its
+        bytes are kept apart (``allocator_bytes``)."""
+        with self._lock:
+            stats = self._devices.get(device.device_id)
+            if stats is None:
+                stats = self._devices[device.device_id] = _DeviceStats()
+            counts = stats.allocator
+            name = f"num_{event}s"
+            counts[name] = counts.get(name, 0) + 1
+            if event == "allocator_alloc":
+                now = counts.get("allocator_bytes.current", 0) + info["size"]
+                counts["allocator_bytes.current"] = now
+                counts["allocator_bytes.peak"] = max(counts.get("allocator_bytes.peak", 0), now)
+            elif event == "allocator_free":
+                counts["allocator_bytes.current"] = (counts.get("allocator_bytes.current", 0)
+                                                     - info["size"])
+
     def _managed(self, event: str, device: Device, info: dict) -> None:
         """Count a managed-memory call (11-05, runtime/managed.py): ``num_<event>s``, and the
         bytes of managed memory charged to the device (``managed_bytes``; they are counted
@@ -250,6 +275,8 @@ class MemoryStats:
             # shared memory: only once the process shared some (the keys are absent before)
             out.update(stats.sharing)
             out.update(stats.calls)
+            # custom allocators likewise (absent before their first event)
+            out.update(stats.allocator)
             current = out["requested_bytes.all.current"]
             # what the rounding rule and page granularity cost right now
             out["overhead_bytes.all.current"] = out["footprint_bytes.all.current"] - current
@@ -263,6 +290,9 @@ class MemoryStats:
             for stats in targets:
                 for counter in stats.counters.values():
                     counter.peak = counter.current
+                if "allocator_bytes.current" in stats.allocator:
+                    stats.allocator["allocator_bytes.peak"] = (
+                        stats.allocator["allocator_bytes.current"])
 
     def summary(self, device_id: int = 0) -> str:
         """A table of the snapshot for terminals (see :func:`memory_summary`)."""
@@ -272,6 +302,11 @@ class MemoryStats:
 #: The sharing events (see runtime/sharing.py emit) the statistics count.
 _SHARING = frozenset({"ipc_export", "ipc_import", "ipc_close", "shareable_export",
                       "shareable_import", "shareable_release"})
+
+
+#: The custom allocator events (see runtime/custom_alloc.py) the statistics count.
+_ALLOCATOR = frozenset({"allocator_register", "allocator_unregister", "allocator_alloc",
+                        "allocator_free"})
 
 
 #: The events counted as ``num_<event>s``: value write and wait (11-09, runtime/streams.py),

@@ -45,6 +45,7 @@ from ..memory.rules import DEFAULT_POLICY, DEVICE_SPAN, Api, device_of
 from .callbacks import Callbacks
 from .cmo import cache_ops
 from .config import parse_config, parse_run_mode, plan_adoption
+from .custom_alloc import CustomAllocators
 from .devices import DeviceTable
 from .events import Events
 from .hooks import Checker, make_checker
@@ -119,6 +120,8 @@ class Runtime:
         self.vmm = VirtualMemory(self)
         #: stream-ordered memory pools (11-10), on reservations of the address space
         self.pools = MemPools(self)
+        #: custom allocators (11-08): descriptors and their registrations on streams
+        self.custom_allocators = CustomAllocators(self)
         #: managed (unified) memory and aclrtMemP2PMap (11-05)
         self.managed = ManagedMemory(self)
         self.sanitizer: Checker = make_checker(sanitizer)
@@ -202,6 +205,7 @@ class Runtime:
             with Runtime.active_lock:
                 extensions, self._extensions = list(self._extensions.values()), {}
         handles = [h for ext in extensions for h in ext.close()]
+        handles += self.custom_allocators.close()
         self.sanitizer.leaks("aclFinalize", [*leaked, *physical, *host_leaked, *handles])
         return leaked
 
