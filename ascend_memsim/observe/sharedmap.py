@@ -140,7 +140,9 @@ class SharingView:
             return
         get = info.get
         with self._lock:
-            state = self._devices.setdefault(device.device_id, _Device())
+            state = self._devices.get(device.device_id)
+            if state is None:  # not setdefault: that would make a _Device per event
+                state = self._devices[device.device_id] = _Device()
             if event == "reset":
                 state.granules.clear()
                 state.blocks.clear()
