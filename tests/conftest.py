@@ -32,3 +32,41 @@ def a2():
     with Runtime("A2", hbm_bytes=64 * MiB) as rt:
         rt.set_device(0)
         yield rt
+
+
+# The fixtures below are what several modules share; a module with a fixture of the same name
+# (a runtime set up otherwise) uses its own.
+
+@pytest.fixture
+def rt():
+    """An active A2 runtime (64 MiB, 2 devices) with device 0 set, through acl."""
+    from ascend_memsim import MiB, Runtime, acl
+
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2) as runtime:
+        acl.rt.set_device(0)
+        yield runtime
+
+
+@pytest.fixture
+def stream(rt):
+    """A stream of device 0, made through acl."""
+    from ascend_memsim import acl
+
+    handle, ret = acl.rt.create_stream()
+    assert ret == 0
+    return handle
+
+
+@pytest.fixture
+def procs():
+    """Processes A (active for the face) and B on one A2 machine (64 MiB, 2 devices), device 0
+    set in both; B is closed after the test."""
+    from ascend_memsim import MiB, Runtime, acl
+
+    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer={"output": None}) as a:
+        b = a.spawn_process(sanitizer={"output": None})
+        acl.rt.set_device(0)
+        with b.as_current():
+            acl.rt.set_device(0)
+        yield a, b
+        b.close()

@@ -11,8 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ascend_memsim import MiB, Runtime, acl, aclrt
+from ascend_memsim.memory.errors import FeatureNotSupported
 from ascend_memsim.observe.stats import MemoryStats
 from ascend_memsim.observe.trace import Recorder
+from ascend_memsim.runtime.cmo import cache_ops
 
 INVALID_PARAM = 100000
 RT_PARAM_INVALID = 107000
@@ -131,6 +133,12 @@ def test_each_barrier_misuse_returns_its_code_and_queues_nothing(rt, block, size
     assert rt.streams.pending == 0
     if 0 < barrier < 1 << 32:
         assert acl.rt.cmo_wait_barrier(_barrier(barrier), 0, 0) == RT_STREAM_MODEL
+
+
+def test_a_cmo_type_outside_the_enum_is_named_with_the_enum(rt, block):
+    with pytest.raises(FeatureNotSupported, match=r"cmoType 4 is not an aclrtCmoType "
+                       r"\(PREFETCH 0, WRITEBACK 1, INVALID 2, FLUSH 3\)"):
+        cache_ops(rt).cmo_async_with_barrier(block, 64, 4, 0, 0)
 
 
 @pytest.mark.parametrize("cmo_type", [PREFETCH, WRITEBACK, FLUSH])

@@ -2,7 +2,6 @@
 docs/zh/api_ref/11-07_IPC_memory_sharing.md); every documented misuse returns its code and a
 failed call changes nothing."""
 
-import pytest
 
 from ascend_memsim import MiB, Runtime, acl
 from ascend_memsim.memory.constants import ErrorCode
@@ -11,18 +10,6 @@ DEFAULT, NO_PID_CHECK = 0, 1
 PARAM = ErrorCode.INVALID_PARAM            # 100000, the ACL layer (memory.cpp)
 RT_PARAM = ErrorCode.RT_PARAM_INVALID      # 107000, api_error.cc and the driver
 NO_PERMISSION = ErrorCode.RT_NO_PERMISSION  # 207006
-
-
-@pytest.fixture
-def procs():
-    """Process A (exporter, active) and process B on one machine, both on device 0."""
-    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer={"output": None}) as a:
-        b = a.spawn_process(sanitizer={"output": None})
-        acl.rt.set_device(0)
-        with b.as_current():
-            acl.rt.set_device(0)
-        yield a, b
-        b.close()
 
 
 def _write(ptr, data):

@@ -18,21 +18,6 @@ HOST = {"type": acl.ACL_MEM_LOCATIONTYPE_HOST, "id": 0}
 NONE = {"type": 0, "id": -1}
 
 
-@pytest.fixture
-def rt():
-    """An active A2 runtime (64 MiB, 2 devices) with device 0 set, through acl.init."""
-    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2) as runtime:
-        acl.rt.set_device(0)
-        yield runtime
-
-
-@pytest.fixture
-def stream(rt):
-    handle, ret = acl.rt.create_stream()
-    assert ret == 0
-    return handle
-
-
 def _free(rt):
     return rt.get_mem_info(acl.ACL_HBM_MEM)[0]
 

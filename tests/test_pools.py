@@ -18,23 +18,8 @@ def _props(max_size=16 * MiB, device=0, **extra):
 
 
 @pytest.fixture
-def rt():
-    """An active A2 runtime (64 MiB, 2 devices) with device 0 set, through acl.init."""
-    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2) as runtime:
-        acl.rt.set_device(0)
-        yield runtime
-
-
-@pytest.fixture
 def pool(rt):
     handle, ret = acl.rt.mem_pool_create(_props())
-    assert ret == 0
-    return handle
-
-
-@pytest.fixture
-def stream(rt):
-    handle, ret = acl.rt.create_stream()
     assert ret == 0
     return handle
 

@@ -3,7 +3,6 @@ docs/zh/api_ref/11-04_virtual_memory_management.md, aclrtMemExportToShareableHan
 the calls around it); every documented misuse returns its code, a failed call changes nothing,
 and the memory goes back exactly when the last process lets go."""
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,17 +18,6 @@ NO_PID_CHECK = acl.ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION
 def _prop(device=0):
     return {"handleType": 0, "allocationType": 0, "memAttr": acl.ACL_HBM_MEM_HUGE,
             "location": {"id": device, "type": acl.ACL_MEM_LOCATION_TYPE_DEVICE}, "reserve": 0}
-
-
-@pytest.fixture
-def procs():
-    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2, sanitizer={"output": None}) as a:
-        b = a.spawn_process(sanitizer={"output": None})
-        acl.rt.set_device(0)
-        with b.as_current():
-            acl.rt.set_device(0)
-        yield a, b
-        b.close()
 
 
 def _free():

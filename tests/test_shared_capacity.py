@@ -21,18 +21,6 @@ NORMAL_ONLY = acl.ACL_MEM_MALLOC_NORMAL_ONLY
 OOM = ErrorCode.RT_MEMORY_ALLOCATION
 
 
-@pytest.fixture
-def procs():
-    """Processes A (active for the face) and B on one A2 machine, device 0 set in both."""
-    with Runtime("A2", hbm_bytes=CAPACITY, sanitizer={"output": None}) as a:
-        b = a.spawn_process(sanitizer={"output": None})
-        acl.rt.set_device(0)
-        with b.as_current():
-            acl.rt.set_device(0)
-        yield a, b
-        b.close()
-
-
 def _held(rt):
     """Footprints of ``rt``'s live blocks and physical handles on device 0."""
     device = rt.device(0)

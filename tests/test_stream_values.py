@@ -15,21 +15,6 @@ HOST_TO_DEVICE, DEVICE_TO_HOST = 1, 2
 
 
 @pytest.fixture
-def rt():
-    """An active A2 runtime (64 MiB, 2 devices) with device 0 set."""
-    with Runtime("A2", hbm_bytes=64 * MiB, device_count=2) as runtime:
-        acl.rt.set_device(0)
-        yield runtime
-
-
-@pytest.fixture
-def stream(rt):
-    handle, ret = acl.rt.create_stream()
-    assert ret == 0
-    return handle
-
-
-@pytest.fixture
 def word(rt):
     ptr, ret = acl.rt.malloc(64, 0)
     assert ret == 0

@@ -197,46 +197,64 @@ class Symbols:
     def copy_from(self, dst: object, dst_max: object, symbol: object, count: object,
                   offset: object, kind: object, stream: object = None) -> None:
         """aclrtMemcpyFromSymbol(Async): ``count`` bytes from ``offset`` in the variable to
-        host memory at ``dst`` (DEVICE_TO_HOST; queued on ``stream`` unless None)."""
+        host memory at ``dst`` (DEVICE_TO_HOST; queued on ``stream`` unless None).
+
+        Raises:
+            InvalidArgument: a NULL pointer, ``count`` over ``dstMax``, a kind other than
+                DEVICE_TO_HOST or DEFAULT, or a span past the variable.
+            UnknownSymbol: ``symbol`` is no registered variable.
+            DeviceNotSet: no device is current on this thread.
+        """
         call = "aclrtMemcpyFromSymbol" + ("" if stream is None else "Async")
         dst, dst_max = as_int(dst, "dst"), as_int(dst_max, "dstMax")
-        count, offset = as_int(count, "count"), as_int(offset, "offset")
-        kind = as_int(kind, "kind", -(1 << 31), (1 << 31) - 1)
-        if count == 0:
-            return  # memory.cpp: count 0 succeeds before any check
-        if as_int(symbol, "symbol") == 0 or dst == 0:
-            raise InvalidArgument(f"{call}: {'dst' if dst == 0 else 'symbol'} is NULL")
-        if count > dst_max:
-            raise InvalidArgument(f"{call}: count {count} is more than dstMax {dst_max}")
-        if kind not in (MemcpyKind.DEVICE_TO_HOST, MemcpyKind.DEFAULT):
-            raise InvalidArgument(f"{call}: kind {kind} is not ACL_MEMCPY_DEVICE_TO_HOST (2) "
-                                  f"or ACL_MEMCPY_DEFAULT (4)")
-        variable, device = self._variable(symbol)
-        _check_span(call, variable, offset, count)
-        self._copy(call, variable, device, offset, count, stream,
-                   lambda src: (dst, dst_max, src, count, int(MemcpyKind.DEVICE_TO_HOST)))
+        checked = self._checked(call, symbol, dst, "dst", count, offset, kind,
+                                MemcpyKind.DEVICE_TO_HOST, dst_max)
+        if checked is not None:
+            variable, device, count, offset = checked
+            self._copy(call, variable, device, offset, count, stream,
+                       lambda src: (dst, dst_max, src, count, int(MemcpyKind.DEVICE_TO_HOST)))
 
     def copy_to(self, symbol: object, src: object, count: object, offset: object,
                 kind: object, stream: object = None) -> None:
         """aclrtMemcpyToSymbol(Async): ``count`` bytes from host memory at ``src`` to
-        ``offset`` in the variable (HOST_TO_DEVICE; queued on ``stream`` unless None)."""
+        ``offset`` in the variable (HOST_TO_DEVICE; queued on ``stream`` unless None).
+
+        Raises:
+            InvalidArgument: a NULL pointer, a kind other than HOST_TO_DEVICE or DEFAULT, or
+                a span past the variable.
+            UnknownSymbol: ``symbol`` is no registered variable.
+            DeviceNotSet: no device is current on this thread.
+        """
         call = "aclrtMemcpyToSymbol" + ("" if stream is None else "Async")
         src = as_int(src, "src")
+        checked = self._checked(call, symbol, src, "src", count, offset, kind,
+                                MemcpyKind.HOST_TO_DEVICE)
+        if checked is not None:
+            variable, device, count, offset = checked
+            # memory.cpp: rtMemcpy(symbolAddr + offset, symbolSize - offset, src, count, H2D)
+            self._copy(call, variable, device, offset, count, stream,
+                       lambda base: (base, variable.size - offset, src, count,
+                                     int(MemcpyKind.HOST_TO_DEVICE)))
+
+    def _checked(self, call: str, symbol: object, host: int, host_name: str, count: object,
+                 offset: object, kind: object, direction: MemcpyKind,
+                 dst_max: int | None = None) -> tuple | None:
+        """The checks of a copy from or to a symbol, in memory.cpp's order: (variable,
+        device, count, offset); None when ``count`` is 0 (it succeeds before any check)."""
         count, offset = as_int(count, "count"), as_int(offset, "offset")
         kind = as_int(kind, "kind", -(1 << 31), (1 << 31) - 1)
         if count == 0:
-            return
-        if as_int(symbol, "symbol") == 0 or src == 0:
-            raise InvalidArgument(f"{call}: {'src' if src == 0 else 'symbol'} is NULL")
-        if kind not in (MemcpyKind.HOST_TO_DEVICE, MemcpyKind.DEFAULT):
-            raise InvalidArgument(f"{call}: kind {kind} is not ACL_MEMCPY_HOST_TO_DEVICE (1) "
-                                  f"or ACL_MEMCPY_DEFAULT (4)")
+            return None
+        if as_int(symbol, "symbol") == 0 or host == 0:
+            raise InvalidArgument(f"{call}: {host_name if host == 0 else 'symbol'} is NULL")
+        if dst_max is not None and count > dst_max:
+            raise InvalidArgument(f"{call}: count {count} is more than dstMax {dst_max}")
+        if kind not in (direction, MemcpyKind.DEFAULT):
+            raise InvalidArgument(f"{call}: kind {kind} is not ACL_MEMCPY_{direction.name} "
+                                  f"({int(direction)}) or ACL_MEMCPY_DEFAULT (4)")
         variable, device = self._variable(symbol)
         _check_span(call, variable, offset, count)
-        # memory.cpp: rtMemcpy(symbolAddr + offset, symbolSize - offset, src, count, H2D)
-        self._copy(call, variable, device, offset, count, stream,
-                   lambda base: (base, variable.size - offset, src, count,
-                                 int(MemcpyKind.HOST_TO_DEVICE)))
+        return variable, device, count, offset
 
     def _copy(self, call: str, variable: DeviceVariable, device, offset: int, count: int,
               stream: object, arguments) -> None:

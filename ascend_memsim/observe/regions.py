@@ -16,25 +16,23 @@ from ..memory.rules import Page, PhysicalApi
 if TYPE_CHECKING:
     from ..memory.device import Device
 
-__all__ = ["PhysicalRegion", "physical_regions", "PHYSICAL_COLOR", "is_physical",
+__all__ = ["BlockLike", "PhysicalRegion", "physical_regions", "PHYSICAL_COLOR", "is_physical",
            "PHYSICAL_API", "physical_entry", "physical_event"]
 
 #: Fill colour of physical memory (the Okabe-Ito bluish green, apart from the page colours).
 PHYSICAL_COLOR = "#009E73"
 
 
-@dataclass(frozen=True, slots=True)
-class PhysicalRegion:
-    """The memory of one physical handle: ``size`` bytes asked, ``footprint`` placed at
-    ``ptr``, on 2 MiB or 1 GiB pages; charged to APP as the runtime charges it."""
+class BlockLike:
+    """What a region drawn beside the blocks shares with a
+    :class:`~ascend_memsim.memory.device.Block`: its ``size`` bytes lie in its ``footprint``
+    at ``ptr``, with no padding, no fallback, no extra and no allocation site (a base for
+    slotted dataclasses declaring ``ptr``, ``size`` and ``footprint``)."""
 
+    __slots__ = ()
     ptr: int
     size: int
     footprint: int
-    page: Page
-    device_id: int
-    api = PhysicalApi.MALLOC_PHYSICAL
-    module_name = "APP"
     fallback = False
     extra = None
     alloc_site = None
@@ -54,6 +52,20 @@ class PhysicalRegion:
     @property
     def end(self) -> int:
         return self.ptr + self.footprint
+
+
+@dataclass(frozen=True, slots=True)
+class PhysicalRegion(BlockLike):
+    """The memory of one physical handle: ``size`` bytes asked, ``footprint`` placed at
+    ``ptr``, on 2 MiB or 1 GiB pages; charged to APP as the runtime charges it."""
+
+    ptr: int
+    size: int
+    footprint: int
+    page: Page
+    device_id: int
+    api = PhysicalApi.MALLOC_PHYSICAL
+    module_name = "APP"
 
     @property
     def pages(self) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..memory.rules import Page
 from ..memory.units import format_bytes
-from .regions import is_physical
+from .regions import BlockLike, is_physical
 
 if TYPE_CHECKING:
     from ..runtime.runtime import Runtime
@@ -44,7 +44,7 @@ GRANULE = 2 << 20
 
 
 @dataclass(frozen=True, slots=True)
-class PoolGranule:
+class PoolGranule(BlockLike):
     """One granule of a pool as the map draws it (reads as a block does): ``size`` bytes of
     the block it holds lie in it (all of it when cached)."""
 
@@ -59,26 +59,7 @@ class PoolGranule:
     asked: int = 0
     page = Page.HUGE
     module_name = "memory pool"
-    fallback = False
-    extra = None
-    alloc_site = None
     counted_as = "pool granule"
-
-    @property
-    def rule_size(self) -> int:
-        return self.size
-
-    @property
-    def padding(self) -> int:
-        return 0
-
-    @property
-    def page_rounding(self) -> int:
-        return self.footprint - self.size
-
-    @property
-    def end(self) -> int:
-        return self.ptr + self.footprint
 
     @property
     def fill(self) -> str:
@@ -159,7 +140,9 @@ class SharingView:
             return
         get = info.get
         with self._lock:
-            state = self._devices.setdefault(device.device_id, _Device())
+            state = self._devices.get(device.device_id)
+            if state is None:  # not setdefault: that would make a _Device per event
+                state = self._devices[device.device_id] = _Device()
             if event == "reset":
                 state.granules.clear()
                 state.blocks.clear()

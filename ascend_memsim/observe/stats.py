@@ -102,29 +102,34 @@ class _DeviceStats:
         if block.fallback:
             self.num_fallbacks += 1
 
+    def _change(self, pool: str, info: dict, sign: int) -> None:
+        # one allocation of info's footprint and size, added (sign > 0) or taken from pool
+        for stat, n in (("allocation", 1), ("footprint_bytes", info["footprint"]),
+                        ("requested_bytes", info["size"])):
+            counter = self._counter(stat, pool)
+            if sign > 0:
+                counter.add(n)
+            else:
+                counter.sub(n)
+
     def physical(self, info: dict, sign: int) -> None:
         """Physical memory of aclrtMallocPhysical (virtual memory, 11-04): pools ``all`` and
         ``physical``, its page kind and APP (the runtime charges it to APP)."""
         for pool in ("all", "physical", f"page.{info['page']}", "component.APP"):
-            for stat, n in (("allocation", 1), ("footprint_bytes", info["footprint"]),
-                            ("requested_bytes", info["size"])):
-                counter = self._counter(stat, pool)
-                if sign > 0:
-                    counter.add(n)
-                else:
-                    counter.sub(n)
+            self._change(pool, info, sign)
 
     def pool_block(self, info: dict, sign: int) -> None:
         """A block of a stream-ordered memory pool (11-10) handed out (aclrtMemPoolMallocAsync)
         or given back (aclrtMemPoolFreeAsync): pool ``mem_pool`` only (its memory is counted
         as physical memory, by granule)."""
-        for stat, n in (("allocation", 1), ("footprint_bytes", info["footprint"]),
-                        ("requested_bytes", info["size"])):
-            counter = self._counter(stat, "mem_pool")
-            if sign > 0:
-                counter.add(n)
-            else:
-                counter.sub(n)
+        self._change("mem_pool", info, sign)
+
+    def gauge(self, name: str, delta: int) -> None:
+        """Move ``<name>.current`` of :attr:`sharing` by ``delta`` bytes, and its peak."""
+        counts = self.sharing
+        now = counts.get(f"{name}.current", 0) + delta
+        counts[f"{name}.current"] = now
+        counts[f"{name}.peak"] = max(counts.get(f"{name}.peak", 0), now)
 
     def freed(self, block: Block) -> None:
         for pool in self._pools(block):
@@ -151,6 +156,13 @@ class MemoryStats:
         runtime.add_observer(stats)
         return stats
 
+    def _stats(self, device_id: int) -> _DeviceStats:
+        """The device's counters, made at its first event (call under the lock)."""
+        stats = self._devices.get(device_id)
+        if stats is None:
+            stats = self._devices[device_id] = _DeviceStats()
+        return stats
+
     def __call__(self, event: str, device: Device, info: dict) -> None:
         """Observer entry point; unknown events are ignored."""
         if event in _SHARING:
@@ -161,9 +173,7 @@ class MemoryStats:
             return
         if event in COUNTED_EVENTS:
             with self._lock:
-                stats = self._devices.get(device.device_id)
-                if stats is None:
-                    stats = self._devices[device.device_id] = _DeviceStats()
+                stats = self._stats(device.device_id)
                 name = counter_name(event)
                 stats.calls[name] = stats.calls.get(name, 0) + 1
         if event in _MANAGED:
@@ -173,9 +183,7 @@ class MemoryStats:
                          "free_physical", "mem_pool_malloc", "mem_pool_free"):
             return
         with self._lock:
-            stats = self._devices.get(device.device_id)
-            if stats is None:
-                stats = self._devices[device.device_id] = _DeviceStats()
+            stats = self._stats(device.device_id)
             if event == "malloc":
                 stats.allocated(info["block"])
             elif event == "free":
@@ -198,20 +206,16 @@ class MemoryStats:
         """Count a sharing event; an import's bytes are another process's memory, so they
         are kept apart (``imported_bytes``), never in the device's pools."""
         with self._lock:
-            stats = self._devices.get(device.device_id)
-            if stats is None:
-                stats = self._devices[device.device_id] = _DeviceStats()
+            stats = self._stats(device.device_id)
             counts = stats.sharing
             name = counter_name(event)
             counts[name] = counts.get(name, 0) + 1
             size = info.get("footprint", info.get("size", 0))
             if event in ("ipc_import", "shareable_import"):
-                now = counts.get("imported_bytes.current", 0) + size
-                counts["imported_bytes.current"] = now
-                counts["imported_bytes.peak"] = max(counts.get("imported_bytes.peak", 0), now)
+                stats.gauge("imported_bytes", size)
             elif ((event == "ipc_close" and info.get("role") == "importer")
                   or event == "shareable_release"):
-                counts["imported_bytes.current"] = counts.get("imported_bytes.current", 0) - size
+                stats.gauge("imported_bytes", -size)
 
     def _custom(self, event: str, device: Device, info: dict) -> None:
         """Count a custom allocator event (``num_allocator_registers``, ...); the workspace
@@ -237,17 +241,13 @@ class MemoryStats:
         bytes of managed memory charged to the device (``managed_bytes``; they are counted
         as physical memory in the pools too)."""
         with self._lock:
-            stats = self._devices.get(device.device_id)
-            if stats is None:
-                stats = self._devices[device.device_id] = _DeviceStats()
+            stats = self._stats(device.device_id)
             counts = stats.sharing
             name = counter_name(event)
             counts[name] = counts.get(name, 0) + 1
             if event in ("managed_alloc", "managed_free"):
                 sign = 1 if event == "managed_alloc" else -1
-                now = counts.get("managed_bytes.current", 0) + sign * info["footprint"]
-                counts["managed_bytes.current"] = now
-                counts["managed_bytes.peak"] = max(counts.get("managed_bytes.peak", 0), now)
+                stats.gauge("managed_bytes", sign * info["footprint"])
 
     def device_ids(self) -> list[int]:
         """The devices that have had an event so far."""

@@ -296,7 +296,12 @@ class _Session:
                 return
 
     def handle(self, message: dict) -> dict:
-        """Run one call; its reply."""
+        """Run one call; its reply (an error of the call is in the reply, not raised).
+
+        Raises:
+            WireError: the message is not a call (name and argument list), or its site,
+                pushed arrays or dropped buffers are malformed; nothing was applied.
+        """
         name, args = message.get("call"), message.get("args", ())
         if type(name) is not str or type(args) not in (list, tuple):
             raise wire.WireError("a call is {'call': name, 'args': [...]}")

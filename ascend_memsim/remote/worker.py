@@ -181,6 +181,12 @@ class Worker:
         return ptr
 
     def numpy_to_ptr(self, array: Any, /) -> int:
+        """acl.util.numpy_to_ptr in a worker: the array's bytes registered in the owner's
+        process; the same pointer while the array lives.
+
+        Raises:
+            InvalidArgumentType: not a numpy.ndarray, or one holding Python objects.
+        """
         if type(array).__name__ != "ndarray":
             raise errors.InvalidArgumentType(f"numpy_to_ptr takes a numpy.ndarray, got "
                                              f"{type(array).__name__}")

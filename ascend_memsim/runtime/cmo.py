@@ -54,6 +54,8 @@ __all__ = ["CacheOps", "cache_ops", "CMO_TYPES", "MAX_BARRIERS"]
 #: aclrtCmoType (acl_rt.h): PREFETCH 0, WRITEBACK 1, INVALID 2, FLUSH 3; the runtime's
 #: rtCmoOpCode is the same plus 6 (RT_CMO_PREFETCH = 6 ... RT_CMO_FLUSH = 9).
 CMO_TYPES = {0: "PREFETCH", 1: "WRITEBACK", 2: "INVALID", 3: "FLUSH"}
+#: how a message names the enum: "(PREFETCH 0, WRITEBACK 1, INVALID 2, FLUSH 3)"
+_TYPE_NAMES = "(" + ", ".join(f"{name} {kind}" for kind, name in CMO_TYPES.items()) + ")"
 _INVALID = 2
 #: ACL_RT_CMO_MAX_BARRIER_NUM (acl_rt.h): the entries of an aclrtBarrierTaskInfo
 MAX_BARRIERS = 6
@@ -118,7 +120,7 @@ class CacheOps:
         kind = self._type(call, cmo_type)
         if kind not in CMO_TYPES:
             raise FeatureNotSupported(f"{call}: cmoType {kind} is not an aclrtCmoType "
-                                      f"(PREFETCH 0, WRITEBACK 1, INVALID 2, FLUSH 3)")
+                                      f"{_TYPE_NAMES}")
         target = self._queue(call, addr, count, stream)[0]
         emit(self.runtime, "cmo", self.runtime.device(target.device_id),
              {"call": call, "ptr": addr, "size": count, "cmo_type": kind,
@@ -149,7 +151,8 @@ class CacheOps:
             raise InvalidRuntimeParam(f"{call}: size must be greater than 0")
         kind = self._type(call, cmo_type)
         if kind not in CMO_TYPES:
-            raise FeatureNotSupported(f"{call}: cmoType {kind} is not an aclrtCmoType")
+            raise FeatureNotSupported(f"{call}: cmoType {kind} is not an aclrtCmoType "
+                                      f"{_TYPE_NAMES}")
         if kind == _INVALID and barrier == 0:
             raise InvalidRuntimeParam(f"{call}: an INVALID operation needs a barrierId above 0")
         if kind != _INVALID and barrier != 0:
@@ -308,7 +311,8 @@ class CacheOps:
         if desc == 0:
             raise InvalidRuntimeParam(f"{call}: cmoDesc is NULL")
         if kind not in CMO_TYPES:
-            raise InvalidRuntimeParam(f"{call}: cmoType {kind} is not an aclrtCmoType")
+            raise InvalidRuntimeParam(f"{call}: cmoType {kind} is not an aclrtCmoType "
+                                      f"{_TYPE_NAMES}")
         runtime = self.runtime
         target = runtime.streams.target(stream, call)
         layout = self._desc()

@@ -18,7 +18,10 @@ Size: over 600 lines, on purpose: Runtime is the one place each aclrt call is ro
 (some fifty calls with their vendor citations, a few lines each); the logic lives in the
 planes it routes to (DeviceTable, Device, DataPlane, HostMemory, Streams, Events, Callbacks,
 the checker) and the aclInit handling in config.py. Splitting the routing would scatter
-"what does aclrtX do" over files.
+"what does aclrtX do" over files. What is left beside the routing is the composition itself:
+making the planes, the observer and interceptor lists every device shares, and telling each
+plane when a device goes (``_drop_device``, one place for aclrtResetDevice and aclFinalize);
+each needs the planes the runtime holds, so none has a seam of its own.
 """
 
 from __future__ import annotations
@@ -192,14 +195,7 @@ class Runtime:
             self._finish_work(device.device_id)
         with self._table.lock:
             for device in self._table.clear():
-                self._finish_work(device.device_id)  # what was queued meanwhile
-                self.streams.drop_device(device.device_id)
-                self.events.drop_device(device.device_id)
-                self.sanitizer.forget_device(device)
-                physical.extend(self.pools.forget_device(device))
-                physical.extend(self.vmm.forget_device(device))
-                physical.extend(self.managed.forget_device(device))
-                self._forget_planes(device.device_id)
+                physical.extend(self._drop_device(device))
                 leaked.extend(device.reset())
             host_leaked = self.host.clear()
             with Runtime.active_lock:
@@ -327,13 +323,7 @@ class Runtime:
         with self._table.lock:
             device = self._table.release(number)
             if device is not None:
-                self._finish_work(number)  # what another thread queued meanwhile
-                self.streams.drop_device(number)
-                self.events.drop_device(number)
-                self.sanitizer.forget_device(device)
-                handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device),
-                           *self.managed.forget_device(device)]
-                self._forget_planes(number)
+                handles = self._drop_device(device)
                 self.sanitizer.leaks("aclrtResetDevice", [*device.reset(), *handles])
         made = self._table.made(number)
         if made is not None and self._table.wants("reset_device"):
@@ -343,11 +333,23 @@ class Runtime:
     #: (before its blocks go: device variables free theirs, 11-11)
     _DEVICE_PLANES = ("peer", "cache_ops", "symbols")
 
-    def _forget_planes(self, device_id: int) -> None:
+    def _drop_device(self, device: Device) -> list:
+        """Everything but the blocks of a device being reset or finalized (call under the
+        table's lock, the device already out of it): the work queued meanwhile runs, its
+        streams and events go, and each plane forgets it. The handles of its pools, virtual
+        and managed memory still open (leaks to report)."""
+        number = device.device_id
+        self._finish_work(number)  # what another thread queued meanwhile
+        self.streams.drop_device(number)
+        self.events.drop_device(number)
+        self.sanitizer.forget_device(device)
+        handles = [*self.pools.forget_device(device), *self.vmm.forget_device(device),
+                   *self.managed.forget_device(device)]
         for name in self._DEVICE_PLANES:
             plane = self._extensions.get(name)
             if plane is not None:
-                plane.forget_device(device_id)
+                plane.forget_device(number)
+        return handles
 
     def _finish_work(self, device_id: int) -> None:
         """Run the device's queued work before its streams go: aclrtResetDevice (and so
