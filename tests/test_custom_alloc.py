@@ -52,13 +52,6 @@ def rt():
         yield runtime
 
 
-@pytest.fixture
-def stream(rt):
-    handle, ret = acl.rt.create_stream()
-    assert ret == 0
-    return handle
-
-
 class Caching:
     """A user allocator over aclrtMalloc that keeps what it is given back until ``drain``
     (as 11-08 asks: memory goes back to the system only after the stream is synchronised).
