@@ -24,20 +24,14 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from bench_replay import _STEPS as _REPLAY_STEPS
 from bench_replay import generate, run_fresh
 
 ROUNDS = 3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _STEPS = {
-    "json": """
-import json
-n = 0
-with open(path) as f:
-    for line in f:
-        json.loads(line)
-        n += 1
-""",
+    "json": _REPLAY_STEPS["json"],  # the same baseline: json.loads of every line
     "replay": """
 from ascend_memsim.observe.tensor_replay import replay_tensors
 result = replay_tensors(path, "A2", capacity=64 << 30)
