@@ -50,13 +50,12 @@ from ..memory.errors import (
     InvalidArgument,
     InvalidArgumentType,
     InvalidRuntimeParam,
-    NoPermission,
 )
 from ..memory.physical import PhysicalHandle, PhysicalProp
 from ..memory.rules import Page
 from ..memory.vmm import Mapping
 from .peer import peer_access
-from .sharing import emit, parse_pids
+from .sharing import check_importer, emit, parse_pids
 
 __all__ = ["IpcExport", "IpcMemory", "ImportedMapping", "ipc_memory"]
 
@@ -261,12 +260,8 @@ class IpcMemory:
         space = runtime.vmm._space()
         with space.lock, runtime.machine.lock:
             record = self._record(key, call)
-            if record.runtime is runtime:
-                raise InvalidRuntimeParam(f"{call}: key {key} was exported by this process; "
-                                          f"import it in another one (11-07)")
-            if record.validate and runtime.pid not in record.pids:
-                raise NoPermission(f"{call}: pid {runtime.pid} is not on key {key}'s whitelist "
-                                   f"(aclrtIpcMemSetImportPid)")
+            check_importer(record, runtime, call, f"key {key}", "aclrtIpcMemSetImportPid",
+                           "11-07")
             block = record.block
             reservation = space.reserve(record.size)
             handle = PhysicalHandle(0, block.device_id, record.size, block.footprint, Page.HUGE,

@@ -41,11 +41,10 @@ from ..memory.errors import (
     FeatureNotSupported,
     InvalidArgument,
     InvalidRuntimeParam,
-    NoPermission,
 )
 from ..memory.physical import PhysicalHandle
 from .peer import peer_access
-from .sharing import INT32, emit, parse_pids
+from .sharing import INT32, check_importer, emit, parse_pids
 
 __all__ = ["SharedPhysical", "Shareable", "shareable"]
 
@@ -243,12 +242,8 @@ class Shareable:
         machine = runtime.machine
         with space.lock, machine.lock:
             record = self._record(value, call)
-            if record.runtime is runtime:
-                raise InvalidRuntimeParam(f"{call}: the shareable handle was exported by this "
-                                          f"process; import it in another one (11-04)")
-            if record.validate and runtime.pid not in record.pids:
-                raise NoPermission(f"{call}: pid {runtime.pid} is not on the shareable handle's "
-                                   f"whitelist (aclrtMemSetPidToShareableHandle)")
+            check_importer(record, runtime, call, "the shareable handle",
+                           "aclrtMemSetPidToShareableHandle", "11-04")
             if runtime.pid in record.importers:
                 raise InvalidRuntimeParam(f"{call}: this process already imported it as handle "
                                           f"{record.importers[runtime.pid].handle:#x} (one "

@@ -9,10 +9,12 @@ and a zero count are ACL_ERROR_INVALID_PARAM) and then in the runtime's
 
 from __future__ import annotations
 
-from ..memory.args import as_int, shown
-from ..memory.errors import InvalidArgument, InvalidArgumentType
+from typing import Any
 
-__all__ = ["INT32", "emit", "parse_pids"]
+from ..memory.args import as_int, shown
+from ..memory.errors import InvalidArgument, InvalidArgumentType, InvalidRuntimeParam, NoPermission
+
+__all__ = ["INT32", "check_importer", "emit", "parse_pids"]
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 
@@ -33,6 +35,25 @@ def parse_pids(pids: object, call: str) -> frozenset[int]:
     if not values:
         raise InvalidArgument(f"{call}: the pid list is empty")
     return frozenset(as_int(value, "pid", *INT32) for value in values)
+
+
+def check_importer(record: Any, runtime: Any, call: str, what: str, whitelist: str,
+                   section: str) -> None:
+    """The rules both ways of sharing put on an import of ``record`` (an IPC key's or a
+    shareable handle's export, ``what`` in messages): made in another process than the
+    exporter (``section`` of the chapter says so), and by a pid on the whitelist
+    (set with the ``whitelist`` call) when the export checks pids.
+
+    Raises:
+        InvalidRuntimeParam: the exporting process imports its own export.
+        NoPermission: the export checks pids and this process's is not on its whitelist.
+    """
+    if record.runtime is runtime:
+        raise InvalidRuntimeParam(f"{call}: {what} was exported by this process; import it in "
+                                  f"another one ({section})")
+    if record.validate and runtime.pid not in record.pids:
+        raise NoPermission(f"{call}: pid {runtime.pid} is not on {what}'s whitelist "
+                           f"({whitelist})")
 
 
 def emit(runtime, event: str, device, info: dict) -> None:
