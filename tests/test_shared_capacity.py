@@ -182,6 +182,24 @@ def test_a_process_of_another_product_or_capacity_cannot_share_the_device(procs)
         other.close()
 
 
+def test_the_machine_is_its_first_process_even_when_another_uses_a_device_first():
+    # Before: the first process to set a device fixed its capacities, so a spawned process
+    # with other capacities took the device, and after it ended the machine's own process
+    # was refused its device (100000).
+    with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
+        for other in (a.spawn_process(hbm_bytes=CAPACITY // 2),
+                      Runtime("A3", hbm_bytes=CAPACITY, machine=a.machine, sanitizer="off")):
+            with other.as_current():
+                assert acl.rt.set_device(0) == ErrorCode.INVALID_PARAM
+            other.close()
+        assert acl.rt.set_device(0) == 0
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[:2] == (CAPACITY, CAPACITY)
+        with a.spawn_process() as b:
+            assert acl.rt.set_device(0) == 0
+            assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[:2] == (CAPACITY, CAPACITY)
+        assert b.pid != a.pid
+
+
 def test_a_single_process_message_names_no_other_process():
     with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
         a.set_device(0)
