@@ -182,6 +182,61 @@ def test_a_process_of_another_product_or_capacity_cannot_share_the_device(procs)
         other.close()
 
 
+def test_the_machine_is_its_first_process_even_when_another_uses_a_device_first():
+    # Before: the first process to set a device fixed its capacities, so a spawned process
+    # with other capacities took the device, and after it ended the machine's own process
+    # was refused its device (100000).
+    with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
+        for other in (a.spawn_process(hbm_bytes=CAPACITY // 2),
+                      Runtime("A3", hbm_bytes=CAPACITY, machine=a.machine, sanitizer="off")):
+            with other.as_current():
+                assert acl.rt.set_device(0) == ErrorCode.INVALID_PARAM
+            other.close()
+        assert acl.rt.set_device(0) == 0
+        assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[:2] == (CAPACITY, CAPACITY)
+        with a.spawn_process() as b:
+            assert acl.rt.set_device(0) == 0
+            assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[:2] == (CAPACITY, CAPACITY)
+        assert b.pid != a.pid
+
+
+def test_processes_that_ended_leave_the_device_to_those_still_running(procs):
+    # Before: every process that ever used the device stayed one of its views, so after many
+    # workers came and went each malloc summed them all (19x slower after 500) and the
+    # device never went back to its one-process fast path.
+    a, b = procs
+    budget = a.machine.budgets[0]
+    for _ in range(20):
+        other = a.spawn_process(sanitizer="off")
+        other.set_device(0)
+        other.malloc(MiB)
+        other.close()
+    b.close()
+    assert [view is a.device(0) for view in budget.views] == [True]
+    assert not a.device(0).crowded
+    assert a.get_mem_info(acl.ACL_HBM_MEM)[0] == CAPACITY
+    # a process used again after aclFinalize joins the device again and is counted
+    b.set_device(0)
+    assert b.device(0).crowded and a.device(0).crowded
+    b.malloc(4 * MiB, NORMAL_ONLY)
+    assert a.get_mem_info(acl.ACL_HBM_MEM)[0] < CAPACITY - 4 * MiB
+    with pytest.raises(OutOfDeviceMemory, match="other processes hold"):
+        a.malloc(CAPACITY - 4 * MiB, NORMAL_ONLY)
+
+
+def test_a_view_holding_memory_does_not_leave_the_device(procs):
+    a, b = procs
+    budget = a.machine.budgets[0]
+    ptr = b.malloc(4 * MiB, NORMAL_ONLY)
+    assert not budget.leave(b.device(0))
+    assert any(view is b.device(0) for view in budget.views)
+    assert a.get_mem_info(acl.ACL_HBM_MEM)[0] < CAPACITY - 4 * MiB
+    b.free(ptr)
+    assert budget.leave(b.device(0))
+    assert [view is a.device(0) for view in budget.views] == [True]
+    assert not a.device(0).crowded
+
+
 def test_a_single_process_message_names_no_other_process():
     with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
         a.set_device(0)

@@ -15,7 +15,8 @@ program, so they draw nothing.
 
 Cost: a device with one view never reads the budget (its allocator is the whole capacity).
 From the second view on, every allocation on each view takes the budget's lock and sums the
-views' holdings: O(views x components) per allocation; frees cost nothing extra.
+views' holdings: O(views x components) per allocation; frees cost nothing extra. The view of
+a process that ended (aclFinalize) leaves (:meth:`DeviceBudget.leave`).
 
 Thread safety: the budget's lock is a leaf (nothing is called while it is held); a view takes
 it inside its own device lock. A view's holdings change only under its device lock; readers
@@ -81,6 +82,24 @@ class DeviceBudget:
             if len(self.views) > 1:
                 for each in self.views:
                     each.crowded = True
+
+    def leave(self, view: Any) -> bool:
+        """Take ``view`` out (its process ended: aclFinalize) if it holds nothing; True when it
+        left. A view that still holds memory (a physical handle another process imported and
+        has not let go) stays, so that memory stays counted. Back to one view, that view stops
+        checking the budget. Without this, every process that ever used the device would stay
+        a view and each allocation would sum them all."""
+        with self.lock:
+            kept = [each for each in self.views if each is not view]
+            if len(kept) == len(self.views):
+                return False
+            if any(view.drawn_bytes(memory) for memory in self.capacity):
+                return False
+            self.views[:] = kept
+            view.crowded = False
+            if len(self.views) == 1:
+                self.views[0].crowded = False
+            return True
 
     def used(self, memory: Memory) -> int:
         """Bytes of ``memory`` the views hold. Call with :attr:`lock` held for a figure that

@@ -42,6 +42,9 @@ class DeviceTable:
         self.threads = ThreadState()
         self._devices: dict[int, Device] = {}
         self._refs: dict[int, int] = {}
+        #: ids of devices whose view left the machine's budget at aclFinalize (see
+        #: :meth:`leave`); made use of again, they join it again
+        self._left: set[int] = set()
         #: given to every device made (see Device.observers / Device.interceptors)
         self.observers: list[Callable] = []
         #: event -> observers of that event only (see Device.subscribers)
@@ -75,6 +78,8 @@ class DeviceTable:
         """
         number = self.check_id(device_id)
         device = self._devices.get(number)
+        if self._left:
+            self._rejoin(number)
         if device is None:
             with self.lock:
                 device = self._devices.get(number)
@@ -88,6 +93,23 @@ class DeviceTable:
                     device.record_sites = self.record_sites
                     self._devices[number] = device
         return device
+
+    def leave(self, devices: list[Device]) -> None:
+        """The process ended (aclFinalize): each of ``devices`` that holds nothing leaves the
+        machine's budget, so that the processes still running do not sum it in each
+        allocation (``DeviceBudget.leave``)."""
+        with self.lock:
+            for device in devices:
+                if device.budget.leave(device):
+                    self._left.add(device.device_id)
+
+    def _rejoin(self, number: int) -> None:
+        """Device ``number``, if it left the budget, joins it again (the runtime is used
+        after aclFinalize)."""
+        with self.lock:
+            if number in self._left:
+                self._devices[number].budget.join(self._devices[number])
+                self._left.discard(number)
 
     def made(self, number: int) -> Device | None:
         """Device ``number`` if it has been made, else None."""

@@ -70,6 +70,9 @@ class Machine:
         #: device id -> its physical memory, which every process's view of it draws from
         self.budgets: dict[int, DeviceBudget] = {}
         self._budgets_lock = threading.Lock()
+        #: the process that made the machine (its first): its product and capacities are the
+        #: machine's
+        self._first: Any = None
 
     def __repr__(self) -> str:
         return f"Machine(processes={sorted(self.processes)})"
@@ -79,6 +82,8 @@ class Machine:
         with self.lock:
             pid = next(self._pids)
             self.processes[pid] = runtime
+            if self._first is None:
+                self._first = runtime
             return pid
 
     def process(self, pid: int) -> Any:
@@ -91,13 +96,19 @@ class Machine:
             return self.processes[pid]
 
     def budget(self, device_id: int, profile: Profile) -> DeviceBudget:
-        """The physical memory of device ``device_id``, made with ``profile``'s capacities by
-        the first process that uses the device (its own lock: a leaf, so a process may ask
-        while holding any of its own)."""
+        """The physical memory of device ``device_id`` (its own lock: a leaf, so a process may
+        ask while holding any of its own), made on first use with the product and capacities
+        of the machine's first process, as they are then (``acl.init`` may change them before
+        any device is used; ``profile``, the asking process's, while that one is being made).
+        DECISION: the machine's, not the first user's, so that a process with other
+        capacities cannot take a device before the machine's own process uses it, and then
+        keep it from that process after it ended."""
         with self._budgets_lock:
             budget = self.budgets.get(device_id)
             if budget is None:
-                budget = self.budgets[device_id] = DeviceBudget(device_id, profile)
+                table = getattr(self._first, "_table", None)
+                machine_profile = profile if table is None else table.profile
+                budget = self.budgets[device_id] = DeviceBudget(device_id, machine_profile)
             return budget
 
     def serial(self) -> int:

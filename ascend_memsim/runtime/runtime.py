@@ -194,9 +194,11 @@ class Runtime:
         for device in self.devices():
             self._finish_work(device.device_id)
         with self._table.lock:
-            for device in self._table.clear():
+            devices = self._table.clear()
+            for device in devices:
                 physical.extend(self._drop_device(device))
                 leaked.extend(device.reset())
+            self._table.leave(devices)
             host_leaked = self.host.clear()
             with Runtime.active_lock:
                 extensions, self._extensions = list(self._extensions.values()), {}
