@@ -77,10 +77,21 @@ class DeviceBudget:
                                   f"({view.profile.name}) or its capacities differ, and the "
                                   f"processes of one machine share its devices")
         with self.lock:
+            if any(each is view for each in self.views):
+                return  # a view that never left (join after aclFinalize: see leave)
             self.views.append(view)
             if len(self.views) > 1:
                 for each in self.views:
                     each.crowded = True
+
+    def leave(self, view: Any) -> None:
+        """``view``'s process finalized: it draws nothing from now on, and no allocation sums
+        it. A thread of that process that found the device before aclFinalize and allocates
+        after it gets a block no other process misses (the process is gone); the runtime used
+        again joins again (:meth:`join`). The remaining views stay crowded: one may be
+        allocating in shared mode now."""
+        with self.lock:
+            self.views = [each for each in self.views if each is not view]
 
     def used(self, memory: Memory) -> int:
         """Bytes of ``memory`` the views hold. Call with :attr:`lock` held for a figure that

@@ -141,6 +141,8 @@ class DeviceTable:
         """Take a reference to ``device_id`` and (``thread``) make it the calling thread's."""
         device = self.get(device_id)
         with self.lock:
+            if not self._refs.get(device.device_id):
+                device.budget.join(device)  # again, if it left at aclFinalize (close)
             self._refs[device.device_id] = self._refs.get(device.device_id, 0) + 1
         if thread:
             self.threads.set_device_id(device.device_id)

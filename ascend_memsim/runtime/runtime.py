@@ -197,6 +197,7 @@ class Runtime:
             for device in self._table.clear():
                 physical.extend(self._drop_device(device))
                 leaked.extend(device.reset())
+                device.budget.leave(device)  # the process is gone from the machine's devices
             host_leaked = self.host.clear()
             with Runtime.active_lock:
                 extensions, self._extensions = list(self._extensions.values()), {}
