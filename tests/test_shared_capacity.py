@@ -107,6 +107,37 @@ def test_finalize_and_reset_give_the_memory_back():
         b.close()
 
 
+def test_a_malloc_racing_finalize_holds_nothing_of_the_machine():
+    """A thread that found its device before another thread's aclFinalize and allocates
+    after it leaves no block the other processes cannot get (the process is gone); the
+    runtime, used again, counts its memory again."""
+    with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
+        b = a.spawn_process(sanitizer="off")
+        a.set_device(0)
+        b.set_device(0)
+        view = a.device(0)  # what a.malloc's thread holds between current() and allocate
+        a.close()
+        view.malloc(20 * MiB, NORMAL_ONLY)  # the racing thread's allocation, after close
+        assert b.get_mem_info(acl.ACL_HBM_MEM) == (CAPACITY, CAPACITY)
+        b.free(b.malloc(60 * MiB, NORMAL_ONLY))
+        a.set_device(0)  # the same runtime again: its views draw from the machine again
+        a.malloc(8 * MiB, NORMAL_ONLY)
+        assert b.get_mem_info(acl.ACL_HBM_MEM)[0] == CAPACITY - _held(a)
+        a.close()
+        b.close()
+
+
+def test_processes_that_finalized_leave_the_device():
+    with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
+        a.set_device(0)
+        for _ in range(5):
+            other = a.spawn_process(sanitizer="off")
+            other.set_device(0)
+            other.close()
+        # each allocation sums the views: the finalized processes' are no longer among them
+        assert a.machine.budgets[0].views == [a.device(0)]
+
+
 def test_huge_first_falls_back_to_normal_pages_when_only_those_fit():
     with Runtime("A2", hbm_bytes=CAPACITY, sanitizer="off") as a:
         b = a.spawn_process(sanitizer="off")

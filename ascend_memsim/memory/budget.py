@@ -78,6 +78,8 @@ class DeviceBudget:
                                   f"({view.profile.name}) or its capacities differ, and the "
                                   f"processes of one machine share its devices")
         with self.lock:
+            if any(each is view for each in self.views):
+                return  # a view that never left (join after aclFinalize: see leave)
             self.views.append(view)
             if len(self.views) > 1:
                 for each in self.views:
