@@ -133,6 +133,9 @@ def test_search_claims_hold_against_every_capacity(script, window):
 @given(st.lists(st.booleans(), min_size=1, max_size=200), st.integers(0, 199),
        st.integers(0, 40))
 @example([True, False, False, True, True, True, False, True, True], 0, 2)
+# the upward scan's budget ran out on a failure: "fits from" was a capacity never replayed
+@example([True, False, False, False, False, False], 0, 1)
+@example([True, False, False, False, False, True, True, False, True], 0, 1)
 def test_the_search_over_any_fit_pattern(pattern, hint_at, window):
     """The search's steps over an arbitrary pattern of fitting capacities (the last fits, as
     the top must): every claim is true of the pattern, the cost stays within its bound, and
@@ -151,7 +154,7 @@ def test_the_search_over_any_fit_pattern(pattern, hint_at, window):
 
     hint = min(top, lower + hint_at * step)
     found = _probe(fits, lower, hint, top, step, window)
-    assert len(seen) <= 2 + 2 * len(pattern).bit_length() + 6 * window
+    assert len(seen) <= 2 + 3 * len(pattern).bit_length() + 6 * window
     smallest, checked_from, all_from, checked_to, between = _answers(seen, lower, step, found)
     assert each[found] and (found == lower or not each[found - step])
     assert each[smallest] and not any(each[c] for c in range(checked_from, smallest, step))

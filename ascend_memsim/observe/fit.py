@@ -25,11 +25,13 @@ The search (every capacity a multiple of ``step``, from a lower bound to ``top``
    fits is the first answer, exact when the scan reached the bound;
 5. upwards: every step above ``T`` is replayed until ``window`` steps in a row fit; a failure
    moves the second answer above it and the count starts again (at most ``4 * window``
-   replays).
+   replays); when those run out on a failure, a bisection between it and the top finds a
+   capacity that fits with the step below failing (at most log2(range / step) replays), so
+   the second answer is always one replayed.
 
 DECISION: ``window`` is 16 steps (32 MiB at the default 2 MiB step, the huge page) on each
 side: the dips seen in recorded jobs are a few segments wide. A search costs at most
-2 + 2 log2(range / step) + 6 * window replays; a failing replay ends at its first failure.
+2 + 3 log2(range / step) + 6 * window replays; a failing replay ends at its first failure.
 Capacities above the checked stretch are not proven: each replay is one capacity.
 
 Each replay is :func:`~ascend_memsim.observe.tensor_replay.replay_tensors` on a fresh
@@ -297,7 +299,7 @@ def fit_capacity(source: Any, product: str | None = None, *, alloc_conf: str = "
     ``product``, ``cann`` and ``device`` as :func:`replay_tensors` takes them; the search
     and what each answer has been checked against are in the module's text.
 
-    At most 2 + 2 log2(top / step) + 6 * ``window`` replays.
+    At most 2 + 3 log2(top / step) + 6 * ``window`` replays.
 
     Raises:
         InvalidArgument: a bad source, product, step, top or window.
@@ -388,6 +390,17 @@ def _probe(fits: Callable[[int], bool], lower: int, hint: int, top: int, step: i
         budget -= 1
         if not fits(c):
             all_from = c + step
+    if all_from == c + step <= top:
+        # the budget ran out on a failure, so the second answer was never replayed: a
+        # bisection up to the top (which fits) for a capacity that fits with a failure
+        # below it, at most log2(range / step) replays
+        lo, hi = c, top
+        while hi - lo > step:
+            mid = (lo + hi) // 2 // step * step
+            if fits(mid):
+                hi = mid
+            else:
+                lo = mid
     return found
 
 
