@@ -81,6 +81,22 @@ def test_a_variable_is_loaded_on_a_device_when_first_needed(rt, var):
     assert other != ptr and rt.block(other).device_id == 1
 
 
+def test_aclrtfree_of_a_variables_memory_is_refused_and_changes_nothing(rt, var):
+    """The runtime loaded the variable for itself: aclrtFree of its address was once taken
+    (0), and the next symbol call quietly reloaded the initial bytes over what the program
+    had written. DECISION: 107000, the memory and its bytes stay."""
+    ptr, _ = acl.rt.get_symbol_address(var.symbol)
+    data, src = _host(4)
+    data[:] = [9, 9, 9, 9]
+    assert acl.rt.memcpy_to_symbol(var.symbol, src, 4, 0, acl.ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    free_before = acl.rt.get_mem_info(HBM)[0]
+    assert acl.rt.free(ptr) == 107000
+    assert "device variable" in acl.get_recent_err_msg()
+    assert acl.rt.get_mem_info(HBM)[0] == free_before
+    assert acl.rt.get_symbol_address(var.symbol) == (ptr, 0)
+    assert _read(var.symbol, 4) == b"\x09\x09\x09\x09"
+
+
 def test_copies_to_and_from_a_variable_follow_offset_and_count(rt, var):
     """memory.cpp aclrtMemcpyToSymbolImpl: rtMemcpy(symbolAddr + offset, symbolSize - offset,
     src, count, H2D); FromSymbol the other way; ACL_MEMCPY_DEFAULT is taken by both."""

@@ -157,7 +157,11 @@ class Symbols:
             with data.lock:
                 region, offset = data.resolve(call, ptr, variable.size, write=True)
                 region.write(offset, memoryview(variable.initial.ljust(variable.size, b"\0")))
-            self._loaded[key] = (device, device.block(ptr))
+            block = device.block(ptr)
+            if block.extra is None:
+                block.extra = {}  # the slot the block's bytes are kept in, too
+            block.extra["owned_by_runtime"] = f"device variable {variable.name!r}"
+            self._loaded[key] = (device, block)
             emit(self.runtime, "symbol_load", device,
                  {"symbol": variable.symbol, "name": variable.name, "ptr": ptr,
                   "size": variable.size})

@@ -480,9 +480,15 @@ class Device(Placement):
         notes) there is one kind, and each frees either.
 
         Raises:
-            InvalidPointer: a live block of the other kind.
+            InvalidPointer: a live block of the other kind, or one the runtime owns.
         """
         block = self._blocks.get(ptr)
+        if block is not None and block.extra is not None and "owned_by_runtime" in block.extra:
+            # DECISION: memory the runtime took for itself (a device variable's, 11-11) is
+            # not the program's to free; the device's reset gives it back
+            raise InvalidPointer(f"{call} of the memory of {block.extra['owned_by_runtime']} at "
+                                 f"{ptr:#x}: the runtime owns it and frees it at the device's "
+                                 f"reset")
         if block is None or not self.profile.dvpp_type:
             return block
         if (block.mem_type == MemType.DVPP) != (call == "acldvppFree"):
