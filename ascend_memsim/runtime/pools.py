@@ -7,6 +7,10 @@
 ``src/runtime/api/impl/api_impl_soma.cc``, ``src/runtime/feature/soma/soma.cc`` and
 ``stream_mem_pool.cc``.
 
+Size: just over 600 lines, on purpose: the seven calls share the pool table, its lock and the
+reuse rules; the event-order tables are apart (:mod:`.pool_order`), the segments too
+(:mod:`ascend_memsim.memory.mempool`).
+
 The model:
 
 * A pool is a range of virtual addresses in the virtual-memory window (a reservation of the
