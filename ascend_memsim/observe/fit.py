@@ -370,13 +370,7 @@ def _probe(fits: Callable[[int], bool], lower: int, hint: int, top: int, step: i
                     break
                 lo += stride
                 stride *= 2
-    while hi - lo > step:
-        mid = (lo + hi) // 2 // step * step
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid
-    found = hi
+    found = _bisect(fits, lo, hi, step)
     # below: every step of the window, down to the bound; all the way to it when it is
     # within two windows, so that the smallest answer is exact
     down_to = lower if found - lower <= 2 * window * step else found - window * step
@@ -394,14 +388,20 @@ def _probe(fits: Callable[[int], bool], lower: int, hint: int, top: int, step: i
         # the budget ran out on a failure, so the second answer was never replayed: a
         # bisection up to the top (which fits) for a capacity that fits with a failure
         # below it, at most log2(range / step) replays
-        lo, hi = c, top
-        while hi - lo > step:
-            mid = (lo + hi) // 2 // step * step
-            if fits(mid):
-                hi = mid
-            else:
-                lo = mid
+        _bisect(fits, c, top, step)
     return found
+
+
+def _bisect(fits: Callable[[int], bool], lo: int, hi: int, step: int) -> int:
+    """A capacity between ``lo`` (fails, or below the bound) and ``hi`` (fits) that fits with
+    the step below it failing (or being ``lo``): at most log2((hi - lo) / step) replays."""
+    while hi - lo > step:
+        mid = (lo + hi) // 2 // step * step
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _answers(trials: dict[int, bool], lower: int, step: int,
