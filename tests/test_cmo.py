@@ -93,6 +93,23 @@ def test_a_wait_runs_the_invalid_operation_it_waits_for_and_no_more(rt, streams,
     assert _read(block, 8) == (5).to_bytes(8, "little")
 
 
+def test_a_loop_of_barrier_operations_keeps_no_operation_alive(rt, streams, block):
+    """Each barrier id kept every operation queued with it until the device's reset, so a
+    loop of cache operations grew without bound (2,000 operations kept here); a wait needs
+    only the last one's place in the queue."""
+    import gc
+
+    from ascend_memsim.runtime.work import Operation
+
+    a, b = streams
+    for _ in range(2000):
+        assert acl.rt.cmo_async_with_barrier(block, 256, INVALID, 7, a) == 0
+        assert acl.rt.cmo_wait_barrier(_barrier(7), b, 0) == 0
+        assert acl.rt.synchronize_stream(b) == 0
+    gc.collect()
+    assert sum(isinstance(o, Operation) for o in gc.get_objects()) == 0
+
+
 def test_a_wait_for_a_barrier_never_given_is_refused_at_once(rt, streams, block):
     """Model::GetCmoId: a logic id CmoIdAlloc never saw is RT_ERROR_MODEL_EXIT_ID, which
     errcode_manage.cc makes ACL_ERROR_RT_STREAM_MODEL (107005); the wait is not queued, so it

@@ -72,9 +72,11 @@ _DESC_950 = struct.Struct("<28xHHQIII12x")
 
 @dataclass
 class _Barriers:
-    """The barrier ids of one device: the CMO operations queued with each."""
+    """The barrier ids of one device: the queue position (``Operation.seq``) of the last CMO
+    operation queued with each, all a wait needs (one entry per id, however many operations
+    carried it)."""
 
-    ops: dict[int, list[Operation]] = field(default_factory=dict)
+    last: dict[int, int] = field(default_factory=dict)
 
 
 class CacheOps:
@@ -162,7 +164,7 @@ class CacheOps:
             target, op = self._queue(call, addr, count, stream)
             # Model::CmoIdAlloc: the id is known from the call on, the wait may name it
             table = self._barriers.setdefault(target.device_id, _Barriers())
-            table.ops.setdefault(barrier, []).append(op)
+            table.last[barrier] = op.seq
         emit(self.runtime, "cmo", self.runtime.device(target.device_id),
              {"call": call, "ptr": addr, "size": count, "cmo_type": kind,
               "barrier_id": barrier, "stream": target.handle})
@@ -203,7 +205,7 @@ class CacheOps:
         ids = tuple(barrier for _, barrier in entries)
         with self.lock:
             table = self._barriers.get(target.device_id)
-            unknown = [b for b in ids if table is None or b not in table.ops]
+            unknown = [b for b in ids if table is None or b not in table.last]
             if unknown:
                 raise UnknownBarrier(f"{call}: barrier id {unknown[0]} was given by no "
                                      f"aclrtCmoAsyncWithBarrier on device "
@@ -212,8 +214,7 @@ class CacheOps:
         def run(waiting: Stream) -> None:
             with self.lock:
                 table = self._barriers.get(waiting.device_id)
-                ops = [op for b in ids for op in (table.ops.get(b, ()) if table else ())]
-            last = max((op.seq for op in ops), default=0)
+                last = max((table.last.get(b, 0) for b in ids), default=0) if table else 0
             others = [s for s in streams.device_streams(waiting.device_id)
                       if s is not waiting and any(op.seq <= last for op in s.queue)]
             if others:
