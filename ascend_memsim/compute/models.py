@@ -328,10 +328,7 @@ class Models:
         # a gear's values are below 2**31 (gears.py), so they fit either width
         width = 8 if buf.nbytes >= 2 * need else 4
         raw = b"".join(v.to_bytes(width, "little") for v in values)
-        data = self.runtime.data
-        with data.lock:
-            region, offset = data.resolve(_SET_CALLS[kind], buf.addr, len(raw), write=True)
-            region.write(offset, memoryview(raw))
+        self.runtime.data.write_bytes(_SET_CALLS[kind], buf.addr, raw)
         with self.handles.lock:
             model.gear = gear
             ds.gear = (kind, values)

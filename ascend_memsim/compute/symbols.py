@@ -152,11 +152,8 @@ class Symbols:
                 return entry[1].ptr, False
             ptr = device.malloc(variable.size, MallocPolicy.HUGE_FIRST, api=Api.MALLOC,
                                 module=MODULE_RUNTIME)
-            data = self.runtime.data
-            call = "aclrtGetSymbolAddress"
-            with data.lock:
-                region, offset = data.resolve(call, ptr, variable.size, write=True)
-                region.write(offset, memoryview(variable.initial.ljust(variable.size, b"\0")))
+            self.runtime.data.write_bytes("aclrtGetSymbolAddress", ptr,
+                                          variable.initial.ljust(variable.size, b"\0"))
             block = device.block(ptr)
             if block.extra is None:
                 block.extra = {}  # the slot the block's bytes are kept in, too

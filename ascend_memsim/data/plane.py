@@ -136,6 +136,28 @@ class DataPlane:
             return runtime.managed.region_at(addr)  # managed memory (data/managed.py)
         return runtime.host.region_at(addr)
 
+    def read_bytes(self, call: str, addr: int, size: int) -> bytes:
+        """The ``size`` bytes at ``addr``, read for ``call`` after :meth:`resolve`'s checks.
+
+        Raises:
+            AclError: what :meth:`resolve` raises for the access.
+        """
+        out = bytearray(size)
+        with self.lock:
+            region, offset = self.resolve(call, addr, size, write=False)
+            region.read_into(offset, memoryview(out))
+        return bytes(out)
+
+    def write_bytes(self, call: str, addr: int, payload: bytes) -> None:
+        """Write ``payload`` at ``addr`` for ``call`` after :meth:`resolve`'s checks.
+
+        Raises:
+            AclError: what :meth:`resolve` raises for the access.
+        """
+        with self.lock:
+            region, offset = self.resolve(call, addr, len(payload), write=True)
+            region.write(offset, memoryview(payload))
+
     def resolve(self, call: str, addr: int, count: int, write: bool, *,
                 deferred: bool = False):
         """(region, offset) for an access of ``count`` bytes at ``addr``, after the checks.

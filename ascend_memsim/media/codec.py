@@ -152,18 +152,10 @@ class Codecs:
                                       f"({size - available} bytes short)")
 
     def _read(self, call: str, addr: int, size: int) -> bytes:
-        data = self.runtime.data
-        out = bytearray(size)
-        with data.lock:
-            region, offset = data.resolve(call, addr, size, write=False)
-            region.read_into(offset, memoryview(out))
-        return bytes(out)
+        return self.runtime.data.read_bytes(call, addr, size)
 
     def _write(self, call: str, addr: int, payload: bytes) -> None:
-        data = self.runtime.data
-        with data.lock:
-            region, offset = data.resolve(call, addr, len(payload), write=True)
-            region.write(offset, memoryview(payload))
+        self.runtime.data.write_bytes(call, addr, payload)
 
     def _output(self, call: str, out_desc: object) -> _Out:
         desc = self.plane.get(out_desc, PicDesc, "output_desc")

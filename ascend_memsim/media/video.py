@@ -279,18 +279,10 @@ class Video:
         self.runtime.streams.synchronize_stream(state.stream)
 
     def _read(self, call: str, addr: int, size: int) -> bytes:
-        data = self.runtime.data
-        out = bytearray(size)
-        with data.lock:
-            region, offset = data.resolve(call, addr, size, write=False)
-            region.read_into(offset, memoryview(out))
-        return bytes(out)
+        return self.runtime.data.read_bytes(call, addr, size)
 
     def _write(self, call: str, addr: int, payload: bytes) -> None:
-        data = self.runtime.data
-        with data.lock:
-            region, offset = data.resolve(call, addr, len(payload), write=True)
-            region.write(offset, memoryview(payload))
+        self.runtime.data.write_bytes(call, addr, payload)
 
     # -- VDEC ---------------------------------------------------------------------------------
 

@@ -330,9 +330,7 @@ class Streams(StreamWork):
         payload = value.to_bytes(8, "little")
 
         def run(_stream: Stream) -> None:
-            with data.lock:
-                region, offset = data.resolve(call, addr, 8, write=True)
-                region.write(offset, memoryview(payload))
+            data.write_bytes(call, addr, payload)
 
         self._enqueue_value(call, addr, target, run, write=True)
         emit(self.runtime, "value_write", self._device(target),
