@@ -69,9 +69,9 @@ def boundary_sizes(min_size: int = 1, max_size: int = 2 * GiB + 64) -> list[int]
 
 
 def sizes(*, min_size: int = 1, max_size: int = 2 * GiB + 64) -> st.SearchStrategy[int]:
-    """Valid byte counts in ``[min_size, max_size]`` that cluster at the rule edges: a third
-    of the draws any size in range, a third :func:`boundary_sizes`, a third a multiple of
-    32 +- 1. Shrinks towards ``min_size``.
+    """Valid byte counts in ``[min_size, max_size]`` that cluster at the rule edges: each
+    draw is any size in range, one of :func:`boundary_sizes`, or a multiple of 32 +- 1.
+    Shrinks towards ``min_size``.
 
     Raises:
         ValueError: not ``1 <= min_size <= max_size``.

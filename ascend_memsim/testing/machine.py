@@ -2,10 +2,11 @@
 
 Each example gets a fresh, active :class:`~ascend_memsim.Runtime` with ``device`` set, so
 code calling ``acl.rt`` (or ``import acl`` after ``install_acl``) talks to it. Choose what it
-simulates with class attributes, as Hypothesis machines are configured (``settings``,
-``Bundle`` s): ``product`` (default ``"A2"``), ``capacity`` (the main memory's size, an int or
-``"64MiB"``: HBM, or DDR on a part without HBM; default 64 MiB), ``overrides`` (other profile
-fields, e.g. ``{"device_count": 2}``), ``device``, ``record_sites`` and ``fail_on``.
+simulates with class attributes, as the rest of a Hypothesis machine is (its ``Bundle``
+objects, its ``TestCase.settings``): ``product`` (default ``"A2"``), ``capacity`` (the main
+memory's size, an int or ``"64MiB"``: HBM, or DDR on a part without HBM; default 64 MiB),
+``overrides`` (other profile fields, e.g. ``{"device_count": 2}``), ``device``,
+``record_sites`` and ``fail_on``.
 
 The hooks, in the order Hypothesis meets them:
 
