@@ -1,5 +1,6 @@
 """The pytest plugin, run in-process by pytester: fixture, leak check, marker, options, xdist."""
 
+import sys
 from importlib.metadata import entry_points
 
 import pytest
@@ -311,6 +312,76 @@ def test_memsim_acl_option_makes_import_acl_the_simulator(pytester):
     run(pytester).assert_outcomes(passed=1)
 
 
+def test_without_memsim_acl_import_acl_says_what_to_add(pytester):
+    pytester.makepyfile(mycode="""
+        import acl  # written for Ascend hardware
+        """)
+    pytester.makepyfile(test_code="""
+        import mycode
+
+        def test_runs_unchanged(memsim):
+            pass
+        """)
+    pytester.syspathinsert()
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "mycode.py:1: in <module>",
+        "E   ModuleNotFoundError: No module named 'acl': pyacl * is not installed here."
+        "*--memsim-acl*memsim_acl = true*install_acl()*"])
+    assert "find_spec" not in result.stdout.str()     # the hint's own frame is hidden
+
+
+def test_the_acl_hint_keeps_what_code_relies_on(pytester):
+    # It is still a ModuleNotFoundError named 'acl' (code that catches ImportError behaves),
+    # find_spec still answers None, importorskip skips, and other modules fail as before.
+    pytester.makepyfile(test_probe="""
+        import importlib.util
+        import sys
+
+        import pytest
+
+        def test_caught_as_import_error():
+            try:
+                import acl  # noqa: F401
+            except ImportError as e:
+                assert type(e) is ModuleNotFoundError and e.name == "acl"
+                assert "--memsim-acl" in str(e)
+            else:
+                raise AssertionError("import acl succeeded")
+            assert "acl" not in sys.modules
+
+        def test_find_spec_answers_none():
+            assert importlib.util.find_spec("acl") is None
+
+        def test_other_modules_fail_as_before():
+            with pytest.raises(ModuleNotFoundError) as e:
+                import acl_nothing  # noqa: F401
+            assert str(e.value) == "No module named 'acl_nothing'"
+
+        def test_importorskip_skips_with_the_hint():
+            pytest.importorskip("acl")
+        """)
+    before = list(sys.meta_path)
+    result = run(pytester, "-rs")
+    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*No module named 'acl': *--memsim-acl*"])
+    assert sys.meta_path == before          # the run took its finder away
+
+
+def test_a_real_acl_still_wins_over_the_hint(pytester):
+    pytester.makepyfile(acl="""
+        WHO = "pyacl"
+        """)
+    pytester.makepyfile(test_real="""
+        def test_real_acl():
+            import acl
+            assert acl.WHO == "pyacl"
+        """)
+    pytester.syspathinsert()
+    run(pytester).assert_outcomes(passed=1)
+
+
 def test_xdist_workers_share_no_state(pytester):
     pytest.importorskip("xdist", reason="pytest-xdist (the test extra) runs -n 2")
     pytester.makepyfile("""
@@ -451,3 +522,21 @@ def test_a_fixture_leak_stays_a_teardown_error_and_the_body_is_not_blamed(pytest
         """)
     result = run(pytester)
     result.assert_outcomes(passed=1, errors=1)
+
+
+def test_the_readme_first_screen_shows_the_plugin_and_its_example_passes(pytester):
+    import os
+    import re
+
+    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "README.md")
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    first_screen = "\n".join(text.splitlines()[:30])
+    assert "--memsim-acl" in first_screen and "def test_roundtrip(memsim)" in first_screen
+    example = re.search(r"```python\n(def test_roundtrip\(memsim\).*?)```", text, re.S).group(1)
+    pytester.makepyfile(test_first=example)
+    run(pytester, "--memsim-acl").assert_outcomes(passed=1)
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*No module named 'acl': *--memsim-acl*"])

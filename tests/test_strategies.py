@@ -1,8 +1,10 @@
 """The shipped Hypothesis strategies and the AllocatorMachine base, exercised on the simulator."""
 
+from typing import ClassVar
+
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
-from hypothesis.stateful import Bundle, consumes, rule, run_state_machine_as_test
+from hypothesis.stateful import Bundle, consumes, invariant, rule, run_state_machine_as_test
 
 from ascend_memsim import (
     AclError,
@@ -128,7 +130,10 @@ class RuntimeMachine(AllocatorMachine):
     def malloc(self, size, policy):
         ptr, ret = acl.rt.malloc(size, policy)
         if ret:
-            assert ret == acl.ACL_ERROR_RT_MEMORY_ALLOCATION and ptr == 0
+            # out of memory, or 1 GB pages asked of a part without them
+            no_1g = not self.runtime.profile.huge1g and policy in (6, 7)
+            assert ret == (acl.ACL_ERROR_RT_FEATURE_NOT_SUPPORT if no_1g else
+                           acl.ACL_ERROR_RT_MEMORY_ALLOCATION) and ptr == 0
             ptr = None
         else:
             self.live[ptr] = size
@@ -234,3 +239,84 @@ def test_a_bad_fail_on_is_refused():
 
     with pytest.raises(ValueError, match=r"Bad\.fail_on='sometimes': write one of error"):
         run_state_machine_as_test(Bad, settings=settings(max_examples=1, database=None))
+
+
+class BlocksMachine(RuntimeMachine):
+    """Uses live_blocks(): the device holds exactly the blocks the rules allocated."""
+
+    @invariant()
+    def the_device_holds_exactly_our_blocks(self):
+        blocks = self.live_blocks()
+        assert {b.ptr: b.size for b in blocks} == self.live
+        assert self.live_blocks(device=0) == blocks and self.live_blocks(device=1) == []
+
+
+class On950PR(BlocksMachine):
+    """A non-default product and capacity: the rules see a 950PR of 32 MiB."""
+
+    product = "950PR"
+    capacity = "32MiB"
+
+    @rule()
+    def the_runtime_is_the_chosen_product(self):
+        assert self.runtime.profile.name == "950PR"
+        assert self.runtime.get_mem_info(acl.ACL_HBM_MEM)[1] == 32 * MiB
+        # 950PR rounds size + 32 up to 64 (A2 puts a 100-byte block in 192 bytes)
+        ptr = self.runtime.malloc(100)
+        assert self.runtime.block(ptr).footprint == 128
+        self.runtime.free(ptr)
+
+
+class On310P(BlocksMachine):
+    """A part without HBM: ``capacity`` sizes its DDR, and the HBM figure is answered from
+    DDR (no 64 MiB HBM made up on a part that has none)."""
+
+    product = "310P"
+    capacity = 16 * MiB
+
+    @rule()
+    def the_capacity_is_the_ddr(self):
+        assert self.runtime.profile.name == "310P"
+        assert self.runtime.get_mem_info(acl.ACL_DDR_MEM)[1] == 16 * MiB
+        assert self.runtime.get_mem_info(acl.ACL_HBM_MEM)[1] == 16 * MiB
+        assert all(b.memory.value == "DDR" for b in self.live_blocks())
+
+
+_QUICK = settings(max_examples=15, stateful_step_count=15, deadline=None, database=None,
+                  derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize("machine", [BlocksMachine, On950PR, On310P])
+def test_the_machine_simulates_the_product_and_capacity_its_class_names(machine):
+    run_state_machine_as_test(machine, settings=_QUICK)
+
+
+def test_the_product_choice_is_not_ignored():
+    # the same rule on the default product fails: the test above would see a machine that
+    # ignored `product`
+    class OnTheDefault(On950PR):
+        product = AllocatorMachine.product
+
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(OnTheDefault, settings=_QUICK)
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"product": "95OPR"}, r"Bad\.product='95OPR' is not a product; write one of \[.*'950PR'"),
+    ({"capacity": "lots"}, r"Bad\.capacity='lots': size 'lots' is not a size"),
+])
+def test_a_bad_product_or_capacity_is_refused_naming_the_attribute(attrs, message):
+    Bad = type("Bad", (RuntimeMachine,), attrs)
+    with pytest.raises(ValueError, match=message):
+        run_state_machine_as_test(Bad, settings=settings(max_examples=1, database=None))
+
+
+def test_overrides_keep_their_say_over_the_capacity():
+    class Big(BlocksMachine):
+        overrides: ClassVar[dict] = {"hbm_bytes": 128 * MiB}
+
+        @rule()
+        def total(self):
+            assert self.runtime.get_mem_info(acl.ACL_HBM_MEM)[1] == 128 * MiB
+
+    run_state_machine_as_test(Big, settings=_QUICK)

@@ -72,6 +72,14 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
     guard); segment calls go to the runtime's current device. Thread-safe (one lock, as
     the source's recursive mutex).
 
+    Size: about 500 lines, on purpose: it is the source's DeviceCachingAllocator function by
+    function (malloc, free, get_free_block, alloc_block, the release and garbage-collection
+    passes), which read and change the same pools, statistics and lock, so a reader can hold
+    each method against the function it cites. What has a seam of its own is apart: the
+    rules and sizes (:mod:`.rules`), blocks and pools (:mod:`.blocks`), the config
+    (:mod:`.conf`), stream events, expandable segments, callbacks and the snapshot views
+    (the base classes), the statistics (:mod:`.stats`) and the workspace allocator.
+
     Raises:
         AllocatorConfigError: ``conf`` torch_npu refuses.
         InvalidArgument: ``cann`` is not a CANN version ("8.1.RC1", "9.1.0").

@@ -137,7 +137,13 @@ class DatasetTensorDesc(TensorDesc):
 
 
 class Models:
-    """The loaded models of one compute plane (thread-safe: the handle table's lock)."""
+    """The loaded models of one compute plane (thread-safe: the handle table's lock).
+
+    Size: just over 350 lines, on purpose: acl.mdl's calls (load, descriptions, dynamic
+    gears, datasets, execute) each take a few lines over one table of loaded models and the
+    handle table; what has a seam of its own is apart: the gear tables (:mod:`.gears`), the
+    stand-ins (:mod:`.standins`), running a model on a stream (:mod:`.launch`).
+    """
 
     def __init__(self, plane) -> None:
         self.plane = plane

@@ -63,7 +63,7 @@ class Allocator:
     All sizes, alignments and the base must be multiples of ``granule`` (64 bytes by
     default); alignments are powers of two.
 
-    Longer than 350 lines because every method keeps the same chunk arrays, their summaries
+    Size: longer than 350 lines because every method keeps the same chunk arrays, their summaries
     and the tree in step; a third of it is docstrings and :meth:`check_invariants`.
     """
 

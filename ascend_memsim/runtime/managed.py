@@ -97,7 +97,14 @@ _SET_ADVICE = (ManagedAdvise.SET_PREFERRED_LOCATION, ManagedAdvise.SET_ACCESSED_
 
 
 class ManagedMemory:
-    """The 11-05 calls of one runtime (see the module docstring)."""
+    """The 11-05 calls of one runtime (see the module docstring).
+
+    Size: about 460 lines, on purpose: the eight calls read and change one table (the live
+    allocations in address order, each with its pages' advice and prefetch states) under one
+    lock, and share its checks (``_range``, ``_location``, ``_ptr_size``, ``_supported``),
+    each citing the vendor's code it gives. The page states and the attributes' encoding
+    are :mod:`ascend_memsim.data.managed`; the managed bytes, the data plane's.
+    """
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime

@@ -31,7 +31,11 @@ teardown. Every size (``hbm_bytes``, ``max_peak``, ...) may be written ``"64MiB"
 ``-v`` the session ends with the tests of the highest device peaks.
 
 Option ``--memsim-acl`` (ini ``memsim_acl = true``) makes ``import acl`` resolve to the
-simulator for the whole run, collection included. Each test gets its own runtime and every
+simulator for the whole run, collection included. Without it, an ``import acl`` that nothing
+installed answers fails with a ``ModuleNotFoundError`` (``name == "acl"``, so code catching
+``ImportError`` behaves as before) whose message says what to add (:data:`ACL_HINT`); a real
+pyacl, or ``install_acl()``, still wins, and ``importlib.util.find_spec("acl")`` still
+answers None. Each test gets its own runtime and every
 piece of state lives in it, so ``pytest -n 2`` (pytest-xdist) needs nothing special.
 """
 
@@ -39,7 +43,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.abc
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -62,7 +68,7 @@ from ._findings import FAIL_ON, failing_findings, findings_text, sanitizer_setti
 from .npu_allocator import CALL_CHECKS, npu_allocator, runtime_settings
 from .npu_allocator import MARKER_DOC as _ALLOCATOR_MARKER_DOC
 
-__all__ = ["memsim", "memsim_faults", "npu_allocator", "MARKER_KEYS"]
+__all__ = ["memsim", "memsim_faults", "npu_allocator", "MARKER_KEYS", "ACL_HINT"]
 
 #: Profile fields a marker (or an indirect parameter dict) may override.
 PROFILE_KEYS = tuple(f.name for f in dataclasses.fields(Profile)
@@ -80,6 +86,13 @@ _MARKER_DOC = ("memsim(product=None, *, leak_check=True, faults=None, device=0, 
                "device_count=None, ...): "
                "settings of the simulated Ascend runtime the `memsim` fixture yields "
                "(ascend-memsim)")
+
+#: The message of an ``import acl`` that fails in a run without ``--memsim-acl``.
+ACL_HINT = ("No module named 'acl': pyacl (the Ascend runtime's Python module) is not installed "
+            "here. To run `import acl` against the simulator, add --memsim-acl to the pytest "
+            "command line, or `memsim_acl = true` to the [pytest] ini section (pyproject.toml: "
+            "[tool.pytest.ini_options]), or call ascend_memsim.install_acl() before the "
+            "import; or write `from ascend_memsim import acl`.")
 
 _call_failed = pytest.StashKey[bool]()
 _faults_key = pytest.StashKey[list]()
@@ -131,6 +144,32 @@ def pytest_configure(config: pytest.Config) -> None:
     if use_acl:
         previous = install_acl()
         config.add_cleanup(lambda: uninstall_acl(previous))
+    else:
+        hint = _AclHint()
+        sys.meta_path.append(hint)
+        config.add_cleanup(lambda: sys.meta_path.remove(hint) if hint in sys.meta_path
+                           else None)
+
+
+class _AclHint(importlib.abc.MetaPathFinder):
+    """Last on ``sys.meta_path``: an ``import acl`` that no other finder answered (no pyacl
+    installed, no ``install_acl()``, no ``ASCEND_MEMSIM``) fails with :data:`ACL_HINT`."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        __tracebackhide__ = True        # the failure is the importing line's, not this frame's
+        if name != "acl":
+            return None
+        # Only an import raises: importlib.util.find_spec("acl"), the usual probe for an
+        # optional module, must still answer None. An import reaches the finders through
+        # importlib._bootstrap's _find_and_load_unlocked; any other caller, or
+        # a stack of another shape, gets the plain None.
+        try:
+            caller = sys._getframe(2).f_code.co_name
+        except ValueError:
+            return None
+        if caller != "_find_and_load_unlocked":
+            return None
+        raise ModuleNotFoundError(ACL_HINT, name="acl")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
