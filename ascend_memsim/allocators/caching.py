@@ -4,7 +4,8 @@ Every rule cites ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUCachingAllocato
 "the source" below) by function; upstream ``pytorch/pytorch``
 ``c10/cuda/CUDACachingAllocator.cpp`` has the same shape. Segments come from the runtime
 through the call torch_npu makes, ``aclrtMallocAlign32`` with ``ACL_MEM_MALLOC_HUGE_FIRST``
-(``alloc_block``; ``HUGE1G_ONLY`` with ``page_size:1g``), go back with ``aclrtFree``
+(``alloc_block``; ``HUGE1G_ONLY`` with ``page_size:1g``, asked again with ``HUGE_FIRST``
+after a warning when it fails, as torch_npu's wrapper does), go back with ``aclrtFree``
 (``release_block``), so the simulated device's rules (32-byte rounding, huge pages, the
 fallback to normal pages, fragmentation) apply underneath.
 
@@ -24,6 +25,7 @@ callbacks and out-of-memory observers: :mod:`.callbacks`. The workspace allocato
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import deque
 
 from ..memory.constants import ErrorCode, MallocPolicy, MemAttr
@@ -58,7 +60,34 @@ from .stats import (
 from .views import SnapshotViews
 from .workspace import NpuWorkspaceAllocator
 
-__all__ = ["NpuCachingAllocator"]
+__all__ = ["NpuCachingAllocator", "PAGE_1G_FALLBACK_WARNING"]
+
+#: torch_npu's warning (TORCH_NPU_WARN_ONCE) when a segment on 1 GiB pages fails and is taken
+#: on 2 MiB pages instead (``torch_npu/csrc/core/npu/interface/AclInterface.cpp``
+#: ``AclrtMallocAlign32``; the missing space after "memory." is the source's)
+PAGE_1G_FALLBACK_WARNING = (
+    "The malloc 1G large-page physical memory failed, so malloc 2M page memory."
+    "Using the 2M memory page may result in performance degradation. This warning occurs "
+    "because the PYTORCH_NPU_ALLOC_CONF = page_size:1g configuration is enabled, but the "
+    "pre-allocated number of 1G large pages is insufficient or 1G large-page memory "
+    "pre-allocation is not enabled.")
+
+
+def _malloc_align32_1g(runtime, size: int) -> int:
+    """torch_npu's ``c10_npu::acl::AclrtMallocAlign32`` wrapper (``AclInterface.cpp``) with
+    ``ACL_MEM_MALLOC_HUGE1G_ONLY``: after any failure (1 GiB pages used up, or a part without
+    them) it warns and asks again, same size, with ``ACL_MEM_MALLOC_HUGE_FIRST``.
+
+    Raises:
+        AclError: the second call's error.
+    """
+    try:
+        return runtime.malloc_align32(size, MallocPolicy.HUGE1G_ONLY)
+    except AclError:
+        # a UserWarning, as torch shows a c10 warning in Python; the default filter shows
+        # it once per place, as TORCH_NPU_WARN_ONCE does once per process
+        warnings.warn(PAGE_1G_FALLBACK_WARNING, UserWarning, stacklevel=2)
+    return runtime.malloc_align32(size, MallocPolicy.HUGE_FIRST)
 
 
 class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, StreamEvents):
@@ -347,10 +376,11 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
                 return None
         if self.conf.expandable_segments:
             return self._try_allocate_expandable_block(pool, size, stream)
-        policy = MallocPolicy.HUGE1G_ONLY if self.page_1g and not pool.small \
-            else MallocPolicy.HUGE_FIRST
         try:
-            ptr = self.runtime.malloc_align32(alloc_size, policy)
+            if self.page_1g and not pool.small:
+                ptr = _malloc_align32_1g(self.runtime, alloc_size)
+            else:
+                ptr = self.runtime.malloc_align32(alloc_size, MallocPolicy.HUGE_FIRST)
         except AclError as e:
             if e.code == ErrorCode.RT_MEMORY_ALLOCATION:
                 return None
