@@ -467,7 +467,7 @@ def test_page_size_1g_falls_back_to_2mib_pages_with_torch_npus_warning():
     with HUGE_FIRST, same size, after any HUGE1G_ONLY failure, and warns; the simulator raised
     FeatureNotSupported on 950PR and gave up when the 1 GiB pages ran out."""
     from ascend_memsim import GiB
-    from ascend_memsim.allocators.caching import PAGE_1G_FALLBACK_WARNING
+    from ascend_memsim.allocators.rules import PAGE_1G_FALLBACK_WARNING
     from ascend_memsim.checks.faults import HugePagesExhausted, inject
 
     # a part without 1 GiB pages (950PR in the simulator): the segment keeps its 1 GiB size
@@ -489,6 +489,26 @@ def test_page_size_1g_falls_back_to_2mib_pages_with_torch_npus_warning():
             second = alloc.malloc(600 * MiB)
         assert rt.block(first).page.name == "HUGE1G" and rt.block(second).page.name == "HUGE"
         assert [s["total_size"] for s in alloc.segments()] == [1 * GiB, 1 * GiB]
+        check(alloc)
+    # expandable segments: 1 GiB handles (ACL_HBM_MEM_HUGE1G, 10; the simulator asked with
+    # 6, DDR_MEM_P2P_HUGE, refused as host memory)...
+    with Runtime("A2", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="expandable_segments:True,page_size:1g")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            alloc.malloc(30 * MiB)
+        assert [(size, page.name) for size, page in rt.device(0).physical_info.values()] == \
+            [(1 * GiB, "HUGE1G")]
+        check(alloc)
+    # ... and torch_npu's AclrtMallocPhysical wrapper does the same as AclrtMallocAlign32's
+    # when one fails, asking again with ACL_HBM_MEM_HUGE
+    with Runtime("950PR", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="expandable_segments:True,page_size:1g")
+        with pytest.warns(UserWarning, match="The malloc 1G large-page physical memory"):
+            alloc.malloc(30 * MiB)
+        assert [s["total_size"] for s in alloc.segments()] == [1 * GiB]
+        assert [(size, page.name) for size, page in rt.device(0).physical_info.values()] == \
+            [(1 * GiB, "HUGE")]
         check(alloc)
     # the small pool never asks for 1 GiB pages, so never warns
     with Runtime("950PR", hbm_bytes=4 * GiB, sanitizer="off") as rt:

@@ -25,7 +25,6 @@ callbacks and out-of-memory observers: :mod:`.callbacks`. The workspace allocato
 from __future__ import annotations
 
 import threading
-import warnings
 from collections import deque
 
 from ..memory.constants import ErrorCode, MallocPolicy, MemAttr
@@ -46,6 +45,7 @@ from .rules import (
     allocation_size,
     cann_tuple,
     round_size,
+    warn_page_1g_fallback,
 )
 from .stats import (
     ACTIVE_BYTES,
@@ -60,18 +60,7 @@ from .stats import (
 from .views import SnapshotViews
 from .workspace import NpuWorkspaceAllocator
 
-__all__ = ["NpuCachingAllocator", "PAGE_1G_FALLBACK_WARNING"]
-
-#: torch_npu's warning (TORCH_NPU_WARN_ONCE) when a segment on 1 GiB pages fails and is taken
-#: on 2 MiB pages instead (``torch_npu/csrc/core/npu/interface/AclInterface.cpp``
-#: ``AclrtMallocAlign32``; the missing space after "memory." is the source's)
-PAGE_1G_FALLBACK_WARNING = (
-    "The malloc 1G large-page physical memory failed, so malloc 2M page memory."
-    "Using the 2M memory page may result in performance degradation. This warning occurs "
-    "because the PYTORCH_NPU_ALLOC_CONF = page_size:1g configuration is enabled, but the "
-    "pre-allocated number of 1G large pages is insufficient or 1G large-page memory "
-    "pre-allocation is not enabled.")
-
+__all__ = ["NpuCachingAllocator"]
 
 def _malloc_align32_1g(runtime, size: int) -> int:
     """torch_npu's ``c10_npu::acl::AclrtMallocAlign32`` wrapper (``AclInterface.cpp``) with
@@ -84,9 +73,7 @@ def _malloc_align32_1g(runtime, size: int) -> int:
     try:
         return runtime.malloc_align32(size, MallocPolicy.HUGE1G_ONLY)
     except AclError:
-        # a UserWarning, as torch shows a c10 warning in Python; the default filter shows
-        # it once per place, as TORCH_NPU_WARN_ONCE does once per process
-        warnings.warn(PAGE_1G_FALLBACK_WARNING, UserWarning, stacklevel=2)
+        warn_page_1g_fallback()
     return runtime.malloc_align32(size, MallocPolicy.HUGE_FIRST)
 
 
