@@ -176,9 +176,10 @@ def test_compare_shows_the_segments_made_in_between(tmp_path, capsys):
 
 # -- the caching allocator's memory_snapshot() --------------------------------------------------
 
-def test_the_caching_allocators_snapshot_reads_as_torch_npus(capsys):
+@pytest.mark.parametrize("conf", ["", "expandable_segments:True"])
+def test_the_caching_allocators_snapshot_reads_as_torch_npus(conf, capsys):
     with Runtime("A2", hbm_bytes=256 * MiB, sanitizer="off") as rt:
-        alloc = NpuCachingAllocator(rt)
+        alloc = NpuCachingAllocator(rt, conf=conf)
         alloc.record_history()
         before = alloc.memory_snapshot()
         for n in (100, 3 * MiB, 30 * MiB):
