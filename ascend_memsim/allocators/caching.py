@@ -62,6 +62,7 @@ from .workspace import NpuWorkspaceAllocator
 
 __all__ = ["NpuCachingAllocator"]
 
+
 def _malloc_align32_1g(runtime, size: int) -> int:
     """torch_npu's ``c10_npu::acl::AclrtMallocAlign32`` wrapper (``AclInterface.cpp``) with
     ``ACL_MEM_MALLOC_HUGE1G_ONLY``: after any failure (1 GiB pages used up, or a part without

@@ -21,6 +21,7 @@ from .stats import RESERVED_BYTES
 
 __all__ = ["ExpandableSegment", "ExpandableBlocks"]
 
+
 class ExpandableSegment:
     """A reserved range whose pages are mapped on demand; ``handles[i]`` backs page ``i``."""
 
