@@ -4,6 +4,8 @@ Each case cites ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUCachingAllocator
 source") by function.
 """
 
+import warnings
+
 import pytest
 
 from ascend_memsim import MiB, Runtime
@@ -447,7 +449,6 @@ def test_page_size_1g_and_its_fallback_before_cann_8_1():
     # malloc / IsMallocPage1GMem: the large pool takes 1 GiB multiples with HUGE1G_ONLY; a
     # CANN older than kMinCannVersion (8.1.RC1) falls back to the usual sizes and HUGE_FIRST
     from ascend_memsim import GiB
-    from ascend_memsim.memory.errors import FeatureNotSupported
 
     with Runtime("A2", hbm_bytes=4 * GiB, sanitizer="off") as rt:
         alloc = NpuCachingAllocator(rt, conf="page_size:1g")
@@ -459,9 +460,59 @@ def test_page_size_1g_and_its_fallback_before_cann_8_1():
         old = NpuCachingAllocator(rt, conf="page_size:1g", cann="8.0.0")
         old.malloc(30 * MiB)
         assert [s["total_size"] for s in old.segments()] == [32 * MiB]
+
+
+def test_page_size_1g_falls_back_to_2mib_pages_with_torch_npus_warning():
+    """Issue 25 item 12: torch_npu's AclrtMallocAlign32 wrapper (AclInterface.cpp) asks again
+    with HUGE_FIRST, same size, after any HUGE1G_ONLY failure, and warns; the simulator raised
+    FeatureNotSupported on 950PR and gave up when the 1 GiB pages ran out."""
+    from ascend_memsim import GiB
+    from ascend_memsim.allocators.rules import PAGE_1G_FALLBACK_WARNING
+    from ascend_memsim.checks.faults import HugePagesExhausted, inject
+
+    # a part without 1 GiB pages (950PR in the simulator): the segment keeps its 1 GiB size
     with Runtime("950PR", hbm_bytes=4 * GiB, sanitizer="off") as rt:
         alloc = NpuCachingAllocator(rt, conf="page_size:1g")
-        # the device has no 1 GiB pages: aclrtMallocAlign32's error goes up (NPU_CHECK_ERROR)
-        with pytest.raises(FeatureNotSupported):
+        with pytest.warns(UserWarning) as caught:
+            ptr = alloc.malloc(30 * MiB)
+        assert [str(w.message) for w in caught] == [PAGE_1G_FALLBACK_WARNING]
+        assert "page_size:1g" in PAGE_1G_FALLBACK_WARNING
+        assert [s["total_size"] for s in alloc.segments()] == [1 * GiB]
+        assert rt.block(ptr).page.name == "HUGE" and alloc.memory_stats()["num_ooms"] == 0
+        check(alloc)
+    # 1 GiB pages used up on A2: the next segment is taken on 2 MiB pages
+    with Runtime("A2", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="page_size:1g")
+        first = alloc.malloc(600 * MiB)
+        with inject(HugePagesExhausted(pages=["huge1g"]), runtime=rt), \
+                pytest.warns(UserWarning, match="The malloc 1G large-page physical memory"):
+            second = alloc.malloc(600 * MiB)
+        assert rt.block(first).page.name == "HUGE1G" and rt.block(second).page.name == "HUGE"
+        assert [s["total_size"] for s in alloc.segments()] == [1 * GiB, 1 * GiB]
+        check(alloc)
+    # expandable segments: 1 GiB handles (ACL_HBM_MEM_HUGE1G, 10; the simulator asked with
+    # 6, DDR_MEM_P2P_HUGE, refused as host memory)...
+    with Runtime("A2", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="expandable_segments:True,page_size:1g")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
             alloc.malloc(30 * MiB)
-        assert alloc.segments() == [] and alloc.memory_stats()["num_ooms"] == 0
+        assert [(size, page.name) for size, page in rt.device(0).physical_info.values()] == \
+            [(1 * GiB, "HUGE1G")]
+        check(alloc)
+    # ... and torch_npu's AclrtMallocPhysical wrapper does the same as AclrtMallocAlign32's
+    # when one fails, asking again with ACL_HBM_MEM_HUGE
+    with Runtime("950PR", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="expandable_segments:True,page_size:1g")
+        with pytest.warns(UserWarning, match="The malloc 1G large-page physical memory"):
+            alloc.malloc(30 * MiB)
+        assert [s["total_size"] for s in alloc.segments()] == [1 * GiB]
+        assert [(size, page.name) for size, page in rt.device(0).physical_info.values()] == \
+            [(1 * GiB, "HUGE")]
+        check(alloc)
+    # the small pool never asks for 1 GiB pages, so never warns
+    with Runtime("950PR", hbm_bytes=4 * GiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt, conf="page_size:1g")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            alloc.malloc(100)

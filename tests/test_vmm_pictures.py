@@ -135,7 +135,8 @@ def test_the_memory_viz_export_carries_physical_handles_as_segments():
         ("segment_alloc", 4 * MiB, "aclrtMallocPhysical"),
         ("segment_alloc", 2 * MiB, "aclrtMallocPhysical"),
         ("segment_free", 4 * MiB, "aclrtMallocPhysical"),
-        ("free_completed", 192, None), ("segment_free", 192, None)]
+        ("free_requested", 192, None), ("free_completed", 192, None),
+        ("segment_free", 192, None)]
     [segment] = snapshot["segments"]           # the handle still live at the end
     assert segment["api"] == "aclrtMallocPhysical" and segment["page"] == "huge"
     assert segment["total_size"] == 2 * MiB and segment["allocated_size"] == 0

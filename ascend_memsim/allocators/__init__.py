@@ -9,11 +9,11 @@ errors and calls :class:`~ascend_memsim.runtime.runtime.Runtime` methods.
 
 from ..memory.errors import AllocatorConfigError, NpuOutOfMemoryError
 from .caching import NpuCachingAllocator
-from .conf import AllocatorConfig, parse_alloc_conf
+from .conf import AllocatorConfig, alloc_conf_from_env, parse_alloc_conf
 from .rules import add_pad_size, allocation_size, round_size
 from .stats import format_size
 from .workspace import NpuWorkspaceAllocator
 
 __all__ = ["NpuCachingAllocator", "NpuWorkspaceAllocator",
-           "AllocatorConfig", "AllocatorConfigError", "parse_alloc_conf",
+           "AllocatorConfig", "AllocatorConfigError", "parse_alloc_conf", "alloc_conf_from_env",
            "NpuOutOfMemoryError", "format_size", "round_size", "allocation_size", "add_pad_size"]

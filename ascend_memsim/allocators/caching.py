@@ -4,7 +4,8 @@ Every rule cites ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUCachingAllocato
 "the source" below) by function; upstream ``pytorch/pytorch``
 ``c10/cuda/CUDACachingAllocator.cpp`` has the same shape. Segments come from the runtime
 through the call torch_npu makes, ``aclrtMallocAlign32`` with ``ACL_MEM_MALLOC_HUGE_FIRST``
-(``alloc_block``; ``HUGE1G_ONLY`` with ``page_size:1g``), go back with ``aclrtFree``
+(``alloc_block``; ``HUGE1G_ONLY`` with ``page_size:1g``, asked again with ``HUGE_FIRST``
+after a warning when it fails, as torch_npu's wrapper does), go back with ``aclrtFree``
 (``release_block``), so the simulated device's rules (32-byte rounding, huge pages, the
 fallback to normal pages, fragmentation) apply underneath.
 
@@ -44,6 +45,7 @@ from .rules import (
     allocation_size,
     cann_tuple,
     round_size,
+    warn_page_1g_fallback,
 )
 from .stats import (
     ACTIVE_BYTES,
@@ -59,6 +61,21 @@ from .views import SnapshotViews
 from .workspace import NpuWorkspaceAllocator
 
 __all__ = ["NpuCachingAllocator"]
+
+
+def _malloc_align32_1g(runtime, size: int) -> int:
+    """torch_npu's ``c10_npu::acl::AclrtMallocAlign32`` wrapper (``AclInterface.cpp``) with
+    ``ACL_MEM_MALLOC_HUGE1G_ONLY``: after any failure (1 GiB pages used up, or a part without
+    them) it warns and asks again, same size, with ``ACL_MEM_MALLOC_HUGE_FIRST``.
+
+    Raises:
+        AclError: the second call's error.
+    """
+    try:
+        return runtime.malloc_align32(size, MallocPolicy.HUGE1G_ONLY)
+    except AclError:
+        warn_page_1g_fallback()
+    return runtime.malloc_align32(size, MallocPolicy.HUGE_FIRST)
 
 
 class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, StreamEvents):
@@ -355,10 +372,11 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
                 return None
         if self.conf.expandable_segments:
             return self._try_allocate_expandable_block(pool, size, stream)
-        policy = MallocPolicy.HUGE1G_ONLY if self.page_1g and not pool.small \
-            else MallocPolicy.HUGE_FIRST
         try:
-            ptr = self.runtime.malloc_align32(alloc_size, policy)
+            if self.page_1g and not pool.small:
+                ptr = _malloc_align32_1g(self.runtime, alloc_size)
+            else:
+                ptr = self.runtime.malloc_align32(alloc_size, MallocPolicy.HUGE_FIRST)
         except AclError as e:
             if e.code == ErrorCode.RT_MEMORY_ALLOCATION:
                 return None

@@ -4,7 +4,10 @@ Sources: ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUAllocatorConfig.{h,cpp}
 (``NPUAllocatorConfig::parseArgs`` and its ``parse*`` helpers; the keys torch_npu owns) and
 ``pytorch/pytorch`` ``c10/core/AllocatorConfig.{h,cpp}`` (``ConfigTokenizer`` and
 ``AcceleratorAllocatorConfig::parseArgs``, which torch_npu calls for the common keys it
-supports). Error texts are the sources' (without torch_npu's ``[ERROR] ... ERRxxxxx`` tail).
+supports). Error texts are the sources' (without torch_npu's ``[ERROR] ... ERRxxxxx`` tail
+and the ", " before it); an unknown key adds the closest known one ("Did you mean ...?"), and
+a number that is not one names its key (std's own texts are just "stoull" / "stod").
+:func:`alloc_conf_from_env` reads the environment as torch_npu does.
 
 >>> conf = parse_alloc_conf("max_split_size_mb:64,garbage_collection_threshold:0.6")
 >>> conf.max_split_size // MiB, conf.garbage_collection_threshold, conf.expandable_segments
@@ -12,18 +15,23 @@ supports). Error texts are the sources' (without torch_npu's ``[ERROR] ... ERRxx
 >>> try:
 ...     parse_alloc_conf("colour:blue")
 ... except AllocatorConfigError as e:
-...     print(str(e).strip(), int(e.code))
-Unrecognized key 'colour' in NPU allocator config, 100000
+...     print(str(e), int(e.code))
+Unrecognized key 'colour' in NPU allocator config 100000
 """
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgumentType
 
-__all__ = ["AllocatorConfig", "AllocatorConfigError", "parse_alloc_conf", "SIZE_MAX",
+__all__ = ["AllocatorConfig", "AllocatorConfigError", "parse_alloc_conf", "alloc_conf_from_env",
+           "ALLOC_CONF_ENV", "ACC_ALLOC_CONF_ENV", "SIZE_MAX",
            "K_LARGE_BUFFER", "K_ALIGN_ROUND_LARGE", "ROUNDUP_INTERVALS"]
 
 #: std::numeric_limits<size_t>::max(): max_split_size's "unlimited" (c10 AllocatorConfig.h)
@@ -113,11 +121,11 @@ class _Tokens:
         # every caller, so a wrong separator passes, as in torch.
         self[i]
 
-    def to_size(self, i: int) -> int:
-        return _number(self[i], int)
+    def to_size(self, i: int, key: str) -> int:
+        return _number(self[i], int, key)
 
-    def to_double(self, i: int) -> float:
-        return _number(self[i], float)
+    def to_double(self, i: int, key: str) -> float:
+        return _number(self[i], float, key)
 
     def to_bool(self, i: int) -> bool:
         token = self[i]
@@ -140,17 +148,34 @@ class _Tokens:
         return i
 
 
-def _number(token: str, kind: type) -> int | float:
-    # std::stoull / std::stod: a leading number is read, anything else is std::invalid_argument.
-    # DECISION: the whole token must be a number (a tail like "64MB" is refused, not ignored).
-    try:
-        value = kind(token)
-    except ValueError:
-        raise AllocatorConfigError(
-            f"{'stoull' if kind is int else 'stod'}: invalid value '{token}'") from None
-    if kind is int and not 0 <= value <= SIZE_MAX:
-        raise AllocatorConfigError(f"stoull: value '{token}' out of range")
-    return value
+def _number(token: str, kind: type, key: str) -> int | float:
+    """``key``'s value ``token`` read as c10's ConfigTokenizer::toSizeT / toDouble read it
+    (``std::stoull`` / ``std::stod``), in time linear in its length.
+
+    DECISION: the whole token must be a number: stoull would read "64MB" as 64 and ignore
+    the tail; the simulator refuses it, naming the key and what stoull would have read.
+    std's own messages are only "stoull" / "stod"; these say which key and value.
+    """
+    name = "stoull" if kind is int else "stod"
+    shown = token if len(token) <= 24 else token[:20] + "..."
+    if kind is int:
+        if token.isascii() and token.isdigit():
+            # more than 20 digits is past SIZE_MAX, not worth converting (and Python's int()
+            # refuses past 4300 digits)
+            value = int(token) if len(token.lstrip("0")) <= 20 else SIZE_MAX + 1
+            if value <= SIZE_MAX:
+                return value
+            raise AllocatorConfigError(f"{name}: value '{shown}' out of range for {key} "
+                                       f"(at most {SIZE_MAX})")
+    else:
+        try:
+            return float(token)
+        except ValueError:
+            pass
+    lead = re.match(r"[0-9]+", token) if kind is int else None
+    hint = (f": write a whole number, {key}:{lead.group()}" if lead else
+            ": write a whole number" if kind is int else ": write a number")
+    raise AllocatorConfigError(f"{name}: invalid value '{shown}' for {key}{hint}")
 
 
 def _is_pow2(n: int) -> bool:
@@ -176,7 +201,7 @@ def _parse_common(tok: _Tokens, values: dict) -> None:
         if key in ("max_split_size_mb", "max_non_split_rounding_mb"):
             tok.check_token(i + 1, ":")
             i += 2
-            mb = tok.to_size(i)
+            mb = tok.to_size(i, key)
             if mb < K_LARGE_BUFFER // MiB:
                 raise AllocatorConfigError(
                     f"CachingAllocator option {key} too small, must be >= {K_LARGE_BUFFER // MiB}")
@@ -187,7 +212,7 @@ def _parse_common(tok: _Tokens, values: dict) -> None:
             # AcceleratorAllocatorConfig::parseLargeSegmentSize
             tok.check_token(i + 1, ":")
             i += 2
-            mb = tok.to_size(i)
+            mb = tok.to_size(i, key)
             if mb <= K_MIN_LARGE_ALLOC // MiB:
                 raise AllocatorConfigError(
                     "CachingAllocator option large_segment_size_mb must be > "
@@ -196,7 +221,7 @@ def _parse_common(tok: _Tokens, values: dict) -> None:
         elif key == "garbage_collection_threshold":
             tok.check_token(i + 1, ":")
             i += 2
-            value = tok.to_double(i)
+            value = tok.to_double(i, key)
             if not 0 < value < 1.0:
                 raise AllocatorConfigError(
                     "garbage_collect_threshold is invalid, set it in (0.0, 1.0)")
@@ -219,6 +244,9 @@ def _parse_common(tok: _Tokens, values: dict) -> None:
         i += 1
 
 
+_DIVISIONS = "roundup_power2_divisions"
+
+
 def _parse_divisions(tok: _Tokens, i: int, values: dict) -> int:
     """AcceleratorAllocatorConfig::parseRoundUpPower2Divisions: ``n`` for every interval, or
     ``[64:8,256:4,>:1]`` (interval boundaries in MiB, powers of two; ``>`` for the rest)."""
@@ -232,14 +260,14 @@ def _parse_divisions(tok: _Tokens, i: int, values: dict) -> int:
             value_index = i
             tok.check_token(i + 1, ":")
             i += 2
-            value = tok.to_size(i)
+            value = tok.to_size(i, _DIVISIONS)
             if value != 0 and not _is_pow2(value):
                 raise AllocatorConfigError(
                     "For roundups, the divisions has to be power of 2 or 0 to disable roundup ")
             if tok[value_index] == ">":
                 divisions[last_index + 1:] = [value] * (ROUNDUP_INTERVALS - last_index - 1)
             else:
-                boundary = tok.to_size(value_index)
+                boundary = tok.to_size(value_index, _DIVISIONS)
                 if not _is_pow2(boundary):
                     raise AllocatorConfigError(
                         "For roundups, the intervals have to be power of 2 ")
@@ -257,7 +285,7 @@ def _parse_divisions(tok: _Tokens, i: int, values: dict) -> int:
             raise AllocatorConfigError(
                 "Expected closing bracket ']' in ConfigTokenizer but reached end of config")
     else:
-        value = tok.to_size(i)
+        value = tok.to_size(i, _DIVISIONS)
         if not _is_pow2(value):
             raise AllocatorConfigError("For roundups, the divisions has to be power of 2 ")
         divisions = [value] * ROUNDUP_INTERVALS
@@ -285,7 +313,11 @@ def _parse_npu(tok: _Tokens, values: dict) -> None:
             if not text.isascii() or not text.isdigit():
                 raise AllocatorConfigError(
                     "CachingAllocator option base_addr_aligned_kb is invalid.")
-            if str(int(text)) != text or int(text) > K_ALIGN_ROUND_LARGE // 1024:
+            # stoi, then "the same length as its number" and the range; DECISION: a number
+            # past int's range (stoi's std::out_of_range, "stoi") gets the range message,
+            # which names the key
+            if (len(text) > 10 or str(int(text)) != text
+                    or int(text) > K_ALIGN_ROUND_LARGE // 1024):
                 raise AllocatorConfigError("CachingAllocator option base_addr_aligned_kb error, "
                                            "must be [0~16], dtype is int")
             values["base_addr_aligned_size"] = int(text) * 1024
@@ -306,7 +338,9 @@ def _parse_npu(tok: _Tokens, values: dict) -> None:
             text = tok[i]
             if not text.isascii() or not text.isdigit():
                 raise AllocatorConfigError("CachingAllocator option segment_size_mb is invalid.")
-            if not 20 <= int(text) <= 512:
+            # DECISION: past int's range (stoi's std::out_of_range) gets the range message too
+            digits = text.lstrip("0") or "0"
+            if len(digits) > 10 or not 20 <= int(digits) <= 512:
                 raise AllocatorConfigError("CachingAllocator option segment_size_mb error, "
                                            "must be [20, 512], dtype is int")
             values["segment_size"] = int(text) * MiB
@@ -316,7 +350,7 @@ def _parse_npu(tok: _Tokens, values: dict) -> None:
             i += 2
             if i >= len(tok):
                 raise AllocatorConfigError("Error, expecting per_process_memory_fraction value")
-            value = tok.to_double(i)
+            value = tok.to_double(i, key)
             if not 0.0 <= value <= 1.0:
                 raise AllocatorConfigError(
                     "per_process_memory_fraction is invalid, set it in [0.0, 1.0]")
@@ -324,13 +358,23 @@ def _parse_npu(tok: _Tokens, values: dict) -> None:
         elif key == "pinned_reserve_segment_size_mb":
             tok.check_token(i + 1, ":")
             i += 2
-            values["pinned"][key] = tok.to_size(i)
+            values["pinned"][key] = tok.to_size(i, key)
         else:
             i = tok.skip_key(i)
         if i + 1 < len(tok):
             tok.check_token(i + 1, ",")
             i += 1
         i += 1
+
+
+def _did_you_mean(key: str) -> str:
+    """". Did you mean 'k'?" for the key torch_npu takes that is closest to ``key``, or "".
+    torch_npu's message ends "in NPU allocator config, " before its error code; the
+    simulator ends it there and adds the suggestion."""
+    if len(key) > 64:
+        return ""
+    close = difflib.get_close_matches(key, sorted(_SUPPORTED_ACC_KEYS | _NPU_KEYS), n=1)
+    return f". Did you mean '{close[0]}'?" if close else ""
 
 
 def parse_alloc_conf(text: object = "") -> AllocatorConfig:
@@ -356,10 +400,12 @@ def parse_alloc_conf(text: object = "") -> AllocatorConfig:
     while i < len(tok):
         key = tok[i]
         if key not in _ACC_KEYS and key not in _NPU_KEYS:
-            raise AllocatorConfigError(f"Unrecognized key '{key}' in NPU allocator config, ")
+            raise AllocatorConfigError(
+                f"Unrecognized key '{key}' in NPU allocator config{_did_you_mean(key)}")
         if key not in _SUPPORTED_ACC_KEYS and key not in _NPU_KEYS:
             raise AllocatorConfigError(
-                f"torch_npu not support key '{key}' in NPU allocator config, ")
+                f"torch_npu not support key '{key}' in NPU allocator config"
+                f"{_did_you_mean(key)}")
         i = tok.skip_key(i)
         if i + 1 < len(tok):
             tok.check_token(i + 1, ",")
@@ -374,3 +420,32 @@ def parse_alloc_conf(text: object = "") -> AllocatorConfig:
             "`max_split_size_mb` or `garbage_collection_threshold`, cannot be enabled with "
             "`expandable_segments`, please set `expandable_segments` to `False`.")
     return conf
+
+
+#: where torch_npu reads its allocator settings at start-up (``NPUAllocatorConfig::instance``,
+#: ``NPUAllocatorConfig.cpp``): its own variable, or (torch_npu 2.10 and later) the
+#: accelerator-wide one torch reads for every device type
+ALLOC_CONF_ENV = "PYTORCH_NPU_ALLOC_CONF"
+ACC_ALLOC_CONF_ENV = "PYTORCH_ALLOC_CONF"
+
+
+def alloc_conf_from_env(environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """(the variable, its settings) as torch_npu takes them from ``environ`` (default
+    ``os.environ``): ``PYTORCH_NPU_ALLOC_CONF``, else ``PYTORCH_ALLOC_CONF``; ``(None, "")``
+    when neither is set (torch_npu's defaults). A variable set to "" counts as set, as
+    ``c10::utils::get_env`` reports it.
+
+    Raises:
+        AllocatorConfigError: both are set, with torch_npu's message.
+    """
+    if environ is None:
+        environ = os.environ
+    npu, acc = environ.get(ALLOC_CONF_ENV), environ.get(ACC_ALLOC_CONF_ENV)
+    if npu is not None and acc is not None:
+        raise AllocatorConfigError(f"Both {ALLOC_CONF_ENV} and {ACC_ALLOC_CONF_ENV} have been "
+                                   f"set, please set only one of them.")
+    if npu is not None:
+        return ALLOC_CONF_ENV, npu
+    if acc is not None:
+        return ACC_ALLOC_CONF_ENV, acc
+    return None, ""

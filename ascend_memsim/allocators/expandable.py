@@ -5,6 +5,7 @@ Source: ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUCachingAllocator.cpp``,
 memory (``aclrtReserveMemAddress``, flags 1), backed page by page (``segment_size``: 2 MiB in
 the small pool, ``large_segment_size`` (20 MiB) in the large one, 1 GiB with
 ``page_size:1g``) by physical handles (``aclrtMallocPhysical`` with ``ACL_HBM_MEM_HUGE``,
+``ACL_HBM_MEM_HUGE1G`` for 1 GiB pages, again with ``ACL_HBM_MEM_HUGE`` when that fails;
 ``aclrtMapMem``), unmapped and freed (``aclrtUnmapMem``, ``aclrtFreePhysical``) or kept in
 the pool's ``free_physical_handles_`` for the next map.
 """
@@ -15,13 +16,10 @@ from ..memory.constants import ErrorCode, LocationType, MemAttr
 from ..memory.errors import AclError
 from .blocks import Block, Pool
 from .conf import K_LARGE_BUFFER
-from .rules import K_EXTRA_LARGE_BUFFER, K_SMALL_BUFFER
+from .rules import K_EXTRA_LARGE_BUFFER, K_SMALL_BUFFER, warn_page_1g_fallback
 from .stats import RESERVED_BYTES
 
 __all__ = ["ExpandableSegment", "ExpandableBlocks"]
-
-#: aclrtMemAttr ACL_HBM_MEM_HUGE1G (acl_rt.h), for 1 GiB pages
-_HBM_MEM_HUGE1G = 6
 
 
 class ExpandableSegment:
@@ -42,10 +40,23 @@ class ExpandableSegment:
         return self.page * self.max_handles
 
     def _prop(self) -> dict:
-        attr = _HBM_MEM_HUGE1G if self.page == 1 << 30 else int(MemAttr.HBM_MEM_HUGE)
+        attr = int(MemAttr.HBM_MEM_HUGE1G if self.page == 1 << 30 else MemAttr.HBM_MEM_HUGE)
         return {"handleType": 0, "allocationType": 0, "memAttr": attr,
                 "location": {"type": int(LocationType.DEVICE), "id": self.device},
                 "reserve": 0}
+
+    def _malloc_physical(self, page: int) -> int:
+        """torch_npu's ``AclrtMallocPhysical`` wrapper (``interface/AclInterface.cpp``): a 1 GiB
+        page that fails for any reason is asked for again, same size, with
+        ``ACL_HBM_MEM_HUGE``, after torch_npu's warning."""
+        vmm, prop = self.runtime.vmm, self._prop()
+        if prop["memAttr"] != MemAttr.HBM_MEM_HUGE1G:
+            return vmm.malloc_physical(page, prop, 0)
+        try:
+            return vmm.malloc_physical(page, prop, 0)
+        except AclError:
+            warn_page_1g_fallback()
+        return vmm.malloc_physical(page, {**prop, "memAttr": int(MemAttr.HBM_MEM_HUGE)}, 0)
 
     def map(self, ptr: int, size: int, free_handles: list[int]) -> tuple[int, int]:
         """ExpandableSegment::map: back the pages of ``[ptr, ptr + size)`` (``ptr`` on a page
@@ -62,7 +73,7 @@ class ExpandableSegment:
                 self.handles[i] = free_handles.pop()
                 continue
             try:
-                self.handles[i] = vmm.malloc_physical(page, self._prop(), 0)
+                self.handles[i] = self._malloc_physical(page)
             except AclError as e:
                 if e.code != ErrorCode.RT_MEMORY_ALLOCATION:
                     raise

@@ -1,13 +1,15 @@
-"""torch_npu's sizing rules: the pad, rounding, pools and segment sizes.
+"""torch_npu's sizing rules: the pad, rounding, pools and segment sizes, and the warning of
+its 1 GiB page fallback.
 
 Source: ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUCachingAllocator.cpp`` ("the source";
 the constants at its top, ``AddPadSize``, ``round_size``, ``roundup_power2_next_division``,
-``get_allocation_size``) and ``NPUAllocatorConfig.h``.
+``get_allocation_size``), ``NPUAllocatorConfig.h`` and ``interface/AclInterface.cpp``.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 
 from ..memory.constants import MiB
 from ..memory.errors import InvalidArgument, InvalidArgumentType
@@ -15,7 +17,8 @@ from .conf import AllocatorConfig
 
 __all__ = ["round_size", "allocation_size", "add_pad_size", "cann_tuple", "DEFAULT_CANN",
            "PAGE_1G_CANN", "K_MIN_BLOCK_SIZE", "K_SMALL_SIZE", "K_SMALL_BUFFER",
-           "K_MIN_LARGE_ALLOC", "K_ROUND_LARGE", "K_EXTRA_LARGE_BUFFER"]
+           "K_MIN_LARGE_ALLOC", "K_ROUND_LARGE", "K_EXTRA_LARGE_BUFFER",
+           "PAGE_1G_FALLBACK_WARNING", "warn_page_1g_fallback"]
 
 # The source's constants (anonymous namespace at the top; NPUAllocatorConfig.h for the rest).
 K_MIN_BLOCK_SIZE = 512           # all sizes are rounded to at least 512 bytes
@@ -31,6 +34,26 @@ _NO_PAD_CANN = (9, 1, 0)
 PAGE_1G_CANN = (8, 1, 0)
 #: DECISION: the CANN version assumed when none is given is the newest the source knows
 DEFAULT_CANN = "9.1.0"
+
+
+#: torch_npu's warning (TORCH_NPU_WARN_ONCE) when memory on 1 GiB pages fails and is asked for
+#: again on 2 MiB pages: its ``AclrtMallocAlign32`` (``HUGE1G_ONLY`` -> ``HUGE_FIRST``) and
+#: ``AclrtMallocPhysical`` (``ACL_HBM_MEM_HUGE1G`` -> ``ACL_HBM_MEM_HUGE``) wrappers in
+#: ``torch_npu/csrc/core/npu/interface/AclInterface.cpp``, same size, after any failure (the
+#: missing space after "memory." is the source's)
+PAGE_1G_FALLBACK_WARNING = (
+    "The malloc 1G large-page physical memory failed, so malloc 2M page memory."
+    "Using the 2M memory page may result in performance degradation. This warning occurs "
+    "because the PYTORCH_NPU_ALLOC_CONF = page_size:1g configuration is enabled, but the "
+    "pre-allocated number of 1G large pages is insufficient or 1G large-page memory "
+    "pre-allocation is not enabled.")
+
+
+def warn_page_1g_fallback() -> None:
+    """Warn as torch_npu does before asking again on 2 MiB pages: a UserWarning (torch shows
+    a c10 warning as one), attributed to the allocator's call so Python's default filter
+    shows it once per place, as TORCH_NPU_WARN_ONCE shows it once per process."""
+    warnings.warn(PAGE_1G_FALLBACK_WARNING, UserWarning, stacklevel=3)
 
 
 #: a CANN version as CANN names its releases: "8.0.0", "8.1.RC1", "8.0.RC3.alpha002"

@@ -293,8 +293,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="bisection step: 2MiB (default, a huge page) or 64 (bytes)")
     p.add_argument("--allocator", choices=["torch-npu"],
                    help="replay each tensor allocation through torch_npu's caching allocator")
-    p.add_argument("--alloc-conf", default="",
-                   help="PYTORCH_NPU_ALLOC_CONF for --allocator, e.g. expandable_segments:True")
+    p.add_argument("--alloc-conf",
+                   help="PYTORCH_NPU_ALLOC_CONF for --allocator, e.g. expandable_segments:True "
+                        "(default: PYTORCH_NPU_ALLOC_CONF or PYTORCH_ALLOC_CONF from the "
+                        "environment, as torch_npu reads them)")
     p.add_argument("--cann", help="CANN version for --allocator (default 9.1.0)")
     p.add_argument("--sweep", action="store_true",
                    help="with --allocator: try several allocator settings and rank them by "

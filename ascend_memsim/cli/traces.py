@@ -8,6 +8,7 @@ import pickle
 import sys
 from typing import TextIO
 
+from ..allocators.conf import alloc_conf_from_env
 from ..memory.errors import InvalidArgument
 from ..memory.units import format_bytes
 from ..observe.allocmap import AllocatorPictures, allocator_map, read_snapshot_file
@@ -107,6 +108,8 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO) -> int:
 
     extra = {"cann": args.cann} if args.cann else {}
     sweep = args.sweep or args.sweep_conf is not None
+    if args.alloc_conf is None:
+        args.alloc_conf = "" if sweep else _alloc_conf_from_env()
     if getattr(args, "plot", None) and (sweep or args.bisect):
         raise InvalidArgument("--plot draws one replay: give a --capacity instead of "
                               "--bisect or --sweep")
@@ -130,6 +133,17 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO) -> int:
     print_json(found.as_dict(), out) if args.json else print(found, file=out)
     fits = found.best is not None if sweep else found.fits
     return 0 if fits else 1
+
+
+def _alloc_conf_from_env() -> str:
+    """No --alloc-conf: the settings torch_npu would take from this environment
+    (PYTORCH_NPU_ALLOC_CONF, else PYTORCH_ALLOC_CONF; both set is torch_npu's error), said
+    on stderr when there are any."""
+    name, text = alloc_conf_from_env()
+    if name is not None:
+        print(f"ascend-memsim: allocator settings from {name}={text!r}, as torch_npu reads "
+              f"them (--alloc-conf overrides)", file=sys.stderr)
+    return text
 
 
 def _replay_allocator_once(args: argparse.Namespace, out: TextIO, extra: dict) -> int:

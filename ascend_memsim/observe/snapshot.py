@@ -22,8 +22,11 @@ strings and numbers.
 Writing (:func:`to_memory_viz`): one segment per live block (the ``aclrtMalloc`` is the
 segment), whose single block has ``requested_size`` = the requested bytes and ``size`` = the
 footprint, so memory_viz shows the +32 padding and the page rounding as rounding loss; and
-``device_traces`` with ``segment_alloc`` + ``alloc`` per malloc, ``free_completed`` +
-``segment_free`` per free and ``oom`` per failed malloc. Entries carry the trace's own
+``device_traces`` with ``segment_alloc`` + ``alloc`` per malloc, ``free_requested`` +
+``free_completed`` + ``segment_free`` per free (also for each block a device reset
+discards) and ``oom`` per failed malloc, so torch's own ``torch.cuda._memory_viz``
+(``segsum``, ``trace``, ``filter_alloc_free_pairs``, ...) and MemoryViz read the same
+figures as ``ascend-memsim stats``. Entries carry the trace's own
 ``requested_size``, ``api``, ``policy``, ``module``, ``thread`` and ``seq`` as extra keys (the
 viewer ignores keys it does not know), so reading the file back gives the same events.
 ``torch/utils/viz/MemoryViz.js`` unpickles only protocols 2 to 4: the file is protocol 4.
@@ -384,10 +387,7 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
             if block is None:
                 continue
             in_use[device] -= block["footprint"]
-            for action in ("free_completed", "segment_free"):
-                out.append({"action": action, "addr": ptr,
-                            "size": block["footprint"], "stream": stream, "frames": frames,
-                            "requested_size": block["size"], **extra})
+            _free_entries(out, ptr, block, stream, frames, extra)
         elif kind == "malloc_physical" or kind == "free_physical":
             physical_entry(event, device, out, live, in_use, frames, stream)
         elif kind == "malloc_failed":
@@ -400,9 +400,7 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
                 block = live.pop((device, ptr), None)
                 if block is not None:
                     in_use[device] -= block["footprint"]
-                    out.append({"action": "segment_free", "addr": ptr,
-                                "size": block["footprint"], "stream": stream, "frames": frames,
-                                "requested_size": block["size"], **extra})
+                    _free_entries(out, ptr, block, stream, frames, extra)
     segments = []
     for (device, ptr), block in sorted(live.items()):
         footprint, size = block["footprint"], block["size"]
@@ -425,6 +423,20 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
             "device_traces": [list(traces.get(d, ())) for d in range(devices)],
             "memsim": {k: header[k] for k in ("product", "hbm_bytes", "ddr_bytes",
                                               "device_count") if k in header}}
+
+
+def _free_entries(out: Any, ptr: int, block: dict, stream: int, frames: list,
+                  extra: dict) -> None:
+    """The entries of one freed block, in torch's order: ``free_requested`` (the caching
+    allocator's ``free``), ``free_completed`` (``free_block``: the tensor's memory is no
+    longer allocated), then ``segment_free`` (the ``aclrtFree``). torch's
+    ``_memory_viz.filter_alloc_free_pairs`` pairs an ``alloc`` with its ``free_requested``
+    and reports a ``free_completed`` without one; MemoryViz's allocation timeline ends a
+    block at ``free_completed``."""
+    for action in ("free_requested", "free_completed", "segment_free"):
+        out.append({"action": action, "addr": ptr, "size": block["footprint"],
+                    "stream": stream, "frames": frames, "requested_size": block["size"],
+                    **extra})
 
 
 #: the trace's own fields each entry carries (memory_viz ignores keys it does not know)
