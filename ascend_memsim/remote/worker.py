@@ -10,15 +10,15 @@ reaches the owner; a function bound before (``from acl.rt import malloc`` in a p
 forked the worker) still runs locally.
 
 Host buffers: see :mod:`.owner` (copies kept in step before and after each call).
+``acl.get_recent_err_msg`` and ``acl.app_log`` stay local (the message of the worker's last
+failed call; the worker's logger).
 
 A worker that forks (DECISION): the child never uses its parent's connection (the child's
 copy of it is closed at the fork). Its first call connects to the owner anew, with the address
 and key its parent used, as a simulated process of its own that has called nothing yet (no
 device set, none of the parent's host buffers); if it cannot reach the owner, that call and
-every later one raise :class:`OwnerLost` saying so. A process that forks keeps its own
-resources on real hardware too: what the parent set up is not the child's.
-``acl.get_recent_err_msg`` and ``acl.app_log`` stay local (the message of the worker's last
-failed call; the worker's logger).
+every later one raise :class:`OwnerLost` saying so. A forked child is a process of its own
+on hardware too: what the parent set up is not the child's.
 """
 
 from __future__ import annotations
@@ -157,17 +157,18 @@ class Worker:
             self._conn.send_bytes(data)
             while True:
                 if not self._conn.poll(self.timeout):
-                    self._lose(f"the owner did not answer in {self.timeout} s")
+                    raise self._lose(f"the owner did not answer in {self.timeout} s")
                 reply = wire.unpack(self._conn.recv_bytes(wire.MAX_MESSAGE))
                 if reply.get("more") is not True:
                     return reply
                 for ptr, now in reply.get("pull", ()):
                     self._write_back(ptr, now)
+        except OwnerLost:
+            raise
         except (EOFError, OSError) as e:
-            self._lose(f"the connection to the owner ended: {type(e).__name__}")
+            raise self._lose(f"the connection to the owner ended: {type(e).__name__}") from None
         except wire.WireError as e:
-            self._lose(f"the owner's reply: {e}")
-        raise AssertionError("unreachable")
+            raise self._lose(f"the owner's reply: {e}") from None
 
     def _push_apart(self, push: list) -> None:
         """Send changed arrays one a message, ahead of a call they do not fit in with.
@@ -215,10 +216,11 @@ class Worker:
                               f"{e}")
                 raise OwnerLost(self._lost) from None
 
-    def _lose(self, why: str) -> None:
+    def _lose(self, why: str) -> OwnerLost:
+        """End the connection for ``why``; the error to raise."""
         self._lost = why
         self._conn.close()
-        raise OwnerLost(why)
+        return OwnerLost(why)
 
     # -- host buffers -----------------------------------------------------------------------
 
@@ -443,6 +445,9 @@ def _dial(address: Any, authkey: bytes, seconds: float) -> tuple[mpc.Connection,
         pid = wire.unpack(wire.read_within(conn, deadline, 4096)).get("pid")
         if type(pid) is not int:
             raise OwnerLost("the owner's greeting has no pid")
+    except OwnerLost:
+        conn.close()
+        raise
     except TimeoutError:
         conn.close()
         raise OwnerLost(f"the owner did not answer in {seconds} s") from None
