@@ -65,8 +65,13 @@ ENV_ADDRESS = "ASCEND_MEMSIM_OWNER"
 ENV_KEY = "ASCEND_MEMSIM_OWNER_KEY"
 #: the most frames of a worker's stack a call carries (its site in reports)
 SITE_FRAMES = 16
-#: DECISION: a connection that has not authenticated within this many seconds is dropped
-HANDSHAKE_SECONDS = 10.0
+#: DECISION: a connection that has not authenticated within this many seconds is dropped.
+#: The acceptor thread authenticates one connection at a time (a connection costs no thread
+#: before it holds the key), so a silent peer delays the next by at most this; the ones not
+#: reached yet wait in the listen queue of :data:`BACKLOG` (beyond it, the kernel's)
+HANDSHAKE_SECONDS = 5.0
+#: the listen queue: connections not accepted yet
+BACKLOG = 16
 #: the acl.rt calls that take a Python callable or a host thread: not served (the owner
 #: cannot run a worker's function)
 NOT_SERVED = frozenset(("rt.launch_callback", "rt.process_report", "rt.subscribe_report",
@@ -86,7 +91,7 @@ class Owner:
         self.authkey = secrets.token_bytes(32)
         family = "AF_UNIX" if hasattr(socket, "AF_UNIX") else "AF_INET"
         address = ("127.0.0.1", 0) if family == "AF_INET" else None
-        self._listener = mpc.Listener(address, family=family, backlog=16)
+        self._listener = mpc.Listener(address, family=family, backlog=BACKLOG)
         self.address = self._listener.address
         self._process_options = process_options
         self._lock = threading.Condition()
@@ -97,6 +102,8 @@ class Owner:
         #: (``(call, description)`` pairs); a pid is here once its process has ended
         self.ended: dict[int, list[tuple[str, str]]] = {}
         self._threads: list[threading.Thread] = []
+        #: the connection the acceptor is authenticating (close() wakes it)
+        self._pending: mpc.Connection | None = None
         self._saved_env: dict[str, str | None] = {}
         if env:
             for name, value in ((ENV_ADDRESS, _show_address(self.address)),
@@ -125,52 +132,88 @@ class Owner:
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop listening, end every worker's connection and process; restore the
-        environment. Waits at most ``timeout`` s in all for the serving threads. Idempotent."""
+        environment (whatever else fails). Waits at most ``timeout`` s in all for the
+        serving threads. Idempotent."""
         with self._lock:
             if self._closing:
                 return
             self._closing = True
             sessions = list(self.sessions.values())
+            pending = self._pending
         _LIVE.discard(self)
         deadline = time.monotonic() + timeout
-        try:  # wake the acceptor
-            mpc.Client(self.address).close()
+        try:
+            if pending is not None:
+                _shutdown(pending)
+            self._wake()
+            self._acceptor.join(timeout)
+            self._listener.close()
+            for session in sessions:
+                session.shutdown()
+            for thread in list(self._threads):  # a call that never returns is left behind
+                thread.join(max(0.0, deadline - time.monotonic()))
+        finally:
+            for name, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    def _wake(self) -> None:
+        """Wake the acceptor from ``accept()`` with a connection of no one (bounded: when the
+        listen queue is full, the acceptor has connections to wake it already)."""
+        family = socket.AF_UNIX if isinstance(self.address, str) else socket.AF_INET
+        try:
+            with socket.socket(family) as sock:
+                sock.settimeout(1.0)
+                sock.connect(self.address)
         except OSError:
             pass
-        self._acceptor.join(timeout)
-        self._listener.close()
-        for session in sessions:
-            session.shutdown()
-        for thread in list(self._threads):  # a call that never returns is left behind
-            thread.join(max(0.0, deadline - time.monotonic()))
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
     # -- serving --------------------------------------------------------------------------
 
     def _accept(self) -> None:
-        while True:
+        """Accept and authenticate connections one at a time; each one that holds the key is
+        served on a thread of its own. Nothing a peer does, and no thread that cannot start,
+        ends this loop: only close() does."""
+        while not self._closing:
             try:
                 conn = self._listener.accept()
-            except OSError:
-                if self._closing:
-                    return
+            except OSError:  # a peer gone before accept, or out of descriptors: try again
+                time.sleep(0.01)
                 continue
+            try:
+                self._admit(conn)
+            except Exception:  # a bug here: that connection ends, the acceptor lives on
+                log.error("accepting a worker:\n%s", traceback.format_exc())
+                conn.close()
+
+    def _admit(self, conn: mpc.Connection) -> None:
+        with self._lock:
             if self._closing:
                 conn.close()
                 return
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                                      name="memsim-owner-worker")
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            self._pending = conn
+        try:
+            wire.handshake(conn, self.authkey, time.monotonic() + HANDSHAKE_SECONDS, owner=True)
+        except (OSError, EOFError, mpc.AuthenticationError, ValueError, AssertionError):
+            conn.close()  # a wrong key, silence past the deadline, or a closed peer
+            return
+        finally:
+            with self._lock:
+                self._pending = None
+        thread = threading.Thread(target=self._serve, args=(conn,), daemon=True,
+                                  name="memsim-owner-worker")
+        try:
             thread.start()
-
-    def _serve(self, conn: mpc.Connection) -> None:
-        if not _authenticate(conn, self.authkey):
+        except RuntimeError as e:  # out of threads: this worker reads end of file
+            log.error("cannot start a thread to serve a worker (%s): its connection is "
+                      "closed", e)
             conn.close()
             return
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+
+    def _serve(self, conn: mpc.Connection) -> None:
         with self._lock:
             if self._closing:
                 conn.close()
@@ -221,21 +264,6 @@ def _show_address(address: Any) -> str:
     return address if isinstance(address, str) else f"{address[0]}:{address[1]}"
 
 
-def _authenticate(conn: mpc.Connection, authkey: bytes) -> bool:
-    """The HMAC challenge both ways, dropped after :data:`HANDSHAKE_SECONDS` (a peer that
-    connects and says nothing holds no thread for ever)."""
-    timer = threading.Timer(HANDSHAKE_SECONDS, _shutdown, (conn,))
-    timer.start()
-    try:
-        mpc.deliver_challenge(conn, authkey)
-        mpc.answer_challenge(conn, authkey)
-        return True
-    except (OSError, EOFError, mpc.AuthenticationError, ValueError):
-        return False
-    finally:
-        timer.cancel()
-
-
 def _shutdown(conn: mpc.Connection) -> None:
     """Wake a thread blocked reading ``conn`` (it then reads end of file)."""
     try:
@@ -260,8 +288,17 @@ class _Session:
         self._found.extend((call, block.describe()) for block in blocks)
 
     def send(self, message: dict) -> None:
+        """Send one reply; the copies it writes back go ahead, one a message, when they do
+        not fit in with it (``{"more": True, "pull": [[ptr, bytes]]}``)."""
         try:
             data = wire.pack(message)
+        except wire.TooBig:
+            for item in message.pop("pull", ()):
+                self.send({"more": True, "pull": [item]})
+            try:
+                data = wire.pack(message)
+            except wire.WireError as e:
+                data = wire.pack({"raise": "ValueError", "message": f"the reply: {e}"})
         except wire.WireError as e:
             data = wire.pack({"raise": "ValueError", "message": f"the reply: {e}"})
         self.conn.send_bytes(data)
@@ -302,6 +339,9 @@ class _Session:
             WireError: the message is not a call (name and argument list), or its site,
                 pushed arrays or dropped buffers are malformed; nothing was applied.
         """
+        if message.keys() == {"push"}:  # changed arrays sent ahead of a call too big for them
+            self._apply(message["push"], [])
+            return {"ok": None}
         name, args = message.get("call"), message.get("args", ())
         if type(name) is not str or type(args) not in (list, tuple):
             raise wire.WireError("a call is {'call': name, 'args': [...]}")

@@ -6,6 +6,9 @@ str, or one of the tagged forms ``{"L": [...]}`` (list), ``{"T": [...]}`` (tuple
 ``{"B": "<base64>"}`` (bytes) and ``{"D": [[key, value], ...]}`` (dict), nested at most
 :data:`MAX_DEPTH` deep. Decoding anything else raises :class:`WireError`, which the owner
 answers with an error (never a crash).
+
+Before the first message, both sides prove they hold the key (:func:`handshake`:
+``multiprocessing.connection``'s HMAC challenge, each read bounded by a deadline).
 """
 
 from __future__ import annotations
@@ -13,10 +16,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
+import struct
+import time
+from multiprocessing import connection as mpc
 from typing import Any
 
 __all__ = ["MAX_MESSAGE", "MAX_DEPTH", "WireError", "TooBig", "encode", "decode", "pack",
-           "unpack"]
+           "unpack", "handshake", "read_within"]
 
 #: DECISION: the largest message either side sends or reads (bytes of a host buffer travel
 #: base64-encoded, a third larger); a bigger one is refused and ends the connection.
@@ -126,3 +133,67 @@ def unpack(data: bytes) -> dict:
     if type(message) is not dict:
         raise WireError("a message is a dict")
     return message
+
+
+def handshake(conn: mpc.Connection, authkey: bytes, deadline: float, *, owner: bool) -> None:
+    """The HMAC challenge both ways (the owner challenges first), over by ``deadline``
+    (``time.monotonic()``): a peer that says nothing, or half a frame, costs no more.
+
+    Raises:
+        TimeoutError: the deadline passed.
+        multiprocessing.AuthenticationError: the other side holds another key.
+        EOFError, OSError, AssertionError: the other side closed, or spoke out of turn.
+    """
+    within = _Within(conn, deadline)
+    if owner:
+        mpc.deliver_challenge(within, authkey)
+        mpc.answer_challenge(within, authkey)
+    else:
+        mpc.answer_challenge(within, authkey)
+        mpc.deliver_challenge(within, authkey)
+
+
+class _Within:
+    """The two methods of a connection the challenge functions use, reads bounded in time."""
+
+    def __init__(self, conn: mpc.Connection, deadline: float) -> None:
+        self._conn = conn
+        self._deadline = deadline
+
+    def send_bytes(self, data: bytes) -> None:
+        # a few dozen bytes: a socket's buffer takes them without waiting for the peer
+        self._conn.send_bytes(data)
+
+    def recv_bytes(self, maxlength: int) -> bytes:
+        return read_within(self._conn, self._deadline, maxlength)
+
+
+def read_within(conn: mpc.Connection, deadline: float, maxlength: int) -> bytes:
+    """One frame of ``conn`` (``multiprocessing.connection``'s: a 4-byte big-endian size, or
+    -1 then 8 bytes, then the bytes), read by ``deadline`` (``time.monotonic()``).
+
+    Raises:
+        TimeoutError: the deadline passed first.
+        EOFError: the other side closed.
+        OSError: a frame over ``maxlength`` bytes (nothing more is read).
+    """
+    size, = struct.unpack("!i", _read(conn, 4, deadline))
+    if size == -1:
+        size, = struct.unpack("!Q", _read(conn, 8, deadline))
+    if size < 0 or size > maxlength:
+        raise OSError(f"a frame of {size} bytes, over {maxlength}")
+    return _read(conn, size, deadline)
+
+
+def _read(conn: mpc.Connection, size: int, deadline: float) -> bytes:
+    out = bytearray()
+    while len(out) < size:
+        left = deadline - time.monotonic()
+        # readable: the read below returns at once, with at least one byte or end of file
+        if left <= 0 or not mpc.wait([conn], left):
+            raise TimeoutError("no answer in time")
+        chunk = os.read(conn.fileno(), size - len(out))
+        if not chunk:
+            raise EOFError
+        out += chunk
+    return bytes(out)

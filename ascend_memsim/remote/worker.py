@@ -12,14 +12,23 @@ forked the worker) still runs locally.
 Host buffers: see :mod:`.owner` (copies kept in step before and after each call).
 ``acl.get_recent_err_msg`` and ``acl.app_log`` stay local (the message of the worker's last
 failed call; the worker's logger).
+
+A worker that forks (DECISION): the child never uses its parent's connection (the child's
+copy of it is closed at the fork). Its first call connects to the owner anew, with the address
+and key its parent used, as a simulated process of its own that has called nothing yet (no
+device set, none of the parent's host buffers); if it cannot reach the owner, that call and
+every later one raise :class:`OwnerLost` saying so. A forked child is a process of its own
+on hardware too: what the parent set up is not the child's.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import socket
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable
 from multiprocessing import connection as mpc
@@ -38,11 +47,14 @@ from ..runtime.runtime import Runtime
 from . import wire
 from .owner import ENV_ADDRESS, ENV_KEY, NOT_SERVED, refusal, serving_here
 
-__all__ = ["Worker", "connect", "OwnerLost", "CALL_SECONDS"]
+__all__ = ["Worker", "connect", "OwnerLost", "CALL_SECONDS", "CONNECT_SECONDS"]
 
 #: DECISION: a call the owner has not answered in this many seconds ends the connection
 #: (TimeoutError); the owner's own end of file ends it at once
 CALL_SECONDS = 300.0
+#: DECISION: connect() gives up (OwnerLost) when the owner has not accepted, authenticated
+#: and greeted it in this many seconds (it authenticates one connection at a time)
+CONNECT_SECONDS = 60.0
 
 #: how many of the worker's frames go with each call (its site in the owner's reports)
 SITE_FRAMES = 10
@@ -63,16 +75,20 @@ class Worker:
     thread's current device and context).
     """
 
-    def __init__(self, conn: mpc.Connection, pid: int, *, timeout: float) -> None:
+    def __init__(self, conn: mpc.Connection, pid: int, *, timeout: float, address: Any = None,
+                 authkey: bytes | None = None, connect_timeout: float = CONNECT_SECONDS) -> None:
         self._conn = conn
         self.pid = pid
         self.timeout = timeout
         self._lock = threading.Lock()
-        #: ptr -> [the worker's buffer, its bytes as the owner last saw them]
+        #: ptr -> [the worker's buffer, its bytes as the owner last saw them (arrays)]
         self._mirrors: dict[int, list] = {}
         self._ptrs: dict[int, int] = {}  # id(buffer) -> ptr
         self._saved: dict[tuple[types.ModuleType, str], Any] = {}
         self._lost: str | None = None
+        # where a fork's child connects (see the module docstring)
+        self._address, self._authkey, self._connect_timeout = address, authkey, connect_timeout
+        self._os_pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"Worker(pid={self.pid})"
@@ -81,18 +97,30 @@ class Worker:
         """Run the face function ``name`` (``"rt.malloc"``) with ``args`` at the owner.
 
         Raises:
-            OwnerLost: the connection ended.
+            OwnerLost: the connection ended (or, in a fork's child, could not be made).
             TypeError: an argument that is not a plain value.
+            ValueError: the arguments do not fit in one message.
             The error the call raised there (the util helpers raise, as pyacl's).
         """
+        if self._os_pid != os.getpid():
+            self._rejoin()
         with self._lock:
             if self._lost is not None:
                 raise OwnerLost(self._lost)
             push, drop = self._outgoing()
             site = [[f.filename, f.lineno, f.name] for f in capture_site(SITE_FRAMES)]
+            message = {"call": name, "args": list(args), "push": push, "drop": drop,
+                       "site": site}
             try:
-                data = wire.pack({"call": name, "args": list(args), "push": push,
-                                  "drop": drop, "site": site})
+                try:
+                    data = wire.pack(message)
+                except wire.TooBig:
+                    if not push:
+                        raise
+                    # the changed arrays go ahead, one a message, then the call alone
+                    self._push_apart(push)
+                    message["push"] = push = []
+                    data = wire.pack(message)
             except wire.TooBig as e:
                 raise ValueError(f"{name}: {e}") from None
             except wire.WireError as e:
@@ -124,21 +152,75 @@ class Worker:
             _worker = None
 
     def _exchange(self, data: bytes) -> dict:
+        """Send one message; its reply (the copies written back ahead of it, applied)."""
         try:
             self._conn.send_bytes(data)
-            if not self._conn.poll(self.timeout):
-                self._lose(f"the owner did not answer in {self.timeout} s")
-            reply = wire.unpack(self._conn.recv_bytes(wire.MAX_MESSAGE))
+            while True:
+                if not self._conn.poll(self.timeout):
+                    raise self._lose(f"the owner did not answer in {self.timeout} s")
+                reply = wire.unpack(self._conn.recv_bytes(wire.MAX_MESSAGE))
+                if reply.get("more") is not True:
+                    return reply
+                for ptr, now in reply.get("pull", ()):
+                    self._write_back(ptr, now)
+        except OwnerLost:
+            raise
         except (EOFError, OSError) as e:
-            self._lose(f"the connection to the owner ended: {type(e).__name__}")
+            raise self._lose(f"the connection to the owner ended: {type(e).__name__}") from None
         except wire.WireError as e:
-            self._lose(f"the owner's reply: {e}")
-        return reply
+            raise self._lose(f"the owner's reply: {e}") from None
 
-    def _lose(self, why: str) -> None:
+    def _push_apart(self, push: list) -> None:
+        """Send changed arrays one a message, ahead of a call they do not fit in with.
+
+        Raises:
+            TooBig: one array alone is over the limit (possible only if the limit fell after
+                it was registered: its bytes are not sent, and not retried).
+        """
+        for ptr, now in push:
+            try:
+                data = wire.pack({"push": [[ptr, now]]})
+            except wire.TooBig as e:
+                self._mirrors[ptr][1] = now
+                raise wire.TooBig(f"the array registered at {ptr:#x} changed, and its "
+                                  f"{len(now)} bytes alone are too many ({e}): the owner's "
+                                  f"copy keeps its old bytes") from None
+            reply = self._exchange(data)
+            if "ok" not in reply:
+                raise _error(reply)
+            self._mirrors[ptr][1] = now
+
+    def _rejoin(self) -> None:
+        """In a fork's child: connect anew, as a simulated process of its own (see the module
+        docstring); its parent's buffers are not its own.
+
+        Raises:
+            OwnerLost: the owner cannot be reached (and every later call says so).
+        """
+        with _connect_lock:
+            if self._os_pid == os.getpid():
+                return  # another thread of this child did it
+            _drop_parents_connection(self)
+            self._mirrors.clear()
+            self._ptrs.clear()
+            self._os_pid = os.getpid()
+            try:
+                if self._address is None or self._authkey is None:
+                    raise OwnerLost("the owner's address or key is not known here")
+                self._conn, self.pid = _dial(self._address, self._authkey,
+                                             self._connect_timeout)
+                self._lost = None
+            except OwnerLost as e:
+                self._lost = (f"this process (os pid {os.getpid()}) was forked from a worker "
+                              f"and could not connect to the owner as a process of its own: "
+                              f"{e}")
+                raise OwnerLost(self._lost) from None
+
+    def _lose(self, why: str) -> OwnerLost:
+        """End the connection for ``why``; the error to raise."""
         self._lost = why
         self._conn.close()
-        raise OwnerLost(why)
+        return OwnerLost(why)
 
     # -- host buffers -----------------------------------------------------------------------
 
@@ -177,7 +259,8 @@ class Worker:
         ptr = self._ptrs.get(id(data))
         if ptr is None:
             ptr = self.call("util.bytes_to_ptr", (data,))
-            self._remember(ptr, data, data)
+            # no second reference: the buffer is dropped when its last user lets go
+            self._remember(ptr, data, None)
         return ptr
 
     def numpy_to_ptr(self, array: Any, /) -> int:
@@ -216,7 +299,7 @@ class Worker:
         dtype, dims, data = self.call("util.ptr_to_numpy", (ptr, shape, np_type))
         return np.frombuffer(bytearray(data), np.dtype(dtype)).reshape(dims)
 
-    def _remember(self, ptr: int, obj: Any, data: bytes) -> None:
+    def _remember(self, ptr: int, obj: Any, data: bytes | None) -> None:
         self._mirrors[ptr] = [obj, data]
         self._ptrs[id(obj)] = ptr
 
@@ -281,22 +364,31 @@ _connect_lock = threading.Lock()
 
 
 def connect(address: Any = None, authkey: bytes | None = None, *,
-            timeout: float = CALL_SECONDS) -> Worker:
+            timeout: float = CALL_SECONDS, connect_timeout: float = CONNECT_SECONDS) -> Worker:
     """Connect this process to its owner and make its pyacl face the owner's (see the module
     docstring). Without arguments, the address and key the owner put in the environment.
 
-    The process's own simulated runtime, if any (a copy a fork brought from the parent), is
-    no longer the face's. Calling it again returns the same connection.
+    ``connect_timeout``: seconds to reach the owner, prove the key and be greeted;
+    ``timeout``: seconds each later call waits for its answer. The process's own simulated
+    runtime, if any (a copy a fork brought from the parent), is no longer the face's. Calling
+    it again returns the same connection (in a fork's child of a worker: its own, made anew).
 
     Raises:
         RuntimeError: no owner is named (neither arguments nor environment), or this process
             is the owner.
+        OwnerLost: the owner could not be reached, or did not answer in ``connect_timeout`` s.
         multiprocessing.AuthenticationError: the key is wrong.
     """
     global _worker
+    old = _worker
+    if old is not None and old._os_pid != os.getpid():
+        old._rejoin()  # a fork's child of a worker: its own connection, or OwnerLost
+        return old
     with _connect_lock:
-        if _worker is not None and _worker._lost is None and os.getpid() == _worker_os_pid:
-            return _worker
+        if _worker is not None:
+            if _worker._lost is None:
+                return _worker
+            _worker.close()  # lost: the face's own functions back before a new one
         if serving_here():
             raise RuntimeError("this process serves the machine: its own calls run here, "
                                "only the processes it starts connect")
@@ -311,31 +403,81 @@ def connect(address: Any = None, authkey: bytes | None = None, *,
         if isinstance(address, str) and ":" in address and not address.startswith("/"):
             host, _, port = address.rpartition(":")
             address = (host, int(port))
-        conn = mpc.Client(address, authkey=authkey)
-        try:
-            if not conn.poll(timeout):
-                raise OwnerLost("the owner did not answer")
-            pid = wire.unpack(conn.recv_bytes(wire.MAX_MESSAGE)).get("pid")
-            if type(pid) is not int:
-                raise OwnerLost("the owner's greeting has no pid")
-        except OwnerLost:
-            conn.close()
-            raise
-        except (EOFError, OSError, wire.WireError) as e:
-            conn.close()
-            raise OwnerLost(f"the owner closed the connection: {type(e).__name__}") from None
-        worker = Worker(conn, pid, timeout=timeout)
+        conn, pid = _dial(address, authkey, connect_timeout)
+        worker = Worker(conn, pid, timeout=timeout, address=address, authkey=authkey,
+                        connect_timeout=connect_timeout)
         with Runtime.active_lock:  # a fork's copies of the parent's runtimes
             Runtime.active.clear()
             Runtime.acting.clear()
         worker.install()
-        _set_worker(worker)
+        _worker = worker
         return worker
 
 
-_worker_os_pid = -1
+def _dial(address: Any, authkey: bytes, seconds: float) -> tuple[mpc.Connection, int]:
+    """A connection to the owner at ``address``, authenticated, and the pid its greeting
+    gives this process; all within ``seconds``.
+
+    Raises:
+        OwnerLost: no owner there, no answer in time, or not a greeting.
+        multiprocessing.AuthenticationError: the key is wrong.
+    """
+    deadline = time.monotonic() + seconds
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    while True:
+        sock = socket.socket(family)
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.connect(address)
+            sock.setblocking(True)
+            break
+        except BlockingIOError:  # a Unix socket's listen queue is full: wait for room
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise OwnerLost(f"the owner did not answer in {seconds} s") from None
+            time.sleep(0.01)
+        except OSError as e:
+            sock.close()
+            raise OwnerLost(f"cannot reach the owner at {address!r}: {e}") from None
+    conn = mpc.Connection(sock.detach())
+    try:
+        wire.handshake(conn, authkey, deadline, owner=False)
+        pid = wire.unpack(wire.read_within(conn, deadline, 4096)).get("pid")
+        if type(pid) is not int:
+            raise OwnerLost("the owner's greeting has no pid")
+    except OwnerLost:
+        conn.close()
+        raise
+    except TimeoutError:
+        conn.close()
+        raise OwnerLost(f"the owner did not answer in {seconds} s") from None
+    except (EOFError, OSError, AssertionError, wire.WireError) as e:
+        conn.close()
+        raise OwnerLost(f"the owner closed the connection: {type(e).__name__}") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn, pid
 
 
-def _set_worker(worker: Worker) -> None:
-    global _worker, _worker_os_pid
-    _worker, _worker_os_pid = worker, os.getpid()
+def _drop_parents_connection(worker: Worker) -> None:
+    """Close this process's copy of the connection (the parent's socket stays open): a fork's
+    child that never calls must not keep the parent's worker process alive at the owner."""
+    try:
+        worker._conn.close()
+    except OSError:
+        pass
+
+
+def _after_fork_in_child() -> None:
+    """In a fork's child: new locks (a thread of the parent may have held them at the fork),
+    and never the parent's connection."""
+    global _connect_lock
+    _connect_lock = threading.Lock()
+    if _worker is not None:
+        _worker._lock = threading.Lock()
+        _drop_parents_connection(_worker)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
