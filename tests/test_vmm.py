@@ -199,6 +199,21 @@ def test_granularity(a2):
     assert acl.rt.mem_get_allocation_granularity("prop", 0)[1] == INVALID_PARAM
 
 
+def test_granularity_of_a_device_that_does_not_exist(a2):
+    # api_error.cc ApiErrorDecorator::GetAllocationGranularity converts and checks the id of a
+    # device location: RT_ERROR_DEVICE_ID, ACL_ERROR_RT_INVALID_DEVICEID (107001).
+    count = acl.rt.get_device_count()[0]
+    for device in (count, 1 << 20):
+        assert acl.rt.mem_get_allocation_granularity(prop(device=device), 0) == (
+            0, acl.ACL_ERROR_RT_INVALID_DEVICEID)
+        assert "device id" in acl.get_recent_err_msg()
+    # the attribute is checked before the id (memory.cpp), the id before the option (driver)
+    assert acl.rt.mem_get_allocation_granularity(prop(acl.ACL_DDR_MEM_HUGE, device=count),
+                                                 0)[1] == INVALID_PARAM
+    assert acl.rt.mem_get_allocation_granularity(prop(device=count), 0xFFFF)[1] == \
+        acl.ACL_ERROR_RT_INVALID_DEVICEID
+
+
 @pytest.mark.parametrize("size, p, flags, code", [
     (0, prop(), 0, INVALID_PARAM),                                   # size 0
     (2 * MiB, prop(), 1, INVALID_PARAM),                             # flags reserved

@@ -396,19 +396,25 @@ class AddressSpace:
             mapping.handle.refs += 1
             return mapping.handle
 
-    def granularity(self, prop: object, option: object) -> int:
+    def granularity(self, check_device, prop: object, option: object) -> int:
         """aclrtMemGetAllocationGranularity: bytes a handle's size should be a multiple of.
 
+        ``check_device(id)`` checks prop.location.id (raises InvalidDevice): memory.cpp checks
+        the attribute first, then the runtime converts and checks the id of a device location
+        (api_error.cc ApiErrorDecorator::GetAllocationGranularity: RT_ERROR_DEVICE_ID), then
+        the driver reads the option.
         DECISION: MINIMUM and RECOMMENDED are both the page size (2 MiB; 1 GiB for HUGE1G):
         the driver's figures are not public. Another option is ACL_ERROR_RT_PARAM_INVALID.
 
         Raises:
             InvalidArgument, InvalidArgumentType, FeatureNotSupported (see check_attr),
+            InvalidDevice: a device that does not exist,
             InvalidRuntimeParam: an option other than MINIMUM / RECOMMENDED.
         """
         prop = parse_prop(prop)
         option = as_int(option, "option", -(1 << 31), UINT32_MAX)
         page, _ = check_attr(prop, self.profile)
+        check_device(prop.location_id)
         if option not in (GranularityOption.MINIMUM, GranularityOption.RECOMMENDED):
             raise InvalidRuntimeParam(f"aclrtMemGetAllocationGranularity: option={option} is "
                                       f"neither MINIMUM (0) nor RECOMMENDED (1)")

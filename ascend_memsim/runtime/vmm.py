@@ -84,7 +84,7 @@ class VirtualMemory:
 
     def mem_get_allocation_granularity(self, prop: object, option: object) -> int:
         """aclrtMemGetAllocationGranularity."""
-        return self._space().granularity(prop, option)
+        return self._space().granularity(self.runtime._table.check_id, prop, option)
 
     def mem_retain_allocation_handle(self, ptr: object) -> int:
         """aclrtMemRetainAllocationHandle: the handle mapped at ``ptr`` (one more reference)."""
