@@ -400,6 +400,29 @@ def test_access_flags(a2):
     assert acl.rt.mem_get_access(va, {"id": 0, "type": 3})[1] == RT_PARAM
 
 
+@pytest.mark.parametrize("flags", [acl.ACL_RT_MEM_ACCESS_FLAGS_READ,
+                                   acl.ACL_RT_MEM_ACCESS_FLAGS_NONE])
+def test_access_flags_other_than_readwrite_are_not_supported(a2, flags):
+    # 25-04 Structs aclrtMemAccessDesc: only READWRITE is supported today; the driver's
+    # halMemSetAccess (hicann/driver devmm_access_desc_check) answers NONE and READ with
+    # DRV_ERROR_NOT_SUPPORT, RT_ERROR_FEATURE_NOT_SUPPORT (npu_driver_mem.cc), 207000
+    va = reserve(4 * MiB)
+    h = physical(2 * MiB)
+    device = {"id": 0, "type": acl.ACL_MEM_LOCATION_TYPE_DEVICE}
+    host = {"id": 0, "type": acl.ACL_MEM_LOCATION_TYPE_HOST}
+    acl.rt.mem_map_no_access(va, 2 * MiB, 0, h, 0)
+    rw = {"flags": acl.ACL_RT_MEM_ACCESS_FLAGS_READWRITE, "location": host}
+    for desc in ([{"flags": flags, "location": device}],
+                 [rw, {"flags": flags, "location": device}]):
+        refused(a2, acl.rt.mem_set_access, va, 2 * MiB, desc, len(desc), code=NOT_SUPPORTED)
+        assert "READWRITE" in acl.get_recent_err_msg()
+    assert acl.rt.mem_get_access(va, device) == (acl.ACL_RT_MEM_ACCESS_FLAGS_NONE, 0)
+    assert acl.rt.memset(va, 16, 0, 16) == RT_PARAM
+    # the driver checks the entries before it looks the address up
+    refused(a2, acl.rt.mem_set_access, va, 4 * MiB, [{"flags": flags, "location": device}], 1,
+            code=NOT_SUPPORTED)
+
+
 def test_address_range_and_pointer_attributes(a2):
     va = reserve(8 * MiB)
     h = physical(2 * MiB)

@@ -552,18 +552,27 @@ class AddressSpace:
         """aclrtMemSetAccess: ``desc`` a list of ``{"flags", "location": {"id", "type"}}``
         (aclrtMemAccessDesc), ``count`` its length. ptr and size must be a mapping's (11-04).
 
-        DECISION (the checks are the driver's): a flag outside aclrtMemAccessFlags, a location
-        other than DEVICE (a valid id) or HOST, count != len(desc) or 0 are
-        ACL_ERROR_RT_PARAM_INVALID; all entries are checked before any applies.
+        The entries are checked (see :func:`parse_access`: flags NONE and READ are
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT, a flag outside aclrtMemAccessFlags, a location other
+        than DEVICE (a valid id) or HOST, count != len(desc) or 0 are
+        ACL_ERROR_RT_PARAM_INVALID), all of them before the mapping is looked up, as the
+        driver's halMemSetAccess does, and before any applies.
+
+        Raises:
+            InvalidArgument: NULL. FeatureNotSupported, InvalidRuntimeParam,
+            InvalidArgumentType: see above; not a mapping's start and size.
         """
+        ptr = as_int(ptr, "vir_ptr")
         size = as_int(size, "size")
         count = as_int(count, "count")
+        if ptr == 0:
+            raise InvalidArgument("aclrtMemSetAccess: vir_ptr is NULL")
+        changes = parse_access(desc, count, device_count)
         with self.lock:
             mapping = self.mapping(ptr, "aclrtMemSetAccess")
             if size != mapping.size:
                 raise InvalidRuntimeParam(f"aclrtMemSetAccess: size={size}, but the mapping at "
                                           f"{mapping.ptr:#x} is {mapping.size} bytes")
-            changes = parse_access(desc, count, device_count)
             mapping.access.update(changes)
             return mapping
 
