@@ -186,11 +186,24 @@ def test_error_exitcode_outside_one_byte_is_refused(tmp_path, capsys):
     # with leaks.
     script = _script(tmp_path, "import acl\nacl.init()\nacl.rt.set_device(0)\n"
                                "acl.rt.malloc(100, 0)\n")
-    for bad in ("256", "0", "-1", "1e3", "x"):
+    for bad in ("256", "-1", "1e3", "x"):
         assert run("run", "--error-exitcode", bad, script)[0] == 2, bad
         assert "argument --error-exitcode" in capsys.readouterr().err
     assert run("run", "--error-exitcode", "255", script)[0] == 255
     assert "Leaked 100 bytes" in capsys.readouterr().err
+
+
+def test_error_exitcode_0_leaves_the_exit_status_to_the_script(tmp_path, capsys):
+    # Regression: 0 was refused; valgrind and compute-sanitizer read --error-exitcode 0 as
+    # "findings do not change the exit status".
+    script = _script(tmp_path, "import sys\nimport acl\nacl.init()\nacl.rt.set_device(0)\n"
+                               "acl.rt.malloc(100, 0)\nacl.rt.free(12345)\n"
+                               "sys.exit(int(sys.argv[1]))\n")
+    code, out = run("run", "--error-exitcode", "0", "--json", script, "0")
+    assert code == 0 and json.loads(out)["status"] == 0
+    err = capsys.readouterr().err
+    assert "Leaked 100 bytes" in err and "[invalid-free]" in err   # still reported
+    assert run("run", "--error-exitcode", "0", script, "3")[0] == 3   # the script's own
 
 
 SECOND_DEVICE = """
