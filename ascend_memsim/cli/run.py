@@ -84,7 +84,8 @@ def _leak_summary(leaks: list, handles: list) -> str:
 
 def _print_leak(leak: Any, report_to: TextIO) -> None:
     """One leak, with where it was made: memory with its bytes, a handle without."""
-    if holds_memory(leak):
+    memory = holds_memory(leak)
+    if memory:
         device = getattr(leak, "device_id", None)
         where = "" if device is None or isinstance(leak, HostBlock) else f" on device {device}"
         head = (f"Leaked {plural(leak.size, 'byte')} at {leak.ptr:#x}: {leak.describe()}"
@@ -92,7 +93,7 @@ def _print_leak(leak: Any, report_to: TextIO) -> None:
     else:
         head = f"Leaked {leak.describe()}: never destroyed"
     print(f"{_BAR} ERROR: {head} [leak]", file=report_to)
-    print(f"{_BAR}     {'allocated' if holds_memory(leak) else 'created'} at:", file=report_to)
+    print(f"{_BAR}     {'allocated' if memory else 'created'} at:", file=report_to)
     print(format_site(site_of(leak), indent=f"{_BAR}         ")
           or f"{_BAR}         (no Python stack recorded)", file=report_to)
     print(_BAR, file=report_to)
