@@ -10,6 +10,7 @@ aclError code last), so a lesson can follow the C documentation name for name::
 from __future__ import annotations
 
 from . import acl
+from .acl._face import face_dir as _face_dir
 from .memory.constants import FLAT_NAMES
 
 #: C name -> pyacl function.
@@ -271,3 +272,5 @@ globals().update(C_NAMES)
 globals().update(FLAT_NAMES)
 
 __all__ = ["C_NAMES", *C_NAMES, *FLAT_NAMES]
+
+__dir__ = _face_dir(globals())

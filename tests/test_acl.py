@@ -1,5 +1,6 @@
 """The pyacl face: return shapes, error codes, init/finalize, config, contexts, queries."""
 
+import importlib
 import json
 import os
 import re
@@ -859,6 +860,30 @@ PYACL = {
 PYACL["rt"] |= PYACL_BOUND | {"device_can_access_peer", "device_enable_peer_access",
                               "device_disable_peer_access", "device_peer_access_status",
                               "device_get_bare_tgid"}
+
+
+def _face_modules():
+    """acl, every public module under it, and aclrt (the C names)."""
+    import pkgutil
+    subs = [importlib.import_module(f"{acl.__name__}.{info.name}")
+            for info in pkgutil.iter_modules(acl.__path__) if not info.name.startswith("_")]
+    return [acl, *subs, aclrt]
+
+
+def test_a_face_shows_its_own_names_only():
+    # Regression: dir(acl.util) showed Any, Callable, annotations, current_runtime, the
+    # helpers the face imports; pyacl's modules show their functions (and, here, the
+    # documented extras: the flat constants, the calls marked not in pyacl).
+    modules = _face_modules()
+    assert {m.__name__.rpartition(".")[2] for m in modules} >= {
+        "acl", "rt", "util", "op", "mdl", "media", "aclrt"}
+    for module in modules:
+        shown = set(dir(module))
+        own = {n for n in shown if n.startswith("__") and n.endswith("__")}
+        assert shown - own == set(module.__all__), module.__name__
+        assert not {"Any", "Callable", "annotations", "current_runtime"} & shown
+        for name in module.__all__:
+            assert hasattr(module, name), (module.__name__, name)
 
 
 def test_not_in_pyacl_marks_agree_with_pyacl_and_the_readme():

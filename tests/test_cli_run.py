@@ -186,11 +186,24 @@ def test_error_exitcode_outside_one_byte_is_refused(tmp_path, capsys):
     # with leaks.
     script = _script(tmp_path, "import acl\nacl.init()\nacl.rt.set_device(0)\n"
                                "acl.rt.malloc(100, 0)\n")
-    for bad in ("256", "0", "-1", "1e3", "x"):
+    for bad in ("256", "-1", "1e3", "x"):
         assert run("run", "--error-exitcode", bad, script)[0] == 2, bad
         assert "argument --error-exitcode" in capsys.readouterr().err
     assert run("run", "--error-exitcode", "255", script)[0] == 255
     assert "Leaked 100 bytes" in capsys.readouterr().err
+
+
+def test_error_exitcode_0_leaves_the_exit_status_to_the_script(tmp_path, capsys):
+    # Regression: 0 was refused; valgrind and compute-sanitizer read --error-exitcode 0 as
+    # "findings do not change the exit status".
+    script = _script(tmp_path, "import sys\nimport acl\nacl.init()\nacl.rt.set_device(0)\n"
+                               "acl.rt.malloc(100, 0)\nacl.rt.free(12345)\n"
+                               "sys.exit(int(sys.argv[1]))\n")
+    code, out = run("run", "--error-exitcode", "0", "--json", script, "0")
+    assert code == 0 and json.loads(out)["status"] == 0
+    err = capsys.readouterr().err
+    assert "Leaked 100 bytes" in err and "[invalid-free]" in err   # still reported
+    assert run("run", "--error-exitcode", "0", script, "3")[0] == 3   # the script's own
 
 
 SECOND_DEVICE = """
@@ -289,17 +302,57 @@ def test_run_reports_host_blocks_and_handles_left_live(tmp_path, capsys):
     assert "Leaked 512 bytes at 0x" in err and "512-byte host block at" in err
     assert "(aclrtMallocHost) was never freed [leak]" in err
     assert "tensor descriptor 0x" in err and "(aclCreateTensorDesc; destroy with" in err
-    assert "LEAK SUMMARY: 512 bytes leaked in 2 allocations (512 B of footprint)" in err
+    assert ("LEAK SUMMARY: 512 bytes leaked in 1 allocation (512 B of footprint); 1 handle "
+            "never destroyed (1 tensor descriptor)") in err
     assert "ERROR SUMMARY: 2 errors, 0 warnings (leak: 2)" in err
     code, out = run("run", "--json", script)
     capsys.readouterr()
     result = json.loads(out)
     assert result["findings"] == {"leak": 2}
-    assert sorted((b["api"], b["size"], b["footprint"], b["device"])
-                  for b in result["leaks"]) == [("aclCreateTensorDesc", 0, 0, None),
-                                                ("aclrtMallocHost", 512, 512, None)]
-    assert all(b["site"][-1].endswith("in <module>") for b in result["leaks"])
+    assert [(b["api"], b["size"], b["footprint"], b["device"])
+            for b in result["leaks"]] == [("aclrtMallocHost", 512, 512, None)]
+    assert [(h["api"], h["kind"]) for h in result["leaked_handles"]] == [
+        ("aclCreateTensorDesc", "tensor descriptor")]
+    assert all(b["site"][-1].endswith("in <module>")
+               for b in result["leaks"] + result["leaked_handles"])
     assert run("run", "--no-leak-check", script)[0] == 0
+
+
+LEAKED_DESCRIPTORS = """
+    import acl
+
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    pic_buf, _ = acl.media.dvpp_malloc(1056768)
+    pic = acl.media.dvpp_create_pic_desc()                  # never destroyed
+    acl.media.dvpp_set_pic_desc_data(pic, pic_buf)
+    acl.media.dvpp_set_pic_desc_size(pic, 1056768)
+    assert acl.media.dvpp_free(pic_buf) == 0                # its memory is given back
+    kept, _ = acl.rt.malloc(100, 0)                         # never freed
+    buffer = acl.create_data_buffer(kept, 100)              # never destroyed, describes it
+    desc = acl.create_tensor_desc(0, [25], 2)               # never destroyed
+"""
+
+
+def test_leaked_descriptors_are_listed_apart_and_their_memory_counted_once(tmp_path, capsys):
+    # Regression: a leaked picture description whose buffer was freed added its 1,056,768
+    # bytes to "bytes leaked", and a data buffer describing a leaked block counted the
+    # block's bytes a second time.
+    script = _script(tmp_path, LEAKED_DESCRIPTORS)
+    code, _ = run("run", script)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert ("LEAK SUMMARY: 100 bytes leaked in 1 allocation (192 B of footprint); 3 handles "
+            "never destroyed (1 data buffer, 1 picture description, 1 tensor descriptor)") in err
+    assert "Leaked picture description 0x" in err and "never destroyed [leak]" in err
+    assert "1056768" not in err
+    assert "ERROR SUMMARY: 4 errors, 0 warnings (leak: 4)" in err
+    code, out = run("run", "--json", script)
+    capsys.readouterr()
+    result = json.loads(out)
+    assert result["leaked_bytes"] == 100
+    assert [(b["api"], b["size"]) for b in result["leaks"]] == [("aclrtMalloc", 100)]
+    assert sorted(h["kind"] for h in result["leaked_handles"]) == [
+        "data buffer", "picture description", "tensor descriptor"]
 
 
 def test_run_keeps_its_leak_check_when_the_script_configures_the_sanitizer(tmp_path, capsys):

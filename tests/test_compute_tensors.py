@@ -145,6 +145,24 @@ def test_handles_never_destroyed_are_leaks_at_finalize():
     assert any("aclDestroyDataBuffer" in r.where for r in leaks)
 
 
+def test_a_leaked_data_buffer_counts_no_bytes_of_the_memory_it_describes():
+    # Regression: the sanitizer reported "Leaked 4096 bytes" for a data buffer whose memory
+    # had been freed; a handle holds no memory of its own
+    sanitizer = Sanitizer(output=None)
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer=sanitizer) as rt:
+        assert acl.init() == 0
+        acl.rt.set_device(0)
+        ptr, _ = acl.rt.malloc(4096, 0)
+        buffer = acl.create_data_buffer(ptr, 4096)
+        assert acl.rt.free(ptr) == 0
+        assert acl.finalize() == 0
+        rt.close()
+    [leak] = [r for r in sanitizer.reports if r.kind == "leak"]
+    assert (leak.address, leak.size) == (buffer, 0)
+    assert "data buffer" in leak.where and "never destroyed" in leak.where
+    assert "Leaked handle 0x" in leak.format() and "4096" not in leak.format()
+
+
 @pytest.mark.parametrize("product, soc", [
     ("A2", "Ascend910B2"), ("A3", "Ascend910_9392"), ("310P", "Ascend310P3"),
     ("950PR", "Ascend950PR_9599"), ("950DT", "Ascend950DT_9591"),

@@ -252,3 +252,31 @@ def test_freeing_a_registered_block_leaves_its_registration(rt):
     assert acl.rt.free_host(host) == 0
     assert acl.rt.host_get_device_pointer(host, 0)[1] == 0
     assert acl.rt.host_unregister(host) == 0
+
+
+def test_pointer_attributes_tell_registered_host_memory_from_the_programs_own(rt, page):
+    """npu_driver_mem.cc NpuDriver::PtrGetAttributes: aclrtMallocHost memory is HOST; the
+    program's own memory is HOST only while aclrtHostRegister covers it
+    (register_memory.cc IsRegisteredMemory), else ACL_MEM_LOCATION_TYPE_UNREGISTERED (2)."""
+    HOST, UNREGISTERED = acl.ACL_MEM_LOCATION_TYPE_HOST, acl.ACL_MEM_LOCATION_TYPE_UNREGISTERED
+    assert (HOST, UNREGISTERED) == (0, 2)                         # acl_rt.h aclrtMemLocationType
+
+    def where(ptr):
+        out, ret = acl.rt.pointer_get_attributes(ptr)
+        assert ret == 0
+        return out["location"]["type"], out["location"]["id"], out["page_size"]
+
+    data = bytes(64)
+    array = np.zeros(16, np.float32)
+    assert where(acl.util.bytes_to_ptr(data)) == (UNREGISTERED, 0, 0)
+    assert where(acl.util.numpy_to_ptr(array) + 8) == (UNREGISTERED, 0, 0)
+    host, _ = acl.rt.malloc_host(64)
+    assert where(host + 10) == (HOST, 0, 4096)
+    addr, _ = page
+    assert where(addr + 100) == (UNREGISTERED, 0, 0)
+    assert acl.rt.host_register_v2(addr, 4096, PINNED) == 0
+    assert where(addr + 100) == (HOST, 0, 4096)
+    assert where(addr + 4096) == (UNREGISTERED, 0, 0)             # past the registered range
+    assert acl.rt.host_unregister(addr) == 0
+    assert where(addr + 100) == (UNREGISTERED, 0, 0)
+    acl.rt.free_host(host)

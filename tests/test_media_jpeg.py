@@ -2,6 +2,7 @@
 
 import io
 import struct
+import tracemalloc
 import zlib
 
 import numpy as np
@@ -344,6 +345,56 @@ def test_corrupt_scan_data_fails_the_sync_not_the_program(dvpp):
     ret, sync, _desc, _, _ = dvpp.decode(data, NV12, size=64 * 48 * 3)
     assert ret == 0 and sync in (0, FAILURE)   # libjpeg pads a short scan, as JPEGD's
     #                                            software path decodes "mcu数据不足" images
+
+
+def _with_frame_size(data, width, height, keep):
+    """``data`` claiming ``width`` x ``height``, cut ``keep`` bytes into its scan, ended by
+    EOI (libjpeg pads what is missing)."""
+    data = bytearray(data)
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5:sof + 9] = struct.pack(">HH", height, width)
+    sos = data.index(b"\xff\xda")
+    scan = sos + 2 + struct.unpack(">H", data[sos + 2:sos + 4])[0]
+    return bytes(data[:scan + keep]) + b"\xff\xd9"
+
+
+def test_a_tiny_jpeg_claiming_8192_by_8192_is_refused_in_memory_bounded_by_the_file(dvpp):
+    # Regression: 1.5 KB claiming 8192 x 8192 decoded (libjpeg pads the missing MCUs) in
+    # 11.6 s and 1.3 GB. A Huffman scan spends at least 2 bits per 8 x 8 block: this 4:2:0
+    # frame has 1024 x 1024 + 2 x 512 x 512 blocks, so its scan needs 393,216 bytes.
+    bomb = _with_frame_size(jpeg_bytes(64, 48), 8192, 8192, 64)
+    assert len(bomb) < 2048
+    ptr, n = dvpp.host_ptr(bomb)
+    assert m.dvpp_jpeg_get_image_info(ptr, n) == (8192, 8192, 3, 0)   # the header is fine
+    tracemalloc.start()
+    try:
+        ret, sync, desc, _, size = dvpp.decode(bomb, NV12)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert size == 8192 * 8192 * 3 // 2            # the program's own buffer, as predicted
+    assert (ret, sync) == (0, FAILURE)
+    assert m.dvpp_get_pic_desc_ret_code(desc) == FAILURE
+    assert "cannot hold its 8192 x 8192 frame" in acl.get_recent_err_msg()
+    assert peak < 2 * MiB
+    assert J.read_header(bomb).blocks == 1024 * 1024 + 2 * 512 * 512
+
+
+def test_a_jpeg_cut_short_still_decodes_as_the_dvpps_software_path_does(dvpp):
+    # JPEGD constraints: "支持mcu数据不足的异常图片解码"; libjpeg pads the missing MCUs
+    data = jpeg_bytes(256, 256)
+    cut = _with_frame_size(data, 256, 256, (len(data) * 3) // 5)
+    ret, sync, desc, _, _ = dvpp.decode(cut, NV12)
+    assert (ret, sync) == (0, 0)
+    assert desc_fields(desc)[:2] == (256, 256)
+
+
+def test_sampling_factors_outside_1_to_4_are_an_unreadable_header(dvpp):
+    data = bytearray(jpeg_bytes(64, 48))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 11] = 0x02                           # the first component: h 0, v 2
+    ptr, n = dvpp.host_ptr(bytes(data))
+    assert m.dvpp_jpeg_get_image_info(ptr, n)[-1] == FAILURE   # libjpeg JERR_BAD_SAMPLING
 
 
 @given(st.binary(max_size=300))

@@ -199,6 +199,21 @@ def test_granularity(a2):
     assert acl.rt.mem_get_allocation_granularity("prop", 0)[1] == INVALID_PARAM
 
 
+def test_granularity_of_a_device_that_does_not_exist(a2):
+    # api_error.cc ApiErrorDecorator::GetAllocationGranularity converts and checks the id of a
+    # device location: RT_ERROR_DEVICE_ID, ACL_ERROR_RT_INVALID_DEVICEID (107001).
+    count = acl.rt.get_device_count()[0]
+    for device in (count, 1 << 20):
+        assert acl.rt.mem_get_allocation_granularity(prop(device=device), 0) == (
+            0, acl.ACL_ERROR_RT_INVALID_DEVICEID)
+        assert "device id" in acl.get_recent_err_msg()
+    # the attribute is checked before the id (memory.cpp), the id before the option (driver)
+    assert acl.rt.mem_get_allocation_granularity(prop(acl.ACL_DDR_MEM_HUGE, device=count),
+                                                 0)[1] == INVALID_PARAM
+    assert acl.rt.mem_get_allocation_granularity(prop(device=count), 0xFFFF)[1] == \
+        acl.ACL_ERROR_RT_INVALID_DEVICEID
+
+
 @pytest.mark.parametrize("size, p, flags, code", [
     (0, prop(), 0, INVALID_PARAM),                                   # size 0
     (2 * MiB, prop(), 1, INVALID_PARAM),                             # flags reserved
@@ -385,6 +400,29 @@ def test_access_flags(a2):
     assert acl.rt.mem_get_access(va, {"id": 0, "type": 3})[1] == RT_PARAM
 
 
+@pytest.mark.parametrize("flags", [acl.ACL_RT_MEM_ACCESS_FLAGS_READ,
+                                   acl.ACL_RT_MEM_ACCESS_FLAGS_NONE])
+def test_access_flags_other_than_readwrite_are_not_supported(a2, flags):
+    # 25-04 Structs aclrtMemAccessDesc: only READWRITE is supported today; the driver's
+    # halMemSetAccess (hicann/driver devmm_access_desc_check) answers NONE and READ with
+    # DRV_ERROR_NOT_SUPPORT, RT_ERROR_FEATURE_NOT_SUPPORT (npu_driver_mem.cc), 207000
+    va = reserve(4 * MiB)
+    h = physical(2 * MiB)
+    device = {"id": 0, "type": acl.ACL_MEM_LOCATION_TYPE_DEVICE}
+    host = {"id": 0, "type": acl.ACL_MEM_LOCATION_TYPE_HOST}
+    acl.rt.mem_map_no_access(va, 2 * MiB, 0, h, 0)
+    rw = {"flags": acl.ACL_RT_MEM_ACCESS_FLAGS_READWRITE, "location": host}
+    for desc in ([{"flags": flags, "location": device}],
+                 [rw, {"flags": flags, "location": device}]):
+        refused(a2, acl.rt.mem_set_access, va, 2 * MiB, desc, len(desc), code=NOT_SUPPORTED)
+        assert "READWRITE" in acl.get_recent_err_msg()
+    assert acl.rt.mem_get_access(va, device) == (acl.ACL_RT_MEM_ACCESS_FLAGS_NONE, 0)
+    assert acl.rt.memset(va, 16, 0, 16) == RT_PARAM
+    # the driver checks the entries before it looks the address up
+    refused(a2, acl.rt.mem_set_access, va, 4 * MiB, [{"flags": flags, "location": device}], 1,
+            code=NOT_SUPPORTED)
+
+
 def test_address_range_and_pointer_attributes(a2):
     va = reserve(8 * MiB)
     h = physical(2 * MiB)
@@ -484,11 +522,13 @@ def test_replay_places_physical_memory_in_the_same_heap(a2):
     assert "cannot be replayed" in replay(rec.trace).problems[0]
 
 
-def test_registered_host_memory_is_host_to_pointer_attributes(a2):
+def test_a_buffer_through_bytes_to_ptr_is_unregistered_to_pointer_attributes(a2):
+    # not aclrtMallocHost memory, not aclrtHostRegister'ed: npu_driver_mem.cc PtrGetAttributes
+    # (more in test_host_register.py)
     buf = bytes(100)
     ptr = acl.util.bytes_to_ptr(buf)
     attrs, ret = acl.rt.pointer_get_attributes(ptr + 10)
-    assert ret == 0 and attrs["location"]["type"] == acl.ACL_MEM_LOCATION_TYPE_HOST
+    assert ret == 0 and attrs["location"]["type"] == acl.ACL_MEM_LOCATION_TYPE_UNREGISTERED
 
 
 def test_a_ddr_only_part_takes_physical_memory_from_ddr():

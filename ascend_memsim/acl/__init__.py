@@ -24,6 +24,7 @@ from ..runtime.active import acl_finalize, acl_init, current_runtime
 from . import mdl, media, op, rt, util
 from ._face import compute as _compute
 from ._face import face as _face
+from ._face import face_dir as _face_dir
 from ._face import get_recent_err_msg
 from ._pyacl import _NO_PATH, config_path, log_message
 
@@ -216,3 +217,5 @@ def uninstall_acl(previous: types.ModuleType | None = None) -> None:
         sys.modules.pop("acl", None)
     else:
         sys.modules["acl"] = previous
+
+__dir__ = _face_dir(globals())

@@ -18,7 +18,8 @@ from ..memory.errors import AclError
 from ..runtime.active import current_runtime
 from ..runtime.runtime import Runtime
 
-__all__ = ["face", "get_recent_err_msg", "remember_error", "forget_error", "compute"]
+__all__ = ["face", "get_recent_err_msg", "remember_error", "forget_error", "compute",
+           "face_dir"]
 
 _last = threading.local()
 
@@ -160,3 +161,20 @@ def _active_runtime(active: list) -> Runtime:
 def compute() -> ComputePlane:
     """The compute plane (buffers, descriptors, operators, models) of the active runtime."""
     return compute_plane(current_runtime())
+
+
+#: what ``dir()`` of pyacl's modules (C extensions) shows beside their functions
+_MODULE_DUNDERS = ("__doc__", "__file__", "__loader__", "__name__", "__package__", "__path__",
+                   "__spec__")
+
+
+def face_dir(namespace: dict) -> Callable[[], list[str]]:
+    """A face module's ``__dir__`` (PEP 562): its ``__all__`` (read at each call: a module
+    may extend it after defining ``__dir__``) and a module's own dunders, not the helpers it
+    imports (``Any``, ``current_runtime``, ...), so ``dir(acl.util)`` and tab completion show
+    pyacl's names and the simulator's documented extras only."""
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace["__all__"], *(n for n in _MODULE_DUNDERS if n in namespace)})
+
+    return __dir__

@@ -15,6 +15,7 @@ from ..memory.args import as_int
 from ..runtime.active import current_runtime
 from ._face import compute as _compute
 from ._face import face as _face
+from ._face import face_dir as _face_dir
 from ._pyacl import io_dims
 
 
@@ -262,3 +263,5 @@ _EXPORTS = (
 # The generated queries and setters become module attributes, as pyacl has them.
 globals().update({fn.__name__: fn for fn in _EXPORTS})
 __all__ = [fn.__name__ for fn in _EXPORTS]
+
+__dir__ = _face_dir(globals())

@@ -26,6 +26,7 @@ from ..memory.args import SIZE_MAX
 from ..memory.errors import AclError
 from ..runtime.active import current_runtime
 from ._face import face as _face
+from ._face import face_dir as _face_dir
 from ._face import remember_error
 from ._media_codec import *  # noqa: F403 - the JPEG/PNG calls, listed in _EXPORTS
 from ._media_codec import __all__ as _CODEC_NAMES
@@ -580,3 +581,5 @@ _EXPORTS = (
 )
 __all__ = ([fn.__name__ for fn in _EXPORTS] + list(_CODEC_NAMES) + list(_VIDEO_NAMES)
            + list(MEDIA_FLAT_NAMES))
+
+__dir__ = _face_dir(globals())

@@ -12,6 +12,7 @@ from typing import Any
 from ..memory.args import as_int
 from ._face import compute as _compute
 from ._face import face as _face
+from ._face import face_dir as _face_dir
 
 
 @_face()
@@ -108,3 +109,5 @@ _EXPORTS = (
 # The generated queries and setters become module attributes, as pyacl has them.
 globals().update({fn.__name__: fn for fn in _EXPORTS})
 __all__ = [fn.__name__ for fn in _EXPORTS]
+
+__dir__ = _face_dir(globals())

@@ -14,6 +14,7 @@ from . import _allocator, _cmo, _ipc, _managed, _pools, _rt_memory, _symbols, _v
 from ._allocator import *  # noqa: F403
 from ._cmo import *  # noqa: F403
 from ._face import face as _face
+from ._face import face_dir as _face_dir
 from ._ipc import *  # noqa: F403
 from ._managed import *  # noqa: F403
 from ._pools import *  # noqa: F403
@@ -341,3 +342,5 @@ __all__ += [*_rt_memory.__all__, *_vmm.__all__, *_ipc.__all__, *_pools.__all__,
 NOT_IN_PYACL += (_rt_memory.NOT_IN_PYACL + _vmm.NOT_IN_PYACL + _ipc.NOT_IN_PYACL
                  + _pools.NOT_IN_PYACL + _managed.NOT_IN_PYACL + _cmo.NOT_IN_PYACL
                  + _symbols.NOT_IN_PYACL + _allocator.NOT_IN_PYACL)
+
+__dir__ = _face_dir(globals())

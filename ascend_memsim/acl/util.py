@@ -10,6 +10,7 @@ from typing import Any
 from ..data import pointers as _pointers
 from ..runtime.active import current_runtime
 from ._face import face as _face
+from ._face import face_dir as _face_dir
 from ._pyacl import bytes_object, numpy_shape, numpy_type
 
 
@@ -62,3 +63,5 @@ _EXPORTS = (
     start_thread, stop_thread,
 )
 __all__ = [fn.__name__ for fn in _EXPORTS]
+
+__dir__ = _face_dir(globals())

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..memory.sites import Site, format_site
 from ..memory.units import plural
 
-__all__ = ["KINDS", "MODES", "Report", "plural_bytes"]
+__all__ = ["KINDS", "MODES", "Report", "holds_memory", "plural_bytes"]
 
 MODES = ("off", "report", "strict")
 
@@ -30,6 +30,16 @@ _BAR = "========="
 def plural_bytes(n: int) -> str:
     """``1 byte``, ``2 bytes``."""
     return plural(n, "byte")
+
+
+def holds_memory(leaked: object) -> bool:
+    """True for a leaked thing that holds memory (a device, host or pool block, a physical
+    handle); False for a handle that only describes memory or holds none (a tensor
+    descriptor, a data buffer, a picture description, a model, an allocator descriptor:
+    their class says ``holds_memory = False``). A leak report counts the bytes of the first
+    kind only, so memory a leaked descriptor points at (freed, or reported as its own leak)
+    is never counted twice."""
+    return getattr(leaked, "holds_memory", True)
 
 
 @dataclass(eq=False)
@@ -55,7 +65,11 @@ class Report:
 
     def format(self) -> str:
         """The compute-sanitizer-like text of the finding."""
-        if self.kind == "leak":
+        if self.kind == "leak" and not self.size:
+            # a handle (see holds_memory): the sanitizer counts no bytes for it (memory is
+            # never 0 bytes: a 0-byte allocation is refused)
+            head = f"Leaked handle {self.address:#x}, found by {self.call}"
+        elif self.kind == "leak":
             head = f"Leaked {plural_bytes(self.size)} at {self.address:#x}, found by {self.call}"
         elif self.kind in ("invalid-free", "double-free"):
             head = f"Invalid free of {self.address:#x} in {self.call}"

@@ -72,7 +72,7 @@ from ..memory.sites import Site, capture_site, site_of
 from ..runtime.config import register_config_key
 from ..runtime.hooks import register_checker
 from .options import OPTIONS, check_flag, check_number, check_output, check_size
-from .reports import KINDS, MODES, Report, plural_bytes
+from .reports import KINDS, MODES, Report, holds_memory, plural_bytes
 
 __all__ = ["Sanitizer", "SanitizerError"]
 
@@ -613,15 +613,19 @@ class Sanitizer:
             self._quarantined = sum(b.footprint for _, b in self._quarantine)
 
     def leaks(self, call: str, blocks: list) -> None:
-        """Report each block still live at ``call`` (reset_device, finalize)."""
+        """Report each block (or handle) still live at ``call`` (reset_device, finalize): a
+        block with its bytes, a handle with none (:func:`~.reports.holds_memory`)."""
         sink = self.leak_sink
         if sink is not None and blocks:
             sink(call, blocks)
         if not (self.on and self.leak_check):
             return
         for block in blocks:
-            self._report("leak", call, block.ptr, block.size,
-                         f"the {block.describe()} was never freed", region=_BlockView(block),
+            if holds_memory(block):
+                size, where = block.size, f"the {block.describe()} was never freed"
+            else:
+                size, where = 0, f"the {block.describe()} was never destroyed"
+            self._report("leak", call, block.ptr, size, where, region=_BlockView(block),
                          fail=False)
 
 

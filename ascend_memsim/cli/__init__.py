@@ -248,9 +248,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device-count", type=_int_in(1), metavar="N",
                    help="devices the product has (default: the product's own, 1 on A2); the "
                         "acl.init config's memsim.device_count may say too")
-    # an exit status is one byte: 256 would be seen as 0 (success) by the shell
-    p.add_argument("--error-exitcode", type=_int_in(1, 255), default=1, metavar="1..255",
-                   help="exit status when leaks or sanitizer reports are found (default 1)")
+    # an exit status is one byte: 256 would be seen as 0 (success) by the shell; 0 means
+    # "findings do not change the exit status", as valgrind and compute-sanitizer read it
+    p.add_argument("--error-exitcode", type=_int_in(0, 255), default=1, metavar="0..255",
+                   help="exit status when leaks or sanitizer reports are found (default 1; "
+                        "0: findings are reported but do not change the exit status)")
     p.add_argument("--no-leak-check", action="store_true",
                    help="do not report blocks still live at reset or exit")
     p.add_argument("--run-mode", choices=("host", "device"), default="host",

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from ..checks.reports import KINDS
+from ..checks.reports import KINDS, holds_memory
 from ..data.host import HostBlock
 from ..memory.sites import format_site, site_of
 from ..memory.units import format_bytes, plural
@@ -61,13 +61,42 @@ def _api(leak: Any) -> str:
     return getattr(leak, "made_by", type(leak).__name__)
 
 
-def _leak_summary(leaks: list) -> str:
-    """compute-sanitizer's leak line: requested bytes, allocations (and footprint)."""
+def _site_lines(leak: Any) -> list[str]:
+    """Where a leaked thing was made, one ``file:line in function`` per frame."""
+    return [f"{f.filename}:{f.lineno} in {f.name}" for f in (site_of(leak) or ())]
+
+
+def _leak_summary(leaks: list, handles: list) -> str:
+    """compute-sanitizer's leak line: requested bytes, allocations (and footprint) of the
+    memory leaked, then the handles never destroyed, by kind. A handle's bytes are not
+    counted: they are the memory it describes, freed or counted as a leak of its own."""
     requested = sum(b.size for b in leaks)
     footprint = sum(_footprint(b) for b in leaks)
     text = (f"{_BAR} LEAK SUMMARY: {plural(requested, 'byte')} leaked in "
             f"{plural(len(leaks), 'allocation')}")
-    return text + (f" ({format_bytes(footprint)} of footprint)" if leaks else "")
+    text += f" ({format_bytes(footprint)} of footprint)" if leaks else ""
+    if handles:
+        kinds = Counter(h.kind for h in handles)
+        text += (f"; {plural(len(handles), 'handle')} never destroyed ("
+                 + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) + ")")
+    return text
+
+
+def _print_leak(leak: Any, report_to: TextIO) -> None:
+    """One leak, with where it was made: memory with its bytes, a handle without."""
+    memory = holds_memory(leak)
+    if memory:
+        device = getattr(leak, "device_id", None)
+        where = "" if device is None or isinstance(leak, HostBlock) else f" on device {device}"
+        head = (f"Leaked {plural(leak.size, 'byte')} at {leak.ptr:#x}: {leak.describe()}"
+                f"{where} was never freed")
+    else:
+        head = f"Leaked {leak.describe()}: never destroyed"
+    print(f"{_BAR} ERROR: {head} [leak]", file=report_to)
+    print(f"{_BAR}     {'allocated' if memory else 'created'} at:", file=report_to)
+    print(format_site(site_of(leak), indent=f"{_BAR}         ")
+          or f"{_BAR}         (no Python stack recorded)", file=report_to)
+    print(_BAR, file=report_to)
 
 
 def _error_summary(counts: Counter) -> str:
@@ -232,24 +261,17 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             print(f"ascend-memsim: trace of {plural(len(recorder.trace), 'event')} written to "
                   f"{args.trace}", file=sys.stderr)
         shown = leaks[:args.print_limit]
-        for block in shown:
-            device = getattr(block, "device_id", None)
-            where = "" if device is None or isinstance(block, HostBlock) else \
-                f" on device {device}"
-            print(f"{_BAR} ERROR: Leaked {plural(block.size, 'byte')} at {block.ptr:#x}: "
-                  f"{block.describe()}{where} was never freed [leak]", file=report_to)
-            site = site_of(block)
-            print(f"{_BAR}     allocated at:", file=report_to)
-            print(format_site(site, indent=f"{_BAR}         ")
-                  or f"{_BAR}         (no Python stack recorded)", file=report_to)
-            print(_BAR, file=report_to)
+        for leak in shown:
+            _print_leak(leak, report_to)
         if len(leaks) > len(shown):
             print(f"{_BAR} print limit reached: "
-                  f"{plural(len(leaks) - len(shown), 'more leaked block')}", file=report_to)
+                  f"{plural(len(leaks) - len(shown), 'more leak')}", file=report_to)
         counts["leak"] += len(leaks)
         counts = +counts
+        memory = [leak for leak in leaks if holds_memory(leak)]
+        handles = [leak for leak in leaks if not holds_memory(leak)]
         if args.sanitizer != "off" or leaks:
-            print(_leak_summary(leaks), file=report_to)
+            print(_leak_summary(memory, handles), file=report_to)
             print(_error_summary(counts), file=report_to)
     finally:
         if log is not None:
@@ -259,11 +281,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         print_json({
             "script": script, "status": result, "script_status": status,
             "leaks": [{"device": getattr(b, "device_id", None), "ptr": b.ptr, "size": b.size,
-                       "footprint": _footprint(b), "api": _api(b),
-                       "site": [f"{f.filename}:{f.lineno} in {f.name}"
-                                for f in (site_of(b) or ())]}
-                      for b in leaks],
-            "leaked_bytes": sum(b.size for b in leaks),
+                       "footprint": _footprint(b), "api": _api(b), "site": _site_lines(b)}
+                      for b in memory],
+            "leaked_bytes": sum(b.size for b in memory),
+            "leaked_handles": [{"kind": h.kind, "handle": h.ptr, "api": _api(h),
+                                "site": _site_lines(h)} for h in handles],
             "findings": dict(counts), "model_failures": model_failures,
             "trace": args.trace}, out)
     return result

@@ -113,6 +113,9 @@ class Handle:
     made_by = "aclCreate"
     destroyed_by = "aclDestroy"
     kind = "handle"
+    #: a handle describes memory (a data buffer's, a picture's) or holds none of its own: a
+    #: leak report lists it apart and counts no bytes for it (checks/reports.py holds_memory)
+    holds_memory = False
 
     # What the sanitizer's leak report reads (as of a block).
     @property

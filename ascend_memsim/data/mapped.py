@@ -28,16 +28,16 @@ class MappedRegion:
     """Consecutive mappings as one region; ``block`` is the first mapping (its device_id,
     p2p and describe are what the data plane and launches read)."""
 
-    __slots__ = ("base", "maps", "readonly", "size")
+    __slots__ = ("base", "maps", "size")
     host = False
+    #: aclrtMemSetAccess grants READWRITE only (25-04 aclrtMemAccessDesc), so a mapping its
+    #: device may access may also be written
+    readonly = False
 
     def __init__(self, maps: list[Mapping]) -> None:
         self.maps = maps
         self.base = maps[0].ptr
         self.size = maps[-1].end - self.base
-        #: a mapping its device may only read (aclrtMemSetAccess READ)
-        self.readonly = any(m.access.get((LocationType.DEVICE, m.device_id))
-                            == AccessFlags.READ for m in maps)
 
     @property
     def block(self) -> Mapping:

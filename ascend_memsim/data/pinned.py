@@ -280,6 +280,12 @@ class PinnedHost:
 
     # -- state -----------------------------------------------------------------------------------
 
+    def holds(self, addr: int) -> bool:
+        """True when a registration covers ``addr`` (register_memory.cc IsRegisteredMemory).
+        O(registrations)."""
+        with self.lock:
+            return any(r.ptr <= addr < r.ptr + r.size for r in self._ranges.values())
+
     def registrations(self) -> list[Registered]:
         """The live registrations, by address."""
         with self.lock:

@@ -12,7 +12,8 @@ device memory. Sources, cited at each rule:
 The header is read by :func:`read_header`, a bounded walk over the markers (never more than
 the bytes given, no allocation beyond them), so hostile bytes cost time and memory in
 proportion to their size. Pillow decodes and encodes the pixels, and only after the header
-said the image is one JPEGD takes, of at most 8192 x 8192.
+said the image is one JPEGD takes, of at most 8192 x 8192, and the file holds at least the
+scan data such an image needs (:func:`decode`): at most 256 pixels per byte of the file.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = [
     "JpegHeader", "read_header", "Layout", "jpegd_layout", "predict_dec_size", "decode",
     "check_encode_input", "predict_enc_size", "encode_input_size", "encode", "JPEGD_MIN",
     "JPEGD_MAX", "require_pillow", "check_format", "check_level", "JPEGD_FORMATS",
-    "JPEGE_FORMATS", "JPEGD_OUTPUTS",
+    "JPEGE_FORMATS", "JPEGD_OUTPUTS", "check_scan_size",
 ]
 
 P = PixelFormat
@@ -132,6 +133,11 @@ class JpegHeader:
     sof: int
     precision: int
     orientation: int
+    #: bytes from the first scan's entropy-coded data to the end of the file (0: not read)
+    scan_bytes: int = 0
+    #: the 8 x 8 blocks of the frame's components (libjpeg's width_in_blocks x
+    #: height_in_blocks, summed; 0: not read)
+    blocks: int = 0
 
     def unsupported(self) -> str | None:
         """Why JPEGD cannot decode this image (None: it can). JPEGD chapter: Huffman coding
@@ -205,7 +211,8 @@ def read_header(data: bytes) -> JpegHeader:
     sof, precision, width, height, comps = frame
     swap = orientation in (5, 6, 7, 8)
     return JpegHeader(height if swap else width, width if swap else height, len(comps),
-                      _sampling(comps), sof, precision, orientation)
+                      _sampling(comps), sof, precision, orientation, n - (i + length),
+                      _blocks(width, height, comps))
 
 
 def _frame(sof: int, body: bytes) -> tuple:
@@ -221,7 +228,19 @@ def _frame(sof: int, body: bytes) -> tuple:
     if max(width, height) > _LIBJPEG_MAX:
         raise UnreadableImage(f"{width} x {height} is beyond libjpeg's {_LIBJPEG_MAX}")
     comps = [(body[6 + 3 * k + 1] >> 4, body[6 + 3 * k + 1] & 0x0F) for k in range(count)]
+    if any(not (1 <= h <= 4 and 1 <= v <= 4) for h, v in comps):
+        # libjpeg jdinput.c initial_setup: JERR_BAD_SAMPLING, in jpeg_read_header
+        raise UnreadableImage(f"the frame's sampling factors {comps} are outside 1..4")
     return sof, precision, width, height, comps
+
+
+def _blocks(width: int, height: int, comps: list[tuple[int, int]]) -> int:
+    """The 8 x 8 blocks a sequential scan codes for the frame: per component, its width and
+    height in blocks (libjpeg jdinput.c initial_setup: ceil(width x h / (h_max x 8)), the
+    same for heights), summed. Interleaved scans code whole MCUs: more, never fewer."""
+    hmax = max(h for h, _ in comps)
+    vmax = max(v for _, v in comps)
+    return sum(-(-width * h // (hmax * 8)) * -(-height * v // (vmax * 8)) for h, v in comps)
 
 
 def _sampling(comps: list[tuple[int, int]]) -> JpegFormat:
@@ -354,12 +373,41 @@ def predict_dec_size(data: bytes, out_format: int, width_align: int) -> int:
     return jpegd_layout(fake, fmt, width_align, call).size
 
 
+#: the fewest bits a Huffman-coded sequential scan spends on one 8 x 8 block: a DC code and
+#: an AC code (the end-of-block, or a coefficient), each at least 1 bit long (ITU T.81
+#: Annex C: code lengths 1 to 16)
+_MIN_BITS_PER_BLOCK = 2
+
+
+def check_scan_size(header: JpegHeader, call: str = "acldvppJpegDecodeAsync") -> None:
+    """Refuse a JPEG whose scan data cannot hold its frame: fewer bytes after the first scan
+    header than 2 bits per 8 x 8 block (a blank image of that size needs them). DECISION:
+    the DVPP's software path decodes images whose MCU data runs short ("支持mcu数据不足的异常
+    图片解码", JPEGD constraints), as libjpeg pads them; the simulator does too, down to this
+    bound, below which the picture would be almost all padding that the file never paid
+    for (a 1.5 KB file claiming 8192 x 8192). So decoding costs at most 256 pixels per
+    byte of the file: 64 pixels per block, 4 blocks per byte.
+
+    Raises:
+        UnreadableImage: the scan data is too short (ACL_ERROR_FAILURE).
+    """
+    need = -(-header.blocks * _MIN_BITS_PER_BLOCK // 8)
+    if header.scan_bytes < need:
+        raise UnreadableImage(
+            f"{call}: the JPEG's scan data ({header.scan_bytes} bytes) cannot hold its "
+            f"{header.width} x {header.height} frame: a Huffman-coded scan spends at least "
+            f"{_MIN_BITS_PER_BLOCK} bits on each of its {header.blocks} 8 x 8 blocks "
+            f"({need} bytes); the image is truncated")
+
+
 def decode(data: bytes, layout: Layout, header: JpegHeader) -> bytes:
     """The picture in ``layout``, padding rows and columns 0 (chroma padding 128), as bytes.
 
     Raises:
-        UnreadableImage: Pillow cannot decode the scan data (corrupt, truncated).
+        UnreadableImage: the scan data cannot hold the frame (:func:`check_scan_size`), or
+            Pillow cannot decode it (corrupt, truncated).
     """
+    check_scan_size(header)
     Image = require_pillow()
     np = _numpy()
     try:

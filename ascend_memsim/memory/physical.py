@@ -241,11 +241,19 @@ def parse_access(desc: object, count: int, device_count: int) -> dict:
     """aclrtMemSetAccess's ``desc`` (a list of ``{"flags", "location": {"id", "type"}}``,
     aclrtMemAccessDesc) as {(location type, id): flags}, every entry checked first.
 
+    The driver checks each entry in turn, the flag before the location (hicann/driver
+    ``src/ascend_hal/svm/v2/devmm/devmm_svm.c`` devmm_access_desc_check and
+    ``svm/v3/api/master/svm_vmm.c`` vmm_access_desc_check): NONE and READ are
+    DRV_ERROR_NOT_SUPPORT, which the runtime turns into RT_ERROR_FEATURE_NOT_SUPPORT
+    (hicann/runtime ``src/runtime/driver/npu_driver_mem.cc`` NpuDriver::MemSetAccess), as
+    25-04 Structs aclrtMemAccessDesc says: "当前仅支持ACL_RT_MEM_ACCESS_FLAGS_READWRITE".
+
     Raises:
         InvalidArgumentType: an entry or location that is not a dict, a field not an int.
-        InvalidRuntimeParam: DECISION (the checks are the driver's): count 0 or not the list's
-            length, a flag outside aclrtMemAccessFlags, a location other than DEVICE (a valid
-            id) or HOST.
+        FeatureNotSupported: flags NONE or READ (only READWRITE is supported).
+        InvalidRuntimeParam: count 0 or not the list's length, a flag outside
+            aclrtMemAccessFlags, a location other than DEVICE (a valid id) or HOST (the
+            driver's DRV_ERROR_INVALID_VALUE).
     """
     if not issubclass(type(desc), list):
         raise InvalidArgumentType(f"desc must be a list of aclrtMemAccessDesc dicts, got "
@@ -261,7 +269,11 @@ def parse_access(desc: object, count: int, device_count: int) -> dict:
         location = parse_dict(dict.get(entry, "location", {}), "aclrtMemLocation")
         kind = field_of(location, "type", UINT32_MAX)
         number = field_of(location, "id", UINT32_MAX)
-        if flags not in set(AccessFlags):
+        if flags in (AccessFlags.NONE, AccessFlags.READ):
+            raise FeatureNotSupported(f"aclrtMemSetAccess: flags={AccessFlags(flags).name} is "
+                                      f"not supported; only ACL_RT_MEM_ACCESS_FLAGS_READWRITE "
+                                      f"(25-04 aclrtMemAccessDesc)")
+        if flags != AccessFlags.READWRITE:
             raise InvalidRuntimeParam(f"aclrtMemSetAccess: flags={flags} is not an "
                                       f"aclrtMemAccessFlags value")
         if kind == LocationType.HOST:

@@ -396,19 +396,25 @@ class AddressSpace:
             mapping.handle.refs += 1
             return mapping.handle
 
-    def granularity(self, prop: object, option: object) -> int:
+    def granularity(self, check_device, prop: object, option: object) -> int:
         """aclrtMemGetAllocationGranularity: bytes a handle's size should be a multiple of.
 
+        ``check_device(id)`` checks prop.location.id (raises InvalidDevice): memory.cpp checks
+        the attribute first, then the runtime converts and checks the id of a device location
+        (api_error.cc ApiErrorDecorator::GetAllocationGranularity: RT_ERROR_DEVICE_ID), then
+        the driver reads the option.
         DECISION: MINIMUM and RECOMMENDED are both the page size (2 MiB; 1 GiB for HUGE1G):
         the driver's figures are not public. Another option is ACL_ERROR_RT_PARAM_INVALID.
 
         Raises:
             InvalidArgument, InvalidArgumentType, FeatureNotSupported (see check_attr),
+            InvalidDevice: a device that does not exist,
             InvalidRuntimeParam: an option other than MINIMUM / RECOMMENDED.
         """
         prop = parse_prop(prop)
         option = as_int(option, "option", -(1 << 31), UINT32_MAX)
         page, _ = check_attr(prop, self.profile)
+        check_device(prop.location_id)
         if option not in (GranularityOption.MINIMUM, GranularityOption.RECOMMENDED):
             raise InvalidRuntimeParam(f"aclrtMemGetAllocationGranularity: option={option} is "
                                       f"neither MINIMUM (0) nor RECOMMENDED (1)")
@@ -546,18 +552,27 @@ class AddressSpace:
         """aclrtMemSetAccess: ``desc`` a list of ``{"flags", "location": {"id", "type"}}``
         (aclrtMemAccessDesc), ``count`` its length. ptr and size must be a mapping's (11-04).
 
-        DECISION (the checks are the driver's): a flag outside aclrtMemAccessFlags, a location
-        other than DEVICE (a valid id) or HOST, count != len(desc) or 0 are
-        ACL_ERROR_RT_PARAM_INVALID; all entries are checked before any applies.
+        The entries are checked (see :func:`parse_access`: flags NONE and READ are
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT, a flag outside aclrtMemAccessFlags, a location other
+        than DEVICE (a valid id) or HOST, count != len(desc) or 0 are
+        ACL_ERROR_RT_PARAM_INVALID), all of them before the mapping is looked up, as the
+        driver's halMemSetAccess does, and before any applies.
+
+        Raises:
+            InvalidArgument: NULL. FeatureNotSupported, InvalidRuntimeParam,
+            InvalidArgumentType: see above; not a mapping's start and size.
         """
+        ptr = as_int(ptr, "vir_ptr")
         size = as_int(size, "size")
         count = as_int(count, "count")
+        if ptr == 0:
+            raise InvalidArgument("aclrtMemSetAccess: vir_ptr is NULL")
+        changes = parse_access(desc, count, device_count)
         with self.lock:
             mapping = self.mapping(ptr, "aclrtMemSetAccess")
             if size != mapping.size:
                 raise InvalidRuntimeParam(f"aclrtMemSetAccess: size={size}, but the mapping at "
                                           f"{mapping.ptr:#x} is {mapping.size} bytes")
-            changes = parse_access(desc, count, device_count)
             mapping.access.update(changes)
             return mapping
 

@@ -107,9 +107,11 @@ class AllocatorDesc:
     get_addr: Callable | None = None
     alloc_site: Any = None
 
-    # What the sanitizer's leak report reads (as of a block).
+    # What the sanitizer's leak report reads (as of a block); it holds no memory.
     ptr = property(lambda self: self.handle)
     size = 0
+    kind = "allocator descriptor"
+    holds_memory = False
 
     def describe(self) -> str:
         return (f"allocator descriptor {self.handle:#x} (aclrtAllocatorCreateDesc; destroy it "
@@ -131,6 +133,8 @@ class Registration:
 
     ptr = property(lambda self: self.stream)
     size = 0
+    kind = "allocator registration"
+    holds_memory = False
 
     def describe(self) -> str:
         return (f"allocator registered on stream {self.stream:#x} (descriptor {self.desc:#x}; "

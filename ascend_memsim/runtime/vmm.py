@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..data.host import HostBlock
 from ..data.mapped import MappedRegion, mapped_region
 from ..memory.args import as_int
 from ..memory.errors import InvalidArgument, InvalidRuntimeParam
@@ -84,7 +85,7 @@ class VirtualMemory:
 
     def mem_get_allocation_granularity(self, prop: object, option: object) -> int:
         """aclrtMemGetAllocationGranularity."""
-        return self._space().granularity(prop, option)
+        return self._space().granularity(self.runtime._table.check_id, prop, option)
 
     def mem_retain_allocation_handle(self, ptr: object) -> int:
         """aclrtMemRetainAllocationHandle: the handle mapped at ``ptr`` (one more reference)."""
@@ -171,9 +172,14 @@ class VirtualMemory:
 
         Device blocks and mappings: DEVICE, the device, the page size (2 MiB, 1 GiB, or
         4 KiB for normal pages: DECISION). Managed memory (aclrtMemAllocManaged): MANAGED,
-        the device it is charged to, 2 MiB. Host memory (aclrtMallocHost, registered): HOST,
-        id 0 (invalid for HOST, 25-04), 4 KiB. Anything else: DECISION, UNREGISTERED, id 0,
-        page size 0 and success (the enum's ACL_MEM_LOCATION_TYPE_UNREGISTERED).
+        the device it is charged to, 2 MiB. Host memory the runtime knows: HOST, id 0
+        (invalid for HOST, 25-04), 4 KiB (DECISION): aclrtMallocHost's page-locked memory,
+        and the program's own memory where aclrtHostRegister covers it; the program's own
+        memory elsewhere (a buffer through ``bytes_to_ptr`` or ``numpy_to_ptr``, a raw
+        address) is UNREGISTERED (hicann/runtime ``src/runtime/driver/npu_driver_mem.cc``
+        NpuDriver::PtrGetAttributes: DV_MEM_LOCK_HOST is HOST, DV_MEM_USER_MALLOC is HOST
+        only when ``register_memory.cc`` IsRegisteredMemory). Anything else: DECISION,
+        UNREGISTERED too. UNREGISTERED has id 0, page size 0 (DECISION) and success.
 
         Raises:
             InvalidArgument: NULL (memory.cpp).
@@ -194,7 +200,8 @@ class VirtualMemory:
             # ACL_MEM_LOCATION_TYPE_MANAGED (acl_rt.h); its id is a device id (api_impl.cc
             # PtrGetAttributes converts it as a DEVICE one); managed pages are 2 MiB
             kind, number, page = LocationType.MANAGED, managed.device_id, PAGE_BYTES[Page.HUGE]
-        elif self.runtime.host.region_at(ptr) is not None:
+        elif isinstance(self.runtime.host.region_at(ptr), HostBlock) or (
+                (pinned := self.runtime.extension("pinned")) is not None and pinned.holds(ptr)):
             kind, page = LocationType.HOST, SMALL_PAGE
         return {"location": {"id": number, "type": int(kind)}, "page_size": page,
                 "rsv": [0, 0, 0, 0]}
