@@ -302,7 +302,10 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
 
     ``device`` is the device drawn (DECISION: by default the first one a block is
     allocated on, since most traces use one device; the page says which).
-    ``capacity`` and ``policy`` are passed to each replay. Time O(products x replay);
+    ``capacity`` and ``policy`` are passed to each replay. DECISION: without a
+    ``capacity`` every product replays on the first one's (the recorded capacity when the
+    trace was recorded on it, else its own), so that the panels differ by the rules alone,
+    not by the size of the device. Time O(products x replay);
     memory O(allocations of the first ``max_events`` events + timeline points + stacks).
 
     Raises:
@@ -323,6 +326,8 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
                                    max_events, drawn, capacity, policy)
         drawn = found if drawn is None else drawn
         panels.append(panel)
+        if capacity is None:
+            capacity = panel["capacity"]   # the others compare on the first one's
     events = max(p["events"] for p in panels)
     return {
         "name": str(source.name), "events": events, "shown": min(events, max_events),
