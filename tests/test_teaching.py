@@ -93,3 +93,93 @@ def test_the_player_shows_the_failures_and_compares_on_one_capacity(small):
     data = player_data(open_trace(str(small)), ["A2", "950PR"], capacity=64 * MiB)
     assert [p["capacity"] for p in data["products"]] == [64 * MiB, 64 * MiB]
     assert data["products"][0]["failed"] == 0
+
+
+def _fallback_event(path):
+    events = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    return next(i for i, e in enumerate(events) if e.get("fallback") is True)
+
+
+def test_fallback_blocks_are_marked_in_every_picture(small, tmp_path):
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from ascend_memsim.observe.png import draw_figure
+    from ascend_memsim.observe.replay import replay
+    from ascend_memsim.observe.viz import FALLBACK_LABEL, MapSnapshot, text_map
+
+    at = _fallback_event(small)
+    result = replay(open_trace(str(small)), stop_after=at, keep_runtime=True)
+    try:
+        snapshot = MapSnapshot.of(result.runtime.device(0))
+    finally:
+        result.runtime.close()
+    fallen = [b for b in snapshot.blocks if b.fallback]
+    assert len(fallen) == 1
+    # the text map: its own character, in the legend
+    text = text_map(snapshot)
+    assert text.splitlines()[1].split()[-1].startswith("F")
+    assert "F normal pages of a HUGE_FIRST fallback" in text
+    # the PNG: a red outline on the block's requested bytes, a legend entry, a label
+    fig = draw_figure(snapshot=snapshot)
+    try:
+        ax = fig.axes[0]
+        outlined = [p for p in ax.patches if isinstance(p, Rectangle)
+                    and p.get_edgecolor()[:3] == pytest.approx((0xC0 / 255, 0, 0))]
+        assert len(outlined) == 1 and outlined[0].get_linewidth() >= 1.5
+        assert FALLBACK_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
+        assert any(t.get_text().endswith(", fallback") for t in ax.texts)
+    finally:
+        plt.close(fig)
+    # the SVG, as plot writes it
+    out = tmp_path / "at.svg"
+    assert run("plot", small, "--at", at, "-o", out)[0] == 0
+    svg = out.read_text()
+    assert FALLBACK_LABEL in svg and 'stroke="#C00000" stroke-width="2"' in svg
+    # the player: the flag per block and the legend's words
+    data = player_data(open_trace(str(small)), ["A2"])
+    assert data["fallback_label"] == FALLBACK_LABEL
+    assert sum(b[9] for b in data["products"][0]["blocks"]) == 1
+
+
+def test_png_of_a_19_gib_job_fits_a_screen_with_readable_labels():
+    """Issue 25 item 16: the segment maps of a 19 GiB job were a 4,136-pixel-tall PNG."""
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    import matplotlib.pyplot as plt
+
+    from ascend_memsim import Runtime
+    from ascend_memsim.observe.png import MAX_HEIGHT, _DPI, draw_figure
+    from ascend_memsim.observe.replay import Timeline
+    from ascend_memsim.observe.viz import MapSnapshot
+
+    sizes = [1 * MiB, 3 * MiB, 20 * MiB, 96 * MiB, 300 * MiB, 7000]
+    with Runtime("A2", sanitizer="off") as rt:
+        rt.set_device(0)
+        done = 0
+        for i in range(400):
+            size = sizes[i % len(sizes)]
+            rt.malloc(size)
+            done += size
+            if done > 19 * 1024 * MiB:
+                break
+        snapshot = MapSnapshot.of(rt.device(0))
+    timeline = Timeline(capacity=snapshot.capacity)
+    timeline.points = [(-1, {}), (0, {"APP": snapshot.used_bytes})]
+    timeline.events = 1
+    for kwargs in ({"snapshot": snapshot}, {"snapshot": snapshot, "timeline": timeline},
+                   {"snapshot": snapshot, "timeline": timeline, "maps": [snapshot]}):
+        fig = draw_figure(**kwargs)
+        try:
+            width, height = fig.get_size_inches() * _DPI
+            assert height <= MAX_HEIGHT, kwargs.keys()
+            fig.canvas.draw()
+            for ax in fig.axes[1 if "timeline" in kwargs else 0:]:
+                labels = ax.get_yticklabels()
+                assert 8 <= len(labels) <= 40
+                assert all(label.get_fontsize() >= 7 for label in labels)
+                # rows are at least as tall as the labels: none overprints the next
+                boxes = [label.get_window_extent() for label in labels]
+                assert all(a.y0 >= b.y1 - 0.5 for a, b in zip(boxes, boxes[1:]))
+        finally:
+            plt.close(fig)

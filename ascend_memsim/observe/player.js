@@ -208,6 +208,7 @@
     }
     const own = new Set(this.P.blocks.filter((b) => b[API] in fills).map((b) => b[API]));
     for (const api of [...own].sort()) items.push(["sw", D.apis[api], fills[api]]);
+    if (this.P.blocks.some((b) => b[FALLBACK])) items.push(["sw-fallback", D.fallback_label]);
     items.push(["sw-padding", "padding (size rule, e.g. +32)"],
                ["sw-rounding", "page rounding"], ["sw-free", "free"]);
     for (const [cls, text, fill] of items) {
@@ -340,8 +341,10 @@
           if (part === "padding") over.push(attrs);
           else svg("rect", attrs, layer);
           if (part === "data" && first) {
+            const tail = b[FALLBACK] ? ", fallback" : "";
             let text = physical ? "physical handle, " + fmt(b[SIZE]) + ", " + pageSize(b[PAGE])
-              : fmt(b[SIZE]) + " requested, " + D.apis[b[API]];
+              : fmt(b[SIZE]) + " requested, " + D.apis[b[API]] + tail;
+            if (text.length * 6 > w - 8) text = physical ? "physical handle" : fmt(b[SIZE]) + tail;
             if (text.length * 6 > w - 8) text = physical ? "physical handle" : fmt(b[SIZE]);
             if (text.length * 6 <= w - 8) {
               svg("text", {x: (x + 4).toFixed(2), y: y + 10, "class": "inl"}, layer, text);

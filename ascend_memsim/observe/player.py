@@ -38,7 +38,7 @@ from .regions import PHYSICAL_COLOR
 from .replay import ReplayResult, Source, replay
 from .sharedmap import CACHED_COLOR, POOL_COLOR, import_change
 from .stream import records
-from .viz import PADDING_COLOR, PAGE_COLORS, ROW_BYTES, MapSnapshot, map_svg
+from .viz import FALLBACK_LABEL, PADDING_COLOR, PAGE_COLORS, ROW_BYTES, MapSnapshot, map_svg
 
 __all__ = ["save_player", "player_html", "player_data", "products_for", "PRODUCTS",
            "MAX_EVENTS", "FRAMES", "FRAME_CHARS", "STACK_CHARS"]
@@ -336,6 +336,7 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
         "stacks_left_out": stacks.left_out,
         "colors": {"pages": [PAGE_COLORS[p.value] for p in _PAGES], "padding": PADDING_COLOR,
                    "physical": PHYSICAL_COLOR},
+        "fallback_label": FALLBACK_LABEL,
         "physical_api": _PHYSICAL,
         # a pool's granules: their own colours by api
         "fills": {str(_POOL_BLOCK): POOL_COLOR, str(_POOL_CACHED): CACHED_COLOR},

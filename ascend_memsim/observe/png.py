@@ -5,6 +5,10 @@ bytes, padding (at least 2 pixels wide, so the +32 rule shows) and page rounding
 dark line at each block's start and end, labels inside blocks wide enough, folded free
 stretches; the timeline with its capacity line and failed mallocs. Every text is plain:
 file names and component names never go through matplotlib's ``$...$`` math parser or TeX.
+
+A PNG is at most :data:`MAX_HEIGHT` pixels tall, whatever the size of the job: the maps share
+what the timeline leaves, and a map with more lines than its share gets larger rows
+(doubling, as the SVG's do), so its labels stay the size a screen shows them at.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from ..memory.constants import MiB
 from ..memory.units import format_bytes
 from .regions import PHYSICAL_COLOR, is_physical
 from .viz import (
+    FALLBACK_COLOR,
+    FALLBACK_LABEL,
     FREE_COLOR,
     PADDING_COLOR,
     PAGE_COLORS,
@@ -33,10 +39,20 @@ from .viz import (
 if TYPE_CHECKING:
     from .replay import Timeline
 
-__all__ = ["save_png", "draw_figure"]
+__all__ = ["save_png", "draw_figure", "MAX_HEIGHT"]
 
 _DPI = 110
 _FIG_WIDTH = 10.0
+#: the most pixels a PNG is tall. DECISION: about what a laptop's screen shows at once
+#: (1,200 px at 110 dpi), so that a picture is never shrunk to fit the screen and its 7-point
+#: labels stay readable; a 19 GiB job's maps get larger rows instead of more of them.
+MAX_HEIGHT = 1200
+#: inches of the figure: the timeline; a map's heading and legend; one line of a map
+_TIMELINE_IN = 3.2
+_MAP_HEAD_IN = 1.6
+_LINE_IN = 0.17
+#: the fewest lines a map is given, however many maps share the height
+_MIN_LINES = 8
 
 
 def _lines(*texts: str) -> str:
@@ -90,10 +106,12 @@ def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | Non
     all_maps = [m for m in (snapshot, *maps) if m is not None]
     if timeline is None and not all_maps:
         raise ValueError("save_png needs a snapshot or a timeline")
-    # The map's lines: rows of 2 MiB while up to 128 are in use (as the SVG), and folds.
-    layouts = [_map_lines(m) for m in all_maps]
-    heights = ([4] if timeline is not None else []) + [
-        max(3.0, 1.6 + 0.2 * len(lines[1])) for lines in layouts]
+    # The maps' lines: rows of 2 MiB while they fit the height left (else larger), and folds.
+    budget = MAX_HEIGHT / _DPI - (_TIMELINE_IN if timeline is not None else 0)
+    share = (budget - _MAP_HEAD_IN * len(all_maps)) / max(len(all_maps), 1) / _LINE_IN
+    layouts = [_map_lines(m, max(_MIN_LINES, int(share))) for m in all_maps]
+    heights = ([_TIMELINE_IN] if timeline is not None else []) + [
+        max(3.0, _MAP_HEAD_IN + _LINE_IN * len(lines[1])) for lines in layouts]
     fig, axes = plt.subplots(len(heights), 1, figsize=(_FIG_WIDTH, sum(heights)),
                              squeeze=False, gridspec_kw={"height_ratios": heights})
     ax_iter = iter(axes[:, 0])
@@ -145,10 +163,22 @@ def _draw_timeline(ax: Any, timeline: Timeline, title: str) -> None:
         ax.legend(loc="upper left", fontsize=8)
 
 
-def _map_lines(snapshot: MapSnapshot) -> tuple[int, list[tuple[str, int, int]]]:
-    """(bytes per row, lines top to bottom): ("row", r, 0) or ("fold", first, end) for a
-    folded free stretch of rows [first, end), as the SVG lays them out."""
-    row_bytes, runs = rows_of(snapshot, 128)
+def _map_lines(snapshot: MapSnapshot, max_lines: int
+               ) -> tuple[int, list[tuple[str, int, int]]]:
+    """(bytes per row, at most ``max_lines`` lines top to bottom): ("row", r, 0) or ("fold",
+    first, end) for a folded free stretch of rows [first, end), as the SVG lays them out;
+    rows double in size until the lines fit (a single line at worst)."""
+    max_rows = max_lines
+    while True:
+        row_bytes, lines = _lines_of(snapshot, max_rows)
+        if len(lines) <= max_lines or max_rows == 1:
+            return row_bytes, lines
+        max_rows = max(1, max_rows - (len(lines) - max_lines))
+
+
+def _lines_of(snapshot: MapSnapshot, max_rows: int) -> tuple[int, list[tuple[str, int, int]]]:
+    """The lines of :func:`_map_lines` with at most ``max_rows`` rows in use."""
+    row_bytes, runs = rows_of(snapshot, max_rows)
     total_rows = -(-snapshot.capacity // row_bytes)
     lines: list[tuple[str, int, int]] = []
     previous_end = 0
@@ -208,11 +238,14 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
                 # drawn over the page rounding that follows it; a small block 1.5 pixels
                 w = max(w, (2 if part == "padding" else 1.5) / px_per_mib)
                 face = {"data": color(blk), "padding": PADDING_COLOR, "rounding": "#FFFFFF"}
+                fell_back = part == "data" and blk.fallback
                 ax.add_patch(Rectangle(
-                    (x, y - 0.36), w, 0.72, facecolor=face[part], linewidth=0.6,
-                    edgecolor=color(blk) if part == "rounding" else "none",
+                    (x, y - 0.36), w, 0.72, facecolor=face[part],
+                    linewidth=1.6 if fell_back else 0.6,
+                    edgecolor=FALLBACK_COLOR if fell_back else color(blk)
+                    if part == "rounding" else "none",
                     hatch="////" if part == "rounding" else None,
-                    zorder=1.6 if part == "padding" else 1.5))
+                    zorder=1.6 if part == "padding" else 1.55 if fell_back else 1.5))
                 label = "" if pos != start else segment_label(
                     part, blk, end - start, (w * px_per_mib - 8) / char_px)
                 if label:
@@ -244,8 +277,9 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     ax.set_ylim(len(lines) - 0.5, -0.5)
     ax.set_xlim(0, row_mib)
     ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)}"
-                  + (f", ticks every {format_bytes(ROW_BYTES)})" if row_bytes > ROW_BYTES
-                     else ", one huge page)"))
+                  + (f", ticks every {format_bytes(ROW_BYTES)})"
+                     if ROW_BYTES < row_bytes <= 64 * ROW_BYTES
+                     else ")" if row_bytes > ROW_BYTES else ", one huge page)"))
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="y", length=0)
@@ -273,6 +307,9 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
         # regions of their own kind (a pool's granules): each fill once
         handles += [Patch(color=fill, label=label) for fill, label in dict.fromkeys(
             (b.fill, b.swatch) for b in snapshot.blocks if getattr(b, "swatch", None))]
+        if any(b.fallback for b in snapshot.blocks):
+            handles.append(Patch(facecolor="none", edgecolor=FALLBACK_COLOR, linewidth=1.6,
+                                 label=FALLBACK_LABEL))
         handles += [Patch(color=PADDING_COLOR, label="padding (size rule, e.g. +32)"),
                     Patch(facecolor="#FFFFFF", edgecolor="#888888", hatch="////",
                           label="page rounding"),
