@@ -149,7 +149,7 @@ def test_png_of_a_19_gib_job_fits_a_screen_with_readable_labels():
     import matplotlib.pyplot as plt
 
     from ascend_memsim import Runtime
-    from ascend_memsim.observe.png import MAX_HEIGHT, _DPI, draw_figure
+    from ascend_memsim.observe.png import _DPI, MAX_HEIGHT, draw_figure
     from ascend_memsim.observe.replay import Timeline
     from ascend_memsim.observe.viz import MapSnapshot
 
@@ -171,7 +171,7 @@ def test_png_of_a_19_gib_job_fits_a_screen_with_readable_labels():
                    {"snapshot": snapshot, "timeline": timeline, "maps": [snapshot]}):
         fig = draw_figure(**kwargs)
         try:
-            width, height = fig.get_size_inches() * _DPI
+            height = fig.get_size_inches()[1] * _DPI
             assert height <= MAX_HEIGHT, kwargs.keys()
             fig.canvas.draw()
             for ax in fig.axes[1 if "timeline" in kwargs else 0:]:
@@ -183,3 +183,63 @@ def test_png_of_a_19_gib_job_fits_a_screen_with_readable_labels():
                 assert all(a.y0 >= b.y1 - 0.5 for a, b in zip(boxes, boxes[1:]))
         finally:
             plt.close(fig)
+
+
+def _padded_event(path):
+    events = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    return next(i for i, e in enumerate(events) if e.get("size") == 2 * MiB)
+
+
+def test_plot_zoom_draws_a_block_close_up_with_its_plus_32(small, tmp_path):
+    from ascend_memsim.observe.closeup import closeup_of
+
+    at = _padded_event(small)
+    out = tmp_path / "zoom.svg"
+    code, text = run("plot", small, "--zoom", at, "-o", out)
+    assert code == 0, text
+    svg = out.read_text()
+    assert f"allocated by event {at}:" in svg and "footprint 4 MiB" in svg
+    assert "+32 B padding" in svg
+    assert "size rule: ALIGN_UP(2097152, 32) + 32 = 2097184" in svg
+    assert "huge pages: footprint ALIGN_UP(2097184, 2 MiB) = 4194304" in svg
+    # the magnified padding is tens of pixels wide (a map draws it 2 pixels wide)
+    widths = [float(w) for w in re.findall(
+        r'<rect x="[\d.]+" y="[\d.]+" width="([\d.]+)" height="26" fill="#D55E00"', svg)]
+    assert widths and widths[0] > 60
+    # on 950PR the same block has no padding
+    closeup = closeup_of(open_trace(str(small)), at, "950PR")
+    assert closeup.block.padding == 0 and closeup.block.footprint == 2 * MiB
+    assert any("no +32" in line or "= 2097152" in line for line in closeup.why())
+    # an event that allocated nothing is told, not drawn
+    events = [json.loads(line) for line in small.read_text().splitlines()[1:]]
+    free = next(i for i, e in enumerate(events) if e["event"] == "free")
+    code, _ = run("plot", small, "--zoom", free, "-o", tmp_path / "no.svg")
+    assert code == 2 and not (tmp_path / "no.svg").exists()
+    assert run("plot", small, "--zoom", at, "--player", "-o", tmp_path / "p.html")[0] == 2
+
+
+def test_png_close_up_magnifies_the_padding(small):
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from ascend_memsim.observe.closeup import closeup_of
+    from ascend_memsim.observe.png import _DPI, MAX_HEIGHT, draw_figure
+
+    closeup = closeup_of(open_trace(str(small)), _padded_event(small))
+    fig = draw_figure(closeups=[closeup])
+    try:
+        assert fig.get_size_inches()[1] * _DPI <= MAX_HEIGHT
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        padding = [p for p in ax.patches if isinstance(p, Rectangle)
+                   and p.get_facecolor()[:3] == pytest.approx((0xD5 / 255, 0x5E / 255, 0))]
+        to_px = ax.transData.transform
+        widths = sorted(to_px((p.get_x() + p.get_width(), 0))[0] - to_px((p.get_x(), 0))[0]
+                        for p in padding)
+        assert len(widths) == 2 and widths[0] >= 1.9 and widths[1] > 60
+        texts = [t.get_text() for t in ax.texts]
+        assert "+32 B padding" in texts
+        assert any("ALIGN_UP(2097152, 32) + 32 = 2097184" in t for t in texts)
+    finally:
+        plt.close(fig)

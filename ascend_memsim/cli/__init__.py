@@ -332,6 +332,10 @@ def _parser() -> argparse.ArgumentParser:
                            help="colour blocks by page kind, normal, huge or 1 GiB (page, "
                                 "default), or by the component that allocated them "
                                 "(component: APP, ...)")
+            p.add_argument("--zoom", type=int, metavar="EVENT",
+                           help="also draw the block event EVENT allocated close up: its "
+                                "requested bytes, the size rule's padding (the +32) and the "
+                                "page rounding, whole and magnified, with the rules")
             p.add_argument("--player", action="store_true",
                            help="write the interactive trace player (OUT.html): map, "
                                 "timeline and a slider over events, on --product and on "

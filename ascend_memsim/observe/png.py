@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..memory.constants import MiB
+from ..memory.rules import PAGE_BYTES
 from ..memory.units import format_bytes
+from .closeup import PART_WORDS
 from .regions import PHYSICAL_COLOR, is_physical
 from .viz import (
     FALLBACK_COLOR,
@@ -37,6 +39,7 @@ from .viz import (
 )
 
 if TYPE_CHECKING:
+    from .closeup import Closeup
     from .replay import Timeline
 
 __all__ = ["save_png", "draw_figure", "MAX_HEIGHT"]
@@ -53,6 +56,9 @@ _MAP_HEAD_IN = 1.6
 _LINE_IN = 0.17
 #: the fewest lines a map is given, however many maps share the height
 _MIN_LINES = 8
+#: inches of a close-up: its title and bars; each line of its rules
+_CLOSEUP_IN = 2.6
+_WHY_IN = 0.17
 
 
 def _lines(*texts: str) -> str:
@@ -64,14 +70,15 @@ def _lines(*texts: str) -> str:
 
 def save_png(path: str, *, snapshot: MapSnapshot | None = None,
              timeline: Timeline | None = None, title: str = "",
-             color_by: str = "page", maps: Sequence[MapSnapshot] = ()) -> None:
+             color_by: str = "page", maps: Sequence[MapSnapshot] = (),
+             closeups: Sequence[Closeup] = ()) -> None:
     """Draw the map and/or the timeline into a PNG with matplotlib (the ``plot`` extra).
 
     Raises:
         ImportError: matplotlib is not installed (the message says how to get it).
     """
     fig = draw_figure(snapshot=snapshot, timeline=timeline, title=title, color_by=color_by,
-                      maps=maps)
+                      maps=maps, closeups=closeups)
     import matplotlib.pyplot as plt  # draw_figure has checked that matplotlib is there
 
     try:
@@ -82,9 +89,10 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
 
 def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | None = None,
                 title: str = "", color_by: str = "page",
-                maps: Sequence[MapSnapshot] = ()) -> Any:
+                maps: Sequence[MapSnapshot] = (), closeups: Sequence[Closeup] = ()) -> Any:
     """The matplotlib figure :func:`save_png` writes (the timeline above the map, then
-    ``maps``, more maps, one under another: a caching allocator's segments).
+    ``maps``, more maps, one under another: a caching allocator's segments; then
+    ``closeups``, blocks drawn close up, :mod:`.closeup`).
 
     ``title`` heads the timeline, or the map when it is alone.
 
@@ -104,14 +112,18 @@ def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | Non
     if color_by not in ("page", "component"):
         raise ValueError(f"color_by must be 'page' or 'component', got {color_by!r}")
     all_maps = [m for m in (snapshot, *maps) if m is not None]
-    if timeline is None and not all_maps:
-        raise ValueError("save_png needs a snapshot or a timeline")
+    if timeline is None and not all_maps and not closeups:
+        raise ValueError("save_png needs a snapshot, a timeline or a close-up")
+    whys = [_closeup_why(one) for one in closeups]
+    closeup_heights = [_CLOSEUP_IN + _WHY_IN * len(why) for why in whys]
     # The maps' lines: rows of 2 MiB while they fit the height left (else larger), and folds.
-    budget = MAX_HEIGHT / _DPI - (_TIMELINE_IN if timeline is not None else 0)
+    budget = MAX_HEIGHT / _DPI - (_TIMELINE_IN if timeline is not None else 0) - sum(
+        closeup_heights)
     share = (budget - _MAP_HEAD_IN * len(all_maps)) / max(len(all_maps), 1) / _LINE_IN
     layouts = [_map_lines(m, max(_MIN_LINES, int(share))) for m in all_maps]
     heights = ([_TIMELINE_IN] if timeline is not None else []) + [
-        max(3.0, _MAP_HEAD_IN + _LINE_IN * len(lines[1])) for lines in layouts]
+        max(3.0, _MAP_HEAD_IN + _LINE_IN * len(lines[1])) for lines in layouts
+    ] + closeup_heights
     fig, axes = plt.subplots(len(heights), 1, figsize=(_FIG_WIDTH, sum(heights)),
                              squeeze=False, gridspec_kw={"height_ratios": heights})
     ax_iter = iter(axes[:, 0])
@@ -122,6 +134,8 @@ def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | Non
         if title and timeline is None and i == 0:
             heading.insert(0, title)
         _draw_map(next(ax_iter), fig, one, lines, heading, color_by)
+    for one, why in zip(closeups, whys):
+        _draw_closeup(next(ax_iter), one, why)
     # File and component names are data: never math text, never TeX (before any layout,
     # which measures the texts).
     for text in fig.findobj(Text):
@@ -318,3 +332,68 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0),
               ncol=min(len(handles), 5 if snapshot.legend is None else 3), fontsize=7.5,
               frameon=False)
+
+
+def _closeup_why(closeup: Closeup) -> list[str]:
+    """The close-up's rules, wrapped to the figure's width (8 points)."""
+    room = _FIG_WIDTH * _DPI * 0.9
+    return [part for line in closeup.why() for part in _wrap(line, room, 8 * _DPI / 72)]
+
+
+def _draw_closeup(ax: Any, closeup: Closeup, why: list[str]) -> None:
+    """A block close up (as :func:`~.closeup.closeup_svg` draws it): the whole footprint to
+    scale, the window around the end of the request magnified, then the rules. The axes
+    measure inches from their top."""
+    from matplotlib.patches import Rectangle
+
+    b = closeup.block
+    height = _CLOSEUP_IN - 0.35 + _WHY_IN * len(why)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(height, 0)
+    ax.axis("off")
+    px = ax.get_position().width * _FIG_WIDTH * _DPI   # pixels across the bars
+    fills = {"data": PAGE_COLORS[b.page.value], "padding": PADDING_COLOR,
+             "rounding": "#FFFFFF"}
+
+    def part_patch(x: float, y: float, w: float, h: float, part: str) -> None:
+        fell_back = part == "data" and b.fallback
+        ax.add_patch(Rectangle((x, y), w, h, facecolor=fills[part],
+                               hatch="////" if part == "rounding" else None,
+                               edgecolor=FALLBACK_COLOR if fell_back else "#555555",
+                               linewidth=1.6 if fell_back else 0.5,
+                               zorder=2 if part == "padding" else 1))
+
+    for start, end, part in closeup.parts():
+        part_patch(start / b.footprint, 0.3, max((end - start) / b.footprint,
+                                                  (2 if part == "padding" else 1) / px),
+                   0.25, part)
+    first, end = closeup.window()
+    wx0, wx1 = first / b.footprint, max(end / b.footprint, first / b.footprint + 3 / px)
+    ax.add_patch(Rectangle((wx0, 0.27), wx1 - wx0, 0.31, fill=False, edgecolor="#000000",
+                           linewidth=1.2, zorder=3))
+    pages = b.footprint // PAGE_BYTES[b.page]
+    ax.text(0, 0.12, f"requested {b.size:,} B; padding {b.padding:,} B; page rounding "
+            f"{b.page_rounding:,} B; footprint {b.footprint:,} B = {pages:,} {b.page.value} "
+            f"page{'s' * (pages != 1)} of {format_bytes(PAGE_BYTES[b.page])}",
+            fontsize=8, va="center")
+    ax.plot([wx0, 0], [0.58, 0.95], [wx1, 1], [0.58, 0.95], color="#888888", linewidth=0.8,
+            linestyle=(0, (3, 3)))
+    zoom = 1 / (end - first)
+    for start, stop, part in closeup.parts():
+        a, z = max(start, first), min(stop, end)
+        if a >= z:
+            continue
+        part_patch((a - first) * zoom, 0.95, (z - a) * zoom, 0.35, part)
+        label = f"+{stop - start} B padding" if part == "padding" else PART_WORDS[part]
+        if len(label) * 8 * 0.62 * _DPI / 72 + 8 <= (z - a) * zoom * px:
+            ax.text((a - first) * zoom + 4 / px, 1.125, label, fontsize=8, va="center",
+                    zorder=4)
+    for offset in range(-(-first // 32) * 32, end + 1, 32):
+        x = (offset - first) * zoom
+        ax.plot([x, x], [1.3, 1.37], color="#333333", linewidth=0.8)
+        ax.text(x, 1.49, f"{offset:,}", fontsize=7, ha="center", va="center", color="#555555")
+    ax.text(0, 1.7, f"bytes {first:,} to {end:,} of the block, a tick every 32 B",
+            fontsize=8, va="center")
+    ax.text(0, 1.95, "\n".join(why), fontsize=8, va="top", linespacing=1.45)
+    ax.set_title(_lines(closeup.title, "whole footprint, to scale; then the bytes around the "
+                        "end of the request, magnified"), fontsize=10.5, loc="left")
