@@ -243,3 +243,23 @@ def test_png_close_up_magnifies_the_padding(small):
         assert any("ALIGN_UP(2097152, 32) + 32 = 2097184" in t for t in texts)
     finally:
         plt.close(fig)
+
+
+def test_the_hbm_to_ddr_rule_is_named_in_explain_and_shown_in_the_demo():
+    from ascend_memsim import explain
+
+    steps = explain(100, product="310P").steps
+    rule = [s for s in steps if "HBM-to-DDR" in s.text]
+    assert len(rule) == 1 and "aclrtGetMemInfo" in rule[0].rule and "DDR" in rule[0].rule
+    assert not any("HBM-to-DDR" in s.text for s in explain(100, product="A2").steps)
+    code, text = run("explain", "100", "--product", "310P")
+    assert code == 0 and "the HBM-to-DDR rule" in text
+
+    code, text = run("demo")
+    assert code == 0
+    step = text[text.index("7. HBM answered from DDR"):text.index("Next:")]
+    assert "310P has no HBM" in step and "in DDR" in step
+    figures = dict(re.findall(r"get_mem_info\((ACL_\w+)\)\s+-> (free \d+, total \d+)", step))
+    assert figures["ACL_HBM_MEM"] == figures["ACL_DDR_MEM"]
+    assert figures["ACL_HBM_MEM_HUGE"] == figures["ACL_DDR_MEM_HUGE"]
+    assert figures["ACL_DDR_MEM"] != "free 0, total 0"
