@@ -10,7 +10,7 @@
 
 :func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
 
-Size: about 720 lines, on purpose: the pictures share their geometry (rows, colours,
+Size: about 730 lines, on purpose: the pictures share their geometry (rows, colours,
 headings, the labels and edges the PNG draws too) and one import path; the PNG itself is
 :mod:`ascend_memsim.observe.png`, and regions of other kinds (a caching allocator's blocks,
 :mod:`.allocmap`) bring their own fill, label and tip rather than a branch here.
