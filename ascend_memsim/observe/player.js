@@ -1,5 +1,7 @@
 // The ascend-memsim trace player: draws the JSON of the page (player.py) in the browser.
 // Text from the trace goes into the page through textContent and attributes only.
+// Size: over 600 lines, on purpose: the page carries one script (no network, no module
+// loader), so the panels, their timeline, map and block close-up, and the controls share it.
 (function () {
   "use strict";
   const D = JSON.parse(document.getElementById("memsim-data").textContent);

@@ -3,10 +3,13 @@
 :func:`save_player` replays a trace on each of a few products (A2 and 950PR by default) in
 Python and writes one HTML page that holds the result as JSON, its script and its styles
 inline (no network, no external file: a Content-Security-Policy forbids both). In a browser
-the page shows, per product side by side, the memory map and the timeline, with a slider
-over the events; the peak and the first failing event are marked; hovering a block shows its
-size, footprint, page, API, component and the call stack that allocated it (when the trace
-has stacks). A product switch above each panel replays the same trace on another product.
+the page shows, per product side by side (on one capacity), the memory map and the timeline,
+with a slider over the events; the peak and the first failing event are marked; hovering a
+block shows its size, footprint and the rules that made it, page, API, component and the call
+stack that allocated it (when the trace has stacks); under each map, a close-up of the block
+the event allocated (or the one clicked) shows its padding magnified (:mod:`.closeup`).
+Fallback blocks are outlined. A product switch above each panel replays the same trace on
+another product.
 
 What the page holds is bounded: per product, each allocation of the drawn device once
 (offset, sizes, page, API, stack number) and each change as two integers; the script

@@ -7,8 +7,10 @@ stretches; the timeline with its capacity line and failed mallocs. Every text is
 file names and component names never go through matplotlib's ``$...$`` math parser or TeX.
 
 A PNG is at most :data:`MAX_HEIGHT` pixels tall, whatever the size of the job: the maps share
-what the timeline leaves, and a map with more lines than its share gets larger rows
-(doubling, as the SVG's do), so its labels stay the size a screen shows them at.
+what the timeline (and a close-up) leave, and a map with more lines than its share gets
+larger rows (doubling, as the SVG's do), so its labels stay the size a screen shows them at.
+Each map keeps at least 8 lines, so a timeline, two maps and a close-up together run to
+about 1,400 pixels.
 """
 
 from __future__ import annotations
