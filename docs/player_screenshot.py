@@ -2,7 +2,8 @@
 
 Records a small training step with stacks on a simulated A2, writes the player page for A2
 and 950PR on a 26 MiB device, opens it in headless Chromium (Selenium and the system's
-chromedriver), moves to the first failure, hovers a block and saves the screenshot.
+chromedriver), moves to the first failure, pins in each panel the close-up of the 2 MiB
+aclrtMalloc of event 7 and saves the screenshot.
 
     python docs/player_screenshot.py            # writes docs/player.png
 """
@@ -69,16 +70,22 @@ def main(out: str) -> None:
         print(save_player(page, rec.trace, ["A2", "950PR"], capacity=26 * MiB))
         options = webdriver.ChromeOptions()
         for arg in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                    "--window-size=1260,900", "--hide-scrollbars"):
+                    "--window-size=1260,1060", "--hide-scrollbars"):
             options.add_argument(arg)
         driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")),
                                   options=options)
         try:
             driver.get("file://" + page)
             driver.find_element(By.ID, "to-failure").click()
-            blocks = driver.find_elements(By.CSS_SELECTOR,
-                                          "section.panel[data-slot='0'] rect.blk.data")
-            ActionChains(driver).move_to_element(blocks[-1]).perform()
+            # in each panel, pin the close-up of the 2 MiB aclrtMalloc of event 7 (the block
+            # whose tooltip says so), then move the pointer away so no tooltip hides them
+            for panel in driver.find_elements(By.CSS_SELECTOR, "section.panel"):
+                for block in panel.find_elements(By.CSS_SELECTOR, "svg.map rect.blk.data"):
+                    ActionChains(driver).move_to_element(block).perform()
+                    if "allocated by event 7\n" in driver.find_element(By.ID, "tip").text:
+                        block.click()
+                        break
+            ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, "h1")).perform()
             driver.save_screenshot(out)
         finally:
             driver.quit()

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from ascend_memsim import MiB, Runtime
+from ascend_memsim import MiB, OutOfDeviceMemory, Runtime
 from ascend_memsim.memory.units import format_bytes
 from ascend_memsim.observe.player import save_player
 from ascend_memsim.observe.replay import replay
@@ -298,3 +298,107 @@ def test_player_draws_pool_blocks_in_their_granules_and_names_imports(browser, t
     assert f"IPC key {key}: 4 KiB of process {a.pid}" in panel.text
     _go(browser, 2)
     assert panel.get_attribute("data-imports") == "0"
+
+
+#: fills a 32 MiB A2 with 1 MiB NORMAL_ONLY blocks until one fails, frees every other one, so
+#: HUGE_FIRST over 1 MiB falls back and HUGE_ONLY fails; then a 2 MiB aclrtMalloc
+def _small_device_trace(path):
+    with Runtime("A2", hbm_bytes=32 * MiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        with Recorder(rt) as rec:
+            blocks = []
+            while True:
+                try:
+                    blocks.append(rt.malloc(1 * MiB, 2))           # NORMAL_ONLY
+                except OutOfDeviceMemory:
+                    break
+            for ptr in blocks[::2]:
+                rt.free(ptr)
+            fallback = rt.malloc(1 * MiB + 1, 0)                   # HUGE_FIRST: falls back
+            with pytest.raises(OutOfDeviceMemory):
+                rt.malloc(1 * MiB + 1, 1)                          # HUGE_ONLY: fails
+            for ptr in blocks[1::2] + [fallback]:
+                rt.free(ptr)
+            rt.free(rt.malloc(2 * MiB))                            # the +32: two huge pages
+    rec.trace.save(str(path))
+    events = rec.trace.events
+    return (next(i for i, e in enumerate(events) if e.get("fallback") is True),
+            next(i for i, e in enumerate(events) if e.get("size") == 2 * MiB))
+
+
+def _box(driver, element):
+    return driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect();"
+        "return [r.left, r.top, r.right, r.bottom];", element)
+
+
+def _overlap(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_player_teaches_failures_fallbacks_and_the_plus_32(browser, tmp_path):
+    """Issue 25 item 17: a trace recorded on a 32 MiB device plays with its failures, on one
+    capacity for both products; the peak's label never overprints the capacity's line or
+    label; fallbacks are marked in the legend; a block's close-up shows the +32."""
+    from ascend_memsim.observe.viz import FALLBACK_LABEL
+
+    trace_path = tmp_path / "small.jsonl"
+    fell_back, padded = _small_device_trace(trace_path)
+    page = tmp_path / "small.html"
+    save_player(str(page), open_trace(str(trace_path)), PRODUCTS)
+    browser.get(page.as_uri())
+    panels = browser.find_elements(By.CSS_SELECTOR, "section.panel")
+    assert [Select(p.find_element(By.CSS_SELECTOR, "select.product"))
+            .first_selected_option.text for p in panels] == ["A2 (32 MiB)", "950PR (32 MiB)"]
+    a2, pr = panels
+    assert len(a2.find_elements(By.CSS_SELECTOR, "path.fail-mark")) == 2
+    failure = browser.find_element(By.ID, "to-failure")
+    assert failure.get_attribute("disabled") is None
+    first = int(a2.find_element(By.CSS_SELECTOR, "line.first-failure")
+                .get_attribute("data-index"))
+    failure.click()
+    assert browser.find_element(By.ID, "slider").get_attribute("value") == str(first)
+
+    # the peak's label clear of the capacity's line and label: at the recorded capacity (the
+    # peak just under it) and at 40 MiB (the peak at 3/4 of it)
+    wider = tmp_path / "wider.html"
+    save_player(str(wider), open_trace(str(trace_path)), PRODUCTS, capacity=40 * MiB)
+    for path in (wider, page):
+        browser.get(path.as_uri())
+        for panel in browser.find_elements(By.CSS_SELECTOR, "section.panel"):
+            label = panel.find_element(By.CSS_SELECTOR, "g.peak-mark text")
+            cap_text = panel.find_element(By.CSS_SELECTOR, "svg.tl text.capt")
+            cap_line = panel.find_element(By.CSS_SELECTOR, "svg.tl line.cap")
+            box, where = _box(browser, label), (path.name, panel.get_attribute("data-product"))
+            assert not _overlap(box, _box(browser, cap_text)), where
+            line = _box(browser, cap_line)
+            assert not box[1] <= line[1] <= box[3], f"the peak's label on the line: {where}"
+            outer = _box(browser, panel.find_element(By.CSS_SELECTOR, "svg.tl"))
+            assert outer[0] <= box[0] and box[2] <= outer[2] and outer[1] <= box[1], where
+    a2, pr = browser.find_elements(By.CSS_SELECTOR, "section.panel")
+
+    # the fallback: outlined, with its legend entry
+    _go(browser, fell_back)
+    assert FALLBACK_LABEL in a2.find_element(By.CLASS_NAME, "legend").text
+    assert len(a2.find_elements(By.CSS_SELECTOR, "svg.map rect.blk.data.fallback")) == 1
+    assert "fell back" in a2.find_element(By.CLASS_NAME, "closeup").text
+
+    # the +32: the close-up of the 2 MiB aclrtMalloc shows 32 bytes of padding on A2, as a
+    # bar tens of pixels wide, and none on 950PR
+    _go(browser, padded)
+    padding = a2.find_elements(By.CSS_SELECTOR, "svg.zoom rect.magnified.padding")
+    assert len(padding) == 1 and float(padding[0].get_attribute("width")) > 40
+    text = a2.find_element(By.CLASS_NAME, "closeup").text
+    assert "ALIGN_UP(2097152, 32) + 32 = 2097184" in text and "(2 pages)" in text
+    assert "+32 B" in a2.find_element(By.CSS_SELECTOR, "svg.zoom").text
+    assert pr.find_elements(By.CSS_SELECTOR, "svg.zoom rect.magnified.padding") == []
+    assert "no +32 for aclrtMalloc on 950PR" in pr.find_element(By.CLASS_NAME, "closeup").text
+
+    # a click pins a block's close-up while the slider moves; a second click lets it go
+    block = a2.find_element(By.CSS_SELECTOR, "svg.map rect.blk.data")
+    pinned = block.get_attribute("data-id")
+    block.click()
+    _go(browser, padded + 1)
+    box = a2.find_element(By.CLASS_NAME, "closeup")
+    assert box.get_attribute("data-id") == pinned and "pinned" in box.text
+    assert _errors(browser) == []

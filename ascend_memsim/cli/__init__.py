@@ -280,7 +280,8 @@ def _parser() -> argparse.ArgumentParser:
                        "PyTorch/torch_npu memory snapshot (.pickle or .json)")
         p.add_argument("--product", help="default: the product the trace was recorded on")
         p.add_argument("--capacity", type=_size_arg,
-                       help=f"device memory, e.g. 16GiB ({_SIZES})")
+                       help=f"device memory, e.g. 16GiB ({_SIZES}); default: the "
+                            f"recorded capacity on the recorded product, else the product's")
         p.add_argument("--policy", type=_policy_arg, help="replace every recorded policy")
         p.add_argument("--quiet", action="store_true", help="no progress display")
 
@@ -335,6 +336,10 @@ def _parser() -> argparse.ArgumentParser:
                            help="colour blocks by page kind, normal, huge or 1 GiB (page, "
                                 "default), or by the component that allocated them "
                                 "(component: APP, ...)")
+            p.add_argument("--zoom", type=int, metavar="EVENT",
+                           help="also draw the block event EVENT allocated close up: its "
+                                "requested bytes, the size rule's padding (the +32) and the "
+                                "page rounding, whole and magnified, with the rules")
             p.add_argument("--player", action="store_true",
                            help="write the interactive trace player (OUT.html): map, "
                                 "timeline and a slider over events, on --product and on "

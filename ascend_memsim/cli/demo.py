@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..memory.constants import MallocPolicy, MemAttr, MiB
-from ..memory.profiles import SizeRule
+from ..memory.profiles import PROFILES, SizeRule, get_profile
 from ..memory.units import format_bytes, plural
 from ..observe.pictures import save_picture
 from ..observe.replay import _capacity_key
@@ -14,6 +14,34 @@ from ..observe.viz import MapSnapshot, text_map
 from ..runtime.runtime import Runtime
 
 __all__ = ["cmd_demo"]
+
+
+def _hbm_to_ddr(product: str, capacity: int, say: Any) -> None:
+    """Step 7: on a part without HBM, aclrtGetMemInfo answers HBM queries from DDR; shown on
+    ``product`` when it has no HBM, else on the first product without (310P)."""
+    from .. import acl
+
+    ddr_only = get_profile(product) if not get_profile(product).hbm_bytes else next(
+        p for p in PROFILES.values() if not p.hbm_bytes)
+    say(f"7. HBM answered from DDR: {ddr_only.name} has no HBM, so aclrtGetMemInfo answers its "
+        f"HBM attributes")
+    say("   from DDR (aclrtGetMemInfo's constraints, api_ref 11-01): a program written for a "
+        "training card")
+    say("   that asks for ACL_HBM_MEM still gets real figures.")
+    with Runtime(ddr_only, sanitizer={"mode": "report", "leaks": False},
+                 ddr_bytes=capacity) as rt:
+        assert acl.rt.set_device(0) == 0
+        ptr, ret = acl.rt.malloc(10 * MiB, int(MallocPolicy.HUGE_FIRST))
+        assert ret == 0
+        b = rt.block(ptr)
+        say(f"  {'acl.rt.malloc(10 MiB, HUGE_FIRST)':44} -> {b.page.value} pages, footprint "
+            f"{b.footprint} ({format_bytes(b.footprint)}), in {b.memory.value}")
+        for name in ("ACL_HBM_MEM", "ACL_DDR_MEM", "ACL_HBM_MEM_HUGE", "ACL_DDR_MEM_HUGE"):
+            free, total, _ = acl.rt.get_mem_info(int(getattr(MemAttr, name[4:])))
+            same = "  <- answered from DDR" if name.startswith("ACL_HBM") else ""
+            say(f"  {f'get_mem_info({name})':44} -> free {free}, total {total}{same}")
+        assert acl.rt.free(ptr) == 0
+        assert acl.rt.reset_device(0) == 0
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
@@ -120,6 +148,8 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
                          title="ascend-memsim demo")
             say(f"\n  picture written to {args.html}")
         assert acl.rt.reset_device(0) == 0
+    say()
+    _hbm_to_ddr(args.product, capacity, say)
     say()
     say("Next: ascend-memsim explain 2MiB --policy HUGE_FIRST   (how a size becomes a footprint)")
     say("      ascend-memsim profiles                            (the products and their rules)")

@@ -12,6 +12,7 @@ from ..allocators.conf import alloc_conf_from_env
 from ..memory.errors import InvalidArgument
 from ..memory.units import format_bytes
 from ..observe.allocmap import AllocatorPictures, allocator_map, read_snapshot_file
+from ..observe.closeup import closeup_of
 from ..observe.pictures import save_picture
 from ..observe.replay import replay, shown_frame, smallest_capacity, tty_progress
 from ..observe.sharedmap import SharingView
@@ -200,15 +201,21 @@ def _replay_for_picture(args: argparse.Namespace, out: TextIO):
 
 def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     if args.player:
+        if args.zoom is not None:
+            raise InvalidArgument("--zoom draws a close-up in a picture; the player draws "
+                                  "one of the block you click")
         return _player(args, out)
     trace, result, snapshot = _replay_for_picture(args, out)
+    closeups = [] if args.zoom is None else [closeup_of(
+        _open(args.trace), args.zoom, args.product, capacity=args.capacity,
+        policy=args.policy)]
     path = args.output or os.path.splitext(os.path.basename(args.trace))[0] + ".html"
     title = f"{os.path.basename(args.trace)} on {result.product}"
     segments = _snapshot_segments(trace, args.trace) if args.what != "timeline" else None
     maps = [] if segments is None else [segments]
     save_picture(path, snapshot=None if args.what == "timeline" else snapshot,
                  timeline=None if args.what == "map" else result.timeline, title=title,
-                 text=str(result), color_by=args.color_by, maps=maps)
+                 text=str(result), color_by=args.color_by, maps=maps, closeups=closeups)
     timeline = result.timeline
     sampled = (f"; the timeline keeps the highest point of each {timeline.bucket:,} events"
                if timeline is not None and timeline.bucket > 1 and args.what != "map" else "")

@@ -29,7 +29,7 @@ from .rules import (
 )
 from .units import format_bytes
 
-__all__ = ["explain", "Explanation", "Step", "format_bytes"]
+__all__ = ["explain", "Explanation", "Step", "format_bytes", "HBM_TO_DDR"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,19 @@ def _rule_step(profile: Profile, size: int, page: Page, api: Api, policy: int) -
                     "HUGE1G_ONLY and HUGE1G_ONLY_P2P, whatever pages it then gets")
     return Step(f"size rule: ALIGN_UP({size}, 32) + 32 = {aligned + 32}",
                 f"{_DOC}, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32")
+
+
+#: The HBM-to-DDR rule, as the vendor states it (api_ref 11-01, aclrtGetMemInfo, constraints):
+#: "if the hardware does not support HBM, a query of HBM memory is turned into a query of DDR
+#: memory; e.g. querying ACL_HBM_MEM actually queries ACL_DDR_MEM".
+HBM_TO_DDR = (f"{_DOC}, aclrtGetMemInfo: on a part without HBM, a query of HBM memory is "
+              f"answered from DDR")
+
+
+def _ddr_step(profile: Profile) -> Step:
+    return Step(f"memory: {profile.name} has no HBM, so the block is in DDR; "
+                f"aclrtGetMemInfo(ACL_HBM_MEM) (and _HUGE, _NORMAL) reports DDR's figures, "
+                f"so this footprint shows there too (the HBM-to-DDR rule)", HBM_TO_DDR)
 
 
 def _page_step(size: int, base: MallocPolicy | None, policy: int, api: Api,
@@ -159,6 +172,8 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
         steps.append(Step(
             f"{label}: footprint ALIGN_UP({rule}, {format_bytes(granule)}) = {footprint} "
             f"({format_bytes(footprint)}), start aligned to {format_bytes(granule)}", _MODEL))
+    if not profile.hbm_bytes:
+        steps.append(_ddr_step(profile))
     if readonly:
         steps.append(Step("USER_SPACE_READONLY: host writes to the block are refused",
                           "acl_rt.h, ACL_MEM_ACCESS_USER_SPACE_READONLY"))

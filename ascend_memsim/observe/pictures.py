@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .viz import MapSnapshot, html_page, map_svg, stack_svg, text_map, timeline_svg
 
 if TYPE_CHECKING:
+    from .closeup import Closeup
     from .replay import Timeline
 
 __all__ = ["save_picture"]
@@ -16,11 +17,12 @@ __all__ = ["save_picture"]
 def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
                  timeline: Timeline | None = None, title: str | None = None,
                  text: str = "", color_by: str = "page",
-                 maps: Sequence[MapSnapshot] = ()) -> None:
+                 maps: Sequence[MapSnapshot] = (), closeups: Sequence[Closeup] = ()) -> None:
     """Write ``path`` by its extension: ``.svg`` (the timeline and/or the map; both as two
     panels of one SVG), ``.html`` (both and ``text``), ``.png`` (matplotlib, both panels).
     ``maps`` are more maps drawn after the map (a caching allocator's segments,
-    :mod:`.allocmap`), each a panel of its own.
+    :mod:`.allocmap`), each a panel of its own; ``closeups`` blocks drawn close up
+    (:mod:`.closeup`), last.
 
     ``title`` heads the picture: the timeline when there is one, else the map (whose own
     description then follows in its subtitle); the page's title for HTML.
@@ -33,8 +35,10 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
         from .png import save_png  # matplotlib: imported only when a PNG is asked for
 
         save_png(path, snapshot=snapshot, timeline=timeline, title=title or "",
-                 color_by=color_by, maps=maps)
+                 color_by=color_by, maps=maps, closeups=closeups)
         return
+    from .closeup import closeup_svg
+
     if lower.endswith(".svg"):
         panels = []
         if timeline is not None:
@@ -45,6 +49,7 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
                                   title=title if timeline is None else None))
         for more in maps:
             panels.append(map_svg(more, title=title if not panels else None))
+        panels += [closeup_svg(one) for one in closeups]
         if not panels:
             raise ValueError("nothing to draw")
         # both: one SVG, the timeline above the map
@@ -58,6 +63,7 @@ def save_picture(path: str, *, snapshot: MapSnapshot | None = None,
             sections.append(("Text map", text_map(snapshot)))
         for more in maps:
             sections.append((more.title, map_svg(more)))
+        sections += [("Close-up", closeup_svg(one)) for one in closeups]
         if text:
             sections.append(("Report", text))
         content = html_page(title or "ascend-memsim", *sections)

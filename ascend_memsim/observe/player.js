@@ -1,5 +1,7 @@
 // The ascend-memsim trace player: draws the JSON of the page (player.py) in the browser.
 // Text from the trace goes into the page through textContent and attributes only.
+// Size: over 600 lines, on purpose: the page carries one script (no network, no module
+// loader), so the panels, their timeline, map and block close-up, and the controls share it.
 (function () {
   "use strict";
   const D = JSON.parse(document.getElementById("memsim-data").textContent);
@@ -93,10 +95,14 @@
     this.timeline();
     this.legend();
     this.map();
+    this.zoomBox = html("div", {"class": "closeup"}, this.root);
+    this.pinned = null;
   };
 
   Panel.prototype.timeline = function () {
-    const P = this.P, W = WIDTH, H = 150, left = 64, right = 12, top = 22, bottom = 24;
+    // the peak's label has a band of its own above the plot; the capacity's sits under its
+    // line, inside the plot: the two never overprint, wherever the peak is
+    const P = this.P, W = WIDTH, H = 160, left = 64, right = 12, top = 32, bottom = 24;
     const w = W - left - right, h = H - top - bottom, n = Math.max(D.events, 1);
     const peak = P.timeline.reduce((m, p) => Math.max(m, p[1]), 0);
     const showCap = P.capacity && P.capacity <= 4 * Math.max(peak, 1);
@@ -125,9 +131,9 @@
     if (showCap) {
       svg("line", {x1: left, x2: left + w, y1: y(P.capacity), y2: y(P.capacity), "class": "cap"},
           s);
-      // the label on the side away from the peak's, so the two never overprint
+      // under the line, on the side away from the peak's mark
       const right = P.peak[0] < 0 || x(P.peak[0]) < left + w / 2;
-      svg("text", {x: right ? left + w - 3 : left + 3, y: y(P.capacity) - 3, "class": "capt",
+      svg("text", {x: right ? left + w - 3 : left + 3, y: y(P.capacity) + 11, "class": "capt",
                    "text-anchor": right ? "end" : "start"}, s, "capacity " + fmt(P.capacity));
     }
     if (D.shown < D.events) {
@@ -164,8 +170,12 @@
                           "data-bytes": String(P.peak[1])}, s);
       svg("path", {d: `M${px},${py} l-5,-9 h10 z`}, g);
       const text = "peak " + fmt(P.peak[1]) + " (event " + P.peak[0] + ")";
-      const tx = Math.min(Math.max(px - 3.2 * text.length, left), left + w - 6.4 * text.length);
-      svg("text", {x: tx, y: Math.max(py - 12, 11), "class": "peakt"}, g, text);
+      const label = svg("text", {x: px, y: top - 8, "class": "peakt"}, g, text);
+      // centred over the mark, kept inside the picture (its width as the browser measures it)
+      const tw = label.getComputedTextLength ? label.getComputedTextLength() || 6.4 * text.length
+        : 6.4 * text.length;
+      label.setAttribute("x", Math.max(2, Math.min(px - tw / 2, W - 2 - tw)).toFixed(1));
+      svg("line", {x1: px, x2: px, y1: top - 5, y2: py - 9, "class": "peakl"}, g);
     }
     this.cursor = svg("rect", {y: top, height: h, "class": "cursor"}, s);
     s.addEventListener("click", (e) => {
@@ -208,6 +218,7 @@
     }
     const own = new Set(this.P.blocks.filter((b) => b[API] in fills).map((b) => b[API]));
     for (const api of [...own].sort()) items.push(["sw", D.apis[api], fills[api]]);
+    if (this.P.blocks.some((b) => b[FALLBACK])) items.push(["sw-fallback", D.fallback_label]);
     items.push(["sw-padding", "padding (size rule, e.g. +32)"],
                ["sw-rounding", "page rounding"], ["sw-free", "free"]);
     for (const [cls, text, fill] of items) {
@@ -340,8 +351,10 @@
           if (part === "padding") over.push(attrs);
           else svg("rect", attrs, layer);
           if (part === "data" && first) {
+            const tail = b[FALLBACK] ? ", fallback" : "";
             let text = physical ? "physical handle, " + fmt(b[SIZE]) + ", " + pageSize(b[PAGE])
-              : fmt(b[SIZE]) + " requested, " + D.apis[b[API]];
+              : fmt(b[SIZE]) + " requested, " + D.apis[b[API]] + tail;
+            if (text.length * 6 > w - 8) text = physical ? "physical handle" : fmt(b[SIZE]) + tail;
             if (text.length * 6 > w - 8) text = physical ? "physical handle" : fmt(b[SIZE]);
             if (text.length * 6 <= w - 8) {
               svg("text", {x: (x + 4).toFixed(2), y: y + 10, "class": "inl"}, layer, text);
@@ -397,8 +410,108 @@
     for (const m of mapped) {
       html("div", {"class": "import"}, this.figs, "mapped from another process: " + m[2]);
     }
+    this.closeup(changes);
     this.cursor.setAttribute("x", this.x(n).toFixed(1));
     this.cursor.setAttribute("width", Math.max(this.x(n + 1) - this.x(n), 1.5).toFixed(1));
+  };
+
+  // -- a block close up: whole and magnified where the request ends (observe/closeup.py) -----
+  const GRANULE = [64, 2 ** 21, 2 ** 30];   // bytes of a normal, huge and 1 GiB page
+  const WINDOW = 256;                        // bytes the magnified bar shows
+
+  function own(b) {   // a block of the program's (not a physical handle, not a pool's granule)
+    return b[API] !== D.physical_api && !(D.fills && b[API] in D.fills);
+  }
+
+  // the rules that made a block's footprint, from its figures (as explain says them)
+  function why(b, product) {
+    const size = b[SIZE], rule = b[RULE], fp = b[FP], api = D.apis[b[API]];
+    if (!own(b)) return [fmt(size) + " in " + fmt(fp) + ": " + api + ", whole pages"];
+    const aligned = Math.ceil(size / 32) * 32, lines = [];
+    if (rule - aligned === 32) {
+      lines.push("size rule: ALIGN_UP(" + size + ", 32) + 32 = " + rule + ": " + api +
+                 " on " + product + " adds 32 bytes (the +32 rule; aclrtMallocAlign32 " +
+                 "and Ascend 950PR/DT do not)");
+    } else if (rule === aligned) {
+      lines.push("size rule: ALIGN_UP(" + size + ", 32) = " + rule + ": no +32 for " + api +
+                 " on " + product);
+    } else {
+      lines.push("size rule: " + size + " bytes become " + rule);
+    }
+    const granule = GRANULE[b[PAGE]], pages = fp / granule;
+    lines.push(PAGES[b[PAGE]] + " pages of " + fmt(granule) + ": footprint ALIGN_UP(" + rule +
+               ", " + fmt(granule) + ") = " + fp + (b[PAGE] ? " (" + pages + " page" +
+               (pages === 1 ? "" : "s") + ")" : ""));
+    if (b[FALLBACK]) {
+      lines.push("HUGE_FIRST fell back: no free 2 MiB huge page could be had, so normal pages");
+    }
+    lines.push("=> " + fp + " bytes for " + size + " requested: " + (rule - size) +
+               " B padding + " + (fp - rule) + " B page rounding");
+    return lines;
+  }
+
+  // the close-up of the block clicked (pinned), else of the block this event allocated
+  Panel.prototype.closeup = function (changes) {
+    const box = this.zoomBox, P = this.P;
+    box.textContent = "";
+    const made = changes.filter((c) => c[1] > 0).map((c) => c[0]);
+    const id = this.pinned !== null ? this.pinned : made.length ? made[0] : null;
+    box.setAttribute("data-id", id === null ? "" : String(id));
+    if (id === null) {
+      html("div", {"class": "hint"}, box, "Click a block for a close-up of its bytes: the " +
+           "requested bytes, the size rule's padding (the +32) and the page rounding.");
+      return;
+    }
+    const b = P.blocks[id], W = WIDTH, left = 8, barW = W - 2 * left;
+    html("div", {"class": "ztitle"}, box, "Close-up of the block of event " + b[EV] + ": " +
+         fmt(b[SIZE]) + " requested (" + D.apis[b[API]] + "), footprint " + fmt(b[FP]) +
+         (this.pinned !== null ? " (pinned: click it again to follow the events)" : ""));
+    const s = svg("svg", {"class": "zoom", width: W, height: 96, viewBox: `0 0 ${W} 96`}, box);
+    const fills = {data: own(b) ? D.colors.pages[b[PAGE]] : (D.fills && D.fills[b[API]]) ||
+                     D.colors.physical, padding: D.colors.padding,
+                   rounding: `url(#${this.hatch})`};
+    const parts = [[0, b[SIZE], "data"]];
+    if (b[RULE] > b[SIZE]) parts.push([b[SIZE], b[RULE], "padding"]);
+    if (b[FP] > b[RULE]) parts.push([b[RULE], b[FP], "rounding"]);
+    const bar = (x, y, w, h, part, cls) => svg("rect", {
+      x: x.toFixed(2), y: y, width: Math.max(w, part === "padding" ? 2 : 1).toFixed(2),
+      height: h, fill: fills[part], "class": cls + " " + part +
+      (part === "data" && b[FALLBACK] ? " fallback" : "")}, s);
+    const scale = barW / b[FP];
+    for (const [start, end, part] of parts) bar(left + start * scale, 4, (end - start) * scale,
+                                                14, part, "whole");
+    const first = Math.max(0, Math.min(b[SIZE] - 96, b[FP] - WINDOW));
+    const last = Math.min(b[FP], first + WINDOW), zoom = barW / (last - first);
+    const wx0 = left + first * scale, wx1 = left + last * scale;
+    svg("rect", {x: wx0.toFixed(2), y: 2, width: Math.max(wx1 - wx0, 3).toFixed(2), height: 18,
+                 "class": "window"}, s);
+    svg("path", {d: `M${wx0.toFixed(2)},20 L${left},40 M${wx1.toFixed(2)},20 ` +
+                    `L${left + barW},40`, "class": "zl"}, s);
+    for (const [start, end, part] of parts) {
+      const a = Math.max(start, first), z = Math.min(end, last);
+      if (a >= z) continue;
+      bar(left + (a - first) * zoom, 40, (z - a) * zoom, 24, part, "magnified");
+      let word = part === "padding" ? "+" + (end - start) + " B padding"
+        : part === "data" ? "requested" : "page rounding";
+      if (word.length * 6 + 8 > (z - a) * zoom && part === "padding") {
+        word = "+" + (end - start) + " B";
+      }
+      if (word.length * 6 + 8 <= (z - a) * zoom) {
+        svg("text", {x: (left + (a - first) * zoom + 4).toFixed(2), y: 56, "class": "inl"}, s,
+            word);
+      }
+    }
+    for (let at = Math.ceil(first / 32) * 32; at <= last; at += 32) {
+      const x = left + (at - first) * zoom;
+      svg("line", {x1: x.toFixed(2), x2: x.toFixed(2), y1: 64, y2: 69, "class": "ztick"}, s);
+      if (at % 64 && zoom * 32 < 80) continue;   // a label every 64 B where 32 B are narrow
+      svg("text", {x: x.toFixed(2), y: 80, "class": "tick", "text-anchor": x < left + 30 ?
+                   "start" : x > left + barW - 30 ? "end" : "middle"}, s, at.toLocaleString("en"));
+    }
+    svg("text", {x: left, y: 93, "class": "tick"}, s, "bytes " + first + " to " + last +
+        " of the block, a tick every 32 B (magnified: the whole footprint is the bar above)");
+    const list = html("ul", {"class": "why"}, box);
+    for (const line of why(b, P.product)) html("li", {}, list, line);
   };
 
   // -- the controls ----------------------------------------------------------------------------
@@ -463,6 +576,7 @@
       fmt(b[SIZE]) + " requested (" + b[SIZE] + " bytes), " + D.apis[b[API]],
       "footprint " + fmt(b[FP]) + " = rule size " + fmt(b[RULE]) + " (padding " +
         (b[RULE] - b[SIZE]) + " B) + page rounding " + fmt(b[FP] - b[RULE]),
+      ...why(b, p.P.product).slice(0, -1).map((line) => "  " + line),
       (b[API] === D.physical_api ? "physical handle, " + pageSize(b[PAGE])
         : PAGES[b[PAGE]] + " pages") + (b[FALLBACK] ? " (huge pages wanted: fell back)" : "") +
         ", component " + (D.modules[String(b[MOD])] || String(b[MOD])),
@@ -492,6 +606,15 @@
     const below = e.pageY + 16;   // below the pointer, or above it when there is no room
     tip.style.top = (below + tip.offsetHeight > window.scrollY + window.innerHeight - 4 ?
                      Math.max(window.scrollY + 4, e.pageY - tip.offsetHeight - 10) : below) + "px";
+  });
+  document.getElementById("panels").addEventListener("click", (e) => {
+    const target = e.target.closest ? e.target.closest("svg.map [data-id]") : null;
+    const section = target ? target.closest("section.panel") : null;
+    if (!target || !section) return;
+    const p = panels[Number(section.getAttribute("data-slot"))];
+    const id = Number(target.getAttribute("data-id"));
+    p.pinned = p.pinned === id ? null : id;   // a second click follows the events again
+    p.closeup(p.changesAt(now));
   });
   document.getElementById("panels").addEventListener("mouseleave", () => {
     tip.style.display = "none";

@@ -3,10 +3,13 @@
 :func:`save_player` replays a trace on each of a few products (A2 and 950PR by default) in
 Python and writes one HTML page that holds the result as JSON, its script and its styles
 inline (no network, no external file: a Content-Security-Policy forbids both). In a browser
-the page shows, per product side by side, the memory map and the timeline, with a slider
-over the events; the peak and the first failing event are marked; hovering a block shows its
-size, footprint, page, API, component and the call stack that allocated it (when the trace
-has stacks). A product switch above each panel replays the same trace on another product.
+the page shows, per product side by side (on one capacity), the memory map and the timeline,
+with a slider over the events; the peak and the first failing event are marked; hovering a
+block shows its size, footprint and the rules that made it, page, API, component and the call
+stack that allocated it (when the trace has stacks); under each map, a close-up of the block
+the event allocated (or the one clicked) shows its padding magnified (:mod:`.closeup`).
+Fallback blocks are outlined. A product switch above each panel replays the same trace on
+another product.
 
 What the page holds is bounded: per product, each allocation of the drawn device once
 (offset, sizes, page, API, stack number) and each change as two integers; the script
@@ -38,7 +41,7 @@ from .regions import PHYSICAL_COLOR
 from .replay import ReplayResult, Source, replay
 from .sharedmap import CACHED_COLOR, POOL_COLOR, import_change
 from .stream import records
-from .viz import PADDING_COLOR, PAGE_COLORS, ROW_BYTES, MapSnapshot, map_svg
+from .viz import FALLBACK_LABEL, PADDING_COLOR, PAGE_COLORS, ROW_BYTES, MapSnapshot, map_svg
 
 __all__ = ["save_player", "player_html", "player_data", "products_for", "PRODUCTS",
            "MAX_EVENTS", "FRAMES", "FRAME_CHARS", "STACK_CHARS"]
@@ -302,7 +305,10 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
 
     ``device`` is the device drawn (DECISION: by default the first one a block is
     allocated on, since most traces use one device; the page says which).
-    ``capacity`` and ``policy`` are passed to each replay. Time O(products x replay);
+    ``capacity`` and ``policy`` are passed to each replay. DECISION: without a
+    ``capacity`` every product replays on the first one's (the recorded capacity when the
+    trace was recorded on it, else its own), so that the panels differ by the rules alone,
+    not by the size of the device. Time O(products x replay);
     memory O(allocations of the first ``max_events`` events + timeline points + stacks).
 
     Raises:
@@ -323,6 +329,8 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
                                    max_events, drawn, capacity, policy)
         drawn = found if drawn is None else drawn
         panels.append(panel)
+        if capacity is None:
+            capacity = panel["capacity"]   # the others compare on the first one's
     events = max(p["events"] for p in panels)
     return {
         "name": str(source.name), "events": events, "shown": min(events, max_events),
@@ -331,6 +339,7 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
         "stacks_left_out": stacks.left_out,
         "colors": {"pages": [PAGE_COLORS[p.value] for p in _PAGES], "padding": PADDING_COLOR,
                    "physical": PHYSICAL_COLOR},
+        "fallback_label": FALLBACK_LABEL,
         "physical_api": _PHYSICAL,
         # a pool's granules: their own colours by api
         "fills": {str(_POOL_BLOCK): POOL_COLOR, str(_POOL_CACHED): CACHED_COLOR},

@@ -5,6 +5,12 @@ bytes, padding (at least 2 pixels wide, so the +32 rule shows) and page rounding
 dark line at each block's start and end, labels inside blocks wide enough, folded free
 stretches; the timeline with its capacity line and failed mallocs. Every text is plain:
 file names and component names never go through matplotlib's ``$...$`` math parser or TeX.
+
+A PNG is at most :data:`MAX_HEIGHT` pixels tall, whatever the size of the job: the maps share
+what the timeline (and a close-up) leave, and a map with more lines than its share gets
+larger rows (doubling, as the SVG's do), so its labels stay the size a screen shows them at.
+Each map keeps at least 8 lines, so a timeline, two maps and a close-up together run to
+about 1,400 pixels.
 """
 
 from __future__ import annotations
@@ -13,9 +19,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..memory.constants import MiB
+from ..memory.rules import PAGE_BYTES
 from ..memory.units import format_bytes
+from .closeup import PART_WORDS
 from .regions import PHYSICAL_COLOR, is_physical
 from .viz import (
+    FALLBACK_COLOR,
+    FALLBACK_LABEL,
     FREE_COLOR,
     PADDING_COLOR,
     PAGE_COLORS,
@@ -31,12 +41,26 @@ from .viz import (
 )
 
 if TYPE_CHECKING:
+    from .closeup import Closeup
     from .replay import Timeline
 
-__all__ = ["save_png", "draw_figure"]
+__all__ = ["save_png", "draw_figure", "MAX_HEIGHT"]
 
 _DPI = 110
 _FIG_WIDTH = 10.0
+#: the most pixels a PNG is tall. DECISION: about what a laptop's screen shows at once
+#: (1,200 px at 110 dpi), so that a picture is never shrunk to fit the screen and its 7-point
+#: labels stay readable; a 19 GiB job's maps get larger rows instead of more of them.
+MAX_HEIGHT = 1200
+#: inches of the figure: the timeline; a map's heading and legend; one line of a map
+_TIMELINE_IN = 3.2
+_MAP_HEAD_IN = 1.6
+_LINE_IN = 0.17
+#: the fewest lines a map is given, however many maps share the height
+_MIN_LINES = 8
+#: inches of a close-up: its title and bars; each line of its rules
+_CLOSEUP_IN = 2.6
+_WHY_IN = 0.17
 
 
 def _lines(*texts: str) -> str:
@@ -48,14 +72,15 @@ def _lines(*texts: str) -> str:
 
 def save_png(path: str, *, snapshot: MapSnapshot | None = None,
              timeline: Timeline | None = None, title: str = "",
-             color_by: str = "page", maps: Sequence[MapSnapshot] = ()) -> None:
+             color_by: str = "page", maps: Sequence[MapSnapshot] = (),
+             closeups: Sequence[Closeup] = ()) -> None:
     """Draw the map and/or the timeline into a PNG with matplotlib (the ``plot`` extra).
 
     Raises:
         ImportError: matplotlib is not installed (the message says how to get it).
     """
     fig = draw_figure(snapshot=snapshot, timeline=timeline, title=title, color_by=color_by,
-                      maps=maps)
+                      maps=maps, closeups=closeups)
     import matplotlib.pyplot as plt  # draw_figure has checked that matplotlib is there
 
     try:
@@ -66,9 +91,10 @@ def save_png(path: str, *, snapshot: MapSnapshot | None = None,
 
 def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | None = None,
                 title: str = "", color_by: str = "page",
-                maps: Sequence[MapSnapshot] = ()) -> Any:
+                maps: Sequence[MapSnapshot] = (), closeups: Sequence[Closeup] = ()) -> Any:
     """The matplotlib figure :func:`save_png` writes (the timeline above the map, then
-    ``maps``, more maps, one under another: a caching allocator's segments).
+    ``maps``, more maps, one under another: a caching allocator's segments; then
+    ``closeups``, blocks drawn close up, :mod:`.closeup`).
 
     ``title`` heads the timeline, or the map when it is alone.
 
@@ -88,12 +114,18 @@ def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | Non
     if color_by not in ("page", "component"):
         raise ValueError(f"color_by must be 'page' or 'component', got {color_by!r}")
     all_maps = [m for m in (snapshot, *maps) if m is not None]
-    if timeline is None and not all_maps:
-        raise ValueError("save_png needs a snapshot or a timeline")
-    # The map's lines: rows of 2 MiB while up to 128 are in use (as the SVG), and folds.
-    layouts = [_map_lines(m) for m in all_maps]
-    heights = ([4] if timeline is not None else []) + [
-        max(3.0, 1.6 + 0.2 * len(lines[1])) for lines in layouts]
+    if timeline is None and not all_maps and not closeups:
+        raise ValueError("save_png needs a snapshot, a timeline or a close-up")
+    whys = [_closeup_why(one) for one in closeups]
+    closeup_heights = [_CLOSEUP_IN + _WHY_IN * len(why) for why in whys]
+    # The maps' lines: rows of 2 MiB while they fit the height left (else larger), and folds.
+    budget = MAX_HEIGHT / _DPI - (_TIMELINE_IN if timeline is not None else 0) - sum(
+        closeup_heights)
+    share = (budget - _MAP_HEAD_IN * len(all_maps)) / max(len(all_maps), 1) / _LINE_IN
+    layouts = [_map_lines(m, max(_MIN_LINES, int(share))) for m in all_maps]
+    heights = ([_TIMELINE_IN] if timeline is not None else []) + [
+        max(3.0, _MAP_HEAD_IN + _LINE_IN * len(lines[1])) for lines in layouts
+    ] + closeup_heights
     fig, axes = plt.subplots(len(heights), 1, figsize=(_FIG_WIDTH, sum(heights)),
                              squeeze=False, gridspec_kw={"height_ratios": heights})
     ax_iter = iter(axes[:, 0])
@@ -104,6 +136,8 @@ def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | Non
         if title and timeline is None and i == 0:
             heading.insert(0, title)
         _draw_map(next(ax_iter), fig, one, lines, heading, color_by)
+    for one, why in zip(closeups, whys):
+        _draw_closeup(next(ax_iter), one, why)
     # File and component names are data: never math text, never TeX (before any layout,
     # which measures the texts).
     for text in fig.findobj(Text):
@@ -145,10 +179,22 @@ def _draw_timeline(ax: Any, timeline: Timeline, title: str) -> None:
         ax.legend(loc="upper left", fontsize=8)
 
 
-def _map_lines(snapshot: MapSnapshot) -> tuple[int, list[tuple[str, int, int]]]:
-    """(bytes per row, lines top to bottom): ("row", r, 0) or ("fold", first, end) for a
-    folded free stretch of rows [first, end), as the SVG lays them out."""
-    row_bytes, runs = rows_of(snapshot, 128)
+def _map_lines(snapshot: MapSnapshot, max_lines: int
+               ) -> tuple[int, list[tuple[str, int, int]]]:
+    """(bytes per row, at most ``max_lines`` lines top to bottom): ("row", r, 0) or ("fold",
+    first, end) for a folded free stretch of rows [first, end), as the SVG lays them out;
+    rows double in size until the lines fit (a single line at worst)."""
+    max_rows = max_lines
+    while True:
+        row_bytes, lines = _lines_of(snapshot, max_rows)
+        if len(lines) <= max_lines or max_rows == 1:
+            return row_bytes, lines
+        max_rows = max(1, max_rows - (len(lines) - max_lines))
+
+
+def _lines_of(snapshot: MapSnapshot, max_rows: int) -> tuple[int, list[tuple[str, int, int]]]:
+    """The lines of :func:`_map_lines` with at most ``max_rows`` rows in use."""
+    row_bytes, runs = rows_of(snapshot, max_rows)
     total_rows = -(-snapshot.capacity // row_bytes)
     lines: list[tuple[str, int, int]] = []
     previous_end = 0
@@ -208,11 +254,14 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
                 # drawn over the page rounding that follows it; a small block 1.5 pixels
                 w = max(w, (2 if part == "padding" else 1.5) / px_per_mib)
                 face = {"data": color(blk), "padding": PADDING_COLOR, "rounding": "#FFFFFF"}
+                fell_back = part == "data" and blk.fallback
                 ax.add_patch(Rectangle(
-                    (x, y - 0.36), w, 0.72, facecolor=face[part], linewidth=0.6,
-                    edgecolor=color(blk) if part == "rounding" else "none",
+                    (x, y - 0.36), w, 0.72, facecolor=face[part],
+                    linewidth=1.6 if fell_back else 0.6,
+                    edgecolor=FALLBACK_COLOR if fell_back else color(blk)
+                    if part == "rounding" else "none",
                     hatch="////" if part == "rounding" else None,
-                    zorder=1.6 if part == "padding" else 1.5))
+                    zorder=1.6 if part == "padding" else 1.55 if fell_back else 1.5))
                 label = "" if pos != start else segment_label(
                     part, blk, end - start, (w * px_per_mib - 8) / char_px)
                 if label:
@@ -244,8 +293,9 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     ax.set_ylim(len(lines) - 0.5, -0.5)
     ax.set_xlim(0, row_mib)
     ax.set_xlabel(f"MiB within the row (each row {format_bytes(row_bytes)}"
-                  + (f", ticks every {format_bytes(ROW_BYTES)})" if row_bytes > ROW_BYTES
-                     else ", one huge page)"))
+                  + (f", ticks every {format_bytes(ROW_BYTES)})"
+                     if ROW_BYTES < row_bytes <= 64 * ROW_BYTES
+                     else ")" if row_bytes > ROW_BYTES else ", one huge page)"))
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="y", length=0)
@@ -273,6 +323,9 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
         # regions of their own kind (a pool's granules): each fill once
         handles += [Patch(color=fill, label=label) for fill, label in dict.fromkeys(
             (b.fill, b.swatch) for b in snapshot.blocks if getattr(b, "swatch", None))]
+        if any(b.fallback for b in snapshot.blocks):
+            handles.append(Patch(facecolor="none", edgecolor=FALLBACK_COLOR, linewidth=1.6,
+                                 label=FALLBACK_LABEL))
         handles += [Patch(color=PADDING_COLOR, label="padding (size rule, e.g. +32)"),
                     Patch(facecolor="#FFFFFF", edgecolor="#888888", hatch="////",
                           label="page rounding"),
@@ -281,3 +334,68 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0),
               ncol=min(len(handles), 5 if snapshot.legend is None else 3), fontsize=7.5,
               frameon=False)
+
+
+def _closeup_why(closeup: Closeup) -> list[str]:
+    """The close-up's rules, wrapped to the figure's width (8 points)."""
+    room = _FIG_WIDTH * _DPI * 0.9
+    return [part for line in closeup.why() for part in _wrap(line, room, 8 * _DPI / 72)]
+
+
+def _draw_closeup(ax: Any, closeup: Closeup, why: list[str]) -> None:
+    """A block close up (as :func:`~.closeup.closeup_svg` draws it): the whole footprint to
+    scale, the window around the end of the request magnified, then the rules. The axes
+    measure inches from their top."""
+    from matplotlib.patches import Rectangle
+
+    b = closeup.block
+    height = _CLOSEUP_IN - 0.35 + _WHY_IN * len(why)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(height, 0)
+    ax.axis("off")
+    px = ax.get_position().width * _FIG_WIDTH * _DPI   # pixels across the bars
+    fills = {"data": PAGE_COLORS[b.page.value], "padding": PADDING_COLOR,
+             "rounding": "#FFFFFF"}
+
+    def part_patch(x: float, y: float, w: float, h: float, part: str) -> None:
+        fell_back = part == "data" and b.fallback
+        ax.add_patch(Rectangle((x, y), w, h, facecolor=fills[part],
+                               hatch="////" if part == "rounding" else None,
+                               edgecolor=FALLBACK_COLOR if fell_back else "#555555",
+                               linewidth=1.6 if fell_back else 0.5,
+                               zorder=2 if part == "padding" else 1))
+
+    for start, end, part in closeup.parts():
+        part_patch(start / b.footprint, 0.3, max((end - start) / b.footprint,
+                                                  (2 if part == "padding" else 1) / px),
+                   0.25, part)
+    first, end = closeup.window()
+    wx0, wx1 = first / b.footprint, max(end / b.footprint, first / b.footprint + 3 / px)
+    ax.add_patch(Rectangle((wx0, 0.27), wx1 - wx0, 0.31, fill=False, edgecolor="#000000",
+                           linewidth=1.2, zorder=3))
+    pages = b.footprint // PAGE_BYTES[b.page]
+    ax.text(0, 0.12, f"requested {b.size:,} B; padding {b.padding:,} B; page rounding "
+            f"{b.page_rounding:,} B; footprint {b.footprint:,} B = {pages:,} {b.page.value} "
+            f"page{'s' * (pages != 1)} of {format_bytes(PAGE_BYTES[b.page])}",
+            fontsize=8, va="center")
+    ax.plot([wx0, 0], [0.58, 0.95], [wx1, 1], [0.58, 0.95], color="#888888", linewidth=0.8,
+            linestyle=(0, (3, 3)))
+    zoom = 1 / (end - first)
+    for start, stop, part in closeup.parts():
+        a, z = max(start, first), min(stop, end)
+        if a >= z:
+            continue
+        part_patch((a - first) * zoom, 0.95, (z - a) * zoom, 0.35, part)
+        label = f"+{stop - start} B padding" if part == "padding" else PART_WORDS[part]
+        if len(label) * 8 * 0.62 * _DPI / 72 + 8 <= (z - a) * zoom * px:
+            ax.text((a - first) * zoom + 4 / px, 1.125, label, fontsize=8, va="center",
+                    zorder=4)
+    for offset in range(-(-first // 32) * 32, end + 1, 32):
+        x = (offset - first) * zoom
+        ax.plot([x, x], [1.3, 1.37], color="#333333", linewidth=0.8)
+        ax.text(x, 1.49, f"{offset:,}", fontsize=7, ha="center", va="center", color="#555555")
+    ax.text(0, 1.7, f"bytes {first:,} to {end:,} of the block, a tick every 32 B",
+            fontsize=8, va="center")
+    ax.text(0, 1.95, "\n".join(why), fontsize=8, va="top", linespacing=1.45)
+    ax.set_title(_lines(closeup.title, "whole footprint, to scale; then the bytes around the "
+                        "end of the request, magnified"), fontsize=10.5, loc="left")

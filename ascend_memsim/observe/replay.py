@@ -71,7 +71,9 @@ class Failure:
         lines = [f"first failure: event {self.index} (line {self.line}): {e.get('api')}"
                  f"(size={e.get('size')}, policy={policy_name(e.get('policy', 0))}) on device "
                  f"{e.get('device', 0)}" + (f", stream {e['stream']}"
-                                            if e.get("stream") is not None else ""),
+                                            if e.get("stream") is not None else "")
+                 + (" (it failed when recorded too)" if e.get("event") == "malloc_failed"
+                    else ""),
                  *("    " + m for m in self.message.splitlines()),
                  f"    live: {format_bytes(self.live_bytes)}" + (f" ({streams})" if streams
                                                                   else ""),
@@ -126,7 +128,8 @@ class ReplayResult:
 
     @property
     def fits(self) -> bool:
-        """True when every malloc of the trace succeeded."""
+        """True when every malloc of the trace succeeded; in a trace that names the device
+        it was recorded on, a malloc recorded as failed too (see :func:`replay`)."""
         return self.failures == 0
 
     def __str__(self) -> str:
@@ -183,6 +186,23 @@ def _default_capacity(trace: Source, product: str) -> int | None:
                     f"simulator takes (a multiple of 64 bytes up to {MEMORY_SPAN}); give one")
             return value
     return None
+
+
+def _knows_its_device(trace: Source) -> bool:
+    """True when the trace's header names the product and capacity it was recorded on (the
+    project's own traces). DECISION: then a malloc recorded as failed that fails again is
+    a failure of the replay, so a trace recorded on a small device replays with its
+    out-of-memory errors; other traces' recorded failures (a torch snapshot's ``oom``: a
+    tensor request of the caching allocator, which a replay of segments only approximates;
+    an RMM log's) are probes only, counted apart."""
+    product = trace.header.get("product")
+    if not isinstance(product, str):
+        return False
+    try:
+        capacity = trace.header.get(_capacity_key(product))
+    except AclError:   # a product the simulator does not know
+        return False
+    return type(capacity) is int and capacity > 0
 
 
 #: the most characters of one stack frame that text output shows
@@ -257,7 +277,10 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     pass. ``policy`` / ``api`` replace the recorded ones for every malloc. ``stop_at_failure``
     ends at the first failed malloc; ``stop_after`` after that event index (for a map at a
     given moment, with ``keep_runtime``). ``observers`` are added to the fresh runtime (e.g.
-    a :class:`~ascend_memsim.observe.stats.MemoryStats`). ``timeline`` keeps at most
+    a :class:`~ascend_memsim.observe.stats.MemoryStats`). Without ``capacity``, a trace
+    replayed on the product it was recorded on takes the recorded capacity; a malloc
+    recorded as failed is probed, and counts as a failure when it fails again in a trace
+    that names its device (:func:`_knows_its_device`). ``timeline`` keeps at most
     ~2,000 points (:class:`Timeline`). ``progress(done, total)`` is called about 100 times,
     in events for a trace in memory, in bytes of the file for a stream.
 
@@ -305,6 +328,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     index = -1
     last_change = -1
     recorded = Recorded(result.recorded, result.problems, name)
+    own_failures = _knows_its_device(trace)
 
     def changed(index: int, block: Block, site: str | None, sign: int) -> None:
         nonlocal total, at_peak
@@ -420,9 +444,11 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
             except AclError as e:
                 if kind == "malloc_failed":
                     result.recorded_failures += 1
-                    continue
+                    if not own_failures:
+                        continue
+                else:
+                    failed.add(key)
                 result.failures += 1
-                failed.add(key)
                 if track is not None:
                     track.failure(index)
                 if result.first_failure is None:

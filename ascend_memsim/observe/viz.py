@@ -10,7 +10,7 @@
 
 :func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
 
-Size: about 720 lines, on purpose: the pictures share their geometry (rows, colours,
+Size: about 730 lines, on purpose: the pictures share their geometry (rows, colours,
 headings, the labels and edges the PNG draws too) and one import path; the PNG itself is
 :mod:`ascend_memsim.observe.png`, and regions of other kinds (a caching allocator's blocks,
 :mod:`.allocmap`) bring their own fill, label and tip rather than a branch here.
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .replay import Timeline
 
 __all__ = ["MapSnapshot", "map_svg", "timeline_svg", "text_map", "html_page",
-           "stack_svg", "timeline_steps", "PAGE_COLORS"]
+           "stack_svg", "timeline_steps", "PAGE_COLORS", "FALLBACK_COLOR", "FALLBACK_LABEL"]
 
 ROW_BYTES = PAGE_BYTES[Page.HUGE]
 
@@ -45,6 +45,10 @@ PAGE_COLORS = {"normal": "#0072B2", "huge": "#E69F00", "huge1g": "#CC79A7"}
 _COMPONENT_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
                      "#F0E442", "#999999")
 PADDING_COLOR = "#D55E00"
+#: The outline of a block HUGE_FIRST placed on normal pages (no huge page could be had), and
+#: its legend entry, the same in every picture (SVG, PNG, the player)
+FALLBACK_COLOR = "#C00000"
+FALLBACK_LABEL = "HUGE_FIRST fallback: normal pages (red outline)"
 FREE_COLOR = "#F4F4F4"
 _FONT = "font-family:DejaVu Sans,Verdana,sans-serif"
 
@@ -239,6 +243,10 @@ def segment_label(part: str, block: Block, size: int, room: float) -> str:
         label = f"{format_bytes(block.size)} requested, {block.api.value}"
         if block.extra and block.extra.get("ipc_keys"):
             label += ", IPC export"  # runtime/ipc.py: shared with other processes
+        if block.fallback:
+            label += ", fallback"
+        if len(label) > room:
+            label = format_bytes(block.size) + (", fallback" if block.fallback else "")
         if len(label) > room:
             label = format_bytes(block.size)
     elif part == "rounding":
@@ -319,11 +327,11 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                       f'class="legend">{html.escape(label)}</text>')
         lx += 30 + _text_width(label, 11)
     if any(b.fallback for b in snapshot.blocks):
-        if lx + 19 + _text_width("huge-page fallback", 11) > width - right:
+        if lx + 19 + _text_width(FALLBACK_LABEL, 11) > width - right:
             lx, ly = left, ly + 18
         legend.append(f'<rect x="{lx}" y="{ly}" width="14" height="12" fill="none" '
-                      f'stroke="#C00000" stroke-width="1.5"/><text x="{lx + 19}" y="{ly + 10}"'
-                      f' class="legend">huge-page fallback</text>')
+                      f'stroke="{FALLBACK_COLOR}" stroke-width="2"/><text x="{lx + 19}" '
+                      f'y="{ly + 10}" class="legend">{FALLBACK_LABEL}</text>')
     top = ly + 34
 
     body: list[str] = []
@@ -374,8 +382,8 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                 w = max((stop - pos) * scale, 2.0 if part == "padding" else 1.0)
                 fill = {"data": color(b), "padding": PADDING_COLOR,
                         "rounding": "url(#rounding)"}[part]
-                extra = ' stroke="#C00000" stroke-width="1.2"' if b.fallback and part == "data" \
-                    else ""
+                extra = (f' stroke="{FALLBACK_COLOR}" stroke-width="2"'
+                         if b.fallback and part == "data" else "")
                 # padding goes on top of the page rounding that follows it
                 (on_top if part == "padding" else body).append(
                     f'<rect x="{x:.2f}" y="{row_y[r] + 1}" width="{w:.2f}" '
@@ -622,6 +630,8 @@ TEXT_LEGEND = (("G", "1 GiB pages"), ("H", "huge page with requested bytes"),
 PHYSICAL_TEXT = "P"
 #: ... and for a stream-ordered pool's granule (with a SharingView)
 POOL_TEXT = "M"
+#: ... and for normal pages of a block HUGE_FIRST wanted on huge pages (a fallback)
+FALLBACK_TEXT = "F"
 
 
 def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
@@ -647,7 +657,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
             stop = min(end, (c + 1) * cell)
             key = ("P" if is_physical(b) else POOL_TEXT if getattr(b, "counted_as", None)
                    == "pool granule" else "G" if b.page is Page.HUGE1G
-                   else "H" if b.page is Page.HUGE else "n")
+                   else "H" if b.page is Page.HUGE else FALLBACK_TEXT if b.fallback
+                   else "n")
             slot = data.setdefault(c, {})
             slot[key + part] = slot.get(key + part, 0) + stop - pos
             pos = stop
@@ -664,9 +675,11 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
             return "G"
         if slot.get("Hdata"):
             return "H"
-        if any(k.startswith("H") for k in slot) and not any(k.startswith("n") for k in slot):
+        if slot.get(FALLBACK_TEXT + "data"):
+            return FALLBACK_TEXT
+        if any(k.startswith("H") for k in slot) and not any(k[0] in "nF" for k in slot):
             return "h"
-        normal = sum(v for k, v in slot.items() if k.startswith("n"))
+        normal = sum(v for k, v in slot.items() if k[0] in "nF")
         return "N" if normal >= cell * 0.95 else "n"
 
     lines = [f"{snapshot.title}: {snapshot.counted}, "
@@ -690,6 +703,8 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         legend = ((PHYSICAL_TEXT, f"physical handle ({pages})"), *legend)
     if any(getattr(b, "counted_as", None) == "pool granule" for b in snapshot.blocks):
         legend = ((POOL_TEXT, "memory pool granule"), *legend)
+    if any(b.fallback for b in snapshot.blocks):
+        legend = ((FALLBACK_TEXT, "normal pages of a HUGE_FIRST fallback"), *legend)
     lines.append(f"one character = {format_bytes(cell)}: " + ", ".join(
         f"{ch} {label}" for ch, label in legend))
     lines += [f"mapped from another process: {entry.label}" for entry in snapshot.imports]
