@@ -156,7 +156,8 @@ def test_a_file_in_no_known_format_is_an_error_not_an_empty_trace(tmp_path, cont
 def test_replay_bisects_a_snapshot_on_another_product(tmp_path):
     path = tmp_path / "snap.pickle"
     path.write_bytes(pickle.dumps(torch_snapshot()))
-    code, text = run("replay", str(path), "--product", "950PR", "--bisect", "--quiet")
+    code, text = run("replay", str(path), "--product", "950PR", "--bisect", "--quiet",
+                     "--allocator", "none")
     assert code == 0
     # 2 MiB + 20 MiB live at once, each a whole number of huge pages on 950PR (no +32)
     assert "smallest capacity on 950PR that fits the whole trace: 22 MiB" in text
