@@ -14,11 +14,25 @@ import pickle
 import struct
 from typing import Any
 
-__all__ = ["SnapshotError", "safe_unpickle", "brief"]
+__all__ = ["SnapshotError", "safe_unpickle", "brief", "WideInt"]
 
 
 class SnapshotError(ValueError):
     """A file that is not a snapshot this module can read (message says what is wrong)."""
+
+
+class WideInt:
+    """An integer of a JSON file with more digits than any 64-bit integer has, left unread
+    (Python reads at most 4,300 digits, in time quadratic in their number), so that the
+    reader can name the field that holds it (:func:`ascend_memsim.observe.snapshot.loads_json`)."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"an integer of {self.digits} digits"
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -303,6 +317,8 @@ def brief(value: Any) -> str:
     if kind is int:
         return repr(value) if value.bit_length() <= 200 else \
             f"an integer of {value.bit_length()} bits"
+    if kind is WideInt:
+        return repr(value)
     if kind is str:
         return repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
     if value is None or kind is bool or kind is float:

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.rules import PAGE_BYTES, Api, align_up, page_order, parse_policy, rule_size
-from .plain import SnapshotError, brief
+from .plain import SnapshotError, WideInt, brief
 from .regions import PHYSICAL_API, physical_entry, physical_event
 
 __all__ = ["SnapshotError", "is_snapshot", "read_snapshot", "to_memory_viz",
@@ -69,27 +69,14 @@ _IGNORED = ("alloc", "free_requested", "free_completed", "segment_map", "segment
 _INT_LOW, _INT_END = -(1 << 63), 1 << 64
 
 
-class _WideInt:
-    """A JSON integer of more digits than any 64-bit integer has, left unread (Python reads
-    at most 4,300 digits, in time quadratic in their number). :func:`_wide_field` finds it."""
-
-    __slots__ = ("digits",)
-
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
-
-    def __repr__(self) -> str:
-        return f"an integer of {self.digits} digits"
-
-
-def _json_int(text: str) -> int | _WideInt:
+def _json_int(text: str) -> int | WideInt:
     # 20 digits hold every 64-bit integer; the rest is left unread
-    return int(text) if len(text) <= 21 else _WideInt(len(text.lstrip("-")))
+    return int(text) if len(text) <= 21 else WideInt(len(text.lstrip("-")))
 
 
 def loads_json(text: str | bytes) -> Any:
     """A snapshot saved as JSON (``json.loads``), an integer too long for Python to read
-    kept as a :class:`_WideInt` (for :func:`_wide_field` to name), not refused as a whole file.
+    kept as a :class:`WideInt` (for :func:`_wide_field` to name), not refused as a whole file.
     O(len(text)).
 
     Raises:
@@ -106,11 +93,11 @@ def loads_json(text: str | bytes) -> Any:
 
 def _wide_field(record: dict) -> Any:
     """The first key of ``record`` whose value is an integer wider than 64 bits (or a
-    :class:`_WideInt`), or None. O(keys)."""
+    :class:`WideInt`), or None. O(keys)."""
     low, end = _INT_LOW, _INT_END
     for key, value in record.items():
         kind = value.__class__
-        if (kind is int and not low <= value < end) or kind is _WideInt:
+        if (kind is int and not low <= value < end) or kind is WideInt:
             return key
     return None
 
@@ -118,11 +105,8 @@ def _wide_field(record: dict) -> Any:
 def _wide_problem(where: str, record: dict, key: Any) -> str:
     """The message for field ``key`` of ``record`` at ``where`` (file and entry), which
     :func:`_wide_field` found."""
-    value = record[key]
-    width = repr(value) if value.__class__ is _WideInt else \
-        f"an integer of {value.bit_length()} bits"
-    return (f"{where}: field {brief(key)} is {width}; every integer of a snapshot fits in 64 "
-            f"bits (damaged or hostile); ignored")
+    return (f"{where}: field {brief(key)} is {brief(record[key])}; every integer of a "
+            f"snapshot fits in 64 bits (damaged or hostile); ignored")
 
 
 def is_snapshot(obj: Any) -> bool:

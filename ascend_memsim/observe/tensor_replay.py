@@ -35,7 +35,7 @@ from ..memory.errors import InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.units import human_bytes, plural
 from ..runtime.runtime import Runtime
-from .plain import brief, safe_unpickle
+from .plain import WideInt, brief, safe_unpickle
 from .snapshot import _stack, is_snapshot, loads_json
 from .stream import open_trace, records
 from .trace import _open_file
@@ -320,11 +320,14 @@ def _bad_field(e: dict, keys: tuple[str, ...]) -> str | None:
     (a size: not a non-negative one), described; None when all are good."""
     for key in keys:
         value = e.get(key, 0)
-        if value.__class__ is not int:
-            return f"field {key!r} is {brief(value)}, not an integer"
-        if not (0 if key == "size" else _LOW) <= value < _END:
-            return f"field {key!r} is {brief(value)}, outside a snapshot's 64-bit integers" \
-                if key != "size" or value >= _END else f"field 'size' is negative ({brief(value)})"
+        kind = value.__class__
+        if kind is int and (0 if key == "size" else _LOW) <= value < _END:
+            continue
+        if kind is int and _LOW <= value < 0:
+            return f"field {key!r} is negative ({value})"
+        if kind is int or kind is WideInt:
+            return f"field {key!r} is {brief(value)}; every integer of a snapshot fits in 64 bits"
+        return f"field {key!r} is {brief(value)}, not an integer"
     return None
 
 
