@@ -286,9 +286,9 @@ def _parser() -> argparse.ArgumentParser:
     trace_options(p)
     p.add_argument("--api", help="replace every recorded allocation API")
     p.add_argument("--bisect", action="store_true",
-                   help="find the smallest capacity on which the whole trace fits; with "
-                        "--allocator also the one from which every larger one fits "
-                        "(--capacity: the top of the search)")
+                   help="find the smallest capacity on which the whole trace fits; through "
+                        "the caching allocator also the one from which every larger one "
+                        "fits (--capacity: the top of the search)")
     p.add_argument("--step", type=_size_arg, default=2 * _MiB,
                    help="bisection step: 2MiB (default, a huge page) or 64 (bytes)")
     p.add_argument("--allocator", choices=["torch-npu", "none"],

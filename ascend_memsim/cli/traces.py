@@ -17,7 +17,7 @@ from ..observe.sharedmap import SharingView
 from ..observe.snapshot import PICKLE_PROTOCOL, tensor_entries, to_memory_viz
 from ..observe.stats import MemoryStats
 from ..observe.stream import TraceStream, open_trace
-from ..observe.tensor_replay import _load, nothing_replayed, replay_tensors
+from ..observe.tensor_replay import load_source, nothing_replayed, replay_tensors
 from ..observe.trace import from_snapshot, rmm_csv_lines
 from ..observe.viz import MapSnapshot, text_map
 from .common import print_json
@@ -110,7 +110,7 @@ def _replay_source(args: argparse.Namespace) -> tuple[bool, object, int]:
     """
     if args.allocator == "torch-npu":
         return True, args.trace, 0
-    kind, data = _load(args.trace)
+    kind, data = load_source(args.trace)
     tensors = tensor_entries(data) if kind == "snapshot" else 0
     if args.allocator is None and tensors:
         print(f"note: {args.trace} holds {_tensors(tensors)}: "

@@ -52,7 +52,7 @@ from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.units import human_bytes, plural
-from .tensor_replay import TensorReplayResult, _load, nothing_replayed, replay_tensors
+from .tensor_replay import TensorReplayResult, load_source, nothing_replayed, replay_tensors
 
 __all__ = ["fit_capacity", "sweep_settings", "default_candidates", "FitSearch", "Sweep",
            "DEFAULT_WINDOW", "MAX_WINDOW"]
@@ -265,7 +265,7 @@ class _Source:
     """A source read once: the snapshot dict (or the trace's path) and its product."""
 
     def __init__(self, source: Any, product: str | None, name: str | None = None) -> None:
-        kind, data = _load(source)
+        kind, data = load_source(source)
         self.name = name or (source if isinstance(source, str) else "<snapshot>")
         self.data = data if kind == "snapshot" else source
         if product is None and kind == "trace":

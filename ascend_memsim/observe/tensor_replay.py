@@ -40,7 +40,7 @@ from .snapshot import _stack, is_snapshot, loads_json
 from .stream import open_trace, records
 from .trace import _open_file
 
-__all__ = ["replay_tensors", "TensorReplayResult", "nothing_replayed"]
+__all__ = ["replay_tensors", "TensorReplayResult", "nothing_replayed", "load_source"]
 
 _FREES = ("free_requested", "free_completed", "free")
 _DERIVED = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
@@ -138,8 +138,15 @@ class TensorReplayResult:
         return "\n".join(lines)
 
 
-def _load(source: Any) -> tuple[str, Any]:
-    """("snapshot", dict) or ("trace", TraceStream) for a snapshot dict or a file path."""
+def load_source(source: Any) -> tuple[str, Any]:
+    """("snapshot", dict) or ("trace", TraceStream) for a snapshot dict or a file path: a
+    snapshot file read once (a pickle by :func:`~ascend_memsim.observe.plain.safe_unpickle`,
+    JSON by :func:`~ascend_memsim.observe.snapshot.loads_json`), a trace opened as a stream.
+
+    Raises:
+        InvalidArgument: a dict that is no snapshot, a file that cannot be read.
+        SnapshotError, TraceFormatError: a file in no known format (both ``ValueError``).
+    """
     if isinstance(source, dict):
         if not is_snapshot(source):
             raise InvalidArgument("not a memory snapshot (no 'segments' / 'device_traces')")
@@ -435,7 +442,7 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
             or trace.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
     """
-    kind, data = _load(source)
+    kind, data = load_source(source)
     if name is None:
         name = source if isinstance(source, str) else "<snapshot>"
     if product is None and kind == "trace":
