@@ -200,8 +200,9 @@ def test_cli_replay_plot_and_plot_of_a_snapshot(tmp_path, capsys):
     again = tmp_path / "e.svg"
     assert main(["plot", str(exported), "--capacity", "100MiB", "-o", str(again)]) == 0
     assert "caching allocator" not in again.read_text()
-    # refused before reading: --plot without --allocator, a bad extension
-    assert main(["replay", str(path), "--plot", str(tmp_path / "x.svg")]) == 2
+    # refused before reading: --plot of the device's calls, a bad extension
+    assert main(["replay", str(path), "--allocator", "none", "--plot",
+                 str(tmp_path / "x.svg")]) == 2
     assert main(["replay", str(path), "--allocator", "torch-npu",
                  "--plot", str(tmp_path / "x.gif")]) == 2
     assert not (tmp_path / "x.gif").exists()

@@ -75,12 +75,22 @@ def test_non_monotone_fit_reports_both_answers():
     assert "fit is not monotone: 42 MiB fails between them" in text
 
 
-def test_stop_at_failure_ends_the_replay():
+def test_a_replay_ends_at_the_first_failure_as_torch_ends_the_job():
     snap = _recorded(DIP)
-    whole = replay_tensors(snap, "A2", capacity=20 * MiB)
-    stopped = replay_tensors(snap, "A2", capacity=20 * MiB, stop_at_failure=True)
+    stopped = replay_tensors(snap, "A2", capacity=20 * MiB)     # the default
+    whole = replay_tensors(snap, "A2", capacity=20 * MiB, stop_at_failure=False)
     assert (whole.ooms, whole.allocs) == (3, 5) and (stopped.ooms, stopped.allocs) == (1, 2)
     assert stopped.first_failure == whole.first_failure
+    assert stopped.ended_at == stopped.first_failure["index"] and whole.ended_at is None
+    assert f"the replay ended at entry {stopped.ended_at}" in str(stopped)
+    assert not stopped.peaks_after_failure
+    # replayed on, the peaks after the failure are told apart as not the job's
+    assert whole.peaks_before_failure == {"peak_allocated": stopped.peak_allocated,
+                                          "peak_reserved": stopped.peak_reserved,
+                                          "peak_device": stopped.peak_device}
+    assert whole.peaks_after_failure == (whole.peak_allocated > stopped.peak_allocated
+                                         or whole.peak_reserved > stopped.peak_reserved
+                                         or whole.peak_device > stopped.peak_device)
 
 
 _op = st.tuples(st.booleans(), st.integers(1, 24), st.integers(0, 20))
@@ -259,8 +269,11 @@ def test_bad_options(tmp_path, capsys):
     path = tmp_path / "dip.json"
     path.write_text(json.dumps(_recorded(DIP)))
     base = ["replay", str(path), "--product", "A2"]
-    assert main([*base, "--sweep"]) == 2
+    assert main([*base, "--sweep", "--allocator", "none"]) == 2
     assert "give --allocator torch-npu" in capsys.readouterr().err
+    # a search counts any failure as not fitting: replaying on after one means nothing there
+    assert main([*base, "--bisect", "--continue-after-oom"]) == 2
+    assert "--continue-after-oom" in capsys.readouterr().err
     alloc = [*base, "--allocator", "torch-npu"]
     assert main([*alloc, "--sweep", "--alloc-conf", "expandable_segments:True"]) == 2
     assert "--sweep-conf" in capsys.readouterr().err

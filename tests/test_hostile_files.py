@@ -19,6 +19,7 @@ import pytest
 from work_budget import within_budget
 
 from ascend_memsim.cli import main
+from ascend_memsim.observe.plain import SnapshotError, safe_unpickle
 
 #: function calls (Python and C) one command may make on one of these small files; a
 #: healthy run makes about 25,000
@@ -69,6 +70,22 @@ def _memo_bomb() -> bytes:
     return b"\x80\x04N" + b"r" + struct.pack("<I", 1 << 26) + b"."
 
 
+#: integers hash to themselves modulo 2**61 - 1: every multiple of it hashes to 0
+_COLLIDING = [k * ((1 << 61) - 1) for k in range(1, 1500)]
+
+
+def _colliding_keys(protocol: int = 4) -> bytes:
+    # a dict built from n keys that hash alike costs n**2 probes (1.1 MB took 108 s)
+    keys = dict.fromkeys(_COLLIDING, 0)
+    return pickle.dumps({"segments": [], "device_traces": [[]], "allocator_settings": keys},
+                        protocol=protocol)
+
+
+def _colliding_set() -> bytes:
+    return pickle.dumps({"segments": [], "device_traces": [[]], "x": set(_COLLIDING)},
+                        protocol=4)
+
+
 def _huge_frame_snapshot() -> bytes:
     frames = [{"filename": "x" * 100_000, "line": 1 << 4000, "name": ["not", "a", "name"]}]
     entry = {"action": "segment_alloc", "addr": 1 << 40, "size": 512, "stream": 0,
@@ -86,6 +103,8 @@ HOSTILE = {
     "shared-lists.pickle": _shared_lists,
     "shared-entries.pickle": _shared_entries,
     "memo-bomb.pickle": _memo_bomb,
+    "colliding-keys.pickle": _colliding_keys,
+    "colliding-set.pickle": _colliding_set,
     "huge-frame.pickle": _huge_frame_snapshot,
     "far-device.pickle": _snapshot_far_device,
     "stack-of-lists.jsonl": lambda: _jsonl(stack=[["x"]]),
@@ -197,3 +216,28 @@ def test_a_huge_stack_frame_is_cut_in_text_output(tmp_path, capsys):
     assert code == 0
     assert "y" * 200 + "... (999800 more characters)" in stdout
     assert max(len(line) for line in stdout.splitlines()) < 400
+
+
+@pytest.mark.parametrize("protocol", [0, 2, 4, 5])
+def test_a_dict_keyed_by_colliding_integers_is_refused_before_it_is_built(tmp_path, capsys,
+                                                                         protocol):
+    # every dict of a snapshot is keyed by strings (torch/cuda/memory.py _snapshot); the old
+    # reader built this dict (quadratic in its keys) and the replay said it fits
+    data = _colliding_keys(protocol)
+    with pytest.raises(SnapshotError, match="a dict key that is not a string"):
+        safe_unpickle(data)
+    if protocol < 2:
+        return   # no PROTO opcode: the commands do not take the file for a pickle
+    path = tmp_path / "keys.pickle"
+    path.write_bytes(data)
+    code, stdout, stderr, _ = run_bounded(["replay", str(path), "--quiet"], capsys)
+    assert code == 2 and "a dict key that is not a string" in stderr and "fits" not in stdout
+
+
+def test_a_set_is_refused_before_it_is_built(tmp_path, capsys):
+    with pytest.raises(SnapshotError, match="holds a set"):
+        safe_unpickle(_colliding_set())
+    # strings as keys, one named again through the memo, are what every snapshot holds
+    entry = {"action": "alloc", "addr": 1, "size": 2, "stream": 0}
+    assert safe_unpickle(pickle.dumps({"device_traces": [[entry, dict(entry)]]}, protocol=0)) \
+        == {"device_traces": [[entry, entry]]}

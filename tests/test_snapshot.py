@@ -156,7 +156,8 @@ def test_a_file_in_no_known_format_is_an_error_not_an_empty_trace(tmp_path, cont
 def test_replay_bisects_a_snapshot_on_another_product(tmp_path):
     path = tmp_path / "snap.pickle"
     path.write_bytes(pickle.dumps(torch_snapshot()))
-    code, text = run("replay", str(path), "--product", "950PR", "--bisect", "--quiet")
+    code, text = run("replay", str(path), "--product", "950PR", "--bisect", "--quiet",
+                     "--allocator", "none")
     assert code == 0
     # 2 MiB + 20 MiB live at once, each a whole number of huge pages on 950PR (no +32)
     assert "smallest capacity on 950PR that fits the whole trace: 22 MiB" in text
@@ -522,3 +523,65 @@ def test_workspace_segments_replay_with_huge_only():
     assert policy[w] == 1 and len(policy) == 2
     # the caching allocator's segment (the one holding x) keeps HUGE_FIRST
     assert [policy[p] for p in policy if p != w] == [0]
+
+
+WIDE = 1 << 100_000
+
+
+def _wide_snapshot(field):
+    """A snapshot whose ``field`` (of its segment_alloc entry, or of its segment) is an
+    integer of 100,000 bits; the other entry and segment are good."""
+    entry = {"action": "segment_alloc", "addr": BASE, "size": 4 * MiB, "stream": 0}
+    seg = {"device": 0, "address": BASE + 64 * MiB, "total_size": 2 * MiB, "stream": 0,
+           "blocks": []}
+    (seg if field == "total_size" else entry)[field] = WIDE
+    good = {"action": "segment_alloc", "addr": BASE + 8 * MiB, "size": 2 * MiB, "stream": 0}
+    return {"segments": [seg], "device_traces": [[entry, good]]}
+
+
+@pytest.mark.parametrize("field", ["size", "module", "total_size", "time_us"])
+@pytest.mark.parametrize("form", ["pickle", "json"])
+def test_an_integer_wider_than_64_bits_is_named_with_its_field_and_file(tmp_path, capsys,
+                                                                        field, form):
+    snap = _wide_snapshot(field)
+    path = tmp_path / f"wide.{form}"
+    if form == "pickle":
+        path.write_bytes(pickle.dumps(snap, protocol=4))
+    else:
+        import sys
+        old = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(0)
+        try:
+            path.write_text(json.dumps(snap))
+        finally:
+            sys.set_int_max_str_digits(old)
+    trace = load(str(path))
+    where = "segments[0]" if field == "total_size" else "device_traces[0][0]"
+    assert trace.problems == [f"{path}: {where}: field '{field}' is an integer of "
+                              + ("100001 bits" if form == "pickle" else "30103 digits")
+                              + "; every integer of a snapshot fits in 64 bits (damaged or "
+                                "hostile); ignored"]
+    code, text = run("replay", str(path), "--quiet")
+    err = capsys.readouterr().err
+    assert code == 0 and "Exceeds the limit" not in text + err
+    assert f"warning: {path}: {where}: field '{field}'" in err
+    assert "2 mallocs, 0 frees, 0 failed" in text     # the good entry and segment replay
+
+
+def test_tensor_entries_with_fields_outside_64_bits_are_named(tmp_path):
+    from ascend_memsim.observe.tensor_replay import replay_tensors
+
+    entries = [{"action": "alloc", "addr": WIDE, "size": 512, "stream": 0},
+               {"action": "alloc", "addr": BASE, "size": WIDE, "stream": 0},
+               {"action": "alloc", "addr": BASE + 1024, "size": 512, "stream": [1]},
+               {"action": "free_completed", "addr": [BASE], "size": 512, "stream": 0},
+               {"action": "alloc", "addr": BASE + 2048, "size": 512, "stream": 0}]
+    r = replay_tensors({"segments": [], "device_traces": [entries]}, "A2", name="wide.pickle")
+    assert r.allocs == 1 and r.problems == [
+        "wide.pickle: entry 0: field 'addr' is an integer of 100001 bits; every integer of a "
+        "snapshot fits in 64 bits; ignored",
+        "wide.pickle: entry 1: field 'size' is an integer of 100001 bits; every integer of a "
+        "snapshot fits in 64 bits; ignored",
+        "wide.pickle: entry 2: field 'stream' is a list of 1 item, not an integer; ignored",
+        "wide.pickle: entry 3: field 'addr' is a list of 1 item, not an integer; ignored"]
+    assert r.actions["skipped"] == {"alloc": 3, "free_completed": 1}

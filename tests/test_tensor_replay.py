@@ -232,3 +232,143 @@ def test_workspace_segments_are_seeded_as_such():
     # workspace cache (NPUCachingAllocator.cpp malloc: NPUWorkspaceAllocator::emptyCache)
     small = replay_tensors(snap, "A2", capacity=64 * MiB)
     assert small.fits and small.retries == 1 and small.workspace_seeded == 1
+
+
+BASE = 0x7F0000000000
+#: five live tensors of weights, as _profile_to_snapshot lists them: no 'address' per block
+WEIGHTS = [3 * MiB, 1 * MiB + 100, 2 * MiB, 512 * 1024, 1 * MiB]
+
+
+def _profile_like_snapshot(segment_address=BASE):
+    """The layout of ``torch.cuda._memory_viz._profile_to_snapshot`` (and of torch 2.0-era
+    snapshots): blocks carry no ``address``; MemoryViz walks each segment from its own."""
+    blocks = []
+    for size in WEIGHTS:
+        blocks += [{"size": size, "requested_size": size, "state": "active_allocated",
+                    "frames": []}, {"size": 4096, "state": "inactive"}]
+    seg = {"device": 0, "address": segment_address, "stream": 0, "blocks": blocks,
+           "total_size": sum(b["size"] for b in blocks)}
+    step = BASE + 1024 * MiB
+    trace = [{"action": "alloc", "addr": step, "size": 4 * MiB, "stream": 0, "frames": []},
+             {"action": "free_requested", "addr": step, "size": 4 * MiB, "stream": 0},
+             {"action": "free_completed", "addr": step, "size": 4 * MiB, "stream": 0}]
+    return {"segments": [seg], "device_traces": [trace]}
+
+
+def test_blocks_without_addresses_are_seeded_at_the_addresses_memoryviz_gives(tmp_path,
+                                                                           capsys):
+    with Runtime("A2", sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt)
+        for size in [*WEIGHTS, 4 * MiB]:
+            alloc.malloc(size)
+        expected = alloc.memory_stats()
+    r = replay_tensors(_profile_like_snapshot(), "A2")
+    assert (r.seeded, r.allocs, r.frees, r.problems) == (5, 1, 1, [])
+    assert r.peak_allocated == expected["allocated_bytes.all.peak"]
+    assert r.peak_reserved == expected["reserved_bytes.all.peak"]
+    # the command line replays it through the allocator (it has tensor entries) alike
+    path = tmp_path / "profile.pickle"
+    path.write_bytes(pickle.dumps(_profile_like_snapshot(), protocol=4))
+    assert main(["replay", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["seeded"] == 5 and out["peak_allocated"] == r.peak_allocated
+
+
+def test_blocks_that_cannot_be_seeded_are_counted_not_dropped_silently():
+    snap = _profile_like_snapshot(segment_address=None)
+    r = replay_tensors(snap, "A2")
+    assert r.seeded == 0 and r.problems == [
+        "5 blocks live before the trace not seeded: no address (none of its own and no "
+        "segment address to walk from) or no size"]
+
+
+def _tensor_allocs(n, size):
+    return {"segments": [], "device_traces": [[
+        {"action": "alloc", "addr": BASE + i * size, "size": size, "stream": 0}
+        for i in range(n)]]}
+
+
+@pytest.mark.parametrize("snap, message", [
+    ({"segments": [], "device_traces": []}, "nothing to replay at the device's level"),
+    ({"segments": [], "device_traces": [[{"action": "segment_alloc", "addr": "x", "size": 5},
+                                         7]]}, "2 entries left out (warned about above)"),
+    ({"segments": [{"device": 0}], "device_traces": [[
+        {"action": "alloc", "addr": BASE, "size": "x", "stream": 0}]]},
+     "nothing to replay through the caching allocator"),
+])
+def test_a_snapshot_with_nothing_to_replay_is_an_error(tmp_path, capsys, snap, message):
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    for extra in ([], ["--bisect"]):
+        assert main(["replay", str(path), "--quiet", *extra]) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and "fits" not in captured.out
+
+
+def test_tensor_entries_at_the_device_level_name_the_option_that_replays_them(tmp_path,
+                                                                             capsys):
+    # 99 tensors of 1 GiB, no segment event: the device's calls are none, the tensors 99 GiB
+    path = tmp_path / "tensors.pickle"
+    path.write_bytes(pickle.dumps(_tensor_allocs(99, 1 << 30), protocol=4))
+    assert main(["replay", str(path), "--quiet", "--allocator", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "99 tensor allocations (alloc entries): --allocator torch-npu replays them" in err
+    # by default they go through the caching allocator, which runs out at 60 GiB
+    assert main(["replay", str(path), "--quiet", "--json"]) == 1
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["ooms"] == 1 and out["ended_at"] == out["first_failure"]["index"] == 60
+    assert "replayed through torch_npu's caching allocator" in captured.err
+    # a snapshot with both says what the device-level replay leaves out
+    snap = _tensor_allocs(2, 1 * MiB)
+    snap["device_traces"][0].insert(0, {"action": "segment_alloc", "addr": BASE,
+                                        "size": 20 * MiB, "stream": 0})
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    assert main(["replay", str(path), "--quiet", "--allocator", "none"]) == 0
+    assert "also holds 2 tensor allocations (alloc entries), which a replay of the device's " \
+        "calls counts but does not replay; --allocator torch-npu" in capsys.readouterr().err
+
+
+def test_by_default_a_torch_snapshot_replays_through_the_allocator_and_ends_at_its_first_oom(
+        tmp_path, capsys):
+    snap, _ = _recorded(256 * MiB, workload=_fragmenting)
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(snap))
+    args = ["replay", str(path), "--product", "A2", "--capacity", "100MiB", "--quiet"]
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    assert "through torch_npu's caching allocator (default conf) on A2 with 100 MiB" \
+        in captured.out
+    assert "--allocator none replays its segment calls" in captured.err
+    # people's sizes in the text (torch's two decimals), exact bytes in --json
+    assert "peak allocated 72.01 MiB" in captured.out and " + " not in captured.out
+    assert "the replay ended at entry" in captured.out
+    assert main([*args, "--json"]) == 1
+    stopped = json.loads(capsys.readouterr().out)
+    assert stopped["peak_allocated"] == 72 * MiB + 6 * 1024 and stopped["ended_at"] is not None
+    assert main([*args, "--json", "--continue-after-oom"]) == 1
+    whole = json.loads(capsys.readouterr().out)
+    assert whole["ended_at"] is None and whole["ooms"] >= stopped["ooms"]
+    assert whole["peaks_before_failure"]["peak_allocated"] == stopped["peak_allocated"]
+    # the device's calls only on request, also ending where torch would
+    assert main([*args, "--allocator", "none"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("replayed ") and "the replay ended at event" in out
+    # the capacity searches take the same default
+    assert main(["replay", str(path), "--product", "A2", "--bisect", "--quiet"]) == 0
+    assert "every capacity from" in capsys.readouterr().out
+    assert main(["replay", str(path), "--product", "A2", "--quiet",
+                 "--sweep-conf", ";expandable_segments:True"]) == 0
+    assert "allocator settings ranked" in capsys.readouterr().out
+
+
+def test_the_projects_own_export_replays_the_device_calls(tmp_path, capsys):
+    from ascend_memsim.observe.snapshot import memory_viz_bytes
+
+    events = [{"event": "malloc", "ptr": BASE, "size": 1 * MiB, "device": 0, "seq": 0},
+              {"event": "free", "ptr": BASE, "device": 0, "seq": 1}]
+    path = tmp_path / "export.pickle"
+    path.write_bytes(memory_viz_bytes(events, {"product": "A2"}))
+    assert main(["replay", str(path), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("replayed 2 of 2 events") and "note:" not in captured.err

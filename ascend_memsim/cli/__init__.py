@@ -289,13 +289,18 @@ def _parser() -> argparse.ArgumentParser:
     trace_options(p)
     p.add_argument("--api", help="replace every recorded allocation API")
     p.add_argument("--bisect", action="store_true",
-                   help="find the smallest capacity on which the whole trace fits; with "
-                        "--allocator also the one from which every larger one fits "
-                        "(--capacity: the top of the search)")
+                   help="find the smallest capacity on which the whole trace fits; through "
+                        "the caching allocator also the one from which every larger one "
+                        "fits (--capacity: the top of the search)")
     p.add_argument("--step", type=_size_arg, default=2 * _MiB,
                    help="bisection step: 2MiB (default, a huge page) or 64 (bytes)")
-    p.add_argument("--allocator", choices=["torch-npu"],
-                   help="replay each tensor allocation through torch_npu's caching allocator")
+    p.add_argument("--allocator", choices=["torch-npu", "none"],
+                   help="torch-npu: each tensor allocation through torch_npu's caching "
+                        "allocator (the default for a torch snapshot with tensor-level "
+                        "entries); none: the recorded device calls (the default otherwise)")
+    p.add_argument("--continue-after-oom", action="store_true",
+                   help="replay on after an out-of-memory error of a torch snapshot (torch "
+                        "ends the job there: peaks after it are not the job's)")
     p.add_argument("--alloc-conf",
                    help="PYTORCH_NPU_ALLOC_CONF for --allocator, e.g. expandable_segments:True "
                         "(default: PYTORCH_NPU_ALLOC_CONF or PYTORCH_ALLOC_CONF from the "

@@ -16,11 +16,11 @@ from ..observe.closeup import closeup_of
 from ..observe.pictures import save_picture
 from ..observe.replay import replay, shown_frame, smallest_capacity, tty_progress
 from ..observe.sharedmap import SharingView
-from ..observe.snapshot import PICKLE_PROTOCOL, to_memory_viz
+from ..observe.snapshot import PICKLE_PROTOCOL, tensor_entries, to_memory_viz
 from ..observe.stats import MemoryStats
-from ..observe.stream import open_trace
-from ..observe.tensor_replay import replay_tensors
-from ..observe.trace import rmm_csv_lines
+from ..observe.stream import TraceStream, open_trace
+from ..observe.tensor_replay import load_source, nothing_replayed, replay_tensors
+from ..observe.trace import from_snapshot, rmm_csv_lines
 from ..observe.viz import MapSnapshot, text_map
 from .common import print_json
 
@@ -33,7 +33,8 @@ def _open(path: str):
 
 
 def _warn(trace) -> None:
-    """The trace's problems (lines left out) as warnings on stderr, at most 20 lines."""
+    """The problems of a trace (lines left out) or of a replay through the caching allocator
+    as warnings on stderr, at most 20 lines."""
     for problem in trace.problems[:20]:
         print(f"warning: {problem}", file=sys.stderr)
     if len(trace.problems) > 20:
@@ -45,16 +46,21 @@ def _progress(args: argparse.Namespace, label: str = "replay"):
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    if getattr(args, "allocator", None):
-        return _replay_allocator(args, out)
-    if args.sweep or args.sweep_conf is not None:
-        print("ascend-memsim: --sweep tries settings of torch_npu's caching allocator: give "
-              "--allocator torch-npu", file=sys.stderr)
+    if args.continue_after_oom and (args.bisect or args.sweep or args.sweep_conf is not None):
+        raise InvalidArgument("--continue-after-oom replays on after a failure; a capacity "
+                              "search counts any failure as not fitting: leave it out")
+    if args.allocator == "none" and _allocator_only(args):
         return 2
-    if getattr(args, "plot", None):
-        raise InvalidArgument("--plot draws the caching allocator's replay: give --allocator "
-                              "torch-npu too (ascend-memsim plot TRACE draws the device's)")
-    trace = _open(args.trace)
+    through_allocator, loaded, tensors = _replay_source(args)
+    if through_allocator:
+        return _replay_allocator(args, out, loaded)
+    if _allocator_only(args):
+        return 2
+    trace = _device_source(args, loaded, tensors)
+    # DECISION: a torch job ends at an out-of-memory error, so the replay of a snapshot's
+    # segment calls does too; a program of this project's traces may go on after a failed
+    # aclrtMalloc (its return code), so its trace replays on
+    torch_job = trace.kind == "snapshot" and not args.continue_after_oom
     progress = _progress(args)
     if args.bisect:
         step = args.step
@@ -66,10 +72,81 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         print_json(result, out) if args.json else print(result, file=out)
         return 0 if result.capacity is not None else 1
     result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
-                    api=args.api, progress=progress)
+                    api=args.api, progress=progress, stop_at_failure=torch_job)
     _warn(trace)
     print_json(result, out) if args.json else print(result, file=out)
+    failure = result.first_failure
+    if failure is not None and trace.kind == "snapshot" and not args.json:
+        if torch_job:
+            print(f"  the replay ended at event {failure.index}, as torch ends a job at an "
+                  f"out-of-memory error (--continue-after-oom replays on)", file=out)
+        elif result.peak_index > failure.index:
+            print(f"  not the job's: the peak (event {result.peak_index}) came after the "
+                  f"first failure (event {failure.index}), which ends a torch job", file=out)
     return 0 if result.fits else 1
+
+
+def _allocator_only(args: argparse.Namespace) -> bool:
+    """Refuse (True, told on stderr) the options of a replay through the caching allocator
+    in a replay of the device's calls."""
+    if args.sweep or args.sweep_conf is not None:
+        print("ascend-memsim: --sweep tries settings of torch_npu's caching allocator: give "
+              "--allocator torch-npu", file=sys.stderr)
+        return True
+    if getattr(args, "plot", None):
+        raise InvalidArgument("--plot draws the caching allocator's replay: give --allocator "
+                              "torch-npu too (ascend-memsim plot TRACE draws the device's)")
+    return False
+
+
+def _replay_source(args: argparse.Namespace) -> tuple[bool, object, int]:
+    """Whether the replay goes through the caching allocator, what it reads (the path, a
+    snapshot dict or a trace stream: the file is read once) and the tensor allocations of
+    a snapshot.
+
+    DECISION: a torch snapshot with tensor-level entries (``alloc``) replays through
+    torch_npu's caching allocator unless ``--allocator none``: its tensors are the job's
+    requests, the segment calls only what one allocator made of them on one device; it is
+    said on stderr. Any other file (a trace of this project, a snapshot of segments only,
+    this project's export) replays the device's calls unless ``--allocator torch-npu``.
+    """
+    if args.allocator == "torch-npu":
+        return True, args.trace, 0
+    kind, data = load_source(args.trace)
+    tensors = tensor_entries(data) if kind == "snapshot" else 0
+    if args.allocator is None and tensors:
+        print(f"note: {args.trace} holds {_tensors(tensors)}: "
+              f"replayed through torch_npu's caching allocator (--allocator torch-npu); "
+              f"--allocator none replays its segment calls on the device instead",
+              file=sys.stderr)
+        return True, data, tensors
+    return False, data, tensors
+
+
+def _tensors(n: int) -> str:
+    return f"{n:,} tensor allocation{'s' * (n != 1)} (alloc entr{'ies' if n != 1 else 'y'})"
+
+
+def _device_source(args: argparse.Namespace, data: object, tensors: int) -> TraceStream:
+    """The file ``_replay_source`` read, as a trace of the device's calls; a snapshot with
+    none of them is an error naming what it holds and the option that replays it."""
+    if isinstance(data, TraceStream):
+        return data     # a trace of this project, already open as a stream
+    trace = TraceStream(args.trace, "snapshot", {}, whole=from_snapshot(data, args.trace))
+    if not trace.events:
+        _warn(trace)
+        raise InvalidArgument(
+            f"{args.trace}: nothing to replay at the device's level: no segment (segment_alloc,"
+            f" segment_free, oom entry, or segment live in the snapshot)"
+            + (f"; {len(trace.problems)} entries left out (warned about above)"
+               if trace.problems else "")
+            + (f"; it holds {_tensors(tensors)}: --allocator torch-npu replays them"
+               if tensors else ""))
+    if tensors:
+        print(f"note: {args.trace} also holds {_tensors(tensors)}, which a replay of the "
+              f"device's calls counts but does not replay; --allocator "
+              f"torch-npu replays them through torch_npu's caching allocator", file=sys.stderr)
+    return trace
 
 
 def _moment(first_pass, args: argparse.Namespace) -> tuple[int, str]:
@@ -101,10 +178,11 @@ def _event_number(at: str) -> int:
                               f"got {at!r}") from None
 
 
-def _replay_allocator(args: argparse.Namespace, out: TextIO) -> int:
-    """replay --allocator torch-npu: every tensor through the caching allocator; with
-    --bisect the capacity it needs, with --sweep that of each setting. --capacity is the top
-    of the search range for both (default: the product's own memory)."""
+def _replay_allocator(args: argparse.Namespace, out: TextIO, source: object) -> int:
+    """replay --allocator torch-npu: every tensor of ``source`` (a path, or the snapshot
+    read) through the caching allocator; with --bisect the capacity it needs, with --sweep
+    that of each setting. --capacity is the top of the search range for both (default: the
+    product's own memory)."""
     from ..observe.fit import fit_capacity, sweep_settings
 
     extra = {"cann": args.cann} if args.cann else {}
@@ -115,20 +193,20 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO) -> int:
         raise InvalidArgument("--plot draws one replay: give a --capacity instead of "
                               "--bisect or --sweep")
     if not (sweep or args.bisect):
-        return _replay_allocator_once(args, out, extra)
+        return _replay_allocator_once(args, out, extra, source)
     shown = _progress(args, "search")
     progress = None if shown is None else (lambda runs, _capacity: shown(runs + 1, 0))
     limits = dict(step=args.step, top=args.capacity, window=args.window, progress=progress,
-                  **extra)
+                  name=args.trace, **extra)
     if sweep:
         if args.alloc_conf:
             print("ascend-memsim: --sweep tries its own settings; give yours with "
                   "--sweep-conf 'A;B;...', not --alloc-conf", file=sys.stderr)
             return 2
         candidates = None if args.sweep_conf is None else args.sweep_conf.split(";")
-        found = sweep_settings(args.trace, args.product, candidates=candidates, **limits)
+        found = sweep_settings(source, args.product, candidates=candidates, **limits)
     else:
-        found = fit_capacity(args.trace, args.product, alloc_conf=args.alloc_conf, **limits)
+        found = fit_capacity(source, args.product, alloc_conf=args.alloc_conf, **limits)
     if shown is not None:
         sys.stderr.write("\n")
     print_json(found.as_dict(), out) if args.json else print(found, file=out)
@@ -147,14 +225,20 @@ def _alloc_conf_from_env() -> str:
     return text
 
 
-def _replay_allocator_once(args: argparse.Namespace, out: TextIO, extra: dict) -> int:
+def _replay_allocator_once(args: argparse.Namespace, out: TextIO, extra: dict,
+                           source: object) -> int:
     """One replay through the caching allocator, drawn with --plot."""
     pictures = None
     if getattr(args, "plot", None):
         _picture_path(args.plot)
         pictures = AllocatorPictures()
-    result = replay_tensors(args.trace, args.product, capacity=args.capacity,
-                            alloc_conf=args.alloc_conf, observer=pictures, **extra)
+    result = replay_tensors(source, args.product, capacity=args.capacity,
+                            alloc_conf=args.alloc_conf, observer=pictures, name=args.trace,
+                            stop_at_failure=not args.continue_after_oom, **extra)
+    empty = nothing_replayed(result)
+    if empty is not None:
+        _warn(result)
+        raise InvalidArgument(empty)
     print_json(result.as_dict(), out) if args.json else print(result, file=out)
     if pictures is not None:
         pictures.finish(result.capacity)

@@ -2,7 +2,8 @@
 
 Markers, configs (the aclInit JSON, pytest ini options), profile overrides and the command
 line all accept a size as an int or as text read by :func:`parse_size` (``"64MiB"``,
-``"1.5GiB"``). Every size the package prints goes through :func:`format_bytes`.
+``"1.5GiB"``). Every size the package prints goes through :func:`format_bytes` (exact), or
+:func:`human_bytes` (rounded) where a plan is read, not a rule.
 
 DECISION: every unit is binary, ``KB``/``MB``/``GB`` included (``"2MB"`` is 2 MiB, 2,097,152
 bytes): device memory comes in binary units (2 MiB huge pages), and PyTorch, whose users
@@ -16,7 +17,7 @@ import math
 
 from .errors import InvalidArgument
 
-__all__ = ["parse_size", "format_bytes", "plural"]
+__all__ = ["parse_size", "format_bytes", "human_bytes", "plural"]
 
 
 def parse_size(text: str | int) -> int:
@@ -94,6 +95,29 @@ def format_bytes(n: int) -> str:
             count, n = divmod(n, scale)
             parts.append(f"{count} {unit}")
     return " + ".join(parts)
+
+
+def human_bytes(n: int) -> str:
+    """``19.46 GiB``, ``44 MiB``, ``512 B``: at most two decimals in the largest unit, as
+    people read a size (and torch's out-of-memory message writes one).
+
+    DECISION: the answers of a replay through the caching allocator and of its capacity
+    search print this way, being read as plans ("a 24 GiB card is enough"); their exact
+    bytes are in ``--json``. Every other size prints with :func:`format_bytes`.
+
+    >>> human_bytes(20894166630), human_bytes(44 << 20), human_bytes(3 << 29), human_bytes(512)
+    ('19.46 GiB', '44 MiB', '1.5 GiB', '512 B')
+    """
+    if n < 0:
+        return "-" + human_bytes(-n)
+    for index, (unit, scale) in enumerate(_UNITS[:-1]):
+        if n >= scale:
+            text = f"{n / scale:.2f}".rstrip("0").rstrip(".")
+            if text == "1024" and index:   # rounds up to the next unit
+                unit = _UNITS[index - 1][0]
+                text = "1"
+            return f"{text} {unit}"
+    return f"{n} B"
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:

@@ -27,14 +27,13 @@ quantities and the maps at the peak of reserved bytes and at the first out-of-me
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from ..memory.rules import Page
 from ..memory.units import format_bytes, plural
 from .plain import safe_unpickle
-from .snapshot import _stack, is_snapshot
+from .snapshot import _stack, is_snapshot, loads_json
 from .timeline import Timeline, _Timeline
 from .trace import _open_file
 from .viz import FREE_COLOR, PADDING_COLOR, ROW_BYTES, MapSnapshot
@@ -236,7 +235,7 @@ def read_snapshot_file(path: str) -> dict | None:
         value = safe_unpickle(data)
     elif data.lstrip()[:1] == b"{":
         try:
-            value = json.loads(data)
+            value = loads_json(data)
         except (ValueError, RecursionError):
             return None
     else:

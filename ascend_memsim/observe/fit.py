@@ -51,8 +51,8 @@ from ..allocators.rules import DEFAULT_CANN, PAGE_1G_CANN, cann_tuple
 from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
-from ..memory.units import format_bytes, plural
-from .tensor_replay import TensorReplayResult, _load, replay_tensors
+from ..memory.units import human_bytes, plural
+from .tensor_replay import TensorReplayResult, load_source, nothing_replayed, replay_tensors
 
 __all__ = ["fit_capacity", "sweep_settings", "default_candidates", "FitSearch", "Sweep",
            "DEFAULT_WINDOW", "MAX_WINDOW"]
@@ -119,7 +119,7 @@ class FitSearch:
         return out
 
     def __str__(self) -> str:
-        mb = format_bytes
+        mb = human_bytes
         head = (f"{self.source} through torch_npu's caching allocator "
                 f"({self.alloc_conf or 'default conf'}) on {self.product}")
         if not self.fits:
@@ -163,7 +163,7 @@ class FitSearch:
 
 def _failure_line(f: dict) -> str:
     message = f["message"].splitlines()[0] if f.get("message") else ""
-    return (f"first failure at entry {f['index']}, {format_bytes(f['size'])} on stream "
+    return (f"first failure at entry {f['index']}, {human_bytes(f['size'])} on stream "
             f"{f['stream']}: {message}")
 
 
@@ -175,8 +175,8 @@ def _ranges(capacities: list[int], step: int) -> str:
         if c is not None and c == prev + step:
             prev = c
             continue
-        parts.append(format_bytes(start) if start == prev
-                     else f"{format_bytes(start)} - {format_bytes(prev)}")
+        parts.append(human_bytes(start) if start == prev
+                     else f"{human_bytes(start)} - {human_bytes(prev)}")
         if c is not None:
             start = prev = c
     return ", ".join(parts)
@@ -206,7 +206,7 @@ class Sweep:
                 "results": [r.as_dict() for r in self.results]}
 
     def __str__(self) -> str:
-        mb = format_bytes
+        mb = human_bytes
         rows = [("setting", "smallest fit", "all fit from", "peak reserved", "retries",
                  "replays")]
         for r in self.results:
@@ -264,9 +264,9 @@ def _check_int(name: str, value: object, low: int, high: int | None = None) -> i
 class _Source:
     """A source read once: the snapshot dict (or the trace's path) and its product."""
 
-    def __init__(self, source: Any, product: str | None) -> None:
-        kind, data = _load(source)
-        self.name = source if isinstance(source, str) else "<snapshot>"
+    def __init__(self, source: Any, product: str | None, name: str | None = None) -> None:
+        kind, data = load_source(source)
+        self.name = name or (source if isinstance(source, str) else "<snapshot>")
         self.data = data if kind == "snapshot" else source
         if product is None and kind == "trace":
             product = data.header.get("product")
@@ -285,27 +285,29 @@ def _limits(src: _Source, step: object, top: object, window: object,
     top = _check_int("top (the largest capacity)", top, 1) // step * step
     if top < step:
         raise InvalidArgument(f"the largest capacity must be at least one step "
-                              f"({format_bytes(step)})")
+                              f"({human_bytes(step)})")
     return step, top, _check_int("window", window, 0, MAX_WINDOW)
 
 
 def fit_capacity(source: Any, product: str | None = None, *, alloc_conf: str = "",
                  cann: str = DEFAULT_CANN, step: int = 2 * MiB, top: int | None = None,
                  window: int = DEFAULT_WINDOW, device: int | None = None,
-                 progress: Progress | None = None) -> FitSearch:
+                 progress: Progress | None = None, name: str | None = None) -> FitSearch:
     """The smallest capacity on which ``source`` fits through torch_npu's caching allocator
     with ``alloc_conf``, and the capacity from which every larger one fits, searched in
     multiples of ``step`` up to ``top`` (default: the product's own memory). ``source``,
     ``product``, ``cann`` and ``device`` as :func:`replay_tensors` takes them; the search
     and what each answer has been checked against are in the module's text.
 
-    At most 2 + 3 log2(top / step) + 6 * ``window`` replays.
+    At most 2 + 3 log2(top / step) + 6 * ``window`` replays. ``name`` names the source in
+    the answer (default: the path, or ``<snapshot>`` for a dict).
 
     Raises:
-        InvalidArgument: a bad source, product, step, top or window.
+        InvalidArgument: a bad source, product, step, top or window; a source with nothing
+            to replay (no tensor allocation), which any capacity would "fit".
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
     """
-    src = _Source(source, product)
+    src = _Source(source, product, name)
     step, top, window = _limits(src, step, top, window, cann)
     parse_alloc_conf(alloc_conf)
     return _search(src, alloc_conf, cann, step, top, window, device, progress)
@@ -324,7 +326,7 @@ def _search(src: _Source, conf: str, cann: str, step: int, top: int, window: int
                 progress(len(runs), capacity)
             run = runs[capacity] = replay_tensors(
                 src.data, src.profile.name, capacity=capacity, alloc_conf=conf, cann=cann,
-                device=device, stop_at_failure=not whole)
+                device=device, stop_at_failure=not whole, name=src.name)
         return run.fits
 
     try:
@@ -333,6 +335,9 @@ def _search(src: _Source, conf: str, cann: str, step: int, top: int, window: int
             result.failure = runs[top].first_failure
             return result
         first = runs[top]
+        empty = nothing_replayed(first)
+        if empty is not None:
+            raise InvalidArgument(empty)
         lower = result.lower_bound = max(step, -(-first.peak_allocated // step) * step)
         hint = min(top, max(lower, -(-first.peak_device // step) * step))
         found = _probe(fits, lower, hint, top, step, window)
@@ -427,7 +432,7 @@ def sweep_settings(source: Any, product: str | None = None, *,
                    candidates: list[str] | tuple[str, ...] | None = None,
                    cann: str = DEFAULT_CANN, step: int = 2 * MiB, top: int | None = None,
                    window: int = DEFAULT_WINDOW, device: int | None = None,
-                   progress: Progress | None = None) -> Sweep:
+                   progress: Progress | None = None, name: str | None = None) -> Sweep:
     """Run :func:`fit_capacity` for each allocator setting in ``candidates`` (default:
     :func:`default_candidates`) over one reading of ``source``, and rank them (see
     :attr:`Sweep.results`). Every candidate is parsed before any replay.
@@ -436,7 +441,7 @@ def sweep_settings(source: Any, product: str | None = None, *,
         InvalidArgument: a bad source, product, step, top, window or candidate list.
         AllocatorConfigError: a candidate torch_npu refuses (the message names it).
     """
-    src = _Source(source, product)
+    src = _Source(source, product, name)
     step, top, window = _limits(src, step, top, window, cann)
     if candidates is None:
         candidates = default_candidates(src.profile.name, cann)

@@ -34,6 +34,7 @@ viewer ignores keys it does not know), so reading the file back gives the same e
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections import deque
 from collections.abc import Iterable
@@ -41,11 +42,12 @@ from typing import Any
 
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.rules import PAGE_BYTES, Api, align_up, page_order, parse_policy, rule_size
-from .plain import SnapshotError, brief
+from .plain import SnapshotError, WideInt, brief
 from .regions import PHYSICAL_API, physical_entry, physical_event
 
 __all__ = ["SnapshotError", "is_snapshot", "read_snapshot", "to_memory_viz",
-           "memory_viz_bytes", "PICKLE_PROTOCOL", "SNAPSHOT_API", "SNAPSHOT_POLICY"]
+           "memory_viz_bytes", "PICKLE_PROTOCOL", "SNAPSHOT_API", "SNAPSHOT_POLICY",
+           "loads_json", "tensor_entries"]
 
 #: MemoryViz.js: ``if (version < 2 || version > 4) throw`` (torch/utils/viz/MemoryViz.js)
 PICKLE_PROTOCOL = 4
@@ -63,7 +65,51 @@ _WORKSPACE_POLICY = 1
 _OOM_CODE = 207001
 
 _IGNORED = ("alloc", "free_requested", "free_completed", "segment_map", "segment_unmap",
-            "snapshot", "workspace_snapshot")
+            "snapshot", "workspace_snapshot", "annotate")
+
+#: torch writes every integer of a snapshot as a 64-bit IValue (``int64_t``; an address as
+#: ``uint64_t`` fits too): a wider one is no snapshot's
+_INT_LOW, _INT_END = -(1 << 63), 1 << 64
+
+
+def _json_int(text: str) -> int | WideInt:
+    # 20 digits hold every 64-bit integer; the rest is left unread
+    return int(text) if len(text) <= 21 else WideInt(len(text.lstrip("-")))
+
+
+def loads_json(text: str | bytes) -> Any:
+    """A snapshot saved as JSON (``json.loads``), an integer too long for Python to read
+    kept as a :class:`WideInt` (for :func:`_wide_field` to name), not refused as a whole file.
+    O(len(text)).
+
+    Raises:
+        ValueError, RecursionError: not one JSON document (as ``json.loads``).
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        # "Exceeds the limit (4300 digits) for integer string conversion"
+        return json.loads(text, parse_int=_json_int)
+
+
+def _wide_field(record: dict) -> Any:
+    """The first key of ``record`` whose value is an integer wider than 64 bits (or a
+    :class:`WideInt`), or None. O(keys)."""
+    low, end = _INT_LOW, _INT_END
+    for key, value in record.items():
+        kind = value.__class__
+        if (kind is int and not low <= value < end) or kind is WideInt:
+            return key
+    return None
+
+
+def _wide_problem(where: str, record: dict, key: Any) -> str:
+    """The message for field ``key`` of ``record`` at ``where`` (file and entry), which
+    :func:`_wide_field` found."""
+    return (f"{where}: field {brief(key)} is {brief(record[key])}; every integer of a "
+            f"snapshot fits in 64 bits (damaged or hostile); ignored")
 
 
 def is_snapshot(obj: Any) -> bool:
@@ -73,6 +119,19 @@ def is_snapshot(obj: Any) -> bool:
         return "segments" in obj or "device_traces" in obj
     return (isinstance(obj, list) and bool(obj) and isinstance(obj[0], dict)
             and "total_size" in obj[0] and "address" in obj[0])
+
+
+def tensor_entries(obj: Any) -> int:
+    """How many ``alloc`` entries (single tensors, which only a replay through the caching
+    allocator replays) snapshot ``obj`` holds; 0 for this project's own export (a ``memsim``
+    key), whose ``alloc`` entries are the device's mallocs. O(entries)."""
+    if not isinstance(obj, dict) or "memsim" in obj:
+        return 0
+    traces = obj.get("device_traces")
+    return sum(1 for per_device in traces if isinstance(per_device, list)
+               for entry in per_device
+               if isinstance(entry, dict) and entry.get("action") == "alloc") \
+        if isinstance(traces, list) else 0
 
 
 def _int(value: Any) -> int | None:
@@ -175,6 +234,11 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                                 f"entry of its own with an action; ignored")
                 continue
             seen.add(id(entry))
+            wide = _wide_field(entry)
+            if wide is not None:
+                problems.append(_wide_problem(f"{name}: device_traces[{device}][{position}]",
+                                             entry, wide))
+                continue
             entries.append((device, position, entry))
     # one order for all devices: by the trace's own sequence numbers, else by time, else the
     # devices one after another
@@ -257,6 +321,10 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
             problems.append(f"{name}: segments[{index}] is not a segment of its own; ignored")
             continue
         seen.add(id(segment))
+        wide = _wide_field(segment)
+        if wide is not None:
+            problems.append(_wide_problem(f"{name}: segments[{index}]", segment, wide))
+            continue
         device = _int(segment.get("device"))
         address = _int(segment.get("address"))
         total = _int(segment.get("total_size"))

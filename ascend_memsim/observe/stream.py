@@ -38,7 +38,7 @@ from typing import Any
 from ..memory.errors import TraceFormatError
 from .fields import FORMAT, _check_event, _header_of, _valid
 from .rmm import _rmm_events
-from .snapshot import is_snapshot
+from .snapshot import is_snapshot, loads_json
 from .trace import Trace, _line_error, _not_a_trace, _open_file, from_snapshot, load
 
 __all__ = ["Event", "TraceStream", "open_trace", "records"]
@@ -283,7 +283,7 @@ def open_trace(path: str, *, strict: bool = False) -> TraceStream:
         return TraceStream(path, "rmm-csv", {"source": "rmm-csv"}, strict=strict)
     if first[:1] in (b"{", b"["):
         try:
-            value = json.loads(first)
+            value = loads_json(first)
         except (ValueError, RecursionError):
             value = None
             # a JSON document over many lines (an indented snapshot), or a bad first line
@@ -310,7 +310,7 @@ def _whole_document(path: str) -> Any:
     first line is not a JSON value)."""
     with _open(path) as f:
         try:
-            return json.loads(f.read())
+            return loads_json(f.read())
         except (ValueError, RecursionError):
             return None
 

@@ -24,7 +24,6 @@ memorySnapshot writes them; the sizes of ``alloc`` entries are the sizes asked f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,14 +33,14 @@ from ..allocators.rules import DEFAULT_CANN
 from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..memory.errors import InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
-from ..memory.units import format_bytes, plural
+from ..memory.units import human_bytes, plural
 from ..runtime.runtime import Runtime
-from .plain import safe_unpickle
-from .snapshot import _stack, is_snapshot
+from .plain import WideInt, brief, safe_unpickle
+from .snapshot import _stack, is_snapshot, loads_json
 from .stream import open_trace, records
 from .trace import _open_file
 
-__all__ = ["replay_tensors", "TensorReplayResult"]
+__all__ = ["replay_tensors", "TensorReplayResult", "nothing_replayed", "load_source"]
 
 _FREES = ("free_requested", "free_completed", "free")
 _DERIVED = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
@@ -72,6 +71,13 @@ class TensorReplayResult:
     ooms: int = 0
     #: the first allocation that failed: index in the trace, size, stream, frames, message
     first_failure: dict | None = None
+    #: the entry whose allocation failed and ended the replay (``stop_at_failure``), as it
+    #: ends a torch job; None when the replay did not end early
+    ended_at: int | None = None
+    #: the peaks (``peak_allocated``, ``peak_reserved``, ``peak_device``) when the first
+    #: failure that ends a torch job came; with ``stop_at_failure=False`` the replay goes
+    #: on, and its peaks above these are not the job's
+    peaks_before_failure: dict | None = None
     #: every action seen, by name: "replayed", "rederived" (the allocator's own segment
     #: calls), "workspace" (the workspace allocator's blocks), "counted" (markers) or
     #: "skipped"
@@ -82,29 +88,48 @@ class TensorReplayResult:
     def fits(self) -> bool:
         return self.ooms == 0
 
+    @property
+    def peaks_after_failure(self) -> bool:
+        """True when a peak was reached after the first out-of-memory error (replayed on
+        with ``stop_at_failure=False``): not a figure of the job, which torch ends there."""
+        before = self.peaks_before_failure
+        return before is not None and any(getattr(self, k) > v for k, v in before.items())
+
     def as_dict(self) -> dict:
         out = dict(self.__dict__)
         out["fits"] = self.fits
+        out["peaks_after_failure"] = self.peaks_after_failure
         return out
 
     def __str__(self) -> str:
+        size = human_bytes
         lines = [
             f"{self.source}: {plural(self.allocs, 'alloc')}, {plural(self.frees, 'free')}, "
             f"{self.seeded} seeded, "
             + (f"{plural(self.workspace_seeded, 'workspace block')}, "
                if self.workspace_seeded else "")
             + f"through torch_npu's caching allocator ({self.alloc_conf or 'default conf'}) on "
-            f"{self.product} with {format_bytes(self.capacity)}",
-            f"  peak allocated {format_bytes(self.peak_allocated)}, reserved "
-            f"{format_bytes(self.peak_reserved)}, device {format_bytes(self.peak_device)}; "
-            f"reserved but unallocated at the peak {format_bytes(self.fragmentation_at_peak)}",
+            f"{self.product} with {size(self.capacity)}",
+            f"  peak allocated {size(self.peak_allocated)}, reserved "
+            f"{size(self.peak_reserved)}, device {size(self.peak_device)}; "
+            f"reserved but unallocated at the peak {size(self.fragmentation_at_peak)}",
             f"  {plural(self.retries, 'retry', 'retries')}, {self.ooms} out of memory",
         ]
         if self.first_failure is not None:
             f = self.first_failure
-            lines.append(f"  first failure: entry {f['index']}, {format_bytes(f['size'])} on "
+            lines.append(f"  first failure: entry {f['index']}, {size(f['size'])} on "
                          f"stream {f['stream']}: {f['message'].splitlines()[0]}")
             lines.extend(f"    {frame}" for frame in f["frames"][:8])
+        if self.ended_at is not None:
+            lines.append(f"  the replay ended at entry {self.ended_at}, as torch ends a job at "
+                         f"an out-of-memory error it does not catch (--continue-after-oom "
+                         f"replays on)")
+        if self.peaks_after_failure:
+            b = self.peaks_before_failure or {}
+            lines.append(
+                f"  not the job's: a peak above came after the first out-of-memory error, "
+                f"which ends a torch job; up to it: allocated {size(b['peak_allocated'])}, "
+                f"reserved {size(b['peak_reserved'])}, device {size(b['peak_device'])}")
         for kind in ("rederived", "workspace", "counted", "skipped"):
             if self.actions.get(kind):
                 lines.append(f"  {kind}: " + ", ".join(
@@ -113,8 +138,15 @@ class TensorReplayResult:
         return "\n".join(lines)
 
 
-def _load(source: Any) -> tuple[str, Any]:
-    """("snapshot", dict) or ("trace", TraceStream) for a snapshot dict or a file path."""
+def load_source(source: Any) -> tuple[str, Any]:
+    """("snapshot", dict) or ("trace", TraceStream) for a snapshot dict or a file path: a
+    snapshot file read once (a pickle by :func:`~ascend_memsim.observe.plain.safe_unpickle`,
+    JSON by :func:`~ascend_memsim.observe.snapshot.loads_json`), a trace opened as a stream.
+
+    Raises:
+        InvalidArgument: a dict that is no snapshot, a file that cannot be read.
+        SnapshotError, TraceFormatError: a file in no known format (both ``ValueError``).
+    """
     if isinstance(source, dict):
         if not is_snapshot(source):
             raise InvalidArgument("not a memory snapshot (no 'segments' / 'device_traces')")
@@ -131,13 +163,13 @@ def _load(source: Any) -> tuple[str, Any]:
             first = f.readline().lstrip()
         if first[:1] in (b"{", b"["):
             try:
-                value = json.loads(first)
+                value = loads_json(first)
             except (ValueError, RecursionError):
                 # one JSON document over many lines (an indented snapshot): read whole, as
                 # the snapshot import does; a JSON Lines trace never gets here
                 f.seek(0)
                 try:
-                    value = json.loads(f.read())
+                    value = loads_json(f.read())
                 except (ValueError, RecursionError):
                     value = None
             if is_snapshot(value):
@@ -174,7 +206,11 @@ class _Replayer:
             bucket = self.result.actions.setdefault(kind, {})
             bucket[action] = bucket.get(action, 0) + n
 
-    def malloc(self, addr: Any, size: int, stream: Any, index: int, frames: Any) -> bool:
+    def malloc(self, addr: Any, size: int, stream: Any, index: int, frames: Any,
+               ends_job: bool = True) -> bool:
+        """Allocate for trace entry ``index``; False when it fails. A failure that
+        ``ends_job`` (an allocation the recording made) records the peaks before it and,
+        with ``stop``, ends the replay."""
         sid = self.streams.get(stream)
         if sid is None:
             sid = _stream_id(self.streams, stream)
@@ -186,10 +222,15 @@ class _Replayer:
             if r.first_failure is None:
                 r.first_failure = {"index": index, "size": size, "stream": stream,
                                    "frames": _stack(frames) or [], "message": str(e)}
+            if ends_job and r.peaks_before_failure is None:
+                r.peaks_before_failure = {
+                    "peak_allocated": self.stats.peak(ALLOCATED_BYTES),
+                    "peak_reserved": r.peak_reserved, "peak_device": r.peak_device}
             self.ptrs.pop(addr, None)
             if self.observer is not None:
                 self.observer("oom", index, self.alloc)
-            if self.stop:
+            if self.stop and ends_job:
+                r.ended_at = index
                 raise _Stopped from None
             return False
         self.ptrs[addr] = ptr
@@ -218,8 +259,9 @@ class _Replayer:
         allocator (its request: the block's size less the 32 bytes it adds) and left
         cached, as after the operator that used it."""
         r = self.result
-        if type(size) is not int or size <= 32:
-            r.problems.append(f"workspace block of bad size {size!r}; not seeded")
+        if type(size) is not int or not 32 < size < _END or not _int64(stream):
+            r.problems.append(f"workspace block of size {brief(size)} on stream "
+                              f"{brief(stream)}; not seeded")
             return
         sid = self.streams.get(stream)
         if sid is None:
@@ -274,51 +316,103 @@ def _workspace(entries: list) -> tuple[set[int], list[tuple[Any, Any, Any]]]:
     return indexes, blocks
 
 
-def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset()
-           ) -> list[tuple[int, int, Any]]:
+#: the integers of a snapshot are 64-bit (``snapshot._wide_field``); a pointer, size or stream
+#: outside them (or not an integer) is not replayed: as a dict key an unbounded integer lets
+#: a file choose colliding hashes
+_LOW, _END = -(1 << 63), 1 << 64
+
+
+def _bad_field(e: dict, keys: tuple[str, ...]) -> str | None:
+    """The first of ``keys`` whose value in entry ``e`` is present but not a 64-bit integer
+    (a size: not a non-negative one), described; None when all are good."""
+    for key in keys:
+        value = e.get(key, 0)
+        kind = value.__class__
+        if kind is int and (0 if key == "size" else _LOW) <= value < _END:
+            continue
+        if kind is int and _LOW <= value < 0:
+            return f"field {key!r} is negative ({value})"
+        if kind is int or kind is WideInt:
+            return f"field {key!r} is {brief(value)}; every integer of a snapshot fits in 64 bits"
+        return f"field {key!r} is {brief(value)}, not an integer"
+    return None
+
+
+def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset(),
+           problems: list[str] | None = None) -> list[tuple[int, int, Any]]:
     """Blocks live when the trace starts: freed in the trace without an alloc in it, or live
     at the snapshot and never allocated in it; entries at the indexes ``skip`` (the
-    workspace allocator's) are left out. Memory O(live blocks)."""
+    workspace allocator's) are left out. A block without an ``address`` of its own (torch
+    2.0-era snapshots, ``torch.cuda._memory_viz._profile_to_snapshot``) gets the one
+    MemoryViz gives it (``torch/utils/viz/MemoryViz.js`` ``annotate_snapshot``: each
+    segment walked from its ``address``, adding each block's ``size`` in order). Blocks that
+    cannot be seeded (no address to be had, no size) are counted in ``problems``, never
+    dropped silently. Memory O(live blocks)."""
     live: set = set()
     pending: set = set()
     seeds: dict[Any, tuple[int, Any]] = {}
+    lost = 0
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or i in skip:
             continue
         action, addr = e.get("action"), e.get("addr")
+        if action != "alloc" and action not in _FREES:
+            continue
+        if _bad_field(e, ("addr", "stream")) is not None:
+            continue    # the replay tells it when it reaches the entry
         if action == "alloc":
             live.add(addr)
             pending.discard(addr)
-        elif action in _FREES:
-            if addr in live:
-                live.discard(addr)
-                if action == "free_requested":
-                    pending.add(addr)
-            elif action == "free_completed" and addr in pending:
-                pending.discard(addr)
-            elif addr not in seeds:
-                seeds[addr] = (e.get("size"), e.get("stream", 0))
-                if action == "free_requested":
-                    pending.add(addr)
+        elif addr in live:
+            live.discard(addr)
+            if action == "free_requested":
+                pending.add(addr)
+        elif action == "free_completed" and addr in pending:
+            pending.discard(addr)
+        elif addr not in seeds:
+            seeds[addr] = (e.get("size"), e.get("stream", 0))
+            if action == "free_requested":
+                pending.add(addr)
     for seg in segments if isinstance(segments, list) else ():
         if not isinstance(seg, dict):
             continue
-        for b in seg.get("blocks") or ():
-            if not isinstance(b, dict) or b.get("state") not in _LIVE_STATES:
+        walk = seg.get("address")
+        blocks = seg.get("blocks")
+        for b in blocks if isinstance(blocks, list) else ():
+            if not isinstance(b, dict):
                 continue
-            addr = b.get("address")
-            if addr in live or addr in pending or addr in seeds:
+            addr, size = b.get("address", walk), b.get("size")
+            walk = addr + size if _int64(addr) and _int64(size) and size > 0 else None
+            if b.get("state") not in _LIVE_STATES:
                 continue
-            size = b.get("requested_size") or b.get("size")
-            seeds[addr] = (size, seg.get("stream", 0))
-    return sorted(((a, s, st) for a, (s, st) in seeds.items()
-                   if type(a) is int and type(s) is int and s > 0), key=lambda t: t[0])
+            stream = seg.get("stream", 0)
+            want = b.get("requested_size") or size
+            if not (_int64(addr) and _int64(want) and want > 0 and _int64(stream)):
+                lost += 1
+                continue
+            if addr not in live and addr not in pending and addr not in seeds:
+                seeds[addr] = (want, stream)
+    out = []
+    for a, (s, st) in seeds.items():
+        if _int64(s) and s > 0:
+            out.append((a, s, st))
+        else:
+            lost += 1
+    if lost and problems is not None:
+        problems.append(f"{plural(lost, 'block')} live before the trace not seeded: no "
+                        f"address (none of its own and no segment address to walk from) or "
+                        f"no size")
+    return sorted(out, key=lambda t: t[0])
+
+
+def _int64(value: Any) -> bool:
+    return value.__class__ is int and _LOW <= value < _END
 
 
 def replay_tensors(source: Any, product: str | None = None, *, capacity: int | None = None,
                    alloc_conf: str = "", cann: str = DEFAULT_CANN,
-                   device: int | None = None, stop_at_failure: bool = False,
-                   observer: Any = None) -> TensorReplayResult:
+                   device: int | None = None, stop_at_failure: bool = True,
+                   observer: Any = None, name: str | None = None) -> TensorReplayResult:
     """Run every tensor allocation and free of ``source`` through a fresh
     :class:`~ascend_memsim.allocators.NpuCachingAllocator` (``alloc_conf`` as
     ``PYTORCH_NPU_ALLOC_CONF``, ``cann`` its CANN version) on a simulated ``product`` with
@@ -331,8 +425,11 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
     (DECISION: the recorded API and policy do not matter, the caching allocator makes its
     own segment calls). For a snapshot, ``device`` picks the
     device trace (default: the first with entries); blocks live before the trace starts
-    are seeded first (see :func:`_seeds`). With ``stop_at_failure`` the replay ends at the
-    first allocation that fails (``ooms`` is then 1), as a capacity search needs.
+    are seeded first (see :func:`_seeds`). With ``stop_at_failure`` (the default) the replay
+    ends at the first allocation that fails (``ooms`` is then 1), as torch ends the job
+    there (DECISION); without, it replays on, and peaks reached after that failure are
+    flagged (:attr:`TensorReplayResult.peaks_after_failure`) as not the job's. ``name``
+    names the source in the result (default: the path, or ``<snapshot>`` for a dict).
     ``observer(event, index, allocator)`` is called after each replayed malloc, free and
     failed malloc ("malloc", "free", "oom") with the trace entry's index (-1 for a seeded
     block), e.g. :class:`~ascend_memsim.observe.allocmap.AllocatorPictures`.
@@ -345,8 +442,9 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
             or trace.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
     """
-    kind, data = _load(source)
-    name = source if isinstance(source, str) else "<snapshot>"
+    kind, data = load_source(source)
+    if name is None:
+        name = source if isinstance(source, str) else "<snapshot>"
     if product is None and kind == "trace":
         product = data.header.get("product")   # the product the trace was recorded on
     profile = get_profile(product or DEFAULT_PRODUCT)
@@ -371,6 +469,22 @@ def replay_tensors(source: Any, product: str | None = None, *, capacity: int | N
         rp.finish()
         alloc.empty_cache()
     return result
+
+
+def nothing_replayed(result: TensorReplayResult) -> str | None:
+    """Why ``result`` replayed nothing (no allocation, seeded block, workspace block or
+    failure), or None when it replayed something: a replay of nothing "fits" any device,
+    which answers no question."""
+    if result.allocs or result.seeded or result.workspace_seeded or result.ooms:
+        return None
+    bad = len(result.problems)
+    derived = sum((result.actions.get("rederived") or {}).values())
+    return (f"{result.source}: nothing to replay through the caching allocator: no tensor "
+            f"allocation (alloc entry) and no live block in the snapshot's segments"
+            + (f"; {plural(bad, 'problem')} (warned about above) left entries out" if bad
+               else "")
+            + (f"; it holds {plural(derived, 'segment-level entry', 'segment-level entries')}"
+               f": --allocator none replays them on the device" if derived else ""))
 
 
 def _replay_trace(rp: _Replayer, stream: Any) -> None:
@@ -411,9 +525,11 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
     workspace, blocks = _workspace(entries)
     for _addr, size, stream in blocks:
         rp.workspace(size, stream)
-    for addr, size, stream in _seeds(entries, segments, workspace):
+    for addr, size, stream in _seeds(entries, segments, workspace, rp.result.problems):
         rp.malloc(addr, size, stream, -1, None)
     rp.result.seeded, rp.result.allocs = rp.result.allocs, 0
+    name = rp.result.source
+    low, end = _LOW, _END
     for index, e in enumerate(entries):
         if not isinstance(e, dict):
             rp.count("skipped", "not an entry")
@@ -423,17 +539,25 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
             continue
         action = e.get("action")
         if action == "alloc":
-            size = e.get("size")
-            if type(size) is not int or size < 0:
-                rp.result.problems.append(f"entry {index}: bad size {size!r}")
+            addr, size, stream = e.get("addr"), e.get("size"), e.get("stream", 0)
+            if not (addr.__class__ is int and size.__class__ is int and stream.__class__ is int
+                    and low <= addr < end and 0 <= size < end and low <= stream < end):
+                rp.result.problems.append(f"{name}: entry {index}: "
+                                          f"{_bad_field(e, ('addr', 'size', 'stream'))}; ignored")
                 rp.count("skipped", "alloc")
                 continue
-            rp.malloc(e.get("addr"), size, e.get("stream", 0), index, e.get("frames"))
+            rp.malloc(addr, size, stream, index, e.get("frames"))
             rp.count("replayed", action)
         elif action == "free_completed" or action == "free":
             # DECISION: the block goes back when torch_npu completed its free (after the
             # events of record_stream), so the delayed reuse is the recorded one
-            rp.free(e.get("addr"), index)
+            addr = e.get("addr")
+            if not (addr.__class__ is int and low <= addr < end):
+                rp.result.problems.append(f"{name}: entry {index}: "
+                                          f"{_bad_field(e, ('addr',))}; ignored")
+                rp.count("skipped", action)
+                continue
+            rp.free(addr, index)
             rp.count("replayed", action)
         elif action == "free_requested":
             rp.count("replayed", action)
@@ -442,13 +566,18 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
         elif action == "oom":
             # DECISION: a request that failed in the recording is tried again (it carries no
             # address: NPUCachingAllocator.cpp malloc records the OOM with device_free); if it
-            # fits here it is freed at once, as the recorded program never got the tensor
-            size = e.get("size")
-            if type(size) is int and size > 0 and rp.malloc(None, size, e.get("stream", 0),
-                                                           index, e.get("frames")):
+            # fits here it is freed at once, as the recorded program never got the tensor; if
+            # it fails again the replay goes on, as the recorded job did (it caught the error)
+            size, stream = e.get("size"), e.get("stream", 0)
+            if _bad_field(e, ("size", "stream")) is not None:
+                rp.result.problems.append(f"{name}: entry {index}: "
+                                          f"{_bad_field(e, ('size', 'stream'))}; ignored")
+                rp.count("skipped", action)
+                continue
+            if size > 0 and rp.malloc(None, size, stream, index, e.get("frames"), False):
                 rp.free(None, index)
             rp.count("replayed", action)
-        elif action == "snapshot":
+        elif action == "snapshot" or action == "annotate":
             rp.count("counted", action)
         else:
             rp.count("skipped", str(action))

@@ -81,7 +81,7 @@ from .fields import (
 )
 from .plain import SnapshotError, safe_unpickle
 from .rmm import _rmm_events, rmm_csv_lines
-from .snapshot import is_snapshot, read_snapshot
+from .snapshot import is_snapshot, loads_json, read_snapshot
 
 if TYPE_CHECKING:
     from ..memory.device import Device
@@ -269,7 +269,7 @@ def loads(text: str, name: str = "<trace>", *, strict: bool = False) -> Trace:
     if text.lstrip()[:1] in ("{", "["):
         # a snapshot as one JSON document (possibly indented over many lines)
         try:
-            whole = json.loads(text)
+            whole = loads_json(text)
         except (ValueError, RecursionError):
             whole = None
         if is_snapshot(whole):
