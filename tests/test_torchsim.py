@@ -147,6 +147,30 @@ def test_the_out_of_memory_error_can_be_caught_by_the_script():
     assert result.out_of_memory["frames"][0]["name"] == "train"
 
 
+def test_out_of_memory_in_backward_is_raised_at_the_backward_call(tmp_path):
+    # the backward of an NPU tensor runs on autograd's device thread, where an error
+    # leaving an operator aborted the process; in a process of its own for that reason
+    path = script(tmp_path, """
+        import torch
+        model = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+                                    torch.nn.Linear(2048, 2048)).npu()
+        loss = model(torch.randn(4, 2048).npu()).sum()
+        try:
+            loss.backward()
+        except torch.OutOfMemoryError as e:
+            print("caught:", str(e).split(" (")[0])
+        raise SystemExit(3)
+    """)
+    code = ("import sys\nfrom ascend_memsim.torchsim import estimate\n"
+            f"r = estimate({path!r}, capacity=40 << 20)\n"
+            "print(r.status, r.out_of_memory['frames'][0]['line'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["caught: NPU out of memory. Tried to allocate 18.00 MiB",
+                                        "3 7"]
+
+
 def test_views_and_in_place_results_share_one_block():
     def train():
         import torch_npu

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import weakref
 from typing import Any
 
@@ -168,6 +169,8 @@ class Session:
         self._grad_hooked = WeakIdKeyDictionary()
         self._open = False
         self._base: Any = None
+        self._thread = 0
+        self._deferred: tuple[str, int] | None = None
 
     def frames(self) -> list[dict]:
         """The script's frames at this moment (see :func:`user_frames`)."""
@@ -193,6 +196,9 @@ class Session:
                        register_optimizer_step_post_hook(self._optimizer_post_hook)]
         self._record_stream = torch.Tensor.record_stream
         torch.Tensor.record_stream = _record_stream
+        self._thread = threading.get_ident()
+        self._engine_run_backward = torch.autograd._engine_run_backward
+        torch.autograd._engine_run_backward = self._backward
         _npu._current = self
         self._open = True
         self._fake.__enter__()
@@ -207,6 +213,7 @@ class Session:
             for hook in self._hooks:
                 hook.remove()
             torch.Tensor.record_stream = self._record_stream
+            torch.autograd._engine_run_backward = self._engine_run_backward
             _npu._current = None
             self._base = None
 
@@ -244,11 +251,15 @@ class Session:
         try:
             ptr = self.allocator.malloc(nbytes, self.stream)
         except NpuOutOfMemoryError as e:
-            frames = self.frames()
-            if self.failure is None:
-                self.failure = {"message": str(e), "size": nbytes, "frames": frames}
-            # torch_npu raises torch's OutOfMemoryError with its allocator's message
-            raise torch.OutOfMemoryError(str(e)) from None
+            if threading.get_ident() != self._thread:
+                # an autograd worker thread: torch aborts the process when an error leaves
+                # an operator there under a device written in Python, so the error waits
+                # for the backward call to return (see _backward); the storage is not
+                # allocated
+                if self._deferred is None:
+                    self._deferred = (str(e), nbytes)
+                return _Storage(0, nbytes, 0, category)
+            self.out_of_memory(str(e), nbytes, self.frames())
         size = self.allocator.block_size(ptr) if ptr else 0
         rec = _Storage(ptr, nbytes, size, category)
         totals = self.totals
@@ -260,6 +271,23 @@ class Session:
         if self.history and ptr:
             self._frames[ptr] = self.frames()
         return rec
+
+    def out_of_memory(self, message: str, nbytes: int, frames: list) -> None:
+        """Raise torch's OutOfMemoryError with torch_npu's message (the first is kept)."""
+        if self.failure is None:
+            self.failure = {"message": message, "size": nbytes, "frames": frames}
+        raise torch.OutOfMemoryError(message)
+
+    def _backward(self, *args: Any, **kwargs: Any) -> Any:
+        """torch.autograd's _engine_run_backward, then the out-of-memory error of an
+        allocation made on an autograd worker thread, raised at the script's backward."""
+        self._deferred = None
+        try:
+            return self._engine_run_backward(*args, **kwargs)
+        finally:
+            deferred, self._deferred = self._deferred, None
+            if deferred is not None:
+                self.out_of_memory(*deferred, self.frames())
 
     def _died(self, key: int) -> None:
         rec = self._storages.pop(key, None)
