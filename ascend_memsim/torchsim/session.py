@@ -87,6 +87,25 @@ class _Converter(FakeTensorConverter):
         return FakeTensor(fake_mode, t, device, pytype=pytype, dispatch_keys=dispatch_keys)
 
 
+class _FakeMode(FakeTensorMode):
+    """FakeTensorMode for a device that is never real: no constant folding onto it (torch
+    would run the operator on the real device when ``torch.npu.is_available()``), and
+    :class:`_Converter`. A deep copy of a fake tensor (``copy.deepcopy`` of a module, as
+    ``nn.TransformerEncoder`` makes its layers) keeps this mode: a copied mode would make
+    its tensors foreign ones, converted again and memoised."""
+
+    def __init__(self) -> None:
+        super().__init__(allow_non_fake_inputs=True)
+        self.fake_tensor_converter.__class__ = _Converter
+
+    def __deepcopy__(self, memo: dict) -> _FakeMode:
+        return self
+
+    @property
+    def avoid_device_init(self) -> bool:
+        return True
+
+
 class _Storage:
     """A tracked NPU storage: its block and what it holds."""
 
@@ -162,8 +181,7 @@ class Session:
         self.stopped: str | None = None
         if history:
             self.start_history()
-        self._fake = FakeTensorMode(allow_non_fake_inputs=True)
-        self._fake.fake_tensor_converter.__class__ = _Converter
+        self._fake = _FakeMode()
         self._tracker = _Tracker(self)
         self._hooks: list = []
         self._grad_hooked = WeakIdKeyDictionary()
