@@ -222,6 +222,20 @@ def test_the_snapshot_replays_with_the_same_peaks_and_memory_viz_reads_it(tmp_pa
     # torch's own memory_viz reads it (the text views; the trace view's page is built)
     assert "segment" in _memory_viz.segsum(snap).lower()
     assert _memory_viz.trace(snap)
+    # the flame graph's lines (its page would fetch a script): a live block's stack
+    taken = []
+
+    def keep():
+        import torch_npu
+
+        torch_npu.npu.memory._record_memory_history()   # frames from here on, as in torch
+        x = torch.empty(1000, device="npu")
+        taken.append(torch_npu.npu.memory._snapshot())
+        del x
+
+    estimate(keep)
+    lines = _memory_viz.memory(taken[0], format_flamegraph=lambda lines: lines)
+    assert "stream_0;active_allocated;" in lines and "test_torchsim.py:" in lines
     # the same script traced again gives the same snapshot
     again = estimate(path, product="A2", snapshot=True)
     assert again.snapshot == snap
