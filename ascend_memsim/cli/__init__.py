@@ -199,6 +199,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    def own_options(p: argparse.ArgumentParser) -> dict[str, int]:
+        # a script command's own long options and how many values each takes: one of them
+        # among the script's arguments is refused (see run's _misplaced_options)
+        return {s: 0 if a.nargs == 0 else 1 for a in p._actions for s in a.option_strings
+                if s.startswith("--") and s != "--help"}
+
     def json_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true",
                        help="print the result as one JSON document")
@@ -269,11 +275,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-file", metavar="F",
                    help="write sanitizer reports, leaks and the summaries to F, not stderr")
     json_option(p)
-    # run's own long options and how many values each takes: one of them among the
-    # script's arguments is refused (see cmd_run)
-    p.set_defaults(func=cmd_run, run_options={
-        s: 0 if a.nargs == 0 else 1 for a in p._actions for s in a.option_strings
-        if s.startswith("--") and s != "--help"})
+    p.set_defaults(func=cmd_run, run_options=own_options(p))
 
     p = sub.add_parser(
         "estimate", help="will a torch_npu training script fit? run it on fake tensors",
@@ -299,9 +301,7 @@ def _parser() -> argparse.ArgumentParser:
                         "device_traces with frames), for replay --allocator torch-npu and "
                         "memory_viz")
     json_option(p)
-    p.set_defaults(func=cmd_estimate, run_options={
-        s: 0 if a.nargs == 0 else 1 for a in p._actions for s in a.option_strings
-        if s.startswith("--") and s != "--help"})
+    p.set_defaults(func=cmd_estimate, run_options=own_options(p))
 
     def trace_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", metavar="TRACE", help="JSON Lines trace, RMM CSV log or "
