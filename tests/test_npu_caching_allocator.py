@@ -516,3 +516,35 @@ def test_page_size_1g_falls_back_to_2mib_pages_with_torch_npus_warning():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             alloc.malloc(100)
+
+
+def test_reset_peak_makes_every_peak_the_current_value(rt):
+    # resetPeakStats (the source), torch_npu.npu.reset_peak_memory_stats
+    alloc = NpuCachingAllocator(rt)
+    big = alloc.malloc(4 * MiB)
+    small = alloc.malloc(1000)
+    alloc.free(big)
+    stats = alloc.memory_stats()
+    assert stats["allocated_bytes.all.peak"] > stats["allocated_bytes.all.current"]
+    alloc.stats.reset_peak()
+    stats = alloc.memory_stats()
+    for key, value in stats.items():
+        if key.endswith(".peak"):
+            assert value == stats[key[:-len("peak")] + "current"], key
+    assert stats["allocated_bytes.all.peak"] == alloc.block_size(small)
+    check(alloc)
+
+
+def test_trace_frames_fill_the_frames_of_each_trace_entry(rt):
+    alloc = NpuCachingAllocator(rt)
+    alloc.record_history(True)
+    frames = [{"filename": "train.py", "line": 7, "name": "<module>"}]
+    alloc.trace_frames = lambda: list(frames)
+    alloc.free(alloc.malloc(1000))
+    entries = alloc.memory_snapshot()["device_traces"][0]
+    assert [e["action"] for e in entries] == ["segment_alloc", "alloc", "free_requested",
+                                              "free_completed"]
+    assert all(e["frames"] == frames for e in entries)
+    alloc.trace_frames = None
+    alloc.malloc(1000)
+    assert alloc.memory_snapshot()["device_traces"][0][-1]["frames"] == []

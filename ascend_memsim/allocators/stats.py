@@ -162,6 +162,16 @@ class DeviceStats:
         v[ACTIVE_BYTES + p] -= size
         v[REQUESTED_BYTES + p] -= requested
 
+    def reset_peak(self) -> None:
+        """resetPeakStats (NPUCachingAllocator.cpp, torch_npu.npu.reset_peak_memory_stats):
+        every peak, of each pool and of the aggregate, becomes the current value."""
+        v = self.values
+        for array in range(0, _WIDTH, 8):
+            v[array + 2], v[array + 3] = v[array], v[array + 1]
+            v[array + 6] = v[array] + v[array + 1]
+        for stat in (self.oversize_allocations, self.oversize_segments):
+            stat.peak = stat.current
+
     def current(self, array: int) -> int:
         """The aggregate's current value of ``array``."""
         return self.values[array] + self.values[array + 1]

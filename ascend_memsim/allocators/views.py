@@ -9,6 +9,7 @@ segmentInfoToDict, the trace entries) and ``torch_npu/csrc/core/npu/NPUCachingAl
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from ..memory.errors import InvalidArgument
 
@@ -20,6 +21,9 @@ class SnapshotViews:
     it reads the allocator's blocks under its lock)."""
 
     _history: deque | None
+    #: called for each trace entry while the history is on: its ``frames`` (a list of
+    #: {"filename", "line", "name"}, innermost first); None: no frames, as before
+    trace_frames: Callable[[], list] | None = None
 
     def record_history(self, enabled: bool = True, *, max_entries: int = 100_000) -> None:
         """torch_npu.npu.memory._record_memory_history: keep the last ``max_entries`` trace
@@ -33,16 +37,18 @@ class SnapshotViews:
     def _trace(self, action: str, addr: int, size: int, stream: int) -> None:
         # record_trace (the source); OOM entries carry device_free instead of addr
         key = "device_free" if action == "oom" else "addr"
+        frames = self.trace_frames
         self._history.append({"action": action, key: addr, "size": size, "stream": stream,
-                              "pool_id": (0, 0), "frames": []})
+                              "pool_id": (0, 0), "frames": frames() if frames else []})
 
     def memory_snapshot(self) -> dict:
         """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
         torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
-        empty unless :meth:`record_history` is on). Frames are empty: the simulator records
-        no Python stacks here. Source: ``csrc/npu/Module.cpp`` (memorySnapshot's
-        segmentInfoToDict) and ``NPUCachingAllocator.cpp`` ``snapshot``; the workspace
-        allocator's blocks follow (``NPUWorkspaceAllocator.cpp`` ``get_segm``, ``get_trace``)."""
+        empty unless :meth:`record_history` is on). Frames are empty unless
+        :attr:`trace_frames` gives them (trace entries only). Source:
+        ``csrc/npu/Module.cpp`` (memorySnapshot's segmentInfoToDict) and
+        ``NPUCachingAllocator.cpp`` ``snapshot``; the workspace allocator's blocks follow
+        (``NPUWorkspaceAllocator.cpp`` ``get_segm``, ``get_trace``)."""
         with self._lock:
             segments = []
             for seg in self.segments():

@@ -1,4 +1,5 @@
-"""The ``ascend-memsim`` command line: a guided demo, explain, profiles, run, replay, plot.
+"""The ``ascend-memsim`` command line: a guided demo, explain, profiles, run, estimate,
+replay, plot.
 
 Every subcommand is a function ``cmd_<name>(args, out) -> exit code``; :func:`main` parses
 ``argv`` and dispatches, so tests call ``main([...])`` directly.
@@ -65,6 +66,7 @@ def _command(module: str, name: str) -> Any:
 
 cmd_demo = _command(".demo", "cmd_demo")
 cmd_run = _command(".run", "cmd_run")
+cmd_estimate = _command(".estimate", "cmd_estimate")
 cmd_export, cmd_map, cmd_plot, cmd_replay, cmd_stats = (
     _command(".traces", n) for n in ("cmd_export", "cmd_map", "cmd_plot", "cmd_replay",
                                       "cmd_stats"))
@@ -197,6 +199,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    def own_options(p: argparse.ArgumentParser) -> dict[str, int]:
+        # a script command's own long options and how many values each takes: one of them
+        # among the script's arguments is refused (see run's _misplaced_options)
+        return {s: 0 if a.nargs == 0 else 1 for a in p._actions for s in a.option_strings
+                if s.startswith("--") and s != "--help"}
+
     def json_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true",
                        help="print the result as one JSON document")
@@ -269,11 +277,33 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-file", metavar="F",
                    help="write sanitizer reports, leaks and the summaries to F, not stderr")
     json_option(p)
-    # run's own long options and how many values each takes: one of them among the
-    # script's arguments is refused (see cmd_run)
-    p.set_defaults(func=cmd_run, run_options={
-        s: 0 if a.nargs == 0 else 1 for a in p._actions for s in a.option_strings
-        if s.startswith("--") and s != "--help"})
+    p.set_defaults(func=cmd_run, run_options=own_options(p))
+
+    p = sub.add_parser(
+        "estimate", help="will a torch_npu training script fit? run it on fake tensors",
+        usage="ascend-memsim estimate [options] SCRIPT.py [ARGS ...] [-- ARGS ...]",
+        description="Run an unchanged torch_npu script on the CPU with fake tensors (shapes, "
+                    "no values, no memory), every NPU storage allocated and freed through "
+                    "torch_npu's caching allocator on a simulated device; print the peaks, "
+                    "what they hold and whether the job fits. Needs torch. estimate's "
+                    "options go before SCRIPT.py; after -- every argument goes to the "
+                    "script. Exit status 1 when the script runs out of memory or fails.")
+    p.add_argument("script", metavar="SCRIPT.py", nargs="?", help="the torch_npu script")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="the script's arguments")
+    p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
+                   help=f"the product to simulate (default {HELP_DEFAULT_PRODUCT})")
+    p.add_argument("--capacity", type=_size_arg,
+                   help=f"the device memory, e.g. 32GiB (default: the product's; {_SIZES})")
+    p.add_argument("--alloc-conf", default="",
+                   help="PYTORCH_NPU_ALLOC_CONF, e.g. expandable_segments:True")
+    p.add_argument("--cann", help="CANN version of the allocator's rules (default 9.1.0)")
+    p.add_argument("--snapshot", metavar="OUT.pickle",
+                   help="write the torch_npu memory snapshot (segments, blocks, "
+                        "device_traces with frames), for replay --allocator torch-npu and "
+                        "memory_viz")
+    json_option(p)
+    p.set_defaults(func=cmd_estimate, run_options=own_options(p))
 
     def trace_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", metavar="TRACE", help="JSON Lines trace, RMM CSV log or "
@@ -382,21 +412,23 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     after = None
-    if argv[:1] == ["run"] and "--" in argv:
-        # `run [options] SCRIPT.py [ARGS] -- ARGS`: what follows the first -- goes to the
-        # script as it is (argparse's own handling of -- differs between Python versions)
+    if argv[:1] in (["run"], ["estimate"]) and "--" in argv:
+        # `run [options] SCRIPT.py [ARGS] -- ARGS` (and estimate): what follows the first --
+        # goes to the script as it is (argparse's own handling of -- differs between Python
+        # versions)
         after = argv[argv.index("--") + 1:]
         argv = argv[:argv.index("--")]
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else USAGE_ERROR
-    if args.command == "run":
+    if args.command in ("run", "estimate"):
         if args.script is None and after:
             args.script, after = after[0], after[1:]
         if args.script is None:
-            print("ascend-memsim run: error: the script to run is missing "
-                  "(ascend-memsim run [options] SCRIPT.py [ARGS ...])", file=sys.stderr)
+            print(f"ascend-memsim {args.command}: error: the script to run is missing "
+                  f"(ascend-memsim {args.command} [options] SCRIPT.py [ARGS ...])",
+                  file=sys.stderr)
             return USAGE_ERROR
         args.unchecked_args = after or []
     if not getattr(args, "func", None):

@@ -175,11 +175,12 @@ def _misplaced_options(args: argparse.Namespace) -> str:
     if not found:
         return ""
     unchecked = getattr(args, "unchecked_args", [])
-    fixed = shlex.join(["ascend-memsim", "run", *mine, args.script, *theirs, *unchecked])
-    passed = shlex.join(["ascend-memsim", "run", args.script, "--", *args.script_args,
+    command = getattr(args, "command", None) or "run"
+    fixed = shlex.join(["ascend-memsim", command, *mine, args.script, *theirs, *unchecked])
+    passed = shlex.join(["ascend-memsim", command, args.script, "--", *args.script_args,
                          *unchecked])
-    return (f"ascend-memsim run: error: {', '.join(dict.fromkeys(found))} after the script "
-            f"would go to the script; run's own options go before it:\n    {fixed}\n"
+    return (f"ascend-memsim {command}: error: {', '.join(dict.fromkeys(found))} after the "
+            f"script would go to the script; {command}'s own options go before it:\n    {fixed}\n"
             f"(to give them to the script itself, put them after --:\n    {passed})")
 
 

@@ -1,0 +1,56 @@
+"""``ascend-memsim estimate``: a torch_npu training script on fake tensors through the
+simulated caching allocator; will it fit?"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+from typing import TextIO
+
+from .common import USAGE_ERROR, print_json
+from .run import _misplaced_options
+from .script import run_script
+
+__all__ = ["cmd_estimate"]
+
+
+def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the script under :func:`ascend_memsim.torchsim.estimate`; print the summary (or
+    ``--json``); exit 1 when it ran out of memory or failed, else 0.
+
+    The script runs as ``run`` runs one (its exit, atexit handlers and module teardown
+    inside the estimate, so the storages its globals hold are freed as in its process)."""
+    script = args.script
+    if not os.path.isfile(script):
+        print(f"ascend-memsim estimate: no such script: {script}", file=sys.stderr)
+        return USAGE_ERROR
+    misplaced = _misplaced_options(args)
+    if misplaced:
+        print(misplaced, file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        from ..torchsim import estimate
+    except ImportError as e:
+        print(f"ascend-memsim estimate: error: estimate needs torch ({e}); install it, e.g. "
+              f"pip install 'ascend-memsim[torch]'", file=sys.stderr)
+        return USAGE_ERROR
+    argv = [script, *args.script_args, *getattr(args, "unchecked_args", [])]
+
+    def target() -> int:
+        return run_script(script, argv)
+
+    target.__name__ = script
+    result = estimate(target, product=args.product, capacity=args.capacity,
+                      alloc_conf=args.alloc_conf, cann=args.cann,
+                      snapshot=bool(args.snapshot))
+    if args.snapshot:
+        with open(args.snapshot, "wb") as f:
+            pickle.dump(result.snapshot, f)
+        print(f"ascend-memsim: snapshot written to {args.snapshot}", file=sys.stderr)
+    if args.json:
+        print_json(result.as_dict(), out)
+    else:
+        print(result, file=out)
+    return 0 if result.fits else 1

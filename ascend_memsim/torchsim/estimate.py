@@ -1,0 +1,184 @@
+"""``estimate()``: run a torch_npu training script (or a function) on fake tensors, every NPU
+storage through torch_npu's simulated caching allocator, and say whether it fits."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import runpy
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
+from ..allocators.stats import format_size as format_bytes
+from ..memory.profiles import DEFAULT_PRODUCT
+from .session import CATEGORIES, DataDependentOperation, Session
+from .standin import install_torch_npu, uninstall_torch_npu
+
+__all__ = ["estimate", "EstimateResult", "NOT_COUNTED"]
+
+#: device memory a real job takes that the estimate does not model (said in every summary)
+NOT_COUNTED = (
+    "operator workspaces (torch_npu's NPUWorkspaceAllocator)",
+    "HCCL communication buffers",
+    "the CANN runtime's context, streams and operator binaries",
+)
+
+
+@dataclass
+class EstimateResult:
+    """What an estimate found; ``str()`` is the one-screen summary, :meth:`as_dict` the
+    JSON."""
+
+    source: str
+    product: str
+    #: the simulated device's memory (aclrtGetMemInfo's total)
+    capacity: int
+    alloc_conf: str
+    #: the script's exit status (1 when it raised)
+    status: int = 0
+    peak_allocated: int = 0
+    peak_reserved: int = 0
+    allocated_at_end: int = 0
+    reserved_at_end: int = 0
+    #: allocated bytes by what they hold, when allocated bytes were at their peak
+    at_peak: dict[str, int] = field(default_factory=dict)
+    #: the first allocation the device could not serve: message, size, frames
+    out_of_memory: dict | None = None
+    #: a data-dependent operator stopped the script: the message
+    stopped: str | None = None
+    not_counted: tuple[str, ...] = NOT_COUNTED
+    #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
+    snapshot: dict | None = field(default=None, repr=False)
+
+    @property
+    def fits(self) -> bool:
+        return self.out_of_memory is None and self.stopped is None and self.status == 0
+
+    @property
+    def margin(self) -> int:
+        """The device's memory less the peak of reserved bytes."""
+        return self.capacity - self.peak_reserved
+
+    def as_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "snapshot"}
+        out["not_counted"] = list(self.not_counted)
+        out["fits"], out["margin"] = self.fits, self.margin
+        return out
+
+    def __str__(self) -> str:
+        def size(n: int) -> str:
+            return f"{format_bytes(n):>12}"
+
+        lines = [f"{self.source}: on {self.product} with {format_bytes(self.capacity)}, "
+                 f"PYTORCH_NPU_ALLOC_CONF={self.alloc_conf or '(default)'}",
+                 f"  peak allocated {size(self.peak_allocated)}   (max_memory_allocated)",
+                 f"  peak reserved  {size(self.peak_reserved)}   (max_memory_reserved)",
+                 "  at the peak of allocated:"]
+        lines += [f"    {name:28} {size(self.at_peak.get(name, 0))}" for name in CATEGORIES]
+        lines.append(f"  at the end: allocated {format_bytes(self.allocated_at_end)}, "
+                     f"reserved {format_bytes(self.reserved_at_end)}")
+        if self.out_of_memory is not None:
+            oom = self.out_of_memory
+            where = oom["frames"][0] if oom["frames"] else None
+            lines.append("  verdict: DOES NOT FIT: " + oom["message"].split(" (", 1)[0]
+                         + (f" at {where['filename']}:{where['line']} in {where['name']}"
+                            if where else ""))
+            lines.append(f"    {oom['message']}")
+        elif self.stopped is not None:
+            lines.append(f"  verdict: unknown, the script stopped: {self.stopped}")
+        elif self.status:
+            lines.append(f"  verdict: unknown, the script failed (exit status {self.status})")
+        else:
+            share = 100.0 * self.peak_reserved / self.capacity if self.capacity else 0.0
+            lines.append(f"  verdict: fits, {format_bytes(self.margin)} to spare (peak "
+                         f"reserved is {share:.1f}% of {format_bytes(self.capacity)})")
+        lines.append("  not counted: " + "; ".join(self.not_counted))
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _environment() -> Any:
+    """ASCEND_MEMSIM_ESTIMATE=1 while the script runs (a script may leave a step out)."""
+    saved = os.environ.get("ASCEND_MEMSIM_ESTIMATE")
+    os.environ["ASCEND_MEMSIM_ESTIMATE"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("ASCEND_MEMSIM_ESTIMATE", None)
+        else:
+            os.environ["ASCEND_MEMSIM_ESTIMATE"] = saved
+
+
+def _run_path(path: str, argv: list[str]) -> int:
+    saved = sys.argv, list(sys.path)
+    sys.argv = [path, *argv]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv, sys.path[:] = saved[0], saved[1]
+    return 0
+
+
+def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
+             product: str = DEFAULT_PRODUCT, capacity: int | None = None,
+             alloc_conf: str = "", cann: str | None = None,
+             snapshot: bool = False) -> EstimateResult:
+    """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
+    called with no arguments, whose return value, if an int, is its exit status) with fake
+    tensors on a simulated NPU: ``product`` with
+    ``capacity`` bytes (default: the product's own), torch_npu's caching allocator under
+    ``alloc_conf`` (``PYTORCH_NPU_ALLOC_CONF``). ``snapshot`` keeps the torch_npu-format
+    snapshot (with every trace entry) in the result.
+
+    The target sees ``import torch_npu``, ``torch.device("npu")``, ``.npu()`` and
+    ``torch_npu.npu.*`` answered by the simulated device; its own ``max_memory_reserved()``
+    is the simulated figure. An allocation the device cannot serve raises torch's
+    ``OutOfMemoryError`` with torch_npu's message in the target, at the line that asked;
+    an operator that needs tensor values stops it with :class:`DataDependentOperation`.
+    Either is recorded in the result (``status`` 1), not raised; any other exception of the
+    target is raised.
+
+    Raises:
+        InvalidArgument: an unknown product or a bad capacity.
+        AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
+        RuntimeError: another estimate is running, or the real torch_npu is imported.
+    """
+    session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot)
+    name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    result = EstimateResult(str(name), session.product, session.capacity, alloc_conf)
+    previous = install_torch_npu()
+    try:
+        with _environment(), session:
+            try:
+                if isinstance(target, str):
+                    result.status = _run_path(target, list(argv))
+                else:
+                    status = target()
+                    result.status = status if type(status) is int else 0
+            except (torch.OutOfMemoryError, DataDependentOperation):
+                result.status = 1
+            gc.collect()
+        stats = session.allocator.stats
+        result.peak_allocated = stats.peak(ALLOCATED_BYTES)
+        result.peak_reserved = stats.peak(RESERVED_BYTES)
+        result.allocated_at_end = stats.current(ALLOCATED_BYTES)
+        result.reserved_at_end = stats.current(RESERVED_BYTES)
+        result.at_peak = dict(session.at_peak)
+        result.out_of_memory = session.failure
+        result.stopped = session.stopped
+        if snapshot:
+            result.snapshot = session.snapshot()
+    finally:
+        uninstall_torch_npu(previous)
+        session.close()
+    return result

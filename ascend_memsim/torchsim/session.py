@@ -1,0 +1,418 @@
+"""One estimate's state: the simulated device and its caching allocator, the fake tensors,
+and the tracker that turns every NPU storage into an allocation of the allocator.
+
+Every operator the script runs goes through :class:`_Tracker` (a ``TorchDispatchMode``
+above torch's ``FakeTensorMode``): each output on the ``npu`` device whose storage the tracker
+has not seen is allocated through :meth:`NpuCachingAllocator.malloc` (size: the storage's
+bytes, on the current stream); views and in-place results share a storage and cost nothing;
+a weak reference on the storage frees the block when the storage dies, as torch frees it
+when its last tensor goes (the approach of torch's
+``torch.distributed._tools.mem_tracker.MemTracker``, which weakly references storages).
+
+DECISION: torch's ``FakeTensorMode`` gives the tensors (shapes, dtypes, strides, autograd,
+optimizers, no storage, no arithmetic), on CPU and NPU alike, so a model far larger than the
+host's memory costs nothing when it is built on the CPU and moved; meta tensors behind a
+subclass would have to reimplement the device propagation FakeTensorMode already does.
+One change to it: its converter memoises each fake tensor it makes from a fresh meta tensor
+with a weak reference, and ``Module.to`` swaps a fake parameter for its moved copy with
+``torch.utils.swap_tensors``, which refuses a tensor with a weak reference; a fresh meta
+tensor can never be looked up again, so :class:`_Converter` does not memoise it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorConverter,
+    FakeTensorMode,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.weak import WeakIdKeyDictionary
+
+from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
+from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
+from ..allocators.stats import ALLOCATED_BYTES
+from ..memory.constants import MemAttr
+from ..memory.profiles import get_profile
+from ..runtime.runtime import Runtime
+from . import npu as _npu
+from .backend import ensure_npu_backend
+
+__all__ = ["Session", "DataDependentOperation", "CATEGORIES", "user_frames"]
+
+#: what the bytes at the peak are, in the summary's order
+CATEGORIES = ("parameters", "gradients", "optimizer state", "activations and temporaries")
+_PARAMS, _GRADS, _OPTIM, _ACTS = CATEGORIES
+
+_SKIP = (os.path.dirname(torch.__file__) + os.sep,
+         os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, "<frozen ")
+_MAX_FRAMES = 32
+
+def user_frames(frame: Any, stop: Any = None, limit: int = _MAX_FRAMES) -> list[dict]:
+    """The Python frames from ``frame`` outwards, up to (not including) ``stop``, that are
+    outside torch and ascend_memsim, innermost first, as torch's snapshots write them
+    ({"filename", "line", "name"}). O(stack depth)."""
+    frames = []
+    f = frame
+    while f is not None and f is not stop and len(frames) < limit:
+        name = f.f_code.co_filename
+        if not name.startswith(_SKIP):
+            frames.append({"filename": name, "line": f.f_lineno, "name": f.f_code.co_name})
+        f = f.f_back
+    return frames
+
+
+class DataDependentOperation(RuntimeError):
+    """An operator whose output (its shape, or a Python value) depends on the tensors'
+    values, which fake tensors do not have."""
+
+
+class _Converter(FakeTensorConverter):
+    """FakeTensorConverter without the memo of fresh meta tensors (see the module's
+    docstring)."""
+
+    def from_meta_and_device(self, fake_mode: FakeTensorMode, t: torch.Tensor,
+                             device: torch.device, pytype: Any = None,
+                             dispatch_keys: Any = None) -> FakeTensor:
+        return FakeTensor(fake_mode, t, device, pytype=pytype, dispatch_keys=dispatch_keys)
+
+
+class _FakeMode(FakeTensorMode):
+    """FakeTensorMode for a device that is never real: no constant folding onto it (torch
+    would run the operator on the real device when ``torch.npu.is_available()``), and
+    :class:`_Converter`. A deep copy of a fake tensor (``copy.deepcopy`` of a module, as
+    ``nn.TransformerEncoder`` makes its layers) keeps this mode: a copied mode would make
+    its tensors foreign ones, converted again and memoised."""
+
+    def __init__(self) -> None:
+        super().__init__(allow_non_fake_inputs=True)
+        self.fake_tensor_converter.__class__ = _Converter
+
+    def __deepcopy__(self, memo: dict) -> _FakeMode:
+        return self
+
+    @property
+    def avoid_device_init(self) -> bool:
+        return True
+
+
+class _Storage:
+    """A tracked NPU storage: its block and what it holds."""
+
+    __slots__ = ("ptr", "nbytes", "size", "category", "ref")
+
+    def __init__(self, ptr: int, nbytes: int, size: int, category: str) -> None:
+        self.ptr, self.nbytes, self.size, self.category = ptr, nbytes, size, category
+        self.ref: weakref.ref | None = None
+
+
+class _Tracker(TorchDispatchMode):
+    """Runs each operator (on fake tensors) and allocates the new NPU storages it made."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        try:
+            out = func(*args, **(kwargs or {}))
+        except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            raise self.session.data_dependent(func, e) from None
+        track = self.session.track
+        if isinstance(out, torch.Tensor):
+            track(out)
+        elif isinstance(out, (tuple, list)):
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    track(t)
+        return out
+
+
+class Session:
+    """A simulated ``product`` with ``capacity`` bytes, torch_npu's caching allocator on it
+    (``alloc_conf`` as ``PYTORCH_NPU_ALLOC_CONF``), and the fake tensors' tracker.
+
+    Use as a context manager (one at a time): inside, NPU storages are allocated and freed
+    through :attr:`allocator` as the script makes and drops them.
+    """
+
+    def __init__(self, product: str, capacity: int | None = None, alloc_conf: str = "",
+                 *, cann: str | None = None, history: bool = False) -> None:
+        profile = get_profile(product)
+        settings: dict[str, Any] = {"sanitizer": "off"}
+        if capacity is not None:
+            settings["hbm_bytes" if profile.hbm_bytes else "ddr_bytes"] = capacity
+        self.runtime = Runtime(profile, **settings)
+        try:
+            extra = {"cann": cann} if cann else {}
+            self.allocator = NpuCachingAllocator(self.runtime, 0, alloc_conf, **extra)
+        except BaseException:
+            self.runtime.close()
+            raise
+        self.product, self.alloc_conf = self.runtime.profile.name, alloc_conf
+        self.capacity = self.runtime.profile.total(self.runtime.profile.main_memory)
+        #: the current stream's handle (0: the default stream)
+        self.stream = 0
+        self._stats = self.allocator.stats
+        self._storages: dict[int, _Storage] = {}
+        self._frames: dict[int, list] = {}
+        self.totals = dict.fromkeys(CATEGORIES, 0)
+        #: the categories' bytes when allocated bytes were at their highest
+        self.at_peak = dict(self.totals)
+        self._peak = 0
+        self.in_optimizer = False
+        #: the first allocation that failed: message, size, frames
+        self.failure: dict | None = None
+        self.history = history
+        #: the estimate itself wants the snapshot: the script cannot turn the history off
+        self.keep_history = history
+        #: the message of a data-dependent operator that stopped the script
+        self.stopped: str | None = None
+        if history:
+            self.start_history()
+        self._fake = _FakeMode()
+        self._tracker = _Tracker(self)
+        self._hooks: list = []
+        self._grad_hooked = WeakIdKeyDictionary()
+        self._open = False
+        self._base: Any = None
+        self._thread = 0
+        self._deferred: tuple[str, int] | None = None
+
+    def frames(self) -> list[dict]:
+        """The script's frames at this moment (see :func:`user_frames`)."""
+        return user_frames(sys._getframe(1), self._base)
+
+    # -- life ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Session:
+        if _npu.active() is not None:
+            raise RuntimeError("an estimate is already running in this process")
+        from torch.nn.modules.module import register_module_forward_pre_hook
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        ensure_npu_backend()
+        # the caller's frame: the frames recorded stop there, so the same script gives the
+        # same snapshot whoever runs it
+        self._base = sys._getframe(1)
+        self._hooks = [register_module_forward_pre_hook(self._forward_pre_hook),
+                       register_optimizer_step_pre_hook(self._optimizer_pre_hook),
+                       register_optimizer_step_post_hook(self._optimizer_post_hook)]
+        self._record_stream = torch.Tensor.record_stream
+        torch.Tensor.record_stream = _record_stream
+        self._thread = threading.get_ident()
+        self._engine_run_backward = torch.autograd._engine_run_backward
+        torch.autograd._engine_run_backward = self._backward
+        _npu._current = self
+        self._open = True
+        self._fake.__enter__()
+        self._tracker.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._tracker.__exit__(*exc)
+            self._fake.__exit__(*exc)
+        finally:
+            for hook in self._hooks:
+                hook.remove()
+            torch.Tensor.record_stream = self._record_stream
+            torch.autograd._engine_run_backward = self._engine_run_backward
+            _npu._current = None
+            self._base = None
+
+    def close(self) -> None:
+        """Stop tracking (storages that die later free nothing) and close the device."""
+        self._open = False
+        self._storages.clear()
+        self.runtime.close()
+
+    # -- storages --------------------------------------------------------------------------
+
+    def track(self, t: torch.Tensor) -> None:
+        """Allocate ``t``'s storage if it is a new NPU storage (or grew: ``resize_``)."""
+        if t.device.type != "npu":
+            return
+        st = t.untyped_storage()
+        key = id(st)
+        rec = self._storages.get(key)
+        nbytes = st.nbytes()
+        if rec is not None:
+            if rec.nbytes == nbytes:
+                return
+            # resize_ (the source's resize: a new block, then the old one goes)
+            self._storages.pop(key)
+            new = self._allocate(nbytes, rec.category)
+            new.ref = rec.ref
+            self._storages[key] = new
+            self._release(rec)
+            return
+        rec = self._allocate(nbytes, _OPTIM if self.in_optimizer else _ACTS)
+        rec.ref = weakref.ref(st, lambda _, key=key: self._died(key))
+        self._storages[key] = rec
+
+    def _allocate(self, nbytes: int, category: str) -> _Storage:
+        try:
+            ptr = self.allocator.malloc(nbytes, self.stream)
+        except NpuOutOfMemoryError as e:
+            if threading.get_ident() != self._thread:
+                # an autograd worker thread: torch aborts the process when an error leaves
+                # an operator there under a device written in Python, so the error waits
+                # for the backward call to return (see _backward); the storage is not
+                # allocated
+                if self._deferred is None:
+                    self._deferred = (str(e), nbytes)
+                return _Storage(0, nbytes, 0, category)
+            self.out_of_memory(str(e), nbytes, self.frames())
+        size = self.allocator.block_size(ptr) if ptr else 0
+        rec = _Storage(ptr, nbytes, size, category)
+        totals = self.totals
+        totals[category] += size
+        allocated = self._stats.current(ALLOCATED_BYTES)
+        if allocated > self._peak:
+            self._peak = allocated
+            self.at_peak = dict(totals)
+        if self.history and ptr:
+            self._frames[ptr] = self.frames()
+        return rec
+
+    def out_of_memory(self, message: str, nbytes: int, frames: list) -> None:
+        """Raise torch's OutOfMemoryError with torch_npu's message (the first is kept)."""
+        if self.failure is None:
+            self.failure = {"message": message, "size": nbytes, "frames": frames}
+        raise torch.OutOfMemoryError(message)
+
+    def _backward(self, *args: Any, **kwargs: Any) -> Any:
+        """torch.autograd's _engine_run_backward, then the out-of-memory error of an
+        allocation made on an autograd worker thread, raised at the script's backward."""
+        self._deferred = None
+        try:
+            return self._engine_run_backward(*args, **kwargs)
+        finally:
+            deferred, self._deferred = self._deferred, None
+            if deferred is not None:
+                self.out_of_memory(*deferred, self.frames())
+
+    def _died(self, key: int) -> None:
+        rec = self._storages.pop(key, None)
+        if rec is not None and self._open:
+            self._release(rec)
+
+    def _release(self, rec: _Storage) -> None:
+        self.totals[rec.category] -= rec.size
+        if rec.ptr:
+            self._frames.pop(rec.ptr, None)
+            self.allocator.free(rec.ptr)
+
+    def storage_of(self, t: torch.Tensor) -> _Storage | None:
+        if not isinstance(t, torch.Tensor) or t.device.type != "npu":
+            return None
+        return self._storages.get(id(t.untyped_storage()))
+
+    def classify(self, t: Any, category: str) -> None:
+        """Count ``t``'s storage as ``category`` from now on."""
+        rec = self.storage_of(t)
+        if rec is not None and rec.category != category:
+            self.totals[rec.category] -= rec.size
+            self.totals[category] += rec.size
+            rec.category = category
+
+    def record_stream(self, t: torch.Tensor, stream: int) -> None:
+        rec = self.storage_of(t)
+        if rec is not None and rec.ptr:
+            self.allocator.record_stream(rec.ptr, stream)
+
+    # -- what the storages hold ------------------------------------------------------------
+
+    def _forward_pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+        for p in module.parameters(recurse=False):
+            self.classify(p, _PARAMS)
+            if p.requires_grad and p not in self._grad_hooked:
+                self._grad_hooked[p] = True
+                p.register_post_accumulate_grad_hook(self._grad_hook)
+        for b in module.buffers(recurse=False):
+            self.classify(b, _PARAMS)
+
+    def _grad_hook(self, p: torch.Tensor) -> None:
+        self.classify(p.grad, _GRADS)
+
+    def _optimizer_pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                self.classify(p, _PARAMS)
+                self.classify(p.grad, _GRADS)
+        self.in_optimizer = True
+
+    def _optimizer_post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.in_optimizer = False
+        for state in optimizer.state.values():
+            for value in state.values():
+                self.classify(value, _OPTIM)
+
+    # -- failures --------------------------------------------------------------------------
+
+    def data_dependent(self, func: Any, error: Exception) -> DataDependentOperation:
+        frames = self.frames()
+        where = (f"{frames[0]['filename']}:{frames[0]['line']} in {frames[0]['name']}"
+                 if frames else "an unknown line")
+        name = str(getattr(func, "__name__", func))
+        error = DataDependentOperation(
+            f"{name} at {where} needs the values of a tensor, and the estimate's tensors "
+            f"have shapes but no values ({type(error).__name__}). The way out: leave this "
+            f"step out of the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the "
+            f"environment), or give it a shape that does not depend on the data (a fixed "
+            f"mask size, a loss printed only outside the estimate)")
+        if self.stopped is None:
+            self.stopped = str(error)
+        return error
+
+    # -- history ---------------------------------------------------------------------------
+
+    def start_history(self, max_entries: int = sys.maxsize) -> None:
+        """Keep the trace entries, with the user's frames, for :meth:`snapshot`."""
+        self.history = True
+        self.allocator.trace_frames = self.frames
+        self.allocator.record_history(True, max_entries=min(max_entries, 1 << 40))
+
+    def stop_history(self) -> None:
+        self.history = False
+        self.allocator.trace_frames = None
+        self.allocator.record_history(False)
+
+    def snapshot(self) -> dict:
+        """torch_npu.npu.memory._snapshot(): segments, blocks (with the frames of the
+        allocation that made each live block) and device_traces."""
+        snap = self.allocator.memory_snapshot()
+        frames = self._frames
+        for seg in snap["segments"]:
+            for block in seg["blocks"]:
+                if block["state"] == "active_allocated":
+                    block["frames"] = list(frames.get(block["address"], ()))
+        return snap
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return self.runtime.get_mem_info(MemAttr.HBM_MEM)
+
+
+def _record_stream(self: torch.Tensor, stream: Any) -> None:
+    """Tensor.record_stream during an estimate: a stand-in stream is told to the allocator."""
+    session = _npu.active()
+    handle = getattr(stream, "npu_stream", None)
+    if session is not None and handle is not None:
+        session.record_stream(self, handle)
+        return
+    return session._record_stream(self, stream) if session is not None else None

@@ -1,0 +1,332 @@
+"""``ascend_memsim.torchsim`` and ``ascend-memsim estimate``: an unchanged torch_npu script on
+fake tensors, every NPU storage through the simulated caching allocator."""
+
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fake tensors; "
+                                            "install the torch extra")
+
+from ascend_memsim.cli import main  # noqa: E402
+from ascend_memsim.observe.tensor_replay import replay_tensors  # noqa: E402
+from ascend_memsim.torchsim import estimate  # noqa: E402
+
+MiB = 1 << 20
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def block(nbytes: int) -> int:
+    """A storage's block on A2 (CANN 9.1.0): the +32 pad, then 512-byte steps
+    (NPUCachingAllocator.cpp round_size with AddPadSize)."""
+    return -(-(nbytes + 32) // 512) * 512
+
+
+def run(*argv):
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def script(tmp_path, text, name="train.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def test_mlp_with_adam_after_two_steps_holds_params_grads_and_both_adam_states():
+    seen = {}
+
+    def train():
+        import torch_npu
+
+        model = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+                                    torch.nn.Linear(2048, 2048)).npu()
+        opt = torch.optim.Adam(model.parameters())
+        for _ in range(2):
+            opt.zero_grad()
+            loss = model(torch.randn(4, 2048).npu()).sum()
+            loss.backward()
+            opt.step()
+        del loss
+        seen["allocated"] = torch_npu.npu.memory_allocated()
+        seen["reserved"] = torch_npu.npu.memory_reserved()
+        seen["stats"] = torch_npu.npu.memory_stats()
+        seen["params"] = [p.numel() * p.element_size() for p in model.parameters()]
+        torch_npu.npu.empty_cache()
+        seen["reserved_after_empty_cache"] = torch.npu.memory_reserved()
+
+    result = estimate(train, product="A2")
+    assert result.fits and result.status == 0
+    params = sum(block(n) for n in seen["params"])
+    # parameters + gradients + exp_avg + exp_avg_sq, each block rounded; Adam's step
+    # counters are CPU tensors (not capturable), so nothing else is on the device
+    assert seen["allocated"] == 4 * params
+    # By hand: each weight is 16 MiB, a block of 16 MiB + 512 (> 10 MiB: its own segment,
+    # rounded up to 2 MiB, 18 MiB; the 2 MiB - 512 left cannot hold another); the biases
+    # and the 4 x 2048 activations fit one 2 MiB small segment. Segments are kept, so there
+    # are as many 18 MiB segments as weight-sized blocks were ever live at once.
+    weight = block(2048 * 2048 * 4)
+    large_peak = seen["stats"]["allocated_bytes.large_pool.peak"]
+    assert large_peak % weight == 0
+    assert seen["reserved"] == large_peak // weight * 18 * MiB + 2 * MiB
+    # empty_cache gives back every wholly free segment: the 8 live weight-sized blocks
+    # (2 weights x 4) keep theirs, the biases the small one
+    assert seen["reserved_after_empty_cache"] == 8 * 18 * MiB + 2 * MiB
+    assert result.peak_reserved == seen["reserved"]
+    assert result.at_peak["parameters"] == params
+
+
+TRAIN = """
+    import sys
+    import torch
+    import torch_npu
+
+    torch_npu.npu.set_device(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(4)])
+    model = model.to(torch.device("npu"))
+    opt = torch.optim.AdamW(model.parameters())
+    scaler = torch_npu.npu.amp.GradScaler()
+    for step in range(2):
+        x = torch.randn(64, 4096).npu()
+        with torch_npu.npu.amp.autocast():
+            loss = model(x).float().pow(2).mean()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    torch.npu.synchronize()
+    print("peaks", torch_npu.npu.max_memory_allocated(), torch_npu.npu.max_memory_reserved())
+"""
+
+
+def test_the_scripts_own_statistics_are_the_simulated_ones(tmp_path, capsys):
+    code, out = run("estimate", "--json", script(tmp_path, TRAIN))
+    assert code == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    result = json.loads(out)
+    assert f"peaks {result['peak_allocated']} {result['peak_reserved']}" in printed
+    # four 4096 x 4096 float32 weights: 256 MiB of parameters, as many of gradients, twice
+    # that of AdamW state
+    weights = 4 * block(4096 * 4096 * 4) + 4 * block(4096 * 4)
+    assert result["at_peak"]["parameters"] == weights
+    assert result["fits"] and result["margin"] == result["capacity"] - result["peak_reserved"]
+    assert "HCCL" in " ".join(result["not_counted"])
+
+
+def test_out_of_memory_is_torchs_error_with_torch_npus_message_at_the_line(tmp_path, capsys):
+    path = script(tmp_path, TRAIN)
+    code, out = run("estimate", "--capacity", "1GiB", path)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "torch.OutOfMemoryError: NPU out of memory. Tried to allocate" in err
+    assert "If reserved memory is >> allocated memory try setting max_split_size_mb" in err
+    assert "DOES NOT FIT" in out and "1024.00 MiB" in out
+    # the traceback and the summary name the script's line that asked
+    assert f"{path}:" in out and f'File "{path}", line' in err
+
+
+def test_the_out_of_memory_error_can_be_caught_by_the_script():
+    caught = []
+
+    def train():
+        try:
+            torch.empty(2 << 30, dtype=torch.uint8, device="npu")
+        except torch.OutOfMemoryError as e:
+            caught.append(str(e))
+
+    result = estimate(train, capacity=1 << 30)
+    assert caught and caught[0].startswith("NPU out of memory. Tried to allocate 2.00 GiB")
+    assert not result.fits and result.out_of_memory["message"] == caught[0]
+    assert result.out_of_memory["frames"][0]["name"] == "train"
+
+
+def test_out_of_memory_in_backward_is_raised_at_the_backward_call(tmp_path):
+    # the backward of an NPU tensor runs on autograd's device thread, where an error
+    # leaving an operator aborted the process; in a process of its own for that reason
+    path = script(tmp_path, """
+        import torch
+        model = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+                                    torch.nn.Linear(2048, 2048)).npu()
+        loss = model(torch.randn(4, 2048).npu()).sum()
+        try:
+            loss.backward()
+        except torch.OutOfMemoryError as e:
+            print("caught:", str(e).split(" (")[0])
+        raise SystemExit(3)
+    """)
+    code = ("import sys\nfrom ascend_memsim.torchsim import estimate\n"
+            f"r = estimate({path!r}, capacity=40 << 20)\n"
+            "print(r.status, r.out_of_memory['frames'][0]['line'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["caught: NPU out of memory. Tried to allocate 18.00 MiB",
+                                        "3 7"]
+
+
+def test_views_and_in_place_results_share_one_block():
+    def train():
+        import torch_npu
+
+        x = torch.empty(1024, 1024, device="npu")
+        before = torch_npu.npu.memory_allocated()
+        y = x.view(-1)[10:].add_(1)
+        x.t().mul_(2)
+        assert torch_npu.npu.memory_allocated() == before == block(4 * MiB)
+        del x
+        assert torch_npu.npu.memory_allocated() == before  # y still holds the storage
+        del y
+        assert torch_npu.npu.memory_allocated() == 0
+
+    assert estimate(train).status == 0
+
+
+def test_allocations_go_to_the_current_stream_and_record_stream_is_told():
+    def train():
+        import torch_npu
+
+        side = torch_npu.npu.Stream()
+        with torch_npu.npu.stream(side):
+            a = torch.empty(1000, device="npu")
+        assert torch_npu.npu.current_stream() == torch_npu.npu.default_stream()
+        b = torch.empty(1000, device="npu")
+        a.record_stream(torch_npu.npu.current_stream())
+        snap = torch_npu.npu.memory._snapshot()
+        streams = {seg["stream"] for seg in snap["segments"]}
+        assert streams == {0, side.npu_stream}
+        del a, b
+
+    assert estimate(train).status == 0
+
+
+def test_the_snapshot_replays_with_the_same_peaks_and_memory_viz_reads_it(tmp_path):
+    from torch.cuda import _memory_viz
+
+    path = script(tmp_path, TRAIN)
+    result = estimate(path, product="A2", snapshot=True)
+    snap = result.snapshot
+    actions = {e["action"] for e in snap["device_traces"][0]}
+    assert {"alloc", "free_requested", "free_completed", "segment_alloc"} <= actions
+    allocs = [e for e in snap["device_traces"][0] if e["action"] == "alloc"]
+    assert all(e["frames"] and e["frames"][0]["filename"] == path for e in allocs[:20])
+    replayed = replay_tensors(snap, "A2")
+    assert (replayed.peak_allocated, replayed.peak_reserved) == (
+        result.peak_allocated, result.peak_reserved)
+    # torch's own memory_viz reads it (the text views; the trace view's page is built)
+    assert "segment" in _memory_viz.segsum(snap).lower()
+    assert _memory_viz.trace(snap)
+    # the flame graph's lines (its page would fetch a script): a live block's stack
+    taken = []
+
+    def keep():
+        import torch_npu
+
+        torch_npu.npu.memory._record_memory_history()   # frames from here on, as in torch
+        x = torch.empty(1000, device="npu")
+        taken.append(torch_npu.npu.memory._snapshot())
+        del x
+
+    estimate(keep)
+    lines = _memory_viz.memory(taken[0], format_flamegraph=lambda lines: lines)
+    assert "stream_0;active_allocated;" in lines and "test_torchsim.py:" in lines
+    # the same script traced again gives the same snapshot
+    again = estimate(path, product="A2", snapshot=True)
+    assert again.snapshot == snap
+
+
+def test_the_snapshot_option_writes_a_pickle_replay_reads(tmp_path):
+    out = str(tmp_path / "snap.pickle")
+    code, text = run("estimate", "--json", "--snapshot", out, script(tmp_path, TRAIN))
+    assert code == 0
+    with open(out, "rb") as f:
+        snap = pickle.load(f)
+    assert snap["device_traces"][0]
+    code, replayed = run("replay", "--allocator", "torch-npu", "--json", out)
+    assert code == 0
+    estimated, replayed = json.loads(text), json.loads(replayed)
+    assert (replayed["peak_allocated"], replayed["peak_reserved"]) == (
+        estimated["peak_allocated"], estimated["peak_reserved"])
+
+
+def test_out_of_memory_shows_in_the_snapshot(tmp_path):
+    def train():
+        torch.empty(2 << 30, dtype=torch.uint8, device="npu")
+
+    result = estimate(train, capacity=1 << 30, snapshot=True)
+    assert result.status == 1
+    assert snap_actions(result.snapshot)[-1] == "oom"
+
+
+def snap_actions(snap):
+    return [e["action"] for e in snap["device_traces"][0]]
+
+
+@pytest.mark.parametrize("line, op", [
+    ("x[x > 0]", "index.Tensor"),
+    ("torch.nonzero(x)", "nonzero"),
+    ("float(x.sum())", "_local_scalar_dense"),
+])
+def test_data_dependent_operators_stop_with_the_operator_and_the_line(tmp_path, capsys,
+                                                                      line, op):
+    path = script(tmp_path, f"""
+        import torch
+        x = torch.randn(100).npu()
+        y = {line}
+    """)
+    code, out = run("estimate", path)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{path}:4 in <module>" in out and op in out
+    assert "ASCEND_MEMSIM_ESTIMATE=1" in out
+    assert "DataDependentOperation" in err
+
+
+def test_memory_fraction_and_peak_reset():
+    def train():
+        import torch_npu
+
+        t = torch.empty(100 * MiB, dtype=torch.uint8, device="npu")
+        del t
+        torch_npu.npu.reset_peak_memory_stats()
+        assert torch_npu.npu.max_memory_allocated() == 0
+        torch_npu.npu.empty_cache()
+        torch_npu.npu.set_per_process_memory_fraction(0.25)
+        _free, total = torch_npu.npu.mem_get_info()
+        assert total == 1 << 30
+        with pytest.raises(torch.OutOfMemoryError, match="allowed"):
+            torch.empty(300 * MiB, dtype=torch.uint8, device="npu")
+
+    estimate(train, capacity=1 << 30)
+
+
+def test_no_device_outside_an_estimate():
+    estimate(lambda: None)
+    assert torch.npu.is_available() is False and torch.npu.device_count() == 0
+    with pytest.raises(RuntimeError, match="no NPU"):
+        torch.npu.memory_allocated()
+    assert "torch_npu" not in sys.modules
+
+
+def test_estimate_options_after_the_script_are_refused(tmp_path, capsys):
+    path = script(tmp_path, "pass\n")
+    assert run("estimate", path, "--capacity", "1GiB")[0] == 2
+    assert "estimate's own options go before it" in capsys.readouterr().err
+
+
+def test_the_package_and_the_cli_work_without_torch(tmp_path):
+    # torch made unimportable: the package imports, estimate says what it needs
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import ascend_memsim\n"
+            "from ascend_memsim.cli import main\n"
+            f"sys.exit(main(['estimate', {script(tmp_path, 'pass')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 2
+    assert "estimate needs torch" in done.stderr
