@@ -157,12 +157,15 @@ def test_the_async_copies_are_queued_on_the_stream(rt, var):
 ])
 def test_each_misuse_returns_its_code_and_changes_nothing(rt, var, call, code):
     """A failed call changes nothing: the variable, never loaded before, is not loaded
-    after it either (memory the call loaded is given back)."""
+    after it either (memory the call loaded is given back, and the component's peak with
+    it: the face fuzz found the RUNTIME peak left at the variable's footprint)."""
     _array, ptr = _host(8)   # the array holds the host memory at ptr
     figures = acl.rt.get_mem_info(HBM)
     blocks = len(rt.blocks())
+    usage = rt.device(0).usage()
     assert call(var.symbol, ptr) == code
     assert acl.rt.get_mem_info(HBM) == figures and len(rt.blocks()) == blocks
+    assert rt.device(0).usage() == usage
     assert rt.streams.pending == 0
 
 

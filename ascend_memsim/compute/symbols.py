@@ -261,6 +261,7 @@ class Symbols:
               stream: object, arguments) -> None:
         """Load the variable if need be and run aclrtMemcpy(Async) with ``arguments(address
         in the variable)``; memory loaded for a copy that fails is given back."""
+        peak = device.peak_of(MODULE_RUNTIME)
         ptr, fresh = self.loaded(variable, device)
         runtime = self.runtime
         try:
@@ -271,6 +272,7 @@ class Symbols:
         except BaseException:
             if fresh:
                 self.unload(variable, device)
+                device.restore_peak(MODULE_RUNTIME, peak)
             raise
         emit(runtime, "symbol_copy", device,
              {"call": call, "symbol": variable.symbol, "name": variable.name, "offset": offset,

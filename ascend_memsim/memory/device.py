@@ -615,6 +615,25 @@ class Device(Placement):
                 pages = min(pages, shared // page)
             return pages * page, alloc.capacity // page * page
 
+    def peak_of(self, module: int) -> int | None:
+        """``module``'s peak bytes on this device, None while it never held any."""
+        with self.lock:
+            figures = self._usage.get(module)
+            return None if figures is None else figures[1]
+
+    def restore_peak(self, module: int, peak: int | None) -> None:
+        """Put ``module``'s peak back to ``peak`` (from :meth:`peak_of`) after a call that
+        failed and gave back what it took: a failed call changes nothing, peaks included.
+        What other threads took meanwhile still counts (never below the current bytes)."""
+        with self.lock:
+            figures = self._usage.get(module)
+            if figures is None:
+                return
+            if peak is None and not figures[0]:
+                del self._usage[module]
+            else:
+                figures[1] = max(peak or 0, figures[0])
+
     def usage(self) -> list[tuple[str, int, int]]:
         """(component name, current bytes, peak bytes), current descending, then by name."""
         with self.lock:
