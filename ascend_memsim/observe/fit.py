@@ -238,7 +238,9 @@ def default_candidates(product: str | None = None, cann: str = DEFAULT_CANN) -> 
     defaults, expandable segments, ``max_split_size_mb`` 32, 128 and 512 (a factor of four
     apart from the smallest torch_npu takes, 20), ``roundup_power2_divisions:4``, and
     ``page_size:1g`` where the product has 1 GiB pages and ``cann`` is 8.1.RC1 or later
-    (``NPUCachingAllocator.cpp`` ``IsMallocPage1GMem``). ``garbage_collection_threshold``
+    (``NPUCachingAllocator.cpp`` ``IsMallocPage1GMem``; on a part without them torch_npu
+    takes each 1 GiB segment on 2 MiB pages after a warning, which only rounds segments up,
+    so it is not tried there). ``garbage_collection_threshold``
     is not among them: torch_npu collects only under a memory fraction below 1
     (``NPUCachingAllocator.cpp`` ``malloc``: ``allowed_memory_maximum.has_value() &&
     garbage_collection_threshold() > 0``), so alone it changes nothing; sweep it with a
