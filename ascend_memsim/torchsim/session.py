@@ -338,12 +338,13 @@ class Session:
         name = self._names.get(func)
         if name is None:
             name = self._names[func] = getattr(func, "_opname", None) or str(func)
+        if not _kernel(func, name) or not _on_npu(out, args):
+            return
         size = self.workspace.size(name, args, out)
         if size is None:
-            if _kernel(func, name) and _on_npu(out, args):
-                self.uncovered[name] = self.uncovered.get(name, 0) + 1
+            self.uncovered[name] = self.uncovered.get(name, 0) + 1
             return
-        if not size or not _on_npu(out, args):
+        if not size:
             return
         self.workspace_calls += 1
         self.workspace_largest = max(self.workspace_largest, size)
