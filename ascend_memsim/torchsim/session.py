@@ -179,7 +179,8 @@ class Session:
         #: the peak of the device's bytes: reserved + the workspace allocator's
         self.device_peak = 0
         self._in_workspace: str | None = None
-        self._names: dict[Any, str] = {}
+        #: operator -> (its name, whether it runs a kernel)
+        self._names: dict[Any, tuple[str, bool]] = {}
         self.capacity = self.runtime.profile.total(self.runtime.profile.main_memory)
         #: the current stream's handle (0: the default stream)
         self.stream = 0
@@ -335,10 +336,12 @@ class Session:
         operators outside the table are counted in :attr:`uncovered`."""
         if not self.workspace.enabled:
             return
-        name = self._names.get(func)
-        if name is None:
-            name = self._names[func] = getattr(func, "_opname", None) or str(func)
-        if not _kernel(func, name) or not _on_npu(out, args):
+        known = self._names.get(func)
+        if known is None:
+            name = getattr(func, "_opname", None) or str(func)
+            known = self._names[func] = (name, _kernel(func, name))
+        name, kernel = known
+        if not kernel or not _on_npu(out, args):
             return
         size = self.workspace.size(name, args, out)
         if size is None:
