@@ -62,7 +62,8 @@ def test_mlp_with_adam_after_two_steps_holds_params_grads_and_both_adam_states()
         torch_npu.npu.empty_cache()
         seen["reserved_after_empty_cache"] = torch.npu.memory_reserved()
 
-    result = estimate(train, product="A2")
+    # the tensors' blocks by hand: no operator workspace (tests/test_torchsim_workspace.py)
+    result = estimate(train, product="A2", workspace=False)
     assert result.fits and result.status == 0
     params = sum(block(n) for n in seen["params"])
     # parameters + gradients + exp_avg + exp_avg_sq, each block rounded; Adam's step
@@ -162,7 +163,7 @@ def test_out_of_memory_in_backward_is_raised_at_the_backward_call(tmp_path):
         raise SystemExit(3)
     """)
     code = ("import sys\nfrom ascend_memsim.torchsim import estimate\n"
-            f"r = estimate({path!r}, capacity=40 << 20)\n"
+            f"r = estimate({path!r}, capacity=40 << 20, workspace=False)\n"
             "print(r.status, r.out_of_memory['frames'][0]['line'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
@@ -215,7 +216,10 @@ def test_the_snapshot_replays_with_the_same_peaks_and_memory_viz_reads_it(tmp_pa
     actions = {e["action"] for e in snap["device_traces"][0]}
     assert {"alloc", "free_requested", "free_completed", "segment_alloc"} <= actions
     allocs = [e for e in snap["device_traces"][0] if e["action"] == "alloc"]
-    assert all(e["frames"] and e["frames"][0]["filename"] == path for e in allocs[:20])
+    # the script's frames, innermost first (an operator's workspace names it first)
+    assert all(e["frames"] and e["frames"][0]["filename"] in (path, "<workspace>")
+               for e in allocs[:20])
+    assert any(e["frames"][0]["filename"] == path for e in allocs[:20])
     replayed = replay_tensors(snap, "A2")
     assert (replayed.peak_allocated, replayed.peak_reserved) == (
         result.peak_allocated, result.peak_reserved)

@@ -302,6 +302,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the torch_npu memory snapshot (segments, blocks, "
                         "device_traces with frames), for replay --allocator torch-npu and "
                         "memory_viz")
+    p.add_argument("--task-queue", type=int, choices=(0, 1, 2), default=1,
+                   help="TASK_QUEUE_ENABLE: operators' workspaces come from the caching "
+                        "allocator (0, 1: torch_npu's default) or NPUWorkspaceAllocator (2)")
+    p.add_argument("--workspace-table", metavar="FILE.json",
+                   help="override the workspace table: a JSON object of operator names "
+                        "(mm, _foreach_add_; * for the rest) and bytes per call")
+    p.add_argument("--workspace", action="append", default=[], metavar="OP=SIZE",
+                   help="one operator's workspace per call, e.g. mm=24MiB (repeatable; "
+                        "after --workspace-table)")
+    p.add_argument("--no-workspace", action="store_true",
+                   help="no operator takes a workspace (to compare)")
     json_option(p)
     p.set_defaults(func=cmd_estimate, run_options=own_options(p))
 

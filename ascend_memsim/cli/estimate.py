@@ -36,6 +36,10 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
         print(f"ascend-memsim estimate: error: estimate needs torch ({e}); install it, e.g. "
               f"pip install 'ascend-memsim[torch]'", file=sys.stderr)
         return USAGE_ERROR
+    overrides = _workspace_overrides(args)
+    if isinstance(overrides, str):
+        print(f"ascend-memsim estimate: error: {overrides}", file=sys.stderr)
+        return USAGE_ERROR
     argv = [script, *args.script_args, *getattr(args, "unchecked_args", [])]
 
     def target() -> int:
@@ -44,7 +48,9 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     target.__name__ = script
     result = estimate(target, product=args.product, capacity=args.capacity,
                       alloc_conf=args.alloc_conf, cann=args.cann,
-                      snapshot=bool(args.snapshot))
+                      snapshot=bool(args.snapshot),
+                      workspace=False if args.no_workspace else overrides,
+                      task_queue=args.task_queue)
     if args.snapshot:
         with open(args.snapshot, "wb") as f:
             pickle.dump(result.snapshot, f)
@@ -54,3 +60,22 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     else:
         print(result, file=out)
     return 0 if result.fits else 1
+
+
+def _workspace_overrides(args: argparse.Namespace) -> dict | str:
+    """--workspace-table's file, then each --workspace OP=SIZE; the message when one is
+    refused."""
+    from ..torchsim.workspace_table import WorkspaceTableError, check_overrides, load_overrides
+
+    try:
+        table = load_overrides(args.workspace_table) if args.workspace_table else {}
+        for item in args.workspace:
+            name, sep, size = item.partition("=")
+            if not sep:
+                return f"--workspace {item!r}: expected OP=SIZE, e.g. mm=24MiB"
+            table.update(check_overrides({name.strip(): size.strip()}, "--workspace"))
+    except WorkspaceTableError as e:
+        return str(e)
+    except OSError as e:
+        return f"--workspace-table: {e.strerror or e}: {args.workspace_table}"
+    return table

@@ -8,7 +8,7 @@ import gc
 import os
 import runpy
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +19,12 @@ from ..allocators.stats import format_size as format_bytes
 from ..memory.profiles import DEFAULT_PRODUCT
 from .session import CATEGORIES, DataDependentOperation, Session
 from .standin import install_torch_npu, uninstall_torch_npu
+from .workspace_table import WorkspaceTable
 
 __all__ = ["estimate", "EstimateResult", "NOT_COUNTED"]
 
 #: device memory a real job takes that the estimate does not model (said in every summary)
 NOT_COUNTED = (
-    "operator workspaces (torch_npu's NPUWorkspaceAllocator)",
     "HCCL communication buffers",
     "the CANN runtime's context, streams and operator binaries",
 )
@@ -52,6 +52,18 @@ class EstimateResult:
     out_of_memory: dict | None = None
     #: a data-dependent operator stopped the script: the message
     stopped: str | None = None
+    #: TASK_QUEUE_ENABLE: where operators' workspaces come from (2: NPUWorkspaceAllocator)
+    task_queue: int = 1
+    #: the workspace's peak: NPUWorkspaceAllocator's reserved bytes (task_queue 2), or the
+    #: largest workspace block taken from the caching allocator (0, 1)
+    workspace_peak: int = 0
+    #: operator calls that took a workspace, and the largest request
+    workspace_calls: int = 0
+    workspace_largest_request: int = 0
+    #: the peak of the device's bytes: caching allocator reserved + workspace allocator
+    device_peak: int = 0
+    #: calls of NPU operators outside the workspace table (each counted 0 bytes), by name
+    uncovered: dict[str, int] = field(default_factory=dict)
     not_counted: tuple[str, ...] = NOT_COUNTED
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
     snapshot: dict | None = field(default=None, repr=False)
@@ -62,12 +74,25 @@ class EstimateResult:
 
     @property
     def margin(self) -> int:
-        """The device's memory less the peak of reserved bytes."""
-        return self.capacity - self.peak_reserved
+        """The device's memory less the peak of its bytes (reserved + workspace)."""
+        return self.capacity - self.device_peak
+
+    def not_counted_lines(self) -> list[str]:
+        """What the estimate does not count, the operators outside the workspace table
+        first (with their calls)."""
+        lines = list(self.not_counted)
+        if self.uncovered:
+            calls = sorted(self.uncovered.items(), key=lambda kv: (-kv[1], kv[0]))
+            names = ", ".join(f"{name} {n}" for name, n in calls[:8])
+            more = f", ... {len(calls) - 8} more" if len(calls) > 8 else ""
+            lines.insert(0, f"the workspace of operators outside the workspace table "
+                            f"(counted 0): {sum(self.uncovered.values())} calls of "
+                            f"{len(calls)} operators ({names}{more})")
+        return lines
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "snapshot"}
-        out["not_counted"] = list(self.not_counted)
+        out["not_counted"] = self.not_counted_lines()
         out["fits"], out["margin"] = self.fits, self.margin
         return out
 
@@ -83,6 +108,15 @@ class EstimateResult:
         lines += [f"    {name:28} {size(self.at_peak.get(name, 0))}" for name in CATEGORIES]
         lines.append(f"  at the end: allocated {format_bytes(self.allocated_at_end)}, "
                      f"reserved {format_bytes(self.reserved_at_end)}")
+        if self.task_queue == 2:
+            lines.append(f"  workspace      {size(self.workspace_peak)}   (NPUWorkspaceAllocator, "
+                         f"TASK_QUEUE_ENABLE=2; {self.workspace_calls} calls, largest "
+                         f"{format_bytes(self.workspace_largest_request)})")
+        else:
+            lines.append(f"  workspace      {size(self.workspace_peak)}   (largest block, in "
+                         f"reserved: TASK_QUEUE_ENABLE={self.task_queue}; "
+                         f"{self.workspace_calls} calls)")
+        lines.append(f"  device peak    {size(self.device_peak)}   (reserved + workspace)")
         if self.out_of_memory is not None:
             oom = self.out_of_memory
             where = oom["frames"][0] if oom["frames"] else None
@@ -95,10 +129,10 @@ class EstimateResult:
         elif self.status:
             lines.append(f"  verdict: unknown, the script failed (exit status {self.status})")
         else:
-            share = 100.0 * self.peak_reserved / self.capacity if self.capacity else 0.0
-            lines.append(f"  verdict: fits, {format_bytes(self.margin)} to spare (peak "
-                         f"reserved is {share:.1f}% of {format_bytes(self.capacity)})")
-        lines.append("  not counted: " + "; ".join(self.not_counted))
+            share = 100.0 * self.device_peak / self.capacity if self.capacity else 0.0
+            lines.append(f"  verdict: fits, {format_bytes(self.margin)} to spare (device "
+                         f"peak is {share:.1f}% of {format_bytes(self.capacity)})")
+        lines.append("  not counted: " + "; ".join(self.not_counted_lines()))
         return "\n".join(lines)
 
 
@@ -132,13 +166,18 @@ def _run_path(path: str, argv: list[str]) -> int:
 def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
              product: str = DEFAULT_PRODUCT, capacity: int | None = None,
              alloc_conf: str = "", cann: str | None = None,
-             snapshot: bool = False) -> EstimateResult:
+             snapshot: bool = False, workspace: Mapping[str, Any] | bool | None = None,
+             task_queue: int = 1) -> EstimateResult:
     """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
     called with no arguments, whose return value, if an int, is its exit status) with fake
     tensors on a simulated NPU: ``product`` with
     ``capacity`` bytes (default: the product's own), torch_npu's caching allocator under
     ``alloc_conf`` (``PYTORCH_NPU_ALLOC_CONF``). ``snapshot`` keeps the torch_npu-format
-    snapshot (with every trace entry) in the result.
+    snapshot (with every trace entry) in the result. Each operator takes the workspace of
+    :mod:`.workspace_table`, ``workspace`` overriding it (operator name -> bytes per call,
+    ``"*"`` for the operators outside the table; False: no workspace at all), from the
+    caching allocator or, with ``task_queue`` 2 (``TASK_QUEUE_ENABLE``), from torch_npu's
+    NPUWorkspaceAllocator.
 
     The target sees ``import torch_npu``, ``torch.device("npu")``, ``.npu()`` and
     ``torch_npu.npu.*`` answered by the simulated device; its own ``max_memory_reserved()``
@@ -151,11 +190,20 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     Raises:
         InvalidArgument: an unknown product or a bad capacity.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
+        WorkspaceTableError: ``workspace`` is not operator names and sizes.
+        ValueError: ``task_queue`` is not 0, 1 or 2.
         RuntimeError: another estimate is running, or the real torch_npu is imported.
     """
-    session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot)
+    if workspace is False:
+        table = WorkspaceTable(enabled=False)
+    else:
+        table = WorkspaceTable(None if workspace is True else workspace, product=product)
+    session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot,
+                      workspace=table, task_queue=task_queue)
+    table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-    result = EstimateResult(str(name), session.product, session.capacity, alloc_conf)
+    result = EstimateResult(str(name), session.product, session.capacity, alloc_conf,
+                            task_queue=task_queue)
     previous = install_torch_npu()
     try:
         with _environment(), session:
@@ -176,9 +224,25 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
         result.at_peak = dict(session.at_peak)
         result.out_of_memory = session.failure
         result.stopped = session.stopped
+        _workspace_figures(result, session)
+        if not table.enabled:
+            result.not_counted = ("operator workspaces (switched off)", *result.not_counted)
         if snapshot:
             result.snapshot = session.snapshot()
     finally:
         uninstall_torch_npu(previous)
         session.close()
     return result
+
+
+def _workspace_figures(result: EstimateResult, session: Session) -> None:
+    ws = session.allocator.workspace
+    result.workspace_calls = session.workspace_calls
+    result.workspace_largest_request = session.workspace_largest
+    result.uncovered = dict(session.uncovered)
+    if session.task_queue == 2:
+        result.workspace_peak = ws.reserved_bytes.peak
+        result.device_peak = max(session.device_peak, result.peak_reserved)
+    else:
+        result.workspace_peak = session.workspace_block
+        result.device_peak = result.peak_reserved

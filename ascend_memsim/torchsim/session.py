@@ -8,6 +8,8 @@ bytes, on the current stream); views and in-place results share a storage and co
 a weak reference on the storage frees the block when the storage dies, as torch frees it
 when its last tensor goes (the approach of torch's
 ``torch.distributed._tools.mem_tracker.MemTracker``, which weakly references storages).
+Then the operator takes its workspace (:meth:`Session.operator_workspace`, sizes from
+:mod:`.workspace_table`) and gives it back, as torch_npu's ``EXEC_NPU_CMD`` does.
 
 DECISION: torch's ``FakeTensorMode`` gives the tensors (shapes, dtypes, strides, autograd,
 optimizers, no storage, no arithmetic), on CPU and NPU alike, so a model far larger than the
@@ -41,12 +43,13 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
-from ..allocators.stats import ALLOCATED_BYTES
+from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..memory.constants import MemAttr
 from ..memory.profiles import get_profile
 from ..runtime.runtime import Runtime
 from . import npu as _npu
 from .backend import ensure_npu_backend
+from .workspace_table import WorkspaceTable
 
 __all__ = ["Session", "DataDependentOperation", "CATEGORIES", "user_frames"]
 
@@ -136,6 +139,7 @@ class _Tracker(TorchDispatchMode):
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor):
                     track(t)
+        self.session.operator_workspace(func, args, out)
         return out
 
 
@@ -144,11 +148,17 @@ class Session:
     (``alloc_conf`` as ``PYTORCH_NPU_ALLOC_CONF``), and the fake tensors' tracker.
 
     Use as a context manager (one at a time): inside, NPU storages are allocated and freed
-    through :attr:`allocator` as the script makes and drops them.
+    through :attr:`allocator` as the script makes and drops them, and each operator takes
+    the workspace ``workspace`` (a :class:`WorkspaceTable`) gives it: from the caching
+    allocator with ``task_queue`` 0 or 1 (``TASK_QUEUE_ENABLE``, torch_npu's default 1),
+    from its ``NPUWorkspaceAllocator`` with 2.
     """
 
     def __init__(self, product: str, capacity: int | None = None, alloc_conf: str = "",
-                 *, cann: str | None = None, history: bool = False) -> None:
+                 *, cann: str | None = None, history: bool = False,
+                 workspace: WorkspaceTable | None = None, task_queue: int = 1) -> None:
+        if task_queue.__class__ is not int or task_queue not in (0, 1, 2):
+            raise ValueError(f"TASK_QUEUE_ENABLE should be 0, 1 or 2, not {task_queue!r}")
         profile = get_profile(product)
         settings: dict[str, Any] = {"sanitizer": "off"}
         if capacity is not None:
@@ -161,6 +171,16 @@ class Session:
             self.runtime.close()
             raise
         self.product, self.alloc_conf = self.runtime.profile.name, alloc_conf
+        self.workspace = workspace or WorkspaceTable(product=self.product)
+        self.task_queue = task_queue
+        #: operator calls given a workspace; the largest request; calls outside the table
+        self.workspace_calls = self.workspace_largest = self.workspace_block = 0
+        self.uncovered: dict[str, int] = {}
+        #: the peak of the device's bytes: reserved + the workspace allocator's
+        self.device_peak = 0
+        self._in_workspace: str | None = None
+        #: operator -> (its name, whether it runs a kernel)
+        self._names: dict[Any, tuple[str, bool]] = {}
         self.capacity = self.runtime.profile.total(self.runtime.profile.main_memory)
         #: the current stream's handle (0: the default stream)
         self.stream = 0
@@ -191,8 +211,12 @@ class Session:
         self._deferred: tuple[str, int] | None = None
 
     def frames(self) -> list[dict]:
-        """The script's frames at this moment (see :func:`user_frames`)."""
-        return user_frames(sys._getframe(1), self._base)
+        """The script's frames at this moment (see :func:`user_frames`); while an operator
+        takes its workspace, a first frame names it (``<workspace>``)."""
+        frames = user_frames(sys._getframe(1), self._base)
+        if self._in_workspace is not None:
+            frames.insert(0, {"filename": "<workspace>", "line": 0, "name": self._in_workspace})
+        return frames
 
     # -- life ------------------------------------------------------------------------------
 
@@ -269,15 +293,8 @@ class Session:
         try:
             ptr = self.allocator.malloc(nbytes, self.stream)
         except NpuOutOfMemoryError as e:
-            if threading.get_ident() != self._thread:
-                # an autograd worker thread: torch aborts the process when an error leaves
-                # an operator there under a device written in Python, so the error waits
-                # for the backward call to return (see _backward); the storage is not
-                # allocated
-                if self._deferred is None:
-                    self._deferred = (str(e), nbytes)
-                return _Storage(0, nbytes, 0, category)
-            self.out_of_memory(str(e), nbytes, self.frames())
+            self._refused(e, nbytes)
+            return _Storage(0, nbytes, 0, category)
         size = self.allocator.block_size(ptr) if ptr else 0
         rec = _Storage(ptr, nbytes, size, category)
         totals = self.totals
@@ -288,7 +305,67 @@ class Session:
             self.at_peak = dict(totals)
         if self.history and ptr:
             self._frames[ptr] = self.frames()
+        if self.task_queue == 2:
+            self._note_device()
         return rec
+
+    def _refused(self, error: NpuOutOfMemoryError, nbytes: int) -> None:
+        """An allocation failed: raise torch's OutOfMemoryError, or, on an autograd worker
+        thread, keep it for the backward call and return."""
+        if threading.get_ident() != self._thread:
+            # torch aborts the process when an error leaves an operator there under a device
+            # written in Python, so the error waits for the backward call to return (see
+            # _backward); nothing is allocated
+            if self._deferred is None:
+                self._deferred = (str(error), nbytes)
+            return
+        self.out_of_memory(str(error), nbytes, self.frames())
+
+    def _note_device(self) -> None:
+        device = self._stats.current(RESERVED_BYTES) + \
+            self.allocator.workspace.reserved_bytes.current
+        if device > self.device_peak:
+            self.device_peak = device
+
+    # -- workspaces ------------------------------------------------------------------------
+
+    def operator_workspace(self, func: Any, args: tuple, out: Any) -> None:
+        """The workspace operator ``func`` takes for one call, from the table, and gives back
+        when the call is queued (torch_npu's EXEC_NPU_CMD): a block of the caching allocator
+        (``task_queue`` 0, 1) or of the stream's NPUWorkspaceAllocator block (2). Calls of
+        operators outside the table are counted in :attr:`uncovered`."""
+        if not self.workspace.enabled:
+            return
+        known = self._names.get(func)
+        if known is None:
+            name = getattr(func, "_opname", None) or str(func)
+            known = self._names[func] = (name, _kernel(func, name))
+        name, kernel = known
+        if not kernel or not _on_npu(out, args):
+            return
+        size = self.workspace.size(name, args, out)
+        if size is None:
+            self.uncovered[name] = self.uncovered.get(name, 0) + 1
+            return
+        if not size:
+            return
+        self.workspace_calls += 1
+        self.workspace_largest = max(self.workspace_largest, size)
+        self._in_workspace = f"workspace of {name}"
+        try:
+            if self.task_queue == 2:
+                ws = self.allocator.workspace
+                ptr = ws.malloc(size, self.stream)
+                ws.free(ptr)
+                self._note_device()
+            else:
+                ptr = self.allocator.malloc(size, self.stream)
+                self.workspace_block = max(self.workspace_block, self.allocator.block_size(ptr))
+                self.allocator.free(ptr)
+        except NpuOutOfMemoryError as e:
+            self._refused(e, size)
+        finally:
+            self._in_workspace = None
 
     def out_of_memory(self, message: str, nbytes: int, frames: list) -> None:
         """Raise torch's OutOfMemoryError with torch_npu's message (the first is kept)."""
@@ -406,6 +483,27 @@ class Session:
 
     def mem_get_info(self) -> tuple[int, int]:
         return self.runtime.get_mem_info(MemAttr.HBM_MEM)
+
+
+#: aten operators that launch no kernel on the NPU (no workspace to miss)
+_NO_KERNEL = frozenset(("empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
+                        "_local_scalar_dense", "lift_fresh", "set_", "resize_"))
+
+
+def _kernel(func: Any, name: str) -> bool:
+    """Whether an operator runs a kernel: an aten operator, not a view, not a bare
+    allocation (prim.device, views and empty tensors take no workspace)."""
+    return (getattr(func, "namespace", "aten") in ("aten", "torch_npu")
+            and not getattr(func, "is_view", False) and name not in _NO_KERNEL)
+
+
+def _on_npu(out: Any, args: tuple) -> bool:
+    """Whether an operator's output, or else one of its arguments, is an NPU tensor."""
+    for value in (out, args):
+        for t in tree_leaves(value):
+            if isinstance(t, torch.Tensor):
+                return t.device.type == "npu"
+    return False
 
 
 def _record_stream(self: torch.Tensor, stream: Any) -> None:
