@@ -371,3 +371,15 @@ def test_bad_world_size_is_refused(tmp_path):
     assert main(["estimate", "--world-size", "0", script(tmp_path, "pass")],
                 out=io.StringIO()) == 2
     assert os.environ.get("RANK") is None
+
+
+def test_a_bare_npu_device_is_the_ranks_own_on_every_rank(tmp_path):
+    # FakeTensorMode's dispatch cache is shared: rank 1 got rank 0's "npu:0" for "npu"
+    text = """
+        import os, torch, torch_npu
+        torch.npu.set_device(int(os.environ["LOCAL_RANK"]))
+        x = torch.empty(4, device="npu") + torch.ones(4).npu()
+        assert x.device == torch.device("npu", int(os.environ["LOCAL_RANK"])), x.device
+    """
+    result = estimate_ranks(script(tmp_path, text), world_size=2, runtime_share=0)
+    assert [c.figures.estimate.status for c in result.classes] == [0, 0]

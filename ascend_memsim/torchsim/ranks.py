@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..memory.errors import AclError
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
@@ -95,6 +96,9 @@ def _run_rank(target: str | Callable[[], Any], argv: list[str], rank: int,
            "GROUP_RANK": str(rank // cards), "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": "29500", **spec["environ"]}
     world = World(session, rank, spec["world_size"])
+    # FakeTensorMode's dispatch cache is the class's: an output made for "npu" (no index) on
+    # the last rank's device would come back on that device
+    FakeTensorMode.cache_clear()
     previous = install_torch_npu()
     try:
         with _environment(), _rank_environment(env), session:
@@ -120,6 +124,7 @@ def _run_rank(target: str | Callable[[], Any], argv: list[str], rank: int,
     finally:
         uninstall_torch_npu(previous)
         session.close()
+        FakeTensorMode.cache_clear()
     return figures, world.layout
 
 
