@@ -279,6 +279,25 @@ def _parser() -> argparse.ArgumentParser:
     json_option(p)
     p.set_defaults(func=cmd_run, run_options=own_options(p))
 
+    def ranks_options(p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("a distributed job (each rank on its own card)")
+        g.add_argument("--world-size", type=int, metavar="N",
+                       help="run the script as each of N ranks (RANK, WORLD_SIZE, "
+                            "LOCAL_RANK set as torchrun does; torch.distributed on a fake "
+                            "process group); every rank up to 8, one per class above")
+        g.add_argument("--cards-per-node", type=int, default=8, metavar="N",
+                       help="cards a node (default 8): LOCAL_RANK is RANK mod N")
+        g.add_argument("--hccl-buffsize", type=int, metavar="MB",
+                       help="HCCL_BUFFSIZE for the run (default: the environment's, else 200)")
+        g.add_argument("--p2p-buffsize", type=int, metavar="MB",
+                       help="P2P_HCCL_BUFFSIZE for the run (default: the environment's, "
+                            "else 20; 0: send/recv use the group's communicator)")
+        g.add_argument("--runtime-share", type=_size_arg, metavar="SIZE",
+                       help="what CANN and torch_npu hold on a card before the first tensor "
+                            "(default: the product's ESTIMATE, 512MiB on A2)")
+        g.add_argument("--trace-all", action="store_true",
+                       help="trace every rank, not one per class of alike ranks")
+
     p = sub.add_parser(
         "estimate", help="will a torch_npu training script fit? run it on fake tensors",
         usage="ascend-memsim estimate [options] SCRIPT.py [ARGS ...] [-- ARGS ...]",
@@ -313,6 +332,7 @@ def _parser() -> argparse.ArgumentParser:
                         "after --workspace-table)")
     p.add_argument("--no-workspace", action="store_true",
                    help="no operator takes a workspace (to compare)")
+    ranks_options(p)
     json_option(p)
     p.set_defaults(func=cmd_estimate, run_options=own_options(p))
 

@@ -46,6 +46,8 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
         return run_script(script, argv)
 
     target.__name__ = script
+    if args.world_size is not None:
+        return _estimate_ranks(args, target, overrides, out)
     result = estimate(target, product=args.product, capacity=args.capacity,
                       alloc_conf=args.alloc_conf, cann=args.cann,
                       snapshot=bool(args.snapshot),
@@ -79,3 +81,29 @@ def _workspace_overrides(args: argparse.Namespace) -> dict | str:
     except OSError as e:
         return f"--workspace-table: {e.strerror or e}: {args.workspace_table}"
     return table
+
+
+def _estimate_ranks(args: argparse.Namespace, target, overrides: dict,
+                    out: TextIO) -> int:
+    """``--world-size N``: every rank's card (:func:`ascend_memsim.torchsim.estimate_ranks`)."""
+    from ..torchsim import estimate_ranks
+
+    if args.snapshot:
+        print("ascend-memsim estimate: --snapshot is for one card; leave out --world-size",
+              file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        result = estimate_ranks(
+            target, world_size=args.world_size, product=args.product, capacity=args.capacity,
+            alloc_conf=args.alloc_conf, cann=args.cann, cards_per_node=args.cards_per_node,
+            hccl_buffsize=args.hccl_buffsize, p2p_buffsize=args.p2p_buffsize,
+            runtime_share=args.runtime_share, trace_all=args.trace_all,
+            workspace=False if args.no_workspace else overrides, task_queue=args.task_queue)
+    except ValueError as e:
+        print(f"ascend-memsim estimate: error: {e}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.json:
+        print_json(result.as_dict(), out)
+    else:
+        print(result, file=out)
+    return 0 if result.fits else 1

@@ -3,11 +3,16 @@ allocated and freed through torch_npu's simulated caching allocator: will it fit
 
 A front end, as :mod:`ascend_memsim.acl` is for pyacl programs: this package imports torch
 (only it does: ``import ascend_memsim`` works without torch). :func:`estimate` runs a script
-or a function; :mod:`.npu` is the stand-in ``torch.npu`` / ``torch_npu.npu``; :mod:`.session`
-tracks the storages; :mod:`.standin` installs ``torch_npu`` for the run.
+or a function, :func:`estimate_ranks` each rank of a distributed job (:mod:`.distributed`,
+:mod:`.hccl`, :mod:`.runtime_share`); :mod:`.npu` is the stand-in ``torch.npu`` /
+``torch_npu.npu``; :mod:`.session` tracks the storages; :mod:`.standin` installs
+``torch_npu`` for the run.
 """
 
 from .estimate import NOT_COUNTED, EstimateResult, estimate
+from .ranks import estimate_ranks
+from .ranks_report import RanksResult
 from .session import DataDependentOperation
 
-__all__ = ["estimate", "EstimateResult", "DataDependentOperation", "NOT_COUNTED"]
+__all__ = ["estimate", "EstimateResult", "DataDependentOperation", "NOT_COUNTED",
+           "estimate_ranks", "RanksResult"]

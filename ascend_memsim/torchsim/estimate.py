@@ -194,10 +194,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
         ValueError: ``task_queue`` is not 0, 1 or 2.
         RuntimeError: another estimate is running, or the real torch_npu is imported.
     """
-    if workspace is False:
-        table = WorkspaceTable(enabled=False)
-    else:
-        table = WorkspaceTable(None if workspace is True else workspace, product=product)
+    table = workspace_table(workspace, product)
     session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot,
                       workspace=table, task_queue=task_queue)
     table.product = session.product
@@ -216,23 +213,40 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
             except (torch.OutOfMemoryError, DataDependentOperation):
                 result.status = 1
             gc.collect()
-        stats = session.allocator.stats
-        result.peak_allocated = stats.peak(ALLOCATED_BYTES)
-        result.peak_reserved = stats.peak(RESERVED_BYTES)
-        result.allocated_at_end = stats.current(ALLOCATED_BYTES)
-        result.reserved_at_end = stats.current(RESERVED_BYTES)
-        result.at_peak = dict(session.at_peak)
-        result.out_of_memory = session.failure
-        result.stopped = session.stopped
-        _workspace_figures(result, session)
-        if not table.enabled:
-            result.not_counted = ("operator workspaces (switched off)", *result.not_counted)
+        fill_result(result, session)
         if snapshot:
             result.snapshot = session.snapshot()
     finally:
         uninstall_torch_npu(previous)
         session.close()
     return result
+
+
+def workspace_table(workspace: Mapping[str, Any] | bool | None,
+                    product: str) -> WorkspaceTable:
+    """The table of :func:`estimate`'s ``workspace`` argument.
+
+    Raises:
+        WorkspaceTableError: ``workspace`` is not operator names and sizes.
+    """
+    if workspace is False:
+        return WorkspaceTable(enabled=False)
+    return WorkspaceTable(None if workspace is True else workspace, product=product)
+
+
+def fill_result(result: EstimateResult, session: Session) -> None:
+    """Put the figures of ``session``, whose script has ended, into ``result``."""
+    stats = session.allocator.stats
+    result.peak_allocated = stats.peak(ALLOCATED_BYTES)
+    result.peak_reserved = stats.peak(RESERVED_BYTES)
+    result.allocated_at_end = stats.current(ALLOCATED_BYTES)
+    result.reserved_at_end = stats.current(RESERVED_BYTES)
+    result.at_peak = dict(session.at_peak)
+    result.out_of_memory = session.failure
+    result.stopped = session.stopped
+    _workspace_figures(result, session)
+    if not session.workspace.enabled:
+        result.not_counted = ("operator workspaces (switched off)", *result.not_counted)
 
 
 def _workspace_figures(result: EstimateResult, session: Session) -> None:

@@ -9,10 +9,11 @@ stacks="all", max_entries=...)``, ``_snapshot``, ``_dump_snapshot``) and ``torch
 Outside an estimate there is no device: ``is_available()`` is False, ``device_count()`` 0, and
 anything that needs the device raises RuntimeError.
 
-DECISION: one device (``device_count()`` is 1): every NPU tensor is on the simulated device
-0; ``set_device`` takes 0 only. Streams and events order nothing (fake tensors run no work);
-a stream's handle is the simulated runtime's, so the allocator keeps blocks per stream as
-torch_npu does.
+DECISION: one device: every NPU tensor is on the simulated device 0 (``device_count()`` is
+1), or, for a rank of a distributed estimate, on its ``LOCAL_RANK`` of the node's cards
+(``device_count()`` is the cards per node); ``set_device`` takes that device only. Streams
+and events order nothing (fake tensors run no work); a stream's handle is the simulated
+runtime's, so the allocator keeps blocks per stream as torch_npu does.
 """
 
 from __future__ import annotations
@@ -56,25 +57,31 @@ def _session() -> Any:
     return session
 
 
+def _own() -> int:
+    """The NPU the running estimate's tensors are on (0, or a rank's LOCAL_RANK)."""
+    session = active()
+    return 0 if session is None else session.device
+
+
 def _index(device: Any = None) -> int:
     """The device index of ``device`` (None, an int, "npu", "npu:0", torch.device)."""
     if device is None:
-        return 0
+        return _own()
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "npu":
             raise ValueError(f"expected an npu device, got {device}")
-        return 0 if device.index is None else device.index
+        return _own() if device.index is None else device.index
     if isinstance(device, int) and not isinstance(device, bool):
         return device
     raise TypeError(f"invalid device: {device!r}")
 
 
 def _check(device: Any) -> None:
-    if _index(device) != 0:
+    if _index(device) != _own():
         raise RuntimeError(f"invalid device {device!r}: the estimate simulates one NPU "
-                           f"(device 0)")
+                           f"(device {_own()})")
 
 
 # -- devices ---------------------------------------------------------------------------------
@@ -100,11 +107,12 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
-    return 1 if active() is not None else 0
+    session = active()
+    return 0 if session is None else session.device_count
 
 
 def current_device() -> int:
-    return 0
+    return _own()
 
 
 def set_device(device: Any) -> None:
@@ -153,7 +161,7 @@ class Stream:
         self.npu_stream = kwargs.get("_handle")
         if self.npu_stream is None:
             self.npu_stream = session.runtime.streams.create_stream()
-        self.device = torch.device("npu", 0)
+        self.device = torch.device("npu", _own())
         self.priority = priority
 
     def wait_event(self, event: Event) -> None:
@@ -180,7 +188,8 @@ class Stream:
         return hash(self.npu_stream)
 
     def __repr__(self) -> str:
-        return f"<torch_npu.npu.Stream device=npu:0 npu_stream={self.npu_stream:#x}>"
+        return (f"<torch_npu.npu.Stream device=npu:{_own()} "
+                f"npu_stream={self.npu_stream:#x}>")
 
 
 class Event:

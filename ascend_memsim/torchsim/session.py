@@ -144,8 +144,9 @@ class _Tracker(TorchDispatchMode):
 
 
 class Session:
-    """A simulated ``product`` with ``capacity`` bytes, torch_npu's caching allocator on it
-    (``alloc_conf`` as ``PYTORCH_NPU_ALLOC_CONF``), and the fake tensors' tracker.
+    """A simulated ``product`` with ``capacity`` bytes, torch_npu's caching allocator on its
+    NPU ``device`` of ``device_count`` (``alloc_conf`` as ``PYTORCH_NPU_ALLOC_CONF``), and
+    the fake tensors' tracker.
 
     Use as a context manager (one at a time): inside, NPU storages are allocated and freed
     through :attr:`allocator` as the script makes and drops them, and each operator takes
@@ -155,18 +156,23 @@ class Session:
     """
 
     def __init__(self, product: str, capacity: int | None = None, alloc_conf: str = "",
-                 *, cann: str | None = None, history: bool = False,
-                 workspace: WorkspaceTable | None = None, task_queue: int = 1) -> None:
+                 *, cann: str | None = None, history: bool = False, device: int = 0,
+                 device_count: int | None = None, workspace: WorkspaceTable | None = None,
+                 task_queue: int = 1) -> None:
         if task_queue.__class__ is not int or task_queue not in (0, 1, 2):
             raise ValueError(f"TASK_QUEUE_ENABLE should be 0, 1 or 2, not {task_queue!r}")
         profile = get_profile(product)
         settings: dict[str, Any] = {"sanitizer": "off"}
         if capacity is not None:
             settings["hbm_bytes" if profile.hbm_bytes else "ddr_bytes"] = capacity
+        if device_count is not None and device_count != profile.device_count:
+            settings["device_count"] = device_count
         self.runtime = Runtime(profile, **settings)
+        #: the NPU the script's tensors are on (a rank's LOCAL_RANK) and the NPUs it sees
+        self.device, self.device_count = device, device_count or 1
         try:
             extra = {"cann": cann} if cann else {}
-            self.allocator = NpuCachingAllocator(self.runtime, 0, alloc_conf, **extra)
+            self.allocator = NpuCachingAllocator(self.runtime, device, alloc_conf, **extra)
         except BaseException:
             self.runtime.close()
             raise

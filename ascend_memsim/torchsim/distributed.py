@@ -1,0 +1,254 @@
+"""``torch.distributed`` for one rank of a simulated job: the ``hccl`` backend is torch's
+fake process group (``torch._C._distributed_c10d.FakeProcessGroup``, which moves no data and
+gives every collective its output shapes), and each group's HCCL communicator takes its
+buffer on the rank's device on the group's first collective (:mod:`.hccl`).
+
+During a rank's run (:class:`World`, entered by the ranks runner):
+
+- ``init_process_group`` gets a ``FakeStore`` (no rendezvous, no other process), the rank
+  and world size the runner set (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` as torchrun sets
+  them);
+- every group the script makes (``init_process_group``, ``new_group``, ``new_subgroups``,
+  device meshes: all go through ``distributed_c10d._new_process_group_helper``) is recorded
+  with its global ranks, also the groups this rank is not a member of (every rank makes
+  every group), so the runner knows the job's layout from one rank's run;
+- a group whose backend is not HCCL (``gloo`` for CPU-side groups) gets torch's ``fake``
+  backend: no device memory, no rendezvous;
+- each ``c10d`` operator (seen by :class:`_Collectives`, a dispatch mode above the
+  estimate's tracker) makes its group's communicator on first use, or the pair's
+  point-to-point one for a send or receive (:mod:`.hccl` says when);
+- ``batch_isend_irecv`` runs its operations one by one as a coalesced batch (torch_npu then
+  uses the group's communicator, not the pairs').
+
+``torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options`` is a stand-in whose
+``hccl_config`` (``{"hccl_buffer_size": MB}``) sets the group's buffer.
+
+DECISION: torch lets a backend name be registered once per process; ``hccl`` stays
+registered after the first distributed estimate, and outside one its groups cannot be made
+(RuntimeError), as with the ``npu`` device itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+from torch._C._distributed_c10d import FakeProcessGroup, FakeStore
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .hccl import Communicators, HcclBufferError, group_buffer_size
+
+__all__ = ["World", "GroupInfo", "ensure_hccl_backend", "ProcessGroupHCCL"]
+
+#: the rank being run (set by World.__enter__)
+_world: World | None = None
+
+#: c10d operators that send to or receive from one peer (the int after the group)
+_POINT_TO_POINT = {"send", "recv_"}
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A process group of the job: its name, global ranks, and ``hccl_buffer_size`` (MB)."""
+
+    name: str
+    ranks: tuple[int, ...]
+    buffsize: int | None = None
+
+
+class ProcessGroupHCCL:
+    """Stand-in of ``torch_npu._C._distributed_c10d.ProcessGroupHCCL`` (its ``Options``)."""
+
+    class Options:
+        """``ProcessGroupHCCL.Options``: ``hccl_config`` (``hccl_buffer_size``, MB, an
+        int; ``group_name``), ``is_high_priority_stream``."""
+
+        def __init__(self, is_high_priority_stream: bool = False) -> None:
+            self.hccl_config: dict = {}
+            self.is_high_priority_stream = is_high_priority_stream
+            self.global_ranks_in_group: list = []
+            self.group_id = ""
+
+
+def _create_backend(common: Any, options: Any) -> Any:
+    """The ``hccl`` backend's creator (torch's extended API): a fake process group, the
+    group's buffer size noted."""
+    world = _world
+    if world is None:
+        raise RuntimeError("the hccl backend of ascend-memsim answers only inside a "
+                           "distributed estimate (ascend-memsim estimate --world-size N)")
+    ranks = tuple(common.global_ranks_in_group) or tuple(range(world.world_size))
+    world.groups[str(common.group_id)] = GroupInfo(str(common.group_id), ranks,
+                                                   group_buffer_size(options))
+    return FakeProcessGroup._create_internal(common.group_rank, common.group_size, None)
+
+
+def ensure_hccl_backend() -> None:
+    """Register the ``hccl`` backend for the ``npu`` device (once per process)."""
+    import torch.testing._internal.distributed.fake_pg  # noqa: F401  (the "fake" backend)
+
+    if "HCCL" in dist.Backend._plugins:
+        if dist.Backend._plugins["HCCL"].creator_fn is not _create_backend:
+            raise RuntimeError("torch.distributed's hccl backend is already registered in "
+                               "this process (is the real torch_npu imported?)")
+        return
+    dist.Backend.register_backend("hccl", _create_backend, extended_api=True,
+                                  devices=["npu"])
+
+
+def _non_hccl_to_fake(backend: Any) -> Any:
+    text = str(backend).lower()
+    if "hccl" not in text:
+        return dist.Backend("fake")
+    return dist.Backend(text.replace("gloo", "fake").replace("nccl", "fake"))
+
+
+class World:
+    """One rank's view of the job while its script runs: the groups, the communicators on
+    its device, the patches of ``torch.distributed`` (a context manager)."""
+
+    def __init__(self, session: Any, rank: int, world_size: int) -> None:
+        self.session, self.rank, self.world_size = session, rank, world_size
+        #: group name -> GroupInfo, for the groups this rank is a member of
+        self.groups: dict[str, GroupInfo] = {}
+        #: the global ranks of every group the script made, members or not, in order
+        self.layout: list[tuple[int, ...]] = []
+        self.communicators = Communicators(session.runtime)
+        self.coalescing = False
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._mode = _Collectives(self)
+
+    # -- life ------------------------------------------------------------------------------
+
+    def __enter__(self) -> World:
+        global _world
+        if _world is not None:
+            raise RuntimeError("a distributed estimate is already running in this process")
+        ensure_hccl_backend()
+        _world = self
+        helper = c10d._new_process_group_helper
+        signature = inspect.signature(helper)
+        init = c10d.init_process_group
+
+        def new_process_group_helper(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            ranks = tuple(bound.arguments.get("global_ranks_in_group") or ())
+            self.layout.append(ranks or tuple(range(self.world_size)))
+            bound.arguments["backend"] = _non_hccl_to_fake(bound.arguments["backend"])
+            return helper(*bound.args, **bound.kwargs)
+
+        def init_process_group(backend: Any = None, init_method: Any = None,
+                               timeout: Any = None, world_size: int = -1, rank: int = -1,
+                               store: Any = None, **kwargs: Any) -> None:
+            extra = {} if timeout is None else {"timeout": timeout}
+            init(backend or "hccl", world_size=self.world_size, rank=self.rank,
+                 store=FakeStore(), **extra, **kwargs)
+
+        def batch_isend_irecv(p2p_op_list: list) -> list:
+            self.coalescing = True
+            try:
+                return [op.op(op.tensor, op.peer, op.group, op.tag) for op in p2p_op_list]
+            finally:
+                self.coalescing = False
+
+        self._patch(c10d, "_new_process_group_helper", new_process_group_helper)
+        for module in (c10d, dist):
+            self._patch(module, "init_process_group", init_process_group)
+            self._patch(module, "batch_isend_irecv", batch_isend_irecv)
+        _install_options()
+        self._mode.__enter__()
+        return self
+
+    def _patch(self, module: Any, name: str, value: Any) -> None:
+        self._saved.append((module, name, getattr(module, name)))
+        setattr(module, name, value)
+
+    def __exit__(self, *exc: Any) -> None:
+        global _world
+        try:
+            self._mode.__exit__(*exc)
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        finally:
+            for module, name, value in reversed(self._saved):
+                setattr(module, name, value)
+            self._saved.clear()
+            _uninstall_options()
+            _world = None
+
+    # -- collectives -----------------------------------------------------------------------
+
+    def collective(self, opname: str, args: tuple) -> None:
+        """Make the communicator ``opname`` (a c10d operator's name) needs on this rank's
+        device, if it is the first use."""
+        pg, peer = None, None
+        for i, arg in enumerate(args):
+            if isinstance(arg, torch.ScriptObject):
+                try:
+                    pg = dist.ProcessGroup.unbox(arg)
+                except (RuntimeError, TypeError):
+                    continue
+                if opname in _POINT_TO_POINT and i + 1 < len(args):
+                    peer = args[i + 1]
+                break
+        if pg is None:
+            return
+        info = self.groups.get(pg.group_name)
+        if info is None:
+            return          # not an HCCL group (torch's fake backend for gloo)
+        session = self.session
+        # torch's deprecation wrapper (all_gather_into_tensor) is not the script's line
+        frames = [f for f in session.frames()
+                  if not f["filename"].endswith("typing_extensions.py")]
+        try:
+            if peer is not None and not self.coalescing:
+                me = info.ranks[pg.rank()]
+                if self.communicators.for_pair(info.name, info.ranks,
+                                               (me, info.ranks[peer]), frames):
+                    return
+            self.communicators.for_group(info.name, info.ranks, info.buffsize, frames)
+        except HcclBufferError as e:
+            session.out_of_memory(str(e), e.size, frames)
+        if opname == "barrier":
+            # ProcessGroupHCCL::barrier: a one-element float on the device, all-reduced
+            torch.ones(1, device=torch.device("npu", session.device))
+
+
+class _Collectives(TorchDispatchMode):
+    """Sees each c10d operator before the estimate's tracker and fake tensors do."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__()
+        self.world = world
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        if func.namespace == "c10d":
+            self.world.collective(func._opname, args)
+        return func(*args, **(kwargs or {}))
+
+
+_OPTION_NAMES = ("torch_npu._C", "torch_npu._C._distributed_c10d")
+
+
+def _install_options() -> None:
+    """``torch_npu._C._distributed_c10d.ProcessGroupHCCL`` on the stand-in torch_npu."""
+    c = types.ModuleType("torch_npu._C._distributed_c10d")
+    c.ProcessGroupHCCL = ProcessGroupHCCL
+    top = types.ModuleType("torch_npu._C")
+    top._distributed_c10d = c
+    sys.modules.update(dict(zip(_OPTION_NAMES, (top, c))))
+    standin = sys.modules.get("torch_npu")
+    if standin is not None:
+        standin._C = top
+
+
+def _uninstall_options() -> None:
+    for name in _OPTION_NAMES:
+        sys.modules.pop(name, None)
