@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ascend_memsim import KiB, MiB, Runtime
 from ascend_memsim.allocators import NpuCachingAllocator
 from ascend_memsim.memory.units import format_bytes
-from ascend_memsim.observe.fit import fit_capacity, sweep_settings
+from ascend_memsim.plan.fit import fit_capacity, sweep_settings
 from ascend_memsim.observe.tensor_replay import replay_tensors
 
 

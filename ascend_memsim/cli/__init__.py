@@ -32,7 +32,7 @@ USAGE_ERROR = 2
 #: memory.profiles.DEFAULT_PRODUCT, named here for the same reason (tests/test_cli.py checks
 #: the two agree)
 HELP_DEFAULT_PRODUCT = "A2"
-#: observe.fit.DEFAULT_WINDOW, named here for the same reason (tests/test_fit.py checks it)
+#: plan.fit.DEFAULT_WINDOW, named here for the same reason (tests/test_fit.py checks it)
 HELP_DEFAULT_WINDOW = 16
 _MiB = 1 << 20
 #: what every size option takes (memory.units.parse_size)

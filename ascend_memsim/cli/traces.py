@@ -183,7 +183,7 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO, source: object) -> 
     read) through the caching allocator; with --bisect the capacity it needs, with --sweep
     that of each setting. --capacity is the top of the search range for both (default: the
     product's own memory)."""
-    from ..observe.fit import fit_capacity, sweep_settings
+    from ..plan.fit import fit_capacity, sweep_settings
 
     extra = {"cann": args.cann} if args.cann else {}
     sweep = args.sweep or args.sweep_conf is not None
