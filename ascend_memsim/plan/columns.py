@@ -300,8 +300,8 @@ def same_outcome_key(conf: AllocatorConfig, columns: Columns, profile: Profile,
     it) decide nothing when every block and segment is smaller: each condition on them in
     ``NPUCachingAllocator.cpp`` (``get_free_block``, ``should_split``,
     ``release_available_cached_blocks``) compares a size with ``max_split_size``, and no
-    segment is larger than the one the largest request makes (``get_allocation_size``;
-    1 GiB with ``page_size:1g``)."""
+    segment is larger than the one the largest request makes or ``large_segment_size``
+    (``get_allocation_size``; 1 GiB with ``page_size:1g``)."""
     plain = replace(conf, text="", pinned={})
     if not conf.expandable_segments and conf.max_split_size != SIZE_MAX:
         pad = add_pad_size(profile.soc_name, cann)
@@ -310,7 +310,9 @@ def same_outcome_key(conf: AllocatorConfig, columns: Columns, profile: Profile,
             segment = -(-rounded // K_EXTRA_LARGE_BUFFER) * K_EXTRA_LARGE_BUFFER
         else:
             segment = allocation_size(rounded, conf)
-        if max(segment, rounded) < conf.max_split_size:
+        # a request from 1 to 10 MiB takes a large_segment_size segment (20 MiB), larger
+        # than a request just above 10 MiB makes: not monotone, so it counts too
+        if max(segment, rounded, conf.large_segment_size) < conf.max_split_size:
             plain = replace(plain, max_split_size=SIZE_MAX,
                             max_non_split_rounding_size=K_LARGE_BUFFER)
     return repr(plain)
