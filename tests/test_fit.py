@@ -12,6 +12,7 @@ from ascend_memsim.allocators import NpuCachingAllocator, NpuOutOfMemoryError
 from ascend_memsim.cli import main
 from ascend_memsim.memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
 from ascend_memsim.observe import tensor_replay
+from ascend_memsim.observe.tensor_replay import replay_tensors
 from ascend_memsim.plan.fit import (
     DEFAULT_WINDOW,
     MAX_WINDOW,
@@ -19,7 +20,6 @@ from ascend_memsim.plan.fit import (
     fit_capacity,
     sweep_settings,
 )
-from ascend_memsim.observe.tensor_replay import replay_tensors
 
 #: A job whose fit is not monotone in the capacity on an A2 (found by a seeded search over
 #: random workloads, then shrunk): 32-40 MiB fit, 42 MiB fails, 44 MiB and up fit. At 40 MiB

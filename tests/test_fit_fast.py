@@ -2,6 +2,7 @@
 that replay alike, worker processes) gives exactly the answers of the plain one, which
 replays ``replay_tensors`` at every capacity it asks."""
 
+import json
 import warnings
 
 import pytest
@@ -211,3 +212,31 @@ def test_top_free_start_and_a_main_allocator_of_ones_own():
         assert len(mine) == 1
         with pytest.raises(InvalidArgument, match="empty device"):
             device.use_main_allocator(Allocator(main.capacity, base=main.base))
+
+
+def test_the_command_line_takes_jobs(tmp_path, capsys):
+    import json
+    import pickle
+
+    from ascend_memsim.cli import main
+    path = tmp_path / "dip.pickle"
+    path.write_bytes(pickle.dumps(_recorded(_DIP, 0)))
+    base = ["replay", str(path), "--product", "A2", "--capacity", "128MiB", "--json", "--quiet"]
+    out = {}
+    for jobs in ("1", "2"):
+        assert main([*base, "--sweep", "--jobs", jobs]) == 0
+        out[jobs] = json.loads(capsys.readouterr().out)
+    assert _answers(_Dict(out["1"])) == _answers(_Dict(out["2"]))
+    assert "max_split_size_mb:32" in out["1"]["same_as"]
+    assert main([*base, "--bisect", "--jobs", "0"]) == 2
+    assert "jobs must be from 1" in capsys.readouterr().err
+
+
+class _Dict:
+    """A JSON answer as ``_answers`` reads an answer object."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def as_dict(self):
+        return json.loads(json.dumps(self.d))

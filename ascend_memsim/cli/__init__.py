@@ -345,6 +345,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=int, default=HELP_DEFAULT_WINDOW, metavar="N",
                    help="with --allocator: steps replayed below and above the bisection's "
                         f"answer (default {HELP_DEFAULT_WINDOW})")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="with --bisect or --sweep through the allocator: worker processes "
+                        "that replay side by side (default: one per core; 1: none)")
     p.add_argument("--plot", metavar="OUT",
                    help="with --allocator: draw the allocated, pending free, inactive split "
                         "and cached bytes over the trace and the segments at the peak of "
