@@ -1,4 +1,5 @@
-"""Shared test set-up: Hypothesis profiles chosen by HYPOTHESIS_PROFILE (dev, ci, thorough).
+"""Shared test set-up: Hypothesis profiles chosen by HYPOTHESIS_PROFILE (dev, ci, thorough),
+and the suite on every core where pytest-xdist is installed.
 
 Without HYPOTHESIS_PROFILE the profile is ``ci`` when the CI variable is set, else ``dev``.
 """
@@ -25,6 +26,21 @@ settings.register_profile("thorough", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")
                                                               else "dev"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The whole suite (no test paths given) runs on every core by default where
+    pytest-xdist is installed, as with ``-n auto``; ``-n N`` picks the count, ``-n 0`` or
+    ``-p no:xdist`` runs it in one process (``--pdb`` too). Named files run in one process
+    unless ``-n`` says otherwise (starting workers costs more than a file takes). Runs before
+    xdist's own hook reads ``-n``."""
+    option = config.option
+    whole = config.args_source is not pytest.Config.ArgsSource.ARGS
+    if (whole and getattr(option, "numprocesses", 0) is None
+            and not getattr(option, "usepdb", False)
+            and not os.environ.get("PYTEST_XDIST_WORKER") and (os.cpu_count() or 1) > 1):
+        option.numprocesses = "auto"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Will it fit, and with which settings: observe.fit and replay --allocator --bisect / --sweep."""
+"""Will it fit, and with which settings: plan.fit and replay --allocator --bisect / --sweep."""
 
 import json
 import pickle
@@ -12,14 +12,14 @@ from ascend_memsim.allocators import NpuCachingAllocator, NpuOutOfMemoryError
 from ascend_memsim.cli import main
 from ascend_memsim.memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
 from ascend_memsim.observe import tensor_replay
-from ascend_memsim.observe.fit import (
+from ascend_memsim.observe.tensor_replay import replay_tensors
+from ascend_memsim.plan.fit import (
     DEFAULT_WINDOW,
     MAX_WINDOW,
     default_candidates,
     fit_capacity,
     sweep_settings,
 )
-from ascend_memsim.observe.tensor_replay import replay_tensors
 
 #: A job whose fit is not monotone in the capacity on an A2 (found by a seeded search over
 #: random workloads, then shrunk): 32-40 MiB fit, 42 MiB fails, 44 MiB and up fit. At 40 MiB
@@ -59,7 +59,9 @@ def test_non_monotone_fit_reports_both_answers():
     told = []
     r = fit_capacity(snap, "A2", progress=lambda runs, capacity: told.append((runs, capacity)))
     assert [runs for runs, _ in told] == list(range(r.replays))
-    assert sorted(c for _, c in told) == [c for c, _ in r.trials]
+    # a capacity a replay at another answers (every segment placed alike) is not replayed
+    replayed = sorted(c for _, c in told)
+    assert set(replayed) <= {c for c, _ in r.trials} and len(replayed) < len(r.trials)
     assert r.lower_bound == 26 * MiB
     assert r.smallest == 32 * MiB and r.smallest_exact
     assert r.smallest_checked_from == 26 * MiB
@@ -150,7 +152,7 @@ def test_the_search_over_any_fit_pattern(pattern, hint_at, window):
     """The search's steps over an arbitrary pattern of fitting capacities (the last fits, as
     the top must): every claim is true of the pattern, the cost stays within its bound, and
     a window over the whole range gives the exact answers."""
-    from ascend_memsim.observe.fit import _answers, _probe
+    from ascend_memsim.plan.search import _answers, _probe
     pattern = [*pattern, True]
     step, lower = 64, 64
     top = lower + (len(pattern) - 1) * step

@@ -372,3 +372,17 @@ def test_the_projects_own_export_replays_the_device_calls(tmp_path, capsys):
     assert main(["replay", str(path), "--quiet"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("replayed 2 of 2 events") and "note:" not in captured.err
+
+
+def test_blocks_seeded_before_a_failure_are_counted_as_seeded():
+    """A seed that fails ends the replay: the blocks seeded before it were counted as the
+    trace's allocations (8 allocs, 0 seeded)."""
+    with Runtime("A2", hbm_bytes=4096 * MiB, sanitizer="off") as rt:
+        alloc = NpuCachingAllocator(rt)
+        held = [alloc.malloc(1) for _ in range(8)] + [alloc.malloc(64 * MiB)]
+        alloc.record_history()
+        alloc.free(alloc.malloc(512))
+        snap = alloc.memory_snapshot()
+    assert held
+    r = replay_tensors(snap, "A2", capacity=16 * MiB)
+    assert (r.seeded, r.allocs, r.ooms, r.ended_at) == (8, 0, 1, -1)

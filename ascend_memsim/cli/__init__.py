@@ -32,7 +32,7 @@ USAGE_ERROR = 2
 #: memory.profiles.DEFAULT_PRODUCT, named here for the same reason (tests/test_cli.py checks
 #: the two agree)
 HELP_DEFAULT_PRODUCT = "A2"
-#: observe.fit.DEFAULT_WINDOW, named here for the same reason (tests/test_fit.py checks it)
+#: plan.fit.DEFAULT_WINDOW, named here for the same reason (tests/test_fit.py checks it)
 HELP_DEFAULT_WINDOW = 16
 _MiB = 1 << 20
 #: what every size option takes (memory.units.parse_size)
@@ -376,6 +376,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=int, default=HELP_DEFAULT_WINDOW, metavar="N",
                    help="with --allocator: steps replayed below and above the bisection's "
                         f"answer (default {HELP_DEFAULT_WINDOW})")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="with --bisect or --sweep through the allocator: worker processes "
+                        "that replay side by side (default: one per core; 1: none)")
     p.add_argument("--plot", metavar="OUT",
                    help="with --allocator: draw the allocated, pending free, inactive split "
                         "and cached bytes over the trace and the segments at the peak of "

@@ -183,7 +183,7 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO, source: object) -> 
     read) through the caching allocator; with --bisect the capacity it needs, with --sweep
     that of each setting. --capacity is the top of the search range for both (default: the
     product's own memory)."""
-    from ..observe.fit import fit_capacity, sweep_settings
+    from ..plan.fit import fit_capacity, sweep_settings
 
     extra = {"cann": args.cann} if args.cann else {}
     sweep = args.sweep or args.sweep_conf is not None
@@ -197,7 +197,7 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO, source: object) -> 
     shown = _progress(args, "search")
     progress = None if shown is None else (lambda runs, _capacity: shown(runs + 1, 0))
     limits = dict(step=args.step, top=args.capacity, window=args.window, progress=progress,
-                  name=args.trace, **extra)
+                  name=args.trace, jobs=args.jobs, **extra)
     if sweep:
         if args.alloc_conf:
             print("ascend-memsim: --sweep tries its own settings; give yours with "

@@ -413,6 +413,20 @@ class Allocator:
         """Live extents ``(start, end)`` in address order. O(m log m)."""
         return iter(sorted((start, start + size) for start, size in self._live.items()))
 
+    def top_free_start(self) -> int:
+        """Where the free run that reaches the end of the range starts (the end itself when
+        the last byte is taken): an address above every live extent. O(1).
+
+        >>> a = Allocator(1 << 20); a.allocate(4096), a.top_free_start()
+        (0, 4096)
+        """
+        end = self.base + self.capacity
+        if self._S:
+            start, length = self._S[-1][-1], self._L[-1][-1]
+            if start + length == end:
+                return start
+        return end
+
     def largest_free_run(self) -> int:
         """Length of the longest free run (0 when full). O(1): the tree's root."""
         return self._T[1]

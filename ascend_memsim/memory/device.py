@@ -188,6 +188,22 @@ class Device(Placement):
         return (f"Device({self.device_id}, {self.profile.name}, blocks={len(self._blocks)}, "
                 f"free={self._main.free_bytes})")
 
+    def use_main_allocator(self, allocator: Allocator) -> None:
+        """Place the main memory with ``allocator`` (e.g. a subclass that watches where each
+        placement lands, as the capacity search does) instead of the device's own; only
+        while the device holds nothing, over the same range.
+
+        Raises:
+            InvalidArgument: the device holds memory, or the range differs.
+        """
+        old = self._main
+        if len(old) or self._blocks or self._held or len(allocator):
+            raise InvalidArgument("the main allocator is replaced only on an empty device")
+        if (allocator.base, allocator.capacity, allocator.granule) != (
+                old.base, old.capacity, old.granule):
+            raise InvalidArgument("the new main allocator must cover the same range")
+        self._main = self.allocators[self._main_memory] = allocator
+
     def _reset_state(self) -> None:
         """Start afresh. O(1) when the device holds nothing: allocators with no extent are
         as good as new, so they are kept (and the pointer index, when empty)."""

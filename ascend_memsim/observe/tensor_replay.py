@@ -525,9 +525,12 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
     workspace, blocks = _workspace(entries)
     for _addr, size, stream in blocks:
         rp.workspace(size, stream)
-    for addr, size, stream in _seeds(entries, segments, workspace, rp.result.problems):
-        rp.malloc(addr, size, stream, -1, None)
-    rp.result.seeded, rp.result.allocs = rp.result.allocs, 0
+    try:
+        for addr, size, stream in _seeds(entries, segments, workspace, rp.result.problems):
+            rp.malloc(addr, size, stream, -1, None)
+    finally:
+        # counted as seeded also when a seed's failure ended the replay
+        rp.result.seeded, rp.result.allocs = rp.result.allocs, 0
     name = rp.result.source
     low, end = _LOW, _END
     for index, e in enumerate(entries):
