@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import runpy
 import sys
@@ -16,8 +17,10 @@ import torch
 
 from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..allocators.stats import format_size as format_bytes
+from ..memory.errors import InvalidArgument, InvalidArgumentType
 from ..memory.profiles import DEFAULT_PRODUCT
-from .session import CATEGORIES, DataDependentOperation, Session
+from .limits import EstimateStopped
+from .session import CATEGORIES, Session
 from .standin import install_torch_npu, uninstall_torch_npu
 
 __all__ = ["estimate", "EstimateResult", "NOT_COUNTED"]
@@ -53,6 +56,11 @@ class EstimateResult:
     #: a data-dependent operator stopped the script: the message
     stopped: str | None = None
     not_counted: tuple[str, ...] = NOT_COUNTED
+    #: what ran otherwise than on the NPU (torch.compile ran eagerly)
+    notes: list[str] = field(default_factory=list)
+    #: the script's calls that see the device's memory ({"call", "filename", "line",
+    #: "name"}): its allocations may depend on the capacity
+    device_queries: list[dict] = field(default_factory=list)
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
     snapshot: dict | None = field(default=None, repr=False)
 
@@ -98,6 +106,7 @@ class EstimateResult:
             share = 100.0 * self.peak_reserved / self.capacity if self.capacity else 0.0
             lines.append(f"  verdict: fits, {format_bytes(self.margin)} to spare (peak "
                          f"reserved is {share:.1f}% of {format_bytes(self.capacity)})")
+        lines.extend(f"  note: {note}" for note in self.notes)
         lines.append("  not counted: " + "; ".join(self.not_counted))
         return "\n".join(lines)
 
@@ -132,28 +141,36 @@ def _run_path(path: str, argv: list[str]) -> int:
 def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
              product: str = DEFAULT_PRODUCT, capacity: int | None = None,
              alloc_conf: str = "", cann: str | None = None,
-             snapshot: bool = False) -> EstimateResult:
+             snapshot: bool = False, item_value: float | None = None) -> EstimateResult:
     """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
     called with no arguments, whose return value, if an int, is its exit status) with fake
     tensors on a simulated NPU: ``product`` with
     ``capacity`` bytes (default: the product's own), torch_npu's caching allocator under
     ``alloc_conf`` (``PYTORCH_NPU_ALLOC_CONF``). ``snapshot`` keeps the torch_npu-format
-    snapshot (with every trace entry) in the result.
+    snapshot (with every trace entry) in the result. ``item_value``: what ``.item()``,
+    ``float(t)`` and the like return (in the tensor's kind) instead of stopping the script.
 
     The target sees ``import torch_npu``, ``torch.device("npu")``, ``.npu()`` and
     ``torch_npu.npu.*`` answered by the simulated device; its own ``max_memory_reserved()``
     is the simulated figure. An allocation the device cannot serve raises torch's
     ``OutOfMemoryError`` with torch_npu's message in the target, at the line that asked;
-    an operator that needs tensor values stops it with :class:`DataDependentOperation`.
-    Either is recorded in the result (``status`` 1), not raised; any other exception of the
+    an operator that needs tensor values stops it with :class:`DataDependentOperation`, ACL
+    graph capture with :class:`~.limits.UnsupportedFeature`. Either is recorded in the result (``status`` 1), not raised; any other exception of the
     target is raised.
 
     Raises:
-        InvalidArgument: an unknown product or a bad capacity.
+        InvalidArgument: an unknown product, a bad capacity or ``item_value``.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
         RuntimeError: another estimate is running, or the real torch_npu is imported.
     """
-    session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot)
+    if item_value is not None:
+        if isinstance(item_value, bool) or not isinstance(item_value, (int, float)):
+            raise InvalidArgumentType(f"item_value must be a number, not "
+                                      f"{type(item_value).__name__}")
+        if not math.isfinite(item_value):
+            raise InvalidArgument(f"item_value must be finite, got {item_value}")
+    session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot,
+                      item_value=item_value)
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, alloc_conf)
     previous = install_torch_npu()
@@ -165,7 +182,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
                 else:
                     status = target()
                     result.status = status if type(status) is int else 0
-            except (torch.OutOfMemoryError, DataDependentOperation):
+            except (torch.OutOfMemoryError, EstimateStopped):
                 result.status = 1
             gc.collect()
         stats = session.allocator.stats
@@ -176,6 +193,8 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
         result.at_peak = dict(session.at_peak)
         result.out_of_memory = session.failure
         result.stopped = session.stopped
+        result.notes = list(session.notes)
+        result.device_queries = list(session.device_queries)
         if snapshot:
             result.snapshot = session.snapshot()
     finally:

@@ -26,6 +26,14 @@ from typing import Any
 
 import torch
 
+from .limits import (
+    NPUGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
+
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device",
     "synchronize", "get_device_name", "get_device_properties", "mem_get_info",
@@ -36,6 +44,8 @@ __all__ = [
     "reset_max_memory_cached", "set_per_process_memory_fraction", "memory", "amp",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "is_bf16_supported",
     "get_amp_supported_dtype", "set_compile_mode", "config", "device",
+    "NPUGraph", "graph", "graph_pool_handle", "make_graphed_callables",
+    "is_current_stream_capturing",
 ]
 
 
@@ -134,12 +144,15 @@ def get_device_name(device: Any = None) -> str:
 
 def get_device_properties(device: Any = None) -> types.SimpleNamespace:
     session = _session()
+    session.asked("get_device_properties")
     return types.SimpleNamespace(name=get_device_name(device), total_memory=session.capacity)
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of the simulated device (aclrtGetMemInfo)."""
-    return _session().mem_get_info()
+    session = _session()
+    session.asked("mem_get_info")
+    return session.mem_get_info()
 
 
 # -- streams and events ----------------------------------------------------------------------
@@ -281,12 +294,16 @@ reset_max_memory_allocated = reset_max_memory_cached = reset_peak_memory_stats
 
 
 def empty_cache() -> None:
-    _session().allocator.empty_cache()
+    session = _session()
+    session.asked("empty_cache")
+    session.allocator.empty_cache()
 
 
 def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
     _check(device)
-    _session().allocator.set_memory_fraction(fraction)
+    session = _session()
+    session.asked("set_per_process_memory_fraction")
+    session.allocator.set_memory_fraction(fraction)
 
 
 def memory_snapshot() -> list:

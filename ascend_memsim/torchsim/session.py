@@ -45,8 +45,10 @@ from ..allocators.stats import ALLOCATED_BYTES
 from ..memory.constants import MemAttr
 from ..memory.profiles import get_profile
 from ..runtime.runtime import Runtime
+from . import limits as _limits
 from . import npu as _npu
 from .backend import ensure_npu_backend
+from .limits import EstimateStopped
 
 __all__ = ["Session", "DataDependentOperation", "CATEGORIES", "user_frames"]
 
@@ -72,7 +74,7 @@ def user_frames(frame: Any, stop: Any = None, limit: int = _MAX_FRAMES) -> list[
     return frames
 
 
-class DataDependentOperation(RuntimeError):
+class DataDependentOperation(EstimateStopped):
     """An operator whose output (its shape, or a Python value) depends on the tensors'
     values, which fake tensors do not have."""
 
@@ -128,6 +130,9 @@ class _Tracker(TorchDispatchMode):
         try:
             out = func(*args, **(kwargs or {}))
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            if (func is torch.ops.aten._local_scalar_dense.default
+                    and self.session.item_value is not None):
+                return _limits.item(self.session, args[0])
             raise self.session.data_dependent(func, e) from None
         track = self.session.track
         if isinstance(out, torch.Tensor):
@@ -148,7 +153,8 @@ class Session:
     """
 
     def __init__(self, product: str, capacity: int | None = None, alloc_conf: str = "",
-                 *, cann: str | None = None, history: bool = False) -> None:
+                 *, cann: str | None = None, history: bool = False,
+                 item_value: float | None = None) -> None:
         profile = get_profile(product)
         settings: dict[str, Any] = {"sanitizer": "off"}
         if capacity is not None:
@@ -179,6 +185,13 @@ class Session:
         self.keep_history = history
         #: the message of a data-dependent operator that stopped the script
         self.stopped: str | None = None
+        #: what a data-dependent read (.item()) returns; None: it stops the script
+        self.item_value = item_value
+        #: what ran otherwise than on the NPU (torch.compile ran eagerly), for the summary
+        self.notes: list[str] = []
+        #: the script's calls that see the device's memory (mem_get_info, ...), each once
+        #: per line: its allocations may depend on the capacity
+        self.device_queries: list[dict] = []
         if history:
             self.start_history()
         self._fake = _FakeMode()
@@ -218,6 +231,7 @@ class Session:
         self._engine_run_backward = torch.autograd._engine_run_backward
         torch.autograd._engine_run_backward = self._backward
         _npu._current = self
+        self._undo_limits = _limits.install(self)
         self._open = True
         self._fake.__enter__()
         self._tracker.__enter__()
@@ -232,6 +246,7 @@ class Session:
                 hook.remove()
             torch.Tensor.record_stream = self._record_stream
             torch.autograd._engine_run_backward = self._engine_run_backward
+            self._undo_limits()
             _npu._current = None
             self._base = None
 
@@ -375,10 +390,23 @@ class Session:
             f"have shapes but no values ({type(error).__name__}). The way out: leave this "
             f"step out of the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the "
             f"environment), or give it a shape that does not depend on the data (a fixed "
-            f"mask size, a loss printed only outside the estimate)")
+            f"mask size, a loss printed only outside the estimate; for .item() and "
+            f"float(t): a value to return, item_value / --item-value)")
+        return self.stop(error)
+
+    def stop(self, error: EstimateStopped) -> EstimateStopped:
+        """Record ``error`` as what stopped the script (the first is kept); the error."""
         if self.stopped is None:
             self.stopped = str(error)
         return error
+
+    def asked(self, call: str) -> None:
+        """The script called ``call``, which sees the device's memory (once per line)."""
+        frames = self.frames()
+        where = frames[0] if frames else {}
+        query = {"call": call, **where}
+        if query not in self.device_queries:
+            self.device_queries.append(query)
 
     # -- history ---------------------------------------------------------------------------
 
