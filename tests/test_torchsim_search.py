@@ -215,3 +215,48 @@ def test_item_value_lets_a_script_that_reads_values_run_on(tmp_path, capsys):
 def test_item_value_must_be_a_finite_number(value):
     with pytest.raises((TypeError, ValueError), match="item_value must be"):
         estimate(lambda: None, item_value=value)
+
+
+DEEP_LOOP = """\
+import torch
+import torch_npu
+
+def deep(n):
+    if n:
+        return deep(n - 1)
+    return torch.empty(1000, device="npu")
+
+for _ in range(500):
+    x = deep(20)
+del x
+"""
+
+
+def test_the_history_costs_an_entry_not_a_stack_per_entry(tmp_path):
+    import pickle
+
+    path = script(tmp_path, DEEP_LOOP)
+    trace = estimate(path, snapshot=True).snapshot["device_traces"][0]
+    allocs = [e for e in trace if e["action"] == "alloc"]
+    assert len(allocs) == 500 and len(allocs[0]["frames"]) == 22
+    assert allocs[0]["frames"][0] == {"filename": path, "line": 7, "name": "deep"}
+    # one frame list per distinct stack, shared by the entries made there: a snapshot
+    # pickles it once
+    assert allocs[0]["frames"] is allocs[-1]["frames"]
+    assert len(pickle.dumps(trace)) / len(trace) < 100
+
+
+def test_max_entries_keeps_the_last_entries_as_torch_does(tmp_path):
+    import pickle
+
+    out = str(tmp_path / "snap.pickle")
+    code, _ = run("estimate", "--snapshot", out, "--max-entries", "10",
+                  script(tmp_path, DEEP_LOOP))
+    assert code == 0
+    with open(out, "rb") as f:
+        trace = pickle.load(f)["device_traces"][0]
+    assert len(trace) == 10 and trace[-1]["action"] == "free_completed"
+    code, _ = run("estimate", "--bisect", "--max-entries", "10", script(tmp_path, DEEP_LOOP))
+    assert code == 2
+    with pytest.raises(ValueError, match="max_entries"):
+        estimate(lambda: None, snapshot=True, max_entries=0)

@@ -302,6 +302,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the torch_npu memory snapshot (segments, blocks, "
                         "device_traces with frames), for replay --allocator torch-npu and "
                         "memory_viz")
+    p.add_argument("--max-entries", type=int, metavar="N",
+                   help="--snapshot keeps the last N trace entries, as torch's "
+                        "_record_memory_history(max_entries=N) (default: all)")
     p.add_argument("--item-value", type=float, metavar="X",
                    help=".item(), float(t), int(t) and bool(t) of a tensor return X (in the "
                         "tensor's kind) instead of stopping the script")

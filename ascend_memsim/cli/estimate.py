@@ -44,10 +44,15 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
 
     target.__name__ = script
     if args.bisect or args.sweep or args.sweep_conf is not None:
+        if args.max_entries is not None:
+            print("ascend-memsim estimate: --bisect and --sweep replay every trace entry: "
+                  "--max-entries is for --snapshot alone", file=sys.stderr)
+            return USAGE_ERROR
         return _search(args, out, target)
     result = estimate(target, product=args.product, capacity=args.capacity,
                       alloc_conf=args.alloc_conf, cann=args.cann,
-                      snapshot=bool(args.snapshot), item_value=args.item_value)
+                      snapshot=bool(args.snapshot), item_value=args.item_value,
+                      max_entries=args.max_entries)
     if args.snapshot:
         with open(args.snapshot, "wb") as f:
             pickle.dump(result.snapshot, f)

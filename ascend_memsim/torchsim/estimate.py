@@ -141,7 +141,8 @@ def _run_path(path: str, argv: list[str]) -> int:
 def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
              product: str = DEFAULT_PRODUCT, capacity: int | None = None,
              alloc_conf: str = "", cann: str | None = None,
-             snapshot: bool = False, item_value: float | None = None) -> EstimateResult:
+             snapshot: bool = False, item_value: float | None = None,
+             max_entries: int | None = None) -> EstimateResult:
     """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
     called with no arguments, whose return value, if an int, is its exit status) with fake
     tensors on a simulated NPU: ``product`` with
@@ -149,6 +150,10 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     ``alloc_conf`` (``PYTORCH_NPU_ALLOC_CONF``). ``snapshot`` keeps the torch_npu-format
     snapshot (with every trace entry) in the result. ``item_value``: what ``.item()``,
     ``float(t)`` and the like return (in the tensor's kind) instead of stopping the script.
+    ``max_entries``: the snapshot keeps the last so many trace entries (a ring buffer, as
+    torch's ``_record_memory_history(max_entries=...)``; default all, as torch's): each
+    costs about 300 bytes of host memory, its frames shared with every entry made at the
+    same stack.
 
     The target sees ``import torch_npu``, ``torch.device("npu")``, ``.npu()`` and
     ``torch_npu.npu.*`` answered by the simulated device; its own ``max_memory_reserved()``
@@ -159,7 +164,8 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     target is raised.
 
     Raises:
-        InvalidArgument: an unknown product, a bad capacity or ``item_value``.
+        InvalidArgument: an unknown product, a bad capacity, ``item_value`` or
+            ``max_entries``.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
         RuntimeError: another estimate is running, or the real torch_npu is imported.
     """
@@ -169,8 +175,12 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
                                       f"{type(item_value).__name__}")
         if not math.isfinite(item_value):
             raise InvalidArgument(f"item_value must be finite, got {item_value}")
+    if max_entries is not None and (max_entries.__class__ is not int or max_entries < 1):
+        raise InvalidArgument(f"max_entries must be a positive int, not {max_entries!r}")
     session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot,
                       item_value=item_value)
+    if snapshot and max_entries is not None:
+        session.start_history(max_entries)
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, alloc_conf)
     previous = install_torch_npu()

@@ -173,6 +173,8 @@ class Session:
         self._stats = self.allocator.stats
         self._storages: dict[int, _Storage] = {}
         self._frames: dict[int, list] = {}
+        #: each distinct stack's frames, once (see frames)
+        self._stacks: dict[tuple, list] = {}
         self.totals = dict.fromkeys(CATEGORIES, 0)
         #: the categories' bytes when allocated bytes were at their highest
         self.at_peak = dict(self.totals)
@@ -204,8 +206,13 @@ class Session:
         self._deferred: tuple[str, int] | None = None
 
     def frames(self) -> list[dict]:
-        """The script's frames at this moment (see :func:`user_frames`)."""
-        return user_frames(sys._getframe(1), self._base)
+        """The script's frames at this moment (see :func:`user_frames`), one list per
+        distinct stack, shared by every trace entry and block made there: the history costs
+        an entry's dict per entry, however deep the stack (a snapshot pickles each list
+        once). Treat it as read-only."""
+        frames = user_frames(sys._getframe(1), self._base)
+        key = tuple((f["filename"], f["line"], f["name"]) for f in frames)
+        return self._stacks.setdefault(key, frames)
 
     # -- life ------------------------------------------------------------------------------
 
