@@ -112,6 +112,10 @@ def test_a_script_that_does_not_fit_at_the_top_is_not_searched(tmp_path):
     assert code == 1
     assert "not searched: the run at the top of the search (64 MiB) did not fit" in out
     assert "DOES NOT FIT" in out
+    stops = script(tmp_path, "import torch\ntorch.nonzero(torch.ones(3).npu())\n", "stops.py")
+    found = fit_script(stops)
+    assert found.search is None and not found.fits
+    assert "not searched: the run at the top of the search (60.96 GiB) stopped" in str(found)
 
 
 def test_a_bad_setting_is_refused_before_the_script_runs(tmp_path, capsys):

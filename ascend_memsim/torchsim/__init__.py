@@ -3,11 +3,18 @@ allocated and freed through torch_npu's simulated caching allocator: will it fit
 
 A front end, as :mod:`ascend_memsim.acl` is for pyacl programs: this package imports torch
 (only it does: ``import ascend_memsim`` works without torch). :func:`estimate` runs a script
-or a function; :mod:`.npu` is the stand-in ``torch.npu`` / ``torch_npu.npu``; :mod:`.session`
-tracks the storages; :mod:`.standin` installs ``torch_npu`` for the run.
+or a function; :func:`fit_script` and :func:`sweep_script` (:mod:`.search`) run it once and
+search the capacity and the allocator settings by replays of its snapshot; :mod:`.npu` is the
+stand-in ``torch.npu`` / ``torch_npu.npu``; :mod:`.session` tracks the storages; :mod:`.limits`
+says what runs otherwise than on the NPU (``torch.compile``, ACL graphs, ``.item()``);
+:mod:`.standin` installs ``torch_npu`` for the run.
 """
 
 from .estimate import NOT_COUNTED, EstimateResult, estimate
+from .limits import EstimateStopped, UnsupportedFeature
+from .search import ScriptSearch, fit_script, sweep_script
 from .session import DataDependentOperation
 
-__all__ = ["estimate", "EstimateResult", "DataDependentOperation", "NOT_COUNTED"]
+__all__ = ["estimate", "EstimateResult", "DataDependentOperation", "NOT_COUNTED",
+           "fit_script", "sweep_script", "ScriptSearch", "EstimateStopped",
+           "UnsupportedFeature"]

@@ -160,8 +160,9 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     is the simulated figure. An allocation the device cannot serve raises torch's
     ``OutOfMemoryError`` with torch_npu's message in the target, at the line that asked;
     an operator that needs tensor values stops it with :class:`DataDependentOperation`, ACL
-    graph capture with :class:`~.limits.UnsupportedFeature`. Either is recorded in the result (``status`` 1), not raised; any other exception of the
-    target is raised.
+    graph capture with :class:`~.limits.UnsupportedFeature`. Each is recorded in the result
+    (``status`` 1), not raised; any other exception of the target is raised. What ran
+    otherwise than on the NPU (``torch.compile``, eagerly) is in ``notes``.
 
     Raises:
         InvalidArgument: an unknown product, a bad capacity, ``item_value`` or

@@ -73,16 +73,15 @@ def install(session: Any) -> Any:
         return original(model, backend="eager")
 
     torch.compile = compile
+    # the filters as they were come back when the session ends (the script's own included:
+    # its process would end there too)
+    kept = warnings.catch_warnings()
+    kept.__enter__()
     warnings.filterwarnings("ignore", message=_HOOK_WARNING, category=UserWarning)
-    added = warnings.filters[0]
 
     def undo() -> None:
         torch.compile = original
-        try:
-            warnings.filters.remove(added)
-            warnings._filters_mutated()
-        except (ValueError, AttributeError):
-            pass
+        kept.__exit__(None, None, None)
 
     return undo
 

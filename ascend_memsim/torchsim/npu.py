@@ -12,7 +12,11 @@ anything that needs the device raises RuntimeError.
 DECISION: one device (``device_count()`` is 1): every NPU tensor is on the simulated device
 0; ``set_device`` takes 0 only. Streams and events order nothing (fake tensors run no work);
 a stream's handle is the simulated runtime's, so the allocator keeps blocks per stream as
-torch_npu does.
+torch_npu does. ACL graph capture (``NPUGraph``, ``graph``, ``make_graphed_callables``,
+``graph_pool_handle``) is refused, see :mod:`.limits`. The calls that see the device's
+memory (``mem_get_info``, ``get_device_properties``, ``set_per_process_memory_fraction``,
+``empty_cache``) are told to the session (:meth:`~.session.Session.asked`): a search by
+replays checks such a script by running it.
 """
 
 from __future__ import annotations

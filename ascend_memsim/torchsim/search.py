@@ -83,8 +83,10 @@ class ScriptSearch:
     def __str__(self) -> str:
         t = self.traced
         if self.search is None:
+            why = ("did not fit" if t.out_of_memory is not None else
+                   "stopped" if t.stopped is not None else f"failed (exit status {t.status})")
             return (f"{t.source}: not searched: the run at the top of the search "
-                    f"({human_bytes(t.capacity)}) did not fit\n{t}")
+                    f"({human_bytes(t.capacity)}) {why}\n{t}")
         entries = len(t.snapshot["device_traces"][0]) if t.snapshot else 0
         lines = [f"{t.source}: traced once at {human_bytes(t.capacity)} "
                  f"({plural(entries, 'trace entry', 'trace entries')}; peak allocated "
@@ -92,8 +94,12 @@ class ScriptSearch:
                  f"then replayed:", str(self.search)]
         plan = self.plan
         if plan is not None and plan.failure and plan.failure.get("frames"):
-            lines.append(f"  with {human_bytes((plan.all_fit_from or 0) - plan.step)} the "
-                         f"script runs out of memory at {plan.failure['frames'][-1]}")
+            at, below = plan.all_fit_from or 0, (plan.all_fit_from or 0) - plan.step
+            said = human_bytes(below)
+            if said == human_bytes(at):
+                said = f"{below / MiB:,.2f} MiB"    # one step less than the answer, seen
+            lines.append(f"  with {said} the script runs out of memory at "
+                         f"{plan.failure['frames'][-1]}")
         if t.device_queries:
             calls = ", ".join(f"{q['call']} at {q.get('filename', '?')}:{q.get('line', '?')}"
                               for q in t.device_queries[:5])
