@@ -35,7 +35,8 @@ ESTIMATED = {
     "estimate_mlp.py": ([], [], ["268.5M parameters", "step 1: max allocated 4611 MiB",
                                  "verdict: fits"]),
     "estimate_mlp.py --bisect": (["--bisect"], [], ["traced once at 60.96 GiB",
-                                                    "every capacity from 4.56 GiB up fits"]),
+                                                    "smallest capacity", "up fits",
+                                                    "the script runs out of memory at"]),
     "estimate_gpt.py": ([], ["--size", "125M", "--layers", "2", "--steps", "1"],
                         ["GPT 125M: 2 layers, 0.05B parameters", "verdict: fits"]),
 }

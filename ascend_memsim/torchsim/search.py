@@ -140,13 +140,16 @@ def _precheck(step: object, window: object, confs: Any = ()) -> None:
 
 
 def _trace(target: Any, argv: Any, product: str, top: int | None, alloc_conf: str,
-           cann: str | None, item_value: float | None) -> EstimateResult:
+           cann: str | None, options: dict) -> EstimateResult:
+    if "snapshot" in options or "max_entries" in options:
+        raise InvalidArgument("a search keeps every trace entry of its run: no snapshot or "
+                              "max_entries option")
     return estimate(target, argv, product=product, capacity=top, alloc_conf=alloc_conf,
-                    cann=cann, snapshot=True, item_value=item_value)
+                    cann=cann, snapshot=True, **options)
 
 
 def _check(found: ScriptSearch, target: Any, argv: Any, product: str, cann: str | None,
-           item_value: float | None) -> None:
+           options: dict) -> None:
     """Run the script at the plan's capacity and one step below, if it looks at the
     device's memory (see the module's text)."""
     plan = found.plan
@@ -157,7 +160,7 @@ def _check(found: ScriptSearch, target: Any, argv: Any, product: str, cann: str 
         if capacity < plan.step:
             continue
         run = estimate(target, argv, product=product, capacity=capacity,
-                       alloc_conf=plan.alloc_conf, cann=cann, item_value=item_value)
+                       alloc_conf=plan.alloc_conf, cann=cann, **options)
         found.checks.append({"capacity": capacity, "alloc_conf": plan.alloc_conf,
                              "expected": expected, "fits": run.fits})
 
@@ -165,27 +168,30 @@ def _check(found: ScriptSearch, target: Any, argv: Any, product: str, cann: str 
 def fit_script(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
                product: str = DEFAULT_PRODUCT, alloc_conf: str = "",
                cann: str | None = None, step: int = 2 * MiB, top: int | None = None,
-               window: int = DEFAULT_WINDOW, item_value: float | None = None,
-               progress: Callable[[int, int], None] | None = None) -> ScriptSearch:
+               window: int = DEFAULT_WINDOW,
+               progress: Callable[[int, int], None] | None = None,
+               **options: Any) -> ScriptSearch:
     """The smallest capacity on which ``target`` (as :func:`~.estimate.estimate` takes it)
     fits under ``alloc_conf``, and the one from which every larger one fits: the script
     runs once at ``top`` (default: the product's own memory), and
     :func:`~ascend_memsim.observe.fit.fit_capacity` searches its snapshot in steps of
-    ``step`` (see the module's text for when the script runs again, to check).
+    ``step`` (see the module's text for when the script runs again, to check). The other
+    keywords (``item_value``, ...) go to :func:`~.estimate.estimate` for every run.
 
     Raises:
-        InvalidArgument: a bad product, capacity, step or window.
+        InvalidArgument: a bad product, capacity, step or window; a ``snapshot`` or
+            ``max_entries`` option (the search keeps every entry).
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
     """
     _precheck(step, window)
-    traced = _trace(target, argv, product, top, alloc_conf, cann, item_value)
+    traced = _trace(target, argv, product, top, alloc_conf, cann, options)
     found = ScriptSearch(traced)
     if traced.fits:
         found.search = fit_capacity(traced.snapshot, traced.product, alloc_conf=alloc_conf,
                                     cann=cann or DEFAULT_CANN, step=step,
                                     top=traced.capacity, window=window, progress=progress,
                                     name=traced.source)
-        _check(found, target, argv, product, cann, item_value)
+        _check(found, target, argv, product, cann, options)
     return found
 
 
@@ -193,24 +199,27 @@ def sweep_script(target: str | Callable[[], Any], argv: list[str] | tuple = (), 
                  product: str = DEFAULT_PRODUCT,
                  candidates: list[str] | tuple[str, ...] | None = None,
                  cann: str | None = None, step: int = 2 * MiB, top: int | None = None,
-                 window: int = DEFAULT_WINDOW, item_value: float | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> ScriptSearch:
+                 window: int = DEFAULT_WINDOW,
+                 progress: Callable[[int, int], None] | None = None,
+                 **options: Any) -> ScriptSearch:
     """The allocator settings ``candidates`` (default:
     :func:`~ascend_memsim.observe.fit.default_candidates`) ranked by the capacity ``target``
     needs under each: the script runs once at ``top`` under torch_npu's defaults, and
-    :func:`~ascend_memsim.observe.fit.sweep_settings` searches its snapshot for each.
+    :func:`~ascend_memsim.observe.fit.sweep_settings` searches its snapshot for each. The
+    other keywords go to :func:`~.estimate.estimate` for every run.
 
     Raises:
-        InvalidArgument: a bad product, capacity, step, window or candidate list.
+        InvalidArgument: a bad product, capacity, step, window or candidate list; a
+            ``snapshot`` or ``max_entries`` option.
         AllocatorConfigError: a candidate torch_npu refuses.
     """
     _precheck(step, window, candidates if isinstance(candidates, (list, tuple)) else ())
-    traced = _trace(target, argv, product, top, "", cann, item_value)
+    traced = _trace(target, argv, product, top, "", cann, options)
     found = ScriptSearch(traced)
     if traced.fits:
         found.search = sweep_settings(traced.snapshot, traced.product, candidates=candidates,
                                       cann=cann or DEFAULT_CANN, step=step,
                                       top=traced.capacity, window=window, progress=progress,
                                       name=traced.source)
-        _check(found, target, argv, product, cann, item_value)
+        _check(found, target, argv, product, cann, options)
     return found
