@@ -31,8 +31,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["EstimateStopped", "UnsupportedFeature", "install", "item", "NPUGraph", "graph",
-           "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing"]
+__all__ = ["EstimateStopped", "UnsupportedFeature", "install", "item", "graph_refusal",
+           "where"]
 
 #: what the summary says of a script that used torch.compile
 COMPILE_NOTE = ("torch.compile at {where} ran eagerly (TorchDynamo compiles nothing under fake "
@@ -97,39 +97,11 @@ def item(session: Any, tensor: torch.Tensor) -> Any:
     return int(value)
 
 
-def _refuse(name: str) -> None:
-    from . import npu
-
-    session = npu._session()
-    raise session.stop(UnsupportedFeature(
+def graph_refusal(session: Any, name: str) -> UnsupportedFeature:
+    """The refusal of ACL graph capture (``name``, called at the script's line)."""
+    return UnsupportedFeature(
         f"{name} at {where(session)}: ACL graph capture is not simulated (a captured "
         f"graph's tensors live in a private memory pool the estimate does not model). The "
         f"way out: run the step uncaptured during the estimate (if "
         f"os.environ.get('ASCEND_MEMSIM_ESTIMATE'): call it directly); its peak is the "
-        f"memory the graph's pool would hold"))
-
-
-class NPUGraph:
-    """torch_npu.npu.NPUGraph during an estimate: refused (see the module's text)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        _refuse("torch_npu.npu.NPUGraph")
-
-
-class graph:
-    """torch_npu.npu.graph during an estimate: refused (see the module's text)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        _refuse("torch_npu.npu.graph")
-
-
-def make_graphed_callables(*args: Any, **kwargs: Any) -> Any:
-    _refuse("torch_npu.npu.make_graphed_callables")
-
-
-def graph_pool_handle() -> Any:
-    _refuse("torch_npu.npu.graph_pool_handle")
-
-
-def is_current_stream_capturing() -> bool:
-    return False
+        f"memory the graph's pool would hold")

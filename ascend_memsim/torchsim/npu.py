@@ -30,13 +30,7 @@ from typing import Any
 
 import torch
 
-from .limits import (
-    NPUGraph,
-    graph,
-    graph_pool_handle,
-    is_current_stream_capturing,
-    make_graphed_callables,
-)
+from .limits import graph_refusal
 
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device",
@@ -250,6 +244,39 @@ def stream(stream: Stream | None) -> Iterator[None]:
         yield
     finally:
         session.stream = previous
+
+
+# -- ACL graphs: refused (see .limits) -------------------------------------------------------
+
+def _refuse_graph(name: str) -> None:
+    session = _session()
+    raise session.stop(graph_refusal(session, name))
+
+
+class NPUGraph:
+    """torch_npu.npu.NPUGraph (``torch_npu/npu/graphs.py``) during an estimate: refused."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _refuse_graph("torch_npu.npu.NPUGraph")
+
+
+class graph:
+    """torch_npu.npu.graph (a capture context) during an estimate: refused."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _refuse_graph("torch_npu.npu.graph")
+
+
+def make_graphed_callables(*args: Any, **kwargs: Any) -> Any:
+    _refuse_graph("torch_npu.npu.make_graphed_callables")
+
+
+def graph_pool_handle() -> Any:
+    _refuse_graph("torch_npu.npu.graph_pool_handle")
+
+
+def is_current_stream_capturing() -> bool:
+    return False
 
 
 # -- memory ----------------------------------------------------------------------------------
