@@ -332,6 +332,25 @@ def _parser() -> argparse.ArgumentParser:
                         "after --workspace-table)")
     p.add_argument("--no-workspace", action="store_true",
                    help="no operator takes a workspace (to compare)")
+    p.add_argument("--max-entries", type=int, metavar="N",
+                   help="--snapshot keeps the last N trace entries, as torch's "
+                        "_record_memory_history(max_entries=N) (default: all)")
+    p.add_argument("--item-value", type=float, metavar="X",
+                   help=".item(), float(t), int(t) and bool(t) of a tensor return X (in the "
+                        "tensor's kind) instead of stopping the script")
+    p.add_argument("--bisect", action="store_true",
+                   help="run the script once, then find by replays of its snapshot the "
+                        "smallest capacity that fits and the one from which every larger "
+                        "fits (--capacity: the top of the search)")
+    p.add_argument("--sweep", action="store_true",
+                   help="as --bisect, for several allocator settings, ranked")
+    p.add_argument("--sweep-conf", metavar="'A;B;...'",
+                   help="the settings --sweep tries, separated by ';'; implies --sweep")
+    p.add_argument("--step", type=_size_arg, default=2 * _MiB,
+                   help="--bisect / --sweep step: 2MiB (default, a huge page) or 64 (bytes)")
+    p.add_argument("--window", type=int, default=HELP_DEFAULT_WINDOW, metavar="N",
+                   help="--bisect / --sweep: steps replayed below and above the bisection's "
+                        f"answer (default {HELP_DEFAULT_WINDOW})")
     ranks_options(p)
     json_option(p)
     p.set_defaults(func=cmd_estimate, run_options=own_options(p))

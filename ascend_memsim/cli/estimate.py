@@ -7,6 +7,7 @@ import argparse
 import os
 import pickle
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 from .common import USAGE_ERROR, print_json
@@ -48,11 +49,18 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     target.__name__ = script
     if args.world_size is not None:
         return _estimate_ranks(args, target, overrides, out)
+    workspace = False if args.no_workspace else overrides
+    if args.bisect or args.sweep or args.sweep_conf is not None:
+        if args.max_entries is not None:
+            print("ascend-memsim estimate: --bisect and --sweep replay every trace entry: "
+                  "--max-entries is for --snapshot alone", file=sys.stderr)
+            return USAGE_ERROR
+        return _search(args, out, target, workspace)
     result = estimate(target, product=args.product, capacity=args.capacity,
                       alloc_conf=args.alloc_conf, cann=args.cann,
-                      snapshot=bool(args.snapshot),
-                      workspace=False if args.no_workspace else overrides,
-                      task_queue=args.task_queue)
+                      snapshot=bool(args.snapshot), workspace=workspace,
+                      task_queue=args.task_queue, item_value=args.item_value,
+                      max_entries=args.max_entries)
     if args.snapshot:
         with open(args.snapshot, "wb") as f:
             pickle.dump(result.snapshot, f)
@@ -107,3 +115,29 @@ def _estimate_ranks(args: argparse.Namespace, target, overrides: dict,
     else:
         print(result, file=out)
     return 0 if result.fits else 1
+
+
+def _search(args: argparse.Namespace, out: TextIO, target: Callable[[], int],
+            workspace: dict | bool) -> int:
+    """estimate --bisect / --sweep: the script run once at --capacity (the top of the
+    search), its snapshot searched; exit 0 when it fits (--sweep: with some setting)."""
+    from ..torchsim.search import fit_script, sweep_script
+
+    common = dict(product=args.product, cann=args.cann, step=args.step, top=args.capacity,
+                  window=args.window, item_value=args.item_value, workspace=workspace,
+                  task_queue=args.task_queue)
+    if args.sweep or args.sweep_conf is not None:
+        if args.alloc_conf:
+            print("ascend-memsim estimate: --sweep tries its own settings; give yours with "
+                  "--sweep-conf 'A;B;...', not --alloc-conf", file=sys.stderr)
+            return USAGE_ERROR
+        candidates = None if args.sweep_conf is None else args.sweep_conf.split(";")
+        found = sweep_script(target, candidates=candidates, **common)
+    else:
+        found = fit_script(target, alloc_conf=args.alloc_conf, **common)
+    if args.snapshot and found.traced.snapshot is not None:
+        with open(args.snapshot, "wb") as f:
+            pickle.dump(found.traced.snapshot, f)
+        print(f"ascend-memsim: snapshot written to {args.snapshot}", file=sys.stderr)
+    print_json(found.as_dict(), out) if args.json else print(found, file=out)
+    return 0 if found.fits else 1

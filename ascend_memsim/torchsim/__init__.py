@@ -6,13 +6,19 @@ A front end, as :mod:`ascend_memsim.acl` is for pyacl programs: this package imp
 or a function, :func:`estimate_ranks` each rank of a distributed job (:mod:`.distributed`,
 :mod:`.hccl`, :mod:`.runtime_share`); :mod:`.npu` is the stand-in ``torch.npu`` /
 ``torch_npu.npu``; :mod:`.session` tracks the storages; :mod:`.standin` installs
-``torch_npu`` for the run.
+``torch_npu`` for the run. :func:`fit_script` and :func:`sweep_script` (:mod:`.search`) run a
+script once and search the capacity and the allocator settings by replays of its snapshot;
+:mod:`.limits` says what runs otherwise than on the NPU (``torch.compile``, ACL graphs,
+``.item()``).
 """
 
 from .estimate import NOT_COUNTED, EstimateResult, estimate
+from .limits import EstimateStopped, UnsupportedFeature
 from .ranks import estimate_ranks
 from .ranks_report import RanksResult
+from .search import ScriptSearch, fit_script, sweep_script
 from .session import DataDependentOperation
 
 __all__ = ["estimate", "EstimateResult", "DataDependentOperation", "NOT_COUNTED",
-           "estimate_ranks", "RanksResult"]
+           "estimate_ranks", "RanksResult", "fit_script", "sweep_script", "ScriptSearch",
+           "EstimateStopped", "UnsupportedFeature"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import runpy
 import sys
@@ -16,8 +17,10 @@ import torch
 
 from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..allocators.stats import format_size as format_bytes
+from ..memory.errors import InvalidArgument, InvalidArgumentType
 from ..memory.profiles import DEFAULT_PRODUCT
-from .session import CATEGORIES, DataDependentOperation, Session
+from .limits import EstimateStopped
+from .session import CATEGORIES, Session
 from .standin import install_torch_npu, uninstall_torch_npu
 from .workspace_table import WorkspaceTable
 
@@ -65,6 +68,11 @@ class EstimateResult:
     #: calls of NPU operators outside the workspace table (each counted 0 bytes), by name
     uncovered: dict[str, int] = field(default_factory=dict)
     not_counted: tuple[str, ...] = NOT_COUNTED
+    #: what ran otherwise than on the NPU (torch.compile ran eagerly)
+    notes: list[str] = field(default_factory=list)
+    #: the script's calls that see the device's memory ({"call", "filename", "line",
+    #: "name"}): its allocations may depend on the capacity
+    device_queries: list[dict] = field(default_factory=list)
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
     snapshot: dict | None = field(default=None, repr=False)
 
@@ -132,6 +140,7 @@ class EstimateResult:
             share = 100.0 * self.device_peak / self.capacity if self.capacity else 0.0
             lines.append(f"  verdict: fits, {format_bytes(self.margin)} to spare (device "
                          f"peak is {share:.1f}% of {format_bytes(self.capacity)})")
+        lines.extend(f"  note: {note}" for note in self.notes)
         lines.append("  not counted: " + "; ".join(self.not_counted_lines()))
         return "\n".join(lines)
 
@@ -167,7 +176,8 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
              product: str = DEFAULT_PRODUCT, capacity: int | None = None,
              alloc_conf: str = "", cann: str | None = None,
              snapshot: bool = False, workspace: Mapping[str, Any] | bool | None = None,
-             task_queue: int = 1) -> EstimateResult:
+             task_queue: int = 1, item_value: float | None = None,
+             max_entries: int | None = None) -> EstimateResult:
     """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
     called with no arguments, whose return value, if an int, is its exit status) with fake
     tensors on a simulated NPU: ``product`` with
@@ -177,26 +187,42 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     :mod:`.workspace_table`, ``workspace`` overriding it (operator name -> bytes per call,
     ``"*"`` for the operators outside the table; False: no workspace at all), from the
     caching allocator or, with ``task_queue`` 2 (``TASK_QUEUE_ENABLE``), from torch_npu's
-    NPUWorkspaceAllocator.
+    NPUWorkspaceAllocator. ``item_value``: what ``.item()``, ``float(t)`` and the like return
+    (in the tensor's kind) instead of stopping the script. ``max_entries``: the snapshot
+    keeps the last so many trace entries (a ring buffer, as torch's
+    ``_record_memory_history(max_entries=...)``; default all, as torch's): each costs about
+    300 bytes of host memory, its frames shared with every entry made at the same stack.
 
     The target sees ``import torch_npu``, ``torch.device("npu")``, ``.npu()`` and
     ``torch_npu.npu.*`` answered by the simulated device; its own ``max_memory_reserved()``
     is the simulated figure. An allocation the device cannot serve raises torch's
     ``OutOfMemoryError`` with torch_npu's message in the target, at the line that asked;
-    an operator that needs tensor values stops it with :class:`DataDependentOperation`.
-    Either is recorded in the result (``status`` 1), not raised; any other exception of the
-    target is raised.
+    an operator that needs tensor values stops it with :class:`DataDependentOperation`, ACL
+    graph capture with :class:`~.limits.UnsupportedFeature`. Each is recorded in the result
+    (``status`` 1), not raised; any other exception of the target is raised. What ran
+    otherwise than on the NPU (``torch.compile``, eagerly) is in ``notes``.
 
     Raises:
-        InvalidArgument: an unknown product or a bad capacity.
+        InvalidArgument: an unknown product, a bad capacity, ``item_value`` or
+            ``max_entries``.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
         WorkspaceTableError: ``workspace`` is not operator names and sizes.
         ValueError: ``task_queue`` is not 0, 1 or 2.
         RuntimeError: another estimate is running, or the real torch_npu is imported.
     """
+    if item_value is not None:
+        if isinstance(item_value, bool) or not isinstance(item_value, (int, float)):
+            raise InvalidArgumentType(f"item_value must be a number, not "
+                                      f"{type(item_value).__name__}")
+        if not math.isfinite(item_value):
+            raise InvalidArgument(f"item_value must be finite, got {item_value}")
+    if max_entries is not None and (max_entries.__class__ is not int or max_entries < 1):
+        raise InvalidArgument(f"max_entries must be a positive int, not {max_entries!r}")
     table = workspace_table(workspace, product)
     session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot,
-                      workspace=table, task_queue=task_queue)
+                      workspace=table, task_queue=task_queue, item_value=item_value)
+    if snapshot and max_entries is not None:
+        session.start_history(max_entries)
     table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, alloc_conf,
@@ -210,7 +236,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
                 else:
                     status = target()
                     result.status = status if type(status) is int else 0
-            except (torch.OutOfMemoryError, DataDependentOperation):
+            except (torch.OutOfMemoryError, EstimateStopped):
                 result.status = 1
             gc.collect()
         fill_result(result, session)
@@ -244,6 +270,8 @@ def fill_result(result: EstimateResult, session: Session) -> None:
     result.at_peak = dict(session.at_peak)
     result.out_of_memory = session.failure
     result.stopped = session.stopped
+    result.notes = list(session.notes)
+    result.device_queries = list(session.device_queries)
     _workspace_figures(result, session)
     if not session.workspace.enabled:
         result.not_counted = ("operator workspaces (switched off)", *result.not_counted)

@@ -13,7 +13,12 @@ DECISION: one device: every NPU tensor is on the simulated device 0 (``device_co
 1), or, for a rank of a distributed estimate, on its ``LOCAL_RANK`` of the node's cards
 (``device_count()`` is the cards per node); ``set_device`` takes that device only. Streams
 and events order nothing (fake tensors run no work); a stream's handle is the simulated
-runtime's, so the allocator keeps blocks per stream as torch_npu does.
+runtime's, so the allocator keeps blocks per stream as torch_npu does. ACL graph capture
+(``NPUGraph``, ``graph``, ``make_graphed_callables``, ``graph_pool_handle``) is refused, see
+:mod:`.limits`. The calls that see the device's memory (``mem_get_info``,
+``get_device_properties``, ``set_per_process_memory_fraction``, ``empty_cache``) are told to
+the session (:meth:`~.session.Session.asked`): a search by replays checks such a script by
+running it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import Any
 
 import torch
 
+from .limits import graph_refusal
+
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device",
     "synchronize", "get_device_name", "get_device_properties", "mem_get_info",
@@ -37,6 +44,8 @@ __all__ = [
     "reset_max_memory_cached", "set_per_process_memory_fraction", "memory", "amp",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "is_bf16_supported",
     "get_amp_supported_dtype", "set_compile_mode", "config", "device",
+    "NPUGraph", "graph", "graph_pool_handle", "make_graphed_callables",
+    "is_current_stream_capturing",
 ]
 
 
@@ -142,12 +151,15 @@ def get_device_name(device: Any = None) -> str:
 
 def get_device_properties(device: Any = None) -> types.SimpleNamespace:
     session = _session()
+    session.asked("get_device_properties")
     return types.SimpleNamespace(name=get_device_name(device), total_memory=session.capacity)
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of the simulated device (aclrtGetMemInfo)."""
-    return _session().mem_get_info()
+    session = _session()
+    session.asked("mem_get_info")
+    return session.mem_get_info()
 
 
 # -- streams and events ----------------------------------------------------------------------
@@ -244,6 +256,39 @@ def stream(stream: Stream | None) -> Iterator[None]:
         session.stream = previous
 
 
+# -- ACL graphs: refused (see .limits) -------------------------------------------------------
+
+def _refuse_graph(name: str) -> None:
+    session = _session()
+    raise session.stop(graph_refusal(session, name))
+
+
+class NPUGraph:
+    """torch_npu.npu.NPUGraph (``torch_npu/npu/graphs.py``) during an estimate: refused."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _refuse_graph("torch_npu.npu.NPUGraph")
+
+
+class graph:
+    """torch_npu.npu.graph (a capture context) during an estimate: refused."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _refuse_graph("torch_npu.npu.graph")
+
+
+def make_graphed_callables(*args: Any, **kwargs: Any) -> Any:
+    _refuse_graph("torch_npu.npu.make_graphed_callables")
+
+
+def graph_pool_handle() -> Any:
+    _refuse_graph("torch_npu.npu.graph_pool_handle")
+
+
+def is_current_stream_capturing() -> bool:
+    return False
+
+
 # -- memory ----------------------------------------------------------------------------------
 
 def memory_stats(device: Any = None) -> dict:
@@ -290,12 +335,16 @@ reset_max_memory_allocated = reset_max_memory_cached = reset_peak_memory_stats
 
 
 def empty_cache() -> None:
-    _session().allocator.empty_cache()
+    session = _session()
+    session.asked("empty_cache")
+    session.allocator.empty_cache()
 
 
 def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
     _check(device)
-    _session().allocator.set_memory_fraction(fraction)
+    session = _session()
+    session.asked("set_per_process_memory_fraction")
+    session.allocator.set_memory_fraction(fraction)
 
 
 def memory_snapshot() -> list:

@@ -38,10 +38,11 @@ from ..memory.errors import AclError
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from .distributed import World
 from .estimate import EstimateResult, _environment, _run_path, fill_result, workspace_table
+from .limits import EstimateStopped
 from .ranks_report import RankClass, RankFigures, RanksResult
 from .runtime_share import runtime_share as share_of
 from .runtime_share import take_runtime_share
-from .session import DataDependentOperation, Session
+from .session import Session
 from .standin import install_torch_npu, uninstall_torch_npu
 
 __all__ = ["estimate_ranks", "TRACE_ALL_UP_TO", "DEFAULT_CARDS_PER_NODE", "class_key"]
@@ -118,7 +119,7 @@ def _run_rank(target: str | Callable[[], Any], argv: list[str], rank: int,
                     else:
                         status = target()
                         result.status = status if type(status) is int else 0
-            except (torch.OutOfMemoryError, DataDependentOperation):
+            except (torch.OutOfMemoryError, EstimateStopped):
                 result.status = 1
             gc.collect()
         fill_result(result, session)

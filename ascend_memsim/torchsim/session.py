@@ -47,15 +47,15 @@ from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..memory.constants import MemAttr
 from ..memory.profiles import get_profile
 from ..runtime.runtime import Runtime
+from . import limits as _limits
 from . import npu as _npu
 from .backend import ensure_npu_backend
+from .categories import ACTS, CATEGORIES, OPTIM, StorageCategories
+from .limits import EstimateStopped
 from .workspace_table import WorkspaceTable
 
 __all__ = ["Session", "DataDependentOperation", "CATEGORIES", "user_frames"]
 
-#: what the bytes at the peak are, in the summary's order
-CATEGORIES = ("parameters", "gradients", "optimizer state", "activations and temporaries")
-_PARAMS, _GRADS, _OPTIM, _ACTS = CATEGORIES
 
 _SKIP = (os.path.dirname(torch.__file__) + os.sep,
          os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, "<frozen ")
@@ -75,7 +75,7 @@ def user_frames(frame: Any, stop: Any = None, limit: int = _MAX_FRAMES) -> list[
     return frames
 
 
-class DataDependentOperation(RuntimeError):
+class DataDependentOperation(EstimateStopped):
     """An operator whose output (its shape, or a Python value) depends on the tensors'
     values, which fake tensors do not have."""
 
@@ -131,6 +131,9 @@ class _Tracker(TorchDispatchMode):
         try:
             out = func(*args, **(kwargs or {}))
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            if (func is torch.ops.aten._local_scalar_dense.default
+                    and self.session.item_value is not None):
+                return _limits.item(self.session, args[0])
             raise self.session.data_dependent(func, e) from None
         track = self.session.track
         if isinstance(out, torch.Tensor):
@@ -143,7 +146,7 @@ class _Tracker(TorchDispatchMode):
         return out
 
 
-class Session:
+class Session(StorageCategories):
     """A simulated ``product`` with ``capacity`` bytes, torch_npu's caching allocator on its
     NPU ``device`` of ``device_count`` (``alloc_conf`` as ``PYTORCH_NPU_ALLOC_CONF``), and
     the fake tensors' tracker.
@@ -158,7 +161,7 @@ class Session:
     def __init__(self, product: str, capacity: int | None = None, alloc_conf: str = "",
                  *, cann: str | None = None, history: bool = False, device: int = 0,
                  device_count: int | None = None, workspace: WorkspaceTable | None = None,
-                 task_queue: int = 1) -> None:
+                 task_queue: int = 1, item_value: float | None = None) -> None:
         if task_queue.__class__ is not int or task_queue not in (0, 1, 2):
             raise ValueError(f"TASK_QUEUE_ENABLE should be 0, 1 or 2, not {task_queue!r}")
         profile = get_profile(product)
@@ -193,6 +196,8 @@ class Session:
         self._stats = self.allocator.stats
         self._storages: dict[int, _Storage] = {}
         self._frames: dict[int, list] = {}
+        #: each distinct stack's frames, once (see frames)
+        self._stacks: dict[tuple, list] = {}
         self.totals = dict.fromkeys(CATEGORIES, 0)
         #: the categories' bytes when allocated bytes were at their highest
         self.at_peak = dict(self.totals)
@@ -205,6 +210,13 @@ class Session:
         self.keep_history = history
         #: the message of a data-dependent operator that stopped the script
         self.stopped: str | None = None
+        #: what a data-dependent read (.item()) returns; None: it stops the script
+        self.item_value = item_value
+        #: what ran otherwise than on the NPU (torch.compile ran eagerly), for the summary
+        self.notes: list[str] = []
+        #: the script's calls that see the device's memory (mem_get_info, ...), each once
+        #: per line: its allocations may depend on the capacity
+        self.device_queries: list[dict] = []
         if history:
             self.start_history()
         self._fake = _FakeMode()
@@ -222,7 +234,10 @@ class Session:
         frames = user_frames(sys._getframe(1), self._base)
         if self._in_workspace is not None:
             frames.insert(0, {"filename": "<workspace>", "line": 0, "name": self._in_workspace})
-        return frames
+        # one list per distinct stack, shared by every trace entry and block made there: the
+        # history costs an entry's dict per entry, however deep the stack; read-only
+        key = tuple((f["filename"], f["line"], f["name"]) for f in frames)
+        return self._stacks.setdefault(key, frames)
 
     # -- life ------------------------------------------------------------------------------
 
@@ -248,6 +263,7 @@ class Session:
         self._engine_run_backward = torch.autograd._engine_run_backward
         torch.autograd._engine_run_backward = self._backward
         _npu._current = self
+        self._undo_limits = _limits.install(self)
         self._open = True
         self._fake.__enter__()
         self._tracker.__enter__()
@@ -262,6 +278,7 @@ class Session:
                 hook.remove()
             torch.Tensor.record_stream = self._record_stream
             torch.autograd._engine_run_backward = self._engine_run_backward
+            self._undo_limits()
             _npu._current = None
             self._base = None
 
@@ -291,7 +308,7 @@ class Session:
             self._storages[key] = new
             self._release(rec)
             return
-        rec = self._allocate(nbytes, _OPTIM if self.in_optimizer else _ACTS)
+        rec = self._allocate(nbytes, OPTIM if self.in_optimizer else ACTS)
         rec.ref = weakref.ref(st, lambda _, key=key: self._died(key))
         self._storages[key] = rec
 
@@ -406,45 +423,10 @@ class Session:
             return None
         return self._storages.get(id(t.untyped_storage()))
 
-    def classify(self, t: Any, category: str) -> None:
-        """Count ``t``'s storage as ``category`` from now on."""
-        rec = self.storage_of(t)
-        if rec is not None and rec.category != category:
-            self.totals[rec.category] -= rec.size
-            self.totals[category] += rec.size
-            rec.category = category
-
     def record_stream(self, t: torch.Tensor, stream: int) -> None:
         rec = self.storage_of(t)
         if rec is not None and rec.ptr:
             self.allocator.record_stream(rec.ptr, stream)
-
-    # -- what the storages hold ------------------------------------------------------------
-
-    def _forward_pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        for p in module.parameters(recurse=False):
-            self.classify(p, _PARAMS)
-            if p.requires_grad and p not in self._grad_hooked:
-                self._grad_hooked[p] = True
-                p.register_post_accumulate_grad_hook(self._grad_hook)
-        for b in module.buffers(recurse=False):
-            self.classify(b, _PARAMS)
-
-    def _grad_hook(self, p: torch.Tensor) -> None:
-        self.classify(p.grad, _GRADS)
-
-    def _optimizer_pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                self.classify(p, _PARAMS)
-                self.classify(p.grad, _GRADS)
-        self.in_optimizer = True
-
-    def _optimizer_post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self.in_optimizer = False
-        for state in optimizer.state.values():
-            for value in state.values():
-                self.classify(value, _OPTIM)
 
     # -- failures --------------------------------------------------------------------------
 
@@ -458,10 +440,23 @@ class Session:
             f"have shapes but no values ({type(error).__name__}). The way out: leave this "
             f"step out of the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the "
             f"environment), or give it a shape that does not depend on the data (a fixed "
-            f"mask size, a loss printed only outside the estimate)")
+            f"mask size, a loss printed only outside the estimate; for .item() and "
+            f"float(t): a value to return, item_value / --item-value)")
+        return self.stop(error)
+
+    def stop(self, error: EstimateStopped) -> EstimateStopped:
+        """Record ``error`` as what stopped the script (the first is kept); the error."""
         if self.stopped is None:
             self.stopped = str(error)
         return error
+
+    def asked(self, call: str) -> None:
+        """The script called ``call``, which sees the device's memory (once per line)."""
+        frames = self.frames()
+        where = frames[0] if frames else {}
+        query = {"call": call, **where}
+        if query not in self.device_queries:
+            self.device_queries.append(query)
 
     # -- history ---------------------------------------------------------------------------
 

@@ -1,0 +1,60 @@
+"""What a tracked storage holds (parameters, gradients, optimizer state, activations and
+temporaries): the module, gradient and optimizer hooks a :class:`~.session.Session` installs
+move each storage's bytes to its category, so the summary can say what was live at the peak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["CATEGORIES", "StorageCategories"]
+
+#: what the bytes at the peak are, in the summary's order
+CATEGORIES = ("parameters", "gradients", "optimizer state", "activations and temporaries")
+PARAMS, GRADS, OPTIM, ACTS = CATEGORIES
+
+
+class StorageCategories:
+    """The hooks of a session that classify its storages; the session supplies
+    ``storage_of``, ``totals`` (bytes per category), ``in_optimizer`` and ``_grad_hooked``."""
+
+    totals: dict[str, int]
+    in_optimizer: bool
+    _grad_hooked: Any
+    storage_of: Callable[[Any], Any]
+
+    def classify(self, t: Any, category: str) -> None:
+        """Count ``t``'s storage as ``category`` from now on."""
+        rec = self.storage_of(t)
+        if rec is not None and rec.category != category:
+            self.totals[rec.category] -= rec.size
+            self.totals[category] += rec.size
+            rec.category = category
+
+    def _forward_pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+        for p in module.parameters(recurse=False):
+            self.classify(p, PARAMS)
+            if p.requires_grad and p not in self._grad_hooked:
+                self._grad_hooked[p] = True
+                p.register_post_accumulate_grad_hook(self._grad_hook)
+        for b in module.buffers(recurse=False):
+            self.classify(b, PARAMS)
+
+    def _grad_hook(self, p: torch.Tensor) -> None:
+        self.classify(p.grad, GRADS)
+
+    def _optimizer_pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                self.classify(p, PARAMS)
+                self.classify(p.grad, GRADS)
+        self.in_optimizer = True
+
+    def _optimizer_post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.in_optimizer = False
+        for state in optimizer.state.values():
+            for value in state.values():
+                self.classify(value, OPTIM)
