@@ -235,7 +235,7 @@ class RanksSweep:
             w = r.worst
             rows.append((r.product, str(r.world_size), r.alloc_conf or "(default)",
                          f"{r.hccl_buffsize} MB", size(r.capacity), str(w.traced_rank),
-                         size(w.total), size(w.margin),
+                         size(w.total) if r.fits else "-", size(w.margin) if r.fits else "-",
                          "fits" if r.fits else f"rank {w.traced_rank}: {w.why()}"))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         left = {0, 2, 8}
