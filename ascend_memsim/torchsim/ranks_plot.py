@@ -133,7 +133,7 @@ def plot_ranks(path: str, result: RanksResult, *, title: str | None = None,
 def _draw(ax: Any, rows: list, result: RanksResult, unit: int, unit_name: str,
           need_of: dict) -> None:
     n = len(rows)
-    for y, (ranks, f) in enumerate(rows):
+    for y, (_, f) in enumerate(rows):
         left = 0.0
         for kind, color in zip(KINDS, KIND_COLORS):
             value = f.kinds()[kind] / unit

@@ -34,6 +34,7 @@ workspaces may differ: the 950's softmax), and never per allocator setting or HC
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -361,8 +362,11 @@ def sweep_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *
                 for c in traced.classes:
                     f = c.figures
                     blocks = outside_blocks(f, hccl)
-                    run = replay_columns(columns[f.rank], profile, card, parsed, cann,
-                                         outside=blocks)
+                    with warnings.catch_warnings():
+                        # page_size:1g's fallback warning, once per replay: noise here
+                        warnings.simplefilter("ignore", UserWarning)
+                        run = replay_columns(columns[f.rank], profile, card, parsed, cann,
+                                             outside=blocks)
                     sweep.replays += 1
                     one = ClassOutcome(c.ranks, f.rank, run.fits, run.result.peak_reserved,
                                        f.workspace, _hccl_of(f, hccl), f.runtime_share, card,
