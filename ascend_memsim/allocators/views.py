@@ -34,6 +34,11 @@ class SnapshotViews:
         with self._lock:
             self._history = deque(maxlen=max_entries) if enabled else None
 
+    def history_length(self) -> int:
+        """The trace entries recorded so far (0 while the history is off). O(1)."""
+        history = self._history
+        return 0 if history is None else len(history)
+
     def _trace(self, action: str, addr: int, size: int, stream: int) -> None:
         # record_trace (the source); OOM entries carry device_free instead of addr
         key = "device_free" if action == "oom" else "addr"

@@ -297,6 +297,20 @@ def _parser() -> argparse.ArgumentParser:
                             "(default: the product's ESTIMATE, 512MiB on A2)")
         g.add_argument("--trace-all", action="store_true",
                        help="trace every rank, not one per class of alike ranks")
+        g.add_argument("--sweep-hccl", metavar="MB,MB,...",
+                       help="with --world-size: the HCCL_BUFFSIZE values --sweep tries "
+                            "(default 200,100,50,25); implies --sweep")
+        g.add_argument("--sweep-products", metavar="P,P,...",
+                       help="with --world-size: the products --sweep tries (default "
+                            "--product); implies --sweep")
+        g.add_argument("--sweep-world-sizes", metavar="N,N,...",
+                       help="with --world-size: the card counts --sweep tries (default "
+                            "--world-size); implies --sweep")
+        g.add_argument("--plot", metavar="OUT",
+                       help="with --world-size: draw each rank class's card stacked by kind "
+                            "against the capacity, OUT.png or OUT.svg (the plot extra); "
+                            "with --sweep the best setting's run, with --bisect each "
+                            "class's smallest card marked")
 
     p = sub.add_parser(
         "estimate", help="will a torch_npu training script fit? run it on fake tensors",
@@ -341,9 +355,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bisect", action="store_true",
                    help="run the script once, then find by replays of its snapshot the "
                         "smallest capacity that fits and the one from which every larger "
-                        "fits (--capacity: the top of the search)")
+                        "fits (--capacity: the top of the search); with --world-size, per "
+                        "rank class, HCCL and the runtime's share included")
     p.add_argument("--sweep", action="store_true",
-                   help="as --bisect, for several allocator settings, ranked")
+                   help="as --bisect, for several allocator settings, ranked; with "
+                        "--world-size, every setting x HCCL_BUFFSIZE (x product x card "
+                        "count) on the card, ranked by the worst rank's margin")
     p.add_argument("--sweep-conf", metavar="'A;B;...'",
                    help="the settings --sweep tries, separated by ';'; implies --sweep")
     p.add_argument("--step", type=_size_arg, default=2 * _MiB,

@@ -49,6 +49,11 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     target.__name__ = script
     if args.world_size is not None:
         return _estimate_ranks(args, target, overrides, out)
+    if args.plot or args.sweep_hccl or args.sweep_products or args.sweep_world_sizes:
+        print("ascend-memsim estimate: --plot, --sweep-hccl, --sweep-products and "
+              "--sweep-world-sizes are for every rank's card: give --world-size N (a one-card "
+              "job: --world-size 1)", file=sys.stderr)
+        return USAGE_ERROR
     workspace = False if args.no_workspace else overrides
     if args.bisect or args.sweep or args.sweep_conf is not None:
         if args.max_entries is not None:
@@ -95,18 +100,27 @@ def _estimate_ranks(args: argparse.Namespace, target, overrides: dict,
                     out: TextIO) -> int:
     """``--world-size N``: every rank's card (:func:`ascend_memsim.torchsim.estimate_ranks`)."""
     from ..torchsim import estimate_ranks
+    from .estimate_ranks import plot, plot_problem, search_ranks, sweeping
 
     if args.snapshot:
         print("ascend-memsim estimate: --snapshot is for one card; leave out --world-size",
               file=sys.stderr)
         return USAGE_ERROR
+    problem = plot_problem(args.plot) if args.plot else None
+    if problem is not None:
+        print(f"ascend-memsim estimate: {problem}", file=sys.stderr)
+        return USAGE_ERROR
+    options = dict(cann=args.cann, cards_per_node=args.cards_per_node,
+                   p2p_buffsize=args.p2p_buffsize, runtime_share=args.runtime_share,
+                   trace_all=args.trace_all,
+                   workspace=False if args.no_workspace else overrides,
+                   task_queue=args.task_queue)
+    if args.bisect or sweeping(args):
+        return search_ranks(args, target, options, out)
     try:
         result = estimate_ranks(
             target, world_size=args.world_size, product=args.product, capacity=args.capacity,
-            alloc_conf=args.alloc_conf, cann=args.cann, cards_per_node=args.cards_per_node,
-            hccl_buffsize=args.hccl_buffsize, p2p_buffsize=args.p2p_buffsize,
-            runtime_share=args.runtime_share, trace_all=args.trace_all,
-            workspace=False if args.no_workspace else overrides, task_queue=args.task_queue)
+            alloc_conf=args.alloc_conf, hccl_buffsize=args.hccl_buffsize, **options)
     except ValueError as e:
         print(f"ascend-memsim estimate: error: {e}", file=sys.stderr)
         return USAGE_ERROR
@@ -114,6 +128,8 @@ def _estimate_ranks(args: argparse.Namespace, target, overrides: dict,
         print_json(result.as_dict(), out)
     else:
         print(result, file=out)
+    if args.plot:
+        plot(args.plot, result)
     return 0 if result.fits else 1
 
 

@@ -21,6 +21,12 @@ replays the one failure it shows). This holds while nothing else reads the capac
 ``per_process_memory_fraction`` below 1 and ``throw_on_npumalloc_oom`` read the device's
 total at the start, expandable segments size their address range by it, so runs with those
 settings get no interval (:func:`identity_applies`).
+
+**Memory outside the allocator.** A replay may take :class:`Outside` blocks on the device
+besides the caching allocator's segments (a distributed rank's HCCL buffers and the runtime's
+share), each just before the trace entry it came before in the run, through the runtime as
+the run took it: they are placed by the same first-fit, so the bounds above hold for them too,
+and one the device cannot hold ends the replay as the run's failure ended the run.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from ..allocators.rules import (
 )
 from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..memory.allocator import Allocator
-from ..memory.errors import InvalidArgument
+from ..memory.constants import MallocAttrType, MallocPolicy
+from ..memory.errors import AclError, InvalidArgument
 from ..memory.profiles import Profile
 from ..observe.plain import brief
 from ..observe.snapshot import _stack
@@ -60,7 +67,7 @@ from ..observe.tensor_replay import (
 from ..runtime.runtime import Runtime
 
 __all__ = ["Columns", "compile_source", "replay_columns", "Run", "identity_applies",
-           "same_outcome_key"]
+           "same_outcome_key", "Outside"]
 
 #: the operations of the columns
 MALLOC, FREE, OOM = 0, 1, 2
@@ -267,6 +274,21 @@ class _Watched(Allocator):
         return ptr
 
 
+@dataclass(frozen=True)
+class Outside:
+    """A block of device memory taken outside the caching allocator during a replay:
+    ``size`` bytes by ``aclrtMallocWithCfg`` (huge pages first) under ``module`` (a module
+    id), before the trace entry at index ``at`` (0: before everything, the seeds too; past
+    the last entry: at the end). ``what`` and ``frames`` name it in a failure."""
+
+    at: int
+    size: int
+    module: int
+    what: str
+    #: the frames it was made at, as a snapshot's entries hold them (innermost first)
+    frames: tuple = ()
+
+
 @dataclass
 class Run:
     """One replay of the columns: its result and, when :func:`identity_applies`, the
@@ -319,10 +341,13 @@ def same_outcome_key(conf: AllocatorConfig, columns: Columns, profile: Profile,
 
 
 def replay_columns(columns: Columns, profile: Profile, capacity: int, conf: AllocatorConfig,
-                   cann: str, *, stop_at_failure: bool = True) -> Run:
+                   cann: str, *, stop_at_failure: bool = True,
+                   outside: tuple[Outside, ...] = ()) -> Run:
     """Replay ``columns`` through a fresh caching allocator with ``conf`` on ``profile`` with
     ``capacity`` bytes of main memory: ``replay_tensors``'s calls, in its order, with its
     figures (peaks, retries, the first failure), and the capacities that would replay alike.
+    ``outside`` blocks (ordered by ``at``) are taken on the device where they say; the
+    result's ``peak_device`` counts them, ``peak_reserved`` does not.
     Time O(operations x allocator cost); nothing is kept per operation."""
     key = "hbm_bytes" if profile.hbm_bytes else "ddr_bytes"
     c = columns
@@ -336,14 +361,40 @@ def replay_columns(columns: Columns, profile: Profile, capacity: int, conf: Allo
                                conf.text)
         r.problems = list(c.problems)
         r.actions = {k: dict(v) for k, v in c.actions.items()}
-        _run(c, r, alloc, watched, stop_at_failure)
+        _run(c, r, alloc, watched, stop_at_failure, _Taker(rt, outside))
     if identity_applies(conf):
         return Run(r, watched.lo, watched.hi)
     return Run(r, capacity, capacity)
 
 
+class _Taker:
+    """Takes the :class:`Outside` blocks of a replay as its entries pass their places."""
+
+    def __init__(self, rt: Runtime, blocks: tuple[Outside, ...]) -> None:
+        self.rt, self.blocks, self.next = rt, blocks, 0
+        self.error: AclError | None = None
+        #: the entry index before which the next block is taken (never, when none is left)
+        self.at = blocks[0].at if blocks else SIZE_MAX
+
+    def take(self, before: int) -> Outside | None:
+        """Take every block due before entry ``before``; the one the device refused (the
+        replay ends there), else None."""
+        blocks = self.blocks
+        while self.next < len(blocks) and blocks[self.next].at <= before:
+            block = blocks[self.next]
+            self.next += 1
+            try:
+                self.rt.malloc_with_cfg(block.size, MallocPolicy.HUGE_FIRST,
+                                        {MallocAttrType.MODULE_ID: block.module})
+            except AclError as e:
+                self.error = e
+                return block
+        self.at = blocks[self.next].at if self.next < len(blocks) else SIZE_MAX
+        return None
+
+
 def _run(c: Columns, r: TensorReplayResult, alloc: NpuCachingAllocator, main: Allocator,
-         stop: bool) -> None:
+         stop: bool, taker: _Taker) -> None:
     stats = alloc.stats
     streams = c.streams
     device_allocs = [-1]
@@ -370,6 +421,32 @@ def _run(c: Columns, r: TensorReplayResult, alloc: NpuCachingAllocator, main: Al
                                       "peak_reserved": r.peak_reserved,
                                       "peak_device": r.peak_device}
 
+    def refused(block: Outside, index: int) -> None:
+        r.ooms += 1
+        if r.first_failure is None:
+            r.first_failure = {"index": index, "size": block.size, "stream": None,
+                               "frames": _stack(list(block.frames)) or [], "what": block.what,
+                               "message": f"{block.what}: {taker.error}"}
+        if r.peaks_before_failure is None:
+            r.peaks_before_failure = {"peak_allocated": stats.peak(ALLOCATED_BYTES),
+                                      "peak_reserved": r.peak_reserved,
+                                      "peak_device": r.peak_device}
+        r.ended_at = index
+        _finish(r, stats)
+
+    def outside(before: int) -> bool:
+        """Take the blocks due before entry ``before``: False when one was refused."""
+        block = taker.take(before)
+        used = main.used_bytes
+        if used > r.peak_device:
+            r.peak_device = used
+        if block is not None:
+            refused(block, before)
+            return False
+        return True
+
+    if taker.at <= 0 and not outside(0):
+        return
     ws = alloc.workspace
     for size, sid in c.workspace:
         try:
@@ -398,6 +475,9 @@ def _run(c: Columns, r: TensorReplayResult, alloc: NpuCachingAllocator, main: Al
             took_memory()
     allocs = frees = 0
     for op, aid, size, sid, index in zip(c.op, c.addr, c.size, c.stream, c.index):
+        if index >= taker.at and not outside(index):
+            r.allocs, r.frees = allocs, frees
+            return
         if op == FREE:
             ptr = ptrs[aid]
             if ptr is not None:
@@ -422,6 +502,10 @@ def _run(c: Columns, r: TensorReplayResult, alloc: NpuCachingAllocator, main: Al
             frees += 1
         else:
             ptrs[aid] = ptr
+    else:
+        if taker.at != SIZE_MAX and not outside(SIZE_MAX):
+            r.allocs, r.frees = allocs, frees
+            return
     r.allocs, r.frees = allocs, frees
     _finish(r, stats)
 

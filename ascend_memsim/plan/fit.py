@@ -57,7 +57,7 @@ from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.units import human_bytes
-from .columns import same_outcome_key
+from .columns import Outside, same_outcome_key
 from .results import FitSearch, Sweep
 from .search import Progress, Source, run_searches, search, worker_pool
 
@@ -125,7 +125,8 @@ def fit_capacity(source: Any, product: str | None = None, *, alloc_conf: str = "
                  cann: str = DEFAULT_CANN, step: int = 2 * MiB, top: int | None = None,
                  window: int = DEFAULT_WINDOW, device: int | None = None,
                  progress: Progress | None = None, name: str | None = None,
-                 jobs: int | None = 1, _plain: bool = False) -> FitSearch:
+                 jobs: int | None = 1, outside: tuple[Outside, ...] = (),
+                 _plain: bool = False) -> FitSearch:
     """The smallest capacity on which ``source`` fits through torch_npu's caching allocator
     with ``alloc_conf``, and the capacity from which every larger one fits, searched in
     multiples of ``step`` up to ``top`` (default: the product's own memory). ``source``,
@@ -137,13 +138,16 @@ def fit_capacity(source: Any, product: str | None = None, *, alloc_conf: str = "
     ``<snapshot>`` for a dict). ``jobs`` worker processes replay a window's capacities side
     by side (1: all in this process; None: one per core); the answers are the same.
     ``progress(replays so far, capacity)`` is called as each replay in this process starts.
+    ``outside`` blocks (:class:`~ascend_memsim.plan.columns.Outside`: HCCL buffers, the
+    runtime's share) are taken on the device in every replay where they say, so the answers
+    count them.
 
     Raises:
         InvalidArgument: a bad source, product, step, top, window or jobs; a source with
             nothing to replay (no tensor allocation), which any capacity would "fit".
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
     """
-    src = Source(source, product, name, device)
+    src = Source(source, product, name, device, outside)
     step, top, window = _limits(src, step, top, window, cann)
     jobs = _check_jobs(jobs)
     parse_alloc_conf(alloc_conf)

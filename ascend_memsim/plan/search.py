@@ -28,7 +28,7 @@ from ..allocators.conf import AllocatorConfig, parse_alloc_conf
 from ..memory.errors import InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..observe.tensor_replay import load_source, nothing_replayed, replay_tensors
-from .columns import Run, compile_source, replay_columns
+from .columns import Outside, Run, compile_source, replay_columns
 from .results import FitSearch
 
 __all__ = ["Source", "search", "run_searches", "worker_pool", "SearchTask"]
@@ -38,11 +38,12 @@ Progress = Callable[[int, int], None]
 
 
 class Source:
-    """A source read once: the snapshot dict (or the trace's path), its product, and (for
-    the fast path) its columns for ``device``."""
+    """A source read once: the snapshot dict (or the trace's path), its product, (for the
+    fast path) its columns for ``device``, and the blocks every replay takes outside the
+    caching allocator (``outside``, fast path only)."""
 
     def __init__(self, source: Any, product: str | None, name: str | None = None,
-                 device: int | None = None) -> None:
+                 device: int | None = None, outside: tuple[Outside, ...] = ()) -> None:
         kind, data = load_source(source)
         self.name = name or (source if isinstance(source, str) else "<snapshot>")
         self.data = data if kind == "snapshot" else source
@@ -50,6 +51,7 @@ class Source:
             product = data.header.get("product")
         self.profile = get_profile(product or DEFAULT_PRODUCT)
         self.device = device
+        self.outside = tuple(sorted(outside, key=lambda b: b.at))
         self._kind, self._loaded = kind, data
         self._columns = None
 
@@ -64,12 +66,14 @@ class Source:
     def replay(self, capacity: int, conf: AllocatorConfig, cann: str, *, whole: bool = False,
                plain: bool = False) -> Run:
         if plain:
+            if self.outside:
+                raise InvalidArgument("blocks outside the allocator replay on the fast path")
             r = replay_tensors(self.data, self.profile.name, capacity=capacity,
                                alloc_conf=conf.text, cann=cann, device=self.device,
                                stop_at_failure=not whole, name=self.name)
             return Run(r, capacity, capacity)
         return replay_columns(self.columns, self.profile, capacity, conf, cann,
-                              stop_at_failure=not whole)
+                              stop_at_failure=not whole, outside=self.outside)
 
 
 #: the source a worker process replays (installed by the pool's initializer)

@@ -119,7 +119,8 @@ class World:
         self.groups: dict[str, GroupInfo] = {}
         #: the global ranks of every group the script made, members or not, in order
         self.layout: list[tuple[int, ...]] = []
-        self.communicators = Communicators(session.runtime)
+        self.communicators = Communicators(session.runtime,
+                                           session.allocator.history_length)
         self.coalescing = False
         self._saved: list[tuple[Any, str, Any]] = []
         self._mode = _Collectives(self)

@@ -44,7 +44,7 @@ reference's sizing formula divides by 1024 * 1024).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..memory.constants import MODULE_NAMES, MallocAttrType, MallocPolicy, MiB
@@ -141,6 +141,12 @@ class Communicator:
     ptr: int = 0
     #: the script's frames when it was made
     frames: list = field(default_factory=list, repr=False)
+    #: what set its size: "HCCL_BUFFSIZE", "hccl_buffer_size" (the group's option) or
+    #: "P2P_HCCL_BUFFSIZE"
+    sized_by: str = "HCCL_BUFFSIZE"
+    #: the caching allocator's trace entries made before it (its place in the rank's
+    #: snapshot, when the history is kept; -1 otherwise)
+    entry: int = -1
 
     @property
     def size(self) -> int:
@@ -150,15 +156,17 @@ class Communicator:
     def as_dict(self) -> dict:
         where = self.frames[0] if self.frames else None
         return {"group": self.group, "kind": self.kind, "ranks": list(self.ranks),
-                "buffsize_mb": self.buffsize, "size": self.size,
+                "buffsize_mb": self.buffsize, "size": self.size, "sized_by": self.sized_by,
                 "made_at": (f"{where['filename']}:{where['line']}" if where else None)}
 
 
 class Communicators:
-    """The communicators of one rank, made lazily on ``runtime``'s current device."""
+    """The communicators of one rank, made lazily on ``runtime``'s current device;
+    ``clock()`` tells each its place in the rank's trace (:attr:`Communicator.entry`)."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime, clock: Callable[[], int] | None = None) -> None:
         self.runtime = runtime
+        self.clock = clock
         self._settings: HcclSettings | None = None
         self._made: dict[tuple, Communicator] = {}
 
@@ -184,7 +192,9 @@ class Communicators:
         comm = self._made.get(key)
         if comm is None:
             size = self.settings.buffsize if buffsize is None else buffsize
-            comm = self._make(key, Communicator(group, "group", ranks, size, frames=frames))
+            comm = self._make(key, Communicator(
+                group, "group", ranks, size, frames=frames,
+                sized_by="HCCL_BUFFSIZE" if buffsize is None else "hccl_buffer_size"))
         return comm
 
     def for_pair(self, group: str, ranks: tuple[int, ...], pair: tuple[int, int],
@@ -198,10 +208,13 @@ class Communicators:
         key = ("p2p", group, low, high)
         comm = self._made.get(key)
         if comm is None:
-            comm = self._make(key, Communicator(group, "p2p", (low, high), p2p, frames=frames))
+            comm = self._make(key, Communicator(group, "p2p", (low, high), p2p, frames=frames,
+                                                sized_by="P2P_HCCL_BUFFSIZE"))
         return comm
 
     def _make(self, key: tuple, comm: Communicator) -> Communicator:
+        if self.clock is not None:
+            comm.entry = self.clock()
         try:
             comm.ptr = self.runtime.malloc_with_cfg(
                 comm.size, MallocPolicy.HUGE_FIRST, {MallocAttrType.MODULE_ID: _HCCL_MODULE})

@@ -90,7 +90,7 @@ def _run_rank(target: str | Callable[[], Any], argv: list[str], rank: int,
     table = workspace_table(spec["workspace"], spec["product"])
     session = Session(spec["product"], spec["capacity"], spec["alloc_conf"],
                       cann=spec["cann"], device=local, device_count=cards, workspace=table,
-                      task_queue=spec["task_queue"])
+                      task_queue=spec["task_queue"], history=spec["history"])
     table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, spec["alloc_conf"],
@@ -123,6 +123,14 @@ def _run_rank(target: str | Callable[[], Any], argv: list[str], rank: int,
                 result.status = 1
             gc.collect()
         fill_result(result, session)
+        if spec["history"]:
+            result.snapshot = session.snapshot()
+            # the snapshot's trace starts with the workspace allocator's entries: each
+            # communicator's place counts them
+            head = len(result.snapshot["device_traces"][local]) - \
+                session.allocator.history_length()
+            for comm in world.communicators.all():
+                comm.entry += head
         workspace = session.allocator.workspace.memory_stats().get("reserved_bytes.peak", 0)
         figures = RankFigures(rank, local, rank // cards, result, share, workspace,
                               world.communicators.all())
@@ -140,7 +148,7 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
                    hccl_buffsize: int | None = None, p2p_buffsize: int | None = None,
                    runtime_share: int | None = None, trace_all: bool = False,
                    workspace: Mapping[str, Any] | bool | None = None,
-                   task_queue: int = 1) -> RanksResult:
+                   task_queue: int = 1, history: bool = False) -> RanksResult:
     """Run ``target`` (as :func:`~ascend_memsim.torchsim.estimate` runs it) as each rank of
     a ``world_size``-rank job on ``product`` cards (``capacity`` bytes each, default the
     product's), ``cards_per_node`` to a node; each rank's device total is the caching
@@ -149,7 +157,10 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     ``hccl_buffsize`` / ``p2p_buffsize`` (MB) set ``HCCL_BUFFSIZE`` / ``P2P_HCCL_BUFFSIZE``
     for the run (default: the environment's, else 200 and 20). ``trace_all`` traces every
     rank, not one per class (see the module's docstring). ``workspace`` and ``task_queue``
-    are :func:`~ascend_memsim.torchsim.estimate`'s.
+    are :func:`~ascend_memsim.torchsim.estimate`'s. ``history`` keeps each traced rank's
+    torch_npu snapshot (``rank(r).estimate.snapshot``, every trace entry) and each
+    communicator's place in it (:attr:`~.hccl.Communicator.entry`), which the searches of
+    :mod:`.ranks_search` replay.
 
     Raises:
         ValueError: a world size below 1, cards per node outside [1, 64], a negative
@@ -177,7 +188,7 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     spec = {"product": product, "capacity": capacity, "alloc_conf": alloc_conf, "cann": cann,
             "cards_per_node": min(cards_per_node, world_size), "world_size": world_size,
             "runtime_share": runtime_share, "environ": environ, "workspace": workspace,
-            "task_queue": task_queue}
+            "task_queue": task_queue, "history": history}
     every = trace_all or world_size <= TRACE_ALL_UP_TO
     first, layout = _run_rank(target, argv, 0, spec)
     classes: list[RankClass] = []
