@@ -273,8 +273,9 @@ def test_the_command_writes_csv_and_keeps_answers_in_the_users_cache(snapshots, 
     assert lines[0].startswith("snapshot,sha256,product,capacity,setting,fits,smallest,")
     assert len(lines) == 3 and ",A3," in lines[2]
     # not a terminal: one plain line per task
-    assert captured.err.splitlines() == [f"study: 1/2 cells: {snapshots[0]} on A2",
-                                         f"study: 2/2 cells: {snapshots[0]} on A3"]
+    assert captured.err.splitlines() == [
+        f"study: 1/2 cells: {snapshots[0]} on A2 up to 60.96 GiB",
+        f"study: 2/2 cells: {snapshots[0]} on A3 up to 60.96 GiB"]
     assert os.path.isdir(tmp_path / "ascend-memsim" / "study")
     assert main(args) == 0
     captured = capsys.readouterr()

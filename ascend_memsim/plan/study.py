@@ -32,7 +32,7 @@ from .grid import Grid
 __all__ = ["study", "Study", "StudyRow", "StudyProgress"]
 
 #: Called after the cache was read and after each task: (cells answered, cells in all, what
-#: was just answered: ``"cache"`` or ``"SNAPSHOT on PRODUCT"``).
+#: was just answered: ``"cache"`` or ``"SNAPSHOT on PRODUCT up to CAPACITY"``).
 StudyProgress = Callable[[int, int, str], None]
 
 
@@ -221,6 +221,9 @@ def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = Non
     result = Study(cached=cached)
     needed = {t.sha256 for t in tasks}
     snapshots = {s.sha256: s for s in g.snapshots if s.sha256 in needed}
+    # the longest tasks first (by the snapshot's size times the settings searched), so that
+    # no worker is left with a long one at the end while the others wait
+    tasks.sort(key=lambda t: -len(snapshots[t.sha256].data) * len(t.missing))
     with make_executor(executor, jobs, scheduler) as ex:
         result.executor = ex.describe()
         for index, answers in ex.run(snapshots, tasks) if tasks else ():
@@ -243,7 +246,8 @@ def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = Non
                     store.put(keys[cell], answer)
             done += len(task.missing)
             if progress is not None:
-                progress(done, len(order), f"{task.name} on {task.product}")
+                progress(done, len(order), f"{task.name} on {task.product} up to "
+                                           f"{human_bytes(task.capacity)}")
     result.rows = [rows[c] for c in order]
     result.seconds = time.perf_counter() - started
     return result
