@@ -8,6 +8,8 @@ them, of about ENTRIES to ENTRIES + 3,500 entries, default 4,000) x three produc
 - in one process (``executor="inline"``);
 - on a local Dask cluster of 2 single-threaded worker processes that the study starts and
   closes (``executor="dask", jobs=2``; its start, about a second, is in the time);
+- on such a cluster already running (``scheduler=`` its address, as on a user's cluster; the
+  workers' compiled snapshots are dropped before each round);
 - in 2 local processes (``executor="processes", jobs=2``), for comparison.
 
 Prints one table: per executor the median of the rounds' seconds and of each round's ratio
@@ -39,9 +41,17 @@ from ascend_memsim.plan import study
 PRODUCTS = "A2,A3,950PR"
 RUNS = {
     "one process": {"executor": "inline"},
-    "Dask local cluster, 2 workers": {"executor": "dask", "jobs": 2},
+    "Dask, a local cluster of 2 workers started by the study": {"executor": "dask", "jobs": 2},
+    "Dask, a running cluster of 2 workers": {"scheduler": None},
     "2 local processes": {"executor": "processes", "jobs": 2},
 }
+
+
+def _forget() -> None:
+    """Drop a worker's compiled snapshots (each round starts cold)."""
+    from ascend_memsim.plan import cells
+
+    cells.forget()
 
 
 def _burn(n: int = 10_000_000) -> int:
@@ -88,10 +98,18 @@ def main() -> None:
     loads = [os.getloadavg()[0]]
     answers = None
     cells = replays = 0
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
+                           dashboard_address=":0")
+    client = Client(cluster)
     for _ in range(rounds):
         ratios.setdefault("ceiling", []).append(ceiling())
         base = 0.0
         for what, run in RUNS.items():
+            if "scheduler" in run:
+                client.run(_forget)
+                run = {"scheduler": cluster.scheduler_address}
             start = time.perf_counter()
             result = study(grid, **run)
             t = time.perf_counter() - start
@@ -104,6 +122,8 @@ def main() -> None:
             seconds.setdefault(what, []).append(t)
             ratios.setdefault(what, []).append(base / t)
             loads.append(os.getloadavg()[0])
+    client.close()
+    cluster.close()
     rows = [("study", f"8 snapshots ({entries:,} to {entries + 3500:,} entries) x "
                       f"{PRODUCTS} x default settings: {cells} cells, {replays} replays")]
     for what in RUNS:

@@ -13,7 +13,7 @@ from ascend_memsim import MiB
 from ascend_memsim.cli import main
 from ascend_memsim.cli.study import progress_printer
 from ascend_memsim.memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
-from ascend_memsim.plan import Grid, fit_capacity, read_grid, study
+from ascend_memsim.plan import Grid, cells, fit_capacity, read_grid, study
 from ascend_memsim.plan import cache as cache_module
 from ascend_memsim.plan import search as search_module
 from ascend_memsim.plan.cache import cell_key
@@ -60,6 +60,8 @@ def test_each_cell_is_fit_capacitys_answer(snapshots):
     assert dip["max_split_size_mb:32"].same_as == ""
     assert result.replays == sum(r.replays for r in result.rows)
     assert result.fits
+    # the compiled snapshots are not kept in this process past the study
+    assert not cells._SOURCES
 
 
 def test_processes_give_the_same_answers(snapshots):
@@ -151,9 +153,13 @@ def test_an_interrupted_study_resumes_from_the_cache(snapshots, tmp_path, monkey
     assert _answers(resumed) == _answers(fresh)
     # only the rest was replayed: every replay the fresh study ran but the kept cells'
     assert count[0] == resumed.replays == fresh.replays - sum(r.replays for r in kept)
-    # and once all is kept, nothing is replayed
-    again = study(grid, cache=tmp_path)
+    # and once all is kept, nothing is replayed, and no worker is started nor cluster
+    # reached (nothing listens at this address)
+    again = study(grid, cache=tmp_path, scheduler="tcp://127.0.0.1:9")
     assert again.cached == 26 and again.replays == 0 and count[0] == resumed.replays
+    last = str(again).splitlines()[-1]
+    assert again.executor == "" and last.startswith("26 cells (26 from the cache): 0 replays")
+    assert last.endswith(" s")
     assert _answers(again) == _answers(fresh)
 
 
@@ -220,6 +226,7 @@ def test_grid_files_json_and_toml(snapshots, tmp_path):
     ({"snapshots": ["S"], "products": [3]}, InvalidArgumentType, "must be a string"),
     ({"snapshots": ["S"], "capacities": [True]}, InvalidArgumentType, "capacity"),
     ({"snapshots": ["S"], "capacities": ["1KiB"]}, InvalidArgument, "at least one step"),
+    ({"snapshots": ["S"], "capacities": ["9TiB"]}, InvalidArgument, "from 1 to 8796093022208"),
     ({"snapshots": ["S"], "settings": ["max_split_size_mb:1"]}, AllocatorConfigError,
      "'max_split_size_mb:1'"),
     ({"snapshots": ["S"], "settings": [1]}, InvalidArgumentType, "a setting must be"),
@@ -275,7 +282,7 @@ def test_the_command_writes_csv_and_keeps_answers_in_the_users_cache(snapshots, 
     # not a terminal: one plain line per task
     assert captured.err.splitlines() == [
         f"study: 1/2 cells: {snapshots[0]} on A2 up to 60.96 GiB",
-        f"study: 2/2 cells: {snapshots[0]} on A3 up to 60.96 GiB"]
+        f"study: 2/2 cells: {snapshots[0]} on A3 up to 64 GiB"]
     assert os.path.isdir(tmp_path / "ascend-memsim" / "study")
     assert main(args) == 0
     captured = capsys.readouterr()

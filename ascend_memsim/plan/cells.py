@@ -12,6 +12,7 @@ executor can send them.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from .grid import parse_snapshot
 from .results import FitSearch
 from .search import Source, search
 
-__all__ = ["CellTask", "run_task", "answer_of", "ANSWER_FIELDS"]
+__all__ = ["CellTask", "run_task", "forget", "answer_of", "ANSWER_FIELDS"]
 
 #: the fields of a cell's answer (and of its cache entry) -> the types their values take
 ANSWER_FIELDS: dict[str, tuple[type, ...]] = {
@@ -83,6 +84,12 @@ def _source(sha256: str, data: bytes, name: str) -> Source:
         return src
 
 
+def forget() -> None:
+    """Drop the compiled snapshots this process keeps (a study in this process ends)."""
+    with _LOCK:
+        _SOURCES.clear()
+
+
 def run_task(task: CellTask, data: bytes) -> list[dict]:
     """The answers of ``task`` over the snapshot ``data`` (its bytes), one dict per setting
     of ``task.missing``, in order: ``{"setting", "answer"}``; ``{"setting", "like"}`` when
@@ -105,8 +112,13 @@ def run_task(task: CellTask, data: bytes) -> list[dict]:
                 out.append({"setting": conf, "like": like})
                 continue
             if like not in found:
-                found[like] = search(src, like, task.cann, task.step, task.capacity,
-                                     task.window)
+                with warnings.catch_warnings():
+                    # page_size:1g on a part without 1 GiB pages: torch_npu's fallback
+                    # warning, once per worker, is noise in a table (the row says the cost)
+                    warnings.filterwarnings("ignore", "The malloc 1G large-page",
+                                            UserWarning)
+                    found[like] = search(src, like, task.cann, task.step, task.capacity,
+                                         task.window)
             out.append({"setting": conf, "answer": answer_of(
                 found[like], None if like == conf else like)})
         return out

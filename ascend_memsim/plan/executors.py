@@ -27,10 +27,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from .. import __version__
 from ..memory.errors import InvalidArgument
-from .cells import CellTask, run_task
+from .cells import CellTask, forget, run_task
 from .grid import Snapshot
 
-__all__ = ["Executor", "Inline", "Processes", "DaskCluster", "make_executor", "EXECUTORS"]
+__all__ = ["Executor", "Inline", "Processes", "DaskCluster", "executor_kind", "make_executor",
+           "EXECUTORS"]
 
 EXECUTORS = ("inline", "processes", "dask")
 
@@ -68,6 +69,9 @@ class Inline(Executor):
     def run(self, snapshots, tasks):
         for i, task in enumerate(tasks):
             yield i, run_task(task, snapshots[task.sha256].data)
+
+    def close(self) -> None:
+        forget()     # the compiled snapshots are not kept past the study
 
     def describe(self) -> str:
         return "this process"
@@ -182,9 +186,9 @@ class DaskCluster(Executor):
         return f"Dask ({where}, {self.workers} workers)"
 
 
-def make_executor(executor: str | None, jobs: int, scheduler: str | None) -> Executor:
-    """The executor named (None: ``dask`` with a scheduler address, ``processes`` for
-    ``jobs`` > 1, else ``inline``)."""
+def executor_kind(executor: str | None, jobs: int, scheduler: str | None) -> str:
+    """The executor named, checked (None: ``dask`` with a scheduler address, ``processes``
+    for ``jobs`` > 1, else ``inline``)."""
     if executor is None:
         executor = "dask" if scheduler else ("processes" if jobs > 1 else "inline")
     if executor not in EXECUTORS:
@@ -192,9 +196,15 @@ def make_executor(executor: str | None, jobs: int, scheduler: str | None) -> Exe
                               f"{str(executor)[:40]!r}")
     if scheduler is not None and executor != "dask":
         raise InvalidArgument("a scheduler address is for the dask executor")
-    if executor == "dask":
-        if scheduler is not None and not isinstance(scheduler, str):
-            raise InvalidArgument("the scheduler address must be a string, e.g. "
-                                  "tcp://10.0.0.1:8786")
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise InvalidArgument("the scheduler address must be a string, e.g. "
+                              "tcp://10.0.0.1:8786")
+    return executor
+
+
+def make_executor(kind: str, jobs: int, scheduler: str | None) -> Executor:
+    """The executor of :func:`executor_kind` ``kind``; a Dask one connects (or starts its
+    local cluster) here."""
+    if kind == "dask":
         return DaskCluster(jobs, scheduler)
-    return Processes(jobs) if executor == "processes" else Inline()
+    return Processes(jobs) if kind == "processes" else Inline()

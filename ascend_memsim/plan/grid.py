@@ -20,7 +20,7 @@ from ..allocators.conf import parse_alloc_conf
 from ..allocators.rules import DEFAULT_CANN, cann_tuple
 from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
-from ..memory.profiles import DEFAULT_PRODUCT, get_profile
+from ..memory.profiles import DEFAULT_PRODUCT, MEMORY_SPAN, get_profile
 from ..memory.units import human_bytes, parse_size
 from ..observe.plain import safe_unpickle
 from ..observe.snapshot import PICKLE_PROTOCOL, is_snapshot, loads_json
@@ -115,7 +115,7 @@ def _capacity(value: Any) -> int | None:
         return None
     if isinstance(value, str):
         value = parse_size(value)
-    return _int("a capacity", value, 1)
+    return _int("a capacity", value, 1, MEMORY_SPAN)
 
 
 @dataclass

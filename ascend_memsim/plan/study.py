@@ -26,7 +26,7 @@ from ..memory.profiles import get_profile
 from ..memory.units import human_bytes, plural
 from .cache import ResultCache, cell_key
 from .cells import ANSWER_FIELDS, CellTask
-from .executors import make_executor
+from .executors import executor_kind, make_executor
 from .grid import Grid
 
 __all__ = ["study", "Study", "StudyRow", "StudyProgress"]
@@ -87,7 +87,7 @@ class Study:
     #: the replays this study ran
     replays: int = 0
     seconds: float = 0.0
-    #: where the tasks ran
+    #: where the tasks ran ("" when every cell came from the cache)
     executor: str = ""
 
     @property
@@ -141,8 +141,8 @@ class Study:
                 break
         lines.append(f"{plural(len(self.rows), 'cell')}"
                      + (f" ({self.cached} from the cache)" if self.cached else "")
-                     + f": {plural(self.replays, 'replay')} in {self.seconds:.2f} s on "
-                       f"{self.executor}")
+                     + f": {plural(self.replays, 'replay')} in {self.seconds:.2f} s"
+                     + (f" on {self.executor}" if self.executor else ""))
         return "\n".join(lines)
 
 
@@ -183,6 +183,7 @@ def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = Non
     if not isinstance(grid, Grid):
         raise InvalidArgumentType(f"grid must be a Grid or a dict, not {type(grid).__name__}")
     jobs = _jobs(jobs)
+    kind = executor_kind(executor, jobs, scheduler)
     g = grid.checked()
     store = None if cache is None else ResultCache(cache, ANSWER_FIELDS)
     rows: dict[tuple, StudyRow] = {}
@@ -224,9 +225,10 @@ def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = Non
     # the longest tasks first (by the snapshot's size times the settings searched), so that
     # no worker is left with a long one at the end while the others wait
     tasks.sort(key=lambda t: -len(snapshots[t.sha256].data) * len(t.missing))
-    with make_executor(executor, jobs, scheduler) as ex:
-        result.executor = ex.describe()
-        for index, answers in ex.run(snapshots, tasks) if tasks else ():
+    # every cell in the cache: no worker is started (nor a cluster reached)
+    with make_executor(kind if tasks else "inline", jobs, scheduler) as ex:
+        result.executor = ex.describe() if tasks else ""
+        for index, answers in ex.run(snapshots, tasks):
             task = tasks[index]
             for a in answers:
                 cell = (task.sha256, task.name, task.product, task.capacity, a["setting"])
