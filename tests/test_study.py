@@ -192,17 +192,21 @@ def test_a_file_that_is_no_snapshot_gets_error_rows_the_rest_is_answered(snapsho
                                                                        capsys):
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"event": "malloc"}\n')
-    code = main(["study", "--snapshots", str(trace), snapshots[0], "--settings", "",
-                 "--no-cache", "--quiet"])
+    hostile = tmp_path / "h.pickle"
+    hostile.write_bytes(pickle.dumps(os.system))
+    code = main(["study", "--snapshots", str(trace), str(hostile), snapshots[0], "--settings",
+                 "", "--no-cache", "--quiet", "--jobs", "2"])
     out = capsys.readouterr().out
     assert code == 1
-    assert "t.jsonl: not a memory snapshot" in out
+    assert f"error: {trace}: not a memory snapshot" in out
+    assert f"error: {hostile}: cannot read the pickle: the pickle refers to posix.system" in out
+    [row] = [line for line in out.splitlines() if line.startswith(str(hostile))]
+    assert row.split()[5] == "error"      # refused unread: it names a function
     [row] = [line for line in out.splitlines() if line.startswith(snapshots[0])]
     assert row.split()[1:3] == ["A2", "60.96"] and "44 MiB" in row
 
 
-def test_grid_files_json_and_toml(snapshots, tmp_path):
-    folder = os.path.dirname(snapshots[0])
+def test_a_json_grid_file(snapshots, tmp_path):
     (tmp_path / "g.json").write_text(json.dumps(
         {"snapshots": [os.path.relpath(snapshots[0], tmp_path)], "products": ["A2", "A3"],
          "capacities": ["60GiB", 64 * 1024 * MiB], "settings": ["", "max_split_size_mb:128"],
@@ -212,6 +216,11 @@ def test_grid_files_json_and_toml(snapshots, tmp_path):
     result = study(grid)
     assert len(result.rows) == 2 * 2 * 2
     assert {r.capacity for r in result.rows} == {60 * 1024 * MiB, 64 * 1024 * MiB}
+
+
+def test_a_toml_grid_file(snapshots, tmp_path):
+    pytest.importorskip("tomllib", reason="TOML grids need Python 3.11's tomllib")
+    folder = os.path.dirname(snapshots[0])
     toml = tmp_path / "g.toml"
     toml.write_text(f'snapshots = ["{os.path.join(folder, "dip.pickle")}"]\n'
                     f'products = "A2"\nsettings = "default"\n')

@@ -76,7 +76,7 @@ def _source(sha256: str, data: bytes, name: str) -> Source:
         if src is not None:
             _SOURCES.move_to_end(sha256)
             return src
-        src = Source(parse_snapshot(data, name), None, name)
+        src = Source(parse_snapshot(data), None, name)
         src.columns  # noqa: B018  (compiled here, once, for every product)
         _SOURCES[sha256] = src
         while len(_SOURCES) > KEEP:

@@ -46,7 +46,7 @@ class Snapshot:
     data: bytes
 
 
-def parse_snapshot(data: bytes, name: str) -> dict:
+def parse_snapshot(data: bytes) -> dict:
     """The snapshot dict in ``data`` (a pickle read by
     :func:`~ascend_memsim.observe.plain.safe_unpickle`, else JSON). Time and memory
     O(len(data)).
@@ -63,8 +63,8 @@ def parse_snapshot(data: bytes, name: str) -> dict:
         except (ValueError, RecursionError):
             value = None
     if not isinstance(value, dict) or not is_snapshot(value):
-        raise InvalidArgument(f"{name}: not a memory snapshot (a torch_npu _dump_snapshot "
-                              f"pickle, or its JSON); a study replays snapshots")
+        raise InvalidArgument("not a memory snapshot (a torch_npu _dump_snapshot pickle, or "
+                              "its JSON); a study replays snapshots")
     return value
 
 

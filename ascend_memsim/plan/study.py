@@ -135,10 +135,11 @@ class Study:
         if any(r.same_as is not None and not r.cached for r in self.rows):
             lines.append("= replays alike a setting above it (every request and segment is "
                          "under its max_split_size_mb): that setting's answer, no replay")
+        said = set()
         for r in self.rows:
-            if r.error:
-                lines.append(f"error: {r.snapshot} on {r.product}: {r.error}")
-                break
+            if r.error and (r.snapshot, r.error) not in said:
+                said.add((r.snapshot, r.error))
+                lines.append(f"error: {r.snapshot}: {r.error}")
         lines.append(f"{plural(len(self.rows), 'cell')}"
                      + (f" ({self.cached} from the cache)" if self.cached else "")
                      + f": {plural(self.replays, 'replay')} in {self.seconds:.2f} s"
