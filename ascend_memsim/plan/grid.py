@@ -25,7 +25,7 @@ from ..memory.units import human_bytes, parse_size
 from ..observe.plain import safe_unpickle
 from ..observe.snapshot import PICKLE_PROTOCOL, is_snapshot, loads_json
 from ..observe.trace import _open_file
-from .fit import DEFAULT_WINDOW, MAX_WINDOW, default_candidates
+from .fit import DEFAULT_WINDOW, MAX_WINDOW, _check_int, default_candidates
 
 __all__ = ["Grid", "Snapshot", "read_grid", "parse_snapshot", "MAX_GRID_BYTES", "MAX_CELLS"]
 
@@ -101,21 +101,12 @@ def _names(value: Any, what: str) -> list[str]:
     return out
 
 
-def _int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    if value.__class__ is not int:
-        raise InvalidArgumentType(f"{name} must be an int, not {type(value).__name__}")
-    if value < low or (high is not None and value > high):
-        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
-        raise InvalidArgument(f"{name} must be {bound}, got {value}")
-    return value
-
-
 def _capacity(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, str):
         value = parse_size(value)
-    return _int("a capacity", value, 1, MEMORY_SPAN)
+    return _check_int("a capacity", value, 1, MEMORY_SPAN)
 
 
 @dataclass
@@ -157,10 +148,10 @@ class Grid:
             AllocatorConfigError: a setting torch_npu refuses (the message names it).
         """
         cann_tuple(self.cann)
-        step = _int("step", self.step, 1)
+        step = _check_int("step", self.step, 1)
         if step % 64:
             raise InvalidArgument(f"step must be a positive multiple of 64 bytes, got {step}")
-        window = _int("window", self.window, 0, MAX_WINDOW)
+        window = _check_int("window", self.window, 0, MAX_WINDOW)
         products = _names(self.products, "products")
         profiles = [get_profile(p) for p in products]
         capacities = self.capacities

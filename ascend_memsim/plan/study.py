@@ -21,12 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
-from ..memory.errors import InvalidArgument, InvalidArgumentType
+from ..memory.errors import InvalidArgumentType
 from ..memory.profiles import get_profile
 from ..memory.units import human_bytes, plural
 from .cache import ResultCache, cell_key
 from .cells import ANSWER_FIELDS, CellTask
 from .executors import executor_kind, make_executor
+from .fit import _check_jobs
 from .grid import Grid
 
 __all__ = ["study", "Study", "StudyRow", "StudyProgress"]
@@ -147,16 +148,6 @@ class Study:
         return "\n".join(lines)
 
 
-def _jobs(jobs: object) -> int:
-    if jobs is None:
-        return os.cpu_count() or 1
-    if jobs.__class__ is not int:
-        raise InvalidArgumentType(f"jobs must be an int, not {type(jobs).__name__}")
-    if not 1 <= jobs <= 1024:
-        raise InvalidArgument(f"jobs must be from 1 to 1024, got {jobs}")
-    return jobs
-
-
 def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = None,
           scheduler: str | None = None, cache: str | os.PathLike | None = None,
           progress: StudyProgress | None = None) -> Study:
@@ -183,7 +174,7 @@ def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = Non
         grid = Grid.from_dict(grid)
     if not isinstance(grid, Grid):
         raise InvalidArgumentType(f"grid must be a Grid or a dict, not {type(grid).__name__}")
-    jobs = _jobs(jobs)
+    jobs = _check_jobs(jobs)
     kind = executor_kind(executor, jobs, scheduler)
     g = grid.checked()
     store = None if cache is None else ResultCache(cache, ANSWER_FIELDS)
