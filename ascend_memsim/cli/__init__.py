@@ -1,5 +1,5 @@
 """The ``ascend-memsim`` command line: a guided demo, explain, profiles, run, estimate,
-replay, plot.
+replay, plot, study.
 
 Every subcommand is a function ``cmd_<name>(args, out) -> exit code``; :func:`main` parses
 ``argv`` and dispatches, so tests call ``main([...])`` directly.
@@ -67,6 +67,7 @@ def _command(module: str, name: str) -> Any:
 cmd_demo = _command(".demo", "cmd_demo")
 cmd_run = _command(".run", "cmd_run")
 cmd_estimate = _command(".estimate", "cmd_estimate")
+cmd_study = _command(".study", "cmd_study")
 cmd_export, cmd_map, cmd_plot, cmd_replay, cmd_stats = (
     _command(".traces", n) for n in ("cmd_export", "cmd_map", "cmd_plot", "cmd_replay",
                                       "cmd_stats"))
@@ -450,6 +451,56 @@ def _parser() -> argparse.ArgumentParser:
                                 "timeline and a slider over events, on --product and on "
                                 "950PR (A2 when --product is 950PR) side by side")
         p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "study", help="many snapshots x products x capacities x settings: one table",
+        usage="ascend-memsim study [GRID] [--snapshots SNAPSHOT ...] [options]",
+        description="Answer, for every snapshot on every product at every capacity with "
+                    "every allocator setting, what replay --allocator torch-npu --bisect "
+                    "answers: the smallest capacity that fits and the one from which every "
+                    "larger one fits. In this process, in local worker processes, or on a "
+                    "Dask cluster (the study extra); every answer is kept in a cache, so a "
+                    "study run again resumes where it stopped. Exit status 1 when a cell "
+                    "does not fit at its capacity.")
+    p.add_argument("grid", metavar="GRID", nargs="?",
+                   help="a grid file (.json, or .toml on Python 3.11+): an object of "
+                        "snapshots, products, capacities, settings, cann, step, window; the "
+                        "options below override it")
+    p.add_argument("--snapshots", nargs="+", metavar="SNAPSHOT",
+                   help="torch_npu memory snapshots (.pickle or .json)")
+    p.add_argument("--products", help=f"comma-separated, e.g. A2,A3,950PR (default "
+                                      f"{HELP_DEFAULT_PRODUCT})")
+    p.add_argument("--capacities", metavar="SIZE,...",
+                   help=f"the cards' memory, the top of each search, e.g. 32GiB,64GiB "
+                        f"(default: each product's own; {_SIZES})")
+    p.add_argument("--settings", metavar="default|'A;B;...'",
+                   help="allocator settings: default (each product's --sweep candidates, "
+                        "the default) or PYTORCH_NPU_ALLOC_CONF strings separated by ';' (an "
+                        "empty one is the default conf)")
+    p.add_argument("--cann", help="CANN version of the allocator's rules (default 9.1.0)")
+    p.add_argument("--step", type=_size_arg, help="capacity step (default 2MiB)")
+    p.add_argument("--window", type=int, metavar="N",
+                   help=f"steps replayed below and above each bisection's answer (default "
+                        f"{HELP_DEFAULT_WINDOW})")
+    p.add_argument("--jobs", type=_int_in(1, 1024), metavar="N",
+                   help="worker processes (default: one per core)")
+    p.add_argument("--executor", choices=("inline", "processes", "dask"),
+                   help="inline: this process; processes: --jobs local worker processes; "
+                        "dask: a Dask cluster (--scheduler, else a local one of --jobs "
+                        "workers). Default: dask with --scheduler, else processes (inline "
+                        "for --jobs 1)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="a Dask scheduler's address: run the study on that cluster")
+    p.add_argument("--cache", metavar="DIR",
+                   help="where answers are kept (default $XDG_CACHE_HOME/ascend-memsim/study, "
+                        "else ~/.cache/ascend-memsim/study)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="keep no answers and read none")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print the table as JSON")
+    shape.add_argument("--csv", action="store_true", help="print the table as CSV")
+    p.set_defaults(func=cmd_study)
 
     p = sub.add_parser(
         "export", help="write a trace for other tools: memory_viz snapshot, RMM CSV log",

@@ -63,6 +63,13 @@ class Source:
             self._loaded = None     # a trace's stream: read, and not picklable
         return self._columns
 
+    def on(self, product: str) -> Source:
+        """This source on ``product``, sharing its compiled columns (they do not depend on
+        the product: a study compiles a snapshot once for all its products)."""
+        other = Source(self.data, product, self.name, self.device)
+        other._columns = self.columns
+        return other
+
     def replay(self, capacity: int, conf: AllocatorConfig, cann: str, *, whole: bool = False,
                plain: bool = False) -> Run:
         if plain:
