@@ -54,6 +54,12 @@ collect_ignore_glob += ["docs/*.py"]
 TIMEOUT = 300
 _OUTPUT = re.compile(r'^text\s+title="Output"\s*$')
 _CHECKER = doctest.OutputChecker()
+#: the conftest.py of a test-file example: Hypothesis tries 20 examples, not its default 100
+#: (the suite runs every example; a reader's run keeps Hypothesis's own settings)
+_QUICK_HYPOTHESIS = """from hypothesis import settings
+settings.register_profile("doc-example", max_examples=20, deadline=None)
+settings.load_profile("doc-example")
+"""
 
 
 @dataclass
@@ -113,6 +119,8 @@ def _python(block: Block, output: Block | None, folder: str, env: dict[str, str]
         name = title.group(1) if title else "test_example.py"
         with open(os.path.join(folder, name), "w") as f:
             f.write(block.source)
+        with open(os.path.join(folder, "conftest.py"), "w") as f:
+            f.write(_QUICK_HYPOTHESIS)
         plugin = [] if any(ep.value == "ascend_memsim.testing.plugin"
                            for ep in entry_points(group="pytest11")) \
             else ["-p", "ascend_memsim.testing.plugin"]
