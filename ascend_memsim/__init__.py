@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib
 
+#: the version, written here only: pyproject.toml's metadata reads it (``dynamic``), and so
+#: does ``ascend-memsim --version``; CHANGELOG.md says what each version changed
 __version__ = "0.1.0"
 
 #: public name -> the module it lives in (one import path each, README "Architecture")

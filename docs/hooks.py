@@ -115,6 +115,8 @@ def _sentence(text: str, at: int) -> str:
     """The sentence around the DECISION at ``text[at]`` (at most ~600 characters)."""
     starts = [m.end() for m in re.finditer(r"[.;:]\s+(?=[A-Z`(*])", text[:at])]
     start = starts[-1] if starts else 0
+    if at - start > 240:     # a long sentence before the word: start at the word itself
+        start = at
     match = re.search(r"[.;](?=\s+[A-Z`(*]|\s*$)", text[at + 9:])
     end = at + 9 + match.end() if match else len(text)
     sentence = text[start:end].strip()
