@@ -5,8 +5,8 @@ entries; a few minutes; ``--plain`` also times the plain search, which replays e
 it asks from the start: many minutes). Prints one table, all figures from this run:
 
 1. the two jobs of docs/guide/will-it-fit.md (``dip``: fit not monotone; ``frag``: the sweep's
-   example): the search's replays and seconds, ``fit_capacity`` and ``sweep_settings`` with the default
-   candidates, on an A2 up to its own memory;
+   example): the search's replays and seconds, ``fit_capacity`` and ``sweep_settings`` with
+   the default candidates, on an A2 up to its own memory;
 2. a recorded training loop of about ENTRIES entries (iterations of a forward pass keeping
    activations of varied sizes and a backward pass freeing them, on two streams): one
    replay of it at the capacity the search found (``replay_tensors``), then ``--bisect``,
