@@ -54,10 +54,12 @@ collect_ignore_glob += ["docs/*.py"]
 TIMEOUT = 300
 _OUTPUT = re.compile(r'^text\s+title="Output"\s*$')
 _CHECKER = doctest.OutputChecker()
-#: the conftest.py of a test-file example: Hypothesis tries 20 examples, not its default 100
-#: (the suite runs every example; a reader's run keeps Hypothesis's own settings)
+#: the conftest.py of a test-file example: Hypothesis tries 10 examples of at most 20 steps,
+#: not its default 100 of 50 (the suite runs every example; a reader's run keeps Hypothesis's
+#: own settings)
 _QUICK_HYPOTHESIS = """from hypothesis import settings
-settings.register_profile("doc-example", max_examples=20, deadline=None)
+settings.register_profile("doc-example", max_examples=10, stateful_step_count=20,
+                          deadline=None)
 settings.load_profile("doc-example")
 """
 
