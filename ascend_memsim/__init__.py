@@ -1,6 +1,6 @@
 """ascend-memsim: the Ascend CANN runtime's device memory, simulated in pure Python.
 
-Layers, arrows pointing down only (README "Architecture"; import-linter's contract in
+Layers, arrows pointing down only (docs/internals/architecture.md; import-linter's contract in
 pyproject.toml enforces it): the faces ``acl`` (pyacl) and ``aclrt`` (C names), ``cli`` and
 the ``testing`` toolkit on top; ``observe`` (stats, traces, replay, pictures),
 ``allocators`` (torch_npu's caching allocator, a client of the runtime) and ``checks``
@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import importlib
 
+#: the version, written here only: pyproject.toml's metadata reads it (``dynamic``), and so
+#: does ``ascend-memsim --version``; CHANGELOG.md says what each version changed
 __version__ = "0.1.0"
 
-#: public name -> the module it lives in (one import path each, README "Architecture")
+#: public name -> the module it lives in (one import path each, docs/internals/architecture.md)
 _HOMES = {
     **dict.fromkeys(("install_acl", "uninstall_acl"), ".acl"),
     **dict.fromkeys(("FailNth", "FailRandomly", "FailWhen", "HugePagesExhausted"),

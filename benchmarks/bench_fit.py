@@ -4,9 +4,9 @@ Run: ``python benchmarks/bench_fit.py [ENTRIES ...] [--plain]`` (default 10,000 
 entries; a few minutes; ``--plain`` also times the plain search, which replays every capacity
 it asks from the start: many minutes). Prints one table, all figures from this run:
 
-1. the README's two jobs (``dip``: fit not monotone; ``frag``: the sweep's example): the
-   search's replays and seconds, ``fit_capacity`` and ``sweep_settings`` with the default
-   candidates, on an A2 up to its own memory;
+1. the two jobs of docs/guide/will-it-fit.md (``dip``: fit not monotone; ``frag``: the sweep's
+   example): the search's replays and seconds, ``fit_capacity`` and ``sweep_settings`` with
+   the default candidates, on an A2 up to its own memory;
 2. a recorded training loop of about ENTRIES entries (iterations of a forward pass keeping
    activations of varied sizes and a backward pass freeing them, on two streams): one
    replay of it at the capacity the search found (``replay_tensors``), then ``--bisect``,
@@ -34,7 +34,8 @@ from ascend_memsim.plan import fit_capacity, sweep_settings
 
 
 def dip(alloc: NpuCachingAllocator) -> None:
-    """The README's job whose fit is not monotone (32-40 MiB fit, 42 fails, 44 up fit)."""
+    """The will-it-fit guide's job whose fit is not monotone (32-40 MiB fit, 42 fails, 44 up
+    fit)."""
     small, x, y = (alloc.malloc(n) for n in (112 * KiB, 12 * MiB, 23 * MiB // 2))
     for ptr in (y, small, x):
         alloc.free(ptr)
@@ -46,7 +47,8 @@ def dip(alloc: NpuCachingAllocator) -> None:
 
 
 def frag(alloc: NpuCachingAllocator) -> None:
-    """The README's fragmenting job (expandable segments fit it in 80 MiB, the default not)."""
+    """The will-it-fit guide's fragmenting job (expandable segments fit it in 80 MiB, the
+    default not)."""
     held = [alloc.malloc(6 * MiB) for _ in range(12)]
     for i, ptr in enumerate(held):
         if i % 4:

@@ -27,7 +27,7 @@ workspace, so that operators ask the allocators registered on their streams, whi
 pyacl give NULL):
 
 * no exception escapes the face (``acl.util`` may raise the core's exceptions, as documented);
-* every code returned is one the README's error table lists;
+* every code returned is one the error code reference's table lists;
 * a failed call (a code, or for a call that returns no code, a new
   ``acl.get_recent_err_msg``) changes nothing: memory figures, usage info, the free runs (so
   the next address), the blocks, the sanitizer's quarantine, host memory, queued work, and
@@ -93,19 +93,18 @@ from ascend_memsim.runtime.events import EVENT_BASE, Event
 from ascend_memsim.runtime.pools import POOL_BASE, Pool
 
 MiB = 1 << 20
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+ERRORS_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                           "reference", "errors.md")
 
 
-def _readme_codes() -> set[int]:
-    """The codes of the README's "Errors" section."""
-    with open(README, encoding="utf-8") as f:
-        text = f.read()
-    section = text[text.index("\n## Errors"):]
-    section = section[:section.index("\n## ", 1)]
+def _documented_codes() -> set[int]:
+    """The codes of the error code reference (docs/reference/errors.md)."""
+    with open(ERRORS_PAGE, encoding="utf-8") as f:
+        section = f.read()
     return {int(code) for code in re.findall(r"\b[1-5]\d{5}\b", section)}
 
 
-CODES = _readme_codes() | {0}
+CODES = _documented_codes() | {0}
 
 # Every function of the face, with the namespace it hangs from: acl itself (init, finalize,
 # data buffers, tensor descriptors, ...), acl.rt, acl.op, acl.mdl, acl.util, acl.media.
@@ -1205,7 +1204,8 @@ def _call(data, rt, seen: _Seen, fn):
     return list(drawn.values())
 
 
-#: acl.util's conversions: plain values, and the core's exceptions on bad input (README)
+#: acl.util's conversions: plain values, and the core's exceptions on bad input
+#: (docs/reference/errors.md)
 RAISES = {acl.util.bytes_to_ptr, acl.util.numpy_to_ptr, acl.util.numpy_contiguous_to_ptr,
           acl.util.ptr_to_bytes, acl.util.ptr_to_numpy}
 
@@ -1230,8 +1230,8 @@ def _finalize_all():
           deadline=None)
 @given(config=configs, data=st.data())
 def test_the_face_survives_arbitrary_calls(config, data):
-    """See the module docstring: no exception escapes, every code is in the README's table,
-    a failed call changes nothing, the memory figures add up."""
+    """See the module docstring: no exception escapes, every code is in the error code
+    reference's table, a failed call changes nothing, the memory figures add up."""
     assert Runtime.active == [], "an earlier test left a runtime active"
     register_model(MODEL_PATH, MODEL)
     register_model(DYNAMIC_PATH, DYNAMIC)
@@ -1260,7 +1260,8 @@ def _fuzz(config, data):
         path = _write_config(config)
         # acl.init() without a config; None is not a path for pyacl ("|s")
         code = acl.init() if path is None else acl.init(path)
-        assert code in CODES, f"acl.init returned {code}, which the README does not list"
+        assert code in CODES, \
+            f"acl.init returned {code}, which docs/reference/errors.md does not list"
         if code:
             assert Runtime.active == [], "a failed acl.init left a runtime"
             assert acl.rt.malloc(100, 0) == (0, acl.ACL_ERROR_UNINITIALIZE)
@@ -1286,7 +1287,8 @@ def _fuzz(config, data):
             except AclError as error:
                 # only acl.util's conversions raise (as pyacl's do); the rest return codes
                 assert fn in RAISES, f"{space}.{name}{tuple(args)!r} raised {error!r}"
-                assert int(error.code) in CODES, f"{name} raised {error!r}, not in the README"
+                assert int(error.code) in CODES, \
+                    f"{name} raised {error!r}, not in docs/reference/errors.md"
                 code = failed = int(error.code)
             else:
                 code = _code_of(fn, result)
@@ -1294,8 +1296,8 @@ def _fuzz(config, data):
                 failed = code or (code is None and acl.get_recent_err_msg() is not message)
                 event(f"{name}: {'failed' if failed and code is None else code or 'ok'}")
                 assert code is None or code in CODES, (
-                    f"{space}.{name}{tuple(args)!r} returned {code!r}, which the README does "
-                    f"not list")
+                    f"{space}.{name}{tuple(args)!r} returned {code!r}, which "
+                    f"docs/reference/errors.md does not list")
             if (space, fn) in COMPUTE_FACE:
                 compute_calls += 1
                 compute_ok += not failed
@@ -1312,8 +1314,8 @@ def _fuzz(config, data):
 
 
 def test_the_readme_lists_every_code_the_face_can_return():
-    """Every aclError code the simulator knows (a fault may name any) is in the README's
-    error table, which the fuzz test reads; 107017 and 200000 were missing (issue 9)."""
+    """Every aclError code the simulator knows (a fault may name any) is in the error code
+    reference's table, which the fuzz test reads; 107017 and 200000 were missing (issue 9)."""
     assert {int(code) for code in ErrorCode} <= CODES
     assert {107017, 200000} <= CODES
 

@@ -327,9 +327,24 @@ def test_json_output_of_run_replay_stats_explain_profiles(tmp_path, capsys):
 
 
 def test_version(capsys):
-    from importlib.metadata import version
+    import ascend_memsim
+
     assert run("--version")[0] == 0
-    assert capsys.readouterr().out.strip() == f"ascend-memsim {version('ascend-memsim')}"
+    assert capsys.readouterr().out.strip() == f"ascend-memsim {ascend_memsim.__version__}"
+
+
+def test_the_version_is_written_once():
+    """pyproject.toml's metadata reads ascend_memsim.__version__; no second copy to drift."""
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as f:
+        pyproject = f.read()
+    project = pyproject[pyproject.index("[project]"):]
+    project = project[:project.index("\n[", 1)]
+    assert not re.search(r"^version\s*=", project, re.M)
+    assert re.search(r'^dynamic = \[.*"version"', project, re.M)
+    assert 'version = { attr = "ascend_memsim.__version__" }' in pyproject
 
 
 def test_run_lets_the_scripts_acl_init_config_choose_the_simulation(tmp_path):

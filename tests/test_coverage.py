@@ -1,5 +1,5 @@
-"""The README's coverage table of the memory chapter stays in step with the vendor's chapter,
-pyacl's method table, the face (acl.rt) and the C names (aclrt)."""
+"""The coverage table of the memory chapter (docs/reference/coverage.md) stays in step with
+the vendor's chapter, pyacl's method table, the face (acl.rt) and the C names (aclrt)."""
 
 import os
 import re
@@ -8,7 +8,8 @@ import pytest
 
 from ascend_memsim import acl, aclrt
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                    "reference", "coverage.md")
 
 #: Every C API of the chapter, per section, in the order of each section's list
 #: (hicann/runtime docs/zh/api_ref/11-01_device_memory_malloc_and_free.md ... 11-11_...md).
@@ -84,13 +85,11 @@ _ROW = re.compile(r"^\| (11-\d\d) \| `(aclrt\w+)` \| (.+?) \| (.+?) \|$")
 
 
 def _table() -> list[tuple[str, str, str | None, bool, str]]:
-    """(section, C name, pyacl-style name or None, bound by pyacl, status) per README row."""
-    with open(README, encoding="utf-8") as f:
+    """(section, C name, pyacl-style name or None, bound by pyacl, status) per table row."""
+    with open(PAGE, encoding="utf-8") as f:
         text = f.read()
-    start = text.index("### Coverage of the memory chapter")
-    end = text.index("\n## ", start)
     rows = []
-    for line in text[start:end].splitlines():
+    for line in text.splitlines():
         match = _ROW.match(line)
         if match:
             section, c_name, py, status = match.groups()
@@ -121,16 +120,14 @@ def test_each_row_agrees_with_the_code(row):
     in_code = c_name in aclrt.C_NAMES
     if status.startswith("not simulated: "):
         assert len(status) > len("not simulated: ") + 10, f"{c_name}: say why not"
-        assert not in_code, f"{c_name} is simulated now: update the README's table"
+        assert not in_code, f"{c_name} is simulated now: update the coverage table"
         assert name is None or name not in acl.rt.__all__
         return
-    assert status in ("simulated", "simulated (see [Virtual memory](#virtual-memory))",
-                      "simulated (see [Several processes]"
-                      "(#several-processes-ipc-and-shareable-handles))",
-                      "simulated (see [Stream-ordered pools](#stream-ordered-pools-custom-"
-                      "allocators-and-the-rest-of-the-chapter))",
-                      "simulated (see [Managed memory](#managed-unified-memory-and-"
-                      "aclrtmemp2pmap))"), status
+    assert status in ("simulated",
+                      "simulated (see [Virtual memory](../guide/c-api/virtual-memory.md))",
+                      "simulated (see [Several processes](../guide/processes.md))",
+                      "simulated (see [Stream-ordered pools](../guide/c-api/pools.md))",
+                      "simulated (see [Managed memory](../guide/c-api/managed.md))"), status
     assert in_code, f"{c_name} is marked simulated but aclrt has no such name"
     fn = getattr(acl.rt, name)
     assert name in acl.rt.__all__ and aclrt.C_NAMES[c_name] is fn

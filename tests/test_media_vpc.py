@@ -1,6 +1,6 @@
 """VPC with real pixels: golden results against Pillow, layouts, the rules, the sanitizer.
 
-Tolerances (stated in README, "Image processing"): a color conversion is within 2 of
+Tolerances (stated in docs/guide/media.md): a color conversion is within 2 of
 Pillow's YCbCr <-> RGB (BT.601 full range, rounding and 4:2:0 chroma averaging); bilinear
 upscaling is within 1 of Pillow's BILINEAR (both half-pixel centred); a 2x bilinear
 downscale equals Pillow's ``reduce(2)`` within 1; nearest neighbour, crop and paste are exact.

@@ -5,7 +5,7 @@ runtime. Where it refuses what the Pythonic core would take (a cfg that is not i
 ``None`` path, a ``bytearray``), the face refuses it too, so that a program that runs here
 does not fail on hardware. pyacl raises ``TypeError``/``ValueError``/``KeyError`` there;
 the face returns ACL_ERROR_INVALID_PARAM (100000) with a message instead, as for every
-refused argument (see the README, "The C APIs and their acl.rt names").
+refused argument (see docs/reference/c-api.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """acl.rt: devices, device memory, copies, streams, contexts, events and host callbacks.
 
 Signatures and return shapes follow hicann/runtime python/pyACL/rt/ (the method table in
-pyrt_methods.cpp, the argument parsing in rt_*.cpp); the README lists where they differ.
+pyrt_methods.cpp, the argument parsing in rt_*.cpp); docs/reference/c-api.md lists where they
+differ.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from ._vmm import *  # noqa: F403
 
 #: The functions of acl.rt that pyacl does not bind (its method table,
 #: python/pyACL/rt/pyrt_methods.cpp, has no entry for them): kept for teaching the C API,
-#: marked "not in pyacl" in their docstrings and in the README. A program that calls one
-#: meets an AttributeError on hardware.
+#: marked "not in pyacl" in their docstrings and in docs/reference/c-api.md. A program that
+#: calls one meets an AttributeError on hardware.
 NOT_IN_PYACL = ("free_with_dev_sync", "get_mem_usage_info", "check_mem_type")
 
 

@@ -81,7 +81,7 @@ def sanitizer_report_count(runtime: Any) -> int:
 
 
 class _Version(argparse.Action):
-    """--version, looking the installed version up only when asked."""
+    """--version, importing the package's version only when asked."""
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
                  default: str = argparse.SUPPRESS, help: str | None = None) -> None:

@@ -43,9 +43,9 @@ def print_json(data: Any, out: TextIO) -> None:
 
 
 def version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("ascend-memsim")
-    except Exception:  # not installed (a source checkout on sys.path)
-        return "unknown (not installed)"
+    """The version of the code that runs: ``ascend_memsim.__version__``, the one place it is
+    written (pyproject.toml reads it for the package's metadata), so a checkout on sys.path
+    knows its version too."""
+    from .. import __version__
+    return __version__
 

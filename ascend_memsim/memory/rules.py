@@ -9,8 +9,8 @@ which reuses these functions, so the explanation cannot drift from the behaviour
 2. the *page kinds* to try, in order, from the policy (acl_rt.h, aclrtMemMallocPolicy):
    :func:`parse_policy`, :func:`page_order`;
 3. the *footprint*: the rule size rounded up to the page size (:data:`PAGE_BYTES`), placed
-   on a page boundary (the project's memory model, a DECISION: see the README, "The rules,
-   per product").
+   on a page boundary (the project's memory model, a DECISION: see
+   docs/reference/rules.md).
 
 Also the address layout: each device owns one window of addresses (:func:`device_base`).
 """

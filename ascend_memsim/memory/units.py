@@ -8,7 +8,7 @@ line all accept a size as an int or as text read by :func:`parse_size` (``"64MiB
 DECISION: every unit is binary, ``KB``/``MB``/``GB`` included (``"2MB"`` is 2 MiB, 2,097,152
 bytes): device memory comes in binary units (2 MiB huge pages), and PyTorch, whose users
 write ``"2MB"``, means MiB by it. A program that means 2,000,000 bytes writes ``2000000``
-or ``2e6``. The help texts, the error message and the README say so.
+or ``2e6``. The help texts, the error message and the docs say so.
 """
 
 from __future__ import annotations
