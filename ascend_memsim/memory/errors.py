@@ -311,6 +311,15 @@ class NpuOutOfMemoryError(OutOfDeviceMemory):
     allocated) and ``rejected`` (throw_on_npumalloc_oom refused it before any device call).
     """
 
+    tried: int | None
+    device: int | None
+    total_capacity: int | None
+    allocated: int | None
+    active: int | None
+    free: int | None
+    allowed: int | None
+    reserved: int | None
+
     def __init__(self, message: str = "", **figures: object) -> None:
         super().__init__(message)
         for name in ("tried", "device", "total_capacity", "allocated", "active", "free",
