@@ -32,6 +32,8 @@ class AclError(Exception):
     """Base of every simulator error; ``code`` is the vendor aclError value."""
 
     code: ErrorCode = ErrorCode.RT_INTERNAL_ERROR
+    #: a batch copy's failing entry, set on the errors it raises (no value otherwise)
+    fail_index: int
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message)
