@@ -77,7 +77,7 @@ class SegmentPool:
         self.segments: SortedDict[int, Segment] = SortedDict()
         self.used = self.reserved = self.used_high = self.reserved_high = 0
         #: the reuse switches (0 or 1) and the release threshold (bytes)
-        self.reuse = dict.fromkeys(REUSE_ATTRS, 0)
+        self.reuse: dict[int, int] = dict.fromkeys(REUSE_ATTRS, 0)
         self.threshold = 0
 
     # -- lookups ------------------------------------------------------------------------------

@@ -195,6 +195,9 @@ class SharedMemory(Protocol):
     def release(self, handle: PhysicalHandle) -> None:
         """The process lets go of ``handle``; the memory goes back with the last one."""
 
+    def settle(self) -> None:
+        """Give the memory back once no process holds it any more."""
+
 
 @dataclass(eq=False, slots=True)
 class PhysicalHandle:

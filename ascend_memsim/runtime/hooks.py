@@ -29,7 +29,7 @@ class Checker(Protocol):
     initcheck: bool
     leak_check: bool
     #: ``leak_sink(call, leaked)``: given everything live at each reset / finalize, or None
-    leak_sink: Callable[[str, list], None] | None
+    leak_sink: Callable[[str, list[Any]], None] | None
 
     def attach(self, runtime: Any) -> None: ...
     def detach(self, runtime: Any) -> None: ...
