@@ -143,7 +143,7 @@ class Sanitizer:
         self._stale: list[_Freed] = []
         self._quarantine: deque = deque()
         self._quarantined = 0
-        self.runtime = None
+        self.runtime: Any = None
 
     def __repr__(self) -> str:
         return f"Sanitizer({self.mode!r}, {self.summary()})"
@@ -304,7 +304,7 @@ class Sanitizer:
         runtime = self.runtime
         space = None if runtime is None else runtime.vmm.space
         reservation = None if space is None else space.reservation_at(addr)
-        if reservation is not None:
+        if space is not None and reservation is not None:
             mapping = space.mapping_at(addr)
             if mapping is not None:
                 return (f"{addr:#x} is in the {mapping.describe()}, which its device may not "
@@ -312,7 +312,7 @@ class Sanitizer:
             return (f"{addr:#x} is {plural_bytes(addr - reservation.ptr)} inside the "
                     f"{reservation.size}-byte reserved range at {reservation.ptr:#x}, where "
                     f"nothing is mapped")
-        regions = []
+        regions: list[Any] = []
         # Only the memory the address points into: a device's window, or host memory
         # (aclrtMallocHost blocks sit at real process addresses, anywhere).
         if runtime is not None and addr >= runtime.host_limit:
@@ -585,8 +585,8 @@ class Sanitizer:
     def flush_quarantine(self, device: Any = None) -> int:
         """Really release quarantined blocks (of ``device``, or all); how many."""
         with self.lock:
-            keep: deque = deque()
-            out = []
+            keep: deque[Any] = deque()
+            out: list[Any] = []
             for entry in self._quarantine:
                 (out if device is None or entry[0] is device else keep).append(entry)
             self._quarantine = keep

@@ -85,7 +85,8 @@ MODULE_GE = 45
 @dataclass(eq=False)
 class Model(Handle):
     model_id: int = 0
-    spec: ModelSpec | None = None
+    # always given: the default is there only because model_id, before it, has one
+    spec: ModelSpec = None  # type: ignore[assignment]
     device_id: int = 0
     #: blocks the load charged (freed by unload); empty for the _with_mem variants
     blocks: tuple[int, ...] = ()
@@ -451,11 +452,11 @@ class Models:
         Raises:
             DynamicGearInvalid: neither names a gear of the model.
         """
-        gears = spec.gears
+        gears, index = spec.gears, spec.shape_input
+        assert gears is not None and index is not None  # a dynamic model's (see execute)
         if ds.gear is not None and ds.gear[0] == gears.kind:
             values = ds.gear[1]
         else:
-            index = spec.shape_input
             if index >= len(ds.buffers):
                 values = ()
             else:
@@ -464,7 +465,7 @@ class Models:
         gear = gears.index(values)
         if gear is None:
             raise DynamicGearInvalid(
-                f"the input dataset's dynamic input ({spec.inputs[spec.shape_input].name}) "
+                f"the input dataset's dynamic input ({spec.inputs[index].name}) "
                 f"holds {list(values)}, no gear of the model ({gears.describe()}): choose "
                 f"one with aclmdlSetDynamicBatchSize, aclmdlSetDynamicHWSize or "
                 f"aclmdlSetInputDynamicDims before executing")
@@ -502,7 +503,7 @@ class Models:
             numpy_dtype(t.dtype)
         fn = spec.fn or _default_fn(spec, gear)
         if gear is not None:
-            fn = _without_shape_input(fn, spec.shape_input)
+            fn = _without_shape_input(fn, spec.shape_input)  # type: ignore[arg-type]  # dynamic
         call = "aclmdlExecute" if stream is None else "aclmdlExecuteAsync"
         name = f"model {model.model_id} function {getattr(fn, '__name__', fn)!r}"
         ptr = launch(self.runtime, call, stream, ins, outs, fn, name,

@@ -28,7 +28,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..memory.args import SIZE_MAX, as_int, as_str
 from ..memory.errors import InvalidArgument, InvalidArgumentType, KernelError, OpNotFound
@@ -102,6 +102,7 @@ def _kernel(name: str, fn: Callable, builtin: bool = False,
         workspace = as_int(workspace, f"the workspace of kernel {name!r}", 0, SIZE_MAX)
     if variables:
         return Kernel(name, fn, True, builtin, variables, workspace)
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -235,7 +236,7 @@ def _number(value: object, what: str, kind: type) -> Any:
 def _values(value: object, what: str) -> list:
     # pyop_methods: a list; a 1-D numpy array is still accepted (with a warning in pyacl).
     if type(value).__name__ == "ndarray" and getattr(value, "ndim", 0) == 1:
-        return list(value.tolist())
+        return list(cast(Any, value).tolist())
     if not isinstance(value, list):
         raise InvalidArgumentType(f"{what} must be a list, got {type(value).__name__}")
     return value
@@ -250,7 +251,7 @@ def set_attr(attr: OpAttr, kind: str, name: object, value: object) -> None:
     Raises:
         InvalidArgument, InvalidArgumentType: a bad name or value.
     """
-    as_str(name, "attribute name")
+    name = as_str(name, "attribute name")
     what = f"attribute {name!r}"
     scalar = {"bool": bool, "int": int, "float": float}
     if kind in scalar:

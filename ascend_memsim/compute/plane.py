@@ -299,7 +299,8 @@ class ComputePlane:
                       attr: object) -> int:
         """aclopCreateHandle: the op type, descriptors and attributes, fixed now."""
         kernel = find_kernel(op_type)
-        handle = OpHandle(op_type=op_type, kernel=kernel,
+        # find_kernel checked op_type is a str
+        handle = OpHandle(op_type=op_type, kernel=kernel,  # type: ignore[arg-type]
                           inputs=tuple(self._descs(input_desc, "input_desc")),
                           outputs=tuple(self._descs(output_desc, "output_desc")),
                           attrs=self._attrs(attr))

@@ -199,7 +199,7 @@ def parse_spec(spec: object, source: str = "", base: str | None = ".",
     dynamic = gears is not None
     inputs = tuple(_tensor(e, f"inputs[{i}]", dynamic) for i, e in enumerate(spec["inputs"]))
     outputs = tuple(_tensor(e, f"outputs[{i}]", dynamic) for i, e in enumerate(spec["outputs"]))
-    if dynamic:
+    if gears is not None:  # dynamic
         inputs, outputs = _with_gears(gears, inputs, outputs)
     return ModelSpec(inputs, outputs, sizes["weight_bytes"], sizes["work_bytes"], fn, source,
                      ref, base, gears)
@@ -271,7 +271,7 @@ def _module_file(rel: str, base: str | None, ref: str) -> str:
             raise ModelParseError(f'"fn" {_show(ref)}: a stand-in may only run a file inside '
                                   f"its own directory (a relative path without '..'){lift}")
     path = os.path.realpath(os.path.join(os.getcwd() if base is None else base, rel))
-    if not _trusted():
+    if base is not None and not _trusted():  # (no base: trusted, see above)
         root = os.path.realpath(base)
         if os.path.commonpath([root, path]) != root:
             raise ModelParseError(f'"fn" {_show(ref)}: {rel} resolves (through a symlink) to '
@@ -291,8 +291,9 @@ def _load_module(ref: str, base: str | None) -> ModuleType:
         if module is None:
             spec = importlib.util.spec_from_file_location(
                 f"memsim_model_{zlib.crc32(path.encode()):08x}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            # a .py path always has a spec and a loader
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
             # kept only once it ran to the end: a file that failed is tried again next load
             _modules[path] = module
     return module
@@ -426,7 +427,7 @@ def spec_for_file(path: object) -> ModelSpec:
         InvalidFile: no stand-in and no file; an empty model file without a stand-in.
         ModelParseError: no stand-in for an existing file; a malformed stand-in.
     """
-    as_str(path, "model path")
+    path = as_str(path, "model path")
     if "\0" in path:
         raise InvalidFile(f"model path {_show(path)} holds a NUL character")
     key = os.path.abspath(path)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from ..memory.args import SIZE_MAX, as_int, as_str
 from ..memory.constants import MallocPolicy, MemcpyKind
+from ..memory.device import Device
 from ..memory.errors import InvalidArgument, InvalidArgumentType, UnknownSymbol
 from ..memory.rules import Api
 from ..runtime.sharing import emit
@@ -101,7 +102,9 @@ def unregister_variable(variable: DeviceVariable) -> None:
     """Forget a variable: its symbol is then unknown (107043). Memory a runtime loaded for it
     stays until that device is reset."""
     with _lock:
-        _registry.pop(getattr(variable, "symbol", None), None)
+        symbol = getattr(variable, "symbol", None)
+        if symbol is not None:
+            _registry.pop(symbol, None)
 
 
 def lookup(symbol: int) -> DeviceVariable:
@@ -239,7 +242,7 @@ class Symbols:
 
     def _checked(self, call: str, symbol: object, host: int, host_name: str, count: object,
                  offset: object, kind: object, direction: MemcpyKind,
-                 dst_max: int | None = None) -> tuple | None:
+                 dst_max: int | None = None) -> tuple[DeviceVariable, Device, int, int] | None:
         """The checks of a copy from or to a symbol, in memory.cpp's order: (variable,
         device, count, offset); None when ``count`` is 0 (it succeeds before any check)."""
         count, offset = as_int(count, "count"), as_int(offset, "offset")
@@ -276,7 +279,8 @@ class Symbols:
             raise
         emit(runtime, "symbol_copy", device,
              {"call": call, "symbol": variable.symbol, "name": variable.name, "offset": offset,
-              "count": count, "stream": None if stream is None else int(stream)})
+              "count": count,
+              "stream": None if stream is None else int(stream)})  # type: ignore[call-overload]
 
 
 def _check_span(call: str, variable: DeviceVariable, offset: int, count: int) -> None:
