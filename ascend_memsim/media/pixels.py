@@ -22,10 +22,12 @@ from .rules import LAYOUTS, Picture
 
 __all__ = ["decode", "encode_rows", "to_space", "resize", "space_of", "require_numpy"]
 
+_PACKED_422: dict[int, tuple[int, int, int, int]]
 _PACKED_422 = {  # byte order of one 2-pixel group: indices of Y0, U, Y1, V
     F.PIXEL_FORMAT_YUYV_PACKED_422: (0, 1, 2, 3), F.PIXEL_FORMAT_UYVY_PACKED_422: (1, 0, 3, 2),
     F.PIXEL_FORMAT_YVYU_PACKED_422: (0, 3, 2, 1), F.PIXEL_FORMAT_VYUY_PACKED_422: (1, 2, 3, 0),
 }
+_XRGB: dict[int, tuple[int, int, int]]
 _XRGB = {  # byte index of R, G, B (the fourth byte is alpha)
     F.PIXEL_FORMAT_ARGB_8888: (1, 2, 3), F.PIXEL_FORMAT_ABGR_8888: (3, 2, 1),
     F.PIXEL_FORMAT_RGBA_8888: (0, 1, 2), F.PIXEL_FORMAT_BGRA_8888: (2, 1, 0),
@@ -173,7 +175,7 @@ def resize(image, width: int, height: int, interpolation: int):
     if interpolation == 5:
         from PIL import Image
         return np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(image[:, :, c]))
-                                    .resize((width, height), Image.LANCZOS))
+                                    .resize((width, height), Image.Resampling.LANCZOS))
                          for c in range(image.shape[2])], -1)
     # separable, one channel at a time in float32: an 8192x8192 picture stays in memory
     # a few hundred MiB at most

@@ -22,7 +22,7 @@ import itertools
 import math
 from typing import TypeVar
 
-from ..compute.tensors import HandleTable
+from ..compute.tensors import Handle, HandleTable
 from ..memory.args import as_int
 from ..memory.errors import InvalidArgument, InvalidArgumentType
 from .constants import CHANNEL_MODE_ALL, ChannelDescParam, ChannelMode
@@ -63,7 +63,7 @@ class MediaPlane(VpcCalls):
                                    base=MEDIA_HANDLE_BASE)
         self._channel_ids = itertools.count()
 
-    def close(self) -> list[Desc]:
+    def close(self) -> list[Handle]:
         """Forget every handle (aclFinalize); the ones never destroyed (a batch's pictures
         are its own, not reported apart)."""
         return [h for h in self.handles.clear()

@@ -76,7 +76,8 @@ VENC_BUFFER_DEFAULT = 8 * MiB
 #: DECISION: VENC takes 128 x 128 to 4096 x 4096 pictures (the venc sample's 128 x 128 is the
 #: smallest the DVPP VENC chapters give)
 VENC_MIN, VENC_MAX = 128, 4096
-_DECODERS = {StreamFormat.H265_MAIN_LEVEL: "hevc"}
+_DECODERS: dict[int, str] = {StreamFormat.H265_MAIN_LEVEL: "hevc"}
+_ENCODERS: dict[int, tuple[str, str | None]]
 _ENCODERS = {StreamFormat.H265_MAIN_LEVEL: ("libx265", None),
              StreamFormat.H264_BASELINE_LEVEL: ("libx264", "baseline"),
              StreamFormat.H264_MAIN_LEVEL: ("libx264", "main"),
@@ -148,6 +149,10 @@ class VencChannelDesc(Desc):
     kind = "venc channel description"
 
 
+#: a VDEC or VENC channel's description
+ChannelDescs = VdecChannelDesc | VencChannelDesc
+
+
 @dataclass(eq=False)
 class VdecFrameConfig(Desc):
     """aclvdecFrameConfig (no field pyacl sets)."""
@@ -213,7 +218,7 @@ class Video:
 
     # -- channels -----------------------------------------------------------------------------
 
-    def set_callback(self, desc: object, cls: type, fn: object) -> None:
+    def set_callback(self, desc: object, cls: type[ChannelDescs], fn: object) -> None:
         """vdec/venc_set_channel_desc_callback (pyacl: the callable itself)."""
         obj = self.plane.get(desc, cls, "channel_desc")
         if not callable(fn):
@@ -221,13 +226,13 @@ class Video:
         with self.plane.handles.lock:
             obj.callback = fn
 
-    def callback(self, desc: object, cls: type) -> Any:
+    def callback(self, desc: object, cls: type[ChannelDescs]) -> Any:
         obj = self.plane.get(desc, cls, "channel_desc")
         if obj.callback is None:
             raise InvalidArgument("no callback was set on the channel description")
         return obj.callback
 
-    def _open(self, desc: Desc, call: str, codec: Any) -> _Open:
+    def _open(self, desc: ChannelDescs, call: str, codec: Any) -> _Open:
         """Subscribe the channel's thread to a stream of its own."""
         if self.runtime.profile.soc_name.startswith("Ascend950"):
             raise NotOnThisProduct(f"{call}: {self.runtime.profile.description} has no "

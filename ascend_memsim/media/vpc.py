@@ -25,6 +25,7 @@ same rules. Scaling: each side by 1/32 to 16 (CANN 6.2 aclcppdevg_03_1331).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..memory.args import UINT32_MAX, as_int
 from ..memory.constants import MemType
@@ -33,6 +34,12 @@ from .constants import BorderType, ChannelMode
 from .descs import BatchPicDesc, BorderConfig, PicDesc, ResizeConfig, RoiConfig
 from .pixels import decode, encode_rows, require_numpy, resize, space_of, to_space
 from .rules import Picture, VpcRules, check_picture, strides_for, vpc_rules
+
+if TYPE_CHECKING:
+    from ..compute.tensors import HandleTable
+    from .descs import ChannelDesc, Desc
+
+    D = TypeVar("D", bound=Desc)
 
 __all__ = ["Item", "VpcCalls", "MAX_ROIS"]
 
@@ -90,7 +97,15 @@ def _as_list(value: object, what: str) -> list:
 class VpcCalls:
     """The VPC calls of the media plane (mixed into :class:`~.plane.MediaPlane`)."""
 
-    runtime: object
+    # what MediaPlane gives; declared for the type checker only, so that these never shadow
+    # its own
+    runtime: Any
+    if TYPE_CHECKING:
+        handles: HandleTable
+
+        def get(self, handle: object, cls: type[D], what: str | None = None) -> D: ...
+
+        def channel(self, desc: object, mode: ChannelMode, call: str) -> ChannelDesc: ...
 
     # -- the pieces every call checks ------------------------------------------------------------
 
@@ -165,7 +180,8 @@ class VpcCalls:
                 sanitizer.bad_address(call, pic.data, pic.size, write)
                 raise InvalidArgument(f"{call}: {pic.what}'s data {pic.data:#x} is not live "
                                       f"device memory")
-            block = region.block if not region.host else None
+            # a device region's block (a host region has none): read past the host test only
+            block: Any = region.block if not region.host else None
             if region.host:
                 why = "host memory; the VPC takes device memory"
             elif block.device_id != device.device_id:
