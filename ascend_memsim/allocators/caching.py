@@ -28,7 +28,7 @@ import threading
 from collections import deque
 
 from ..memory.constants import ErrorCode, MallocPolicy, MemAttr
-from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
+from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType, NpuOutOfMemoryError
 from .blocks import Block, Pool, size_key
 from .callbacks import AllocatorCallbacks
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
@@ -302,13 +302,16 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         if block is None:
             error = self._out_of_memory(alloc_size, orig_size, rejected[0])
             if not rejected[0]:
+                # (out_of_memory gives the error every figure: none is None)
                 if self._history is not None:
-                    self._trace("oom", error.free, orig_size, stream)
-                self._notify_out_of_memory(alloc_size, error.free, error.total_capacity)
+                    self._trace("oom", error.free, orig_size, stream)  # type: ignore[arg-type]
+                self._notify_out_of_memory(alloc_size, error.free,  # type: ignore[arg-type]
+                                           error.total_capacity)  # type: ignore[arg-type]
             raise error
         return block
 
-    def _out_of_memory(self, alloc_size: int, orig_size: int, rejected: bool) -> Exception:
+    def _out_of_memory(self, alloc_size: int, orig_size: int,
+                       rejected: bool) -> NpuOutOfMemoryError:
         free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
         stats = self.stats
         if not rejected:
@@ -568,7 +571,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
     def _garbage_collect(self) -> None:
         """garbage_collect_cached_blocks (the source): above garbage_collection_threshold of
         the allowed memory, free unsplit large cached blocks older than the average."""
-        threshold = int(self.conf.garbage_collection_threshold * self.allowed_memory_maximum)
+        # called only under a memory fraction (allowed_memory_maximum not None)
+        threshold = int(self.conf.garbage_collection_threshold  # type: ignore[operator]
+                        * self.allowed_memory_maximum)
         if self.total_allocated_memory <= threshold:
             return
         target = self.total_allocated_memory - threshold

@@ -122,7 +122,7 @@ class _Tokens:
         self[i]
 
     def to_size(self, i: int, key: str) -> int:
-        return _number(self[i], int, key)
+        return int(_number(self[i], int, key))  # an int already (kind int)
 
     def to_double(self, i: int, key: str) -> float:
         return _number(self[i], float, key)

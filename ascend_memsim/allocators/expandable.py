@@ -12,12 +12,15 @@ the pool's ``free_physical_handles_`` for the next map.
 
 from __future__ import annotations
 
+from collections import deque
+from typing import TYPE_CHECKING, Any, TypeGuard
+
 from ..memory.constants import ErrorCode, LocationType, MemAttr
 from ..memory.errors import AclError
 from .blocks import Block, Pool
-from .conf import K_LARGE_BUFFER
+from .conf import K_LARGE_BUFFER, AllocatorConfig
 from .rules import K_EXTRA_LARGE_BUFFER, K_SMALL_BUFFER, warn_page_1g_fallback
-from .stats import RESERVED_BYTES
+from .stats import RESERVED_BYTES, DeviceStats
 
 __all__ = ["ExpandableSegment", "ExpandableBlocks"]
 
@@ -86,7 +89,8 @@ class ExpandableSegment:
             vmm.map_mem(self.ptr + i * page, page, 0, self.handles[i], 0)
         return self.ptr + begin * page, (end - begin) * page
 
-    def unmap(self, ptr: int, size: int, free_handles: list[int] | None) -> tuple[int, int]:
+    def unmap(self, ptr: int, size: int,
+              free_handles: list[int | None] | None) -> tuple[int, int]:
         """ExpandableSegment::unmap: unmap the pages wholly inside the range, after
         synchronising the device; their handles are freed, or kept in ``free_handles``."""
         page, vmm = self.page, self.runtime.vmm
@@ -119,11 +123,26 @@ class ExpandableBlocks:
     under its lock): find_expandable_block, map_block, try_allocate_expandable_block and
     unmap_block of the source. Blocks not backed by pages wait in ``pool.unmapped``."""
 
+    # the allocator's (caching.py), which these methods use
+    conf: AllocatorConfig
+    page_1g: bool
+    runtime: Any
+    device: int
+    _expandable: list[ExpandableSegment]
+    total_allocated_memory: int
+    stats: DeviceStats
+    _history: deque[Any] | None
+    if TYPE_CHECKING:
+        @staticmethod
+        def _try_merge(dst: Block, src: Block | None, pool: Pool) -> int: ...
+
+        def _trace(self, action: str, addr: int, size: int, stream: int) -> None: ...
+
     def _find_expandable_block(self, pool: Pool, size: int, stream: int) -> Block:
         """find_expandable_block: the lowest unmapped block of the stream (with the free
         block before it) with room for ``size``, or a new segment's one unmapped block."""
 
-        def allocatable(b: Block | None) -> bool:
+        def allocatable(b: Block | None) -> TypeGuard[Block]:
             return (b is not None and not b.allocated and b.event_count == 0
                     and not b.stream_uses)
 

@@ -8,10 +8,16 @@ segmentInfoToDict, the trace entries) and ``torch_npu/csrc/core/npu/NPUCachingAl
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..memory.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from .blocks import Block, Pool
+    from .workspace import NpuWorkspaceAllocator
 
 __all__ = ["SnapshotViews"]
 
@@ -20,7 +26,17 @@ class SnapshotViews:
     """The views of :class:`~ascend_memsim.allocators.caching.NpuCachingAllocator` (a mixin:
     it reads the allocator's blocks under its lock)."""
 
-    _history: deque | None
+    _history: deque[Any] | None
+    # the allocator's (caching.py), which this mixin reads
+    _lock: threading.RLock
+    runtime: Any
+    device: int
+    workspace: NpuWorkspaceAllocator
+    _active: dict[int, Block]
+    _small: Pool
+    _large: Pool
+    if TYPE_CHECKING:
+        def _pending(self) -> list[Block]: ...
     #: called for each trace entry while the history is on: its ``frames`` (a list of
     #: {"filename", "line", "name"}, innermost first); None: no frames, as before
     trace_frames: Callable[[], list] | None = None
@@ -38,8 +54,10 @@ class SnapshotViews:
         # record_trace (the source); OOM entries carry device_free instead of addr
         key = "device_free" if action == "oom" else "addr"
         frames = self.trace_frames
-        self._history.append({"action": action, key: addr, "size": size, "stream": stream,
-                              "pool_id": (0, 0), "frames": frames() if frames else []})
+        history = self._history
+        assert history is not None  # called only while the history is on
+        history.append({"action": action, key: addr, "size": size, "stream": stream,
+                        "pool_id": (0, 0), "frames": frames() if frames else []})
 
     def memory_snapshot(self) -> dict:
         """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
@@ -93,12 +111,13 @@ class SnapshotViews:
         "active_pending_free" or "inactive", torch_npu's snapshot words)."""
         with self._lock:
             heads = {}
+            b: Block | None
             for b in [*self._active.values(), *self._small.blocks.values(),
                       *self._large.blocks.values(), *self._pending()]:
                 while b.prev is not None:
                     b = b.prev
                 heads[b.ptr] = b
-            out = []
+            out: list[dict[str, Any]] = []
             for ptr in sorted(heads):
                 head, b, blocks = heads[ptr], heads[ptr], []
                 # an expandable segment shows each run of mapped blocks as a segment, as
