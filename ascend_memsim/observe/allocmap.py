@@ -135,7 +135,8 @@ def _blocks_of(seg: dict, problems: list[str]) -> list[AllocatorBlock]:
         return []
     raw = seg.get("blocks")
     raw = [b for b in raw if isinstance(b, dict)] if isinstance(raw, list) else []
-    pool = seg.get("segment_type") if seg.get("segment_type") in ("small", "large") else "?"
+    kind = seg.get("segment_type")
+    pool = str(kind) if kind in ("small", "large") else "?"
     stream = seg.get("stream", 0)
     stream = stream if isinstance(stream, (int, str)) else "?"
     out, end = [], start + total

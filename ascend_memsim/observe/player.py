@@ -219,7 +219,8 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
                            _PHYSICAL, MODULE_APP, -1, 0])
         elif event == "free_physical":
             if type(info.get("pool")) is int:
-                granules.pop((info["pool"], info.get("va")), None)
+                # (an event without a va finds nothing to drop)
+                granules.pop((info["pool"], info.get("va")), None)  # type: ignore[arg-type]
             number = live.pop(info["phys"], None)
             if number is not None:
                 ops.extend((index, -(number + 1)))
@@ -229,8 +230,9 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
                 if number is not None:
                     ops.extend((index, -(number + 1)))
 
-    result = replay(counting, product, capacity=capacity, policy=policy, timeline=True,
-                    observers=[observe])
+    # a duck-typed source (name, header, records), as replay reads one
+    result = replay(counting, product,  # type: ignore[arg-type]
+                    capacity=capacity, policy=policy, timeline=True, observers=[observe])
     if "capacity" not in state:
         state["capacity"] = result.capacity
     row_bytes, lines = _layout(blocks, state["capacity"])

@@ -136,8 +136,8 @@ def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | Non
         if title and timeline is None and i == 0:
             heading.insert(0, title)
         _draw_map(next(ax_iter), fig, one, lines, heading, color_by)
-    for one, why in zip(closeups, whys):
-        _draw_closeup(next(ax_iter), one, why)
+    for close, why in zip(closeups, whys):
+        _draw_closeup(next(ax_iter), close, why)
     # File and component names are data: never math text, never TeX (before any layout,
     # which measures the texts).
     for text in fig.findobj(Text):
@@ -230,6 +230,7 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     px_per_mib = ax.get_position().width * _FIG_WIDTH * _DPI / row_mib
     char_px = 7 * 0.62 * _DPI / 72
     position: dict[int, int] = {}
+    y: int | None  # a row's position (None: a row not drawn)
     for y, (kind, a, b) in enumerate(lines):
         if kind == "row":
             position[a] = y

@@ -9,7 +9,7 @@ reads for drawing (``ptr``, ``size``, ``footprint``, ``page``, ``module_name``, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..memory.rules import Page, PhysicalApi
 
@@ -77,7 +77,7 @@ class PhysicalRegion(BlockLike):
                 f"{self.pages}, footprint {self.footprint})")
 
 
-def is_physical(region: object) -> bool:
+def is_physical(region: object) -> TypeGuard[PhysicalRegion]:
     """True for a :class:`PhysicalRegion` (a block is not one)."""
     return region.__class__ is PhysicalRegion
 

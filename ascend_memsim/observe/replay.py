@@ -173,7 +173,7 @@ def _default_capacity(trace: Source, product: str) -> int | None:
     on another product, on that product's own capacity."""
     recorded = trace.header.get("product")
     try:
-        same = bool(recorded) and get_profile(recorded).name == get_profile(product).name
+        same = bool(recorded and get_profile(recorded).name == get_profile(product).name)
     except AclError:   # a product the simulator does not know: not the one replayed on
         same = False
     if same:
@@ -330,7 +330,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     recorded = Recorded(result.recorded, result.problems, name)
     own_failures = _knows_its_device(trace)
 
-    def changed(index: int, block: Block, site: str | None, sign: int) -> None:
+    def changed(index: int, block: Block | _Physical, site: str | None, sign: int) -> None:
         nonlocal total, at_peak
         footprint = block.footprint
         total += sign * footprint
@@ -506,9 +506,9 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
                     failed.discard(key)
                 else:
                     ptr = key[1]
-                    shown = f"{ptr:#x}" if isinstance(ptr, int) else repr(ptr)
+                    text = f"{ptr:#x}" if isinstance(ptr, int) else repr(ptr)
                     result.problems.append(
-                        f"{name}:{event.line}: free of {shown}, which is not live "
+                        f"{name}:{event.line}: free of {text}, which is not live "
                         f"(freed twice, or never allocated in this trace)")
                 continue
             block, stream, site = entry

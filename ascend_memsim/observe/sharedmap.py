@@ -111,7 +111,8 @@ class _Device:
         #: phys -> (pool, va)
         self.granules: dict[int, tuple[int, int]] = {}
         #: (pool, block ptr) -> bytes asked
-        self.blocks: dict[tuple[int, int], int] = {}
+        #: (pool, ptr) -> size, as the events gave them (a field may be missing: None)
+        self.blocks: dict[tuple[int | None, int | None], Any] = {}
         #: ("ipc", ptr) or ("shareable", handle) -> Import
         self.imports: dict[tuple[str, int], Import] = {}
 
@@ -244,9 +245,10 @@ def import_change(event: str, info: dict) -> tuple[tuple[str, int] | None, Impor
     not plain."""
     get = info.get
     ipc = event.startswith("ipc")
-    key = ("ipc", _int(get("ptr"))) if ipc else ("shareable", _int(get("handle")))
-    if key[1] is None:
+    number = _int(get("ptr")) if ipc else _int(get("handle"))
+    if number is None:
         return None, None
+    key = ("ipc" if ipc else "shareable", number)
     if event in ("ipc_import", "shareable_import"):
         size = _int(get("size"))
         if size is None:

@@ -221,6 +221,7 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
     # segment or a device's list between two places, so a second mention is left out: the
     # events stay as many as the file's bytes allow, never a product of its references.
     seen: set[int] = set()
+    device: int | None
     for device, per_device in enumerate(traces or []):
         if not isinstance(per_device, list) or id(per_device) in seen:
             problems.append(f"{name}: device_traces[{device}] is not a list of its own; "
@@ -242,9 +243,11 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
             entries.append((device, position, entry))
     # one order for all devices: by the trace's own sequence numbers, else by time, else the
     # devices one after another
-    for key in ("seq", "time_us"):
-        if entries and all(_int(e.get(key)) is not None for _, _, e in entries):
-            entries.sort(key=lambda item, key=key: (item[2][key], item[0], item[1]))
+    for order in ("seq", "time_us"):
+        if entries and all(_int(e.get(order)) is not None for _, _, e in entries):
+            # (the checker infers no type for a lambda with a default argument)
+            entries.sort(key=lambda item, order=order:  # type: ignore[misc]
+                         (item[2][order], item[0], item[1]))
             break
     events: list[dict] = []
     ignored: dict[str, int] = {}
@@ -279,7 +282,9 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
             key = (device, addr)
             if entry.get("api") == PHYSICAL_API:
                 seen_alloc.add(key)
-                events.append(physical_event(entry, action, size, addr, common))
+                # (the size was checked above, for every segment action)
+                events.append(physical_event(entry, action, size,  # type: ignore[arg-type]
+                                             addr, common))
             elif action == "segment_alloc":
                 seen_alloc.add(key)
                 allocated.add(key)
@@ -313,8 +318,8 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                 problems.append(f"{where}: unknown action {brief(action)}; ignored")
             else:
                 ignored[action] = ignored.get(action, 0) + 1
-                if action == "workspace_snapshot" and _int(entry.get("addr")):
-                    workspace.add((device, _int(entry.get("addr"))))
+                if action == "workspace_snapshot" and (at := _int(entry.get("addr"))):
+                    workspace.add((device, at))
     # segments live at the end whose allocation the trace does not hold
     for index, segment in enumerate(segments):
         if not isinstance(segment, dict) or id(segment) in seen:
@@ -353,10 +358,10 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         event["seq"] = seq
     if ignored:
         header["ignored_actions"] = dict(sorted(ignored.items()))
-    for key in ("product", "hbm_bytes", "ddr_bytes", "device_count"):
-        value = obj.get("memsim", {}).get(key) if isinstance(obj.get("memsim"), dict) else None
+    for field in ("product", "hbm_bytes", "ddr_bytes", "device_count"):
+        value = obj.get("memsim", {}).get(field) if isinstance(obj.get("memsim"), dict) else None
         if value is not None:
-            header[key] = value
+            header[field] = value
     return events, header, problems
 
 
@@ -379,7 +384,11 @@ def _footprint(event: dict, product: str) -> int:
     if recorded:
         return recorded
     profile = get_profile(product)
-    size = event.get("size")
+    size = _int(event.get("size"))
+    if size is None:
+        # no footprint and no size: nothing to place (it used to be a TypeError)
+        raise SnapshotError(f"a malloc event with neither a footprint nor an integer size: "
+                            f"{brief(event.get('size'))} at ptr {brief(event.get('ptr'))}")
     try:
         api = Api.parse(event.get("api", "aclrtMalloc"))
         policy = event.get("policy", 0)
@@ -404,7 +413,8 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
     entries first, as for any torch snapshot.
 
     Raises:
-        SnapshotError: an event on a device id the simulator cannot make (64 or more).
+        SnapshotError: an event on a device id the simulator cannot make (64 or more); a
+            malloc event with neither a footprint nor an integer size.
     """
     header = header or {}
     product = header.get("product") or DEFAULT_PRODUCT

@@ -68,6 +68,20 @@ class Event:
 
     __slots__ = ("kind", "device", "line", "rest", "absent") + _SLOTTED
 
+    # the fields hold what the file gave (its readers check them), hence Any
+    kind: Any
+    device: Any
+    line: int
+    rest: dict[str, Any] | None
+    absent: int
+    stream: Any
+    size: Any
+    ptr: Any
+    policy: Any
+    api: Any
+    module: Any
+    stack: Any
+
     def get(self, key: str, default: Any = None) -> Any:
         """A field by its trace name, as ``dict.get`` (O(1))."""
         if key == "event":
@@ -203,8 +217,9 @@ class TraceStream:
     def _jsonl(self, f: Any, problems: list[str]) -> Iterator[Event]:
         compact = _Compactor()
         # json's own scanner, without json.loads' per-call checks; any line it does not
-        # take whole goes through json.loads, which gives the same value or the error
-        scan = json.decoder.JSONDecoder().scan_once
+        # take whole goes through json.loads, which gives the same value or the error (the
+        # decoder's __init__ sets scan_once; the stubs do not declare it)
+        scan = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
         parse = json.loads
         name, strict = self.name, self.strict
         for number, line in enumerate(f, 1):

@@ -25,7 +25,7 @@ memorySnapshot writes them; the sizes of ``alloc`` entries are the sizes asked f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
@@ -350,7 +350,7 @@ def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset
     dropped silently. Memory O(live blocks)."""
     live: set = set()
     pending: set = set()
-    seeds: dict[Any, tuple[int, Any]] = {}
+    seeds: dict[Any, tuple[Any, Any]] = {}
     lost = 0
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or i in skip:
@@ -405,7 +405,7 @@ def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset
     return sorted(out, key=lambda t: t[0])
 
 
-def _int64(value: Any) -> bool:
+def _int64(value: Any) -> TypeGuard[int]:
     return value.__class__ is int and _LOW <= value < _END
 
 
@@ -522,6 +522,10 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
     entries = traces[device] if device < len(traces) and isinstance(traces[device], list) else []
     segments = [s for s in snap.get("segments") or () if isinstance(s, dict)
                 and s.get("device", device) == device]
+    # an entry's fields, as the file gave them (checked below before use)
+    addr: Any
+    size: Any
+    stream: Any
     workspace, blocks = _workspace(entries)
     for _addr, size, stream in blocks:
         rp.workspace(size, stream)
