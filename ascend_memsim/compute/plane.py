@@ -8,7 +8,7 @@ live in :mod:`.models`, on the same handle table.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..data import pointers as _pointers
 from ..memory.args import SIZE_MAX, as_int, as_str, int_or_none
@@ -36,7 +36,13 @@ from .tensors import (
 __all__ = ["ComputePlane", "compute_plane"]
 
 
-def compute_plane(runtime, make: bool = True) -> ComputePlane | None:
+@overload
+def compute_plane(runtime: Any, make: Literal[True] = True) -> ComputePlane: ...
+@overload
+def compute_plane(runtime: Any, make: bool) -> ComputePlane | None: ...
+
+
+def compute_plane(runtime: Any, make: bool = True) -> ComputePlane | None:
     """The runtime's compute plane, made on first use (``make=False``: None if the runtime
     has none yet; nothing is made)."""
     return runtime.extension("compute", ComputePlane if make else None)

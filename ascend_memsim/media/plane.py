@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from ..compute.tensors import Handle, HandleTable
 from ..memory.args import as_int
@@ -47,7 +47,13 @@ D = TypeVar("D", bound=Desc)
 _MODE_BITS = sum(int(m) for m in ChannelMode)
 
 
-def media_plane(runtime, make: bool = True) -> MediaPlane | None:
+@overload
+def media_plane(runtime: Any, make: Literal[True] = True) -> MediaPlane: ...
+@overload
+def media_plane(runtime: Any, make: bool) -> MediaPlane | None: ...
+
+
+def media_plane(runtime: Any, make: bool = True) -> MediaPlane | None:
     """The runtime's media plane, made on first use (``make=False``: None if the runtime has
     none yet; nothing is made)."""
     return runtime.extension("media", MediaPlane if make else None)
