@@ -101,6 +101,18 @@ class DeviceStats:
     in one call. ``stats.allocated_bytes[0].current`` and the like read them as Stats.
     """
 
+    # the arrays (ARRAYS), each a StatView per pool kind (aggregate, small, large): set in
+    # __init__
+    allocation: tuple[StatView, StatView, StatView]
+    segment: tuple[StatView, StatView, StatView]
+    active: tuple[StatView, StatView, StatView]
+    inactive_split: tuple[StatView, StatView, StatView]
+    allocated_bytes: tuple[StatView, StatView, StatView]
+    reserved_bytes: tuple[StatView, StatView, StatView]
+    active_bytes: tuple[StatView, StatView, StatView]
+    inactive_split_bytes: tuple[StatView, StatView, StatView]
+    requested_bytes: tuple[StatView, StatView, StatView]
+
     def __init__(self, max_split_size: int) -> None:
         self.values = [0] * _WIDTH
         for i, name in zip(range(0, _WIDTH, 8), ARRAYS):
