@@ -56,7 +56,7 @@ class Pool:
 
     def __init__(self, small: bool) -> None:
         self.small = small
-        self.keys: SortedList = SortedList()
+        self.keys: SortedList[Any] = SortedList()
         self.blocks: dict[int, Block] = {}
         #: unmapped blocks of expandable segments, by (stream, ptr) (BlockComparatorAddress)
         self.unmapped: dict[tuple[int, int], Block] = {}

@@ -13,7 +13,7 @@ the pool's ``free_physical_handles_`` for the next map.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from ..memory.constants import ErrorCode, LocationType, MemAttr
 from ..memory.errors import AclError
@@ -30,7 +30,7 @@ class ExpandableSegment:
 
     __slots__ = ("runtime", "device", "stream", "page", "ptr", "max_handles", "handles")
 
-    def __init__(self, runtime, device: int, stream: int, page: int) -> None:
+    def __init__(self, runtime: Any, device: int, stream: int, page: int) -> None:
         self.runtime, self.device, self.stream, self.page = runtime, device, stream, page
         _free, total = runtime.get_mem_info(MemAttr.HBM_MEM)
         # "max_handles_ = numSegments(device_total + device_total / 8)"
@@ -40,9 +40,9 @@ class ExpandableSegment:
 
     @property
     def size(self) -> int:
-        return self.page * self.max_handles
+        return cast("int", self.page * self.max_handles)
 
-    def _prop(self) -> dict:
+    def _prop(self) -> dict[Any, Any]:
         attr = int(MemAttr.HBM_MEM_HUGE1G if self.page == 1 << 30 else MemAttr.HBM_MEM_HUGE)
         return {"handleType": 0, "allocationType": 0, "memAttr": attr,
                 "location": {"type": int(LocationType.DEVICE), "id": self.device},
@@ -54,12 +54,13 @@ class ExpandableSegment:
         ``ACL_HBM_MEM_HUGE``, after torch_npu's warning."""
         vmm, prop = self.runtime.vmm, self._prop()
         if prop["memAttr"] != MemAttr.HBM_MEM_HUGE1G:
-            return vmm.malloc_physical(page, prop, 0)
+            return cast("int", vmm.malloc_physical(page, prop, 0))
         try:
-            return vmm.malloc_physical(page, prop, 0)
+            return cast("int", vmm.malloc_physical(page, prop, 0))
         except AclError:
             warn_page_1g_fallback()
-        return vmm.malloc_physical(page, {**prop, "memAttr": int(MemAttr.HBM_MEM_HUGE)}, 0)
+        return cast("int", vmm.malloc_physical(page, {**prop, "memAttr": int(MemAttr.HBM_MEM_HUGE)},
+                                               0))
 
     def map(self, ptr: int, size: int, free_handles: list[int]) -> tuple[int, int]:
         """ExpandableSegment::map: back the pages of ``[ptr, ptr + size)`` (``ptr`` on a page

@@ -9,6 +9,8 @@ sorted, as ``torch_npu.npu.memory_stats`` does.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..memory.errors import NpuOutOfMemoryError
 
 __all__ = ["Stat", "DeviceStats", "out_of_memory", "format_size", "STAT_TYPES", "ARRAYS",
@@ -192,9 +194,9 @@ class DeviceStats:
         """The aggregate's peak of ``array``."""
         return self.values[array + 6]
 
-    def nested(self) -> dict:
+    def nested(self) -> dict[Any, Any]:
         """THNPModule_memoryStats's dict."""
-        out: dict = {key: getattr(self, key) for key in (
+        out: dict[Any, Any] = {key: getattr(self, key) for key in (
             "num_alloc_retries", "num_ooms", "max_split_size", "num_sync_all_streams",
             "num_device_alloc", "num_device_free", "num_oom_rejections")}
         for name in ARRAYS:
@@ -203,9 +205,9 @@ class DeviceStats:
         out["oversize_segments"] = self.oversize_segments.as_dict()
         return out
 
-    def flat(self) -> dict:
+    def flat(self) -> dict[Any, Any]:
         """torch_npu.npu.memory_stats: the nested dict's keys joined by dots, sorted."""
-        result: dict = {}
+        result: dict[Any, Any] = {}
 
         def walk(prefix: str, obj: object) -> None:
             if isinstance(obj, dict):

@@ -39,7 +39,7 @@ class SnapshotViews:
         def _pending(self) -> list[Block]: ...
     #: called for each trace entry while the history is on: its ``frames`` (a list of
     #: {"filename", "line", "name"}, innermost first); None: no frames, as before
-    trace_frames: Callable[[], list] | None = None
+    trace_frames: Callable[[], list[Any]] | None = None
 
     def record_history(self, enabled: bool = True, *, max_entries: int = 100_000) -> None:
         """torch_npu.npu.memory._record_memory_history: keep the last ``max_entries`` trace
@@ -59,7 +59,7 @@ class SnapshotViews:
         history.append({"action": action, key: addr, "size": size, "stream": stream,
                         "pool_id": (0, 0), "frames": frames() if frames else []})
 
-    def memory_snapshot(self) -> dict:
+    def memory_snapshot(self) -> dict[Any, Any]:
         """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
         torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
         empty unless :meth:`record_history` is on). Frames are empty unless
@@ -87,7 +87,7 @@ class SnapshotViews:
             # (history on) three entries each at the start of the trace: get_segm and
             # get_trace (NPUWorkspaceAllocator.cpp), merged as Module.cpp memorySnapshot does;
             # the source never marks its block allocated, so the block shows "inactive"
-            head: list[dict] = []
+            head: list[dict[Any, Any]] = []
             for ptr, size, requested, stream in self.workspace.blocks():
                 segments.append({
                     "device": self.device, "address": ptr, "total_size": size,
@@ -99,12 +99,12 @@ class SnapshotViews:
                 head.extend({"action": action, "addr": ptr, "size": size, "stream": stream,
                              "pool_id": (0, 0), "frames": []}
                             for action in ("workspace_snapshot", "segment_alloc", "alloc"))
-            traces: list[list] = [[] for _ in range(self.runtime.device_count)]
+            traces: list[list[Any]] = [[] for _ in range(self.runtime.device_count)]
             if self._history is not None:
                 traces[self.device] = head + [dict(e) for e in self._history]
             return {"segments": segments, "device_traces": traces}
 
-    def segments(self) -> list[dict]:
+    def segments(self) -> list[dict[Any, Any]]:
         """The segments, by address: ``address``, ``total_size``, ``stream``, ``small``,
         ``expandable`` and
         ``blocks`` (``address``, ``size``, ``requested_size``, ``state``: "active_allocated",

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from types import ModuleType
+from typing import Any
 
 from ..memory.args import SIZE_MAX, as_str, shown
 from ..memory.constants import DATA_TYPE_BITS, DataType, Format
@@ -88,7 +89,7 @@ class TensorSpec:
         """Its dims at gear number ``gear`` (None, or a static tensor: :attr:`dims`)."""
         return self.dims if gear is None or not self.gear_dims else self.gear_dims[gear]
 
-    def dims_dict(self) -> dict:
+    def dims_dict(self) -> dict[Any, Any]:
         return {"name": self.name, "dimCount": len(self.dims), "dims": list(self.dims)}
 
 
@@ -98,7 +99,7 @@ class ModelSpec:
     outputs: tuple[TensorSpec, ...]
     weight_bytes: int = 0
     work_bytes: int = 0
-    fn: Callable | None = None
+    fn: Callable[..., Any] | None = None
     source: str = ""
     #: the stand-in's ``"fn"`` text, resolved by :func:`resolve_fn` when the model is loaded
     fn_ref: str | None = None
@@ -166,7 +167,7 @@ def _fn_ref(ref: object) -> str:
 
 
 def parse_spec(spec: object, source: str = "", base: str | None = ".",
-               fn: Callable | None = None) -> ModelSpec:
+               fn: Callable[..., Any] | None = None) -> ModelSpec:
     """A :class:`ModelSpec` from a stand-in dict (see :mod:`ascend_memsim.compute.models`).
 
     ``base``: the directory a ``"file.py:function"`` is looked for in (None: the stand-in was
@@ -374,7 +375,7 @@ def _digest(path: str) -> str:
     return h.hexdigest()
 
 
-def register_model(path: str, spec: object, fn: Callable | None = None) -> ModelSpec:
+def register_model(path: str, spec: object, fn: Callable[..., Any] | None = None) -> ModelSpec:
     """Describe the model file at ``path`` without a JSON stand-in (process-wide).
 
     ``spec`` is the stand-in's dict (or a :class:`ModelSpec`); ``fn(inputs) -> outputs``

@@ -17,6 +17,8 @@ LANCZOS.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .constants import PixelFormat as F
 from .rules import LAYOUTS, Picture
 
@@ -36,7 +38,7 @@ _VU_FIRST = {F.PIXEL_FORMAT_YVU_SEMIPLANAR_420, F.PIXEL_FORMAT_YVU_SEMIPLANAR_42
              F.PIXEL_FORMAT_YVU_SEMIPLANAR_444}
 
 
-def require_numpy():
+def require_numpy() -> Any:
     """numpy, or FeatureNotSupported saying how to get it."""
     from ..compute.tensors import require_numpy as need
     return need()
@@ -47,7 +49,7 @@ def space_of(fmt: int) -> str:
     return "rgb" if LAYOUTS[fmt].kind in ("rgb", "xrgb") else "yuv"
 
 
-def decode(pic: Picture, raw):
+def decode(pic: Picture, raw: Any) -> Any:
     """The picture's ``(height, width, 3)`` array from its ``pic.nbytes`` bytes ``raw``
     (a 1-D uint8 array)."""
     np = require_numpy()
@@ -90,7 +92,7 @@ def decode(pic: Picture, raw):
     return out
 
 
-def encode_rows(fmt: int, image, width_stride: int, height_stride: int, x: int, y: int):
+def encode_rows(fmt: int, image: Any, width_stride: int, height_stride: int, x: int, y: int) -> Any:
     """The rows that store ``image`` (``(h, w, 3)`` in ``fmt``'s color space) at column
     ``x``, row ``y`` of a picture of ``fmt`` with these strides: ``[(offset, bytes), ...]``,
     one per row of each plane, offsets from the picture's start (the stride padding and the
@@ -130,11 +132,11 @@ def encode_rows(fmt: int, image, width_stride: int, height_stride: int, x: int, 
     return rows + _rows(uv.reshape(h, 2 * w), ws * hs + y * 2 * ws + 2 * x, 2 * ws)
 
 
-def _rows(plane, offset: int, stride: int) -> list:
+def _rows(plane: Any, offset: int, stride: int) -> list[Any]:
     return [(offset + r * stride, plane[r].tobytes()) for r in range(plane.shape[0])]
 
 
-def _mean(channel, down_y: int, down_x: int):
+def _mean(channel: Any, down_y: int, down_x: int) -> Any:
     """``channel`` averaged over ``down_y`` x ``down_x`` blocks, rounded half up."""
     np = require_numpy()
     h, w = channel.shape
@@ -143,7 +145,7 @@ def _mean(channel, down_y: int, down_x: int):
     return ((blocks.sum(axis=(1, 3)) + n // 2) // n).astype(np.uint8)
 
 
-def to_space(image, source: str, target: str):
+def to_space(image: Any, source: str, target: str) -> Any:
     """``image`` converted from color space ``source`` to ``target`` (BT.601 full range)."""
     if source == target:
         return image
@@ -161,7 +163,7 @@ def to_space(image, source: str, target: str):
     return np.clip(np.floor(out + 0.5), 0, 255).astype(np.uint8)
 
 
-def resize(image, width: int, height: int, interpolation: int):
+def resize(image: Any, width: int, height: int, interpolation: int) -> Any:
     """``image`` resized to ``width`` x ``height``: 2 and 4 nearest neighbour, 5 Pillow's
     LANCZOS, any other bilinear (0, 1, 3)."""
     np = require_numpy()
@@ -194,7 +196,7 @@ def resize(image, width: int, height: int, interpolation: int):
     return out
 
 
-def _taps(size: int, new: int):
+def _taps(size: int, new: int) -> tuple[Any, Any, Any]:
     """Bilinear source indices and weights along one axis (half-pixel centres, edges
     clamped, as OpenCV's INTER_LINEAR)."""
     np = require_numpy()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, cast, overload
 
 from ..compute.tensors import Handle, HandleTable
 from ..memory.args import as_int
@@ -56,13 +56,13 @@ def media_plane(runtime: Any, make: bool) -> MediaPlane | None: ...
 def media_plane(runtime: Any, make: bool = True) -> MediaPlane | None:
     """The runtime's media plane, made on first use (``make=False``: None if the runtime has
     none yet; nothing is made)."""
-    return runtime.extension("media", MediaPlane if make else None)
+    return cast("MediaPlane | None", runtime.extension("media", MediaPlane if make else None))
 
 
 class MediaPlane(VpcCalls):
     """The media handles of one runtime (thread-safe: the table's lock)."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         sanitizer = runtime.sanitizer
         self.handles = HandleTable(lambda: sanitizer.on and sanitizer.record_sites,

@@ -58,7 +58,7 @@ class Item:
     paste: tuple[int, int, int, int]
     interpolation: int
     #: (type, top, bottom, left, right, values) or None
-    border: tuple | None = None
+    border: tuple[Any, ...] | None = None
 
 
 def _area(roi: RoiConfig, pic: Picture, what: str, call: str) -> tuple[int, int, int, int]:
@@ -77,7 +77,7 @@ def _area(roi: RoiConfig, pic: Picture, what: str, call: str) -> tuple[int, int,
     return left, top, w, h
 
 
-def _scaled(call: str, crop: tuple, width: int, height: int) -> None:
+def _scaled(call: str, crop: tuple[Any, ...], width: int, height: int) -> None:
     lo, hi = _SCALE
     for old, new, side in ((crop[2], width, "width"), (crop[3], height, "height")):
         if not lo <= new / old <= hi:
@@ -85,7 +85,7 @@ def _scaled(call: str, crop: tuple, width: int, height: int) -> None:
                                   f"the VPC's 1/32 to 16")
 
 
-def _as_list(value: object, what: str) -> list:
+def _as_list(value: object, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise InvalidArgumentType(f"{what} must be a list, got {type(value).__name__}")
     if not 1 <= len(value) <= MAX_ROIS:
@@ -127,7 +127,7 @@ class VpcCalls:
                                   f"(acldvppSetResizeConfigInterpolation)")
         return value
 
-    def _border(self, handle: object, call: str) -> tuple:
+    def _border(self, handle: object, call: str) -> tuple[Any, ...]:
         config = self.get(handle, BorderConfig, "border_config")
         if config.border_type not in BorderType._value2member_map_:
             raise InvalidArgument(f"{call}: border type {config.border_type} is not an "
@@ -136,7 +136,7 @@ class VpcCalls:
                 tuple(config.value))
 
     def _item(self, call: str, src: Picture, crop_roi: object, dst: Picture,
-              paste_roi: object, interpolation: int, border: tuple | None = None) -> Item:
+              paste_roi: object, interpolation: int, border: tuple[Any, ...] | None = None) -> Item:
         if crop_roi is None:
             crop = (0, 0, src.width, src.height)
         else:
@@ -164,7 +164,7 @@ class VpcCalls:
     # -- memory -----------------------------------------------------------------------------
 
     def _check_memory(self, call: str, pic: Picture, write: bool, rules: VpcRules,
-                      device) -> None:
+                      device: Any) -> None:
         """The picture's buffer: live memory of the current device holding ``pic.size``
         bytes, DVPP memory where the product has it.
 
@@ -221,7 +221,7 @@ class VpcCalls:
         ranges = tuple(sorted({(p.data, p.data + p.size) for item in items
                                for p in (item.src, item.dst)}))
 
-        def run(_stream) -> None:
+        def run(_stream: Any) -> None:
             for item in items:
                 _run_item(runtime, call, item)
 
@@ -342,7 +342,7 @@ class VpcCalls:
                                           (0, 0, target.width, target.height), -1)], stream)
 
 
-def _run_item(runtime, call: str, item: Item) -> None:
+def _run_item(runtime: Any, call: str, item: Item) -> None:
     """Read, compute and write one item (on the stream, at synchronize)."""
     np = require_numpy()
     data = runtime.data
@@ -372,7 +372,7 @@ def _run_item(runtime, call: str, item: Item) -> None:
             region.write(offset + start, memoryview(chunk))
 
 
-def _with_border(image, border: tuple):
+def _with_border(image: Any, border: tuple[Any, ...]) -> Any:
     np = require_numpy()
     kind, top, bottom, left, right, values = border
     pad = ((top, bottom), (left, right), (0, 0))
@@ -390,7 +390,7 @@ def _with_border(image, border: tuple):
     return np.pad(image, pad, mode=mode)
 
 
-def _pyr_down(image):
+def _pyr_down(image: Any) -> Any:
     """The Y channel blurred with [1 4 6 4 1]/16 both ways (border reflect-101) and every
     second pixel kept; chroma neutral."""
     np = require_numpy()
