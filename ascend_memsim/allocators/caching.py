@@ -227,7 +227,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
                 _free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
                 self.allowed_memory_maximum = int(fraction * total)
 
-    def memory_stats(self) -> dict[Any, Any]:
+    def memory_stats(self) -> dict[str, Any]:
         """torch_npu.npu.memory_stats: ``"allocated_bytes.all.current"`` and the rest."""
         with self._lock:
             return self.stats.flat()

@@ -42,7 +42,7 @@ class ExpandableSegment:
     def size(self) -> int:
         return cast("int", self.page * self.max_handles)
 
-    def _prop(self) -> dict[Any, Any]:
+    def _prop(self) -> dict[str, Any]:
         attr = int(MemAttr.HBM_MEM_HUGE1G if self.page == 1 << 30 else MemAttr.HBM_MEM_HUGE)
         return {"handleType": 0, "allocationType": 0, "memAttr": attr,
                 "location": {"type": int(LocationType.DEVICE), "id": self.device},

@@ -194,9 +194,9 @@ class DeviceStats:
         """The aggregate's peak of ``array``."""
         return self.values[array + 6]
 
-    def nested(self) -> dict[Any, Any]:
+    def nested(self) -> dict[str, Any]:
         """THNPModule_memoryStats's dict."""
-        out: dict[Any, Any] = {key: getattr(self, key) for key in (
+        out: dict[str, Any] = {key: getattr(self, key) for key in (
             "num_alloc_retries", "num_ooms", "max_split_size", "num_sync_all_streams",
             "num_device_alloc", "num_device_free", "num_oom_rejections")}
         for name in ARRAYS:
@@ -205,9 +205,9 @@ class DeviceStats:
         out["oversize_segments"] = self.oversize_segments.as_dict()
         return out
 
-    def flat(self) -> dict[Any, Any]:
+    def flat(self) -> dict[str, Any]:
         """torch_npu.npu.memory_stats: the nested dict's keys joined by dots, sorted."""
-        result: dict[Any, Any] = {}
+        result: dict[str, Any] = {}
 
         def walk(prefix: str, obj: object) -> None:
             if isinstance(obj, dict):

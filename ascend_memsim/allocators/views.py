@@ -59,7 +59,7 @@ class SnapshotViews:
         history.append({"action": action, key: addr, "size": size, "stream": stream,
                         "pool_id": (0, 0), "frames": frames() if frames else []})
 
-    def memory_snapshot(self) -> dict[Any, Any]:
+    def memory_snapshot(self) -> dict[str, Any]:
         """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
         torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
         empty unless :meth:`record_history` is on). Frames are empty unless
@@ -87,7 +87,7 @@ class SnapshotViews:
             # (history on) three entries each at the start of the trace: get_segm and
             # get_trace (NPUWorkspaceAllocator.cpp), merged as Module.cpp memorySnapshot does;
             # the source never marks its block allocated, so the block shows "inactive"
-            head: list[dict[Any, Any]] = []
+            head: list[dict[str, Any]] = []
             for ptr, size, requested, stream in self.workspace.blocks():
                 segments.append({
                     "device": self.device, "address": ptr, "total_size": size,
@@ -104,7 +104,7 @@ class SnapshotViews:
                 traces[self.device] = head + [dict(e) for e in self._history]
             return {"segments": segments, "device_traces": traces}
 
-    def segments(self) -> list[dict[Any, Any]]:
+    def segments(self) -> list[dict[str, Any]]:
         """The segments, by address: ``address``, ``total_size``, ``stream``, ``small``,
         ``expandable`` and
         ``blocks`` (``address``, ``size``, ``requested_size``, ``state``: "active_allocated",

@@ -505,7 +505,7 @@ def parse_faults(specs: object) -> list[Fault]:
     return faults
 
 
-def _config_faults(kwargs: dict[Any, Any], value: object) -> None:
+def _config_faults(kwargs: dict[str, Any], value: object) -> None:
     # The aclInit "memsim" config: {"faults": [spec, ...]}; checked now, at acl.init.
     kwargs.setdefault("interceptors", []).extend(parse_faults(value))
 

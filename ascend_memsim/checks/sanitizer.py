@@ -674,7 +674,7 @@ def _paint(pieces: SortedDict[Any, Any], start: int, end: int, entry: _Freed) ->
     pieces[start] = (end, entry)
 
 
-def _config_sanitizer(kwargs: dict[Any, Any], value: Any) -> None:
+def _config_sanitizer(kwargs: dict[str, Any], value: Any) -> None:
     Sanitizer.make(value)
     kwargs["sanitizer"] = value
 

@@ -249,13 +249,13 @@ class Models:
 
     # -- dynamic gears (hicann/ge api/acl/acl_model/model/model.cpp, model_om2.cpp) --------
 
-    def dynamic_batch(self, desc: object) -> dict[Any, Any]:
+    def dynamic_batch(self, desc: object) -> dict[str, Any]:
         """aclmdlGetDynamicBatch: ``batchCount`` 0 for a model without batch gears."""
         gears = self.described(desc).gears
         batch = [g[0] for g in gears.values] if gears and gears.kind == "batch" else []
         return {"batchCount": len(batch), "batch": batch}
 
-    def dynamic_hw(self, desc: object, index: object) -> dict[Any, Any]:
+    def dynamic_hw(self, desc: object, index: object) -> dict[str, Any]:
         """aclmdlGetDynamicHW: ``index`` is reserved and not looked at (model_om2.cpp)."""
         _size_t(index, "index")
         gears = self.described(desc).gears
@@ -363,7 +363,7 @@ class Models:
                                                 f"{want}")
         return tuple(out)
 
-    def cur_output_dims(self, desc: object, index: object) -> dict[Any, Any]:
+    def cur_output_dims(self, desc: object, index: object) -> dict[str, Any]:
         """aclmdlGetCurOutputDims: the output's dims at the model's current gear (before any
         set call, or for a static model: its dims)."""
         target = self.handles.get(desc, ModelDesc, "model_desc")

@@ -53,15 +53,15 @@ class Kernel:
     #: the workspace the operator takes: bytes, or a function of (inputs, attrs)
     workspace: int | Callable[..., Any] = 0
 
-    def __call__(self, inputs: list[Any], attrs: dict[Any, Any], outputs: list[Any],
-                 variables: dict[Any, Any] | None = None) -> Any:
+    def __call__(self, inputs: list[Any], attrs: dict[str, Any], outputs: list[Any],
+                 variables: dict[str, Any] | None = None) -> Any:
         if self.variables:
             return self.fn(inputs, attrs, outputs, variables)
         if self.wants_outputs:
             return self.fn(inputs, attrs, outputs)
         return self.fn(inputs, attrs)
 
-    def workspace_for(self, inputs: list[Any], attrs: dict[Any, Any]) -> int:
+    def workspace_for(self, inputs: list[Any], attrs: dict[str, Any]) -> int:
         """The workspace bytes of one launch (``inputs``: each input's shape and dtype).
 
         Raises:

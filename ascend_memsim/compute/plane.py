@@ -197,7 +197,7 @@ class ComputePlane:
         with self.handles.lock:
             set_attr(attr, kind, name, value)
 
-    def _attrs(self, handle: object) -> dict[Any, Any]:
+    def _attrs(self, handle: object) -> dict[str, Any]:
         """A copy of the attribute values (0 or None: no attributes)."""
         if handle is None or int_or_none(handle) == 0:
             return {}
@@ -246,7 +246,7 @@ class ComputePlane:
                      stream)
 
     def _launch(self, call: str, kernel: Any, in_descs: list[Layout],
-                out_descs: list[Layout], attrs: dict[Any, Any], inputs: object, outputs: object,
+                out_descs: list[Layout], attrs: dict[str, Any], inputs: object, outputs: object,
                 stream: object) -> None:
         ins = self._operands(in_descs, inputs, "inputs", OpInputMismatch)
         outs = self._operands(out_descs, outputs, "outputs", OpOutputMismatch)

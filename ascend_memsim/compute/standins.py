@@ -89,7 +89,7 @@ class TensorSpec:
         """Its dims at gear number ``gear`` (None, or a static tensor: :attr:`dims`)."""
         return self.dims if gear is None or not self.gear_dims else self.gear_dims[gear]
 
-    def dims_dict(self) -> dict[Any, Any]:
+    def dims_dict(self) -> dict[str, Any]:
         return {"name": self.name, "dimCount": len(self.dims), "dims": list(self.dims)}
 
 

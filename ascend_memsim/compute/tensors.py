@@ -127,7 +127,7 @@ class Handle:
         return 0
 
     @property
-    def extra(self) -> dict[Any, Any]:
+    def extra(self) -> dict[str, Any]:
         return {"site": self.site}
 
     def describe(self) -> str:

@@ -109,7 +109,7 @@ class VdecChannelDesc(Desc):
     ref_frame_num: int = 0
     out_mode: int = 0
     bit_depth: int = 0
-    params: dict[Any, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     #: the open channel (None while closed)
     state: Any = None
     FIELDS: ClassVar[dict[str, tuple[int, int]]] = {
@@ -138,7 +138,7 @@ class VencChannelDesc(Desc):
     max_bit_rate: int = 0
     rc_mode: int = 0
     src_rate: int = 0
-    params: dict[Any, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     state: Any = None
     FIELDS: ClassVar[dict[str, tuple[int, int]]] = {
         "thread_id": UINT64, "en_type": INT32, "pic_format": INT32, "pic_width": U32,

@@ -120,7 +120,7 @@ class _At:
                 self.kind = event.kind
             yield event
 
-    def __call__(self, event: str, device: Any, info: dict) -> None:
+    def __call__(self, event: str, device: Any, info: dict[str, Any]) -> None:
         if event == "malloc" and self.now == self.index and self.kind == "malloc":
             self.block = info["block"]
 

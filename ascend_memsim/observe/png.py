@@ -16,7 +16,7 @@ about 1,400 pixels.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..memory.constants import MiB
 from ..memory.rules import PAGE_BYTES
@@ -221,7 +221,7 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     def color(b: Any) -> str:
         own = getattr(b, "fill", None)
         if own is not None:
-            return own
+            return cast("str", own)
         if is_physical(b):
             return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]

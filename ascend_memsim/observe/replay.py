@@ -53,7 +53,7 @@ class Failure:
 
     index: int
     line: int
-    event: dict
+    event: dict[str, Any]
     message: str
     code: int
     live_bytes: int
@@ -269,7 +269,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
            policy: int | None = None, api: str | None = None, stop_at_failure: bool = False,
            stop_after: int | None = None, timeline: bool = False,
            progress: Progress | None = None, keep_runtime: bool = False,
-           observers: list | None = None, **overrides: Any) -> ReplayResult:
+           observers: list[Any] | None = None, **overrides: Any) -> ReplayResult:
     """Run ``trace`` on a fresh runtime of ``product`` with ``capacity`` bytes of main memory.
 
     ``trace`` is a :class:`~ascend_memsim.observe.trace.Trace` in memory or a
@@ -324,7 +324,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     at_peak: dict[str, list[int]] = {}
     main = rt.profile.main_memory
     apis: dict[Any, Api] = {}
-    devices_seen: dict[Any, Any] = {}
+    devices_seen: dict[str, Any] = {}
     index = -1
     last_change = -1
     recorded = Recorded(result.recorded, result.problems, name)
@@ -564,7 +564,7 @@ class _Physical:
 
     __slots__ = ("footprint", "info", "module_name")
 
-    def __init__(self, footprint: int, info: dict, module_name: str = "APP") -> None:
+    def __init__(self, footprint: int, info: dict[str, Any], module_name: str = "APP") -> None:
         self.footprint = footprint
         self.info = info
         #: the timeline's component: APP, or "memory pool" for a pool's granule

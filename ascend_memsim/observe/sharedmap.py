@@ -136,7 +136,7 @@ class SharingView:
         runtime.add_observer(view)
         return view
 
-    def __call__(self, event: str, device: Any, info: dict) -> None:
+    def __call__(self, event: str, device: Any, info: dict[str, Any]) -> None:
         if event not in _EVENTS:
             return
         get = info.get
@@ -167,7 +167,7 @@ class SharingView:
                 self._imports(event, state, info)
 
     @staticmethod
-    def _imports(event: str, state: _Device, info: dict) -> None:
+    def _imports(event: str, state: _Device, info: dict[str, Any]) -> None:
         key, opened = import_change(event, info)
         if key is None:
             return
@@ -239,7 +239,7 @@ def imports_svg(imports: list[Import], body: list[str], left: float, bar_w: floa
     return y
 
 
-def import_change(event: str, info: dict) -> tuple[tuple[str, int] | None, Import | None]:
+def import_change(event: str, info: dict[str, Any]) -> tuple[tuple[str, int] | None, Import | None]:
     """What a sharing event does to the imports: (its key, the :class:`Import` it opens, or
     None when it closes one); (None, None) when it is no import's event or its fields are
     not plain."""

@@ -92,7 +92,7 @@ class Event:
             return self.device
         return default if self.rest is None else self.rest.get(key, default)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The event as the plain dict :func:`~ascend_memsim.observe.trace.load` gives."""
         out = {"event": self.kind, "device": self.device}
         for name in _SLOTTED:
@@ -107,7 +107,7 @@ class Event:
         return f"Event(line={self.line}, {self.as_dict()!r})"
 
     @classmethod
-    def of(cls, fields: dict, line: int = 0) -> Event:
+    def of(cls, fields: dict[str, Any], line: int = 0) -> Event:
         """The record of an event dict (``{"event": "malloc", "size": 4096, ...}``), which is
         left unchanged."""
         return _Compactor(cls)(dict(fields), line)
@@ -118,10 +118,10 @@ class _Compactor:
 
     def __init__(self, record_type: type[Event] | None = None) -> None:
         self.record_type = record_type or Event
-        self.stacks: dict[tuple, tuple] = {}
+        self.stacks: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.intern = sys.intern
 
-    def __call__(self, record: dict, line: int) -> Event:
+    def __call__(self, record: dict[str, Any], line: int) -> Event:
         """O(fields) per record; ``record`` is consumed (its fields are moved out)."""
         pop = record.pop
         event = self.record_type()
@@ -176,7 +176,7 @@ class TraceStream:
     last complete pass (None before one).
     """
 
-    def __init__(self, path: str, kind: str, header: dict, *, strict: bool = False,
+    def __init__(self, path: str, kind: str, header: dict[str, Any], *, strict: bool = False,
                  whole: Trace | None = None) -> None:
         self.path = self.name = path
         self.kind = kind  # "jsonl", "rmm-csv" or "snapshot"

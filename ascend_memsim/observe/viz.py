@@ -22,7 +22,7 @@ import html
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..memory.constants import MiB
 from ..memory.device import Block
@@ -77,7 +77,7 @@ class MapSnapshot:
     outlines: list[tuple[int, int]] = field(default_factory=list)
     #: other processes' memory this process maps (:class:`~.sharedmap.Import`), drawn
     #: under the device's memory
-    imports: list = field(default_factory=list)
+    imports: list[Any] = field(default_factory=list)
 
     @classmethod
     def of(cls, device: Device, title: str | None = None, *,
@@ -86,7 +86,7 @@ class MapSnapshot:
         :class:`~.sharedmap.SharingView` observing the runtime or replay), its pools' granules
         drawn with their blocks and its imports listed."""
         if sharing is not None:
-            return sharing.annotate(cls.of(device, title), device.device_id)
+            return cast("MapSnapshot", sharing.annotate(cls.of(device, title), device.device_id))
         with device.lock:
             memory = device.profile.main_memory
             alloc = device.allocators[memory]
@@ -278,7 +278,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     def color(b: Block) -> str:
         own = getattr(b, "fill", None)
         if own is not None:
-            return own
+            return cast("str", own)
         if is_physical(b):
             return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
@@ -620,7 +620,7 @@ def _nice_count(n: int) -> int:
     magnitude = 10 ** (len(str(raw)) - 1)
     for mult in (1, 2, 5, 10):
         if mult * magnitude >= raw:
-            return mult * magnitude
+            return cast("int", mult * magnitude)
     return raw
 
 
