@@ -278,6 +278,7 @@ class Symbols:
                 self.unload(variable, device)
                 device.restore_peak(MODULE_RUNTIME, peak)
             raise
+        # (the stream handle the copy above checked is an int)
         emit(runtime, "symbol_copy", device,
              {"call": call, "symbol": variable.symbol, "name": variable.name, "offset": offset,
               "count": count,

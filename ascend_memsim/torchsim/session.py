@@ -258,6 +258,7 @@ class Session(StorageCategories):
                        register_optimizer_step_pre_hook(self._optimizer_pre_hook),
                        register_optimizer_step_post_hook(self._optimizer_post_hook)]
         self._record_stream = torch.Tensor.record_stream
+        # patched for the run (a method the checker takes as fixed), put back on exit
         torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign,assignment]
         self._thread = threading.get_ident()
         self._engine_run_backward = torch.autograd._engine_run_backward
@@ -276,6 +277,7 @@ class Session(StorageCategories):
         finally:
             for hook in self._hooks:
                 hook.remove()
+            # (put back: see __enter__)
             torch.Tensor.record_stream = self._record_stream  # type: ignore[method-assign]
             torch.autograd._engine_run_backward = self._engine_run_backward
             self._undo_limits()
