@@ -243,6 +243,17 @@ def test_memory_viz_footprint_of_an_unpadded_policy_follows_the_rule():
     assert [s["total_size"] for s in snap["segments"]] == [128]
 
 
+def test_memory_viz_refuses_a_malloc_event_it_cannot_place():
+    """A malloc event with neither a footprint nor an integer size raises SnapshotError
+    naming it (it was a TypeError from the rules' fallback)."""
+    for size in (None, "64", 1.5):
+        event = {"event": "malloc", "ptr": BASE, "size": size, "device": 0, "stream": 0}
+        with pytest.raises(SnapshotError, match="neither a footprint nor an integer size"):
+            to_memory_viz([event], {"product": "A2"})
+    event = {"event": "malloc", "ptr": BASE, "size": None, "footprint": 2 * MiB, "device": 0}
+    assert [s["total_size"] for s in to_memory_viz([event])["segments"]] == [2 * MiB]
+
+
 RMM_LINE = re.compile(r"^\d+,\d\d:\d\d:\d\d\.\d{6},(allocate,0x[0-9a-f]+|free,0x[0-9a-f]+|"
                       r"allocate failure,\(nil\)),\d+,(0|0x[0-9a-f]+),"
                       r"(aclrtMalloc\w*,0x[0-9a-f]+,\d*|,,)$")

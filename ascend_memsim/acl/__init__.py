@@ -191,12 +191,13 @@ def app_log(level: int, message: str) -> int | None:
     returns ACL_ERROR_INVALID_PARAM (pyacl: "is")."""
     number = as_int(level, "level", -(1 << 31), (1 << 31) - 1)
     _app_logger.log(_APP_LEVELS.get(number, logging.ERROR), "%s", log_message(message))
+    return None  # (the face returns the code of a failure)
 
 
 _NAMESPACES = {"rt": rt, "util": util, "media": media, "op": op, "mdl": mdl}
 
 
-def install_acl() -> types.ModuleType:
+def install_acl() -> types.ModuleType | None:
     """Make ``import acl`` (and ``acl.rt``, ``acl.util``) resolve to this module.
 
     Returns the module that ``acl`` named before, or None; pass it to

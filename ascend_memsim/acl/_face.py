@@ -96,16 +96,16 @@ def face(*defaults: Any, bare: bool = False, route: str | None = None,
                     return (*defaults, int(error.code))
                 return (*out, 0)
 
-        call = functools.wraps(fn)(call)
+        wrapped: Any = functools.wraps(fn)(call)
         #: True when the call returns no code (tests read it)
-        call.bare = bare
+        wrapped.bare = bare
         #: the return convention, for a caller that answers for the call without making it
         #: (an owner refusing a worker's call, ascend_memsim.remote)
-        call.defaults, call.ok = defaults, ok
+        wrapped.defaults, wrapped.ok = defaults, ok
         #: the call that looks the runtime up through current_runtime (a routed one's hot
         #: path reads only the active list, which an acting thread must not use)
-        call.unrouted = call if route is None else face(*defaults, ok=ok)(fn)
-        return call
+        wrapped.unrouted = wrapped if route is None else face(*defaults, ok=ok)(fn)
+        return wrapped
 
     return wrap
 

@@ -10,11 +10,21 @@ refused argument (see docs/reference/c-api.md).
 
 from __future__ import annotations
 
+from typing import TypeGuard, TypeVar
+
 from ..memory.args import SIZE_MAX, as_int, as_str, shown
 from ..memory.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = ["malloc_config", "config_path", "bytes_object", "numpy_shape", "numpy_type",
            "log_message", "io_dims"]
+
+_T = TypeVar("_T")
+
+
+def _is_a(value: object, cls: type[_T]) -> TypeGuard[_T]:
+    """``issubclass(type(value), cls)``: the C API's ``PyDict_Check`` and the like, which a
+    ``__class__`` property cannot fool (``isinstance`` would ask it)."""
+    return issubclass(type(value), cls)
 
 
 def malloc_config(cfg: object) -> dict[int, int] | None:
@@ -33,14 +43,14 @@ def malloc_config(cfg: object) -> dict[int, int] | None:
         InvalidArgumentType: anything pyacl refuses (not a dict, no ``attrs`` list, a count
             that does not match, a value without a known key, a negative or non-int number).
     """
-    if not issubclass(type(cfg), dict):
+    if not _is_a(cfg, dict):
         raise InvalidArgumentType(f"cfg must be a dict as pyacl takes it ({{}} for none, or "
                                   f"{{'numAttrs': n, 'attrs': [{{'attr': t, 'value': "
                                   f"{{'moduleId': m}}}}]}}), got {shown(cfg)}")
     if not dict.__len__(cfg):
         return None
     attrs = dict.get(cfg, "attrs")
-    if not issubclass(type(attrs), list):
+    if not _is_a(attrs, list):
         raise InvalidArgumentType(f"cfg['attrs'] must be a list of attribute dicts, got "
                                   f"{shown(attrs)}")
     attrs = list.copy(attrs)
@@ -51,12 +61,12 @@ def malloc_config(cfg: object) -> dict[int, int] | None:
     found: dict[int, int] = {}
     for i, attr in enumerate(attrs):
         where = f"cfg['attrs'][{i}]"
-        if not issubclass(type(attr), dict):
+        if not _is_a(attr, dict):
             raise InvalidArgumentType(f"{where} must be a dict, got {shown(attr)}")
         kind = dict.get(attr, "attr", 0)
         # GetEnumValueFromPyDict: a missing or non-int "attr" leaves the zeroed field
         kind = as_int(int.__index__(kind), f"{where}['attr']", -(1 << 63), (1 << 63) - 1) \
-            if issubclass(type(kind), int) else 0
+            if _is_a(kind, int) else 0
         found[kind] = _union_value(dict.get(attr, "value"), where)
     return found
 
@@ -65,7 +75,7 @@ def _union_value(value: object, where: str) -> int:
     """An aclrtMallocAttrValue from its dict (GetUnionValueFromPyDict), as an int."""
     if value is None:
         return 0
-    if not issubclass(type(value), dict):
+    if not _is_a(value, dict):
         raise InvalidArgumentType(f"{where}['value'] must be a dict, got {shown(value)}")
     if dict.__contains__(value, "moduleId"):
         return _number(dict.get(value, "moduleId"), f"{where}['value']['moduleId']") & 0xFFFF
@@ -74,7 +84,7 @@ def _union_value(value: object, where: str) -> int:
                 & 0xFFFF_FFFF)
     if dict.__contains__(value, "rsv"):
         rsv = dict.get(value, "rsv")
-        if not issubclass(type(rsv), list):
+        if not _is_a(rsv, list):
             raise InvalidArgumentType(f"{where}['value']['rsv'] must be a list, got {shown(rsv)}")
         raw = bytes(_number(b, f"{where}['value']['rsv'][{j}]") & 0xFF
                     for j, b in enumerate(list.copy(rsv)[:8]))
@@ -85,7 +95,7 @@ def _union_value(value: object, where: str) -> int:
 
 def _number(value: object, name: str, hi: int = SIZE_MAX) -> int:
     """An unsigned C long (PyLong_AsUnsignedLong: an int or int subclass, not negative)."""
-    if not issubclass(type(value), int):
+    if not _is_a(value, int):
         raise InvalidArgumentType(f"{name} must be an int, got {shown(value)}")
     return as_int(int.__index__(value), name, 0, hi)
 
@@ -113,7 +123,7 @@ def bytes_object(data: object) -> bytes:
     Raises:
         InvalidArgumentType: not bytes.
     """
-    if not issubclass(type(data), bytes):
+    if not _is_a(data, bytes):
         raise InvalidArgumentType(f"bytes_to_ptr takes bytes, got {shown(data)}")
     return data
 
@@ -125,8 +135,8 @@ def numpy_shape(shape: object) -> tuple:
     Raises:
         InvalidArgumentType: not a tuple of ints.
     """
-    dims = tuple.__getitem__(shape, slice(None)) if issubclass(type(shape), tuple) else None
-    if dims is None or not all(issubclass(type(d), int) and type(d) is not bool for d in dims):
+    dims = tuple.__getitem__(shape, slice(None)) if _is_a(shape, tuple) else None
+    if dims is None or not all(_is_a(d, int) and type(d) is not bool for d in dims):
         raise InvalidArgumentType(f"ptr_to_numpy's shape must be a tuple of ints, got "
                                   f"{shown(shape)}")
     return tuple(int.__index__(d) for d in dims)
@@ -165,20 +175,20 @@ def io_dims(dims: object) -> tuple[int, ...]:
         InvalidArgument: ``dimCount`` 0 (aclmdlSetInputDynamicDims refuses it) or over 128
             (the struct holds 128).
     """
-    if not issubclass(type(dims), dict):
+    if not _is_a(dims, dict):
         raise InvalidArgumentType(f"dims must be a dict {{'dimCount': n, 'dims': [...]}}, got "
                                   f"{shown(dims)}")
     count = dict.get(dims, "dimCount")
-    if not issubclass(type(count), int) or type(count) is bool:
+    if not _is_a(count, int) or type(count) is bool:
         raise InvalidArgumentType(f"dims['dimCount'] must be an int, got {shown(count)}")
     count = as_int(int.__index__(count), "dims['dimCount']", 0, SIZE_MAX)
     if count == 0 or count > MAX_DIM_CNT:
         raise InvalidArgument(f"dims['dimCount'] is {count}; it must be 1 to {MAX_DIM_CNT}")
     values = dict.get(dims, "dims")
-    if not issubclass(type(values), list):
+    if not _is_a(values, list):
         raise InvalidArgumentType(f"dims['dims'] must be a list, got {shown(values)}")
     values = list.copy(values)
-    if len(values) < count or not all(issubclass(type(v), int) and type(v) is not bool
+    if len(values) < count or not all(_is_a(v, int) and type(v) is not bool
                                       for v in values[:count]):
         raise InvalidArgumentType(f"dims['dims'] must hold dimCount={count} ints, got "
                                   f"{shown(values)}")

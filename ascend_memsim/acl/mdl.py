@@ -7,7 +7,7 @@ Signatures and return shapes follow hicann/runtime python/pyACL/mdl/mdl_wrap.cpp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..compute.models import Dataset, ModelDesc, Models, spec_for_bytes, spec_for_file
 from ..data import pointers as _pointers
@@ -262,6 +262,9 @@ _EXPORTS = (
 )
 # The generated queries and setters become module attributes, as pyacl has them.
 globals().update({fn.__name__: fn for fn in _EXPORTS})
+if TYPE_CHECKING:
+    # (the checker does not see the names made above)
+    def __getattr__(name: str) -> Any: ...
 __all__ = [fn.__name__ for fn in _EXPORTS]
 
 __dir__ = _face_dir(globals())

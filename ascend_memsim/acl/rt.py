@@ -28,7 +28,7 @@ from ._vmm import *  # noqa: F403
 #: python/pyACL/rt/pyrt_methods.cpp, has no entry for them): kept for teaching the C API,
 #: marked "not in pyacl" in their docstrings and in docs/reference/c-api.md. A program that
 #: calls one meets an AttributeError on hardware.
-NOT_IN_PYACL = ("free_with_dev_sync", "get_mem_usage_info", "check_mem_type")
+NOT_IN_PYACL: tuple[str, ...] = ("free_with_dev_sync", "get_mem_usage_info", "check_mem_type")
 
 
 @_face()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sortedcontainers import SortedList
 
 __all__ = ["Block", "Pool", "size_key"]
@@ -25,7 +27,7 @@ class Block:
         self.gc_count = 0
         #: expandable segments only: whether pages back it, and its ExpandableSegment
         self.mapped = True
-        self.segment = None
+        self.segment: Any = None  # (expandable.py, which imports this module, makes them)
 
     def splice(self, before: Block | None, after: Block | None) -> None:
         """Block::splice: link this block between ``before`` and ``after``."""
@@ -54,7 +56,7 @@ class Pool:
 
     def __init__(self, small: bool) -> None:
         self.small = small
-        self.keys: SortedList = SortedList()
+        self.keys: SortedList[Any] = SortedList()
         self.blocks: dict[int, Block] = {}
         #: unmapped blocks of expandable segments, by (stream, ptr) (BlockComparatorAddress)
         self.unmapped: dict[tuple[int, int], Block] = {}

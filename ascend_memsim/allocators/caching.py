@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import Any, cast
 
 from ..memory.constants import ErrorCode, MallocPolicy, MemAttr
-from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
+from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType, NpuOutOfMemoryError
 from .blocks import Block, Pool, size_key
 from .callbacks import AllocatorCallbacks
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
@@ -63,7 +64,7 @@ from .workspace import NpuWorkspaceAllocator
 __all__ = ["NpuCachingAllocator"]
 
 
-def _malloc_align32_1g(runtime, size: int) -> int:
+def _malloc_align32_1g(runtime: Any, size: int) -> int:
     """torch_npu's ``c10_npu::acl::AclrtMallocAlign32`` wrapper (``AclInterface.cpp``) with
     ``ACL_MEM_MALLOC_HUGE1G_ONLY``: after any failure (1 GiB pages used up, or a part without
     them) it warns and asks again, same size, with ``ACL_MEM_MALLOC_HUGE_FIRST``.
@@ -72,10 +73,10 @@ def _malloc_align32_1g(runtime, size: int) -> int:
         AclError: the second call's error.
     """
     try:
-        return runtime.malloc_align32(size, MallocPolicy.HUGE1G_ONLY)
+        return cast("int", runtime.malloc_align32(size, MallocPolicy.HUGE1G_ONLY))
     except AclError:
         warn_page_1g_fallback()
-    return runtime.malloc_align32(size, MallocPolicy.HUGE_FIRST)
+    return cast("int", runtime.malloc_align32(size, MallocPolicy.HUGE_FIRST))
 
 
 class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, StreamEvents):
@@ -102,7 +103,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         InvalidArgument: ``cann`` is not a CANN version ("8.1.RC1", "9.1.0").
     """
 
-    def __init__(self, runtime, device: int = 0, conf: object = "", *,
+    def __init__(self, runtime: Any, device: int = 0, conf: object = "", *,
                  cann: str = DEFAULT_CANN, workspace_retry_on_oom: bool = False) -> None:
         self.conf = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
         cann_tuple(cann)  # a CANN version or InvalidArgument, before anything changes
@@ -116,18 +117,18 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         self._small, self._large = Pool(True), Pool(False)
         self._active: dict[int, Block] = {}
         #: the ExpandableSegments (expandable_segments:True)
-        self._expandable: list = []
+        self._expandable: list[Any] = []
         #: events recorded for blocks freed while other streams used them (insert_events)
         self._events: dict[int, list[tuple[int, Block]]] = {}
         self.total_allocated_memory = 0
         self.allowed_memory_maximum: int | None = None
         self._lock = threading.RLock()
         #: device_traces entries when record_history is on (None: off, torch_npu's default)
-        self._history: deque | None = None
+        self._history: deque[Any] | None = None
         #: torch_npu's workspace allocator for this device (NPUWorkspaceAllocator.cpp)
         self.workspace = NpuWorkspaceAllocator(self, retry_on_oom=workspace_retry_on_oom)
-        self._free_memory_callbacks: list = []
-        self._oom_observers: list = []
+        self._free_memory_callbacks: list[Any] = []
+        self._oom_observers: list[Any] = []
         # DeviceCachingAllocator's constructor: setMemoryFraction(per_process_memory_fraction)
         self.set_memory_fraction(self.conf.per_process_memory_fraction)
 
@@ -226,7 +227,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
                 _free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
                 self.allowed_memory_maximum = int(fraction * total)
 
-    def memory_stats(self) -> dict:
+    def memory_stats(self) -> dict[str, Any]:
         """torch_npu.npu.memory_stats: ``"allocated_bytes.all.current"`` and the rest."""
         with self._lock:
             return self.stats.flat()
@@ -302,13 +303,16 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         if block is None:
             error = self._out_of_memory(alloc_size, orig_size, rejected[0])
             if not rejected[0]:
+                # (out_of_memory gives the error every figure: none is None)
                 if self._history is not None:
-                    self._trace("oom", error.free, orig_size, stream)
-                self._notify_out_of_memory(alloc_size, error.free, error.total_capacity)
+                    self._trace("oom", error.free, orig_size, stream)  # type: ignore[arg-type]
+                self._notify_out_of_memory(alloc_size, error.free,  # type: ignore[arg-type]
+                                           error.total_capacity)  # type: ignore[arg-type]
             raise error
         return block
 
-    def _out_of_memory(self, alloc_size: int, orig_size: int, rejected: bool) -> Exception:
+    def _out_of_memory(self, alloc_size: int, orig_size: int,
+                       rejected: bool) -> NpuOutOfMemoryError:
         free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
         stats = self.stats
         if not rejected:
@@ -355,7 +359,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         return block
 
     def _alloc_block(self, pool: Pool, size: int, alloc_size: int, stream: int,
-                     is_retry: bool, rejected: list) -> Block | None:
+                     is_retry: bool, rejected: list[Any]) -> Block | None:
         """alloc_block (the source): a new segment from aclrtMallocAlign32, unless the memory
         fraction (or throw_on_npumalloc_oom's limit) forbids it."""
         if is_retry:
@@ -568,7 +572,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
     def _garbage_collect(self) -> None:
         """garbage_collect_cached_blocks (the source): above garbage_collection_threshold of
         the allowed memory, free unsplit large cached blocks older than the average."""
-        threshold = int(self.conf.garbage_collection_threshold * self.allowed_memory_maximum)
+        # called only under a memory fraction (allowed_memory_maximum not None)
+        threshold = int(self.conf.garbage_collection_threshold  # type: ignore[operator]
+                        * self.allowed_memory_maximum)
         if self.total_allocated_memory <= threshold:
             return
         target = self.total_allocated_memory - threshold

@@ -12,6 +12,7 @@ torch_npu registers no free-memory callback of its own.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from ..memory.errors import InvalidArgument
@@ -23,8 +24,12 @@ class AllocatorCallbacks:
     """The hooks of :class:`~ascend_memsim.allocators.caching.NpuCachingAllocator` (a mixin:
     the allocator keeps the lists, both start empty)."""
 
-    _free_memory_callbacks: list
-    _oom_observers: list
+    _free_memory_callbacks: list[Callable[[], bool]]
+    _oom_observers: list[Callable[..., object]]
+    # the allocator's (caching.py), which this mixin reads
+    _lock: threading.RLock
+    device: int
+    allowed_memory_maximum: int | None
 
     def add_free_memory_callback(self, callback: Callable[[], bool]) -> None:
         """Register ``callback()`` (FreeMemoryCallback::Execute): called under the

@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgumentType
@@ -81,7 +82,7 @@ class AllocatorConfig:
     release_lock_on_npumalloc: bool = False
     throw_on_npumalloc_oom: bool = False
     #: host (pinned) allocator settings: parsed and kept, not used by the device allocator
-    pinned: dict = field(default_factory=dict)
+    pinned: dict[str, Any] = field(default_factory=dict)
     text: str = ""
 
     def divisions_for(self, size: int) -> int:
@@ -122,7 +123,7 @@ class _Tokens:
         self[i]
 
     def to_size(self, i: int, key: str) -> int:
-        return _number(self[i], int, key)
+        return int(_number(self[i], int, key))  # an int already (kind int)
 
     def to_double(self, i: int, key: str) -> float:
         return _number(self[i], float, key)
@@ -193,7 +194,7 @@ def _bool_value(tok: _Tokens, i: int, key: str) -> tuple[int, bool]:
     return i, tok[i] == "True"
 
 
-def _parse_common(tok: _Tokens, values: dict) -> None:
+def _parse_common(tok: _Tokens, values: dict[str, Any]) -> None:
     """AcceleratorAllocatorConfig::parseArgs (c10 AllocatorConfig.cpp) for the common keys."""
     i = 0
     while i < len(tok):
@@ -247,7 +248,7 @@ def _parse_common(tok: _Tokens, values: dict) -> None:
 _DIVISIONS = "roundup_power2_divisions"
 
 
-def _parse_divisions(tok: _Tokens, i: int, values: dict) -> int:
+def _parse_divisions(tok: _Tokens, i: int, values: dict[str, Any]) -> int:
     """AcceleratorAllocatorConfig::parseRoundUpPower2Divisions: ``n`` for every interval, or
     ``[64:8,256:4,>:1]`` (interval boundaries in MiB, powers of two; ``>`` for the rest)."""
     divisions = [0] * ROUNDUP_INTERVALS
@@ -293,7 +294,7 @@ def _parse_divisions(tok: _Tokens, i: int, values: dict) -> int:
     return i
 
 
-def _parse_npu(tok: _Tokens, values: dict) -> None:
+def _parse_npu(tok: _Tokens, values: dict[str, Any]) -> None:
     """NPUAllocatorConfig::parseArgs's second pass: the keys torch_npu owns."""
     i = 0
     while i < len(tok):
@@ -392,7 +393,7 @@ def parse_alloc_conf(text: object = "") -> AllocatorConfig:
     if not isinstance(text, str):
         raise InvalidArgumentType(
             f"PYTORCH_NPU_ALLOC_CONF must be a str, not {type(text).__name__}")
-    values: dict = {"pinned": {}}
+    values: dict[str, Any] = {"pinned": {}}
     if not text:
         return AllocatorConfig()
     tok = _Tokens(text)

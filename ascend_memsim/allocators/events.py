@@ -6,6 +6,8 @@ Source: ``Ascend/pytorch`` ``torch_npu/csrc/core/npu/NPUCachingAllocator.cpp`` (
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..memory.constants import EventRecordedStatus
 from .blocks import Block
 
@@ -17,7 +19,11 @@ class StreamEvents:
     the allocator keeps ``_events``, stream -> [(event, block)], and frees blocks with
     ``_free_block``)."""
 
-    _events: dict
+    _events: dict[int, list[tuple[int, Block]]]
+    # the allocator's (caching.py), which this mixin uses
+    runtime: Any
+    if TYPE_CHECKING:
+        def _free_block(self, block: Block) -> None: ...
 
     def _insert_events(self, block: Block) -> None:
         """insert_events (the source): an event recorded on each stream that used the block."""

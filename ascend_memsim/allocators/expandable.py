@@ -12,12 +12,15 @@ the pool's ``free_physical_handles_`` for the next map.
 
 from __future__ import annotations
 
+from collections import deque
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
+
 from ..memory.constants import ErrorCode, LocationType, MemAttr
 from ..memory.errors import AclError
 from .blocks import Block, Pool
-from .conf import K_LARGE_BUFFER
+from .conf import K_LARGE_BUFFER, AllocatorConfig
 from .rules import K_EXTRA_LARGE_BUFFER, K_SMALL_BUFFER, warn_page_1g_fallback
-from .stats import RESERVED_BYTES
+from .stats import RESERVED_BYTES, DeviceStats
 
 __all__ = ["ExpandableSegment", "ExpandableBlocks"]
 
@@ -27,7 +30,7 @@ class ExpandableSegment:
 
     __slots__ = ("runtime", "device", "stream", "page", "ptr", "max_handles", "handles")
 
-    def __init__(self, runtime, device: int, stream: int, page: int) -> None:
+    def __init__(self, runtime: Any, device: int, stream: int, page: int) -> None:
         self.runtime, self.device, self.stream, self.page = runtime, device, stream, page
         _free, total = runtime.get_mem_info(MemAttr.HBM_MEM)
         # "max_handles_ = numSegments(device_total + device_total / 8)"
@@ -37,9 +40,9 @@ class ExpandableSegment:
 
     @property
     def size(self) -> int:
-        return self.page * self.max_handles
+        return cast("int", self.page * self.max_handles)
 
-    def _prop(self) -> dict:
+    def _prop(self) -> dict[str, Any]:
         attr = int(MemAttr.HBM_MEM_HUGE1G if self.page == 1 << 30 else MemAttr.HBM_MEM_HUGE)
         return {"handleType": 0, "allocationType": 0, "memAttr": attr,
                 "location": {"type": int(LocationType.DEVICE), "id": self.device},
@@ -51,12 +54,13 @@ class ExpandableSegment:
         ``ACL_HBM_MEM_HUGE``, after torch_npu's warning."""
         vmm, prop = self.runtime.vmm, self._prop()
         if prop["memAttr"] != MemAttr.HBM_MEM_HUGE1G:
-            return vmm.malloc_physical(page, prop, 0)
+            return cast("int", vmm.malloc_physical(page, prop, 0))
         try:
-            return vmm.malloc_physical(page, prop, 0)
+            return cast("int", vmm.malloc_physical(page, prop, 0))
         except AclError:
             warn_page_1g_fallback()
-        return vmm.malloc_physical(page, {**prop, "memAttr": int(MemAttr.HBM_MEM_HUGE)}, 0)
+        return cast("int", vmm.malloc_physical(page, {**prop, "memAttr": int(MemAttr.HBM_MEM_HUGE)},
+                                               0))
 
     def map(self, ptr: int, size: int, free_handles: list[int]) -> tuple[int, int]:
         """ExpandableSegment::map: back the pages of ``[ptr, ptr + size)`` (``ptr`` on a page
@@ -86,7 +90,8 @@ class ExpandableSegment:
             vmm.map_mem(self.ptr + i * page, page, 0, self.handles[i], 0)
         return self.ptr + begin * page, (end - begin) * page
 
-    def unmap(self, ptr: int, size: int, free_handles: list[int] | None) -> tuple[int, int]:
+    def unmap(self, ptr: int, size: int,
+              free_handles: list[int | None] | None) -> tuple[int, int]:
         """ExpandableSegment::unmap: unmap the pages wholly inside the range, after
         synchronising the device; their handles are freed, or kept in ``free_handles``."""
         page, vmm = self.page, self.runtime.vmm
@@ -119,11 +124,26 @@ class ExpandableBlocks:
     under its lock): find_expandable_block, map_block, try_allocate_expandable_block and
     unmap_block of the source. Blocks not backed by pages wait in ``pool.unmapped``."""
 
+    # the allocator's (caching.py), which these methods use
+    conf: AllocatorConfig
+    page_1g: bool
+    runtime: Any
+    device: int
+    _expandable: list[ExpandableSegment]
+    total_allocated_memory: int
+    stats: DeviceStats
+    _history: deque[Any] | None
+    if TYPE_CHECKING:
+        @staticmethod
+        def _try_merge(dst: Block, src: Block | None, pool: Pool) -> int: ...
+
+        def _trace(self, action: str, addr: int, size: int, stream: int) -> None: ...
+
     def _find_expandable_block(self, pool: Pool, size: int, stream: int) -> Block:
         """find_expandable_block: the lowest unmapped block of the stream (with the free
         block before it) with room for ``size``, or a new segment's one unmapped block."""
 
-        def allocatable(b: Block | None) -> bool:
+        def allocatable(b: Block | None) -> TypeGuard[Block]:
             return (b is not None and not b.allocated and b.event_count == 0
                     and not b.stream_uses)
 

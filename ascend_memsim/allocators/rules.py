@@ -79,7 +79,8 @@ def cann_tuple(version: object) -> tuple[int, int, int]:
         raise InvalidArgument(f"the CANN version must read like '8.1.RC1' or '9.1.0', got "
                               f"{version[:40]!r}")
     parts = [int(field) if field.isdigit() else 0 for field in version.split(".")[:3]]
-    return tuple((parts + [0, 0, 0])[:3])
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    return major, minor, patch
 
 
 def add_pad_size(soc_name: str, cann: str = DEFAULT_CANN) -> int:

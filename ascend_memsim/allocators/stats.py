@@ -9,6 +9,8 @@ sorted, as ``torch_npu.npu.memory_stats`` does.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..memory.errors import NpuOutOfMemoryError
 
 __all__ = ["Stat", "DeviceStats", "out_of_memory", "format_size", "STAT_TYPES", "ARRAYS",
@@ -101,6 +103,18 @@ class DeviceStats:
     in one call. ``stats.allocated_bytes[0].current`` and the like read them as Stats.
     """
 
+    # the arrays (ARRAYS), each a StatView per pool kind (aggregate, small, large): set in
+    # __init__
+    allocation: tuple[StatView, StatView, StatView]
+    segment: tuple[StatView, StatView, StatView]
+    active: tuple[StatView, StatView, StatView]
+    inactive_split: tuple[StatView, StatView, StatView]
+    allocated_bytes: tuple[StatView, StatView, StatView]
+    reserved_bytes: tuple[StatView, StatView, StatView]
+    active_bytes: tuple[StatView, StatView, StatView]
+    inactive_split_bytes: tuple[StatView, StatView, StatView]
+    requested_bytes: tuple[StatView, StatView, StatView]
+
     def __init__(self, max_split_size: int) -> None:
         self.values = [0] * _WIDTH
         for i, name in zip(range(0, _WIDTH, 8), ARRAYS):
@@ -180,9 +194,9 @@ class DeviceStats:
         """The aggregate's peak of ``array``."""
         return self.values[array + 6]
 
-    def nested(self) -> dict:
+    def nested(self) -> dict[str, Any]:
         """THNPModule_memoryStats's dict."""
-        out: dict = {key: getattr(self, key) for key in (
+        out: dict[str, Any] = {key: getattr(self, key) for key in (
             "num_alloc_retries", "num_ooms", "max_split_size", "num_sync_all_streams",
             "num_device_alloc", "num_device_free", "num_oom_rejections")}
         for name in ARRAYS:
@@ -191,9 +205,9 @@ class DeviceStats:
         out["oversize_segments"] = self.oversize_segments.as_dict()
         return out
 
-    def flat(self) -> dict:
+    def flat(self) -> dict[str, Any]:
         """torch_npu.npu.memory_stats: the nested dict's keys joined by dots, sorted."""
-        result: dict = {}
+        result: dict[str, Any] = {}
 
         def walk(prefix: str, obj: object) -> None:
             if isinstance(obj, dict):

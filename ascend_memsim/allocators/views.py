@@ -8,10 +8,16 @@ segmentInfoToDict, the trace entries) and ``torch_npu/csrc/core/npu/NPUCachingAl
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..memory.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from .blocks import Block, Pool
+    from .workspace import NpuWorkspaceAllocator
 
 __all__ = ["SnapshotViews"]
 
@@ -20,10 +26,20 @@ class SnapshotViews:
     """The views of :class:`~ascend_memsim.allocators.caching.NpuCachingAllocator` (a mixin:
     it reads the allocator's blocks under its lock)."""
 
-    _history: deque | None
+    _history: deque[Any] | None
+    # the allocator's (caching.py), which this mixin reads
+    _lock: threading.RLock
+    runtime: Any
+    device: int
+    workspace: NpuWorkspaceAllocator
+    _active: dict[int, Block]
+    _small: Pool
+    _large: Pool
+    if TYPE_CHECKING:
+        def _pending(self) -> list[Block]: ...
     #: called for each trace entry while the history is on: its ``frames`` (a list of
     #: {"filename", "line", "name"}, innermost first); None: no frames, as before
-    trace_frames: Callable[[], list] | None = None
+    trace_frames: Callable[[], list[Any]] | None = None
 
     def record_history(self, enabled: bool = True, *, max_entries: int = 100_000) -> None:
         """torch_npu.npu.memory._record_memory_history: keep the last ``max_entries`` trace
@@ -43,10 +59,12 @@ class SnapshotViews:
         # record_trace (the source); OOM entries carry device_free instead of addr
         key = "device_free" if action == "oom" else "addr"
         frames = self.trace_frames
-        self._history.append({"action": action, key: addr, "size": size, "stream": stream,
-                              "pool_id": (0, 0), "frames": frames() if frames else []})
+        history = self._history
+        assert history is not None  # called only while the history is on
+        history.append({"action": action, key: addr, "size": size, "stream": stream,
+                        "pool_id": (0, 0), "frames": frames() if frames else []})
 
-    def memory_snapshot(self) -> dict:
+    def memory_snapshot(self) -> dict[str, Any]:
         """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
         torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
         empty unless :meth:`record_history` is on). Frames are empty unless
@@ -74,7 +92,7 @@ class SnapshotViews:
             # (history on) three entries each at the start of the trace: get_segm and
             # get_trace (NPUWorkspaceAllocator.cpp), merged as Module.cpp memorySnapshot does;
             # the source never marks its block allocated, so the block shows "inactive"
-            head: list[dict] = []
+            head: list[dict[str, Any]] = []
             for ptr, size, requested, stream in self.workspace.blocks():
                 segments.append({
                     "device": self.device, "address": ptr, "total_size": size,
@@ -86,24 +104,25 @@ class SnapshotViews:
                 head.extend({"action": action, "addr": ptr, "size": size, "stream": stream,
                              "pool_id": (0, 0), "frames": []}
                             for action in ("workspace_snapshot", "segment_alloc", "alloc"))
-            traces: list[list] = [[] for _ in range(self.runtime.device_count)]
+            traces: list[list[Any]] = [[] for _ in range(self.runtime.device_count)]
             if self._history is not None:
                 traces[self.device] = head + [dict(e) for e in self._history]
             return {"segments": segments, "device_traces": traces}
 
-    def segments(self) -> list[dict]:
+    def segments(self) -> list[dict[str, Any]]:
         """The segments, by address: ``address``, ``total_size``, ``stream``, ``small``,
         ``expandable`` and
         ``blocks`` (``address``, ``size``, ``requested_size``, ``state``: "active_allocated",
         "active_pending_free" or "inactive", torch_npu's snapshot words)."""
         with self._lock:
             heads = {}
+            b: Block | None
             for b in [*self._active.values(), *self._small.blocks.values(),
                       *self._large.blocks.values(), *self._pending()]:
                 while b.prev is not None:
                     b = b.prev
                 heads[b.ptr] = b
-            out = []
+            out: list[dict[str, Any]] = []
             for ptr in sorted(heads):
                 head, b, blocks = heads[ptr], heads[ptr], []
                 # an expandable segment shows each run of mapped blocks as a segment, as

@@ -27,10 +27,15 @@ calls ``NPUWorkspaceAllocator::emptyCache``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..memory.constants import ErrorCode, MallocPolicy, MemAttr
 from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType
 from .conf import SIZE_MAX
 from .stats import Stat, format_size
+
+if TYPE_CHECKING:
+    from ..memory.errors import NpuOutOfMemoryError
 
 __all__ = ["NpuWorkspaceAllocator", "K_ROUND_LARGE_WORKSPACE", "workspace_block_size"]
 
@@ -69,7 +74,7 @@ class NpuWorkspaceAllocator:
     at once. Default False (the current source).
     """
 
-    def __init__(self, owner, *, retry_on_oom: bool = False) -> None:
+    def __init__(self, owner: Any, *, retry_on_oom: bool = False) -> None:
         self.owner, self.runtime, self.device = owner, owner.runtime, owner.device
         self.retry_on_oom = retry_on_oom
         self._lock = owner._lock
@@ -197,7 +202,7 @@ class NpuWorkspaceAllocator:
             return out
 
 
-def _out_of_memory(size: int, device: int, total: int, free: int):
+def _out_of_memory(size: int, device: int, total: int, free: int) -> NpuOutOfMemoryError:
     from ..memory.errors import NpuOutOfMemoryError
 
     # NpuWorkspaceAllocator::malloc (the source, master); no space before "(NPU", as there

@@ -35,7 +35,7 @@ import random
 import reprlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from ..memory.args import SIZE_MAX, UINT32_MAX, int_or_none
 from ..memory.constants import MallocPolicy
@@ -71,7 +71,8 @@ def error_class(error: object) -> type[AclError]:
         # Several classes may share a code (InvalidPointer is an InvalidRuntimeParam): take
         # the most general one, the class whose base does not carry the same code.
         matching = [c for c in classes.values() if int(c.code) == error
-                    and not (issubclass(c.__base__, AclError) and int(c.__base__.code) == error)]
+                    and not (c.__base__ is not None and issubclass(c.__base__, AclError)
+                             and int(c.__base__.code) == error)]
         if matching:
             return sorted(matching, key=lambda c: c.__name__)[0]
     known = sorted(f"{n} ({int(c.code)})" for n, c in classes.items())
@@ -168,7 +169,7 @@ def _policy_predicate(policy: object) -> Callable[[int], bool] | None:
         raise InvalidArgument(f"policy={policy!r} is not a policy filter; write a policy word "
                               f"(e.g. {int(MallocPolicy.HUGE_ONLY)} for HUGE_ONLY), a list of "
                               f"them, or a callable policy -> bool")
-    for word in words:
+    for word in cast("list[int]", words):  # no None left
         if not 0 <= word <= UINT32_MAX:
             raise InvalidArgument(f"policy={policy!r}: {word} is not a policy word (0 to "
                                   f"0x{UINT32_MAX:X}, an unsigned 32-bit aclrtMemMallocPolicy), "
@@ -193,9 +194,11 @@ def _filter_text(value: object, word: Callable[[int], str] | None = None) -> str
     if callable(value):
         return getattr(value, "__name__", None) or type(value).__name__
     if word is not None:
+        # a filter shown is one that was checked: its policy words are ints
         if isinstance(value, (list, tuple, set, frozenset)):
-            return "[" + ", ".join(word(int_or_none(v)) for v in sorted(value)) + "]"
-        return word(int_or_none(value))
+            return "[" + ", ".join(word(int_or_none(v))  # type: ignore[arg-type]
+                                   for v in sorted(value)) + "]"
+        return word(int_or_none(value))  # type: ignore[arg-type]
     return reprlib.repr(value)
 
 
@@ -368,8 +371,8 @@ class FailRandomly(Fault):
                 or not 0.0 <= probability <= 1.0):
             raise InvalidArgument(f"probability={probability!r} is outside [0, 1]; write e.g. "
                                   f"probability=0.1 to fail one call in ten")
-        self.probability = float(probability)
-        self.seed = count_arg(seed, "seed", "write an int seed, e.g. seed=0", lo=None)
+        self.probability: float = float(probability)
+        self.seed: int = count_arg(seed, "seed", "write an int seed, e.g. seed=0", lo=None)
         super().__init__(**filters)
 
     def _reset(self) -> None:
@@ -502,7 +505,7 @@ def parse_faults(specs: object) -> list[Fault]:
     return faults
 
 
-def _config_faults(kwargs: dict, value: object) -> None:
+def _config_faults(kwargs: dict[str, Any], value: object) -> None:
     # The aclInit "memsim" config: {"faults": [spec, ...]}; checked now, at acl.init.
     kwargs.setdefault("interceptors", []).extend(parse_faults(value))
 

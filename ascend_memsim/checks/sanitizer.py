@@ -60,7 +60,7 @@ import sys
 import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from sortedcontainers import SortedDict
 
@@ -90,7 +90,7 @@ class _Freed:
 
     @property
     def description(self) -> str:
-        return self.block.describe()
+        return cast("str", self.block.describe())
 
     @property
     def alloc_site(self) -> Site | None:
@@ -123,7 +123,7 @@ class Sanitizer:
         #: called as ``leak_sink(call, leaked)`` with everything still live at each
         #: reset_device / finalize (blocks, host blocks, physical and compute handles),
         #: whatever ``leaks`` says: how a tool with a leak check of its own sees them all
-        self.leak_sink: Callable[[str, list], None] | None = None
+        self.leak_sink: Callable[[str, list[Any]], None] | None = None
         self.reports: list[Report] = []
         #: copies through unregistered host memory (legal; kept, at most ``history``)
         self.notes: list[Report] = []
@@ -138,12 +138,12 @@ class Sanitizer:
         # was reused, then freed again). Brought up to date lazily, at the next lookup, so a
         # free costs two list appends: _fresh (remembered since) and _stale (dropped since).
         # None: rebuild from _freed (more than ``history`` frees without a lookup).
-        self._pieces: SortedDict | None = None  # made at the first lookup
+        self._pieces: SortedDict[Any, Any] | None = None  # made at the first lookup
         self._fresh: list[_Freed] = []
         self._stale: list[_Freed] = []
-        self._quarantine: deque = deque()
+        self._quarantine: deque[Any] = deque()
         self._quarantined = 0
-        self.runtime = None
+        self.runtime: Any = None
 
     def __repr__(self) -> str:
         return f"Sanitizer({self.mode!r}, {self.summary()})"
@@ -186,7 +186,7 @@ class Sanitizer:
             return cls(**spec)
         raise InvalidArgument(f"sanitizer must be a mode, a dict or a Sanitizer, got {spec!r}")
 
-    def attach(self, runtime) -> None:
+    def attach(self, runtime: Any) -> None:
         """Bind to ``runtime``: record allocation sites, flush the quarantine on pressure."""
         self.runtime = runtime
         if self.on and self.record_sites:
@@ -197,7 +197,7 @@ class Sanitizer:
         if self.on and self.quarantine_bytes:
             runtime.add_reclaim_listener(self._reclaimed)
 
-    def detach(self, runtime) -> None:
+    def detach(self, runtime: Any) -> None:
         """Undo :meth:`attach` (a runtime that takes another sanitizer)."""
         if self._reclaimed in runtime.reclaim_listeners:
             runtime.remove_reclaim_listener(self._reclaimed)
@@ -220,7 +220,7 @@ class Sanitizer:
                 f"{warnings} warning{'s' * (warnings != 1)}")
         return f"{text} ({detail})" if detail else text
 
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[Any]:
         """Findings by kind."""
         with self.lock:
             return Counter(r.kind for r in self.reports)
@@ -276,10 +276,10 @@ class Sanitizer:
             if i:
                 end, entry = pieces.peekitem(i - 1)[1]
                 if addr < end:
-                    return entry
+                    return cast("_Freed | None", entry)
         return None
 
-    def _index(self) -> SortedDict:
+    def _index(self) -> SortedDict[Any, Any]:
         """The freed-range index, brought up to date (call with the lock held)."""
         pieces = self._pieces
         if pieces is None:
@@ -304,7 +304,7 @@ class Sanitizer:
         runtime = self.runtime
         space = None if runtime is None else runtime.vmm.space
         reservation = None if space is None else space.reservation_at(addr)
-        if reservation is not None:
+        if space is not None and reservation is not None:
             mapping = space.mapping_at(addr)
             if mapping is not None:
                 return (f"{addr:#x} is in the {mapping.describe()}, which its device may not "
@@ -312,7 +312,7 @@ class Sanitizer:
             return (f"{addr:#x} is {plural_bytes(addr - reservation.ptr)} inside the "
                     f"{reservation.size}-byte reserved range at {reservation.ptr:#x}, where "
                     f"nothing is mapped")
-        regions = []
+        regions: list[Any] = []
         # Only the memory the address points into: a device's window, or host memory
         # (aclrtMallocHost blocks sit at real process addresses, anywhere).
         if runtime is not None and addr >= runtime.host_limit:
@@ -585,8 +585,8 @@ class Sanitizer:
     def flush_quarantine(self, device: Any = None) -> int:
         """Really release quarantined blocks (of ``device``, or all); how many."""
         with self.lock:
-            keep: deque = deque()
-            out = []
+            keep: deque[Any] = deque()
+            out: list[Any] = []
             for entry in self._quarantine:
                 (out if device is None or entry[0] is device else keep).append(entry)
             self._quarantine = keep
@@ -594,7 +594,7 @@ class Sanitizer:
         _release(out)
         return len(out)
 
-    def _reclaimed(self, device: Any, blocks: list) -> None:
+    def _reclaimed(self, device: Any, blocks: list[Any]) -> None:
         """A malloc took back quarantined blocks (see :meth:`Device.hold`): forget them.
 
         Called under the device's lock; takes only the sanitizer's (innermost) lock.
@@ -612,7 +612,7 @@ class Sanitizer:
             self._quarantine = deque(q for q in self._quarantine if q[0] is not device)
             self._quarantined = sum(b.footprint for _, b in self._quarantine)
 
-    def leaks(self, call: str, blocks: list) -> None:
+    def leaks(self, call: str, blocks: list[Any]) -> None:
         """Report each block (or handle) still live at ``call`` (reset_device, finalize): a
         block with its bytes, a handle with none (:func:`~.reports.holds_memory`)."""
         sink = self.leak_sink
@@ -638,7 +638,7 @@ class _BlockView:
         self.block = block
 
     def describe(self) -> str:
-        return self.block.describe()
+        return cast("str", self.block.describe())
 
     def site(self) -> Site | None:
         return site_of(self.block)
@@ -649,13 +649,13 @@ def _side(region: Any) -> str:
     return "host" if region.host else "device"
 
 
-def _release(held: list) -> None:
+def _release(held: list[Any]) -> None:
     """Give quarantined blocks back to their devices (called without the sanitizer's lock)."""
     for device, block in held:
         device.release_held(block)
 
 
-def _paint(pieces: SortedDict, start: int, end: int, entry: _Freed) -> None:
+def _paint(pieces: SortedDict[Any, Any], start: int, end: int, entry: _Freed) -> None:
     """Put ``entry`` on ``[start, end)`` in the disjoint pieces, cutting back what it covers.
 
     O(log n + k) for k pieces covered.
@@ -674,7 +674,7 @@ def _paint(pieces: SortedDict, start: int, end: int, entry: _Freed) -> None:
     pieces[start] = (end, entry)
 
 
-def _config_sanitizer(kwargs: dict, value: Any) -> None:
+def _config_sanitizer(kwargs: dict[str, Any], value: Any) -> None:
     Sanitizer.make(value)
     kwargs["sanitizer"] = value
 

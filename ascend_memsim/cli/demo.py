@@ -34,6 +34,7 @@ def _hbm_to_ddr(product: str, capacity: int, say: Any) -> None:
         ptr, ret = acl.rt.malloc(10 * MiB, int(MallocPolicy.HUGE_FIRST))
         assert ret == 0
         b = rt.block(ptr)
+        assert b is not None
         say(f"  {'acl.rt.malloc(10 MiB, HUGE_FIRST)':44} -> {b.page.value} pages, footprint "
             f"{b.footprint} ({format_bytes(b.footprint)}), in {b.memory.value}")
         for name in ("ACL_HBM_MEM", "ACL_DDR_MEM", "ACL_HBM_MEM_HUGE", "ACL_DDR_MEM_HUGE"):
@@ -75,6 +76,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
                 say(f"  {call:44} -> ret {ret}")
                 return
             b = rt.block(ptr)
+            assert b is not None
             say(f"  {call:44} -> {b.page.value} pages, rule size {b.rule_size}, footprint "
                 f"{b.footprint} ({format_bytes(b.footprint)}){note}")
 

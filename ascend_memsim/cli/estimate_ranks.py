@@ -56,9 +56,10 @@ def search_ranks(args: argparse.Namespace, target: Any, options: dict,
               "--sweep-conf 'A;B;...' and --sweep-hccl MB,MB, not --alloc-conf or "
               "--hccl-buffsize", file=sys.stderr)
         return USAGE_ERROR
+    found: Any
     try:
         if sweep:
-            lists = {"candidates": None if args.sweep_conf is None
+            lists: dict[str, Any] = {"candidates": None if args.sweep_conf is None
                      else args.sweep_conf.split(";"),
                      "products": args.sweep_products.split(",") if args.sweep_products
                      else None,

@@ -138,9 +138,10 @@ def run_script(path: str, argv: list[str]) -> int:
         handlers.run()
     finally:
         atexit.register, atexit.unregister = saved[3], saved[4]
-        sys.modules["__main__"] = saved[2]
         if saved[2] is None:
-            del sys.modules["__main__"]
+            sys.modules.pop("__main__", None)
+        else:
+            sys.modules["__main__"] = saved[2]
     # Nothing of run's holds the module now: the collector finalizes its objects (their
     # globals intact, as at the interpreter's exit). Globals something else still holds
     # (a registry, a thread) stay, as they would in the process until it dies.

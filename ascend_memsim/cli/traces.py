@@ -6,7 +6,7 @@ import argparse
 import os
 import pickle
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..allocators.conf import alloc_conf_from_env
 from ..memory.errors import InvalidArgument
@@ -23,6 +23,9 @@ from ..observe.tensor_replay import load_source, nothing_replayed, replay_tensor
 from ..observe.trace import from_snapshot, rmm_csv_lines
 from ..observe.viz import MapSnapshot, text_map
 from .common import print_json
+
+if TYPE_CHECKING:
+    from ..plan.fit import FitSearch, Sweep
 
 __all__ = ["cmd_replay", "cmd_plot", "cmd_map", "cmd_stats", "cmd_export"]
 
@@ -64,13 +67,13 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     progress = _progress(args)
     if args.bisect:
         step = args.step
-        result = smallest_capacity(trace, args.product, step=step, policy=args.policy,
-                                   progress=progress)
+        bisection = smallest_capacity(trace, args.product, step=step, policy=args.policy,
+                                      progress=progress)
         if progress is not None:
             sys.stderr.write("\n")
         _warn(trace)
-        print_json(result, out) if args.json else print(result, file=out)
-        return 0 if result.capacity is not None else 1
+        print_json(bisection, out) if args.json else print(bisection, file=out)
+        return 0 if bisection.capacity is not None else 1
     result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
                     api=args.api, progress=progress, stop_at_failure=torch_job)
     _warn(trace)
@@ -198,6 +201,7 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO, source: object) -> 
     progress = None if shown is None else (lambda runs, _capacity: shown(runs + 1, 0))
     limits = dict(step=args.step, top=args.capacity, window=args.window, progress=progress,
                   name=args.trace, jobs=args.jobs, **extra)
+    found: Sweep | FitSearch
     if sweep:
         if args.alloc_conf:
             print("ascend-memsim: --sweep tries its own settings; give yours with "
@@ -205,12 +209,13 @@ def _replay_allocator(args: argparse.Namespace, out: TextIO, source: object) -> 
             return 2
         candidates = None if args.sweep_conf is None else args.sweep_conf.split(";")
         found = sweep_settings(source, args.product, candidates=candidates, **limits)
+        fits = found.best is not None
     else:
         found = fit_capacity(source, args.product, alloc_conf=args.alloc_conf, **limits)
+        fits = found.fits
     if shown is not None:
         sys.stderr.write("\n")
     print_json(found.as_dict(), out) if args.json else print(found, file=out)
-    fits = found.best is not None if sweep else found.fits
     return 0 if fits else 1
 
 
@@ -274,6 +279,7 @@ def _replay_for_picture(args: argparse.Namespace, out: TextIO):
                     stop_after=index, keep_runtime=True, observers=[sharing],
                     progress=_progress(args, "replay 2 of 2:"))
     device_id = second.last_device if index >= 0 else 0
+    assert second.runtime is not None  # keep_runtime
     try:
         snapshot = MapSnapshot.of(second.runtime.device(device_id),
                                   f"{second.product} device {device_id}, {moment}",
@@ -365,6 +371,7 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
             for site, footprint, count in result.peak_sites[:10]:
                 print(f"  {format_bytes(footprint):>22} in {count} block"
                       f"{'s' * (count != 1)}: {shown_frame(site)}", file=out)
+    assert result.runtime is not None  # keep_runtime
     result.runtime.close()
     result.runtime = None
     return 0

@@ -31,7 +31,7 @@ What the runtime derives from them (hicann/ge ``api/acl/acl_model/model/model.cp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..memory.errors import ModelParseError
@@ -106,7 +106,7 @@ def _gear_list(raw: object, kind: str) -> tuple[tuple[int, ...], ...]:
     return tuple(gears)
 
 
-def parse_gears(spec: object) -> Gears | None:
+def parse_gears(spec: Mapping[str, object]) -> Gears | None:
     """The gears a stand-in dict declares (None: a static model).
 
     Raises:

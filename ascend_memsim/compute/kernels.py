@@ -20,12 +20,12 @@ from .tensors import require_numpy
 __all__ = ["BUILTIN_KERNELS"]
 
 
-def _cast(result, outputs) -> Any:
+def _cast(result: Any, outputs: Any) -> Any:
     return require_numpy().asarray(result).astype(outputs[0].dtype, copy=False)
 
 
-def _binary(fn_name: str) -> Callable:
-    def kernel(inputs, attrs, outputs):
+def _binary(fn_name: str) -> Callable[..., Any]:
+    def kernel(inputs: Any, attrs: Any, outputs: Any) -> Any:
         np = require_numpy()
         fn = getattr(np, fn_name)
         dtype = outputs[0].dtype
@@ -39,17 +39,17 @@ def _binary(fn_name: str) -> Callable:
     return kernel
 
 
-def _cast_kernel(inputs, attrs, outputs):
+def _cast_kernel(inputs: Any, attrs: Any, outputs: Any) -> Any:
     with require_numpy().errstate(all="ignore"):
         return inputs[0].astype(outputs[0].dtype)
 
 
-def _relu(inputs, attrs, outputs):
+def _relu(inputs: Any, attrs: Any, outputs: Any) -> Any:
     np = require_numpy()
     return _cast(np.maximum(inputs[0], 0), outputs)
 
 
-def _matmul(inputs, attrs, outputs):
+def _matmul(inputs: Any, attrs: Any, outputs: Any) -> Any:
     np = require_numpy()
     a, b = inputs[0], inputs[1]
     if attrs.get("transpose_x1", False):
@@ -62,7 +62,7 @@ def _matmul(inputs, attrs, outputs):
     return _cast(out, outputs)
 
 
-def _batch_matmul(inputs, attrs, outputs):
+def _batch_matmul(inputs: Any, attrs: Any, outputs: Any) -> Any:
     np = require_numpy()
     a, b = inputs[0], inputs[1]
     if attrs.get("adj_x1", False):
@@ -72,14 +72,14 @@ def _batch_matmul(inputs, attrs, outputs):
     return _cast(np.matmul(a, b), outputs)
 
 
-def _transpose(inputs, attrs, outputs):
+def _transpose(inputs: Any, attrs: Any, outputs: Any) -> Any:
     perm = attrs.get("perm")
     if perm is None and len(inputs) > 1:
         perm = [int(p) for p in inputs[1].reshape(-1)]
     return _cast(require_numpy().transpose(inputs[0], perm), outputs)
 
 
-def _slice(inputs, attrs, outputs):
+def _slice(inputs: Any, attrs: Any, outputs: Any) -> Any:
     x = inputs[0]
     if len(inputs) >= 3:
         begin = [int(v) for v in inputs[1].reshape(-1)]
@@ -90,7 +90,7 @@ def _slice(inputs, attrs, outputs):
     return _cast(x[index], outputs)
 
 
-def _concat(inputs, attrs, outputs):
+def _concat(inputs: Any, attrs: Any, outputs: Any) -> Any:
     np = require_numpy()
     if "concat_dim" in attrs or "axis" in attrs:
         axis, tensors = attrs.get("concat_dim", attrs.get("axis")), inputs
@@ -100,7 +100,7 @@ def _concat(inputs, attrs, outputs):
     return _cast(np.concatenate(tensors, axis=int(axis)), outputs)
 
 
-def _concat_v2(inputs, attrs, outputs):
+def _concat_v2(inputs: Any, attrs: Any, outputs: Any) -> Any:
     """ConcatV2: the last input is the axis (ConcatV2D: the ``concat_dim`` attribute)."""
     if "concat_dim" in attrs or "axis" in attrs:
         return _concat(inputs, attrs, outputs)
@@ -108,7 +108,7 @@ def _concat_v2(inputs, attrs, outputs):
     return _cast(require_numpy().concatenate(inputs[:-1], axis=axis), outputs)
 
 
-def _softmax(inputs, attrs, outputs):
+def _softmax(inputs: Any, attrs: Any, outputs: Any) -> Any:
     np = require_numpy()
     axes = attrs.get("axes", attrs.get("axis", [-1]))
     axes = tuple(axes) if isinstance(axes, (list, tuple)) else (axes,)
@@ -117,8 +117,9 @@ def _softmax(inputs, attrs, outputs):
     return _cast(e / e.sum(axis=axes, keepdims=True), outputs)
 
 
-def _reduce_sum(inputs, attrs, outputs):
+def _reduce_sum(inputs: Any, attrs: Any, outputs: Any) -> Any:
     np = require_numpy()
+    axes: tuple[int, ...] | None
     if len(inputs) > 1:
         axes = tuple(int(a) for a in inputs[1].reshape(-1))
     else:
@@ -130,7 +131,7 @@ def _reduce_sum(inputs, attrs, outputs):
     return _cast(np.sum(inputs[0], axis=axes, keepdims=keep), outputs)
 
 
-BUILTIN_KERNELS: dict[str, Callable] = {
+BUILTIN_KERNELS: dict[str, Callable[..., Any]] = {
     "Add": _binary("add"), "AddV2": _binary("add"), "Sub": _binary("subtract"),
     "Mul": _binary("multiply"), "Div": _binary("true_divide"),
     "RealDiv": _binary("true_divide"), "Maximum": _binary("maximum"),

@@ -38,7 +38,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..memory.constants import DataType, RunMode
 from ..memory.errors import AclError, InvalidPointer, KernelError, OpOutputMismatch
@@ -66,7 +66,8 @@ class OutputSpec:
     dtype: Any
 
 
-def check_operand(runtime, call: str, operand: Operand, write: bool, device=None) -> None:
+def check_operand(runtime: Any, call: str, operand: Operand, write: bool,
+                  device: Any = None) -> None:
     """Refuse an operand that is not live device memory of the current device.
 
     Raises:
@@ -95,7 +96,7 @@ def check_operand(runtime, call: str, operand: Operand, write: bool, device=None
     raise InvalidPointer(f"{call}: {operand.what} at {operand.addr:#x}: {why}")
 
 
-def read_operand(runtime, call: str, operand: Operand):
+def read_operand(runtime: Any, call: str, operand: Operand) -> Any:
     """The operand's bytes as a new, writable numpy array of its dtype and dims."""
     np = require_numpy()
     array = np.empty(operand.dims, numpy_dtype(operand.dtype))
@@ -107,7 +108,7 @@ def read_operand(runtime, call: str, operand: Operand):
     return array
 
 
-def write_operand(runtime, call: str, operand: Operand, array) -> None:
+def write_operand(runtime: Any, call: str, operand: Operand, array: Any) -> None:
     """Store a checked result array into the operand's memory."""
     if not operand.nbytes:
         return
@@ -120,7 +121,7 @@ def write_operand(runtime, call: str, operand: Operand, array) -> None:
 
 
 def check_results(call: str, results: object, outputs: Sequence[Operand],
-                  mismatch: type = OpOutputMismatch) -> list:
+                  mismatch: type = OpOutputMismatch) -> list[Any]:
     """The function's results as arrays matching the output operands exactly.
 
     Raises:
@@ -146,7 +147,7 @@ def check_results(call: str, results: object, outputs: Sequence[Operand],
     return arrays
 
 
-def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
+def launch(runtime: Any, call: str, stream: object, inputs: Sequence[Operand],
            outputs: Sequence[Operand], compute: Callable[..., object],
            name: str, mismatch: type = OpOutputMismatch,
            variables: Sequence[tuple[str, Operand]] = (), *, workspace: int = 0,
@@ -183,7 +184,7 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
             blk = _take_workspace(runtime, call, reg, workspace, advise, device)
             ranges += ((blk.ptr, blk.ptr + workspace),)
 
-    def run(_stream) -> None:
+    def run(_stream: Any) -> None:
         if blk is not None:
             # the workspace must still be the program's when the work runs
             data = runtime.data
@@ -225,10 +226,11 @@ def launch(runtime, call: str, stream: object, inputs: Sequence[Operand],
     # queued: the engine gives the workspace back now, in stream order
     allocators.handed(reg, blk, call)
     allocators.free(reg, blk, call)
-    return blk.ptr
+    return cast("int | None", blk.ptr)
 
 
-def _take_workspace(runtime, call: str, reg, size: int, advise: int | None, device):
+def _take_workspace(runtime: Any, call: str, reg: Any, size: int, advise: int | None,
+                    device: Any) -> Any:
     """``size`` bytes from the registered allocator ``reg``, checked as an output operand
     (a refused block is given back; nothing is told to the observers until the work is
     queued).

@@ -47,6 +47,7 @@ import itertools
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from ..memory.args import SIZE_MAX, as_int
 from ..memory.constants import DataType, MallocPolicy
@@ -85,7 +86,8 @@ MODULE_GE = 45
 @dataclass(eq=False)
 class Model(Handle):
     model_id: int = 0
-    spec: ModelSpec | None = None
+    # always given: the default is there only because model_id, before it, has one
+    spec: ModelSpec = None  # type: ignore[assignment]
     device_id: int = 0
     #: blocks the load charged (freed by unload); empty for the _with_mem variants
     blocks: tuple[int, ...] = ()
@@ -145,7 +147,7 @@ class Models:
     stand-ins (:mod:`.standins`), running a model on a stream (:mod:`.launch`).
     """
 
-    def __init__(self, plane) -> None:
+    def __init__(self, plane: Any) -> None:
         self.plane = plane
         self.runtime = plane.runtime
         self.handles = plane.handles
@@ -154,7 +156,7 @@ class Models:
 
     # -- loading -------------------------------------------------------------------------------
 
-    def load(self, spec: ModelSpec, mem: tuple | None = None) -> int:
+    def load(self, spec: ModelSpec, mem: tuple[Any, ...] | None = None) -> int:
         """Resolve the stand-in's ``fn`` (the only point where a stand-in runs code), charge
         the model's memory (or check the caller's, ``mem``) and give it an id."""
         device = self.runtime.current_device()
@@ -224,7 +226,7 @@ class Models:
         if spec is None:
             raise InvalidArgument("the model description is empty: call "
                                   "acl.mdl.get_desc(desc, model_id) first")
-        return spec
+        return cast("ModelSpec", spec)
 
     def tensor(self, desc: object, index: object, outputs: bool) -> TensorSpec:
         tensors = self.described(desc).outputs if outputs else self.described(desc).inputs
@@ -247,20 +249,20 @@ class Models:
 
     # -- dynamic gears (hicann/ge api/acl/acl_model/model/model.cpp, model_om2.cpp) --------
 
-    def dynamic_batch(self, desc: object) -> dict:
+    def dynamic_batch(self, desc: object) -> dict[str, Any]:
         """aclmdlGetDynamicBatch: ``batchCount`` 0 for a model without batch gears."""
         gears = self.described(desc).gears
         batch = [g[0] for g in gears.values] if gears and gears.kind == "batch" else []
         return {"batchCount": len(batch), "batch": batch}
 
-    def dynamic_hw(self, desc: object, index: object) -> dict:
+    def dynamic_hw(self, desc: object, index: object) -> dict[str, Any]:
         """aclmdlGetDynamicHW: ``index`` is reserved and not looked at (model_om2.cpp)."""
         _size_t(index, "index")
         gears = self.described(desc).gears
         hw = [list(g) for g in gears.values] if gears and gears.kind == "hw" else []
         return {"hwCount": len(hw), "hw": hw}
 
-    def _dims_gears(self, desc: object, index: object) -> tuple[ModelSpec, list]:
+    def _dims_gears(self, desc: object, index: object) -> tuple[ModelSpec, list[Any]]:
         spec = self.described(desc)
         if _size_t(index, "index") != SIZE_MAX:
             raise InvalidArgument(f"index must be -1 (reserved), got {index}")
@@ -271,7 +273,7 @@ class Models:
         """aclmdlGetInputDynamicGearCount: the dims gears (0 without); ``index`` must be -1."""
         return len(self._dims_gears(desc, index)[1])
 
-    def dynamic_dims(self, desc: object, index: object, gear_count: object) -> list:
+    def dynamic_dims(self, desc: object, index: object, gear_count: object) -> list[Any]:
         """aclmdlGetInputDynamicDims: per gear, every data input's dims concatenated, the -1
         dims filled; ``gear_count`` entries (ones past the model's gears are empty, as the
         binding's zeroed array)."""
@@ -361,7 +363,7 @@ class Models:
                                                 f"{want}")
         return tuple(out)
 
-    def cur_output_dims(self, desc: object, index: object) -> dict:
+    def cur_output_dims(self, desc: object, index: object) -> dict[str, Any]:
         """aclmdlGetCurOutputDims: the output's dims at the model's current gear (before any
         set call, or for a static model: its dims)."""
         target = self.handles.get(desc, ModelDesc, "model_desc")
@@ -422,7 +424,7 @@ class Models:
         if i >= len(ds.buffers):
             raise InvalidArgument(f"index {i} is outside the dataset's {len(ds.buffers)} "
                                   f"buffers")
-        return ds.buffers[i]
+        return cast("int", ds.buffers[i])
 
     # -- execution -------------------------------------------------------------------------
 
@@ -451,11 +453,11 @@ class Models:
         Raises:
             DynamicGearInvalid: neither names a gear of the model.
         """
-        gears = spec.gears
+        gears, index = spec.gears, spec.shape_input
+        assert gears is not None and index is not None  # a dynamic model's (see execute)
         if ds.gear is not None and ds.gear[0] == gears.kind:
             values = ds.gear[1]
         else:
-            index = spec.shape_input
             if index >= len(ds.buffers):
                 values = ()
             else:
@@ -464,7 +466,7 @@ class Models:
         gear = gears.index(values)
         if gear is None:
             raise DynamicGearInvalid(
-                f"the input dataset's dynamic input ({spec.inputs[spec.shape_input].name}) "
+                f"the input dataset's dynamic input ({spec.inputs[index].name}) "
                 f"holds {list(values)}, no gear of the model ({gears.describe()}): choose "
                 f"one with aclmdlSetDynamicBatchSize, aclmdlSetDynamicHWSize or "
                 f"aclmdlSetInputDynamicDims before executing")
@@ -502,7 +504,7 @@ class Models:
             numpy_dtype(t.dtype)
         fn = spec.fn or _default_fn(spec, gear)
         if gear is not None:
-            fn = _without_shape_input(fn, spec.shape_input)
+            fn = _without_shape_input(fn, spec.shape_input)  # type: ignore[arg-type]  # dynamic
         call = "aclmdlExecute" if stream is None else "aclmdlExecuteAsync"
         name = f"model {model.model_id} function {getattr(fn, '__name__', fn)!r}"
         ptr = launch(self.runtime, call, stream, ins, outs, fn, name,
@@ -525,21 +527,22 @@ def _size_t(value: object, name: str) -> int:
     return as_int(value, name, -(1 << 63), SIZE_MAX) & SIZE_MAX
 
 
-def _without_shape_input(fn: Callable[[list], object], index: int) -> Callable[[list], object]:
+def _without_shape_input(fn: Callable[[list[Any]], object], index: int) -> Callable[[list[Any]],
+                         object]:
     """``fn`` called without the ``ascend_mbatch_shape_data`` array (DECISION: a stand-in's
     function gets the data inputs, shaped at the gear, as a static model's gets its inputs)."""
 
-    def call(arrays: list) -> object:
+    def call(arrays: list[Any]) -> object:
         return fn(arrays[:index] + arrays[index + 1:])
 
     call.__name__ = getattr(fn, "__name__", "fn")
     return call
 
 
-def _default_fn(spec: ModelSpec, gear: int | None = None) -> Callable[[list], list]:
+def _default_fn(spec: ModelSpec, gear: int | None = None) -> Callable[[list[Any]], list[Any]]:
     """Outputs filled from a generator seeded with the inputs' bytes."""
 
-    def fill(arrays: list) -> list:
+    def fill(arrays: list[Any]) -> list[Any]:
         np = require_numpy()
         seed = 0
         for a in arrays:

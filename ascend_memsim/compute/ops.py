@@ -28,7 +28,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..memory.args import SIZE_MAX, as_int, as_str
 from ..memory.errors import InvalidArgument, InvalidArgumentType, KernelError, OpNotFound
@@ -45,23 +45,23 @@ class Kernel:
     """A registered kernel: the function and whether it takes the output specs."""
 
     name: str
-    fn: Callable
+    fn: Callable[..., Any]
     wants_outputs: bool
     builtin: bool = False
     #: the device variables it uses (11-11): it is called with them as a fourth argument
     variables: tuple[DeviceVariable, ...] = ()
     #: the workspace the operator takes: bytes, or a function of (inputs, attrs)
-    workspace: int | Callable = 0
+    workspace: int | Callable[..., Any] = 0
 
-    def __call__(self, inputs: list, attrs: dict, outputs: list,
-                 variables: dict | None = None) -> Any:
+    def __call__(self, inputs: list[Any], attrs: dict[str, Any], outputs: list[Any],
+                 variables: dict[str, Any] | None = None) -> Any:
         if self.variables:
             return self.fn(inputs, attrs, outputs, variables)
         if self.wants_outputs:
             return self.fn(inputs, attrs, outputs)
         return self.fn(inputs, attrs)
 
-    def workspace_for(self, inputs: list, attrs: dict) -> int:
+    def workspace_for(self, inputs: list[Any], attrs: dict[str, Any]) -> int:
         """The workspace bytes of one launch (``inputs``: each input's shape and dtype).
 
         Raises:
@@ -91,7 +91,7 @@ def _variables(name: str, variables: object) -> tuple[DeviceVariable, ...]:
     return tuple(variables)
 
 
-def _kernel(name: str, fn: Callable, builtin: bool = False,
+def _kernel(name: str, fn: Callable[..., Any], builtin: bool = False,
             variables: tuple[DeviceVariable, ...] = (), workspace: object = None) -> Kernel:
     if not callable(fn):
         raise InvalidArgumentType(f"the kernel for {name!r} must be callable, got "
@@ -102,6 +102,7 @@ def _kernel(name: str, fn: Callable, builtin: bool = False,
         workspace = as_int(workspace, f"the workspace of kernel {name!r}", 0, SIZE_MAX)
     if variables:
         return Kernel(name, fn, True, builtin, variables, workspace)
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -121,9 +122,9 @@ def _check_name(name: object) -> str:
     return as_str(name, "an op type")
 
 
-def register_op(name: str, fn: Callable | None = None, *,
+def register_op(name: str, fn: Callable[..., Any] | None = None, *,
                 variables: list[DeviceVariable] | tuple[DeviceVariable, ...] = (),
-                workspace: int | Callable | None = None) -> Callable:
+                workspace: int | Callable[..., Any] | None = None) -> Callable[..., Any]:
     """Make ``fn(inputs, attrs)`` the kernel of op type ``name`` for the whole process.
 
     Without ``fn`` it is a decorator: ``@register_op("MyAdd")``. Returns ``fn``. With
@@ -150,8 +151,8 @@ def unregister_op(name: str) -> None:
 
 
 @contextlib.contextmanager
-def registered_ops(ops: Mapping[str, Callable] | None = None,
-                   **more: Callable) -> Iterator[None]:
+def registered_ops(ops: Mapping[str, Callable[..., Any]] | None = None,
+                   **more: Callable[..., Any]) -> Iterator[None]:
     """Register kernels for the ``with`` block only; what was registered before comes back."""
     wanted = {**(ops or {}), **more}
     kernels = {_check_name(name): _kernel(name, fn) for name, fn in wanted.items()}
@@ -204,8 +205,8 @@ class OpHandle(Handle):
 
     op_type: str = ""
     kernel: Kernel | None = None
-    inputs: tuple = ()
-    outputs: tuple = ()
+    inputs: tuple[Any, ...] = ()
+    outputs: tuple[Any, ...] = ()
     attrs: dict[str, Any] = field(default_factory=dict)
     made_by = "aclopCreateHandle"
     destroyed_by = "aclopDestroyHandle"
@@ -232,10 +233,10 @@ def _number(value: object, what: str, kind: type) -> Any:
     return as_int(value, what, -(1 << 63), (1 << 63) - 1)
 
 
-def _values(value: object, what: str) -> list:
+def _values(value: object, what: str) -> list[Any]:
     # pyop_methods: a list; a 1-D numpy array is still accepted (with a warning in pyacl).
     if type(value).__name__ == "ndarray" and getattr(value, "ndim", 0) == 1:
-        return list(value.tolist())
+        return list(cast(Any, value).tolist())
     if not isinstance(value, list):
         raise InvalidArgumentType(f"{what} must be a list, got {type(value).__name__}")
     return value
@@ -250,7 +251,7 @@ def set_attr(attr: OpAttr, kind: str, name: object, value: object) -> None:
     Raises:
         InvalidArgument, InvalidArgumentType: a bad name or value.
     """
-    as_str(name, "attribute name")
+    name = as_str(name, "attribute name")
     what = f"attribute {name!r}"
     scalar = {"bool": bool, "int": int, "float": float}
     if kind in scalar:

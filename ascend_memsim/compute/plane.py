@@ -8,7 +8,7 @@ live in :mod:`.models`, on the same handle table.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 from ..data import pointers as _pointers
 from ..memory.args import SIZE_MAX, as_int, as_str, int_or_none
@@ -36,16 +36,22 @@ from .tensors import (
 __all__ = ["ComputePlane", "compute_plane"]
 
 
-def compute_plane(runtime, make: bool = True) -> ComputePlane | None:
+@overload
+def compute_plane(runtime: Any, make: Literal[True] = True) -> ComputePlane: ...
+@overload
+def compute_plane(runtime: Any, make: bool) -> ComputePlane | None: ...
+
+
+def compute_plane(runtime: Any, make: bool = True) -> ComputePlane | None:
     """The runtime's compute plane, made on first use (``make=False``: None if the runtime
     has none yet; nothing is made)."""
-    return runtime.extension("compute", ComputePlane if make else None)
+    return cast("ComputePlane | None", runtime.extension("compute", ComputePlane if make else None))
 
 
 class ComputePlane:
     """Handles and operator launches of one runtime (thread-safe: the table's lock)."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         sanitizer = runtime.sanitizer
         self.handles = HandleTable(lambda: sanitizer.on and sanitizer.record_sites)
@@ -191,7 +197,7 @@ class ComputePlane:
         with self.handles.lock:
             set_attr(attr, kind, name, value)
 
-    def _attrs(self, handle: object) -> dict:
+    def _attrs(self, handle: object) -> dict[str, Any]:
         """A copy of the attribute values (0 or None: no attributes)."""
         if handle is None or int_or_none(handle) == 0:
             return {}
@@ -239,8 +245,8 @@ class ComputePlane:
         self._launch(call, kernel, in_descs, out_descs, self._attrs(attr), inputs, outputs,
                      stream)
 
-    def _launch(self, call: str, kernel, in_descs: list[Layout],
-                out_descs: list[Layout], attrs: dict, inputs: object, outputs: object,
+    def _launch(self, call: str, kernel: Any, in_descs: list[Layout],
+                out_descs: list[Layout], attrs: dict[str, Any], inputs: object, outputs: object,
                 stream: object) -> None:
         ins = self._operands(in_descs, inputs, "inputs", OpInputMismatch)
         outs = self._operands(out_descs, outputs, "outputs", OpOutputMismatch)
@@ -274,7 +280,7 @@ class ComputePlane:
                 table.unload(v, device)
             raise
 
-    def operator_allocator(self, stream) -> Any:
+    def operator_allocator(self, stream: Any) -> Any:
         """The allocator registered on ``stream`` that an operator's workspace comes from,
         or None. As hicann/ge ``AclResourceManager::GetAllocators`` does for single operators:
         a stream whose first operator ran with none registered keeps the engine's own
@@ -286,7 +292,7 @@ class ComputePlane:
                 self._engine_streams.add(stream.handle)
         return reg
 
-    def model_allocator(self, stream) -> Any:
+    def model_allocator(self, stream: Any) -> Any:
         """The allocator registered on ``stream`` that a model's work memory comes from, or
         None: none registered, or the engine keeps its own for the stream (see
         :meth:`operator_allocator`; GetAllocators looks at that first, for models too)."""
@@ -299,7 +305,8 @@ class ComputePlane:
                       attr: object) -> int:
         """aclopCreateHandle: the op type, descriptors and attributes, fixed now."""
         kernel = find_kernel(op_type)
-        handle = OpHandle(op_type=op_type, kernel=kernel,
+        # find_kernel checked op_type is a str
+        handle = OpHandle(op_type=op_type, kernel=kernel,  # type: ignore[arg-type]
                           inputs=tuple(self._descs(input_desc, "input_desc")),
                           outputs=tuple(self._descs(output_desc, "output_desc")),
                           attrs=self._attrs(attr))

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from types import ModuleType
+from typing import Any
 
 from ..memory.args import SIZE_MAX, as_str, shown
 from ..memory.constants import DATA_TYPE_BITS, DataType, Format
@@ -88,7 +89,7 @@ class TensorSpec:
         """Its dims at gear number ``gear`` (None, or a static tensor: :attr:`dims`)."""
         return self.dims if gear is None or not self.gear_dims else self.gear_dims[gear]
 
-    def dims_dict(self) -> dict:
+    def dims_dict(self) -> dict[str, Any]:
         return {"name": self.name, "dimCount": len(self.dims), "dims": list(self.dims)}
 
 
@@ -98,7 +99,7 @@ class ModelSpec:
     outputs: tuple[TensorSpec, ...]
     weight_bytes: int = 0
     work_bytes: int = 0
-    fn: Callable | None = None
+    fn: Callable[..., Any] | None = None
     source: str = ""
     #: the stand-in's ``"fn"`` text, resolved by :func:`resolve_fn` when the model is loaded
     fn_ref: str | None = None
@@ -166,7 +167,7 @@ def _fn_ref(ref: object) -> str:
 
 
 def parse_spec(spec: object, source: str = "", base: str | None = ".",
-               fn: Callable | None = None) -> ModelSpec:
+               fn: Callable[..., Any] | None = None) -> ModelSpec:
     """A :class:`ModelSpec` from a stand-in dict (see :mod:`ascend_memsim.compute.models`).
 
     ``base``: the directory a ``"file.py:function"`` is looked for in (None: the stand-in was
@@ -199,7 +200,7 @@ def parse_spec(spec: object, source: str = "", base: str | None = ".",
     dynamic = gears is not None
     inputs = tuple(_tensor(e, f"inputs[{i}]", dynamic) for i, e in enumerate(spec["inputs"]))
     outputs = tuple(_tensor(e, f"outputs[{i}]", dynamic) for i, e in enumerate(spec["outputs"]))
-    if dynamic:
+    if gears is not None:  # dynamic
         inputs, outputs = _with_gears(gears, inputs, outputs)
     return ModelSpec(inputs, outputs, sizes["weight_bytes"], sizes["work_bytes"], fn, source,
                      ref, base, gears)
@@ -271,7 +272,7 @@ def _module_file(rel: str, base: str | None, ref: str) -> str:
             raise ModelParseError(f'"fn" {_show(ref)}: a stand-in may only run a file inside '
                                   f"its own directory (a relative path without '..'){lift}")
     path = os.path.realpath(os.path.join(os.getcwd() if base is None else base, rel))
-    if not _trusted():
+    if base is not None and not _trusted():  # (no base: trusted, see above)
         root = os.path.realpath(base)
         if os.path.commonpath([root, path]) != root:
             raise ModelParseError(f'"fn" {_show(ref)}: {rel} resolves (through a symlink) to '
@@ -291,8 +292,9 @@ def _load_module(ref: str, base: str | None) -> ModuleType:
         if module is None:
             spec = importlib.util.spec_from_file_location(
                 f"memsim_model_{zlib.crc32(path.encode()):08x}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            # a .py path always has a spec and a loader
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
             # kept only once it ran to the end: a file that failed is tried again next load
             _modules[path] = module
     return module
@@ -373,7 +375,7 @@ def _digest(path: str) -> str:
     return h.hexdigest()
 
 
-def register_model(path: str, spec: object, fn: Callable | None = None) -> ModelSpec:
+def register_model(path: str, spec: object, fn: Callable[..., Any] | None = None) -> ModelSpec:
     """Describe the model file at ``path`` without a JSON stand-in (process-wide).
 
     ``spec`` is the stand-in's dict (or a :class:`ModelSpec`); ``fn(inputs) -> outputs``
@@ -426,7 +428,7 @@ def spec_for_file(path: object) -> ModelSpec:
         InvalidFile: no stand-in and no file; an empty model file without a stand-in.
         ModelParseError: no stand-in for an existing file; a malformed stand-in.
     """
-    as_str(path, "model path")
+    path = as_str(path, "model path")
     if "\0" in path:
         raise InvalidFile(f"model path {_show(path)} holds a NUL character")
     key = os.path.abspath(path)

@@ -41,9 +41,11 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from ..memory.args import SIZE_MAX, as_int, as_str
 from ..memory.constants import MallocPolicy, MemcpyKind
+from ..memory.device import Device
 from ..memory.errors import InvalidArgument, InvalidArgumentType, UnknownSymbol
 from ..memory.rules import Api
 from ..runtime.sharing import emit
@@ -101,7 +103,9 @@ def unregister_variable(variable: DeviceVariable) -> None:
     """Forget a variable: its symbol is then unknown (107043). Memory a runtime loaded for it
     stays until that device is reset."""
     with _lock:
-        _registry.pop(getattr(variable, "symbol", None), None)
+        symbol = getattr(variable, "symbol", None)
+        if symbol is not None:
+            _registry.pop(symbol, None)
 
 
 def lookup(symbol: int) -> DeviceVariable:
@@ -117,13 +121,13 @@ class Symbols:
     """The device variables loaded by one runtime, per device (``Runtime.extension
     ("symbols")``). Thread-safe: one lock around loading and unloading."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.lock = threading.RLock()
         #: (symbol, device id) -> (device, block)
-        self._loaded: dict[tuple[int, int], tuple] = {}
+        self._loaded: dict[tuple[int, int], tuple[Any, ...]] = {}
 
-    def close(self) -> list:
+    def close(self) -> list[Any]:
         """aclFinalize: the variables were unloaded with their devices."""
         return []
 
@@ -138,7 +142,7 @@ class Symbols:
                     emit(self.runtime, "symbol_unload", device,
                          {"symbol": key[0], "name": _name(key[0]), "ptr": block.ptr})
 
-    def loaded(self, variable: DeviceVariable, device) -> tuple[int, bool]:
+    def loaded(self, variable: DeviceVariable, device: Any) -> tuple[int, bool]:
         """The variable's address on ``device``, loading it there first if need be; and
         whether this call loaded it. O(1) once loaded.
 
@@ -164,7 +168,7 @@ class Symbols:
                   "size": variable.size})
             return ptr, True
 
-    def unload(self, variable: DeviceVariable, device) -> None:
+    def unload(self, variable: DeviceVariable, device: Any) -> None:
         """Give back the memory a failed call loaded (a failed call changes nothing)."""
         with self.lock:
             entry = self._loaded.pop((variable.symbol, device.device_id), None)
@@ -173,7 +177,7 @@ class Symbols:
 
     # -- the 11-11 calls ----------------------------------------------------------------------
 
-    def _variable(self, symbol: object):
+    def _variable(self, symbol: object) -> tuple[DeviceVariable, Device]:
         """(variable, current device) of a symbol (memory.cpp: NULL is 100000;
         ApiImpl::SymbolLookup: no context 107002; SymbolTable::Lookup: unknown 107043)."""
         number = as_int(symbol, "symbol")
@@ -239,7 +243,7 @@ class Symbols:
 
     def _checked(self, call: str, symbol: object, host: int, host_name: str, count: object,
                  offset: object, kind: object, direction: MemcpyKind,
-                 dst_max: int | None = None) -> tuple | None:
+                 dst_max: int | None = None) -> tuple[DeviceVariable, Device, int, int] | None:
         """The checks of a copy from or to a symbol, in memory.cpp's order: (variable,
         device, count, offset); None when ``count`` is 0 (it succeeds before any check)."""
         count, offset = as_int(count, "count"), as_int(offset, "offset")
@@ -257,8 +261,8 @@ class Symbols:
         _check_span(call, variable, offset, count)
         return variable, device, count, offset
 
-    def _copy(self, call: str, variable: DeviceVariable, device, offset: int, count: int,
-              stream: object, arguments) -> None:
+    def _copy(self, call: str, variable: DeviceVariable, device: Any, offset: int, count: int,
+              stream: object, arguments: Any) -> None:
         """Load the variable if need be and run aclrtMemcpy(Async) with ``arguments(address
         in the variable)``; memory loaded for a copy that fails is given back."""
         peak = device.peak_of(MODULE_RUNTIME)
@@ -274,9 +278,11 @@ class Symbols:
                 self.unload(variable, device)
                 device.restore_peak(MODULE_RUNTIME, peak)
             raise
+        # (the stream handle the copy above checked is an int)
         emit(runtime, "symbol_copy", device,
              {"call": call, "symbol": variable.symbol, "name": variable.name, "offset": offset,
-              "count": count, "stream": None if stream is None else int(stream)})
+              "count": count,
+              "stream": None if stream is None else int(stream)})  # type: ignore[call-overload]
 
 
 def _check_span(call: str, variable: DeviceVariable, offset: int, count: int) -> None:
@@ -291,6 +297,6 @@ def _name(symbol: int) -> str:
     return "" if variable is None else variable.name
 
 
-def symbols(runtime) -> Symbols:
+def symbols(runtime: Any) -> Symbols:
     """The runtime's :class:`Symbols`, made on first use (``Runtime.extension``)."""
-    return runtime.extension("symbols", Symbols)
+    return cast("Symbols", runtime.extension("symbols", Symbols))

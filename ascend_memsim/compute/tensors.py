@@ -49,7 +49,7 @@ NUMPY_NAMES: dict[DataType, str] = {
 _BY_NUMPY_NAME = {name: dt for dt, name in NUMPY_NAMES.items()}
 
 
-def require_numpy():
+def require_numpy() -> Any:
     """The numpy module, or FeatureNotSupported saying how to get it."""
     try:
         import numpy
@@ -62,7 +62,7 @@ def require_numpy():
 _DTYPES: dict[DataType, Any] = {}
 
 
-def numpy_dtype(dtype: DataType):
+def numpy_dtype(dtype: DataType) -> Any:
     """The numpy dtype of an aclDataType. Raises UnsupportedDataType when numpy has none."""
     found = _DTYPES.get(dtype)
     if found is not None:
@@ -96,7 +96,7 @@ def data_type(value: object, what: str = "data_type") -> DataType:
         raise InvalidArgument(f"{what} {number} is not an aclDataType") from None
 
 
-def as_list(value: object, what: str) -> list:
+def as_list(value: object, what: str) -> list[Any]:
     """A Python list argument (the binding checks PyList_Check: a tuple is refused)."""
     if not isinstance(value, list):
         raise InvalidArgumentType(f"{what} must be a list, got {type(value).__name__}")
@@ -127,7 +127,7 @@ class Handle:
         return 0
 
     @property
-    def extra(self) -> dict:
+    def extra(self) -> dict[str, Any]:
         return {"site": self.site}
 
     def describe(self) -> str:

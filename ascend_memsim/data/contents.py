@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import mmap
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..memory.device import Block
 from ..memory.errors import InvalidPointer
+from ..memory.physical import PhysicalHandle
+from ..memory.sites import Site
 
 __all__ = [
     "CHUNK_BYTES",
@@ -29,6 +33,14 @@ __all__ = [
     "fill_view",
     "zeroed_buffer",
 ]
+
+#: A chunk of a block's contents: its bytes, or an int when every byte of it is that value.
+Chunk = bytearray | mmap.mmap | int
+
+#: A region: a device block's contents, a host block or registered buffer, a mapped virtual
+#: range, a managed allocation. Classes of one duck-typed face (base, size, limit, host,
+#: read, write, fill, ...), with no common base, so Any to the type checker.
+Region = Any
 
 #: Blocks up to this footprint keep their bytes in one chunk (one copy per memcpy: one big
 #: copy is markedly faster than the same bytes in 64 MiB pieces).
@@ -111,7 +123,7 @@ class Contents:
         self.shift = (max(limit - 1, 1).bit_length() if limit <= DENSE_LIMIT
                       else _CHUNK_SHIFT)
         #: chunk index -> buffer (bytearray or mmap), or an int: the chunk is that byte
-        self.chunks: dict[int, object] = {}
+        self.chunks: dict[int, Chunk] = {}
         self.written = Runs()
 
     def _chunk_len(self, index: int) -> int:
@@ -122,7 +134,7 @@ class Contents:
         pages cost nothing either, so this is an upper bound on host memory)."""
         return sum(len(c) for c in self.chunks.values() if not isinstance(c, int))
 
-    def _pieces(self, offset: int, count: int):
+    def _pieces(self, offset: int, count: int) -> Iterator[tuple[int, int, int, int]]:
         """(position in the access, chunk index, offset in the chunk, bytes) per chunk."""
         shift = self.shift
         mask = (1 << shift) - 1
@@ -174,10 +186,10 @@ class Contents:
         if len(data):
             self.written.add(offset, offset + len(data))
 
-    def _make_all(self, indices) -> None:
+    def _make_all(self, indices: Iterable[int]) -> None:
         """Make every chunk of ``indices`` not yet a buffer, all before any is installed."""
         chunks = self.chunks
-        fresh: dict[int, object] = {}
+        fresh: dict[int, Chunk] = {}
         for index in indices:
             chunk = chunks.get(index)
             if (chunk is None or chunk.__class__ is int) and index not in fresh:
@@ -248,8 +260,8 @@ class Contents:
         if source is self and src_off < dst_off + count and dst_off < src_off + count:
             self.write(dst_off, memoryview(self.read(src_off, count)))
             return
-        pieces = []
-        fresh: dict[int, object] = {}
+        pieces: list[tuple[int, int, int, int, int | None, bool]] = []
+        fresh: dict[int, Chunk] = {}
         chunks = self.chunks
         for pos, index, lo, take in self._pieces(dst_off, count):
             value = 0 if source is None else source.uniform(src_off + pos, take)
@@ -261,22 +273,24 @@ class Contents:
                 continue
             if not made and index not in fresh:
                 buffer = zeroed_buffer(self._chunk_len(index))  # may raise MemoryError
-                if chunk:
-                    fill_view(memoryview(buffer), chunk)
+                if chunk:  # not made: an int
+                    fill_view(memoryview(buffer), chunk)  # type: ignore[arg-type]
                 fresh[index] = buffer
             pieces.append((pos, index, lo, take, value, True))
         chunks.update(fresh)
+        # a piece not buffered has a value; a buffered one a buffer chunk, and a source
+        # when it has no value
         for pos, index, lo, take, value, buffered in pieces:
             if not buffered:
                 if lo == 0 and take == self._chunk_len(index):
-                    chunks[index] = value
+                    chunks[index] = value  # type: ignore[assignment]
                 continue
             _advise_huge(chunks[index], lo, take)
-            out = memoryview(chunks[index])[lo:lo + take]
+            out = memoryview(chunks[index])[lo:lo + take]  # type: ignore[arg-type]
             if value is not None:
                 fill_view(out, value)
             else:
-                source.read_into(src_off + pos, out)
+                source.read_into(src_off + pos, out)  # type: ignore[union-attr]
         if count:
             self.written.add(dst_off, dst_off + count)
 
@@ -286,7 +300,7 @@ HUGE_ADVICE_BYTES = 2 << 20
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 
 
-def _advise_huge(chunk: object, lo: int, take: int) -> None:
+def _advise_huge(chunk: Chunk, lo: int, take: int) -> None:
     """madvise(MADV_HUGEPAGE) the whole 2 MiB pages of ``[lo, lo + take)`` of a mapped chunk
     when the write covers at least :data:`HUGE_ADVICE_BYTES` (fewer page faults on first
     touch, as numpy does for its large buffers). Only the written range is advised, so a
@@ -321,7 +335,7 @@ def zeroed_buffer(size: int) -> bytearray | mmap.mmap:
     return _anonymous_map(size) if size > _MAP_FROM else bytearray(size)
 
 
-def _anonymous_map(size: int) -> object:
+def _anonymous_map(size: int) -> bytearray | mmap.mmap:
     """``size`` zero bytes that the OS backs page by page on first touch.
 
     Falls back to a bytearray when the process may map no more (vm.max_map_count).
@@ -334,7 +348,7 @@ def _anonymous_map(size: int) -> object:
         return bytearray(size)
 
 
-def contents_of(block: Block) -> Contents:
+def contents_of(block: Block | PhysicalHandle) -> Contents:
     """The block's :class:`Contents`, made on first use (kept in ``block.extra``)."""
     extra = block.extra
     if extra is None:
@@ -360,7 +374,14 @@ class HostRegion:
     __slots__ = ()
     host = True
     readonly = False
-    extra = None
+    extra: dict[str, Any] | None = None
+    # given by each subclass
+    ptr: int
+    if TYPE_CHECKING:
+        @property
+        def limit(self) -> int: ...
+
+        def source(self, offset: int, count: int) -> memoryview: ...
 
     @property
     def base(self) -> int:
@@ -370,7 +391,7 @@ class HostRegion:
     def end(self) -> int:
         return self.ptr + self.limit
 
-    def site(self):
+    def site(self) -> Site | None:
         return None if self.extra is None else self.extra.get("site")
 
     def read_into(self, offset: int, out: memoryview) -> None:
@@ -408,7 +429,7 @@ class DeviceRegion:
     def describe(self) -> str:
         return self.block.describe()
 
-    def site(self):
+    def site(self) -> Site | None:
         return self.block.alloc_site
 
     def view(self, offset: int, count: int) -> None:

@@ -16,6 +16,7 @@ RT_ERROR_INVALID_VALUE is ACL_ERROR_RT_PARAM_INVALID 107000, RT_ERROR_FEATURE_NO
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..memory.args import as_int
 from ..memory.constants import MemcpyKind, RunMode
@@ -26,7 +27,7 @@ from ..memory.errors import (
     InvalidArgumentType,
     InvalidRuntimeParam,
 )
-from .contents import SLAB_BYTES
+from .contents import SLAB_BYTES, Region
 from .copies2d import MEMCPY2D_MAX_HEIGHT, MEMCPY2D_MAX_WIDTH, Copies2D
 from .host import HostBlock
 
@@ -38,6 +39,10 @@ BATCH_MAX = 4096
 #: aclrtMemLocationType (acl_rt.h): HOST 0, DEVICE 1, UNREGISTERED 2, HOST_NUMA 4
 _LOC_HOST, _LOC_DEVICE, _LOC_HOST_NUMA = 0, 1, 4
 _INT32 = (-(1 << 31), (1 << 31) - 1)
+#: a checked batch entry: (dst region, src region, dst, src, size)
+_Entry = tuple[Region, Region, int, int, int]
+#: an entry resolved for the move: (src region, offset, dst region, offset, size)
+_Resolved = tuple[Region, int, Region, int, int]
 
 
 def _with_index(error: AclError, index: int) -> AclError:
@@ -50,16 +55,17 @@ class Copies(Copies2D):
     """The copy calls of one runtime (a plane made through ``Runtime.extension``); the 2D
     copies are its base class's (:mod:`.copies2d`)."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
 
-    def close(self) -> list:
+    def close(self) -> list[object]:
         """aclFinalize: the plane holds nothing."""
         return []
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _move(self, src_region, src_off: int, dst_region, dst_off: int, count: int) -> None:
+    def _move(self, src_region: Region, src_off: int, dst_region: Region, dst_off: int,
+              count: int) -> None:
         """Move ``count`` resolved bytes (as :meth:`DataPlane.copy` does)."""
         out = dst_region.view(dst_off, count)
         if out is not None:
@@ -80,7 +86,8 @@ class Copies(Copies2D):
         return (as_int(entry.get("type"), f"{name} type", *_INT32),
                 as_int(entry.get("id"), f"{name} id", 0, (1 << 32) - 1))
 
-    def _parse_attrs(self, attrs: object, num_attrs: int) -> list[tuple]:
+    def _parse_attrs(self, attrs: object,
+                     num_attrs: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
         """aclrtMemcpyBatchAttr as a dict: ``{"dstLoc": {"id", "type"}, "srcLoc": {...},
         "rsv": [16 bytes]}``; rsv must be all 0 (memory.cpp ValidateMemcpyBatchParams)."""
         if not isinstance(attrs, Sequence) or isinstance(attrs, (str, bytes)) \
@@ -106,8 +113,10 @@ class Copies(Copies2D):
             raise InvalidArgumentType(f"{name} must be a list of {count} ints")
         return [as_int(v, f"{name}[{i}]") for i, v in enumerate(values)]
 
-    def memcpy_batch(self, dsts, dest_maxs, srcs, sizes, num_batches, attrs, attrs_indexes,
-                     num_attrs, *, stream=None, asynchronous=False) -> None:
+    def memcpy_batch(self, dsts: object, dest_maxs: object, srcs: object, sizes: object,
+                     num_batches: object, attrs: object, attrs_indexes: object,
+                     num_attrs: object, *, stream: object = None,
+                     asynchronous: bool = False) -> None:
         """aclrtMemcpyBatch (and Async, V2): copy ``sizes[i]`` bytes from ``srcs[i]`` to
         ``dsts[i]``; all host to device or all device to host.
 
@@ -156,7 +165,7 @@ class Copies(Copies2D):
                                           f"attrs_indexes[{i - 1}] and below {count}")
         data = runtime.data
         with data.lock:
-            plan = []
+            plan: list[_Entry] = []
             attr = 0
             for i in range(count):
                 if attr + 1 < num_attrs and i >= indexes[attr + 1]:
@@ -176,7 +185,9 @@ class Copies(Copies2D):
                 self._move(src_region, src_off, dst_region, dst_off, size)
         self._emit_batch(call, plan, None)
 
-    def _batch_entry(self, call, i, dst, dest_max, src, size, attr, asynchronous):
+    def _batch_entry(self, call: str, i: int, dst: int, dest_max: int, src: int,
+                     size: int, attr: tuple[tuple[int, int], tuple[int, int]],
+                     asynchronous: bool) -> _Entry:
         """Check entry ``i`` (api_impl.cc CheckMemCpyAttr, ValidateMemCpyParamsAndAttributes);
         (dst location, src location, dst, src, size)."""
         if asynchronous and size == 0:
@@ -201,10 +212,10 @@ class Copies(Copies2D):
                                       f"copies are supported")
         return (dst_region, src_region, dst, src, size)
 
-    def _resolved(self, call: str, plan: list) -> list:
+    def _resolved(self, call: str, plan: list[_Entry]) -> list[_Resolved]:
         """Resolve every entry for the move (the sanitizer's checks), all before any moves."""
         data = self.runtime.data
-        found = []
+        found: list[_Resolved] = []
         for i, (_, _, dst, src, size) in enumerate(plan):
             if not size:
                 continue
@@ -216,21 +227,22 @@ class Copies(Copies2D):
             found.append((*s, *d, size))
         return found
 
-    def _run_batch(self, call: str, plan: list, stream) -> None:
+    def _run_batch(self, call: str, plan: list[_Entry], stream: object) -> None:
         data = self.runtime.data
         with data.lock:
             for src_region, src_off, dst_region, dst_off, size in self._resolved(call, plan):
                 self._move(src_region, src_off, dst_region, dst_off, size)
         self._emit_batch(call, plan, stream)
 
-    def _emit_batch(self, call, plan, stream) -> None:
+    def _emit_batch(self, call: str, plan: list[_Entry], stream: object) -> None:
         first = plan[0]
         self.runtime.data._emit((first[0], first[1]), "memcpy_batch", call=call,
                                 count=len(plan), bytes=sum(p[4] for p in plan), stream=stream)
 
     # -- aclrtMemsetD32 / aclrtMemsetD32Async ----------------------------------------------------
 
-    def _check_d32(self, call: str, ptr, mem_size, value, n):
+    def _check_d32(self, call: str, ptr: object, mem_size: object, value: object,
+                   n: object) -> tuple[int, int, int] | None:
         """memory.cpp aclrtMemsetD32Impl: (ptr, value, N) or None when N is 0."""
         n = as_int(n, "N")
         if n == 0:
@@ -251,7 +263,7 @@ class Copies(Copies2D):
                                   f"is supported ({ptr:#x} is neither)")
         return ptr, value, n
 
-    def _fill_d32(self, call: str, ptr: int, value: int, n: int, stream=None) -> None:
+    def _fill_d32(self, call: str, ptr: int, value: int, n: int, stream: object = None) -> None:
         data = self.runtime.data
         count = n * 4
         pattern = value.to_bytes(4, "little")
@@ -266,7 +278,7 @@ class Copies(Copies2D):
                     region.write(offset + at, memoryview(piece))
         data._emit((region,), "memset_d32", ptr=ptr, count=count, value=value, stream=stream)
 
-    def memset_d32(self, ptr, mem_size, value, n) -> None:
+    def memset_d32(self, ptr: object, mem_size: object, value: object, n: object) -> None:
         """aclrtMemsetD32: ``N`` 32-bit values ``value`` from ``ptr``.
 
         Raises:
@@ -278,7 +290,8 @@ class Copies(Copies2D):
         if checked is not None:
             self._fill_d32("aclrtMemsetD32", *checked)
 
-    def memset_d32_async(self, ptr, mem_size, value, n, stream) -> None:
+    def memset_d32_async(self, ptr: object, mem_size: object, value: object, n: object,
+                         stream: object) -> None:
         """aclrtMemsetD32Async: as :meth:`memset_d32`, queued (the documented behaviour;
         the public runtime's standard-SoC ``rtMemsetD32Async`` still returns
         FEATURE_NOT_SUPPORT, which aclrtMemsetD32AsyncImpl turns into success with nothing
@@ -297,7 +310,8 @@ class Copies(Copies2D):
 
     # -- aclrtMemcpyAsyncWithCondition (deprecated) ----------------------------------------------
 
-    def async_with_condition(self, dst, dest_max, src, count, kind, stream) -> None:
+    def async_with_condition(self, dst: object, dest_max: object, src: object, count: object,
+                             kind: object, stream: object) -> None:
         """aclrtMemcpyAsyncWithCondition: aclrtMemcpyAsync (11-03: deprecated, use it),
         except that HOST_TO_HOST is ACL_ERROR_RT_FEATURE_NOT_SUPPORT when the program runs on
         the host (11-03, 约束说明: Ascend EP形态).
@@ -311,6 +325,7 @@ class Copies(Copies2D):
         runtime.memcpy_async(dst, dest_max, src, count, kind, stream)
 
 
-def copies(runtime) -> Copies:
+def copies(runtime: Any) -> Copies:
     """The runtime's :class:`Copies`, made on first use (``Runtime.extension``)."""
-    return runtime.extension("copies", Copies)
+    found: Copies = runtime.extension("copies", Copies)
+    return found

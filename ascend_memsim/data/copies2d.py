@@ -17,7 +17,7 @@ from typing import Any
 from ..memory.args import as_int
 from ..memory.constants import MemcpyKind
 from ..memory.errors import FeatureNotSupported, InvalidArgument, InvalidRuntimeParam
-from .contents import contents_of
+from .contents import Region, contents_of
 
 __all__ = ["Copies2D", "MEMCPY2D_MAX_HEIGHT", "MEMCPY2D_MAX_WIDTH"]
 
@@ -37,7 +37,8 @@ class Copies2D:
     #: the runtime whose memory is copied (:class:`~.copies.Copies` sets it)
     runtime: Any
 
-    def _check_2d(self, dst, dpitch, src, spitch, width, height, kind):
+    def _check_2d(self, dst: object, dpitch: object, src: object, spitch: object, width: object,
+                  height: object, kind: object) -> tuple[int, int, int, int, int, int, int] | None:
         """memory.cpp CheckMemcpy2dParam, then api_error.cc MemCopy2DCheckParam. None: nothing
         to do (width or height 0)."""
         width, height = as_int(width, "width"), as_int(height, "height")
@@ -59,7 +60,9 @@ class Copies2D:
                                       f"width={width} (at most {MEMCPY2D_MAX_WIDTH}) too big")
         return dst, dpitch, src, spitch, width, height, kind
 
-    def _spans(self, call: str, dst, dpitch, src, spitch, width, height, *, deferred=False):
+    def _spans(self, call: str, dst: int, dpitch: int, src: int, spitch: int,
+               width: int, height: int, *,
+               deferred: bool = False) -> tuple[Region, int, Region, int]:
         """Resolve both sides of a 2D copy: (src region, offset, dst region, offset) of the
         first rows.
 
@@ -84,7 +87,7 @@ class Copies2D:
                     self._first_past(d_region.size, d_off, dpitch, width, height)}
             if sanitizer.initcheck:
                 rows.add(self._first_unwritten(s_region, s_off, spitch, width, height))
-            for row in sorted(rows - {None}):
+            for row in sorted(r for r in rows if r is not None):
                 data.resolve(call, src + row * spitch, width, write=False)
                 data.resolve(call, dst + row * dpitch, width, write=True)
         return s_region, s_off, d_region, d_off
@@ -98,12 +101,13 @@ class Copies2D:
         return 0 if room < 0 else min(height - 1, room // pitch + 1)
 
     @staticmethod
-    def _first_unwritten(region, offset: int, pitch: int, width: int, height: int) -> int | None:
+    def _first_unwritten(region: Region, offset: int, pitch: int, width: int,
+                         height: int) -> int | None:
         """The first row holding a byte never written, or None. O(gaps met) lookups."""
         end = offset + (height - 1) * pitch + width
         at = offset
         while at < end:
-            gap = region.first_gap(at, end - at)
+            gap: tuple[int, int] | None = region.first_gap(at, end - at)
             if gap is None:
                 return None
             row, into = divmod(gap[0] - offset, pitch)
@@ -113,7 +117,8 @@ class Copies2D:
         return None
 
     @staticmethod
-    def _move_rows(s_region, s_off, spitch, d_region, d_off, dpitch, width, height) -> None:
+    def _move_rows(s_region: Region, s_off: int, spitch: int, d_region: Region, d_off: int,
+                   dpitch: int, width: int, height: int) -> None:
         """Move the rows: the source span is read once (so overlapping spans copy as
         memmove), then each row is one slice assignment. O(span + height)."""
         if spitch == width == dpitch:
@@ -143,7 +148,8 @@ class Copies2D:
             chunk[at:at + width] = rows[row * spitch:row * spitch + width]
             add(at, at + width)
 
-    def _check_direction(self, call, s_region, d_region, directions) -> None:
+    def _check_direction(self, call: str, s_region: Region, d_region: Region,
+                         directions: tuple[str, ...]) -> None:
         """Refuse a copy whose addresses make a direction outside ``directions`` (api_error.cc:
         MemcpyKindAutoCorrect from the addresses' locations); a D2D copy needs peer access."""
         direction = ("H" if s_region.host else "D") + "2" + ("H" if d_region.host else "D")
@@ -154,7 +160,8 @@ class Copies2D:
         if direction == "D2D":
             self.runtime.data.check_p2p(call, s_region, d_region)
 
-    def memcpy2d(self, dst, dpitch, src, spitch, width, height, kind) -> None:
+    def memcpy2d(self, dst: object, dpitch: object, src: object, spitch: object, width: object,
+                 height: object, kind: object) -> None:
         """aclrtMemcpy2d: ``height`` rows of ``width`` bytes, ``spitch`` / ``dpitch`` apart.
 
         Raises:
@@ -175,8 +182,9 @@ class Copies2D:
                                       "to host (api_error.cc MemCopy2DSync)")
         self._run_2d(call, dst, dpitch, src, spitch, width, height, ("H2D", "D2H"))
 
-    def _run_2d(self, call, dst, dpitch, src, spitch, width, height, directions,
-                stream=None) -> None:
+    def _run_2d(self, call: str, dst: int, dpitch: int, src: int, spitch: int,
+                width: int, height: int, directions: tuple[str, ...],
+                stream: object = None) -> None:
         data = self.runtime.data
         with data.lock:
             s_region, s_off, d_region, d_off = self._spans(call, dst, dpitch, src, spitch,
@@ -186,7 +194,8 @@ class Copies2D:
         data._emit((d_region, s_region), "memcpy2d", dst=dst, dpitch=dpitch, src=src,
                    spitch=spitch, width=width, height=height, stream=stream)
 
-    def memcpy2d_async(self, dst, dpitch, src, spitch, width, height, kind, stream) -> None:
+    def memcpy2d_async(self, dst: object, dpitch: object, src: object, spitch: object,
+                       width: object, height: object, kind: object, stream: object) -> None:
         """aclrtMemcpy2dAsync: as :meth:`memcpy2d`, queued; DEVICE_TO_DEVICE allowed
         (api_error.cc MemCopy2DAsync: H2D, D2H or D2D).
 

@@ -62,6 +62,7 @@ import ctypes
 import mmap
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -138,11 +139,11 @@ class HostBlock(HostRegion):
     size: int
     footprint: int
     serial: int
-    buf: bytearray | object = field(repr=False)
+    buf: bytearray | mmap.mmap = field(repr=False)
     #: where the block starts in ``buf``
     skew: int = 0
     written: Runs = field(default_factory=Runs, repr=False)
-    extra: dict | None = field(default=None, repr=False)
+    extra: dict[str, Any] | None = field(default=None, repr=False)
     #: the ctypes view that pins ``buf`` (a buffer with an export cannot move or close)
     pin: object = field(default=None, repr=False)
     #: ``[start, end)`` addresses the simulator keeps for the block (guard pages included)
@@ -232,10 +233,10 @@ class HostMemory:
         self._freed: collections.deque[HostBlock] = collections.deque()
         self._freed_bytes = 0
         self._regions: dict[int, HostBlock | Registration] = {}
-        self._starts = SortedList()
+        self._starts: SortedList[int] = SortedList()
         #: storage start -> host block (live or freed and kept), for refusing raw accesses
         self._stores: dict[int, HostBlock] = {}
-        self._store_starts = SortedList()
+        self._store_starts: SortedList[int] = SortedList()
         self._by_id: dict[int, Registration] = {}
         self._next_reg = REGISTERED_BASE
         self._serial = 0
@@ -278,6 +279,7 @@ class HostMemory:
             OutOfHostMemory: the process is out of memory.
         """
         made = raw.guarded_map(footprint)
+        buf: bytearray | mmap.mmap
         if made is not None:
             buf, pin, ptr = made
             skew = raw.PAGE
@@ -300,7 +302,7 @@ class HostMemory:
                 # One touch must not make a whole huge page present: pages are poisoned
                 # lazily by whether anyone touched them.
                 try:
-                    buf.madvise(_MADV_NOHUGEPAGE)
+                    made[0].madvise(_MADV_NOHUGEPAGE)  # buf
                 except (OSError, ValueError):
                     pass
             block.settled = Runs()
@@ -333,7 +335,7 @@ class HostMemory:
 
     # -- registered buffers --------------------------------------------------------------------
 
-    def register(self, obj: object) -> Registration:
+    def register(self, obj: Any) -> Registration:  # numpy is optional: duck-typed
         """The registration of a bytes, bytearray or C-contiguous numpy array (made once).
 
         Raises:
@@ -486,7 +488,7 @@ class HostMemory:
                 return []  # never used: nothing to rebuild
             live = self.blocks()
             record_sites, on_forget = self.record_sites, self.on_forget
-            self.__init__()
+            self.__init__()  # type: ignore[misc]  # start afresh; no subclass exists
             self.record_sites, self.on_forget = record_sites, on_forget
             return live
 

@@ -14,6 +14,7 @@ never reach raw host memory. Rules from hicann/runtime ``src/acl/aclrt_impl/memo
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from ..memory.args import SIZE_MAX, as_int
 from ..memory.constants import MemcpyKind
@@ -42,10 +43,10 @@ class IndirectCopies:
     """The descriptor and offset copies of one runtime (a plane made through
     ``Runtime.extension``)."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
 
-    def close(self) -> list:
+    def close(self) -> list[object]:
         """aclFinalize: the plane holds nothing."""
         return []
 
@@ -77,7 +78,8 @@ class IndirectCopies:
             raise FeatureNotSupported(f"kind={kind}: only ACL_MEMCPY_INNER_DEVICE_TO_DEVICE (6)")
         return 64 if self.runtime.profile.name.startswith("950") else 32
 
-    def set_desc(self, desc, kind, src, dst, count, config) -> int:
+    def set_desc(self, desc: object, kind: object, src: object, dst: object, count: object,
+                 config: object) -> int:
         """aclrtSetMemcpyDesc: write (count, src, dst) into the descriptor's device memory
         (Context::SetMemcpyDesc copies an rtMemcpyAddrInfo there). Returns ``desc``.
 
@@ -127,7 +129,7 @@ class IndirectCopies:
                    stream=None)
         return desc
 
-    def async_with_desc(self, desc, kind, stream) -> None:
+    def async_with_desc(self, desc: object, kind: object, stream: object) -> None:
         """aclrtMemcpyAsyncWithDesc: queue the copy the descriptor describes; the descriptor
         is read from device memory when the copy runs (as the device reads it).
 
@@ -156,7 +158,7 @@ class IndirectCopies:
         runtime.streams.enqueue(stream, call, ((desc, desc + size),),
                                 lambda s: self._run_desc(call, desc, size, s.handle))
 
-    def _run_desc(self, call: str, desc: int, size: int, stream) -> None:
+    def _run_desc(self, call: str, desc: int, size: int, stream: object) -> None:
         data = self.runtime.data
         with data.lock:
             region, offset = data.resolve(call, desc, _DESC.size, write=False)
@@ -164,7 +166,7 @@ class IndirectCopies:
         if count:
             self._device_copy(call, dst, src, count, stream)
 
-    def _device_copy(self, call: str, dst: int, src: int, count: int, stream) -> None:
+    def _device_copy(self, call: str, dst: int, src: int, count: int, stream: object) -> None:
         """An INNER_DEVICE_TO_DEVICE copy whose addresses were read from device memory when it
         ran: both ends must be device memory of one device, else the work fails (the
         addresses are never taken as raw host memory)."""
@@ -179,8 +181,9 @@ class IndirectCopies:
 
     # -- copies through base-address cells (aclrtMemcpyAsyncWithOffset) ---------------------------
 
-    def async_with_offset(self, dst, dest_max, dst_offset, src, count, src_offset, kind,
-                          stream) -> None:
+    def async_with_offset(self, dst: object, dest_max: object, dst_offset: object, src: object,
+                          count: object, src_offset: object, kind: object,
+                          stream: object) -> None:
         """aclrtMemcpyAsyncWithOffset: ``dst`` and ``src`` hold base addresses (8 bytes each,
         in device memory); when the copy runs it copies ``count`` bytes from
         ``*src + src_offset`` to ``*dst + dst_offset``.
@@ -217,7 +220,8 @@ class IndirectCopies:
             stream, call, ((dst, dst + 8), (src, src + 8)),
             lambda s: self._run_offset(call, dst, dst_offset, src, src_offset, count, s.handle))
 
-    def _run_offset(self, call, dst, dst_offset, src, src_offset, count, stream) -> None:
+    def _run_offset(self, call: str, dst: int, dst_offset: int, src: int,
+                    src_offset: int, count: int, stream: object) -> None:
         data = self.runtime.data
         with data.lock:
             bases = []
@@ -230,6 +234,7 @@ class IndirectCopies:
         self._device_copy(call, target, source, count, stream)
 
 
-def indirect_copies(runtime) -> IndirectCopies:
+def indirect_copies(runtime: Any) -> IndirectCopies:
     """The runtime's :class:`IndirectCopies`, made on first use (``Runtime.extension``)."""
-    return runtime.extension("indirect_copies", IndirectCopies)
+    found: IndirectCopies = runtime.extension("indirect_copies", IndirectCopies)
+    return found

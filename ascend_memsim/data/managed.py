@@ -31,7 +31,7 @@ class PageState:
 
     read_mostly: bool = False
     preferred: tuple[int, int] = NO_LOCATION
-    accessed_by: frozenset = frozenset()
+    accessed_by: frozenset[tuple[int, int]] = frozenset()
     prefetched: tuple[int, int] = NO_LOCATION
 
 
@@ -50,9 +50,9 @@ class ManagedAlloc:
     device_id: int
     phys: int
     #: per 2 MiB page (its index from ``ptr``): its :class:`PageState`, when not the default
-    pages: dict = field(default_factory=dict)
+    pages: dict[int, PageState] = field(default_factory=dict)
     #: where the bytes are kept (``contents``, see data/contents.py contents_of)
-    extra: dict | None = field(default=None, repr=False)
+    extra: dict[str, Any] | None = field(default=None, repr=False)
     alloc_site: Site | None = field(default=None, repr=False)
     #: what the data plane and the sanitizer read of a block
     readonly = False
@@ -80,7 +80,7 @@ class ManagedRegion(DeviceRegion):
     managed = True
 
 
-def store_page(pages: dict, page: int, state: PageState) -> None:
+def store_page(pages: dict[int, PageState], page: int, state: PageState) -> None:
     """Keep ``state`` for ``page`` (a default state is not kept)."""
     if state == DEFAULT_PAGE:
         pages.pop(page, None)
@@ -88,7 +88,7 @@ def store_page(pages: dict, page: int, state: PageState) -> None:
         pages[page] = state
 
 
-def attribute_value(attr: ManagedRangeAttr, states: set, data_size: int) -> Any:
+def attribute_value(attr: ManagedRangeAttr, states: set[PageState], data_size: int) -> Any:
     """One attribute over pages in ``states`` (DECISION, the vendor names no layout): a flag
     0/1; a location ``{"type", "id"}``; a type or an id an int; ACCESSED_BY a list of
     locations (at most dataSize // 8). Pages that disagree on it read as invalid: 0, the
@@ -100,8 +100,8 @@ def attribute_value(attr: ManagedRangeAttr, states: set, data_size: int) -> Any:
         chosen = sorted(found.pop()) if len(found) == 1 else []
         return [{"type": t, "id": i} for t, i in chosen[:data_size // 8]]
     prefetch = attr.name.startswith("LAST_PREFETCH")
-    found = {s.prefetched if prefetch else s.preferred for s in states}
-    loc = found.pop() if len(found) == 1 else NO_LOCATION
+    locations = {s.prefetched if prefetch else s.preferred for s in states}
+    loc = locations.pop() if len(locations) == 1 else NO_LOCATION
     if attr.name.endswith("_TYPE"):
         return loc[0]
     if attr.name.endswith("_ID"):

@@ -11,17 +11,21 @@ a device block.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ..memory.constants import AccessFlags, LocationType
 from ..memory.errors import InvalidPointer
-from ..memory.vmm import VA_END, Mapping
-from .contents import contents_of, fill_view
+from ..memory.physical import PhysicalHandle
+from ..memory.vmm import VA_END, AddressSpace, Mapping
+from .contents import Contents, Region, contents_of, fill_view
 
 __all__ = ["MappedRegion", "mapped_region"]
 
 
-def _contents_if_any(handle):
+def _contents_if_any(handle: PhysicalHandle) -> Contents | None:
     extra = handle.extra
-    return None if extra is None else extra.get("contents")
+    found: Contents | None = None if extra is None else extra.get("contents")
+    return found
 
 
 class MappedRegion:
@@ -53,10 +57,11 @@ class MappedRegion:
         return (f"{self.size}-byte mapped range at {self.base:#x} ({len(self.maps)} mappings, "
                 f"from the {self.maps[0].describe()})")
 
-    def site(self):
+    def site(self) -> object:
         return self.maps[0].alloc_site
 
-    def _pieces(self, offset: int, count: int):
+    def _pieces(self, offset: int,
+                count: int) -> Iterator[tuple[PhysicalHandle, int, int, int]]:
         """(handle, offset in it, offset in the access, bytes) per mapping the access touches."""
         addr, end, done = self.base + offset, self.base + offset + count, 0
         for mapping in self.maps:
@@ -115,7 +120,7 @@ class MappedRegion:
         for handle, at, _, take in self._pieces(offset, count):
             contents_of(handle).fill(at, take, value)
 
-    def copy_from(self, source, src_off: int, dst_off: int, count: int) -> None:
+    def copy_from(self, source: Region, src_off: int, dst_off: int, count: int) -> None:
         """Copy from a device block or mapped range (through a buffer of ``count`` bytes)."""
         data = bytearray(count)
         source.read_into(src_off, memoryview(data))
@@ -132,7 +137,7 @@ class MappedRegion:
         return None
 
 
-def mapped_region(space, addr: int, count: int) -> MappedRegion | None:
+def mapped_region(space: AddressSpace | None, addr: int, count: int) -> MappedRegion | None:
     """The region of the mappings from the one holding ``addr`` as far as ``count`` bytes
     reach without a gap, or None (unmapped, or not accessible to its device: a mapping made
     by aclrtMemMapNoAccess before aclrtMemSetAccess). O(log n + k)."""

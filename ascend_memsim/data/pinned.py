@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ..memory.args import SIZE_MAX, as_int, as_ptr, as_size, parse_malloc_config
 from ..memory.constants import HacType, HostRegFlag, MallocAttrType
@@ -96,7 +97,7 @@ class PinnedHost:
     """The registered host ranges of one runtime (a plane made through
     ``Runtime.extension``). Thread-safe. Lookups are O(registrations)."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.lock = threading.Lock()
         self._ranges: dict[int, Registered] = {}
@@ -119,7 +120,7 @@ class PinnedHost:
         as_size(size)                    # memory.cpp: ACL_REQUIRES_POSITIVE(size)
         # the runtime's ApiImpl::GetMallocHostConfigAttr: "申请内存的接口不支持传入其他类型cfg"
         _check_host_attrs(attrs)
-        return self.runtime.malloc_host(size)
+        return int(self.runtime.malloc_host(size))
 
     def free_host_with_dev_sync(self, ptr: object) -> None:
         """aclrtFreeHostWithDevSync: run the current device's queued work, then free
@@ -294,13 +295,14 @@ class PinnedHost:
     def snapshot(self) -> list[tuple[int, int, int, int]]:
         return [(r.ptr, r.size, r.flags, r.device_ptr) for r in self.registrations()]
 
-    def close(self) -> list:
+    def close(self) -> list[object]:
         """aclFinalize: forget every registration (DECISION: not reported)."""
         with self.lock:
             self._ranges.clear()
         return []
 
 
-def pinned_host(runtime) -> PinnedHost:
+def pinned_host(runtime: Any) -> PinnedHost:
     """The runtime's :class:`PinnedHost`, made on first use (``Runtime.extension``)."""
-    return runtime.extension("pinned", PinnedHost)
+    found: PinnedHost = runtime.extension("pinned", PinnedHost)
+    return found

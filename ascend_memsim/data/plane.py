@@ -11,13 +11,14 @@ nothing. Copies move memoryview slices, never single bytes in Python.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from ..memory.args import as_int
 from ..memory.constants import MemcpyKind
 from ..memory.errors import InvalidArgument, InvalidPointer, InvalidRuntimeParam
 from ..memory.rules import UVM_BASE, UVM_END
 from ..memory.units import plural
-from .contents import DeviceRegion
+from .contents import DeviceRegion, Region
 from .managed import ManagedAlloc
 
 __all__ = ["DataPlane", "KIND_ENDS", "kind_of", "overrun"]
@@ -36,7 +37,7 @@ def kind_of(src_host: bool, dst_host: bool) -> MemcpyKind:
     return MemcpyKind(2 * (not src_host) + (not dst_host))
 
 
-def overrun(region, offset: int, count: int) -> str:
+def overrun(region: Region, offset: int, count: int) -> str:
     """How far an access of ``count`` bytes at ``offset`` into ``region`` runs past it, in
     one wording for the error message and the sanitizer: past the requested size, and past
     the footprint (the bytes the region owns)."""
@@ -52,7 +53,7 @@ class DataPlane:
     and its ``sanitizer``. Thread-safe: one lock serialises the byte moves.
     """
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:  # the Runtime, a layer above
         self.runtime = runtime
         self.lock = threading.RLock()
 
@@ -113,7 +114,7 @@ class DataPlane:
 
     # -- resolution ---------------------------------------------------------------------------
 
-    def region_at(self, addr: int, count: int = 1):
+    def region_at(self, addr: int, count: int = 1) -> Region | None:
         """The region (host block, registered buffer, device block, mapped virtual range,
         managed allocation) holding ``addr``, or None; a mapped range reaches as far as
         ``count`` bytes need.
@@ -159,7 +160,7 @@ class DataPlane:
             region.write(offset, memoryview(payload))
 
     def resolve(self, call: str, addr: int, count: int, write: bool, *,
-                deferred: bool = False):
+                deferred: bool = False) -> tuple[Region, int]:
         """(region, offset) for an access of ``count`` bytes at ``addr``, after the checks.
 
         ``deferred``: the access is queued, not done now; only check that the address is live
@@ -199,7 +200,8 @@ class DataPlane:
                     sanitizer.uninitialized_read(call, addr, count, region, gap)
         return region, offset
 
-    def check_p2p(self, call: str, src_region, dst_region, kind: int | None = None) -> None:
+    def check_p2p(self, call: str, src_region: Region, dst_region: Region,
+                  kind: int | None = None) -> None:
         """Refuse a copy between two devices unless both blocks are P2P memory and peer
         access is enabled between the devices.
 
@@ -233,7 +235,8 @@ class DataPlane:
                 f"{call}: device {a.device_id} to device {b.device_id} needs peer access: "
                 f"call device_enable_peer_access first")
 
-    def _check_imported(self, call: str, src_region, dst_region, kind: int | None) -> None:
+    def _check_imported(self, call: str, src_region: Region, dst_region: Region,
+                        kind: int | None) -> None:
         """The 11-07 copy rules for an import from another device (see :meth:`check_p2p`)."""
         ends = (src_region, dst_region)
         imported = [r for r in ends if not r.host and hasattr(r.block, "exporter_pid")]
@@ -337,7 +340,7 @@ class DataPlane:
             region.fill(offset, count, value)
         self._emit((region,), "memset", ptr=ptr, count=count, value=value, stream=stream)
 
-    def _emit(self, regions: tuple, event: str, **info: object) -> None:
+    def _emit(self, regions: tuple[Region, ...], event: str, **info: object) -> None:
         """Tell the observers of the device involved (for host-only moves: the current one)."""
         runtime = self.runtime
         device = None

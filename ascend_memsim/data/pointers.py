@@ -9,6 +9,8 @@ address is refused here (see :func:`_host_region`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..memory.args import as_int, as_ptr, int_or_none, shown
 from ..memory.constants import RunMode
 from ..memory.errors import InvalidArgument, InvalidArgumentType, InvalidPointer
@@ -25,7 +27,10 @@ NPY_TYPES = {0: "bool", 1: "int8", 2: "uint8", 3: "int16", 4: "uint16", 5: "int3
              11: "float32", 12: "float64", 23: "float16"}
 
 
-def bytes_to_ptr(runtime, data: object) -> int:
+# ``runtime``: the Runtime, a layer above this one (so Any here); numpy is optional, so an
+# array is duck-typed (Any) once its type name says ndarray
+
+def bytes_to_ptr(runtime: Any, data: object) -> int:
     """acl.util.bytes_to_ptr: the (simulated) address of a bytes or bytearray buffer.
 
     The buffer stays registered, and alive, while user code holds it.
@@ -35,10 +40,10 @@ def bytes_to_ptr(runtime, data: object) -> int:
     """
     if not isinstance(data, (bytes, bytearray)):
         raise InvalidArgumentType(f"bytes_to_ptr takes bytes, got {type(data).__name__}")
-    return runtime.host.register(data).ptr
+    return int(runtime.host.register(data).ptr)
 
 
-def numpy_to_ptr(runtime, array: object) -> int:
+def numpy_to_ptr(runtime: Any, array: Any) -> int:
     """acl.util.numpy_to_ptr: the (simulated) address of a numpy array's data.
 
     As pyacl does, an array that is not C-contiguous is copied first; the copy is held by
@@ -59,10 +64,10 @@ def numpy_to_ptr(runtime, array: object) -> int:
                                   f"numeric dtype")
     if not array.flags["C_CONTIGUOUS"]:
         array = array.copy(order="C")
-    return runtime.host.register(array).ptr
+    return int(runtime.host.register(array).ptr)
 
 
-def numpy_contiguous_to_ptr(runtime, array: object) -> tuple[int, object]:
+def numpy_contiguous_to_ptr(runtime: Any, array: Any) -> tuple[int, object]:
     """acl.util.numpy_contiguous_to_ptr: ``(address, array)``, ``array`` C-contiguous (the
     argument itself when it is, else a copy the caller must keep alive).
 
@@ -74,7 +79,8 @@ def numpy_contiguous_to_ptr(runtime, array: object) -> tuple[int, object]:
     return numpy_to_ptr(runtime, array), array
 
 
-def _host_region(runtime, call: str, ptr: object, size: int, write: bool):
+def _host_region(runtime: Any, call: str, ptr: object, size: int,
+                 write: bool) -> tuple[Any, int]:
     """(region, offset) of host memory at ``ptr``; device memory is refused before the
     sanitizer looks at the access (nothing is read, so there is nothing to report).
 
@@ -98,10 +104,11 @@ def _host_region(runtime, call: str, ptr: object, size: int, write: bool):
             raise InvalidPointer(f"{call}: {ptr:#x} is not in a live aclrtMallocHost block or "
                                  f"a registered host buffer (acl.util reads only memory the "
                                  f"simulator knows; memcpy takes raw host addresses)")
-        return data.resolve(call, ptr, size, write=write)
+        region, offset = data.resolve(call, ptr, size, write=write)
+        return region, offset
 
 
-def ptr_to_bytes(runtime, ptr: object, size: object) -> bytes:
+def ptr_to_bytes(runtime: Any, ptr: object, size: object) -> bytes:
     """acl.util.ptr_to_bytes: ``size`` bytes of host memory at ``ptr``, as a new bytes object.
 
     Raises:
@@ -116,7 +123,7 @@ def ptr_to_bytes(runtime, ptr: object, size: object) -> bytes:
     return bytes(region.source(offset, size))
 
 
-def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
+def ptr_to_numpy(runtime: Any, ptr: object, shape: Any, type_code: Any) -> Any:
     """acl.util.ptr_to_numpy: a numpy array over host memory at ``ptr`` (shares the memory).
 
     ``type_code`` is pyacl's int code (11 = float32, see :data:`NPY_TYPES`) or a dtype.
@@ -145,7 +152,7 @@ def ptr_to_numpy(runtime, ptr: object, shape: object, type_code: object):
                               f"memory holds only data")
     length = int_or_none(shape)
     if length is not None:
-        given: tuple = (length,)
+        given: tuple[object, ...] = (length,)
     elif isinstance(shape, (list, tuple)):
         given = tuple(shape)
     elif type(shape).__name__ == "ndarray" and shape.ndim == 1:

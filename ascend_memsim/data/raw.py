@@ -31,9 +31,10 @@ import mmap
 import os
 import struct
 import threading
+from collections.abc import Callable
 
 from ..memory.errors import InvalidPointer
-from .contents import HostRegion, fill_view
+from .contents import HostRegion, Region, fill_view
 
 __all__ = ["PAGE", "ForeignRegion", "guarded_map", "mapping", "probe", "read", "write",
            "fill", "untouched"]
@@ -97,7 +98,7 @@ class _Files:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.pid = None
+        self.pid: int | None = None
         self.fds: dict[tuple[str, int], int] = {}
 
     def fd(self, path: str, flags: int) -> int:
@@ -213,7 +214,7 @@ def untouched(addr: int, count: int) -> list[tuple[int, int]] | None:
     return runs
 
 
-def _mprotect():
+def _mprotect() -> Callable[[int, int, int], int] | None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         protect = libc.mprotect
@@ -221,7 +222,8 @@ def _mprotect():
         return None
     protect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     protect.restype = ctypes.c_int
-    return protect
+    found: Callable[[int, int, int], int] = protect
+    return found
 
 
 _protect = _mprotect() if hasattr(mmap, "MAP_ANONYMOUS") else None
@@ -310,7 +312,7 @@ class ForeignRegion(HostRegion):
         else:
             fill(self.ptr + offset, count, value)
 
-    def copy_from(self, source, src_off: int, dst_off: int, count: int) -> None:
+    def copy_from(self, source: Region, src_off: int, dst_off: int, count: int) -> None:
         """Copy from a region that gives no view either (device memory)."""
         self.write(dst_off, memoryview(source.read(src_off, count)))
 

@@ -14,10 +14,11 @@ import ctypes
 import mmap
 import sys
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from ..memory.errors import InternalError, InvalidPointer
 from . import raw
-from .contents import HostRegion, fill_view
+from .contents import HostRegion, Region, fill_view
 
 __all__ = ["Registration", "bytes_address", "in_a_memory_map"]
 
@@ -35,10 +36,11 @@ class Registration(HostRegion):
 
     ptr: int
     span: int
-    obj: object = field(repr=False)
+    #: bytes, a bytearray or a numpy array (optional, so duck-typed: Any)
+    obj: Any = field(repr=False)
     kind: str = "bytes"
     serial: int = 0
-    extra: dict | None = field(default=None, repr=False)
+    extra: dict[str, Any] | None = field(default=None, repr=False)
     #: the buffer lies in a memory map (numpy over ``mmap``): a file mapping's pages vanish
     #: when the file shrinks, so its bytes move through :mod:`raw`, never by a load
     raw_io: bool = False
@@ -85,7 +87,7 @@ class Registration(HostRegion):
             # The ctypes array holds the bytes object, so a view made from it (ptr_to_numpy)
             # keeps the object alive, and the registration is not orphaned while it lives.
             array = (ctypes.c_char * self.span).from_address(id(obj) + _BYTES_DATA_OFFSET)
-            array.keep = obj
+            array.keep = obj  # type: ignore[attr-defined]  # a ctypes instance takes attributes
             return memoryview(array).cast("B")
         return memoryview(obj).cast("B")
 
@@ -113,22 +115,22 @@ class Registration(HostRegion):
             self.view(offset, len(data))  # refuses a read-only buffer
             raw.write(self._address() + offset, data)
         else:
-            self.view(offset, len(data))[:] = data
+            self.direct_view(offset, len(data))[:] = data
 
     def fill(self, offset: int, count: int, value: int) -> None:
         if self.raw_io:
             self.view(offset, count)
             raw.fill(self._address() + offset, count, value)
         else:
-            fill_view(self.view(offset, count), value)
+            fill_view(self.direct_view(offset, count), value)
 
-    def copy_from(self, source, src_off: int, dst_off: int, count: int) -> None:
+    def copy_from(self, source: Region, src_off: int, dst_off: int, count: int) -> None:
         """Copy from a region that gives no view (device memory) into a mapped buffer."""
         self.write(dst_off, memoryview(source.read(src_off, count)))
 
     def _address(self) -> int:
         """The real address of a memory-mapped numpy buffer's data."""
-        return self.obj.__array_interface__["data"][0]
+        return int(self.obj.__array_interface__["data"][0])
 
     def first_gap(self, offset: int, count: int) -> None:
         """A buffer user code made counts as written throughout."""
@@ -153,7 +155,7 @@ def _memory_owner(obj: object) -> object:
         except ValueError:  # released
             return None
     if type(obj).__name__ == "ndarray":
-        return obj.base
+        return cast(Any, obj).base
     return None
 
 

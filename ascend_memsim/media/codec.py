@@ -25,6 +25,7 @@ the decoders and the encoder on streams.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 from ..memory.args import UINT32_MAX, as_int
 from ..memory.constants import MemType, RunMode
@@ -38,7 +39,7 @@ from .plane import MediaPlane
 __all__ = ["Codecs", "jpegd_width_align", "require_codecs"]
 
 
-def require_codecs(runtime, call: str) -> None:
+def require_codecs(runtime: Any, call: str) -> None:
     """Refuse the DVPP codecs on a product that has none.
 
     Raises:
@@ -51,7 +52,7 @@ def require_codecs(runtime, call: str) -> None:
                                f"codec (DVPP chapters, product support tables)")
 
 
-def jpegd_width_align(runtime) -> int:
+def jpegd_width_align(runtime: Any) -> int:
     """JPEGD's output width stride alignment: 64 on Atlas A2/A3, 310P and 200I/500 A2; 128 on
     the Atlas 200/300/500 (Ascend 310) and Atlas training (Ascend 910) parts (pyACL JPEGD
     chapter, aclpythondevg_01_0321 table 2). Told by the SoC name; DECISION: a profile that
@@ -152,7 +153,7 @@ class Codecs:
                                       f"({size - available} bytes short)")
 
     def _read(self, call: str, addr: int, size: int) -> bytes:
-        return self.runtime.data.read_bytes(call, addr, size)
+        return cast("bytes", self.runtime.data.read_bytes(call, addr, size))
 
     def _write(self, call: str, addr: int, payload: bytes) -> None:
         self.runtime.data.write_bytes(call, addr, payload)
@@ -178,11 +179,12 @@ class Codecs:
                               f"description's size is {out.size} (short by "
                               f"{need - out.size}); allocate what the predict call returns")
 
-    def _enqueue(self, call: str, stream: object, ranges: tuple, run, out_desc) -> None:
+    def _enqueue(self, call: str, stream: object, ranges: tuple[Any, ...], run: Any,
+                 out_desc: Any) -> None:
         """Queue ``run`` on the stream; a failure sets the description's ret code."""
         plane = self.plane
 
-        def work(_stream) -> None:
+        def work(_stream: Any) -> None:
             try:
                 run()
             except AclError as error:
@@ -249,7 +251,7 @@ class Codecs:
 
     # -- JPEGE -------------------------------------------------------------------------------------
 
-    def _encode_input(self, call: str, in_desc: object) -> tuple:
+    def _encode_input(self, call: str, in_desc: object) -> tuple[Any, ...]:
         desc = self.plane.get(in_desc, PicDesc, "input_desc")
         with self.plane.handles.lock:
             fields = (desc.data, desc.size, desc.format, desc.width, desc.height,

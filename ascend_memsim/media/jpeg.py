@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import Any, cast
 
 from ..memory.errors import (
     FormatNotMatch,
@@ -95,7 +96,7 @@ _PACKED = {P.PIXEL_FORMAT_YUYV_PACKED_422: "YUYV", P.PIXEL_FORMAT_UYVY_PACKED_42
 JPEGE_FORMATS = frozenset({*_NV, *_PACKED})
 
 
-def require_pillow():
+def require_pillow() -> Any:
     """The PIL.Image module, or FeatureNotSupported saying how to get it."""
     try:
         from PIL import Image
@@ -110,7 +111,7 @@ def _align(value: int, to: int) -> int:
     return -(-value // to) * to
 
 
-def check_format(value: int, allowed: frozenset, call: str) -> PixelFormat:
+def check_format(value: int, allowed: frozenset[Any], call: str) -> PixelFormat:
     if value not in allowed:
         known = PixelFormat._value2member_map_.get(value)
         name = known.name if known is not None else "not an acldvppPixelFormat"
@@ -215,7 +216,7 @@ def read_header(data: bytes) -> JpegHeader:
                       _blocks(width, height, comps))
 
 
-def _frame(sof: int, body: bytes) -> tuple:
+def _frame(sof: int, body: bytes) -> tuple[Any, ...]:
     if len(body) < 6:
         raise UnreadableImage("the frame (SOF) header is truncated")
     precision, height, width, count = body[0], _u16(body, 1), _u16(body, 3), body[5]
@@ -426,7 +427,7 @@ def decode(data: bytes, layout: Layout, header: JpegHeader) -> bytes:
     return _lay_out(np, planes, layout)
 
 
-def _lay_out(np, planes, layout: Layout) -> bytes:
+def _lay_out(np: Any, planes: Any, layout: Layout) -> bytes:
     w, h, ws, hs = layout.width, layout.height, layout.width_stride, layout.height_stride
     out = np.zeros(layout.size, np.uint8)
     y = out[:ws * hs].reshape(hs, ws)
@@ -434,23 +435,23 @@ def _lay_out(np, planes, layout: Layout) -> bytes:
     y[:h, :w] = luma[:h, :w]
     sub = _SUBSAMPLING[layout.format]
     if sub is None:
-        return out.tobytes()
+        return cast("bytes", out.tobytes())
     dw, dh = sub
     cw, ch = w // dw, h // dh
     uv = out[ws * hs:].reshape(hs // dh, ws * 2 // dw)
     uv[:] = 128
     if planes.ndim == 2:
-        return out.tobytes()
+        return cast("bytes", out.tobytes())
     chroma = planes[:ch * dh, :cw * dw, 1:].astype(np.uint16)
     chroma = chroma.reshape(ch, dh, cw, dw, 2).sum(axis=(1, 3))
     chroma = ((chroma + (dw * dh) // 2) // (dw * dh)).astype(np.uint8)
     if layout.format in _VU_FIRST:
         chroma = chroma[:, :, ::-1]
     uv[:ch, :2 * cw] = chroma.reshape(ch, 2 * cw)
-    return out.tobytes()
+    return cast("bytes", out.tobytes())
 
 
-def _numpy():
+def _numpy() -> Any:
     from ..compute.tensors import require_numpy
     return require_numpy()
 

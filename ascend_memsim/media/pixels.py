@@ -17,15 +17,19 @@ LANCZOS.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .constants import PixelFormat as F
 from .rules import LAYOUTS, Picture
 
 __all__ = ["decode", "encode_rows", "to_space", "resize", "space_of", "require_numpy"]
 
+_PACKED_422: dict[int, tuple[int, int, int, int]]
 _PACKED_422 = {  # byte order of one 2-pixel group: indices of Y0, U, Y1, V
     F.PIXEL_FORMAT_YUYV_PACKED_422: (0, 1, 2, 3), F.PIXEL_FORMAT_UYVY_PACKED_422: (1, 0, 3, 2),
     F.PIXEL_FORMAT_YVYU_PACKED_422: (0, 3, 2, 1), F.PIXEL_FORMAT_VYUY_PACKED_422: (1, 2, 3, 0),
 }
+_XRGB: dict[int, tuple[int, int, int]]
 _XRGB = {  # byte index of R, G, B (the fourth byte is alpha)
     F.PIXEL_FORMAT_ARGB_8888: (1, 2, 3), F.PIXEL_FORMAT_ABGR_8888: (3, 2, 1),
     F.PIXEL_FORMAT_RGBA_8888: (0, 1, 2), F.PIXEL_FORMAT_BGRA_8888: (2, 1, 0),
@@ -34,7 +38,7 @@ _VU_FIRST = {F.PIXEL_FORMAT_YVU_SEMIPLANAR_420, F.PIXEL_FORMAT_YVU_SEMIPLANAR_42
              F.PIXEL_FORMAT_YVU_SEMIPLANAR_444}
 
 
-def require_numpy():
+def require_numpy() -> Any:
     """numpy, or FeatureNotSupported saying how to get it."""
     from ..compute.tensors import require_numpy as need
     return need()
@@ -45,7 +49,7 @@ def space_of(fmt: int) -> str:
     return "rgb" if LAYOUTS[fmt].kind in ("rgb", "xrgb") else "yuv"
 
 
-def decode(pic: Picture, raw):
+def decode(pic: Picture, raw: Any) -> Any:
     """The picture's ``(height, width, 3)`` array from its ``pic.nbytes`` bytes ``raw``
     (a 1-D uint8 array)."""
     np = require_numpy()
@@ -88,7 +92,7 @@ def decode(pic: Picture, raw):
     return out
 
 
-def encode_rows(fmt: int, image, width_stride: int, height_stride: int, x: int, y: int):
+def encode_rows(fmt: int, image: Any, width_stride: int, height_stride: int, x: int, y: int) -> Any:
     """The rows that store ``image`` (``(h, w, 3)`` in ``fmt``'s color space) at column
     ``x``, row ``y`` of a picture of ``fmt`` with these strides: ``[(offset, bytes), ...]``,
     one per row of each plane, offsets from the picture's start (the stride padding and the
@@ -128,11 +132,11 @@ def encode_rows(fmt: int, image, width_stride: int, height_stride: int, x: int, 
     return rows + _rows(uv.reshape(h, 2 * w), ws * hs + y * 2 * ws + 2 * x, 2 * ws)
 
 
-def _rows(plane, offset: int, stride: int) -> list:
+def _rows(plane: Any, offset: int, stride: int) -> list[Any]:
     return [(offset + r * stride, plane[r].tobytes()) for r in range(plane.shape[0])]
 
 
-def _mean(channel, down_y: int, down_x: int):
+def _mean(channel: Any, down_y: int, down_x: int) -> Any:
     """``channel`` averaged over ``down_y`` x ``down_x`` blocks, rounded half up."""
     np = require_numpy()
     h, w = channel.shape
@@ -141,7 +145,7 @@ def _mean(channel, down_y: int, down_x: int):
     return ((blocks.sum(axis=(1, 3)) + n // 2) // n).astype(np.uint8)
 
 
-def to_space(image, source: str, target: str):
+def to_space(image: Any, source: str, target: str) -> Any:
     """``image`` converted from color space ``source`` to ``target`` (BT.601 full range)."""
     if source == target:
         return image
@@ -159,7 +163,7 @@ def to_space(image, source: str, target: str):
     return np.clip(np.floor(out + 0.5), 0, 255).astype(np.uint8)
 
 
-def resize(image, width: int, height: int, interpolation: int):
+def resize(image: Any, width: int, height: int, interpolation: int) -> Any:
     """``image`` resized to ``width`` x ``height``: 2 and 4 nearest neighbour, 5 Pillow's
     LANCZOS, any other bilinear (0, 1, 3)."""
     np = require_numpy()
@@ -173,7 +177,7 @@ def resize(image, width: int, height: int, interpolation: int):
     if interpolation == 5:
         from PIL import Image
         return np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(image[:, :, c]))
-                                    .resize((width, height), Image.LANCZOS))
+                                    .resize((width, height), Image.Resampling.LANCZOS))
                          for c in range(image.shape[2])], -1)
     # separable, one channel at a time in float32: an 8192x8192 picture stays in memory
     # a few hundred MiB at most
@@ -192,7 +196,7 @@ def resize(image, width: int, height: int, interpolation: int):
     return out
 
 
-def _taps(size: int, new: int):
+def _taps(size: int, new: int) -> tuple[Any, Any, Any]:
     """Bilinear source indices and weights along one axis (half-pixel centres, edges
     clamped, as OpenCV's INTER_LINEAR)."""
     np = require_numpy()

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TypeVar
+from typing import Any, Literal, TypeVar, cast, overload
 
-from ..compute.tensors import HandleTable
+from ..compute.tensors import Handle, HandleTable
 from ..memory.args import as_int
 from ..memory.errors import InvalidArgument, InvalidArgumentType
 from .constants import CHANNEL_MODE_ALL, ChannelDescParam, ChannelMode
@@ -47,23 +47,29 @@ D = TypeVar("D", bound=Desc)
 _MODE_BITS = sum(int(m) for m in ChannelMode)
 
 
-def media_plane(runtime, make: bool = True) -> MediaPlane | None:
+@overload
+def media_plane(runtime: Any, make: Literal[True] = True) -> MediaPlane: ...
+@overload
+def media_plane(runtime: Any, make: bool) -> MediaPlane | None: ...
+
+
+def media_plane(runtime: Any, make: bool = True) -> MediaPlane | None:
     """The runtime's media plane, made on first use (``make=False``: None if the runtime has
     none yet; nothing is made)."""
-    return runtime.extension("media", MediaPlane if make else None)
+    return cast("MediaPlane | None", runtime.extension("media", MediaPlane if make else None))
 
 
 class MediaPlane(VpcCalls):
     """The media handles of one runtime (thread-safe: the table's lock)."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         sanitizer = runtime.sanitizer
         self.handles = HandleTable(lambda: sanitizer.on and sanitizer.record_sites,
                                    base=MEDIA_HANDLE_BASE)
         self._channel_ids = itertools.count()
 
-    def close(self) -> list[Desc]:
+    def close(self) -> list[Handle]:
         """Forget every handle (aclFinalize); the ones never destroyed (a batch's pictures
         are its own, not reported apart)."""
         return [h for h in self.handles.clear()

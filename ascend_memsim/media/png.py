@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import cast
 
 from ..memory.errors import FormatNotMatch, InvalidArgument, UnreadableImage
 from .constants import PixelFormat
@@ -165,4 +166,4 @@ def decode(data: bytes, layout: Layout) -> bytes:
     rows = out.reshape(layout.height_stride, layout.width_stride)
     channels = pixels.shape[2]
     rows[:layout.height, :layout.width * channels] = pixels.reshape(layout.height, -1)
-    return out.tobytes()
+    return cast("bytes", out.tobytes())

@@ -24,6 +24,7 @@ YUV422SP, YUV444SP, packed YUV422/444, RGB888, BGR888, xRGB8888).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..memory.errors import InvalidArgument
 from .constants import PixelFormat as F
@@ -104,7 +105,7 @@ _SOURCE_310 = "pyACL VPC restrictions, Ascend 310/910 table (aclpythondevg_01_02
 _SOURCE_A2 = "pyACL VPC restrictions, Atlas A2/A3 table (aclpythondevg_01_0295)"
 
 
-def vpc_rules(profile) -> VpcRules:
+def vpc_rules(profile: Any) -> VpcRules:
     """The VPC rules of a product profile (:mod:`ascend_memsim.memory.profiles`)."""
     if profile.name == "310P":
         return VpcRules("Atlas inference (310P), as the Ascend 310/910 table", _SOURCE_310,

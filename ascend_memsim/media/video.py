@@ -47,7 +47,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from ..memory.args import UINT32_MAX, as_int
 from ..memory.constants import CallbackBlock, MiB
@@ -76,14 +76,15 @@ VENC_BUFFER_DEFAULT = 8 * MiB
 #: DECISION: VENC takes 128 x 128 to 4096 x 4096 pictures (the venc sample's 128 x 128 is the
 #: smallest the DVPP VENC chapters give)
 VENC_MIN, VENC_MAX = 128, 4096
-_DECODERS = {StreamFormat.H265_MAIN_LEVEL: "hevc"}
+_DECODERS: dict[int, str] = {StreamFormat.H265_MAIN_LEVEL: "hevc"}
+_ENCODERS: dict[int, tuple[str, str | None]]
 _ENCODERS = {StreamFormat.H265_MAIN_LEVEL: ("libx265", None),
              StreamFormat.H264_BASELINE_LEVEL: ("libx264", "baseline"),
              StreamFormat.H264_MAIN_LEVEL: ("libx264", "main"),
              StreamFormat.H264_HIGH_LEVEL: ("libx264", "high")}
 
 
-def require_av():
+def require_av() -> Any:
     """The PyAV module, or FeatureNotSupported saying how to get it."""
     try:
         import av
@@ -108,7 +109,7 @@ class VdecChannelDesc(Desc):
     ref_frame_num: int = 0
     out_mode: int = 0
     bit_depth: int = 0
-    params: dict = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     #: the open channel (None while closed)
     state: Any = None
     FIELDS: ClassVar[dict[str, tuple[int, int]]] = {
@@ -137,7 +138,7 @@ class VencChannelDesc(Desc):
     max_bit_rate: int = 0
     rc_mode: int = 0
     src_rate: int = 0
-    params: dict = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     state: Any = None
     FIELDS: ClassVar[dict[str, tuple[int, int]]] = {
         "thread_id": UINT64, "en_type": INT32, "pic_format": INT32, "pic_width": U32,
@@ -146,6 +147,10 @@ class VencChannelDesc(Desc):
     made_by = "aclvencCreateChannelDesc"
     destroyed_by = "aclvencDestroyChannelDesc"
     kind = "venc channel description"
+
+
+#: a VDEC or VENC channel's description
+ChannelDescs = VdecChannelDesc | VencChannelDesc
 
 
 @dataclass(eq=False)
@@ -180,7 +185,7 @@ class _Open:
     #: re-entrant: a callback run on the sending thread may send again
     lock: threading.RLock = field(default_factory=threading.RLock)
     #: VDEC: sends waiting for a frame (stream desc, pic desc snapshot, user data)
-    pending: deque = field(default_factory=deque)
+    pending: deque[Any] = field(default_factory=deque)
     #: VENC: the output buffer, whether the channel allocated it, the ring's next offset
     buffer: int = 0
     buffer_size: int = 0
@@ -190,7 +195,7 @@ class _Open:
     #: VENC: the end of stream was sent (the encoder is flushed; no more frames)
     ended: bool = False
     #: VDEC: the output size the channel scales frames to (None: the stream's own)
-    scale: tuple | None = None
+    scale: tuple[Any, ...] | None = None
 
 
 def _align(value: int, to: int) -> int:
@@ -213,7 +218,7 @@ class Video:
 
     # -- channels -----------------------------------------------------------------------------
 
-    def set_callback(self, desc: object, cls: type, fn: object) -> None:
+    def set_callback(self, desc: object, cls: type[ChannelDescs], fn: object) -> None:
         """vdec/venc_set_channel_desc_callback (pyacl: the callable itself)."""
         obj = self.plane.get(desc, cls, "channel_desc")
         if not callable(fn):
@@ -221,13 +226,13 @@ class Video:
         with self.plane.handles.lock:
             obj.callback = fn
 
-    def callback(self, desc: object, cls: type) -> Any:
+    def callback(self, desc: object, cls: type[ChannelDescs]) -> Any:
         obj = self.plane.get(desc, cls, "channel_desc")
         if obj.callback is None:
             raise InvalidArgument("no callback was set on the channel description")
         return obj.callback
 
-    def _open(self, desc: Desc, call: str, codec: Any) -> _Open:
+    def _open(self, desc: ChannelDescs, call: str, codec: Any) -> _Open:
         """Subscribe the channel's thread to a stream of its own."""
         if self.runtime.profile.soc_name.startswith("Ascend950"):
             raise NotOnThisProduct(f"{call}: {self.runtime.profile.description} has no "
@@ -247,7 +252,7 @@ class Video:
                               f"{error.message}") from None
         return _Open(stream, desc.thread_id, desc.callback, codec)
 
-    def _close(self, state: _Open, flush) -> None:
+    def _close(self, state: _Open, flush: Any) -> None:
         """Flush, wait for every callback, unsubscribe, drop the stream."""
         with state.lock:
             flush()
@@ -265,11 +270,11 @@ class Video:
                     pass
                 streams.destroy_stream(state.stream)
 
-    def _call_back(self, state: _Open, args: tuple, cleanup=None) -> None:
+    def _call_back(self, state: _Open, args: tuple[Any, ...], cleanup: Any = None) -> None:
         """Hand ``callback(*args)`` to the channel's thread (through its stream)."""
         fn = state.callback
 
-        def report(_user_data) -> None:
+        def report(_user_data: Any) -> None:
             try:
                 fn(*args)
             finally:
@@ -286,7 +291,7 @@ class Video:
         self.runtime.streams.synchronize_stream(state.stream)
 
     def _read(self, call: str, addr: int, size: int) -> bytes:
-        return self.runtime.data.read_bytes(call, addr, size)
+        return cast("bytes", self.runtime.data.read_bytes(call, addr, size))
 
     def _write(self, call: str, addr: int, payload: bytes) -> None:
         self.runtime.data.write_bytes(call, addr, payload)
@@ -377,14 +382,14 @@ class Video:
                 src.ret_code = ret
             self._call_back(state, (src.handle, 0, user_data))
 
-    def _vdec_fail(self, state: _Open, src, out, user_data) -> None:
+    def _vdec_fail(self, state: _Open, src: Any, out: Any, user_data: Any) -> None:
         state.pending.remove(next(p for p in state.pending if p[1] is out))
         with self.plane.handles.lock:
             out.ret_code = int(UnreadableImage.code)
             src.ret_code = int(UnreadableImage.code)
         self._call_back(state, (src.handle, out.handle, user_data))
 
-    def _vdec_frames(self, state: _Open, frames: list) -> None:
+    def _vdec_frames(self, state: _Open, frames: list[Any]) -> None:
         call = "aclvdecSendFrame"
         for frame in frames:
             if not state.pending:
@@ -395,7 +400,7 @@ class Video:
             self._vdec_store(call, frame, out, fmt)
             self._call_back(state, (src.handle, out.handle, user_data))
 
-    def _vdec_store(self, call: str, frame, out: PicDesc, fmt: int) -> None:
+    def _vdec_store(self, call: str, frame: Any, out: PicDesc, fmt: int) -> None:
         width, height = frame.width - frame.width % 2, frame.height - frame.height % 2
         with self.plane.handles.lock:
             wstride = max(out.width_stride, _align(width, 16))
@@ -470,7 +475,7 @@ class Video:
             obj.channel_id = state.stream & UINT32_MAX
             obj.state = state
 
-    def _encoder(self, obj: VencChannelDesc):
+    def _encoder(self, obj: VencChannelDesc) -> Any:
         av = require_av()
         name, profile = _ENCODERS[obj.en_type]
         codec = av.CodecContext.create(name, "w")
@@ -565,7 +570,7 @@ class Video:
             state.ended = True
             self._venc_packets(state, 0, user_data, state.codec.encode(None))
 
-    def _venc_packets(self, state: _Open, pic: int, user_data: Any, packets) -> None:
+    def _venc_packets(self, state: _Open, pic: int, user_data: Any, packets: Any) -> None:
         call = "aclvencSendFrame"
         plane = self.plane
         for packet in packets:
@@ -583,7 +588,7 @@ class Video:
             with plane.handles.lock:
                 plane.get(handle, StreamDesc).ret_code = ret
 
-            def cleanup(handle=handle) -> None:
+            def cleanup(handle: Any = handle) -> None:
                 try:
                     plane.destroy(handle, StreamDesc)
                 except AclError:

@@ -25,6 +25,7 @@ same rules. Scaling: each side by 1/32 to 16 (CANN 6.2 aclcppdevg_03_1331).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..memory.args import UINT32_MAX, as_int
 from ..memory.constants import MemType
@@ -33,6 +34,12 @@ from .constants import BorderType, ChannelMode
 from .descs import BatchPicDesc, BorderConfig, PicDesc, ResizeConfig, RoiConfig
 from .pixels import decode, encode_rows, require_numpy, resize, space_of, to_space
 from .rules import Picture, VpcRules, check_picture, strides_for, vpc_rules
+
+if TYPE_CHECKING:
+    from ..compute.tensors import HandleTable
+    from .descs import ChannelDesc, Desc
+
+    D = TypeVar("D", bound=Desc)
 
 __all__ = ["Item", "VpcCalls", "MAX_ROIS"]
 
@@ -51,7 +58,7 @@ class Item:
     paste: tuple[int, int, int, int]
     interpolation: int
     #: (type, top, bottom, left, right, values) or None
-    border: tuple | None = None
+    border: tuple[Any, ...] | None = None
 
 
 def _area(roi: RoiConfig, pic: Picture, what: str, call: str) -> tuple[int, int, int, int]:
@@ -70,7 +77,7 @@ def _area(roi: RoiConfig, pic: Picture, what: str, call: str) -> tuple[int, int,
     return left, top, w, h
 
 
-def _scaled(call: str, crop: tuple, width: int, height: int) -> None:
+def _scaled(call: str, crop: tuple[Any, ...], width: int, height: int) -> None:
     lo, hi = _SCALE
     for old, new, side in ((crop[2], width, "width"), (crop[3], height, "height")):
         if not lo <= new / old <= hi:
@@ -78,7 +85,7 @@ def _scaled(call: str, crop: tuple, width: int, height: int) -> None:
                                   f"the VPC's 1/32 to 16")
 
 
-def _as_list(value: object, what: str) -> list:
+def _as_list(value: object, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise InvalidArgumentType(f"{what} must be a list, got {type(value).__name__}")
     if not 1 <= len(value) <= MAX_ROIS:
@@ -90,7 +97,15 @@ def _as_list(value: object, what: str) -> list:
 class VpcCalls:
     """The VPC calls of the media plane (mixed into :class:`~.plane.MediaPlane`)."""
 
-    runtime: object
+    # what MediaPlane gives; declared for the type checker only, so that these never shadow
+    # its own
+    runtime: Any
+    if TYPE_CHECKING:
+        handles: HandleTable
+
+        def get(self, handle: object, cls: type[D], what: str | None = None) -> D: ...
+
+        def channel(self, desc: object, mode: ChannelMode, call: str) -> ChannelDesc: ...
 
     # -- the pieces every call checks ------------------------------------------------------------
 
@@ -112,7 +127,7 @@ class VpcCalls:
                                   f"(acldvppSetResizeConfigInterpolation)")
         return value
 
-    def _border(self, handle: object, call: str) -> tuple:
+    def _border(self, handle: object, call: str) -> tuple[Any, ...]:
         config = self.get(handle, BorderConfig, "border_config")
         if config.border_type not in BorderType._value2member_map_:
             raise InvalidArgument(f"{call}: border type {config.border_type} is not an "
@@ -121,7 +136,7 @@ class VpcCalls:
                 tuple(config.value))
 
     def _item(self, call: str, src: Picture, crop_roi: object, dst: Picture,
-              paste_roi: object, interpolation: int, border: tuple | None = None) -> Item:
+              paste_roi: object, interpolation: int, border: tuple[Any, ...] | None = None) -> Item:
         if crop_roi is None:
             crop = (0, 0, src.width, src.height)
         else:
@@ -149,7 +164,7 @@ class VpcCalls:
     # -- memory -----------------------------------------------------------------------------
 
     def _check_memory(self, call: str, pic: Picture, write: bool, rules: VpcRules,
-                      device) -> None:
+                      device: Any) -> None:
         """The picture's buffer: live memory of the current device holding ``pic.size``
         bytes, DVPP memory where the product has it.
 
@@ -165,7 +180,8 @@ class VpcCalls:
                 sanitizer.bad_address(call, pic.data, pic.size, write)
                 raise InvalidArgument(f"{call}: {pic.what}'s data {pic.data:#x} is not live "
                                       f"device memory")
-            block = region.block if not region.host else None
+            # a device region's block (a host region has none): read past the host test only
+            block: Any = region.block if not region.host else None
             if region.host:
                 why = "host memory; the VPC takes device memory"
             elif block.device_id != device.device_id:
@@ -205,7 +221,7 @@ class VpcCalls:
         ranges = tuple(sorted({(p.data, p.data + p.size) for item in items
                                for p in (item.src, item.dst)}))
 
-        def run(_stream) -> None:
+        def run(_stream: Any) -> None:
             for item in items:
                 _run_item(runtime, call, item)
 
@@ -326,7 +342,7 @@ class VpcCalls:
                                           (0, 0, target.width, target.height), -1)], stream)
 
 
-def _run_item(runtime, call: str, item: Item) -> None:
+def _run_item(runtime: Any, call: str, item: Item) -> None:
     """Read, compute and write one item (on the stream, at synchronize)."""
     np = require_numpy()
     data = runtime.data
@@ -356,7 +372,7 @@ def _run_item(runtime, call: str, item: Item) -> None:
             region.write(offset + start, memoryview(chunk))
 
 
-def _with_border(image, border: tuple):
+def _with_border(image: Any, border: tuple[Any, ...]) -> Any:
     np = require_numpy()
     kind, top, bottom, left, right, values = border
     pad = ((top, bottom), (left, right), (0, 0))
@@ -374,7 +390,7 @@ def _with_border(image, border: tuple):
     return np.pad(image, pad, mode=mode)
 
 
-def _pyr_down(image):
+def _pyr_down(image: Any) -> Any:
     """The Y channel blurred with [1 4 6 4 1]/16 both ways (border reflect-101) and every
     second pixel kept; chroma neutral."""
     np = require_numpy()

@@ -82,8 +82,8 @@ class Allocator:
         self.capacity = capacity
         self.granule = granule
         #: per chunk: run starts and run lengths, address-ordered
-        self._S: list[array] = [array("q", (base,))] if capacity else []
-        self._L: list[array] = [array("q", (capacity,))] if capacity else []
+        self._S: list[array[int]] = [array("q", (base,))] if capacity else []
+        self._L: list[array[int]] = [array("q", (capacity,))] if capacity else []
         #: per chunk: its last run start
         self._smax = array("q", (base,) if capacity else ())
         #: per chunk: its longest run
@@ -91,7 +91,7 @@ class Allocator:
         #: leaves in the tree (a power of two, at least the number of chunks)
         self._P = 1
         #: max-tree: node i has children 2i and 2i + 1; leaf k at _P + k; root at 1
-        self._T = array("q", (0, capacity))
+        self._T: array[int] = array("q", (0, capacity))
         #: live extents: start -> length
         self._live: dict[int, int] = {}
         self._free_bytes = capacity
@@ -437,7 +437,7 @@ class Allocator:
         This is what a huge-page figure of aclrtGetMemInfo counts. ``also_free`` extents
         (live ones the caller counts as free) join the runs they touch. O(n log n) then.
         """
-        runs: Iterable[tuple[int, int]] = self.free_runs()
+        runs: Iterable[tuple[int, int]] | list[list[int]] = self.free_runs()
         extra = list(also_free)
         if extra:
             merged: list[list[int]] = []

@@ -55,7 +55,8 @@ def _index(value: object, name: str) -> int:
     (a user's class may raise anything, not only TypeError) makes a wrong argument, never a
     crash."""
     try:
-        number = operator.index(value)
+        # any object: whatever its __index__ does (or its lack of one) is caught below
+        number = operator.index(value)  # type: ignore[arg-type]
     except Exception as error:
         cause = "" if isinstance(error, TypeError) else (
             f" (its __index__ raised {type(error).__name__})")
@@ -96,7 +97,8 @@ def as_str(value: object, name: str, *, empty: bool = False) -> str:
         InvalidArgumentType: not a str, or empty.
         InvalidArgument: it holds a NUL character.
     """
-    if not issubclass(type(value), str) or not (empty or str.__len__(value)):
+    # issubclass(type(value), str) narrows nothing for the checker: value is a str here
+    if not issubclass(type(value), str) or not (empty or str.__len__(value)):  # type: ignore[arg-type]
         kind = "a str" if empty else "a non-empty str"
         raise InvalidArgumentType(f"{name} must be {kind}, got {shown(value)}")
     text = str.__str__(value)
@@ -140,7 +142,8 @@ def int_or_none(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     try:
-        number = operator.index(value)
+        # any object: whatever its __index__ does (or its lack of one) is caught below
+        number = operator.index(value)  # type: ignore[arg-type]
     except Exception:
         return None
     return number if number.__class__ is int else int.__index__(number)
@@ -155,7 +158,7 @@ def parse_malloc_config(cfg: object) -> dict[int, int]:
     if cfg is None:
         return {}
     if isinstance(cfg, Mapping):
-        pairs: Iterable = cfg.items()
+        pairs: Iterable[object] = cfg.items()
     elif isinstance(cfg, (list, tuple)):
         pairs = cfg
     else:

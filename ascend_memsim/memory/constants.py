@@ -478,6 +478,8 @@ _VMM_ENUMS = ((LocationType, "ACL_MEM_LOCATION_TYPE_"),
 def _flat_names() -> dict[str, int]:
     """The ``ACL_*`` spellings that pyacl samples define, mapped to their values."""
     names: dict[str, int] = {}
+    # one loop variable for every enum below
+    member: IntEnum | IntFlag
     for member in MallocPolicy:
         names[f"ACL_MEM_MALLOC_{member.name}"] = int(member)
     names["ACL_MEM_TYPE_LOW_BAND_WIDTH"] = int(MallocFlag.LOW_BAND_WIDTH)
@@ -507,8 +509,8 @@ def _flat_names() -> dict[str, int]:
     names["ACL_RT_MEM_ATTACH_GLOBAL"] = MEM_ATTACH_GLOBAL
     names["ACL_DEVICE"] = int(RunMode.DEVICE)
     names["ACL_HOST"] = int(RunMode.HOST)
-    for member in ErrorCode:
-        names[member.vendor_name] = int(member)
+    for code in ErrorCode:
+        names[code.vendor_name] = int(code)
     for member in DataType:
         names[f"ACL_{member.name}"] = int(member)
     for member in Format:

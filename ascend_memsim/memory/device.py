@@ -18,13 +18,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from sortedcontainers import SortedList
 
 from .allocator import Allocator
 from .args import SIZE_MAX, UINT32_MAX, as_int, as_ptr
 from .budget import DeviceBudget
-from .constants import MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MemAttr, MemType
+from .constants import MODULE_APP, MODULE_ID_MAX, MODULE_NAMES, MallocPolicy, MemAttr, MemType
 from .errors import (
     AclError,
     InvalidArgument,
@@ -32,7 +33,7 @@ from .errors import (
     InvalidPointer,
     OutOfDeviceMemory,
 )
-from .placement import Placement
+from .placement import Placement, Step
 from .profiles import Memory, Profile
 from .rules import (
     DEFAULT_POLICY,
@@ -85,7 +86,7 @@ class Block:
     fallback: bool = False
     mem_type: MemType = MemType.DEV
     #: Free-form slot for later layers (contents, the quarantine's mark); None by default.
-    extra: dict | None = field(default=None, repr=False)
+    extra: dict[str, Any] | None = field(default=None, repr=False)
     #: Where the program allocated it (when the device records sites); shared between
     #: blocks allocated from the same stack.
     alloc_site: Site | None = field(default=None, repr=False)
@@ -145,7 +146,9 @@ _ATTR_FIGURE: dict[int, tuple[str, str, bool]] = {
     MemAttr.MEM_P2P_HUGE1G: ("main", "huge1g", True),
 }
 
-Observer = Callable[[str, "Device", dict], None]
+Observer = Callable[[str, "Device", dict[str, Any]], None]
+#: what a malloc does for a (policy, api, size band): see Device._plan
+Plan = tuple[MallocPolicy | None, bool, tuple[Page, ...], tuple[Step, ...], bool]
 
 
 class Device(Placement):
@@ -153,6 +156,10 @@ class Device(Placement):
 
     Thread-safe: one lock per device guards every change.
     """
+
+    # set by _reset_state, which the constructor calls
+    _ptrs: SortedList[int]
+    _ptrs_delta: dict[int, bool] | None
 
     def __init__(self, profile: Profile, device_id: int = 0, *,
                  budget: DeviceBudget | None = None, pid: int | None = None) -> None:
@@ -175,7 +182,7 @@ class Device(Placement):
         #: When true, each block keeps its allocation site in ``block.alloc_site``.
         self.record_sites = False
         #: (policy, api name, size band) -> what a malloc does (see _plan)
-        self._plans: dict[tuple, tuple] = {}
+        self._plans: dict[tuple[int, str, int], Plan] = {}
         #: Called as ``listener(device, blocks)`` when a malloc takes back the footprints of
         #: blocks :meth:`hold` kept (the sanitizer's quarantine forgets them).
         self.reclaim_listeners: list[Callable[[Device, list[Block]], None]] = []
@@ -229,7 +236,7 @@ class Device(Placement):
         # More changes than _delta_cap and the delta is dropped (None): the index is rebuilt
         # from the block table at the next read, and malloc and free note nothing until then.
         self._ptrs = SortedList()
-        self._ptrs_delta: dict[int, bool] | None = {}
+        self._ptrs_delta = {}
         self._delta_cap = _DELTA_MIN
         #: Blocks the program freed but the sanitizer's quarantine still holds: no longer live
         #: (not in _blocks, usage or the events), their footprint still reserved in the allocator.
@@ -294,7 +301,7 @@ class Device(Placement):
                                   f"table (log_types.h); APP is {MODULE_APP}")
         return module
 
-    def _plan(self, policy: int, api: Api, size: int, band: int) -> tuple:
+    def _plan(self, policy: int, api: Api, size: int, band: int) -> Plan:
         """(base policy, readonly, page kinds, ((page, granule, rule padding), ...)) for a
         checked policy word and ``api``; ``size`` only picks the band (page_order's
         thresholds). Remembered per (policy, api, band); a refusal is not.
@@ -313,7 +320,7 @@ class Device(Placement):
             self._plans[policy, api._value_, band] = plan
         return plan
 
-    def _place(self, size: int, policy: int, api: Api, module: int, plan: tuple,
+    def _place(self, size: int, policy: int, api: Api, module: int, plan: Plan,
                mem_type: MemType, site_skip: int = 0) -> Block:
         _, readonly, pages, steps, p2p = plan
         with self.lock:
@@ -363,15 +370,17 @@ class Device(Placement):
                     # A failed malloc changes nothing: the held blocks stay held.
                     alloc.undo_release(journal)
                 request = request or Request(self.device_id, api, size, policy, module, pages)
-                error = OutOfDeviceMemory(self._oom_message(request, pages, refused, room))
+                oom = OutOfDeviceMemory(self._oom_message(request, pages, refused, room))
                 if self.observers or self.subscribers:
-                    self._emit("malloc_failed", request=request, error=error)
-                raise error
+                    self._emit("malloc_failed", request=request, error=oom)
+                raise oom
             if journal:
                 self._take_held(journal)
             self._serial += 1
-            # the site's walk starts above this frame, allocate's and the caller's own
-            block = Block(ptr, size, rule, footprint, page, self._main_memory, api, policy,
+            # the site's walk starts above this frame, allocate's and the caller's own.
+            # _place_shared gives a page and usage figures with every ptr it places
+            block = Block(ptr, size, rule, footprint, page,  # type: ignore[arg-type]
+                          self._main_memory, api, policy,
                           module, self.device_id, self._serial, readonly, p2p,
                           page is not pages[0], mem_type,
                           None, capture_site(10, 2 + site_skip) if self.record_sites else None)
@@ -381,8 +390,8 @@ class Device(Placement):
                 delta[ptr] = True
                 if len(delta) > self._delta_cap:
                     self._ptrs_delta = None  # cheaper to rebuild the index when next read
-            if usage[0] > usage[1]:
-                usage[1] = usage[0]
+            if usage[0] > usage[1]:  # type: ignore[index]  # (see the Block above)
+                usage[1] = usage[0]  # type: ignore[index]
             if self.observers or "malloc" in self.subscribers:
                 self._emit("malloc", block=block, request=request or
                            Request(self.device_id, api, size, policy, module, pages))
@@ -534,7 +543,7 @@ class Device(Placement):
             block = self._blocks[ptrs[i - 1]]
             return block if addr < block.end else None
 
-    def _index(self) -> SortedList:
+    def _index(self) -> SortedList[int]:
         """The sorted pointer index, brought up to date (call with the lock held).
 
         O(d log n) for d pointers changed since the last read; a rebuild, O(n log n), when

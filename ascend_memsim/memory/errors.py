@@ -32,6 +32,8 @@ class AclError(Exception):
     """Base of every simulator error; ``code`` is the vendor aclError value."""
 
     code: ErrorCode = ErrorCode.RT_INTERNAL_ERROR
+    #: a batch copy's failing entry, set on the errors it raises (no value otherwise)
+    fail_index: int
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message)
@@ -310,6 +312,15 @@ class NpuOutOfMemoryError(OutOfDeviceMemory):
     without a memory fraction), ``reserved``, ``reserved_unallocated`` (reserved minus
     allocated) and ``rejected`` (throw_on_npumalloc_oom refused it before any device call).
     """
+
+    tried: int | None
+    device: int | None
+    total_capacity: int | None
+    allocated: int | None
+    active: int | None
+    free: int | None
+    allowed: int | None
+    reserved: int | None
 
     def __init__(self, message: str = "", **figures: object) -> None:
         super().__init__(message)

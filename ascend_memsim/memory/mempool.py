@@ -72,12 +72,12 @@ class SegmentPool:
         self.base = base
         self.size = size
         #: free address runs, start -> end, coalesced
-        self.free_runs: SortedDict = SortedDict({base: base + size})
+        self.free_runs: SortedDict[int, int] = SortedDict({base: base + size})
         #: busy and cached segments by start
-        self.segments: SortedDict = SortedDict()
+        self.segments: SortedDict[int, Segment] = SortedDict()
         self.used = self.reserved = self.used_high = self.reserved_high = 0
         #: the reuse switches (0 or 1) and the release threshold (bytes)
-        self.reuse = dict.fromkeys(REUSE_ATTRS, 0)
+        self.reuse: dict[int, int] = dict.fromkeys(REUSE_ATTRS, 0)
         self.threshold = 0
 
     # -- lookups ------------------------------------------------------------------------------

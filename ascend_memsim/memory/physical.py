@@ -10,6 +10,7 @@ memory.cpp's (aclrtMallocPhysicalImpl, aclrtMemGetAllocationGranularityImpl). A
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
 
 from .args import SIZE_MAX, UINT32_MAX, shown
 from .constants import (
@@ -76,7 +77,7 @@ class PhysicalProp:
     location_id: int = 0
     reserve: int = 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         """pyacl's dict shape."""
         return {"handleType": self.handle_type, "allocationType": self.allocation_type,
                 "memAttr": self.mem_attr,
@@ -84,7 +85,7 @@ class PhysicalProp:
                 "reserve": self.reserve}
 
 
-def field_of(d: dict, key: str, hi: int) -> int:
+def field_of(d: dict[str, object], key: str, hi: int) -> int:
     """An int field of a pyacl dict: 0 when missing, as pyacl leaves the zeroed struct.
 
     Read as the C API reads it (``PyDict_GetItemString``: a subclass's overridden methods do
@@ -105,12 +106,13 @@ def field_of(d: dict, key: str, hi: int) -> int:
     return value
 
 
-def parse_dict(value: object, what: str) -> dict:
+def parse_dict(value: object, what: str) -> dict[str, object]:
     """``value`` if it is a dict (or a subclass, as ``PyDict_Check``), else the TypeError
     pyacl raises, as a code."""
     if not issubclass(type(value), dict):
         raise InvalidArgumentType(f"the {what} argument is not dict (got {shown(value)})")
-    return value
+    # PyDict_Check's test, which the checker does not read as narrowing
+    return cast("dict[str, object]", value)
 
 
 def parse_prop(prop: object) -> PhysicalProp:
@@ -186,6 +188,17 @@ def fault_request(device_id: int, size: int, page: Page, p2p: bool) -> Request:
                    MODULE_APP, (placed,))
 
 
+class SharedMemory(Protocol):
+    """Memory shared between processes, as a handle's ``shared`` (runtime/shareable.py,
+    runtime/ipc.py)."""
+
+    def release(self, handle: PhysicalHandle) -> None:
+        """The process lets go of ``handle``; the memory goes back with the last one."""
+
+    def settle(self) -> None:
+        """Give the memory back once no process holds it any more."""
+
+
 @dataclass(eq=False, slots=True)
 class PhysicalHandle:
     """Physical device memory (aclrtDrvMemHandle): ``size`` bytes asked, ``footprint`` placed at
@@ -202,13 +215,13 @@ class PhysicalHandle:
     #: references the program holds (aclrtMallocPhysical 1, +1 per retain); 0: freed
     refs: int = 1
     #: virtual addresses it is mapped at
-    maps: set = field(default_factory=set)
+    maps: set[int] = field(default_factory=set)
     #: the data plane's slot (the bytes), as Block.extra
-    extra: dict | None = field(default=None, repr=False)
+    extra: dict[str, Any] | None = field(default=None, repr=False)
     alloc_site: object = field(default=None, repr=False)
     #: memory shared between processes (runtime/shareable.py, runtime/ipc.py): its
     #: ``release(handle)`` gives the memory back when the last process lets go; None: private
-    shared: object = field(default=None, repr=False)
+    shared: SharedMemory | None = field(default=None, repr=False)
 
     @property
     def ptr(self) -> int:
@@ -237,7 +250,7 @@ def reported_attr(page: Page, p2p: bool) -> int:
     return _REPORTED[page, p2p]
 
 
-def parse_access(desc: object, count: int, device_count: int) -> dict:
+def parse_access(desc: object, count: int, device_count: int) -> dict[tuple[int, int], int]:
     """aclrtMemSetAccess's ``desc`` (a list of ``{"flags", "location": {"id", "type"}}``,
     aclrtMemAccessDesc) as {(location type, id): flags}, every entry checked first.
 
@@ -258,13 +271,14 @@ def parse_access(desc: object, count: int, device_count: int) -> dict:
     if not issubclass(type(desc), list):
         raise InvalidArgumentType(f"desc must be a list of aclrtMemAccessDesc dicts, got "
                                   f"{shown(desc)}")
-    desc = list.copy(desc)
+    # PyList_Check's test above, which the checker does not read as narrowing
+    desc = list.copy(cast("list[object]", desc))
     if count == 0 or count != len(desc):
         raise InvalidRuntimeParam(f"aclrtMemSetAccess: count={count} for {len(desc)} "
                                   f"descriptor(s)")
-    changes = {}
-    for entry in desc:
-        entry = parse_dict(entry, "aclrtMemAccessDesc")
+    changes: dict[tuple[int, int], int] = {}
+    for item in desc:
+        entry = parse_dict(item, "aclrtMemAccessDesc")
         flags = field_of(entry, "flags", UINT32_MAX)
         location = parse_dict(dict.get(entry, "location", {}), "aclrtMemLocation")
         kind = field_of(location, "type", UINT32_MAX)

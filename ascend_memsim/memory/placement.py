@@ -21,6 +21,8 @@ No method here runs on a malloc or free that fits on a device one process uses.
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .constants import MODULE_APP
@@ -36,6 +38,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Placement"]
 
+#: a tentative release's record (:meth:`Allocator.release_tentatively`)
+Journal = list[tuple[int, int, int, int]]
+#: a page kind a malloc may try: (page, its granule, the size rule's padding)
+Step = tuple[Page, int, int]
+
 
 class Placement:
     """The placement methods of a :class:`~ascend_memsim.memory.device.Device` that its
@@ -49,8 +56,9 @@ class Placement:
     crowded: bool
     budget: DeviceBudget
     allocators: dict[Memory, Allocator]
-    interceptors: list
-    reclaim_listeners: list
+    lock: threading.RLock
+    interceptors: list[Callable[[Request], Iterable[Page] | None]]
+    reclaim_listeners: list[Callable[[Any, list[Any]], None]]
     physical: dict[int, int]
     physical_info: dict[int, tuple[int, Page]]
     _main: Allocator
@@ -60,8 +68,10 @@ class Placement:
     _held: dict[int, Any]
     _usage: dict[int, list[int]]
 
-    def _place_shared(self, aligned: int, steps: tuple, refused: frozenset[Page],
-                      module: int, journal: list | None) -> tuple:
+    def _place_shared(self, aligned: int, steps: tuple[Step, ...], refused: frozenset[Page],
+                      module: int, journal: Journal | None) -> tuple[
+                          int | None, Page | None, int, int, int | None, list[int] | None,
+                          Journal | None]:
         """:meth:`_place`'s placement on a device other processes use too (see
         :meth:`_draw`): (ptr, page, rule size, footprint, bytes free on the device, the
         module's usage figures, journal); ptr None when nothing fits."""
@@ -69,13 +79,13 @@ class Placement:
                   granule) for page, granule, padding in steps
                  if not (refused and page in refused)]
         i, ptr, room, journal = self._draw([(f, g) for *_, f, g in tried], module, journal)
-        if ptr is None:
+        if i is None or ptr is None:  # both or neither
             return None, None, 0, 0, room, None, journal
         page, rule, footprint, _ = tried[i]
         return ptr, page, rule, footprint, room, self._usage[module], journal
 
-    def _draw(self, candidates: list[tuple[int, int]], module: int, journal: list | None, *,
-              crowded: bool = True) -> tuple:
+    def _draw(self, candidates: list[tuple[int, int]], module: int, journal: Journal | None, *,
+              crowded: bool = True) -> tuple[int | None, int | None, int | None, Journal | None]:
         """Place the first of ``candidates`` ((footprint, alignment), ...) that fits and
         count it as ``module``'s usage: (its index, ptr, bytes free on the device or None,
         journal); ptr None when none fits.
@@ -118,8 +128,8 @@ class Placement:
         self._main.release(ptr)
         return True
 
-    def _reclaim(self, size: int, api: Api, steps: tuple,
-                 refused: frozenset[Page]) -> list | None:
+    def _reclaim(self, size: int, api: Api, steps: tuple[Step, ...],
+                 refused: frozenset[Page]) -> Journal | None:
         """Release the held blocks tentatively when the first page kind the request may use
         does not fit without them (with their memory free, as the program believes it is,
         it might; then no fallback or failure differs from a run without holding). The
@@ -133,13 +143,13 @@ class Placement:
             return None
         return self._release_held()
 
-    def _release_held(self) -> list:
+    def _release_held(self) -> Journal:
         """Release the held blocks of the main heap tentatively: the allocator's journal."""
         alloc = self._main
         return alloc.release_tentatively(
             [b.ptr for b in self._held.values() if self.allocators[b.memory] is alloc])
 
-    def _take_held(self, journal: list) -> None:
+    def _take_held(self, journal: Journal) -> None:
         """The held blocks a tentative release freed are gone for good: tell the listeners
         (the sanitizer's quarantine)."""
         taken = [self._held.pop(start) for start, *_ in journal]

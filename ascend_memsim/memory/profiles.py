@@ -167,7 +167,9 @@ class Profile:
             changes["reserved_bytes"] = 0
         sources = dict(self.sources)
         sources.update({k: "overridden for this simulation" for k in changes})
-        return dataclasses.replace(self, sources=MappingProxyType(sources), **changes)
+        # the field names were checked above; a value of the wrong type is the caller's
+        return dataclasses.replace(self, sources=MappingProxyType(sources),
+                                   **changes)  # type: ignore[arg-type]
 
 
 _THIRD_PARTY = "third-party figure (vendor docs give none)"

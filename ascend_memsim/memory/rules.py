@@ -163,7 +163,7 @@ def align_up(n: int, k: int) -> int:
     return -(-n // k) * k
 
 
-def parse_policy(policy: int, api: Api) -> tuple[MallocPolicy | None, bool]:
+def parse_policy(policy: int, api: Api | PhysicalApi) -> tuple[MallocPolicy | None, bool]:
     """Split a checked policy word into (base policy or None if outside the enum, readonly).
 
     Only the APIs that take an aclrtMallocConfig read the flag bits (acl_rt.h: aclrtMallocWithCfg
@@ -222,7 +222,8 @@ def page_order(profile: Profile, size: int, base: MallocPolicy | None) -> tuple[
     return (Page.HUGE1G,)
 
 
-def rule_size(profile: Profile, size: int, page: Page, api: Api, policy: int | None = None) -> int:
+def rule_size(profile: Profile, size: int, page: Page, api: Api | PhysicalApi,
+              policy: int | None = None) -> int:
     """The size after the product's rounding rule for ``api`` (vendor chapter, aclrtMalloc).
 
     aclrtMalloc and aclrtMallocCached: ALIGN_UP(size, 32) + 32 on the products whose rule
@@ -286,7 +287,7 @@ class Request(NamedTuple):
     pages: tuple[Page, ...] = ()
 
 
-def policy_name(policy: int, api: Api | None = None) -> str:
+def policy_name(policy: int, api: Api | PhysicalApi | None = None) -> str:
     """``HUGE_FIRST|USER_SPACE_READONLY`` for a policy word (flags split off as ``api`` reads
     them; with no ``api``, as aclrtMallocWithCfg does)."""
     if policy >= 0 and (api is None or api in _CFG_APIS):
@@ -295,7 +296,8 @@ def policy_name(policy: int, api: Api | None = None) -> str:
         base, flags = policy, []
     known = _POLICY_BY_VALUE.get(base)
     name = known.name if known is not None else f"{base:#x} (outside the enum)"
-    return "|".join([name, *flags])
+    # a flag's name is None only for a combination; iterating the class yields named members
+    return "|".join([name, *flags])  # type: ignore[list-item]
 
 
 def fallback_note(request: Request, pages: tuple[Page, ...]) -> str:

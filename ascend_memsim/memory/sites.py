@@ -13,8 +13,8 @@ import os
 import sys
 import threading
 from collections.abc import Iterable, Iterator
-from types import CodeType
-from typing import NamedTuple
+from types import CodeType, FrameType
+from typing import NamedTuple, overload
 
 __all__ = ["Frame", "Site", "capture_site", "format_site", "site_of", "calls_from"]
 
@@ -79,9 +79,14 @@ class Site:
         return iter(self.frames)
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return len(self._raw) if self._frames is None else len(self._frames)
 
-    def __getitem__(self, index):  # an int gives a Frame, a slice a tuple of them
+    @overload
+    def __getitem__(self, index: int) -> Frame: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Frame, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Frame | tuple[Frame, ...]:
         return self.frames[index]
 
     def __eq__(self, other: object) -> bool:
@@ -99,7 +104,6 @@ class Site:
         here)."""
         site = cls(())
         site._frames = tuple(frames)
-        site._raw = site._frames  # its length
         return site
 
 
@@ -136,7 +140,7 @@ def capture_site(limit: int = 10, skip: int = 0) -> Site:
     kinds = _KIND
     # Python makes a frame object for each frame the walk reads: jumping over the known
     # ones is the cheapest way to leave them out.
-    frame = _getframe(1 + skip)
+    frame: FrameType | None = _getframe(1 + skip)
     left = limit
     while frame is not None:
         code = frame.f_code
@@ -198,7 +202,7 @@ def site_of(region: object) -> Site | None:
     return site
 
 
-def format_site(site: Site | tuple | None, indent: str = "    ") -> str:
+def format_site(site: Site | tuple[Frame, ...] | None, indent: str = "    ") -> str:
     """The site as ``file:line in function`` lines, innermost last ('' for None)."""
     if not site:
         return ""

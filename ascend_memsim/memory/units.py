@@ -89,7 +89,7 @@ def format_bytes(n: int) -> str:
     """
     if n < 0:
         return "-" + format_bytes(-n)
-    parts = []
+    parts: list[str] = []
     for unit, scale in _UNITS:
         if n >= scale or (not parts and scale == 1):
             count, n = divmod(n, scale)

@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedDict
 
@@ -78,6 +80,9 @@ from .physical import (
 from .profiles import Memory, Profile
 from .rules import MEMORY_OFFSET, Page, align_up, device_base
 
+if TYPE_CHECKING:
+    from .device import Device
+
 __all__ = ["AddressSpace", "Mapping", "Reservation", "VA_BASE", "VA_END"]
 
 TiB = 1 << 40
@@ -99,7 +104,7 @@ class Reservation:
     span: int
     flags: int
     #: virtual address -> Mapping inside it
-    maps: SortedDict = field(default_factory=SortedDict)
+    maps: SortedDict[int, Mapping] = field(default_factory=SortedDict)
 
     @property
     def end(self) -> int:
@@ -120,7 +125,7 @@ class Mapping:
     reservation: Reservation
     #: (location type, id) -> aclrtMemAccessFlags; aclrtMapMem grants the handle's device
     #: READWRITE (DECISION), aclrtMemMapNoAccess nothing until aclrtMemSetAccess
-    access: dict = field(default_factory=dict)
+    access: dict[tuple[int, int], int] = field(default_factory=dict)
     alloc_site: object = field(default=None, repr=False)
 
     @property
@@ -164,7 +169,7 @@ class AddressSpace:
         taken = profile.capacity(Memory.HBM) if VA_BASE <= heap < VA_END else 0
         #: the lowest address a reservation may take
         self.floor = VA_BASE + align_up(taken, GiB)
-        self.reservations: SortedDict = SortedDict()
+        self.reservations: SortedDict[int, Reservation] = SortedDict()
         self.handles: dict[int, PhysicalHandle] = {}
         self._serial = itertools.count(1)
 
@@ -229,10 +234,11 @@ class AddressSpace:
                     raise InvalidRuntimeParam(f"{call}: [{expect:#x}, {expect + span:#x}) is "
                                               f"already in use")
             else:
-                ptr = self._first_fit(span, GiB if big else 2 * MiB)
-                if ptr is None:
+                found = self._first_fit(span, GiB if big else 2 * MiB)
+                if found is None:
                     raise OutOfDeviceMemory(f"{call}: no {span}-byte range is free in the "
                                             f"reservation window [16T, 24T)")
+                ptr = found
             reservation = Reservation(ptr, size, span, flags)
             self.reservations[ptr] = reservation
             return reservation
@@ -292,7 +298,7 @@ class AddressSpace:
 
     # -- physical memory -----------------------------------------------------------------------
 
-    def malloc_physical(self, devices, size: object, prop: object,
+    def malloc_physical(self, devices: Callable[[int], Device], size: object, prop: object,
                         flags: object = 0) -> PhysicalHandle:
         """aclrtMallocPhysical on the device prop.location.id names (``devices(id)`` gives it,
         or raises InvalidDevice: api_error.cc converts and checks the id). memory.cpp's order:
@@ -337,7 +343,7 @@ class AddressSpace:
             self.handles[handle.handle] = handle
             return handle
 
-    def adopt(self, make) -> PhysicalHandle:
+    def adopt(self, make: Callable[[int], PhysicalHandle]) -> PhysicalHandle:
         """Add the handle ``make(value)`` builds under a fresh value (an imported one)."""
         with self.lock:
             handle = make(_HANDLE_BASE + next(self._serial) * _HANDLE_STEP)
@@ -360,7 +366,8 @@ class AddressSpace:
                 raise InvalidHandle(f"{call}: {value:#x} {state}")
             return found
 
-    def free_physical(self, handle: object, devices) -> PhysicalHandle:
+    def free_physical(self, handle: object,
+                      devices: Callable[[int], Device | None]) -> PhysicalHandle:
         """aclrtFreePhysical: drop one reference; the memory goes back to the device when no
         reference and no mapping is left (11-04). ``devices``: device id -> Device.
 
@@ -374,7 +381,8 @@ class AddressSpace:
                 self._give_back(found, devices)
             return found
 
-    def _give_back(self, handle: PhysicalHandle, devices) -> None:
+    def _give_back(self, handle: PhysicalHandle,
+                   devices: Callable[[int], Device | None]) -> None:
         self.handles.pop(handle.handle, None)
         if handle.shared is not None:
             # Shared with other processes: the memory goes when the last of them lets go.
@@ -396,7 +404,8 @@ class AddressSpace:
             mapping.handle.refs += 1
             return mapping.handle
 
-    def granularity(self, check_device, prop: object, option: object) -> int:
+    def granularity(self, check_device: Callable[[int], object], prop: object,
+                    option: object) -> int:
         """aclrtMemGetAllocationGranularity: bytes a handle's size should be a multiple of.
 
         ``check_device(id)`` checks prop.location.id (raises InvalidDevice): memory.cpp checks
@@ -516,7 +525,7 @@ class AddressSpace:
                                           f"({why})")
             return mapping
 
-    def unmap(self, ptr: object, devices) -> Mapping:
+    def unmap(self, ptr: object, devices: Callable[[int], Device | None]) -> Mapping:
         """aclrtUnmapMem: remove the mapping at ``ptr``; a freed handle's last mapping gives its
         memory back (11-04, aclrtFreePhysical).
 
@@ -614,7 +623,7 @@ class AddressSpace:
     def check_invariants(self) -> None:
         """Assert the tables agree (for tests)."""
         with self.lock:
-            mapped: dict[int, set] = {}
+            mapped: dict[int, set[int]] = {}
             last = self.floor
             for reservation in self.reservations.values():
                 assert last <= reservation.ptr and reservation.ptr + reservation.span <= VA_END

@@ -95,7 +95,7 @@ class AllocatorBlock:
         return self.ptr + self.footprint
 
     @property
-    def extra(self) -> dict | None:
+    def extra(self) -> dict[str, Any] | None:
         return {"stack": list(self.frames)} if self.frames else None
 
     @property
@@ -128,14 +128,15 @@ def _state(raw: Any, alone: bool) -> str | None:
     return None
 
 
-def _blocks_of(seg: dict, problems: list[str]) -> list[AllocatorBlock]:
+def _blocks_of(seg: dict[str, Any], problems: list[str]) -> list[AllocatorBlock]:
     start, total = _int(seg.get("address")), _int(seg.get("total_size"))
     if start is None or not total:
         problems.append("a segment without an address and a size is left out")
         return []
     raw = seg.get("blocks")
     raw = [b for b in raw if isinstance(b, dict)] if isinstance(raw, list) else []
-    pool = seg.get("segment_type") if seg.get("segment_type") in ("small", "large") else "?"
+    kind = seg.get("segment_type")
+    pool = str(kind) if kind in ("small", "large") else "?"
     stream = seg.get("stream", 0)
     stream = stream if isinstance(stream, (int, str)) else "?"
     out, end = [], start + total
@@ -222,7 +223,7 @@ def state_counts(blocks: Any) -> dict[str, tuple[int, int]]:
     return {s: (n, size) for s, (n, size) in out.items()}
 
 
-def read_snapshot_file(path: str) -> dict | None:
+def read_snapshot_file(path: str) -> dict[str, Any] | None:
     """The snapshot dict in ``path`` (a pickle, read by the restricted unpickler, or JSON),
     or None when the file is no snapshot. Read in time and memory bounded by its size.
 
@@ -263,9 +264,9 @@ class AllocatorPictures:
         self._now = dict.fromkeys(STATES, 0)
         self._peak = 0
         self._last = -1
-        self.at_peak: dict | None = None
+        self.at_peak: dict[str, Any] | None = None
         self.peak_index = -1
-        self.at_failure: dict | None = None
+        self.at_failure: dict[str, Any] | None = None
         self.failure_index = -1
 
     def __call__(self, event: str, index: int, alloc: Any) -> None:

@@ -120,7 +120,7 @@ class _At:
                 self.kind = event.kind
             yield event
 
-    def __call__(self, event: str, device: Any, info: dict) -> None:
+    def __call__(self, event: str, device: Any, info: dict[str, Any]) -> None:
         if event == "malloc" and self.now == self.index and self.kind == "malloc":
             self.block = info["block"]
 
@@ -137,8 +137,9 @@ def closeup_of(source: Source, index: int, product: str | None = None, *,
     if type(index) is not int or index < 0:
         raise InvalidArgument(f"--zoom takes an event number (0 or more), got {index!r}")
     at = _At(source, index)
-    result = replay(at, product, capacity=capacity, policy=policy, stop_after=index,
-                    observers=[at])
+    # a duck-typed source (name, header, records), as replay reads one
+    result = replay(at, product, capacity=capacity,  # type: ignore[arg-type]
+                    policy=policy, stop_after=index, observers=[at])
     if at.block is None:
         what = ("the trace has fewer events" if at.now < index else
                 f"it is a {at.kind} event" if at.kind != "malloc" else

@@ -37,7 +37,7 @@ _SLOW_FREE = _SLOW_MALLOC | {"api", "policy", "module", "rule_size", "page", "me
                              "fallback"}
 
 
-def _int_field(record: dict, key: str, where: str, *, minimum: int = 0,
+def _int_field(record: dict[str, Any], key: str, where: str, *, minimum: int = 0,
                maximum: int | None = None) -> int:
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -98,14 +98,14 @@ def _valid(record: Any) -> bool:
             and get("memory", "HBM") in _MEMORIES and type(get("fallback", False)) is bool)
 
 
-_NO_STACK: list = []
+_NO_STACK: list[Any] = []
 _STREAM_TYPES = (int, str)
 _STR_ONLY = frozenset({str})
 _PAGES = frozenset(_ENUMS["page"])
 _MEMORIES = frozenset(_ENUMS["memory"])
 
 
-def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dict:
+def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dict[str, Any]:
     """The event ``record`` with each field the trace's schema names checked against it
     (``trace.schema.json``; other fields are kept as they are), defaults filled in, or
     TraceFormatError saying which field is wrong. O(fields + frames); a stack whose id is in
@@ -187,7 +187,7 @@ def _check_event(record: Any, where: str, stacks: set[int] | None = None) -> dic
     return record
 
 
-def _header_of(record: dict, where: str) -> dict:
+def _header_of(record: dict[str, Any], where: str) -> dict[str, Any]:
     """The header line ``record`` with its fields checked against the schema, or
     TraceFormatError (another version, a field of the wrong type) naming the file and line."""
     if record.get("version") != VERSION:
@@ -199,7 +199,7 @@ def _header_of(record: dict, where: str) -> dict:
 _HEADER_FIELDS = ("product", "hbm_bytes", "ddr_bytes", "device_count")
 
 
-def _check_header(header: dict, where: str) -> dict:
+def _check_header(header: dict[str, Any], where: str) -> dict[str, Any]:
     """``header`` when its product, capacities and device count have the schema's types."""
     product = header.get("product")
     if product is not None and type(product) is not str:

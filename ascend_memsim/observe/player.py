@@ -104,7 +104,7 @@ class _Stacks:
     """The stacks a page holds: each distinct stack once, cut to size, within a budget."""
 
     def __init__(self) -> None:
-        self.ids: dict[tuple, int] = {}
+        self.ids: dict[tuple[Any, ...], int] = {}
         self.table: list[list[str]] = []
         self.chars = 0
         self.left_out = 0
@@ -132,7 +132,7 @@ class _Stacks:
 
 def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] | None,
                 limit: int, device: int | None, capacity: int | None,
-                policy: int | None) -> tuple[dict, int | None]:
+                policy: int | None) -> tuple[dict[str, Any], int | None]:
     """One product's replay, with what the page draws of it; and the device drawn."""
     counting = _Counting(source, kinds, limit)
     blocks: list[list[int]] = []
@@ -142,8 +142,8 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
     state: dict[str, Any] = {}
     #: (pool, va) -> phys of each pool granule; [opened at, closed at or -1, label] imports
     granules: dict[tuple[int, int], int] = {}
-    imports: list[list] = []
-    open_imports: dict[tuple, list] = {}
+    imports: list[list[Any]] = []
+    open_imports: dict[tuple[Any, ...], list[Any]] = {}
 
     def granule(index: int, phys: int, api: int, size: int) -> None:
         """(Re)draw a pool granule: the block it holds now (its bytes in it), or cached."""
@@ -155,7 +155,7 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
         blocks.append([index, phys - state["base"], size, size, _GRANULE, _PAGES[Page.HUGE],
                        api, MODULE_APP, -1, 0])
 
-    def pooled(index: int, event: str, info: dict) -> None:
+    def pooled(index: int, event: str, info: dict[str, Any]) -> None:
         """A pool block handed out or given back: its granules redrawn."""
         pool, ptr, size, footprint = (info.get(k) for k in ("pool", "ptr", "size",
                                                                "footprint"))
@@ -171,7 +171,7 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
             else:
                 granule(index, phys, _POOL_CACHED, _GRANULE)
 
-    def observe(event: str, dev: Any, info: dict) -> None:
+    def observe(event: str, dev: Any, info: dict[str, Any]) -> None:
         nonlocal drawn
         index = counting.index
         if index >= limit:
@@ -219,7 +219,8 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
                            _PHYSICAL, MODULE_APP, -1, 0])
         elif event == "free_physical":
             if type(info.get("pool")) is int:
-                granules.pop((info["pool"], info.get("va")), None)
+                # (an event without a va finds nothing to drop)
+                granules.pop((info["pool"], info.get("va")), None)  # type: ignore[arg-type]
             number = live.pop(info["phys"], None)
             if number is not None:
                 ops.extend((index, -(number + 1)))
@@ -229,8 +230,9 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
                 if number is not None:
                     ops.extend((index, -(number + 1)))
 
-    result = replay(counting, product, capacity=capacity, policy=policy, timeline=True,
-                    observers=[observe])
+    # a duck-typed source (name, header, records), as replay reads one
+    result = replay(counting, product,  # type: ignore[arg-type]
+                    capacity=capacity, policy=policy, timeline=True, observers=[observe])
     if "capacity" not in state:
         state["capacity"] = result.capacity
     row_bytes, lines = _layout(blocks, state["capacity"])
@@ -239,8 +241,8 @@ def _replay_one(source: Source, product: str, stacks: _Stacks, kinds: list[str] 
     return panel, drawn
 
 
-def _product(result: ReplayResult, capacity: int, blocks: list, ops: list, row_bytes: int,
-             lines: list) -> dict:
+def _product(result: ReplayResult, capacity: int, blocks: list[Any], ops: list[Any], row_bytes: int,
+             lines: list[Any]) -> dict[str, Any]:
     timeline = result.timeline
     assert timeline is not None
     failure = result.first_failure
@@ -300,7 +302,7 @@ def _layout(blocks: list[list[int]], capacity: int) -> tuple[int, list[list[int]
 
 def player_data(source: Source, products: tuple[str, ...] | list[str] | None = None, *,
                 capacity: int | None = None, policy: int | None = None,
-                device: int | None = None, max_events: int = MAX_EVENTS) -> dict:
+                device: int | None = None, max_events: int = MAX_EVENTS) -> dict[str, Any]:
     """What the page draws: one replay of ``source`` per product (see the module docstring).
 
     ``device`` is the device drawn (DECISION: by default the first one a block is
@@ -356,7 +358,7 @@ def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
-def _script_json(data: dict) -> str:
+def _script_json(data: dict[str, Any]) -> str:
     """``data`` as JSON safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` (so no
     ``</script>`` or ``<!--``), and no U+2028/2029 (``ensure_ascii``)."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
@@ -380,7 +382,7 @@ def _allocator_section(allocator: MapSnapshot | None) -> list[str]:
             f'</p><div class="fig">{map_svg(allocator)}</div></section>']
 
 
-def _page(data: dict, allocator: MapSnapshot | None = None) -> str:
+def _page(data: dict[str, Any], allocator: MapSnapshot | None = None) -> str:
     title = f"{data['name']}: trace player"
     note = (f"The slider covers the first {data['shown']:,} of {data['events']:,} events; "
             f"the timeline covers them all." if data["shown"] < data["events"] else "")
@@ -423,7 +425,7 @@ def products_for(first: str | None) -> list[str]:
 
 
 def save_player(path: str, source: Source, products: tuple[str, ...] | list[str] | None = None,
-                *, allocator: MapSnapshot | None = None, **options: Any) -> dict:
+                *, allocator: MapSnapshot | None = None, **options: Any) -> dict[str, Any]:
     """Write the player page for ``source`` to ``path`` (options as :func:`player_data`);
     ``allocator``, a caching allocator's segments
     (:func:`~ascend_memsim.observe.allocmap.allocator_map`), goes under the panels as a still

@@ -16,7 +16,7 @@ about 1,400 pixels.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..memory.constants import MiB
 from ..memory.rules import PAGE_BYTES
@@ -136,8 +136,8 @@ def draw_figure(*, snapshot: MapSnapshot | None = None, timeline: Timeline | Non
         if title and timeline is None and i == 0:
             heading.insert(0, title)
         _draw_map(next(ax_iter), fig, one, lines, heading, color_by)
-    for one, why in zip(closeups, whys):
-        _draw_closeup(next(ax_iter), one, why)
+    for close, why in zip(closeups, whys):
+        _draw_closeup(next(ax_iter), close, why)
     # File and component names are data: never math text, never TeX (before any layout,
     # which measures the texts).
     for text in fig.findobj(Text):
@@ -221,7 +221,7 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     def color(b: Any) -> str:
         own = getattr(b, "fill", None)
         if own is not None:
-            return own
+            return cast("str", own)
         if is_physical(b):
             return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
@@ -230,6 +230,7 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     px_per_mib = ax.get_position().width * _FIG_WIDTH * _DPI / row_mib
     char_px = 7 * 0.62 * _DPI / 72
     position: dict[int, int] = {}
+    y: int | None  # a row's position (None: a row not drawn)
     for y, (kind, a, b) in enumerate(lines):
         if kind == "row":
             position[a] = y

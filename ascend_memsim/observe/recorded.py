@@ -61,7 +61,7 @@ class Recorded:
         self.problems = problems
         self.name = name
         #: (device, "ipc" ptr | "shareable" handle) -> bytes of an open import
-        self.imports: dict[tuple, int] = {}
+        self.imports: dict[tuple[Any, ...], int] = {}
         self.imported = 0
         self.imported_peak = 0
 
@@ -77,7 +77,7 @@ class Recorded:
         for observer in [*device.observers, *device.subscribers.get(kind, ())]:
             observer(kind, device, info)
 
-    def _info(self, event: Any) -> dict | None:
+    def _info(self, event: Any) -> dict[str, Any] | None:
         """The recorded fields an observer reads, checked; None (and a problem) when a
         needed one is missing or of the wrong kind."""
         info: dict[str, Any] = {}
@@ -102,7 +102,7 @@ class Recorded:
             return None
         return info
 
-    def _imports(self, kind: str, device: int, info: dict) -> None:
+    def _imports(self, kind: str, device: int, info: dict[str, Any]) -> None:
         key = (device, "ipc", info["ptr"]) if kind.startswith("ipc") else \
             (device, "shareable", info["handle"])
         if kind.endswith("import"):

@@ -9,7 +9,7 @@ reads for drawing (``ptr``, ``size``, ``footprint``, ``page``, ``module_name``, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..memory.rules import Page, PhysicalApi
 
@@ -77,7 +77,7 @@ class PhysicalRegion(BlockLike):
                 f"{self.pages}, footprint {self.footprint})")
 
 
-def is_physical(region: object) -> bool:
+def is_physical(region: object) -> TypeGuard[PhysicalRegion]:
     """True for a :class:`PhysicalRegion` (a block is not one)."""
     return region.__class__ is PhysicalRegion
 
@@ -99,8 +99,8 @@ def _int(value: Any) -> int | None:
 PHYSICAL_API = PhysicalApi.MALLOC_PHYSICAL.value
 
 
-def physical_event(entry: dict, action: str, size: int, addr: int, common: dict,
-                   footprint: int | None = None) -> dict:
+def physical_event(entry: dict[str, Any], action: str, size: int, addr: int, common: dict[str, Any],
+                   footprint: int | None = None) -> dict[str, Any]:
     """A physical handle's segment (as :func:`~ascend_memsim.observe.snapshot.to_memory_viz`
     writes it) back as the trace's
     malloc_physical / free_physical event; replay checks its footprint and page."""
@@ -112,8 +112,9 @@ def physical_event(entry: dict, action: str, size: int, addr: int, common: dict,
             "page": page if page in ("huge", "huge1g") else "huge", "phys": addr, **common}
 
 
-def physical_entry(event: Any, device: int, out: Any, live: dict, in_use: dict, frames: list,
-                   stream: int) -> None:
+def physical_entry(event: Any, device: int, out: Any,
+                   live: dict[tuple[int, int], dict[str, Any]], in_use: dict[int, int],
+                   frames: list[Any], stream: int) -> None:
     """A physical handle's memory (aclrtMallocPhysical, 11-04) as a segment of its own at its
     address in the device (``phys``): ``segment_alloc`` / ``segment_free``, no block handed
     out (torch's view of device memory no tensor uses yet), ``api`` aclrtMallocPhysical and

@@ -53,7 +53,7 @@ class Failure:
 
     index: int
     line: int
-    event: dict
+    event: dict[str, Any]
     message: str
     code: int
     live_bytes: int
@@ -173,7 +173,7 @@ def _default_capacity(trace: Source, product: str) -> int | None:
     on another product, on that product's own capacity."""
     recorded = trace.header.get("product")
     try:
-        same = bool(recorded) and get_profile(recorded).name == get_profile(product).name
+        same = bool(recorded and get_profile(recorded).name == get_profile(product).name)
     except AclError:   # a product the simulator does not know: not the one replayed on
         same = False
     if same:
@@ -269,7 +269,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
            policy: int | None = None, api: str | None = None, stop_at_failure: bool = False,
            stop_after: int | None = None, timeline: bool = False,
            progress: Progress | None = None, keep_runtime: bool = False,
-           observers: list | None = None, **overrides: Any) -> ReplayResult:
+           observers: list[Any] | None = None, **overrides: Any) -> ReplayResult:
     """Run ``trace`` on a fresh runtime of ``product`` with ``capacity`` bytes of main memory.
 
     ``trace`` is a :class:`~ascend_memsim.observe.trace.Trace` in memory or a
@@ -324,13 +324,13 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     at_peak: dict[str, list[int]] = {}
     main = rt.profile.main_memory
     apis: dict[Any, Api] = {}
-    devices_seen: dict[Any, Any] = {}
+    devices_seen: dict[str, Any] = {}
     index = -1
     last_change = -1
     recorded = Recorded(result.recorded, result.problems, name)
     own_failures = _knows_its_device(trace)
 
-    def changed(index: int, block: Block, site: str | None, sign: int) -> None:
+    def changed(index: int, block: Block | _Physical, site: str | None, sign: int) -> None:
         nonlocal total, at_peak
         footprint = block.footprint
         total += sign * footprint
@@ -506,9 +506,9 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
                     failed.discard(key)
                 else:
                     ptr = key[1]
-                    shown = f"{ptr:#x}" if isinstance(ptr, int) else repr(ptr)
+                    text = f"{ptr:#x}" if isinstance(ptr, int) else repr(ptr)
                     result.problems.append(
-                        f"{name}:{event.line}: free of {shown}, which is not live "
+                        f"{name}:{event.line}: free of {text}, which is not live "
                         f"(freed twice, or never allocated in this trace)")
                 continue
             block, stream, site = entry
@@ -564,7 +564,7 @@ class _Physical:
 
     __slots__ = ("footprint", "info", "module_name")
 
-    def __init__(self, footprint: int, info: dict, module_name: str = "APP") -> None:
+    def __init__(self, footprint: int, info: dict[str, Any], module_name: str = "APP") -> None:
         self.footprint = footprint
         self.info = info
         #: the timeline's component: APP, or "memory pool" for a pool's granule

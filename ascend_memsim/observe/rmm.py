@@ -40,7 +40,7 @@ def _parse_int(text: str) -> int:
 
 
 def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = False
-                ) -> Iterator[tuple[dict, int]]:
+                ) -> Iterator[tuple[dict[str, Any], int]]:
     """(event, line number) of each row of an RMM log read by ``reader`` (a csv.reader), in
     order; the rows left out are described in ``problems``. O(1) memory per row."""
     threads: dict[str, int] = {}
@@ -118,7 +118,7 @@ def _rmm_events(reader: Any, name: str, problems: list[str], *, strict: bool = F
         problems.append(problem)
 
 
-def _rmm_call(row: list[str], columns: dict[str, int], where: str) -> dict:
+def _rmm_call(row: list[str], columns: dict[str, int], where: str) -> dict[str, Any]:
     """api, policy and module of an allocate row: this project's extra columns when the log
     has them and they are filled in, else (RMM logs none) aclrtMalloc with HUGE_FIRST.
 

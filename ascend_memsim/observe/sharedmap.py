@@ -111,7 +111,8 @@ class _Device:
         #: phys -> (pool, va)
         self.granules: dict[int, tuple[int, int]] = {}
         #: (pool, block ptr) -> bytes asked
-        self.blocks: dict[tuple[int, int], int] = {}
+        #: (pool, ptr) -> size, as the events gave them (a field may be missing: None)
+        self.blocks: dict[tuple[int | None, int | None], Any] = {}
         #: ("ipc", ptr) or ("shareable", handle) -> Import
         self.imports: dict[tuple[str, int], Import] = {}
 
@@ -135,7 +136,7 @@ class SharingView:
         runtime.add_observer(view)
         return view
 
-    def __call__(self, event: str, device: Any, info: dict) -> None:
+    def __call__(self, event: str, device: Any, info: dict[str, Any]) -> None:
         if event not in _EVENTS:
             return
         get = info.get
@@ -166,7 +167,7 @@ class SharingView:
                 self._imports(event, state, info)
 
     @staticmethod
-    def _imports(event: str, state: _Device, info: dict) -> None:
+    def _imports(event: str, state: _Device, info: dict[str, Any]) -> None:
         key, opened = import_change(event, info)
         if key is None:
             return
@@ -238,15 +239,16 @@ def imports_svg(imports: list[Import], body: list[str], left: float, bar_w: floa
     return y
 
 
-def import_change(event: str, info: dict) -> tuple[tuple[str, int] | None, Import | None]:
+def import_change(event: str, info: dict[str, Any]) -> tuple[tuple[str, int] | None, Import | None]:
     """What a sharing event does to the imports: (its key, the :class:`Import` it opens, or
     None when it closes one); (None, None) when it is no import's event or its fields are
     not plain."""
     get = info.get
     ipc = event.startswith("ipc")
-    key = ("ipc", _int(get("ptr"))) if ipc else ("shareable", _int(get("handle")))
-    if key[1] is None:
+    number = _int(get("ptr")) if ipc else _int(get("handle"))
+    if number is None:
         return None, None
+    key = ("ipc" if ipc else "shareable", number)
     if event in ("ipc_import", "shareable_import"):
         size = _int(get("size"))
         if size is None:

@@ -38,7 +38,7 @@ import json
 import pickle
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..memory.rules import PAGE_BYTES, Api, align_up, page_order, parse_policy, rule_size
@@ -94,7 +94,7 @@ def loads_json(text: str | bytes) -> Any:
         return json.loads(text, parse_int=_json_int)
 
 
-def _wide_field(record: dict) -> Any:
+def _wide_field(record: dict[str, Any]) -> Any:
     """The first key of ``record`` whose value is an integer wider than 64 bits (or a
     :class:`WideInt`), or None. O(keys)."""
     low, end = _INT_LOW, _INT_END
@@ -105,7 +105,7 @@ def _wide_field(record: dict) -> Any:
     return None
 
 
-def _wide_problem(where: str, record: dict, key: Any) -> str:
+def _wide_problem(where: str, record: dict[str, Any], key: Any) -> str:
     """The message for field ``key`` of ``record`` at ``where`` (file and entry), which
     :func:`_wide_field` found."""
     return (f"{where}: field {brief(key)} is {brief(record[key])}; every integer of a "
@@ -148,7 +148,7 @@ def _stack(frames: Any, cache: dict[int, Any] | None = None) -> list[str] | None
     if cache is not None:
         known = cache.get(id(frames), _UNSEEN)
         if known is not _UNSEEN:
-            return known
+            return cast("list[str] | None", known)
     out = []
     for f in frames:
         if isinstance(f, dict):
@@ -174,7 +174,7 @@ def _line(value: Any) -> int:
     return value if type(value) is int and 0 <= value < 1 << 63 else 0
 
 
-def _frames(stack: Any) -> list[dict]:
+def _frames(stack: Any) -> list[dict[str, Any]]:
     """This project's stack strings as torch frames (innermost first)."""
     frames = []
     for entry in stack or ():
@@ -193,7 +193,8 @@ def _stream(value: Any) -> Any:
     return None if value in (0, None) else value
 
 
-def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict, list[str]]:
+def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict[str, Any]], dict[str, Any],
+                  list[str]]:
     """The events, header and problems of snapshot ``obj`` (see the module docstring).
 
     Bad entries are left out and described in the problems, never raised.
@@ -216,11 +217,12 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
     if traces is not None and not isinstance(traces, list):
         problems.append(f"{name}: 'device_traces' is not a list; ignored")
         traces = None
-    entries: list[tuple[int, int, dict]] = []  # (device, position, entry)
+    entries: list[tuple[int, int, dict[str, Any]]] = []  # (device, position, entry)
     # A pickle may name one object many times (its memo); torch never shares an entry, a
     # segment or a device's list between two places, so a second mention is left out: the
     # events stay as many as the file's bytes allow, never a product of its references.
     seen: set[int] = set()
+    device: int | None
     for device, per_device in enumerate(traces or []):
         if not isinstance(per_device, list) or id(per_device) in seen:
             problems.append(f"{name}: device_traces[{device}] is not a list of its own; "
@@ -242,15 +244,17 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
             entries.append((device, position, entry))
     # one order for all devices: by the trace's own sequence numbers, else by time, else the
     # devices one after another
-    for key in ("seq", "time_us"):
-        if entries and all(_int(e.get(key)) is not None for _, _, e in entries):
-            entries.sort(key=lambda item, key=key: (item[2][key], item[0], item[1]))
+    for order in ("seq", "time_us"):
+        if entries and all(_int(e.get(order)) is not None for _, _, e in entries):
+            # (the checker infers no type for a lambda with a default argument)
+            entries.sort(key=lambda item, order=order:  # type: ignore[misc]
+                         (item[2][order], item[0], item[1]))
             break
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     ignored: dict[str, int] = {}
     allocated: set[tuple[int, int]] = set()
     seen_alloc: set[tuple[int, int]] = set()
-    early: list[dict] = []
+    early: list[dict[str, Any]] = []
     stacks: dict[int, Any] = {}
     workspace: set[tuple[int, int]] = set()
     for device, position, entry in entries:
@@ -279,7 +283,9 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
             key = (device, addr)
             if entry.get("api") == PHYSICAL_API:
                 seen_alloc.add(key)
-                events.append(physical_event(entry, action, size, addr, common))
+                # (the size was checked above, for every segment action)
+                events.append(physical_event(entry, action, size,  # type: ignore[arg-type]
+                                             addr, common))
             elif action == "segment_alloc":
                 seen_alloc.add(key)
                 allocated.add(key)
@@ -313,8 +319,8 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
                 problems.append(f"{where}: unknown action {brief(action)}; ignored")
             else:
                 ignored[action] = ignored.get(action, 0) + 1
-                if action == "workspace_snapshot" and _int(entry.get("addr")):
-                    workspace.add((device, _int(entry.get("addr"))))
+                if action == "workspace_snapshot" and (at := _int(entry.get("addr"))):
+                    workspace.add((device, at))
     # segments live at the end whose allocation the trace does not hold
     for index, segment in enumerate(segments):
         if not isinstance(segment, dict) or id(segment) in seen:
@@ -353,14 +359,14 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict], dict,
         event["seq"] = seq
     if ignored:
         header["ignored_actions"] = dict(sorted(ignored.items()))
-    for key in ("product", "hbm_bytes", "ddr_bytes", "device_count"):
-        value = obj.get("memsim", {}).get(key) if isinstance(obj.get("memsim"), dict) else None
+    for field in ("product", "hbm_bytes", "ddr_bytes", "device_count"):
+        value = obj.get("memsim", {}).get(field) if isinstance(obj.get("memsim"), dict) else None
         if value is not None:
-            header[key] = value
+            header[field] = value
     return events, header, problems
 
 
-def _call(entry: dict) -> dict:
+def _call(entry: dict[str, Any]) -> dict[str, Any]:
     """api, policy and module of an entry: the trace's own (written by to_memory_viz) or
     those of torch_npu's caching allocator."""
     out = {"api": entry.get("api") if isinstance(entry.get("api"), str) else SNAPSHOT_API,
@@ -373,13 +379,17 @@ def _call(entry: dict) -> dict:
 
 # -- writing -----------------------------------------------------------------------------------
 
-def _footprint(event: dict, product: str) -> int:
+def _footprint(event: dict[str, Any], product: str) -> int:
     """The recorded footprint, else the one the product's rules give the first page kind."""
     recorded = _int(event.get("footprint"))
     if recorded:
         return recorded
     profile = get_profile(product)
-    size = event.get("size")
+    size = _int(event.get("size"))
+    if size is None:
+        # no footprint and no size: nothing to place (it used to be a TypeError)
+        raise SnapshotError(f"a malloc event with neither a footprint nor an integer size: "
+                            f"{brief(event.get('size'))} at ptr {brief(event.get('ptr'))}")
     try:
         api = Api.parse(event.get("api", "aclrtMalloc"))
         policy = event.get("policy", 0)
@@ -390,8 +400,8 @@ def _footprint(event: dict, product: str) -> int:
     return align_up(rule_size(profile, size, page, api, policy), PAGE_BYTES[page])
 
 
-def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
-                  max_entries: int | None = None) -> dict:
+def to_memory_viz(events: Iterable[Any], header: dict[str, Any] | None = None, *,
+                  max_entries: int | None = None) -> dict[str, Any]:
     """The snapshot dict memory_viz opens, for a trace's events (see the module docstring).
 
     ``events`` are event dicts or :class:`~ascend_memsim.observe.stream.Event` records (any
@@ -404,7 +414,8 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
     entries first, as for any torch snapshot.
 
     Raises:
-        SnapshotError: an event on a device id the simulator cannot make (64 or more).
+        SnapshotError: an event on a device id the simulator cannot make (64 or more); a
+            malloc event with neither a footprint nor an integer size.
     """
     header = header or {}
     product = header.get("product") or DEFAULT_PRODUCT
@@ -416,12 +427,12 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
     capacity = _int(header.get("hbm_bytes")) or _int(header.get("ddr_bytes")) or \
         profile.capacity(profile.main_memory)
     traces: dict[int, Any] = {}
-    live: dict[tuple[int, int], dict] = {}
+    live: dict[tuple[int, int], dict[str, Any]] = {}
     in_use: dict[int, int] = {}
     if max_entries is not None and (type(max_entries) is not int or max_entries < 1):
         raise SnapshotError(f"max_entries must be a positive integer, got {brief(max_entries)}")
     # id of a stack -> (the stack, kept alive so the id stays its own; its torch frames)
-    frames_of: dict[int, tuple[Any, list[dict]]] = {}
+    frames_of: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
     for event in events:
         get = event.get
         kind = get("event")
@@ -493,8 +504,8 @@ def to_memory_viz(events: Iterable[Any], header: dict | None = None, *,
                                               "device_count") if k in header}}
 
 
-def _free_entries(out: Any, ptr: int, block: dict, stream: int, frames: list,
-                  extra: dict) -> None:
+def _free_entries(out: Any, ptr: int, block: dict[str, Any], stream: int, frames: list[Any],
+                  extra: dict[str, Any]) -> None:
     """The entries of one freed block, in torch's order: ``free_requested`` (the caching
     allocator's ``free``), ``free_completed`` (``free_block``: the tensor's memory is no
     longer allocated), then ``segment_free`` (the ``aclrtFree``). torch's
@@ -513,7 +524,7 @@ _EXTRA = ("api", "policy", "module", "thread", "seq")
 _MAX_DEVICES = 64
 
 
-def memory_viz_bytes(events: Iterable[Any], header: dict | None = None, *,
+def memory_viz_bytes(events: Iterable[Any], header: dict[str, Any] | None = None, *,
                      max_entries: int | None = None) -> bytes:
     """:func:`to_memory_viz` pickled with protocol 4, as ``_dump_snapshot`` writes it."""
     return pickle.dumps(to_memory_viz(events, header, max_entries=max_entries),

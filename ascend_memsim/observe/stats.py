@@ -30,7 +30,7 @@ attached (the device checks ``if self.observers`` first).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..memory.constants import MODULE_NAMES
 from ..memory.units import format_bytes, plural
@@ -102,7 +102,7 @@ class _DeviceStats:
         if block.fallback:
             self.num_fallbacks += 1
 
-    def _change(self, pool: str, info: dict, sign: int) -> None:
+    def _change(self, pool: str, info: dict[str, Any], sign: int) -> None:
         # one allocation of info's footprint and size, added (sign > 0) or taken from pool
         for stat, n in (("allocation", 1), ("footprint_bytes", info["footprint"]),
                         ("requested_bytes", info["size"])):
@@ -112,13 +112,13 @@ class _DeviceStats:
             else:
                 counter.sub(n)
 
-    def physical(self, info: dict, sign: int) -> None:
+    def physical(self, info: dict[str, Any], sign: int) -> None:
         """Physical memory of aclrtMallocPhysical (virtual memory, 11-04): pools ``all`` and
         ``physical``, its page kind and APP (the runtime charges it to APP)."""
         for pool in ("all", "physical", f"page.{info['page']}", "component.APP"):
             self._change(pool, info, sign)
 
-    def pool_block(self, info: dict, sign: int) -> None:
+    def pool_block(self, info: dict[str, Any], sign: int) -> None:
         """A block of a stream-ordered memory pool (11-10) handed out (aclrtMemPoolMallocAsync)
         or given back (aclrtMemPoolFreeAsync): pool ``mem_pool`` only (its memory is counted
         as physical memory, by granule)."""
@@ -163,7 +163,7 @@ class MemoryStats:
             stats = self._devices[device_id] = _DeviceStats()
         return stats
 
-    def __call__(self, event: str, device: Device, info: dict) -> None:
+    def __call__(self, event: str, device: Device, info: dict[str, Any]) -> None:
         """Observer entry point; unknown events are ignored."""
         if event in _SHARING:
             self._shared(event, device, info)
@@ -202,7 +202,7 @@ class MemoryStats:
                     stats.freed(block)
                     stats.reset_blocks += 1
 
-    def _shared(self, event: str, device: Device, info: dict) -> None:
+    def _shared(self, event: str, device: Device, info: dict[str, Any]) -> None:
         """Count a sharing event; an import's bytes are another process's memory, so they
         are kept apart (``imported_bytes``), never in the device's pools."""
         with self._lock:
@@ -217,7 +217,7 @@ class MemoryStats:
                   or event == "shareable_release"):
                 stats.gauge("imported_bytes", -size)
 
-    def _custom(self, event: str, device: Device, info: dict) -> None:
+    def _custom(self, event: str, device: Device, info: dict[str, Any]) -> None:
         """Count a custom allocator event (``num_allocator_registers``, ...); the workspace
         it hands out is the allocator's memory, already counted where it came from, so its
         bytes are kept apart (``allocator_bytes``)."""
@@ -236,7 +236,7 @@ class MemoryStats:
                 counts["allocator_bytes.current"] = (counts.get("allocator_bytes.current", 0)
                                                      - info["size"])
 
-    def _managed(self, event: str, device: Device, info: dict) -> None:
+    def _managed(self, event: str, device: Device, info: dict[str, Any]) -> None:
         """Count a managed-memory call (11-05, runtime/managed.py): ``num_<event>s``, and the
         bytes of managed memory charged to the device (``managed_bytes``; they are counted
         as physical memory in the pools too)."""

@@ -68,6 +68,20 @@ class Event:
 
     __slots__ = ("kind", "device", "line", "rest", "absent") + _SLOTTED
 
+    # the fields hold what the file gave (its readers check them), hence Any
+    kind: Any
+    device: Any
+    line: int
+    rest: dict[str, Any] | None
+    absent: int
+    stream: Any
+    size: Any
+    ptr: Any
+    policy: Any
+    api: Any
+    module: Any
+    stack: Any
+
     def get(self, key: str, default: Any = None) -> Any:
         """A field by its trace name, as ``dict.get`` (O(1))."""
         if key == "event":
@@ -78,7 +92,7 @@ class Event:
             return self.device
         return default if self.rest is None else self.rest.get(key, default)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The event as the plain dict :func:`~ascend_memsim.observe.trace.load` gives."""
         out = {"event": self.kind, "device": self.device}
         for name in _SLOTTED:
@@ -93,7 +107,7 @@ class Event:
         return f"Event(line={self.line}, {self.as_dict()!r})"
 
     @classmethod
-    def of(cls, fields: dict, line: int = 0) -> Event:
+    def of(cls, fields: dict[str, Any], line: int = 0) -> Event:
         """The record of an event dict (``{"event": "malloc", "size": 4096, ...}``), which is
         left unchanged."""
         return _Compactor(cls)(dict(fields), line)
@@ -104,10 +118,10 @@ class _Compactor:
 
     def __init__(self, record_type: type[Event] | None = None) -> None:
         self.record_type = record_type or Event
-        self.stacks: dict[tuple, tuple] = {}
+        self.stacks: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.intern = sys.intern
 
-    def __call__(self, record: dict, line: int) -> Event:
+    def __call__(self, record: dict[str, Any], line: int) -> Event:
         """O(fields) per record; ``record`` is consumed (its fields are moved out)."""
         pop = record.pop
         event = self.record_type()
@@ -162,7 +176,7 @@ class TraceStream:
     last complete pass (None before one).
     """
 
-    def __init__(self, path: str, kind: str, header: dict, *, strict: bool = False,
+    def __init__(self, path: str, kind: str, header: dict[str, Any], *, strict: bool = False,
                  whole: Trace | None = None) -> None:
         self.path = self.name = path
         self.kind = kind  # "jsonl", "rmm-csv" or "snapshot"
@@ -203,8 +217,9 @@ class TraceStream:
     def _jsonl(self, f: Any, problems: list[str]) -> Iterator[Event]:
         compact = _Compactor()
         # json's own scanner, without json.loads' per-call checks; any line it does not
-        # take whole goes through json.loads, which gives the same value or the error
-        scan = json.decoder.JSONDecoder().scan_once
+        # take whole goes through json.loads, which gives the same value or the error (the
+        # decoder's __init__ sets scan_once; the stubs do not declare it)
+        scan = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
         parse = json.loads
         name, strict = self.name, self.strict
         for number, line in enumerate(f, 1):

@@ -25,7 +25,7 @@ memorySnapshot writes them; the sizes of ``alloc`` entries are the sizes asked f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
@@ -70,14 +70,14 @@ class TensorReplayResult:
     retries: int = 0
     ooms: int = 0
     #: the first allocation that failed: index in the trace, size, stream, frames, message
-    first_failure: dict | None = None
+    first_failure: dict[str, Any] | None = None
     #: the entry whose allocation failed and ended the replay (``stop_at_failure``), as it
     #: ends a torch job; None when the replay did not end early
     ended_at: int | None = None
     #: the peaks (``peak_allocated``, ``peak_reserved``, ``peak_device``) when the first
     #: failure that ends a torch job came; with ``stop_at_failure=False`` the replay goes
     #: on, and its peaks above these are not the job's
-    peaks_before_failure: dict | None = None
+    peaks_before_failure: dict[str, Any] | None = None
     #: every action seen, by name: "replayed", "rederived" (the allocator's own segment
     #: calls), "workspace" (the workspace allocator's blocks), "counted" (markers) or
     #: "skipped"
@@ -95,7 +95,7 @@ class TensorReplayResult:
         before = self.peaks_before_failure
         return before is not None and any(getattr(self, k) > v for k, v in before.items())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["fits"] = self.fits
         out["peaks_after_failure"] = self.peaks_after_failure
@@ -177,7 +177,7 @@ def load_source(source: Any) -> tuple[str, Any]:
     return "trace", open_trace(source)
 
 
-def _stream_id(streams: dict, value: Any) -> int:
+def _stream_id(streams: dict[str, Any], value: Any) -> int:
     # any recorded stream handle (a number, a string) as a small int, bounded by streams
     sid = streams.get(value)
     if sid is None:
@@ -295,7 +295,7 @@ class _Stopped(Exception):
     """The replay ended at its first failure (``stop_at_failure``)."""
 
 
-def _workspace(entries: list) -> tuple[set[int], list[tuple[Any, Any, Any]]]:
+def _workspace(entries: list[Any]) -> tuple[set[int], list[tuple[Any, Any, Any]]]:
     """The entries of the workspace allocator: each ``workspace_snapshot`` and the
     ``segment_alloc`` and ``alloc`` of the same address right after it
     (``NPUWorkspaceAllocator.cpp`` ``get_trace``); their indexes and (addr, size, stream)
@@ -322,7 +322,7 @@ def _workspace(entries: list) -> tuple[set[int], list[tuple[Any, Any, Any]]]:
 _LOW, _END = -(1 << 63), 1 << 64
 
 
-def _bad_field(e: dict, keys: tuple[str, ...]) -> str | None:
+def _bad_field(e: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     """The first of ``keys`` whose value in entry ``e`` is present but not a 64-bit integer
     (a size: not a non-negative one), described; None when all are good."""
     for key in keys:
@@ -338,7 +338,7 @@ def _bad_field(e: dict, keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset(),
+def _seeds(entries: list[Any], segments: list[Any], skip: set[int] | frozenset[Any] = frozenset(),
            problems: list[str] | None = None) -> list[tuple[int, int, Any]]:
     """Blocks live when the trace starts: freed in the trace without an alloc in it, or live
     at the snapshot and never allocated in it; entries at the indexes ``skip`` (the
@@ -348,9 +348,9 @@ def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset
     segment walked from its ``address``, adding each block's ``size`` in order). Blocks that
     cannot be seeded (no address to be had, no size) are counted in ``problems``, never
     dropped silently. Memory O(live blocks)."""
-    live: set = set()
-    pending: set = set()
-    seeds: dict[Any, tuple[int, Any]] = {}
+    live: set[Any] = set()
+    pending: set[Any] = set()
+    seeds: dict[Any, tuple[Any, Any]] = {}
     lost = 0
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or i in skip:
@@ -405,7 +405,7 @@ def _seeds(entries: list, segments: list, skip: set[int] | frozenset = frozenset
     return sorted(out, key=lambda t: t[0])
 
 
-def _int64(value: Any) -> bool:
+def _int64(value: Any) -> TypeGuard[int]:
     return value.__class__ is int and _LOW <= value < _END
 
 
@@ -509,7 +509,7 @@ def _replay_trace(rp: _Replayer, stream: Any) -> None:
     rp.count("replayed", "free", frees)
 
 
-def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
+def _replay_snapshot(rp: _Replayer, snap: dict[str, Any], device: int | None) -> None:
     traces = snap.get("device_traces") or []
     if not isinstance(traces, list):
         traces = []
@@ -522,6 +522,10 @@ def _replay_snapshot(rp: _Replayer, snap: dict, device: int | None) -> None:
     entries = traces[device] if device < len(traces) and isinstance(traces[device], list) else []
     segments = [s for s in snap.get("segments") or () if isinstance(s, dict)
                 and s.get("device", device) == device]
+    # an entry's fields, as the file gave them (checked below before use)
+    addr: Any
+    size: Any
+    stream: Any
     workspace, blocks = _workspace(entries)
     for _addr, size, stream in blocks:
         rp.workspace(size, stream)

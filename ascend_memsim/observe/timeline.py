@@ -97,7 +97,8 @@ class _Timeline:
             kept.append((index, by))
             kept_bucket, kept_high = bucket, total
         track.points = kept
-        self.bucket, self.high = kept_bucket, kept_high
+        # set: the loop ran (there are more points than the limit)
+        self.bucket, self.high = kept_bucket, kept_high  # type: ignore[assignment]
 
     def failure(self, index: int) -> None:
         """A malloc failed at event ``index`` (O(1); the first POINTS are kept)."""

@@ -64,7 +64,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..memory.errors import InvalidArgument, TraceFormatError
 from ..memory.profiles import Memory
@@ -104,8 +104,8 @@ KNOWN_EVENTS = ("malloc", "malloc_failed", "free", "reset", "set_device", "reset
 class Trace:
     """Events (dicts), the header, the source line of each event and the load problems."""
 
-    events: list[dict] = field(default_factory=list)
-    header: dict = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    header: dict[str, Any] = field(default_factory=dict)
     #: source line number of each event (1-based), parallel to ``events``
     lines: list[int] = field(default_factory=list)
     #: ``"name:line: what is wrong"`` for every line left out when loading
@@ -208,7 +208,7 @@ class Recorder:
         return {"product": profile.name, "hbm_bytes": profile.total(Memory.HBM),
                 "ddr_bytes": profile.total(Memory.DDR), "device_count": profile.device_count}
 
-    def __call__(self, event: str, device: Device, info: dict) -> None:
+    def __call__(self, event: str, device: Device, info: dict[str, Any]) -> None:
         record: dict[str, Any] = {"event": event, "device": device.device_id,
                                   "stream": _jsonable(info.get("stream"))}
         if event == "malloc":
@@ -244,7 +244,7 @@ class Recorder:
             self.trace.events.append(record)
 
 
-def schema() -> dict:
+def schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one trace line: the header or an event.
 
     >>> schema()["$defs"]["header"]["properties"]["format"]
@@ -252,7 +252,8 @@ def schema() -> dict:
     """
     from importlib.resources import files
 
-    return json.loads(files(__package__).joinpath("trace.schema.json").read_text("utf-8"))
+    text = files(__package__).joinpath("trace.schema.json").read_text("utf-8")
+    return cast("dict[str, Any]", json.loads(text))
 
 
 # -- loading -------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import html
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from ..memory.constants import MiB
 from ..memory.device import Block
@@ -67,7 +67,8 @@ class MapSnapshot:
     title: str
     base: int
     capacity: int
-    blocks: list[Block] = field(default_factory=list)
+    #: Blocks, and regions drawn beside them (regions.py: duck-typed, hence Any)
+    blocks: list[Any] = field(default_factory=list)
     free_bytes: int = 0
     largest_free_run: int = 0
     summary: str | None = None
@@ -76,7 +77,7 @@ class MapSnapshot:
     outlines: list[tuple[int, int]] = field(default_factory=list)
     #: other processes' memory this process maps (:class:`~.sharedmap.Import`), drawn
     #: under the device's memory
-    imports: list = field(default_factory=list)
+    imports: list[Any] = field(default_factory=list)
 
     @classmethod
     def of(cls, device: Device, title: str | None = None, *,
@@ -85,11 +86,11 @@ class MapSnapshot:
         :class:`~.sharedmap.SharingView` observing the runtime or replay), its pools' granules
         drawn with their blocks and its imports listed."""
         if sharing is not None:
-            return sharing.annotate(cls.of(device, title), device.device_id)
+            return cast("MapSnapshot", sharing.annotate(cls.of(device, title), device.device_id))
         with device.lock:
             memory = device.profile.main_memory
             alloc = device.allocators[memory]
-            blocks = [b for b in device.blocks() if b.memory is memory]
+            blocks: list[Any] = [b for b in device.blocks() if b.memory is memory]
             # physical handles lie in the main memory's heap, beside the blocks
             blocks = sorted([*blocks, *physical_regions(device)], key=lambda b: b.ptr)
             return cls(title or f"{device.profile.name} device {device.device_id}, "
@@ -277,7 +278,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
     def color(b: Block) -> str:
         own = getattr(b, "fill", None)
         if own is not None:
-            return own
+            return cast("str", own)
         if is_physical(b):
             return PHYSICAL_COLOR
         return PAGE_COLORS[b.page.value] if color_by == "page" else comp[b.module_name]
@@ -318,7 +319,7 @@ def map_svg(snapshot: MapSnapshot, *, color_by: str = "page", width: int = 760,
                      ("url(#rounding)", "page rounding (unused tail of a page)"),
                      (FREE_COLOR, "free")]
     legend = []
-    lx = left
+    lx: float = left
     for fill, label in swatches:
         if lx > left and lx + 19 + _text_width(label, 11) > width - right:
             lx, ly = left, ly + 18
@@ -455,7 +456,7 @@ def _nice_step(top: int) -> int:
 
 
 def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int = 760,
-                 height: int = 320, show_capacity: bool | None = None) -> str:
+                 height: float = 320, show_capacity: bool | None = None) -> str:
     """An SVG stacked-area chart of footprint bytes per component over the event index.
 
     Failed mallocs are red marks on the axis. The capacity is drawn as a dashed line when it
@@ -548,7 +549,7 @@ def timeline_svg(timeline: Timeline, *, title: str = "Bytes in use", width: int 
         marks.append(f'<path d="M{x:.1f},{top + plot_h - 9} l-5,9 h10 z" class="fail">'
                     f'<title>malloc failed at event {index}</title></path>')
     legend = []
-    lx = left
+    lx: float = left
     items = [(colors[n], n) for n in names]
     if timeline.failures:
         failed = max(getattr(timeline, "failed", 0), len(timeline.failures))
@@ -594,6 +595,8 @@ def timeline_steps(timeline: Timeline) -> tuple[list[int], dict[str, list[int]]]
 def stack_svg(*documents: str, gap: int = 12) -> str:
     """One SVG holding ``documents`` (SVG strings, as :func:`map_svg` and
     :func:`timeline_svg` return) as panels, one under another."""
+    width: float
+    y: float
     panels, width, y = [], 0, 0
     for doc in documents:
         head = re.match(r'\s*<svg [^>]*width="(\d+(?:\.\d+)?)" height="(\d+(?:\.\d+)?)"', doc)
@@ -617,7 +620,7 @@ def _nice_count(n: int) -> int:
     magnitude = 10 ** (len(str(raw)) - 1)
     for mult in (1, 2, 5, 10):
         if mult * magnitude >= raw:
-            return mult * magnitude
+            return cast("int", mult * magnitude)
     return raw
 
 
@@ -697,7 +700,7 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
         lines.append(f"{offset_label(row * columns * cell):11} {text}")
     if folded:
         lines.append(f"{'':11} ... {format_bytes(folded * cell)} free to the end ...")
-    legend = TEXT_LEGEND
+    legend: tuple[tuple[str, str], ...] = TEXT_LEGEND
     if snapshot.handles:
         pages = " or ".join(sorted({b.pages for b in snapshot.blocks if is_physical(b)}))
         legend = ((PHYSICAL_TEXT, f"physical handle ({pages})"), *legend)

@@ -15,6 +15,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from ..allocators.conf import parse_alloc_conf
 from ..memory.errors import AclError
@@ -105,7 +106,7 @@ def run_task(task: CellTask, data: bytes) -> list[dict]:
                                    task.cann)
             leader[conf] = first.setdefault(key, conf)
         found: dict[str, FitSearch] = {}
-        out = []
+        out: list[dict[str, Any]] = []
         for conf in task.missing:
             like = leader[conf]
             if like != conf and like not in task.missing:

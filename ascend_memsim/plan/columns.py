@@ -192,6 +192,10 @@ def _compile_snapshot(snap: dict, name: str, device: int | None) -> Columns:
     segments = [s for s in snap.get("segments") or () if isinstance(s, dict)
                 and s.get("device", device) == device]
     workspace, blocks = _workspace(entries)
+    # an entry's fields, as the file gave them (checked before use)
+    addr: Any
+    size: Any
+    stream: Any
     for _addr, size, stream in blocks:
         if type(size) is not int or not 32 < size < _END or not _int64(stream):
             c.problems.append(f"workspace block of size {brief(size)} on stream "
@@ -351,7 +355,8 @@ def replay_columns(columns: Columns, profile: Profile, capacity: int, conf: Allo
     Time O(operations x allocator cost); nothing is kept per operation."""
     key = "hbm_bytes" if profile.hbm_bytes else "ddr_bytes"
     c = columns
-    with Runtime(profile, sanitizer="off", **{key: capacity}) as rt:
+    capacities: dict[str, Any] = {key: capacity}
+    with Runtime(profile, sanitizer="off", **capacities) as rt:
         device = rt.device(0)
         main = device.allocators[rt.profile.main_memory]
         watched = _Watched(main.capacity, base=main.base, granule=main.granule)

@@ -24,6 +24,7 @@ import logging
 import multiprocessing
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
 
 from .. import __version__
 from ..memory.errors import InvalidArgument
@@ -137,7 +138,8 @@ class DaskCluster(Executor):
             raise ImportError("the dask executor needs Dask distributed: pip install "
                               "'ascend-memsim[study]'") from None
         self.address = address
-        self._cluster = None
+        self._cluster: Any = None
+        self._client: Any = None
         if address is None:
             self._cluster = LocalCluster(
                 n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",

@@ -205,6 +205,7 @@ def sweep_settings(source: Any, product: str | None = None, *,
     sweep = Sweep(src.name, src.profile.name, step, top)
     # settings that replay alike share one search: the first of them is searched
     first: dict[Any, str] = {}
+    like: str | None
     for conf, value in zip(confs, parsed):
         key = conf if _plain else same_outcome_key(value, src.columns, src.profile, cann)
         like = first.setdefault(key, conf)

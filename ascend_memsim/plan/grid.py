@@ -229,7 +229,7 @@ def read_grid(path: str) -> Grid:
     try:
         if path.endswith(".toml"):
             try:
-                import tomllib
+                import tomllib  # type: ignore[import-not-found]  # Python 3.11+; refused below
             except ImportError:
                 raise InvalidArgument("a TOML grid needs Python 3.11 or later (tomllib); "
                                       "write the grid as JSON") from None

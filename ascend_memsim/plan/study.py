@@ -229,7 +229,8 @@ def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = Non
                     row.error = str(a["error"])
                     continue
                 if "like" in a:
-                    like = rows[(*cell[:4], a["like"])]
+                    key = (*cell[:4], a["like"])
+                    like = rows[key]
                     answer = {f: getattr(like, f) for f in ANSWER_FIELDS}
                     answer.update(replays=0, seconds=0.0, same_as=a["like"])
                 else:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import multiprocessing
 import os
 import secrets
 import socket
@@ -196,7 +197,8 @@ class Owner:
             self._pending = conn
         try:
             wire.handshake(conn, self.authkey, time.monotonic() + HANDSHAKE_SECONDS, owner=True)
-        except (OSError, EOFError, mpc.AuthenticationError, ValueError, AssertionError):
+        except (OSError, EOFError, multiprocessing.AuthenticationError, ValueError,
+                AssertionError):
             conn.close()  # a wrong key, silence past the deadline, or a closed peer
             return
         finally:
@@ -352,6 +354,7 @@ class _Session:
         # checked before anything applies: a refused message changes nothing
         self._apply(message.get("push", []), message.get("drop", []))
         forget_error()
+        reply: dict[str, Any]
         try:
             with calls_from(site):
                 if name in _HOST_CALLS:
@@ -499,7 +502,8 @@ def refusal(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
                                   f"Python callable or runs on the owner's host)")
     if not hasattr(fn, "defaults"):  # a helper that raises, as pyacl's do
         return refuse
-    return face(*fn.defaults, bare=fn.bare, ok=fn.ok)(refuse)
+    made: Any = fn  # a face function (acl/_face.py), which carries its return convention
+    return face(*made.defaults, bare=made.bare, ok=made.ok)(refuse)
 
 
 _TABLE: dict[str, Callable[..., Any]] = {}

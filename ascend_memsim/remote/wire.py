@@ -144,7 +144,7 @@ def handshake(conn: mpc.Connection, authkey: bytes, deadline: float, *, owner: b
         multiprocessing.AuthenticationError: the other side holds another key.
         EOFError, OSError, AssertionError: the other side closed, or spoke out of turn.
     """
-    within = _Within(conn, deadline)
+    within: Any = _Within(conn, deadline)  # a connection's face, as the challenge uses it
     if owner:
         mpc.deliver_challenge(within, authkey)
         mpc.answer_challenge(within, authkey)

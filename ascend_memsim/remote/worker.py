@@ -316,6 +316,7 @@ class Worker:
 
     def install(self) -> None:
         """Replace the face's functions with calls to the owner; ``import acl`` names it."""
+        host: dict[str, Callable[..., Any]]
         host = {"util.bytes_to_ptr": self.bytes_to_ptr, "util.numpy_to_ptr": self.numpy_to_ptr,
                 "util.numpy_contiguous_to_ptr": self.numpy_contiguous_to_ptr,
                 "util.ptr_to_bytes": self.ptr_to_bytes, "util.ptr_to_numpy": self.ptr_to_numpy,

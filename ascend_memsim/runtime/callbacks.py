@@ -82,13 +82,13 @@ def _alive(tid: int) -> bool:
 class Callbacks:
     """Subscriptions, callback queues and pyacl threads of one runtime. Thread-safe."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.lock = threading.RLock()
         #: stream -> subscribed thread id
         self._subscribed: dict[Stream, int] = {}
         #: thread id -> its queue of callbacks to process
-        self._queues: dict[int, queue.SimpleQueue] = {}
+        self._queues: dict[int, queue.SimpleQueue[Any]] = {}
         self._threads: dict[int, _Thread] = {}
 
     # -- subscriptions -------------------------------------------------------------------------
@@ -206,9 +206,11 @@ class Callbacks:
         thread = threading.Thread(target=body, name="acl.util.start_thread", daemon=True)
         holder.append(_Thread(thread))
         thread.start()
+        ident = thread.ident
+        assert ident is not None  # started: it has one
         with self.lock:
-            self._threads[thread.ident] = holder[0]
-        return thread.ident
+            self._threads[ident] = holder[0]
+        return ident
 
     def stop_thread(self, thread_id: object) -> None:
         """Join the thread. Raises RuntimeError when its function raised (pyacl does)."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 import struct
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..memory.args import as_int
 from ..memory.errors import (
@@ -82,12 +83,12 @@ class _Barriers:
 class CacheOps:
     """The 11-06 calls of one runtime (``Runtime.extension("cache_ops")``). Thread-safe."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.lock = threading.Lock()
         self._barriers: dict[int, _Barriers] = {}
 
-    def close(self) -> list:
+    def close(self) -> list[object]:
         """aclFinalize: barrier ids hold no memory."""
         with self.lock:
             self._barriers.clear()
@@ -415,6 +416,7 @@ def _barrier_entries(call: str, task_info: object) -> list[tuple[int, int]]:
     return entries
 
 
-def cache_ops(runtime) -> CacheOps:
+def cache_ops(runtime: Any) -> CacheOps:
     """The runtime's :class:`CacheOps`, made on first use (``Runtime.extension``)."""
-    return runtime.extension("cache_ops", CacheOps)
+    found: CacheOps = runtime.extension("cache_ops", CacheOps)
+    return found

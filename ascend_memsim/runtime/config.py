@@ -28,7 +28,7 @@ __all__ = [
 
 #: Keys a ``"memsim"`` config object may hold, each with the function that applies it to the
 #: keyword arguments of :class:`Runtime`.
-CONFIG_KEYS: dict[str, Callable[[dict, Any], None]] = {
+CONFIG_KEYS: dict[str, Callable[[dict[str, Any], Any], None]] = {
     "product": lambda kw, v: kw.__setitem__("product", v),
     "device_count": lambda kw, v: kw.__setitem__("device_count", v),
     "hbm_bytes": lambda kw, v: kw.__setitem__("hbm_bytes", v),
@@ -37,7 +37,7 @@ CONFIG_KEYS: dict[str, Callable[[dict, Any], None]] = {
 }
 
 
-def register_config_key(key: str, apply: Callable[[dict, Any], None]) -> None:
+def register_config_key(key: str, apply: Callable[[dict[str, Any], Any], None]) -> None:
     """Accept ``"memsim": {key: value}``: ``apply(options, value)`` checks the value and sets
     the Runtime keyword arguments in ``options`` (raising InvalidArgument for a bad value)."""
     CONFIG_KEYS[key] = apply
@@ -91,7 +91,7 @@ def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     return options
 
 
-def load_config(config_path: object) -> dict:
+def load_config(config_path: object) -> dict[str, Any]:
     """The JSON object in the aclInit config file at ``config_path`` ({} for none or empty).
 
     Raises:
@@ -154,7 +154,7 @@ class Adoption:
     checker: Any
     run_mode: RunMode | None
     default_device: int | None
-    interceptors: tuple
+    interceptors: tuple[Any, ...]
 
 
 def plan_adoption(options: Mapping[str, Any], profile: Profile, *, in_use: bool,

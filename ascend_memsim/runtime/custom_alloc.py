@@ -101,10 +101,10 @@ class AllocatorDesc:
 
     handle: int
     obj: Any = None
-    alloc: Callable | None = None
-    free: Callable | None = None
-    alloc_advise: Callable | None = None
-    get_addr: Callable | None = None
+    alloc: Callable[..., Any] | None = None
+    free: Callable[..., Any] | None = None
+    alloc_advise: Callable[..., Any] | None = None
+    get_addr: Callable[..., Any] | None = None
     alloc_site: Any = None
 
     # What the sanitizer's leak report reads (as of a block); it holds no memory.
@@ -125,10 +125,10 @@ class Registration:
     stream: int
     desc: int
     obj: Any
-    alloc: Callable
-    free: Callable
-    alloc_advise: Callable | None
-    get_addr: Callable
+    alloc: Callable[..., Any]
+    free: Callable[..., Any]
+    alloc_advise: Callable[..., Any] | None
+    get_addr: Callable[..., Any]
     alloc_site: Any = None
 
     ptr = property(lambda self: self.stream)
@@ -275,12 +275,13 @@ class CustomAllocators:
                     raise InvalidArgument(f"{call}: allocatorDesc->{name} is NULL (set it "
                                           f"with the aclrtAllocatorSet...ToDesc calls first)")
             site = capture_site(skip=1) if self.runtime.record_sites else None
+            # alloc, free and get_addr were checked not None just above
             self.registered[number] = Registration(
-                number, desc.handle, desc.obj, desc.alloc, desc.free, desc.alloc_advise,
-                desc.get_addr, site)
+                number, desc.handle, desc.obj, desc.alloc, desc.free,  # type: ignore[arg-type]
+                desc.alloc_advise, desc.get_addr, site)  # type: ignore[arg-type]
         self._emit("allocator_register", number, {"desc": desc.handle})
 
-    def get_by_stream(self, stream: object) -> tuple:
+    def get_by_stream(self, stream: object) -> tuple[object, ...]:
         """aclrtAllocatorGetByStream: ``(desc, obj, alloc, free, alloc_advise, get_addr)``
         registered on ``stream``.
 
@@ -323,10 +324,10 @@ class CustomAllocators:
         Raises:
             OutOfDeviceMemory: the callback gave NULL (or raised: the error is chained).
         """
-        use_advise = advise is not None and reg.alloc_advise is not None
-        what = "alloc_advise" if use_advise else "alloc"
+        alloc_advise = reg.alloc_advise if advise is not None else None
+        what = "alloc_advise" if alloc_advise is not None else "alloc"
         try:
-            block = (reg.alloc_advise(reg.obj, size, advise) if use_advise
+            block = (alloc_advise(reg.obj, size, advise) if alloc_advise is not None
                      else reg.alloc(reg.obj, size))
         except Exception as error:
             raise OutOfDeviceMemory(
@@ -389,7 +390,7 @@ class CustomAllocators:
 
     # -- lifetime ------------------------------------------------------------------------------
 
-    def close(self) -> list:
+    def close(self) -> list[object]:
         """Forget everything (aclFinalize); the descriptors never destroyed and the
         registrations never unregistered (DECISION: leaks)."""
         with self.lock:
@@ -399,7 +400,7 @@ class CustomAllocators:
             self.pyacl = PyaclCallbacks()
         return left
 
-    def _emit(self, event: str, stream: int, info: dict) -> None:
+    def _emit(self, event: str, stream: int, info: dict[str, Any]) -> None:
         """Tell the observers of the stream's device (else the current device's) about
         ``event``; nothing when no device is known or no observer sees it."""
         runtime = self.runtime
@@ -442,7 +443,8 @@ class _Trampoline:
 
     def __call__(self, *args: Any) -> None:
         kind = self.kind
-        fn = self.table.funcs.get(kind)
+        # any object pyacl took ("O"): calling one that is not callable fails as any error does
+        fn: Any = self.table.funcs.get(kind)
         if kind in ("alloc", "alloc_advise"):
             # Py_BuildValue("kI..."): size as unsigned int, cut to its low 32 bits
             args = (args[0], args[1] & _UINT32, *args[2:])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from ..memory.args import SIZE_MAX, as_int, int_or_none
 from ..memory.budget import DeviceBudget
@@ -46,11 +47,11 @@ class DeviceTable:
         #: :meth:`leave`); made use of again, they join it again
         self._left: set[int] = set()
         #: given to every device made (see Device.observers / Device.interceptors)
-        self.observers: list[Callable] = []
+        self.observers: list[Callable[..., Any]] = []
         #: event -> observers of that event only (see Device.subscribers)
-        self.subscribers: dict[str, list[Callable]] = {}
-        self.interceptors: list[Callable] = []
-        self.reclaim_listeners: list[Callable] = []
+        self.subscribers: dict[str, list[Callable[..., Any]]] = {}
+        self.interceptors: list[Callable[..., Any]] = []
+        self.reclaim_listeners: list[Callable[..., Any]] = []
         #: passed to every device: keep each block's allocation site (see memory.sites)
         self.record_sites = False
 
@@ -120,7 +121,7 @@ class DeviceTable:
         with self.lock:
             return [self._devices[i] for i in sorted(self._devices)]
 
-    def hook(self, table: str, fn: Callable, *, add: bool) -> None:
+    def hook(self, table: str, fn: Callable[..., Any], *, add: bool) -> None:
         """Add ``fn`` to (or remove it from) ``table`` (``observers``, ``interceptors``,
         ``reclaim_listeners``) of this table and of every device."""
         with self.lock:
@@ -131,11 +132,12 @@ class DeviceTable:
                 else:
                     hooks.remove(fn)
 
-    def subscribe(self, fn: Callable, events: frozenset[str], *, add: bool) -> None:
+    def subscribe(self, fn: Callable[..., Any], events: frozenset[str], *, add: bool) -> None:
         """Add ``fn`` as an observer of ``events`` only (or remove it), here and on every
         device."""
         with self.lock:
-            for owner in (self, *self._devices.values()):
+            owners: tuple[DeviceTable | Device, ...] = (self, *self._devices.values())
+            for owner in owners:
                 for event in events:
                     fns = owner.subscribers.setdefault(event, [])
                     if add:
@@ -149,7 +151,7 @@ class DeviceTable:
         """True when some observer of the table sees ``event``."""
         return bool(self.observers) or event in self.subscribers
 
-    def observers_of(self, event: str) -> list[Callable]:
+    def observers_of(self, event: str) -> list[Callable[..., Any]]:
         """The observers that see ``event``: those of every event, then its subscribers."""
         return [*self.observers, *self.subscribers.get(event, ())]
 

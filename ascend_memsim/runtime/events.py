@@ -33,6 +33,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from ..memory.args import UINT32_MAX, as_int
 from ..memory.constants import EventFlag, EventRecordedStatus, EventStatus
@@ -61,7 +62,7 @@ class Event:
 class Events:
     """The events of one runtime. Thread-safe (one lock; queued work runs without it)."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.lock = threading.RLock()
         self._events: dict[int, Event] = {}

@@ -176,7 +176,7 @@ class IpcMemory:
             self._watching = True
         self.runtime.add_observer(self._observe, events=("free", "reset"))
 
-    def _observe(self, event: str, device: Any, info: dict) -> None:
+    def _observe(self, event: str, device: Any, info: dict[str, Any]) -> None:
         blocks = [info["block"]] if event == "free" else info.get("blocks", ())
         for block in blocks:
             with self.runtime.machine.lock:
@@ -319,7 +319,7 @@ class IpcMemory:
               "size": record.size, "role": "exporter" if mapping is None else "importer"})
 
     def _record(self, key: str, call: str) -> IpcExport:
-        record = self.runtime.machine.ipc_keys.get(key)
+        record: IpcExport | None = self.runtime.machine.ipc_keys.get(key)
         if record is None or record.freed or record.closed:
             why = ("no such key is open" if record is None else
                    "its block was freed" if record.freed else "its exporter closed it")
@@ -333,7 +333,7 @@ class IpcMemory:
             return [m for r in machine.ipc_keys.values()
                     for m in r.imports.get(self.runtime.pid, ())]
 
-    def close(self) -> list:
+    def close(self) -> list[object]:
         """aclFinalize: the process ends; its imports close, its keys are destroyed (nothing
         to report: the blocks were reported as leaks if the program never freed them)."""
         machine = self.runtime.machine
@@ -354,7 +354,8 @@ class IpcMemory:
 
 def _unlist(record: IpcExport) -> None:
     """The exporter closed the key: its block no longer names it."""
-    keys = record.block.extra.get("ipc_keys", [])
+    extra = record.block.extra  # made at the export
+    keys = extra.get("ipc_keys", []) if extra is not None else []
     if record.key in keys:
         keys.remove(record.key)
 
@@ -387,4 +388,5 @@ def _key(key: object, call: str) -> str:
 
 def ipc_memory(runtime: Any) -> IpcMemory:
     """The runtime's :class:`IpcMemory`, made on first use (``Runtime.extension``)."""
-    return runtime.extension("ipc", IpcMemory)
+    found: IpcMemory = runtime.extension("ipc", IpcMemory)
+    return found

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from sortedcontainers import SortedList
 
@@ -67,6 +67,7 @@ from ..memory.constants import (
     ManagedRangeAttr,
     MiB,
 )
+from ..memory.device import Device
 from ..memory.errors import (
     FeatureNotSupported,
     InvalidArgument,
@@ -111,7 +112,7 @@ class ManagedMemory:
         self.lock = threading.Lock()
         #: live allocations by address, and their addresses in order (for lookups)
         self.allocs: dict[int, ManagedAlloc] = {}
-        self._starts: SortedList = SortedList()
+        self._starts: SortedList[int] = SortedList()
         #: the process's managed range, made at the first allocation
         self._space: Allocator | None = None
         #: aclrtMemP2PMap: (device of the memory, block address, device mapped for)
@@ -183,7 +184,7 @@ class ManagedMemory:
             if alloc is None:
                 raise InvalidPointer(f"{call}: {ptr:#x} is not a live managed allocation")
             self._starts.remove(ptr)
-            self._space.release(ptr)
+            self._space.release(ptr)  # type: ignore[union-attr]  # made with the first alloc
             device = self.runtime._table.made(alloc.device_id)
             if device is not None:
                 device.give_physical(alloc.phys)
@@ -195,7 +196,7 @@ class ManagedMemory:
         self._physical(device, "free_physical", alloc)
         return alloc
 
-    def forget_device(self, device) -> list[ManagedAlloc]:
+    def forget_device(self, device: Device) -> list[ManagedAlloc]:
         """The device is being reset: its managed allocations go (DECISION: they are charged
         to it); the ones still live, which the sanitizer reports as leaks."""
         with self.lock:
@@ -203,7 +204,7 @@ class ManagedMemory:
             for alloc in gone:
                 del self.allocs[alloc.ptr]
                 self._starts.remove(alloc.ptr)
-                self._space.release(alloc.ptr)
+                self._space.release(alloc.ptr)  # type: ignore[union-attr]  # (see free)
                 device.give_physical(alloc.phys)
             self.p2p_maps = {m for m in self.p2p_maps if device.device_id not in (m[0], m[2])}
         for alloc in gone:
@@ -228,7 +229,8 @@ class ManagedMemory:
     def region_at(self, addr: int) -> ManagedRegion | None:
         """The data plane's region for ``addr`` (see :mod:`ascend_memsim.data.managed`)."""
         alloc = self.alloc_at(addr)
-        return None if alloc is None else ManagedRegion(alloc)
+        # a ManagedAlloc has the face of a Block that a DeviceRegion reads
+        return None if alloc is None else ManagedRegion(alloc)  # type: ignore[arg-type]
 
     def allocations(self) -> list[ManagedAlloc]:
         """The live managed allocations, by address."""
@@ -298,7 +300,7 @@ class ManagedMemory:
         return self._values(call, [attr], ptr, size, [data_size])[0]
 
     def get_attrs(self, attributes: object, ptr: object, size: object,
-                  data_sizes: object) -> list:
+                  data_sizes: object) -> list[Any]:
         """aclrtMemManagedGetAttrs: one value per attribute (``numAttributes`` is the list's
         length; ``dataSizes`` a list as long).
 
@@ -320,7 +322,8 @@ class ManagedMemory:
         return self._values(call, attrs, ptr, size,
                             [as_int(s, "dataSizes[]") for s in sizes])
 
-    def _values(self, call: str, attrs: list, ptr: int, size: int, data_sizes: list) -> list:
+    def _values(self, call: str, attrs: list[ManagedRangeAttr], ptr: int, size: int,
+                data_sizes: list[int]) -> list[Any]:
         self._supported(call)
         for attr, data_size in zip(attrs, data_sizes):
             need = _DATA_BYTES.get(attr, 4)
@@ -422,10 +425,10 @@ class ManagedMemory:
         emit(self.runtime, "managed_prefetch_batch", self._device_of(alloc),
              {"count": count, "num_prefetch_locs": num, "stream": target.handle})
 
-    def _queue(self, call: str, target, jobs: list) -> None:
+    def _queue(self, call: str, target: object, jobs: list[Any]) -> None:
         data = self.runtime.data
 
-        def run(_stream) -> None:
+        def run(_stream: object) -> None:
             with data.lock:
                 for addr, length, _ in jobs:
                     data.resolve(call, addr, length, write=False, deferred=True)
@@ -553,10 +556,11 @@ class ManagedMemory:
         first = (ptr - alloc.ptr) // MANAGED_PAGE
         return alloc, first, -(-(ptr + size - alloc.ptr) // MANAGED_PAGE)
 
-    def _device_of(self, alloc: ManagedAlloc):
-        return self.runtime._table.made(alloc.device_id)
+    def _device_of(self, alloc: ManagedAlloc) -> Device | None:
+        made: Device | None = self.runtime._table.made(alloc.device_id)
+        return made
 
-    def _physical(self, device, event: str, alloc: ManagedAlloc) -> None:
+    def _physical(self, device: Device | None, event: str, alloc: ManagedAlloc) -> None:
         """The memory charged to the device, as physical memory (replay and pictures place
         it as they place aclrtMallocPhysical's)."""
         emit(self.runtime, event, device,
@@ -564,10 +568,11 @@ class ManagedMemory:
               "page": "huge", "phys": alloc.phys, "managed": alloc.ptr})
 
 
-def _list(value: object, name: str, call: str) -> list:
+def _list(value: object, name: str, call: str) -> list[Any]:
     if not issubclass(type(value), list):
         raise InvalidArgumentType(f"{call}: {name} must be a list, got {shown(value)}")
-    return list.copy(value)
+    # PyList_Check's test above, which the checker does not read as narrowing
+    return list.copy(cast("list[Any]", value))
 
 
 def _reserved(call: str, flags: object) -> None:

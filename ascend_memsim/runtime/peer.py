@@ -41,6 +41,7 @@ public), and equal ids answer 0 (a device never enables itself); the status foll
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from ..memory.args import as_int
 from ..memory.errors import InvalidArgument, InvalidRuntimeParam, ReservedFlagSet
@@ -53,7 +54,7 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 class PeerAccess:
     """The peer-access table of one runtime: which device enabled which. Thread-safe."""
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.lock = threading.Lock()
         #: (device, peer) pairs: device enabled access to peer
@@ -61,7 +62,8 @@ class PeerAccess:
 
     def _device_id(self, value: object, name: str) -> int:
         number = as_int(value, name, *_INT32)
-        return self.runtime._table.check_id(number)
+        checked: int = self.runtime._table.check_id(number)
+        return checked
 
     def can_access_peer(self, device_id: object, peer_device_id: object) -> int:
         """aclrtDeviceCanAccessPeer: 1 when the two devices can exchange data (always, see
@@ -143,11 +145,12 @@ class PeerAccess:
         enabled = self.enabled
         return (device, peer) in enabled or (peer, device) in enabled
 
-    def close(self) -> list:
+    def close(self) -> list[object]:
         """aclFinalize: nothing to report (peer access is no resource the program leaks)."""
         return []
 
 
-def peer_access(runtime) -> PeerAccess:
+def peer_access(runtime: Any) -> PeerAccess:
     """The runtime's :class:`PeerAccess`, made on first use (``Runtime.extension``)."""
-    return runtime.extension("peer", PeerAccess)
+    found: PeerAccess = runtime.extension("peer", PeerAccess)
+    return found

@@ -44,12 +44,13 @@ class EventOrder:
         """The latest record of ``source`` that ``stream`` waited for (0: none)."""
         return self.waited.get((stream, source), 0)
 
-    def forget(self, event: int | None, stream: Any, freeing: set) -> None:
+    def forget(self, event: int | None, stream: Any, freeing: set[Any]) -> None:
         """aclrtDestroyEvent / aclrtDestroyStream: drop its entries. A destroyed stream waits
         no more; as the stream waited for, it stays while a segment it freed is cached
         (``freeing``: the streams of the cached segments; its frees ran, the destroy drained
         it)."""
-        self.records.pop(event, None)
+        if event is not None:
+            self.records.pop(event, None)
         if stream is None:
             return
         for key in [k for k in self.waited if k[0].destroyed
@@ -60,5 +61,5 @@ class EventOrder:
         """The device is being reset: its streams and events go."""
         for key in [k for k in self.waited if k[0].device_id == device_id]:
             del self.waited[key]
-        for key in [k for k, r in self.records.items() if r[0].device_id == device_id]:
-            del self.records[key]
+        for event in [k for k, r in self.records.items() if r[0].device_id == device_id]:
+            del self.records[event]

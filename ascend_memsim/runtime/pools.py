@@ -77,7 +77,7 @@ from ..memory.mempool import GRANULE, REUSE_ATTRS, PoolAttr, Segment, SegmentPoo
 from ..memory.physical import PhysicalProp, field_of, parse_dict
 from ..memory.rules import align_up
 from .pool_order import EventOrder
-from .work import Stream
+from .work import Operation, Stream
 
 __all__ = ["MemPools", "Pool", "PoolBlock", "POOL_BASE"]
 
@@ -99,7 +99,7 @@ class Pool:
     segments: SegmentPool
     reservation: Any
     #: granule address -> its physical handle (mapped there)
-    granules: dict = field(default_factory=dict)
+    granules: dict[int, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
         return (f"memory pool {self.handle:#x} of device {self.device_id} "
@@ -307,6 +307,7 @@ class MemPools:
             pool = self.get(handle, "aclrtMemPoolGetAttr", unknown=InvalidRuntimeParam)
             attr = as_int(attr, "attr", -(1 << 31), (1 << 31) - 1)
             s = pool.segments
+            values: dict[int, int]
             values = {PoolAttr.ATTR_RELEASE_THRESHOLD: s.threshold,
                       PoolAttr.ATTR_RESERVED_MEM_CURRENT: s.reserved,
                       PoolAttr.ATTR_RESERVED_MEM_HIGH: s.reserved_high,
@@ -373,7 +374,8 @@ class MemPools:
                    stream=target.handle)
         return seg.ptr
 
-    def _reusable(self, pool: Pool, size: int, stream: Stream):
+    def _reusable(self, pool: Pool, size: int,
+                  stream: Stream) -> tuple[Segment | None, Any]:
         """(cached segment, stream to wait for) by the reuse rules of the module docstring."""
         segments = pool.segments
         reuse = segments.reuse
@@ -435,7 +437,7 @@ class MemPools:
                          else "is not the start of a block")
                 raise InvalidRuntimeParam(f"{call}: {ptr:#x} in {pool.describe()} {state}")
             asked, end, site = seg.asked, seg.end, seg.alloc_site
-            op = runtime.streams.enqueue(
+            op: Operation = runtime.streams.enqueue(
                 target, call, (), lambda _s: self._free_ran(pool, target, op.seq))
             seg = pool.segments.give_back(seg, target, op.seq)
             seg.alloc_site = site

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -92,7 +93,7 @@ class Runtime:
     acting: ClassVar[dict[int, Runtime]] = {}
 
     def __init__(self, product: str | Profile = DEFAULT_PRODUCT, *,
-                 default_device: int | None = None, interceptors: Iterable[Callable] = (),
+                 default_device: int | None = None, interceptors: Iterable[Callable[..., Any]] = (),
                  sanitizer: Any = "report", run_mode: Any = "host",
                  machine: Machine | None = None, **overrides: Any) -> None:
         profile = get_profile(product).with_overrides(**overrides)
@@ -109,7 +110,7 @@ class Runtime:
         self.owned_by_acl = False
         #: what the last aclInit on this (adopted) runtime added: (interceptors, default
         #: device it holds, the default device before), taken back by release_adoption
-        self._adopted: tuple = ((), None, None)
+        self._adopted: tuple[tuple[Any, ...], int | None, int | None] = ((), None, None)
         for interceptor in interceptors:
             self.add_interceptor(interceptor)
         #: host memory, byte moves, streams and contexts (data.host, data.plane, streams)
@@ -146,7 +147,7 @@ class Runtime:
         (``sanitizer``, ``default_device``, ...)."""
         return Runtime(self.profile, machine=self.machine, **options)
 
-    def as_current(self):
+    def as_current(self) -> AbstractContextManager[Any]:
         """``with rt.as_current():`` makes this process the one the pyacl face talks to,
         without ending it when the block ends (see :func:`.process.as_current`)."""
         return as_current(self)
@@ -190,7 +191,7 @@ class Runtime:
     def close(self) -> list[Block]:
         """Reset every device (as aclFinalize does); the blocks that were still live."""
         leaked: list[Block] = []
-        physical: list = []  # physical memory handles never freed
+        physical: list[Any] = []  # physical memory handles never freed
         for device in self.devices():
             self._finish_work(device.device_id)
         with self._table.lock:
@@ -226,15 +227,15 @@ class Runtime:
     # -- hooks: observers (stats, traces), interceptors (faults), allocation sites -----------
 
     @property
-    def observers(self) -> list[Callable]:
+    def observers(self) -> list[Callable[..., Any]]:
         return self._table.observers
 
     @property
-    def interceptors(self) -> list[Callable]:
+    def interceptors(self) -> list[Callable[..., Any]]:
         return self._table.interceptors
 
     @property
-    def reclaim_listeners(self) -> list[Callable]:
+    def reclaim_listeners(self) -> list[Callable[..., Any]]:
         return self._table.reclaim_listeners
 
     @property
@@ -245,7 +246,8 @@ class Runtime:
         """Make every device (now and later) keep each block's allocation site."""
         self._table.set_record_sites(on)
 
-    def add_observer(self, observer: Callable, events: Iterable[str] | None = None) -> None:
+    def add_observer(self, observer: Callable[..., Any],
+                     events: Iterable[str] | None = None) -> None:
         """Call ``observer(event, device, info)`` for every event of every device, now and
         later, and for the runtime's own events (``set_device``, ``reset_device``).
 
@@ -259,29 +261,30 @@ class Runtime:
         else:
             self._table.subscribe(observer, frozenset(events), add=True)
 
-    def remove_observer(self, observer: Callable, events: Iterable[str] | None = None) -> None:
+    def remove_observer(self, observer: Callable[..., Any],
+                        events: Iterable[str] | None = None) -> None:
         """Stop calling ``observer`` (added with the same ``events``)."""
         if events is None:
             self._table.hook("observers", observer, add=False)
         else:
             self._table.subscribe(observer, frozenset(events), add=False)
 
-    def add_interceptor(self, interceptor: Callable) -> None:
+    def add_interceptor(self, interceptor: Callable[..., Any]) -> None:
         """Call ``interceptor(request)`` before every allocation on every device (see
         :attr:`Device.interceptors`): raise an AclError to fail it, or return pages to refuse.
         """
         self._table.hook("interceptors", interceptor, add=True)
 
-    def remove_interceptor(self, interceptor: Callable) -> None:
+    def remove_interceptor(self, interceptor: Callable[..., Any]) -> None:
         """Stop calling ``interceptor``."""
         self._table.hook("interceptors", interceptor, add=False)
 
-    def add_reclaim_listener(self, listener: Callable) -> None:
+    def add_reclaim_listener(self, listener: Callable[..., Any]) -> None:
         """Call ``listener(device, blocks)`` when a malloc on any device takes back the
         footprints of held blocks (see :meth:`Device.hold`)."""
         self._table.hook("reclaim_listeners", listener, add=True)
 
-    def remove_reclaim_listener(self, listener: Callable) -> None:
+    def remove_reclaim_listener(self, listener: Callable[..., Any]) -> None:
         """Stop calling ``listener``."""
         self._table.hook("reclaim_listeners", listener, add=False)
 
@@ -335,7 +338,7 @@ class Runtime:
     #: (before its blocks go: device variables free theirs, 11-11)
     _DEVICE_PLANES = ("peer", "cache_ops", "symbols")
 
-    def _drop_device(self, device: Device) -> list:
+    def _drop_device(self, device: Device) -> list[Any]:
         """Everything but the blocks of a device being reset or finalized (call under the
         table's lock, the device already out of it): the work queued meanwhile runs, its
         streams and events go, and each plane forgets it. The handles of its pools, virtual

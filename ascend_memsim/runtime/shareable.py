@@ -33,7 +33,7 @@ call needs a current device (DECISION, as every memory call).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..memory.args import SIZE_MAX, as_int
 from ..memory.constants import HandleType, SharedHandleType
@@ -43,6 +43,7 @@ from ..memory.errors import (
     InvalidRuntimeParam,
 )
 from ..memory.physical import PhysicalHandle
+from ..memory.vmm import AddressSpace
 from .peer import peer_access
 from .sharing import INT32, check_importer, emit, parse_pids
 
@@ -73,7 +74,7 @@ class SharedPhysical:
         #: the exporter's device was reset, or the memory went back: nothing to give back
         self.memory_gone = False
         #: what settle() still has to do: (importer, handle) releases to tell, give back
-        self._released: list = []
+        self._released: list[tuple[Any, PhysicalHandle]] = []
         self._give_back = False
 
     def release(self, handle: PhysicalHandle) -> None:
@@ -140,8 +141,9 @@ class Shareable:
         if handle_type != HandleType.NONE:
             raise InvalidArgument(f"aclrtMemExportToShareableHandle: handle_type={handle_type}; "
                                   f"only ACL_MEM_HANDLE_TYPE_NONE (0)")
-        return self._export(value, flags, SharedHandleType.DEFAULT,
-                            "aclrtMemExportToShareableHandle")
+        # the DEFAULT kind's shareable handle is an int
+        return cast(int, self._export(value, flags, SharedHandleType.DEFAULT,
+                                      "aclrtMemExportToShareableHandle"))
 
     def export_v2(self, handle: object, flags: object, share_type: object) -> int | bytes:
         """aclrtMemExportToShareableHandleV2: an int for DEFAULT, the 128-byte
@@ -238,7 +240,7 @@ class Shareable:
 
     def _import(self, value: int | bytes, device_id: int, call: str) -> int:
         runtime = self.runtime
-        space = runtime.vmm._space()
+        space: AddressSpace = runtime.vmm._space()
         machine = runtime.machine
         with space.lock, machine.lock:
             record = self._record(value, call)
@@ -270,14 +272,14 @@ class Shareable:
         return imported.handle
 
     def _record(self, value: int | bytes, call: str) -> SharedPhysical:
-        record = self.runtime.machine.shareable.get(value)
+        record: SharedPhysical | None = self.runtime.machine.shareable.get(value)
         if record is None:
             shown = value.hex()[:16] + "..." if isinstance(value, bytes) else f"{value:#x}"
             raise InvalidRuntimeParam(f"{call}: {shown} is not a live shareable handle (never "
                                       f"exported, or its exporter freed the handle)")
         return record
 
-    def close(self) -> list:
+    def close(self) -> list[object]:
         """aclFinalize: the handles went with the devices (see VirtualMemory.forget_device)."""
         return []
 
@@ -315,4 +317,5 @@ def _fabric_value(pid: int, serial: int) -> bytes:
 
 def shareable(runtime: Any) -> Shareable:
     """The runtime's :class:`Shareable`, made on first use (``Runtime.extension``)."""
-    return runtime.extension("shareable", Shareable)
+    found: Shareable = runtime.extension("shareable", Shareable)
+    return found

@@ -9,7 +9,7 @@ and a zero count are ACL_ERROR_INVALID_PARAM) and then in the runtime's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..memory.args import as_int, shown
 from ..memory.errors import InvalidArgument, InvalidArgumentType, InvalidRuntimeParam, NoPermission
@@ -31,7 +31,8 @@ def parse_pids(pids: object, call: str) -> frozenset[int]:
     """
     if not issubclass(type(pids), list):
         raise InvalidArgumentType(f"{call}: the pid argument must be a list, got {shown(pids)}")
-    values = list.copy(pids)
+    # PyList_Check's test above, which the checker does not read as narrowing
+    values = list.copy(cast("list[object]", pids))
     if not values:
         raise InvalidArgument(f"{call}: the pid list is empty")
     return frozenset(as_int(value, "pid", *INT32) for value in values)
@@ -56,7 +57,7 @@ def check_importer(record: Any, runtime: Any, call: str, what: str, whitelist: s
                            f"({whitelist})")
 
 
-def emit(runtime, event: str, device, info: dict) -> None:
+def emit(runtime: Any, event: str, device: object, info: dict[str, Any]) -> None:
     """Tell ``runtime``'s observers (statistics, traces) about an event of a call that is not
     an allocation, with plain values (a trace records them as they are): the sharing events
     ``ipc_export``, ``ipc_set_import_pid``, ``ipc_set_attr``, ``ipc_import``, ``ipc_close``,

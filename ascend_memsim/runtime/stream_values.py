@@ -11,6 +11,7 @@ hicann/runtime ``docs/zh/api_ref/11-09_stream_memory_operation.md``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..memory.args import as_int
 from ..memory.errors import (
@@ -21,6 +22,10 @@ from ..memory.errors import (
 )
 from .sharing import emit
 from .work import Stream
+
+if TYPE_CHECKING:
+    from ..memory.device import Device
+    from .work import Operation
 
 __all__ = ["StreamValues"]
 
@@ -38,6 +43,19 @@ _WAIT_CONDITIONS: dict[int, Callable[[int, int], bool]] = {
 
 class StreamValues:
     """aclrtValueWrite and aclrtValueWait of one runtime's streams."""
+
+    # what Streams gives (module docstring); declared for the type checker only, so that
+    # these never shadow Streams' own
+    runtime: Any
+    if TYPE_CHECKING:
+        def _target(self, handle: object, call: str) -> Stream: ...
+
+        def enqueue(self, handle: object, call: str, ranges: tuple[tuple[int, int], ...],
+                    run: Callable[[Stream], None]) -> Operation: ...
+
+        def device_streams(self, device_id: int) -> list[Stream]: ...
+
+        def _run(self, streams: list[Stream], upto: int | None = None) -> None: ...
 
     def value_write(self, dev_addr: object, value: object, flag: object,
                     stream: object = 0) -> None:
@@ -135,9 +153,10 @@ class StreamValues:
         emit(self.runtime, "value_wait", self._device(target),
              {"ptr": addr, "value": value, "flag": mode, "stream": target.handle})
 
-    def _device(self, stream: Stream):
+    def _device(self, stream: Stream) -> Device:
         """The device a stream belongs to (for events)."""
-        return self.runtime.device(stream.device_id)
+        device: Device = self.runtime.device(stream.device_id)
+        return device
 
     def _check_value(self, call: str, dev_addr: object, value: object) -> tuple[int, int]:
         """The address (not NULL, 8-byte aligned) and the uint64 value of a value write or

@@ -39,6 +39,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..memory.args import as_int
 from ..memory.constants import StreamFlag
@@ -78,7 +79,7 @@ class Streams(StreamValues, StreamWork):
     Thread-safe: ``lock`` guards the tables; queued work runs outside it, under ``run_lock``.
     """
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         super().__init__(runtime)
         self._streams: dict[int, Stream] = {}
         self._defaults: dict[int, Stream] = {}
@@ -255,7 +256,8 @@ class Streams(StreamValues, StreamWork):
             StreamContextMismatch: a stream of another device.
         """
         data = self.runtime.data
-        checked = data.check_memcpy(dst, dest_max, src, count, kind)
+        checked: tuple[int, int, int, int] | None = data.check_memcpy(dst, dest_max, src, count,
+                                                                       kind)
         if checked is None:
             # memory.cpp (newer): count 0 succeeds before any other check.
             return
@@ -275,7 +277,7 @@ class Streams(StreamValues, StreamWork):
             StreamContextMismatch: a stream of another device.
         """
         data = self.runtime.data
-        checked = data.check_memset(ptr, max_count, value, count)
+        checked: tuple[int, int, int] | None = data.check_memset(ptr, max_count, value, count)
         if checked is None:
             return
         ptr, count, value = checked

@@ -15,9 +15,12 @@ from typing import Any
 from ..data.host import HostBlock
 from ..data.mapped import MappedRegion, mapped_region
 from ..memory.args import as_int
+from ..memory.constants import LocationType
+from ..memory.device import Device
 from ..memory.errors import InvalidArgument, InvalidRuntimeParam
+from ..memory.physical import PhysicalHandle
 from ..memory.rules import PAGE_BYTES, Page
-from ..memory.vmm import VA_BASE, VA_END, AddressSpace, LocationType, Mapping, PhysicalHandle
+from ..memory.vmm import VA_BASE, VA_END, AddressSpace, Mapping
 
 __all__ = ["VirtualMemory"]
 
@@ -44,8 +47,9 @@ class VirtualMemory:
                 space = self.space
         return space
 
-    def _device(self, device_id: int):
-        return self.runtime._table.made(device_id)
+    def _device(self, device_id: int) -> Device | None:
+        made: Device | None = self.runtime._table.made(device_id)
+        return made
 
     # -- reservations --------------------------------------------------------------------------
 
@@ -93,7 +97,7 @@ class VirtualMemory:
         _not_imported(space, ptr, "aclrtMemRetainAllocationHandle")
         return space.retain(ptr).handle
 
-    def mem_get_allocation_properties_from_handle(self, handle: object) -> dict:
+    def mem_get_allocation_properties_from_handle(self, handle: object) -> dict[str, object]:
         """aclrtMemGetAllocationPropertiesFromHandle: the prop as pyacl's dict."""
         return self._space().properties(handle).as_dict()
 
@@ -151,7 +155,8 @@ class VirtualMemory:
         """
         self.runtime.current_device()
         ptr = _nonnull(ptr, "aclrtMemGetAddressRange")
-        pooled = self.runtime.pools.block_range(ptr) if self.runtime.pools else None
+        pooled: tuple[int, int] | None = (self.runtime.pools.block_range(ptr)
+                                          if self.runtime.pools else None)
         if pooled is not None:
             return pooled  # a stream-ordered pool's block, not its granule (runtime/pools.py)
         mapping = self.mapping_at(ptr)
@@ -166,7 +171,7 @@ class VirtualMemory:
         raise InvalidRuntimeParam(f"aclrtMemGetAddressRange: {ptr:#x} is in no device block, "
                                   f"mapping or host allocation")
 
-    def pointer_get_attributes(self, ptr: object) -> dict:
+    def pointer_get_attributes(self, ptr: object) -> dict[str, object]:
         """aclrtPointerGetAttributes (11-05) as pyacl's dict: ``{"location": {"id", "type"},
         "page_size", "rsv": [0, 0, 0, 0]}`` (rt_memory.cpp GetPyDictFromPtrAttributes).
 
@@ -229,13 +234,15 @@ class VirtualMemory:
 
     # -- devices and observers -----------------------------------------------------------------
 
-    def forget_device(self, device) -> list[PhysicalHandle]:
+    def forget_device(self, device: Device) -> list[PhysicalHandle]:
         """The device is being reset: drop its handles and their mappings; the handles the
         program never freed (leaks)."""
         space = self.space
         gone = [] if space is None else space.forget_device(device.device_id)
         for handle in gone:
-            shared = handle.shared
+            # the space's table holds no IPC import: a shared handle here is a shareable
+            # handle's, whose record (runtime/shareable.py) knows its owner
+            shared: Any = handle.shared
             if shared is not None and shared.owner is not handle:
                 shared.release(handle)  # an imported handle: the exporter's memory stays
                 shared.settle()
@@ -245,7 +252,7 @@ class VirtualMemory:
             self._emit(device, "free_physical", handle)
         return [h for h in gone if h.refs]
 
-    def _emit(self, device, event: str, handle: PhysicalHandle) -> None:
+    def _emit(self, device: Device | None, event: str, handle: PhysicalHandle) -> None:
         """Tell the device's observers (statistics, traces) that physical memory was placed
         or given back: plain values, so a trace records them as they are."""
         if device is not None and (device.observers or event in device.subscribers):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..memory.errors import AclError, InvalidHandle
 
@@ -59,7 +60,7 @@ class StreamWork:
     by the data plane's lock anyway, so a single lock costs no parallelism.
     """
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.lock = threading.RLock()
         #: held while queued work is taken and run (reentrant: an observer may synchronise)
@@ -133,7 +134,7 @@ class StreamWork:
         """The queued operation this thread is running now, if any (for reports)."""
         return getattr(self._running, "op", None)
 
-    def queued_on(self, streams, start: int, end: int) -> list[Operation]:
+    def queued_on(self, streams: Iterable[Any], start: int, end: int) -> list[Operation]:
         """Operations queued on ``streams`` that touch ``[start, end)``. O(queued
         operations)."""
         if not self.pending:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -60,6 +60,7 @@ class _Peak:
     """The malloc that last raised a peak: its value, size, stream and site."""
 
     __slots__ = ("value", "size", "stream", "site", "allocated")
+    site: Site | None
 
     def __init__(self) -> None:
         self.value, self.size, self.stream, self.site = 0, 0, 0, None
@@ -93,6 +94,7 @@ class BudgetedAllocator(NpuCachingAllocator):
         with self._lock:
             ptr = super().malloc(size, stream)
             if ptr:
+                size = cast(int, size)  # the malloc checked it
                 self.sites[ptr] = (size, stream, site)
                 stats = self.stats
                 allocated = stats.allocated_bytes[0].current
@@ -107,7 +109,7 @@ class BudgetedAllocator(NpuCachingAllocator):
     def free(self, ptr: object) -> None:
         with self._lock:
             super().free(ptr)
-            self.sites.pop(ptr, None)
+            self.sites.pop(cast(int, ptr), None)  # the free checked it
 
     def release_all(self) -> None:
         """Free every live tensor, then empty the cache (the fixture's end)."""
@@ -212,7 +214,7 @@ def npu_allocator(request: pytest.FixtureRequest, memsim: Runtime) -> Iterator[B
         alloc = BudgetedAllocator(memsim, settings["device"], settings.get("conf", ""),
                                   cann=settings["cann"])
     except (_BadSettings, AclError, ValueError) as e:
-        bad = f"npu_allocator settings of {request.node.nodeid}: {e}"
+        bad: str | None = f"npu_allocator settings of {request.node.nodeid}: {e}"
     else:
         bad = None
     if bad is not None:

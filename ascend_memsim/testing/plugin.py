@@ -46,7 +46,7 @@ import difflib
 import importlib.abc
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +61,7 @@ from ..compute.ops import registered_ops
 from ..compute.plane import compute_plane
 from ..memory.errors import AclError
 from ..memory.profiles import DEFAULT_PRODUCT, PROFILES, Profile, get_profile
-from ..memory.sites import Site, format_site
+from ..memory.sites import Frame, Site, format_site
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
 from ._findings import FAIL_ON, failing_findings, findings_text, sanitizer_setting
@@ -207,7 +207,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             item.user_properties.append(("memsim_peak", state.peak.peak))
     # reached only when the test body passed
     if state is not None:
-        problems = state.call_problems(item.nodeid, item.stash.get(CALL_CHECKS, []))
+        checks = item.stash.get(CALL_CHECKS, [])
+        problems = state.call_problems(item.nodeid, checks)
         if problems:
             pytest.fail("\n\n".join(problems), pytrace=False)
     return result
@@ -307,7 +308,7 @@ class _State:
     #: ids of the blocks already reported as the call's leaks
     reported: set = field(default_factory=set)
 
-    def call_problems(self, nodeid: str, checks: list = ()) -> list[str]:
+    def call_problems(self, nodeid: str, checks: Sequence[Any] = ()) -> list[str]:
         """The test body's problems; ``checks`` (of fixtures built on this runtime, such as
         npu_allocator) run first, each giving its problems and giving back what it holds,
         so that it is no device leak."""
@@ -403,10 +404,10 @@ def _fresh_faults(specs: object) -> list[Fault]:
     return [fault.fresh() for fault in parse_faults(specs)]
 
 
-_RUNNER_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (_pytest, pluggy))
+_RUNNER_DIRS = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (_pytest, pluggy))
 
 
-def _test_frames(site: Site | None) -> Site | None:
+def _test_frames(site: Site | None) -> Site | tuple[Frame, ...] | None:
     """The site without pytest's own frames: from the test function inwards."""
     if not site:
         return site
@@ -427,7 +428,7 @@ def _sanitizer(spec: object) -> object:
     return sanitizer_setting(spec, leaks=False)
 
 
-def _leak_report(nodeid: str, leaked: list, at_reset: list, handles: list = ()) -> str:
+def _leak_report(nodeid: str, leaked: list, at_reset: list, handles: Sequence[Any] = ()) -> str:
     lines = [f"memsim: {nodeid} leaked {len(leaked) + len(at_reset)} device block(s) and "
              f"{len(handles)} handle(s); free them, or write "
              f"@pytest.mark.memsim(leak_check=False) if the test means to:"]
@@ -470,7 +471,7 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         if ops:
             kernels.enter_context(registered_ops(ops))
     except (_BadSettings, AclError) as e:
-        bad = f"memsim settings of {request.node.nodeid}: {e}"
+        bad: str | None = f"memsim settings of {request.node.nodeid}: {e}"
     else:
         bad = None
     if bad is not None:

@@ -86,7 +86,9 @@ def _create_backend(common: Any, options: Any) -> Any:
     ranks = tuple(common.global_ranks_in_group) or tuple(range(world.world_size))
     world.groups[str(common.group_id)] = GroupInfo(str(common.group_id), ranks,
                                                    group_buffer_size(options))
-    return FakeProcessGroup._create_internal(common.group_rank, common.group_size, None)
+    # (torch's stubs give _create_internal fewer arguments than its C extension takes)
+    return FakeProcessGroup._create_internal(common.group_rank,  # type: ignore[call-arg]
+                                             common.group_size, None)
 
 
 def ensure_hccl_backend() -> None:
@@ -240,12 +242,12 @@ _OPTION_NAMES = ("torch_npu._C", "torch_npu._C._distributed_c10d")
 
 def _install_options() -> None:
     """``torch_npu._C._distributed_c10d.ProcessGroupHCCL`` on the stand-in torch_npu."""
-    c = types.ModuleType("torch_npu._C._distributed_c10d")
+    c: Any = types.ModuleType("torch_npu._C._distributed_c10d")
     c.ProcessGroupHCCL = ProcessGroupHCCL
-    top = types.ModuleType("torch_npu._C")
+    top: Any = types.ModuleType("torch_npu._C")
     top._distributed_c10d = c
     sys.modules.update(dict(zip(_OPTION_NAMES, (top, c))))
-    standin = sys.modules.get("torch_npu")
+    standin: Any = sys.modules.get("torch_npu")
     if standin is not None:
         standin._C = top
 

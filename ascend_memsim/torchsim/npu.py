@@ -430,7 +430,7 @@ class _GradScaler(torch.amp.GradScaler):
         return optimizer.step(*args, **kwargs)
 
 
-amp = types.ModuleType("torch_npu.npu.amp")
+amp: Any = types.ModuleType("torch_npu.npu.amp")
 amp.autocast = _autocast
 amp.GradScaler = _GradScaler
 

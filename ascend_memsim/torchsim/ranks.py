@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -82,7 +82,7 @@ def _rank_environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _run_rank(target: str | Callable[[], Any], argv: list[str], rank: int,
+def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
               spec: dict) -> tuple[RankFigures, list]:
     """Run ``target`` as ``rank``; its figures and the job's layout it saw."""
     cards = spec["cards_per_node"]
@@ -185,6 +185,7 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     from .hccl import HcclSettings
 
     settings = HcclSettings.from_environ({**os.environ, **environ})
+    spec: dict[str, Any]
     spec = {"product": product, "capacity": capacity, "alloc_conf": alloc_conf, "cann": cann,
             "cards_per_node": min(cards_per_node, world_size), "world_size": world_size,
             "runtime_share": runtime_share, "environ": environ, "workspace": workspace,

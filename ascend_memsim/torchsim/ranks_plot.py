@@ -112,7 +112,8 @@ def plot_ranks(path: str, result: RanksResult, *, title: str | None = None,
                + (f"; {left_out} rows with smaller totals left out" if left_out else ""))
         ax.set_title("\n".join([*textwrap.wrap(heading, 100), *textwrap.wrap(sub, 120)]),
                      fontsize=9, loc="left")
-        handles = [Patch(color=color, label=kind) for kind, color in zip(KINDS, KIND_COLORS)]
+        handles: list[Any] = [Patch(color=color, label=kind)
+                              for kind, color in zip(KINDS, KIND_COLORS)]
         handles.append(Line2D([], [], color="#c00000", linestyle="--",
                               label=f"card: {format_bytes(result.capacity)}"))
         if need_of:

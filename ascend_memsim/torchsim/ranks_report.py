@@ -145,7 +145,7 @@ class RanksResult:
     def fits(self) -> bool:
         return all(c.figures.fits for c in self.classes)
 
-    def first_failure(self) -> tuple[int, str] | None:
+    def first_failure(self) -> tuple[int, str | None] | None:
         """(the lowest rank that does not fit, why), or None."""
         failing = [(min(c.ranks), c.figures.failure()) for c in self.classes
                    if not c.figures.fits]

@@ -65,7 +65,7 @@ def user_frames(frame: Any, stop: Any = None, limit: int = _MAX_FRAMES) -> list[
     """The Python frames from ``frame`` outwards, up to (not including) ``stop``, that are
     outside torch and ascend_memsim, innermost first, as torch's snapshots write them
     ({"filename", "line", "name"}). O(stack depth)."""
-    frames = []
+    frames: list[dict[str, Any]] = []
     f = frame
     while f is not None and f is not stop and len(frames) < limit:
         name = f.f_code.co_filename
@@ -174,7 +174,7 @@ class Session(StorageCategories):
         #: the NPU the script's tensors are on (a rank's LOCAL_RANK) and the NPUs it sees
         self.device, self.device_count = device, device_count or 1
         try:
-            extra = {"cann": cann} if cann else {}
+            extra: dict[str, Any] = {"cann": cann} if cann else {}
             self.allocator = NpuCachingAllocator(self.runtime, device, alloc_conf, **extra)
         except BaseException:
             self.runtime.close()
@@ -258,7 +258,8 @@ class Session(StorageCategories):
                        register_optimizer_step_pre_hook(self._optimizer_pre_hook),
                        register_optimizer_step_post_hook(self._optimizer_post_hook)]
         self._record_stream = torch.Tensor.record_stream
-        torch.Tensor.record_stream = _record_stream
+        # patched for the run (a method the checker takes as fixed), put back on exit
+        torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign,assignment]
         self._thread = threading.get_ident()
         self._engine_run_backward = torch.autograd._engine_run_backward
         torch.autograd._engine_run_backward = self._backward
@@ -276,7 +277,8 @@ class Session(StorageCategories):
         finally:
             for hook in self._hooks:
                 hook.remove()
-            torch.Tensor.record_stream = self._record_stream
+            # (put back: see __enter__)
+            torch.Tensor.record_stream = self._record_stream  # type: ignore[method-assign]
             torch.autograd._engine_run_backward = self._engine_run_backward
             self._undo_limits()
             _npu._current = None
@@ -309,7 +311,8 @@ class Session(StorageCategories):
             self._release(rec)
             return
         rec = self._allocate(nbytes, OPTIM if self.in_optimizer else ACTS)
-        rec.ref = weakref.ref(st, lambda _, key=key: self._died(key))
+        # (the checker infers no type for a lambda with a default argument)
+        rec.ref = weakref.ref(st, lambda _, key=key: self._died(key))  # type: ignore[misc]
         self._storages[key] = rec
 
     def _allocate(self, nbytes: int, category: str) -> _Storage:
@@ -442,7 +445,8 @@ class Session(StorageCategories):
             f"environment), or give it a shape that does not depend on the data (a fixed "
             f"mask size, a loss printed only outside the estimate; for .item() and "
             f"float(t): a value to return, item_value / --item-value)")
-        return self.stop(error)
+        self.stop(error)
+        return error
 
     def stop(self, error: EstimateStopped) -> EstimateStopped:
         """Record ``error`` as what stopped the script (the first is kept); the error."""
@@ -514,4 +518,5 @@ def _record_stream(self: torch.Tensor, stream: Any) -> None:
     if session is not None and handle is not None:
         session.record_stream(self, handle)
         return
-    return session._record_stream(self, stream) if session is not None else None
+    if session is not None:
+        session._record_stream(self, stream)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
 
 from . import npu
 
@@ -19,7 +20,7 @@ _NAMES = ("torch_npu", "torch_npu.npu", "torch_npu.npu.amp", "torch_npu.npu.memo
 
 
 def _module() -> types.ModuleType:
-    module = types.ModuleType("torch_npu", "ascend-memsim's stand-in for torch_npu: fake "
+    module: Any = types.ModuleType("torch_npu", "ascend-memsim's stand-in for torch_npu: fake "
                                            "tensors on a simulated NPU")
     module.npu = npu
     module.__version__ = "2.14.1+ascend_memsim"

@@ -292,7 +292,8 @@ class WorkspaceTable:
             else:
                 rule = None
             self._rules[name] = rule
-        return rule
+        # the table holds rules or None (False only marks a miss)
+        return rule  # type: ignore[return-value]
 
     def size(self, name: str, args: tuple, out: Any) -> int | None:
         """Bytes the call of operator ``name`` takes (None: not in the table)."""
