@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import types
 
-from . import npu
+from . import fused, npu
 
 __all__ = ["install_torch_npu", "uninstall_torch_npu"]
 
@@ -22,6 +22,8 @@ def _module() -> types.ModuleType:
     module = types.ModuleType("torch_npu", "ascend-memsim's stand-in for torch_npu: fake "
                                            "tensors on a simulated NPU")
     module.npu = npu
+    module.npu_fusion_attention = fused.npu_fusion_attention
+    module.npu_fusion_attention_grad = fused.npu_fusion_attention_grad
     module.__version__ = "2.14.1+ascend_memsim"
     module.__path__ = []
     return module
