@@ -124,27 +124,40 @@ def test_forward_and_backward_run_and_autograd_keeps_what_torch_npu_keeps():
 
 def test_the_dropout_mask_is_held_for_the_call_and_made_again_for_the_gradient():
     """keep_prob 0.9: a uint8 mask of ceil(numels/128)*128/8 bytes = 1*2*2048*2048/8 = 1 MiB
-    for the forward call and again for the gradient's; it is not kept."""
-    seen = {}
+    for the forward call and again for the gradient's; it is not kept. keep_prob 1 makes
+    none."""
+    def run_with(keep_prob):
+        seen = {}
 
-    def run():
-        import torch_npu
-        q = torch.empty(1, 2, 2048, 64, dtype=torch.float16, device="npu", requires_grad=True)
-        before = allocated()
-        torch_npu.npu.reset_peak_memory_stats()
-        _out, smax, ssum, _, _, _, numels = torch_npu.npu_fusion_attention(
-            q, q, q, 2, "BNSD", keep_prob=0.9)
-        seen["numels"] = numels
-        seen["forward_peak"] = npu_module.max_memory_allocated() - before
-        seen["held"] = allocated() - before
-        del smax, ssum
+        def run():
+            import torch_npu
+            q, k, v = (torch.empty(1, 2, 2048, 64, dtype=torch.float16, device="npu",
+                                   requires_grad=True) for _ in range(3))
+            before = allocated()
+            torch_npu.npu.reset_peak_memory_stats()
+            out, smax, ssum, _, _, _, numels = torch_npu.npu_fusion_attention(
+                q, k, v, 2, "BNSD", keep_prob=keep_prob)
+            seen["numels"] = numels
+            seen["forward_peak"] = npu_module.max_memory_allocated() - before
+            seen["held"] = allocated() - before
+            del smax, ssum
+            torch_npu.npu.reset_peak_memory_stats()
+            out.backward(torch.ones_like(out))
+            seen["backward_peak"] = npu_module.max_memory_allocated() - before
 
-    assert estimate(run, workspace=False).fits
+        assert estimate(run, workspace=False).fits
+        return seen
+
+    dropout, none = run_with(0.9), run_with(1.0)
     mask = block(2 * 2048 * 2048 // 8)
     stats = 2 * block(2 * 2048 * 8 * 4)
-    assert seen["numels"] == 2 * 2048 * 2048
-    assert seen["held"] == block(512 * 1024) + stats
-    assert seen["forward_peak"] == seen["held"] + mask
+    assert dropout["numels"] == none["numels"] == 2 * 2048 * 2048
+    assert dropout["held"] == none["held"] == block(512 * 1024) + stats
+    assert none["forward_peak"] == none["held"]
+    assert dropout["forward_peak"] == dropout["held"] + mask
+    # the gradient runs with out, dy, the statistics and the mask, and makes dq, dk, dv
+    assert none["backward_peak"] == 2 * block(512 * 1024) + stats + 3 * block(512 * 1024)
+    assert dropout["backward_peak"] == none["backward_peak"] + mask
 
 
 def test_the_workspace_table_applies_to_the_forward_and_the_gradient():
