@@ -8,10 +8,10 @@ as a torch_npu script: ``ascend-memsim estimate`` runs it unchanged on fake tens
 ``--size`` picks a config (125M: GPT-2 small; 1B; 7B: 32 layers of width 4096),
 ``--layers`` overrides its depth (the benchmark traces a 7B model's width with a few layers),
 ``--checkpointing`` recomputes each block's activations in the backward pass. bf16 autocast,
-AdamW. Attention is ``F.scaled_dot_product_attention``: under fake tensors torch takes its
-math path, which keeps the (batch, heads, context, context) scores for the backward pass,
-as a fused attention operator on the NPU (``npu_fusion_attention``) does not: the estimate
-of a long context is on the high side.
+AdamW. Attention is ``F.scaled_dot_product_attention``, which torch_npu (and the estimate,
+on A2, A3 and the 950) runs as its fused ``npu_fusion_attention``: no (batch, heads, context,
+context) scores are kept for the backward pass, only the output and two float32 statistics
+per query row.
 """
 
 import argparse

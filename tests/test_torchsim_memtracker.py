@@ -107,6 +107,8 @@ def test_peak_of_requested_bytes_is_memtrackers_peak(name):
     assert result.status == 0
     assert seen["requested"] == seen["memtracker"] > 0
     # allocated: the same storages in blocks of + 32 bytes, 512-byte steps
-    assert seen["requested"] < result.peak_allocated < seen["requested"] * 1.05
+    # (the encoder's attention runs torch_npu's fused kernel: no S x S tensors, so its small
+    # tensors weigh more, 5.0% over)
+    assert seen["requested"] < result.peak_allocated < seen["requested"] * 1.06
     if name == "mlp":
         assert result.peak_allocated < seen["requested"] * 1.001

@@ -37,5 +37,7 @@ def ensure_npu_backend() -> None:
 
     _setup_privateuseone_for_python_backend(rename="npu", backend_module=npu)
     from .autocast import register_autocast
+    from .fused import register_fused_ops
 
     register_autocast()
+    register_fused_ops()

@@ -498,7 +498,7 @@ _NO_KERNEL = frozenset(("empty", "empty_strided", "empty_like", "new_empty", "ne
 def _kernel(func: Any, name: str) -> bool:
     """Whether an operator runs a kernel: an aten operator, not a view, not a bare
     allocation (prim.device, views and empty tensors take no workspace)."""
-    return (getattr(func, "namespace", "aten") in ("aten", "torch_npu")
+    return (getattr(func, "namespace", "aten") in ("aten", "npu")
             and not getattr(func, "is_view", False) and name not in _NO_KERNEL)
 
 

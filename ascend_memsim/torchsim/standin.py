@@ -12,7 +12,7 @@ import sys
 import types
 from typing import Any
 
-from . import npu
+from . import fused, npu
 
 __all__ = ["install_torch_npu", "uninstall_torch_npu"]
 
@@ -23,6 +23,8 @@ def _module() -> types.ModuleType:
     module: Any = types.ModuleType("torch_npu", "ascend-memsim's stand-in for torch_npu: fake "
                                            "tensors on a simulated NPU")
     module.npu = npu
+    module.npu_fusion_attention = fused.npu_fusion_attention
+    module.npu_fusion_attention_grad = fused.npu_fusion_attention_grad
     module.__version__ = "2.14.1+ascend_memsim"
     module.__path__ = []
     return module
