@@ -121,3 +121,10 @@ def test_no_sync_and_broadcast_buffers(run):
     # its two parameters join the first bucket (1 MiB cap) with the last weight
     assert seen == [(WEIGHTS_AND_ADAM + bn + 4 * W + 2 * 512 * 4,
                      f"{W + 2 * 512 * 4}, {3 * W}")] * 2
+
+
+def test_find_unused_parameters_runs_as_every_parameter_used_and_says_so(run):
+    result, seen = run(find_unused_parameters=True)
+    assert seen == [(WEIGHTS_AND_ADAM + 8 * W, BUCKETS)] * 2
+    assert any("find_unused_parameters=True ran as False" in note
+               for note in result.rank(1).estimate.notes)

@@ -33,10 +33,17 @@ What this module changes while a distributed estimate runs (:func:`install`):
    model used as defined makes its gradients ready). Torch's first iteration uses one bucket
    of every gradient (``compute_bucket_size_limits``: ``[sys.maxsize]`` unless
    ``find_unused_parameters`` or ``static_graph``): the same bytes, in one block.
+4. ``find_unused_parameters=True``: the Reducer keeps a pinned host map of the parameters
+   used (``reducer.cpp`` asserts ``is_pinned()``, which a fake tensor is not) and reads it
+   after the all-reduce. DECISION: DDP runs with it False, and the run notes it; the
+   device memory is the same (the map is one int per parameter), the buckets are those of
+   a model whose parameters are all used, and a parameter left unused stops the run with
+   the Reducer's error.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -72,9 +79,26 @@ def _rebuild_limits(config: Any, static_graph: bool, find_unused_parameters: boo
     return limits, []
 
 
-def install(patch: Any) -> None:
+def _every_parameter_used(init: Any, session: Any) -> Any:
+    """``DistributedDataParallel.__init__`` with ``find_unused_parameters`` False (4. above)."""
+    signature = inspect.signature(init)
+
+    def __init__(*args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(*args, **kwargs)
+        if bound.arguments.get("find_unused_parameters"):
+            bound.arguments["find_unused_parameters"] = False
+            note = ("DistributedDataParallel's find_unused_parameters=True ran as False (the "
+                    "same device memory; a parameter left unused stops the run)")
+            if note not in session.notes:
+                session.notes.append(note)
+        init(*bound.args, **bound.kwargs)
+
+    return __init__
+
+
+def install(patch: Any, session: Any) -> None:
     """Replace DDP's value-reading steps with ``patch(owner, name, value)`` (which keeps the
-    old value to put back)."""
+    old value to put back); notes go to ``session``."""
     import torch.nn.parallel.distributed as ddp
 
     patch(ddp, "_verify_param_shape_across_processes", lambda *args, **kwargs: None)
@@ -82,3 +106,5 @@ def install(patch: Any) -> None:
           _ready_order_assignment(dist._compute_bucket_assignment_by_size))
     patch(ddp._BucketCapacityConfig, "compute_bucket_size_limits", _rebuild_limits)
     patch(torch._C._distributed_c10d.Reducer, "_rebuild_buckets", lambda self: False)
+    parallel = ddp.DistributedDataParallel
+    patch(parallel, "__init__", _every_parameter_used(parallel.__init__, session))

@@ -164,7 +164,7 @@ class World:
             self._patch(module, "batch_isend_irecv", batch_isend_irecv)
         from . import ddp
 
-        ddp.install(self._patch)
+        ddp.install(self._patch, self.session)
         _install_options()
         self._mode.__enter__()
         return self
