@@ -81,13 +81,17 @@ def test_ddp_trains_with_gradients_and_buckets_on_each_rank(run):
         # the world group's communicator, made at DDP's first broadcast
         assert [(c.group, c.size) for c in f.communicators] == [("0", 400 * MiB)]
         assert f.hccl == 400 * MiB
-        # the peak: the same tensors, the last step's activations and Adam's temporaries
-        assert f.estimate.peak_allocated >= block(W) * 20
+        # at the peak (Adam's step): the buckets count as gradients, beside the gradients
+        at_peak = f.estimate.at_peak
+        assert at_peak["parameters"] == 4 * block(W)
+        assert at_peak["gradients"] == 4 * block(W) + block(W) + block(3 * W)
+        assert at_peak["activations and temporaries"] == 0
 
 
 def test_gradient_as_bucket_view_the_buckets_are_the_gradients(run):
-    _, seen = run(gradient_as_bucket_view=True)
+    result, seen = run(gradient_as_bucket_view=True)
     assert seen == [(WEIGHTS_AND_ADAM + 4 * W, BUCKETS)] * 2
+    assert result.rank(0).estimate.at_peak["gradients"] == block(W) + block(3 * W)
 
 
 def test_bucket_cap_mb_changes_the_number_of_buckets_not_their_bytes(run):

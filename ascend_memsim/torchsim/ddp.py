@@ -16,6 +16,9 @@ What DDP holds on the device, and where torch says so (``torch/nn/parallel/distr
   to different offsets of allreduce communication buckets" (the argument's docstring).
 - ``broadcast_buffers`` / ``find_unused_parameters`` / ``no_sync()`` are torch's own code.
 
+The buckets count as gradients in the estimate's summary (what DDP's constructor made and
+keeps).
+
 What this module changes while a distributed estimate runs (:func:`install`):
 
 1. ``_verify_param_shape_across_processes`` (``torch/distributed/utils.py``) writes the
@@ -49,6 +52,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .categories import GRADS
+
 __all__ = ["install"]
 
 
@@ -79,8 +84,9 @@ def _rebuild_limits(config: Any, static_graph: bool, find_unused_parameters: boo
     return limits, []
 
 
-def _every_parameter_used(init: Any, session: Any) -> Any:
-    """``DistributedDataParallel.__init__`` with ``find_unused_parameters`` False (4. above)."""
+def _constructor(init: Any, session: Any) -> Any:
+    """``DistributedDataParallel.__init__`` with ``find_unused_parameters`` False (4. above),
+    its buckets counted as gradients."""
     signature = inspect.signature(init)
 
     def __init__(*args: Any, **kwargs: Any) -> None:
@@ -91,7 +97,10 @@ def _every_parameter_used(init: Any, session: Any) -> Any:
                     "same device memory; a parameter left unused stops the run)")
             if note not in session.notes:
                 session.notes.append(note)
+        before = session.live_storages()
         init(*bound.args, **bound.kwargs)
+        # what the constructor made and keeps: the Reducer's buckets, gradients' copies
+        session.classify_made_since(before, GRADS)
 
     return __init__
 
@@ -107,4 +116,4 @@ def install(patch: Any, session: Any) -> None:
     patch(ddp._BucketCapacityConfig, "compute_bucket_size_limits", _rebuild_limits)
     patch(torch._C._distributed_c10d.Reducer, "_rebuild_buckets", lambda self: False)
     parallel = ddp.DistributedDataParallel
-    patch(parallel, "__init__", _every_parameter_used(parallel.__init__, session))
+    patch(parallel, "__init__", _constructor(parallel.__init__, session))
