@@ -133,3 +133,13 @@ def test_find_unused_parameters_runs_as_every_parameter_used_and_says_so(run):
     note = ("note: DistributedDataParallel's find_unused_parameters=True ran as False (the "
             "same device memory; a parameter left unused stops the run)")
     assert str(result).count(note) == 2
+
+
+def test_a_communication_hook_gets_the_all_reduced_bucket(run):
+    # default_hooks reads the future's tensors (fut.value()[0]): the fake group's is None
+    text = DDP_TRAIN.replace("    opt = torch.optim", """\
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    opt = torch.optim""")
+    _, seen = run(text=text)
+    assert seen == [(WEIGHTS_AND_ADAM + 8 * W, BUCKETS)] * 2
