@@ -131,7 +131,7 @@ def test_find_unused_parameters_runs_as_every_parameter_used_and_says_so(run):
     result, seen = run(find_unused_parameters=True)
     assert seen == [(WEIGHTS_AND_ADAM + 8 * W, BUCKETS)] * 2
     note = ("note: DistributedDataParallel's find_unused_parameters=True ran as False (the "
-            "same device memory; a parameter left unused stops the run)")
+            "same device memory)")
     assert str(result).count(note) == 2
 
 
@@ -143,3 +143,17 @@ def test_a_communication_hook_gets_the_all_reduced_bucket(run):
     opt = torch.optim""")
     _, seen = run(text=text)
     assert seen == [(WEIGHTS_AND_ADAM + 8 * W, BUCKETS)] * 2
+
+
+def test_a_parameter_left_unused_runs_with_find_unused_parameters(run):
+    # the forward skips the last layer: its bucket (the first, 1 MiB) is made all the same
+    text = DDP_TRAIN.replace("model = torch.nn.Sequential(", """\
+class FirstThree(torch.nn.Sequential):
+        def forward(self, x):
+            for layer in list(self)[:3]:
+                x = layer(x)
+            return x
+    model = FirstThree(""")
+    _, seen = run(text=text, find_unused_parameters=True)
+    # no gradient, no Adam state for the last weight; its bucket is there
+    assert seen == [(4 * W + 3 * 2 * W + 3 * W + 4 * W, BUCKETS)] * 2

@@ -39,9 +39,10 @@ What this module changes while a distributed estimate runs (:func:`install`):
 4. ``find_unused_parameters=True``: the Reducer keeps a pinned host map of the parameters
    used (``reducer.cpp`` asserts ``is_pinned()``, which a fake tensor is not) and reads it
    after the all-reduce. DECISION: DDP runs with it False, and the run notes it; the
-   device memory is the same (the map is one int per parameter), the buckets are those of
-   a model whose parameters are all used, and a parameter left unused stops the run with
-   the Reducer's error.
+   device memory is the same (the map is one int per parameter; every bucket is made at
+   construction either way). A parameter left unused does not stop the run (the check that
+   would, in ``Reducer::rebuild_buckets``, is skipped, 3.): its bucket is not all-reduced
+   there, where torch all-reduces it with the unused gradient as zeros.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def _constructor(init: Any, session: Any) -> Any:
         if bound.arguments.get("find_unused_parameters"):
             bound.arguments["find_unused_parameters"] = False
             note = ("DistributedDataParallel's find_unused_parameters=True ran as False (the "
-                    "same device memory; a parameter left unused stops the run)")
+                    "same device memory)")
             if note not in session.notes:
                 session.notes.append(note)
         before = session.live_storages()
