@@ -39,7 +39,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
-from torch._C._distributed_c10d import FakeProcessGroup, FakeStore
+from torch._C._distributed_c10d import FakeProcessGroup, FakeStore, _create_work_from_future
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .hccl import Communicators, HcclBufferError, group_buffer_size
@@ -164,6 +164,9 @@ class World:
         for module in (c10d, dist):
             self._patch(module, "init_process_group", init_process_group)
             self._patch(module, "batch_isend_irecv", batch_isend_irecv)
+        from . import ddp
+
+        ddp.install(self._patch, self.session)
         _install_options()
         self._mode.__enter__()
         return self
@@ -232,9 +235,27 @@ class _Collectives(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
-        if func.namespace == "c10d":
-            self.world.collective(func._opname, args)
-        return func(*args, **(kwargs or {}))
+        if func.namespace != "c10d":
+            return func(*args, **(kwargs or {}))
+        self.world.collective(func._opname, args)
+        return _with_tensors_future(func(*args, **(kwargs or {})))
+
+
+def _with_tensors_future(out: Any) -> Any:
+    """A collective's ``(tensors, work)`` with a work whose future holds the tensors.
+
+    The fake process group's work has a future completed with None
+    (``torch/csrc/distributed/c10d/FakeProcessGroup.hpp``, ``FakeWork::getFuture``); a
+    real backend's future holds the output tensors, which DDP's Reducer reads back
+    (``comm.cpp`` ``parseHookResult``: "expected the hook result is either a Tensor or a
+    TensorList") and communication hooks pass on (``fut.value()[0]``)."""
+    if (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], torch.ScriptObject)
+            and isinstance(out[0], list) and out[0]
+            and all(isinstance(t, torch.Tensor) for t in out[0])):
+        future: torch.futures.Future = torch.futures.Future()
+        future.set_result(out[0])
+        return out[0], _create_work_from_future(future).boxed()
+    return out
 
 
 _OPTION_NAMES = ("torch_npu._C", "torch_npu._C._distributed_c10d")

@@ -97,7 +97,8 @@ class RankFigures:
                 "hccl": self.hccl, "runtime_share": self.runtime_share, "total": self.total,
                 "margin": self.margin, "fits": self.fits, "failure": self.failure(),
                 "communicators": [c.as_dict() for c in self.communicators],
-                "out_of_memory": self.estimate.out_of_memory}
+                "out_of_memory": self.estimate.out_of_memory,
+                "notes": list(self.estimate.notes)}
 
 
 @dataclass
@@ -200,6 +201,7 @@ class RanksResult:
             for comm in f.communicators:
                 lines.append(f"      HCCL {comm.kind} communicator, group {comm.group} "
                              f"(ranks {_ranks_text(comm.ranks)}): {size(comm.size)}")
+            lines += [f"    note: {note}" for note in f.estimate.notes]
         first = self.first_failure()
         if first is None:
             low = min(self.classes, key=lambda c: c.figures.margin)
