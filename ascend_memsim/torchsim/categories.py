@@ -19,11 +19,13 @@ PARAMS, GRADS, OPTIM, ACTS = CATEGORIES
 
 class StorageCategories:
     """The hooks of a session that classify its storages; the session supplies
-    ``storage_of``, ``totals`` (bytes per category), ``in_optimizer`` and ``_grad_hooked``."""
+    ``storage_of``, ``_storages``, ``totals`` (bytes per category), ``in_optimizer`` and
+    ``_grad_hooked``."""
 
     totals: dict[str, int]
     in_optimizer: bool
     _grad_hooked: Any
+    _storages: dict[int, Any]
     storage_of: Callable[[Any], Any]
 
     def classify(self, t: Any, category: str) -> None:
@@ -33,6 +35,20 @@ class StorageCategories:
             self.totals[rec.category] -= rec.size
             self.totals[category] += rec.size
             rec.category = category
+
+    def live_storages(self) -> set[int]:
+        """The keys of the NPU storages live now (for :meth:`classify_made_since`)."""
+        return set(self._storages)
+
+    def classify_made_since(self, before: set[int], category: str) -> None:
+        """Count the storages made since ``before`` (:meth:`live_storages`) and still live as
+        ``category`` from now on. O(live storages)."""
+        totals = self.totals
+        for key, rec in self._storages.items():
+            if key not in before and rec.category != category:
+                totals[rec.category] -= rec.size
+                totals[category] += rec.size
+                rec.category = category
 
     def _forward_pre_hook(self, module: torch.nn.Module, args: Any) -> None:
         for p in module.parameters(recurse=False):

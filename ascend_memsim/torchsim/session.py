@@ -426,20 +426,6 @@ class Session(StorageCategories):
             return None
         return self._storages.get(id(t.untyped_storage()))
 
-    def live_storages(self) -> set[int]:
-        """The keys of the NPU storages live now (for :meth:`classify_made_since`)."""
-        return set(self._storages)
-
-    def classify_made_since(self, before: set[int], category: str) -> None:
-        """Count the storages made since ``before`` (:meth:`live_storages`) and still live as
-        ``category`` from now on. O(live storages)."""
-        totals = self.totals
-        for key, rec in self._storages.items():
-            if key not in before and rec.category != category:
-                totals[rec.category] -= rec.size
-                totals[category] += rec.size
-                rec.category = category
-
     def record_stream(self, t: torch.Tensor, stream: int) -> None:
         rec = self.storage_of(t)
         if rec is not None and rec.ptr:
