@@ -9,7 +9,7 @@ import math
 import os
 import runpy
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,11 +231,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     try:
         with _environment(), session:
             try:
-                if isinstance(target, str):
-                    result.status = _run_path(target, list(argv))
-                else:
-                    status = target()
-                    result.status = status if type(status) is int else 0
+                result.status = run_target(target, argv)
             except (torch.OutOfMemoryError, EstimateStopped):
                 result.status = 1
             gc.collect()
@@ -246,6 +242,15 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
         uninstall_torch_npu(previous)
         session.close()
     return result
+
+
+def run_target(target: str | Callable[[], Any], argv: Sequence[str]) -> int:
+    """Run ``target``: a script's path as ``__main__`` with ``argv``, or a function called
+    with no arguments; its exit status (a function's int return value, else 0)."""
+    if isinstance(target, str):
+        return _run_path(target, list(argv))
+    status = target()
+    return status if type(status) is int else 0
 
 
 def workspace_table(workspace: Mapping[str, Any] | bool | None,

@@ -37,7 +37,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..memory.errors import AclError
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from .distributed import World
-from .estimate import EstimateResult, _environment, _run_path, fill_result, workspace_table
+from .estimate import EstimateResult, _environment, fill_result, run_target, workspace_table
 from .limits import EstimateStopped
 from .ranks_report import RankClass, RankFigures, RanksResult
 from .runtime_share import runtime_share as share_of
@@ -114,11 +114,7 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
                     session.out_of_memory(f"the runtime's share of {share} bytes does not "
                                           f"fit on the device: {e}", share, [])
                 with world:
-                    if isinstance(target, str):
-                        result.status = _run_path(target, list(argv))
-                    else:
-                        status = target()
-                        result.status = status if type(status) is int else 0
+                    result.status = run_target(target, argv)
             except (torch.OutOfMemoryError, EstimateStopped):
                 result.status = 1
             gc.collect()
