@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
@@ -37,7 +38,7 @@ __all__ = ["Executor", "Inline", "Processes", "DaskCluster", "executor_kind", "m
 EXECUTORS = ("inline", "processes", "dask")
 
 
-class Executor:
+class Executor(ABC):
     """Runs a study's tasks: :meth:`run` yields ``(task index, answers)`` as each finishes;
     :meth:`close` (or leaving a ``with`` block) ends its workers, also on an interruption."""
 
@@ -45,12 +46,13 @@ class Executor:
     #: worker processes (1 for this process)
     workers = 1
 
+    @abstractmethod
     def run(self, snapshots: dict[str, Snapshot],
             tasks: list[CellTask]) -> Iterator[tuple[int, list[dict]]]:
-        raise NotImplementedError
+        """Each task's ``(index, answers)``, in the order they finish."""
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 (an executor without workers has nothing to end)
+        """End the executor's workers (none here)."""
 
     def __enter__(self) -> Executor:
         return self
