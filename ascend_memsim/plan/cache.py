@@ -37,14 +37,14 @@ class ResultCache:
     """A folder of answers, ``<folder>/<key[:2]>/<key>.json``; made on the first write.
     ``fields`` maps each field an entry must have to the types its value may take."""
 
-    def __init__(self, folder: str | os.PathLike, fields: dict[str, tuple[type, ...]]) -> None:
+    def __init__(self, folder: str | os.PathLike[str], fields: dict[str, tuple[type, ...]]) -> None:
         self.folder = os.fspath(folder)
         self.fields = fields
 
     def _path(self, key: str) -> str:
         return os.path.join(self.folder, key[:2], key + ".json")
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> dict[str, Any] | None:
         """The entry for ``key``, or None: none, unreadable, or not a row."""
         try:
             with open(self._path(key), "rb") as f:
@@ -69,7 +69,7 @@ class ResultCache:
                 return False
         return True
 
-    def put(self, key: str, row: dict) -> None:
+    def put(self, key: str, row: dict[str, Any]) -> None:
         """Keep ``row`` under ``key``, written whole (a temporary file renamed)."""
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)

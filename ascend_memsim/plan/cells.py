@@ -58,7 +58,7 @@ class CellTask:
     window: int
 
 
-def answer_of(r: FitSearch, same_as: str | None = None) -> dict:
+def answer_of(r: FitSearch, same_as: str | None = None) -> dict[str, Any]:
     """A cell's answer from the search of its setting (or of the setting ``same_as``, whose
     search answers it with no replay of its own)."""
     return {"fits": r.fits, "smallest": r.smallest, "smallest_exact": r.smallest_exact,
@@ -91,7 +91,7 @@ def forget() -> None:
         _SOURCES.clear()
 
 
-def run_task(task: CellTask, data: bytes) -> list[dict]:
+def run_task(task: CellTask, data: bytes) -> list[dict[str, Any]]:
     """The answers of ``task`` over the snapshot ``data`` (its bytes), one dict per setting
     of ``task.missing``, in order: ``{"setting", "answer"}``; ``{"setting", "like"}`` when
     it replays alike a setting the task was not asked for (the study has its answer); or

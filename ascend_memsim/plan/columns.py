@@ -79,7 +79,7 @@ class Columns:
     the replay meets them (address 0 stands for an ``oom`` entry's request, which has none),
     as ``replay_tensors`` numbers streams."""
 
-    def __init__(self, name: str, entries: list | None) -> None:
+    def __init__(self, name: str, entries: list[Any] | None) -> None:
         self.name = name
         #: the snapshot's entries (their frames are read for a failure only), or None
         self.entries = entries
@@ -176,7 +176,7 @@ def _compile_trace(stream: Any, name: str) -> Columns:
     return c
 
 
-def _compile_snapshot(snap: dict, name: str, device: int | None) -> Columns:
+def _compile_snapshot(snap: dict[str, Any], name: str, device: int | None) -> Columns:
     """As ``tensor_replay._replay_snapshot`` walks the entries, once."""
     traces = snap.get("device_traces") or []
     if not isinstance(traces, list):
@@ -290,7 +290,7 @@ class Outside:
     module: int
     what: str
     #: the frames it was made at, as a snapshot's entries hold them (innermost first)
-    frames: tuple = ()
+    frames: tuple[Any, ...] = ()
 
 
 @dataclass

@@ -48,7 +48,7 @@ class Executor(ABC):
 
     @abstractmethod
     def run(self, snapshots: dict[str, Snapshot],
-            tasks: list[CellTask]) -> Iterator[tuple[int, list[dict]]]:
+            tasks: list[CellTask]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         """Each task's ``(index, answers)``, in the order they finish."""
 
     def close(self) -> None:  # noqa: B027 (an executor without workers has nothing to end)
@@ -69,7 +69,8 @@ class Inline(Executor):
 
     name = "inline"
 
-    def run(self, snapshots, tasks):
+    def run(self, snapshots: dict[str, Snapshot],
+            tasks: list[CellTask]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         for i, task in enumerate(tasks):
             yield i, run_task(task, snapshots[task.sha256].data)
 
@@ -88,7 +89,7 @@ def _install(data: dict[str, bytes]) -> None:
     _BYTES.update(data)
 
 
-def _pool_task(task: CellTask) -> list[dict]:
+def _pool_task(task: CellTask) -> list[dict[str, Any]]:
     return run_task(task, _BYTES[task.sha256])
 
 
@@ -101,7 +102,8 @@ class Processes(Executor):
         self.workers = jobs
         self._pool: ProcessPoolExecutor | None = None
 
-    def run(self, snapshots, tasks):
+    def run(self, snapshots: dict[str, Snapshot],
+            tasks: list[CellTask]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
         self._pool = ProcessPoolExecutor(
@@ -160,7 +162,8 @@ class DaskCluster(Executor):
                                   f"{__version__}: the answers (and the cache) need one version")
         self.workers = len(running)
 
-    def run(self, snapshots, tasks):
+    def run(self, snapshots: dict[str, Snapshot],
+            tasks: list[CellTask]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         from distributed import as_completed as finished
 
         client = self._client

@@ -46,7 +46,7 @@ class Snapshot:
     data: bytes
 
 
-def parse_snapshot(data: bytes) -> dict:
+def parse_snapshot(data: bytes) -> dict[str, Any]:
     """The snapshot dict in ``data`` (a pickle read by
     :func:`~ascend_memsim.observe.plain.safe_unpickle`, else JSON). Time and memory
     O(len(data)).
@@ -117,9 +117,9 @@ class Grid:
     ``PYTORCH_NPU_ALLOC_CONF`` strings, ``""`` the default conf). ``cann``, ``step`` and
     ``window`` as :func:`fit_capacity` takes them."""
 
-    snapshots: list
+    snapshots: list[Any]
     products: list[str] | str = DEFAULT_PRODUCT
-    capacities: list | None = None
+    capacities: list[Any] | None = None
     settings: list[str] | str = "default"
     cann: str = DEFAULT_CANN
     step: int = 2 * MiB

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..memory.units import human_bytes, plural
 
@@ -38,7 +39,7 @@ class FitSearch:
     peak_device: int = 0
     retries: int = 0
     #: the first failure one step below ``all_fit_from`` (or at ``top`` when nothing fits)
-    failure: dict | None = None
+    failure: dict[str, Any] | None = None
     #: every capacity replayed and whether the job fit, in capacity order
     trials: list[tuple[int, bool]] = field(default_factory=list)
     #: the replays run (a trial a replay at another capacity answers runs none: it would
@@ -56,7 +57,7 @@ class FitSearch:
         """True when every step between the lower bound and ``smallest`` was seen to fail."""
         return self.smallest is not None and self.smallest_checked_from == self.lower_bound
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["trials"] = [list(t) for t in self.trials]
         out["fits"] = self.fits
@@ -116,7 +117,7 @@ def _answered(trials: int, replays: int) -> str:
             f"another that places every segment alike")
 
 
-def _failure_line(f: dict) -> str:
+def _failure_line(f: dict[str, Any]) -> str:
     message = f["message"].splitlines()[0] if f.get("message") else ""
     return (f"first failure at entry {f['index']}, {human_bytes(f['size'])} on stream "
             f"{f['stream']}: {message}")
@@ -158,7 +159,7 @@ class Sweep:
     def best(self) -> FitSearch | None:
         return self.results[0] if self.results and self.results[0].fits else None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "product": self.product, "step": self.step,
                 "top": self.top, "replays": self.replays, "seconds": self.seconds,
                 "same_as": dict(self.same_as),

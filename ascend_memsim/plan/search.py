@@ -28,7 +28,7 @@ from ..allocators.conf import AllocatorConfig, parse_alloc_conf
 from ..memory.errors import InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..observe.tensor_replay import load_source, nothing_replayed, replay_tensors
-from .columns import Outside, Run, compile_source, replay_columns
+from .columns import Columns, Outside, Run, compile_source, replay_columns
 from .results import FitSearch
 
 __all__ = ["Source", "search", "run_searches", "worker_pool", "SearchTask"]
@@ -53,10 +53,10 @@ class Source:
         self.device = device
         self.outside = tuple(sorted(outside, key=lambda b: b.at))
         self._kind, self._loaded = kind, data
-        self._columns = None
+        self._columns: Columns | None = None
 
     @property
-    def columns(self):
+    def columns(self) -> Columns:
         """The compiled columns, made on first use (a trace is read here, once)."""
         if self._columns is None:
             self._columns = compile_source(self._kind, self._loaded, self.name, self.device)
@@ -173,7 +173,7 @@ class _Trials:
         self.asked[capacity] = run.fits
         return run.fits
 
-    def failure(self, capacity: int) -> dict | None:
+    def failure(self, capacity: int) -> dict[str, Any] | None:
         """The first failure at ``capacity``, from a replay there (its message names the
         capacity, so a run answering for it will not do)."""
         run = self.runs.get(capacity) or self._replay(capacity)

@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from ..memory.errors import InvalidArgumentType
 from ..memory.profiles import get_profile
@@ -68,12 +69,12 @@ class StudyRow:
     #: why the snapshot could not be searched ("" when it was)
     error: str = ""
 
-    def answer(self) -> tuple:
+    def answer(self) -> tuple[Any, ...]:
         """What the cell answers, without how long it took or where it came from."""
         return tuple(getattr(self, f) for f in ANSWER_FIELDS if f not in ("seconds",)) + (
             self.error,)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -96,7 +97,7 @@ class Study:
         """True when every cell fits at its capacity."""
         return all(r.fits for r in self.rows)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"cells": len(self.rows), "cached": self.cached, "replays": self.replays,
                 "seconds": self.seconds, "executor": self.executor,
                 "rows": [r.as_dict() for r in self.rows]}
@@ -148,8 +149,8 @@ class Study:
         return "\n".join(lines)
 
 
-def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = None,
-          scheduler: str | None = None, cache: str | os.PathLike | None = None,
+def study(grid: Grid | dict[str, Any], *, jobs: int | None = 1, executor: str | None = None,
+          scheduler: str | None = None, cache: str | os.PathLike[str] | None = None,
           progress: StudyProgress | None = None) -> Study:
     """Answer every cell of ``grid`` (a :class:`Grid`, or a dict of its fields) as
     :func:`fit_capacity` answers it, in one table.
@@ -178,10 +179,10 @@ def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = Non
     kind = executor_kind(executor, jobs, scheduler)
     g = grid.checked()
     store = None if cache is None else ResultCache(cache, ANSWER_FIELDS)
-    rows: dict[tuple, StudyRow] = {}
-    order: list[tuple] = []
+    rows: dict[tuple[Any, ...], StudyRow] = {}
+    order: list[tuple[Any, ...]] = []
     tasks: list[CellTask] = []
-    keys: dict[tuple, str] = {}
+    keys: dict[tuple[Any, ...], str] = {}
     for snap in g.snapshots:
         for product in g.products:
             profile = get_profile(product)
@@ -248,7 +249,7 @@ def study(grid: Grid | dict, *, jobs: int | None = 1, executor: str | None = Non
     return result
 
 
-def _fill(row: StudyRow, answer: dict, cached: bool) -> None:
+def _fill(row: StudyRow, answer: dict[str, Any], cached: bool) -> None:
     for name in ANSWER_FIELDS:
         setattr(row, name, answer[name])
     row.cached = cached
