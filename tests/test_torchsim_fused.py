@@ -248,30 +248,3 @@ def test_sdpa_falls_back_to_math_where_torch_npu_does():
 
     assert estimate(run, workspace=False).fits
     assert seen == {"bool": True, "float": True, "3d": True, "fp32": True}
-
-
-def test_the_guide_page_runs_as_written(tmp_path):
-    """docs/guide/fused-operators.md: its bash blocks in order in one folder, each block's
-    output as the text block after it shows it."""
-    import os
-    import re
-    import subprocess
-    import sys
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "docs", "guide", "fused-operators.md"),
-              encoding="utf-8") as f:
-        blocks = re.findall(r"^```(\w+)\n(.*?)^```", f.read(), re.S | re.M)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ascend-memsim").write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" -m ascend_memsim "$@"\n')
-    (bin_dir / "ascend-memsim").chmod(0o755)
-    env = dict(os.environ, PYTHONPATH=root,
-               PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    assert [language for language, _ in blocks] == ["bash", "text"] * 2
-    for (_, command), (_, shown) in zip(blocks[::2], blocks[1::2]):
-        done = subprocess.run(["bash", "-c", command], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout == shown
