@@ -24,6 +24,7 @@ memorySnapshot writes them; the sizes of ``alloc`` entries are the sizes asked f
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -536,56 +537,84 @@ def _replay_snapshot(rp: _Replayer, snap: dict[str, Any], device: int | None) ->
         # counted as seeded also when a seed's failure ended the replay
         rp.result.seeded, rp.result.allocs = rp.result.allocs, 0
     name = rp.result.source
+    for kind, index, addr, size, stream, e in tensor_events(entries, workspace, name, rp.count,
+                                                            rp.result.problems):
+        if kind == ALLOC:
+            rp.malloc(addr, size, stream, index, e.get("frames"))
+        elif kind == FREE:
+            rp.free(addr, index)
+        elif rp.malloc(None, size, stream, index, e.get("frames"), False):
+            rp.free(None, index)    # the retried oom request fitted: the job never had it
+
+
+#: the kinds of event :func:`tensor_events` yields
+ALLOC, FREE, OOM = 0, 1, 2
+
+
+def tensor_events(entries: list[Any], workspace: set[int] | frozenset[int], name: str,
+                  count: Callable[[str, str], None],
+                  problems: list[str]) -> Iterator[tuple[int, int, Any, int, Any, dict[str, Any]]]:
+    """The entries of a snapshot's trace that a replay through the caching allocator acts on,
+    checked once for every replay path (:func:`replay_tensors` and the compiled columns of
+    ``ascend_memsim.plan``): ``(kind, index, addr, size, stream, entry)`` for each ``alloc``
+    (:data:`ALLOC`), completed free (:data:`FREE`) and ``oom`` with a size (:data:`OOM`) whose
+    fields are in range. Every entry is counted (``count(outcome, action)``, after the caller
+    has acted on it, so an entry that ended the replay is not) and every bad one named in
+    ``problems``. O(entries).
+
+    DECISION: a block goes back when torch_npu completed its free (``free_completed``, after
+    the events of record_stream), so the delayed reuse is the recorded one. DECISION: a
+    request that failed in the recording (``oom``) is tried again (it carries no address:
+    NPUCachingAllocator.cpp malloc records the OOM with device_free); if it fits it is freed
+    at once, as the recorded program never got the tensor; if it fails again the replay goes
+    on, as the recorded job did (it caught the error).
+    """
+    # an entry's fields, as the file gave them (checked here before they are yielded)
+    addr: Any
+    size: Any
+    stream: Any
     low, end = _LOW, _END
     for index, e in enumerate(entries):
         if not isinstance(e, dict):
-            rp.count("skipped", "not an entry")
-            continue
-        if index in workspace:
-            rp.count("workspace", str(e.get("action")))
+            count("skipped", "not an entry")
             continue
         action = e.get("action")
+        if index in workspace:
+            count("workspace", str(action))
+            continue
         if action == "alloc":
             addr, size, stream = e.get("addr"), e.get("size"), e.get("stream", 0)
             if not (addr.__class__ is int and size.__class__ is int and stream.__class__ is int
                     and low <= addr < end and 0 <= size < end and low <= stream < end):
-                rp.result.problems.append(f"{name}: entry {index}: "
-                                          f"{_bad_field(e, ('addr', 'size', 'stream'))}; ignored")
-                rp.count("skipped", "alloc")
+                problems.append(f"{name}: entry {index}: "
+                                f"{_bad_field(e, ('addr', 'size', 'stream'))}; ignored")
+                count("skipped", "alloc")
                 continue
-            rp.malloc(addr, size, stream, index, e.get("frames"))
-            rp.count("replayed", action)
+            yield ALLOC, index, addr, size, stream, e
+            count("replayed", action)
         elif action == "free_completed" or action == "free":
-            # DECISION: the block goes back when torch_npu completed its free (after the
-            # events of record_stream), so the delayed reuse is the recorded one
             addr = e.get("addr")
             if not (addr.__class__ is int and low <= addr < end):
-                rp.result.problems.append(f"{name}: entry {index}: "
-                                          f"{_bad_field(e, ('addr',))}; ignored")
-                rp.count("skipped", action)
+                problems.append(f"{name}: entry {index}: {_bad_field(e, ('addr',))}; ignored")
+                count("skipped", action)
                 continue
-            rp.free(addr, index)
-            rp.count("replayed", action)
+            yield FREE, index, addr, 0, None, e
+            count("replayed", action)
         elif action == "free_requested":
-            rp.count("replayed", action)
+            count("replayed", action)
         elif action in _DERIVED:
-            rp.count("rederived", action)
+            count("rederived", action)
         elif action == "oom":
-            # DECISION: a request that failed in the recording is tried again (it carries no
-            # address: NPUCachingAllocator.cpp malloc records the OOM with device_free); if it
-            # fits here it is freed at once, as the recorded program never got the tensor; if
-            # it fails again the replay goes on, as the recorded job did (it caught the error)
             size, stream = e.get("size"), e.get("stream", 0)
-            if _bad_field(e, ("size", "stream")) is not None:
-                rp.result.problems.append(f"{name}: entry {index}: "
-                                          f"{_bad_field(e, ('size', 'stream'))}; ignored")
-                rp.count("skipped", action)
+            bad = _bad_field(e, ("size", "stream"))
+            if bad is not None:
+                problems.append(f"{name}: entry {index}: {bad}; ignored")
+                count("skipped", action)
                 continue
-            if size > 0 and rp.malloc(None, size, stream, index, e.get("frames"), False):
-                rp.free(None, index)
-            rp.count("replayed", action)
+            if size > 0:
+                yield OOM, index, None, size, stream, e
+            count("replayed", action)
         elif action == "snapshot" or action == "annotate":
-            rp.count("counted", action)
+            count("counted", action)
         else:
-            rp.count("skipped", str(action))
-
+            count("skipped", str(action))

@@ -55,14 +55,13 @@ from ..observe.plain import brief
 from ..observe.snapshot import _stack
 from ..observe.stream import records
 from ..observe.tensor_replay import (
-    _DERIVED,
     _END,
-    _LOW,
+    ALLOC,
     TensorReplayResult,
-    _bad_field,
     _int64,
     _seeds,
     _workspace,
+    tensor_events,
 )
 from ..runtime.runtime import Runtime
 
@@ -206,51 +205,14 @@ def _compile_snapshot(snap: dict[str, Any], name: str, device: int | None) -> Co
     for addr, size, stream in _seeds(entries, segments, workspace, c.problems):
         c.seeds.append((c._aid(addr), size, c._sid(stream)))
         c.largest = max(c.largest, size)
-    low, end = _LOW, _END
-    for index, e in enumerate(entries):
-        if not isinstance(e, dict):
-            c.count("skipped", "not an entry")
-            continue
-        if index in workspace:
-            c.count("workspace", str(e.get("action")))
-            continue
-        action = e.get("action")
-        if action == "alloc":
-            addr, size, stream = e.get("addr"), e.get("size"), e.get("stream", 0)
-            if not (addr.__class__ is int and size.__class__ is int and stream.__class__ is int
-                    and low <= addr < end and 0 <= size < end and low <= stream < end):
-                c.problems.append(f"{name}: entry {index}: "
-                                  f"{_bad_field(e, ('addr', 'size', 'stream'))}; ignored")
-                c.count("skipped", "alloc")
-                continue
+    for kind, index, addr, size, stream, _e in tensor_events(entries, workspace, name, c.count,
+                                                             c.problems):
+        if kind == ALLOC:
             c._add(MALLOC, addr, size, stream, index)
-            c.count("replayed", action)
-        elif action == "free_completed" or action == "free":
-            addr = e.get("addr")
-            if not (addr.__class__ is int and low <= addr < end):
-                c.problems.append(f"{name}: entry {index}: {_bad_field(e, ('addr',))}; ignored")
-                c.count("skipped", action)
-                continue
+        elif kind == FREE:
             c._add(FREE, addr, 0, None, index)
-            c.count("replayed", action)
-        elif action == "free_requested":
-            c.count("replayed", action)
-        elif action in _DERIVED:
-            c.count("rederived", action)
-        elif action == "oom":
-            size, stream = e.get("size"), e.get("stream", 0)
-            if _bad_field(e, ("size", "stream")) is not None:
-                c.problems.append(f"{name}: entry {index}: "
-                                  f"{_bad_field(e, ('size', 'stream'))}; ignored")
-                c.count("skipped", action)
-                continue
-            if size > 0:
-                c._add(OOM, None, size, stream, index)
-            c.count("replayed", action)
-        elif action == "snapshot" or action == "annotate":
-            c.count("counted", action)
         else:
-            c.count("skipped", str(action))
+            c._add(OOM, None, size, stream, index)
     c.done()
     return c
 
