@@ -4,14 +4,13 @@ simulated caching allocator; will it fit?"""
 from __future__ import annotations
 
 import argparse
-import os
 import pickle
 import sys
 from collections.abc import Callable
 from typing import TextIO
 
 from .common import USAGE_ERROR, print_json
-from .run import _misplaced_options
+from .run import script_refusal
 from .script import run_script
 
 __all__ = ["cmd_estimate"]
@@ -24,12 +23,9 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     The script runs as ``run`` runs one (its exit, atexit handlers and module teardown
     inside the estimate, so the storages its globals hold are freed as in its process)."""
     script = args.script
-    if not os.path.isfile(script):
-        print(f"ascend-memsim estimate: no such script: {script}", file=sys.stderr)
-        return USAGE_ERROR
-    misplaced = _misplaced_options(args)
-    if misplaced:
-        print(misplaced, file=sys.stderr)
+    refusal = script_refusal(args, "estimate")
+    if refusal:
+        print(refusal, file=sys.stderr)
         return USAGE_ERROR
     try:
         from ..torchsim import estimate

@@ -150,6 +150,14 @@ def _reporting_model_failures(report: Callable[[dict], None]) -> Iterator[None]:
             setattr(mdl, name, call)
 
 
+def script_refusal(args: argparse.Namespace, command: str) -> str:
+    """Why ``command`` (run, estimate) cannot run ``args.script`` as given: no such file, or
+    the command's own options written after it; '' when it can."""
+    if not os.path.isfile(args.script):
+        return f"ascend-memsim {command}: no such script: {args.script}"
+    return _misplaced_options(args)
+
+
 def _misplaced_options(args: argparse.Namespace) -> str:
     """The refusal of run's own options written after the script ('' when there are none).
 
@@ -198,12 +206,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         print(f"ascend-memsim run: --print-limit must be 0 or more, got {args.print_limit}",
               file=sys.stderr)
         return USAGE_ERROR
-    if not os.path.isfile(script):
-        print(f"ascend-memsim run: no such script: {script}", file=sys.stderr)
-        return USAGE_ERROR
-    misplaced = _misplaced_options(args)
-    if misplaced:
-        print(misplaced, file=sys.stderr)
+    refusal = script_refusal(args, "run")
+    if refusal:
+        print(refusal, file=sys.stderr)
         return USAGE_ERROR
     overrides = {}
     if args.capacity is not None:
