@@ -54,15 +54,8 @@ from ..memory.profiles import Profile
 from ..observe.plain import brief
 from ..observe.snapshot import _stack
 from ..observe.stream import records
-from ..observe.tensor_replay import (
-    _END,
-    ALLOC,
-    TensorReplayResult,
-    _int64,
-    _seeds,
-    _workspace,
-    tensor_events,
-)
+from ..observe.tensor_entries import _END, ALLOC, _int64, tensor_events
+from ..observe.tensor_replay import TensorReplayResult, _seeds, _workspace
 from ..runtime.runtime import Runtime
 
 __all__ = ["Columns", "compile_source", "replay_columns", "Run", "identity_applies",
