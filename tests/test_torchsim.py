@@ -189,6 +189,38 @@ def test_views_and_in_place_results_share_one_block():
     assert estimate(train).status == 0
 
 
+def test_tensors_dropped_in_reference_cycles_are_freed_when_the_script_ends(tmp_path):
+    # the collection at the end walks only what the run made (gc.freeze of the older heap):
+    # a cycle the script made and dropped is still found, its tensor's block freed
+    path = script(tmp_path, """
+        import torch, torch_npu
+
+        class Node:
+            pass
+
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        a.tensor = torch.empty(1024, 1024, device="npu")
+        del a, b
+    """)
+    for target in (path, lambda: exec(open(path).read(), {})):
+        result = estimate(target)
+        assert result.status == 0 and result.peak_allocated == block(4 * MiB)
+        assert result.allocated_at_end == 0
+
+
+def test_a_callers_own_gc_freeze_is_kept():
+    import gc
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert estimate(lambda: torch.empty(8, device="npu")).status == 0
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 def test_allocations_go_to_the_current_stream_and_record_stream_is_told():
     def train():
         import torch_npu

@@ -159,6 +159,25 @@ def _environment() -> Any:
             os.environ["ASCEND_MEMSIM_ESTIMATE"] = saved
 
 
+@contextlib.contextmanager
+def _collect_young() -> Any:
+    """While the target runs: the objects alive before it are left out of the collector's
+    passes, so that the collections which finalize what the target dropped (tensors in
+    reference cycles, whose frees the figures count) walk only what it made, not all of
+    torch's and the caller's heap (0.18 s a pass after importing torch, about 0.01 s
+    without them). ``gc.freeze`` moves the older objects aside and ``gc.unfreeze`` gives them
+    back, as they were. A process that froze objects itself keeps its own freeze: nothing
+    is changed then."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _run_path(path: str, argv: list[str]) -> int:
     saved = sys.argv, list(sys.path)
     sys.argv = [path, *argv]
@@ -229,7 +248,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
                             task_queue=task_queue)
     previous = install_torch_npu()
     try:
-        with _environment(), session:
+        with _environment(), _collect_young(), session:
             try:
                 result.status = run_target(target, argv)
             except (torch.OutOfMemoryError, EstimateStopped):

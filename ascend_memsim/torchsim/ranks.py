@@ -37,7 +37,14 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..memory.errors import AclError
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from .distributed import World
-from .estimate import EstimateResult, _environment, fill_result, run_target, workspace_table
+from .estimate import (
+    EstimateResult,
+    _collect_young,
+    _environment,
+    fill_result,
+    run_target,
+    workspace_table,
+)
 from .limits import EstimateStopped
 from .ranks_report import RankClass, RankFigures, RanksResult
 from .runtime_share import runtime_share as share_of
@@ -106,7 +113,7 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
     FakeTensorMode.cache_clear()
     previous = install_torch_npu()
     try:
-        with _environment(), _rank_environment(env), session:
+        with _environment(), _rank_environment(env), _collect_young(), session:
             try:
                 try:
                     take_runtime_share(session.runtime, share)
