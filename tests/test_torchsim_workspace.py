@@ -1,10 +1,10 @@
 """The workspace operators take during an estimate: the table, its overrides, where the
 bytes come from (TASK_QUEUE_ENABLE), the summary's line and hostile table files."""
 
+import contextlib
+import io
 import json
-import os
-import subprocess
-import sys
+import types
 
 import pytest
 
@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch", reason="the estimate runs torch scripts on 
                                            "CI installs torch from the project's extras")
 
 from ascend_memsim.allocators.workspace import workspace_block_size  # noqa: E402
+from ascend_memsim.cli import main  # noqa: E402
 from ascend_memsim.torchsim import estimate  # noqa: E402
 from ascend_memsim.torchsim import npu as npu_module  # noqa: E402
 from ascend_memsim.torchsim.workspace_table import (  # noqa: E402
@@ -22,7 +23,6 @@ from ascend_memsim.torchsim.workspace_table import (  # noqa: E402
 )
 
 MiB = 1 << 20
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def square(steps=1):
@@ -186,11 +186,14 @@ print(torch_npu.npu.max_memory_reserved())
 
 
 def cli(tmp_path, *options):
+    """``ascend-memsim estimate OPTIONS job.py``, in this process (the command's own
+    ``main``; the tests of the installed command's process are in test_torchsim.py)."""
     path = tmp_path / "job.py"
     path.write_text(SCRIPT)
-    return subprocess.run([sys.executable, "-m", "ascend_memsim", "estimate", *options,
-                           str(path)], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=ROOT))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["estimate", *options, str(path)], out=out)
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_the_command_line_shows_the_workspace_and_takes_overrides(tmp_path):
