@@ -248,3 +248,25 @@ def test_sdpa_falls_back_to_math_where_torch_npu_does():
 
     assert estimate(run, workspace=False).fits
     assert seen == {"bool": True, "float": True, "3d": True, "fp32": True}
+
+
+def test_sdpa_under_inference_mode_runs_the_fused_kernel_too():
+    """torch_npu overrides SDPA for the device's own key, so inference mode (which skips
+    autograd) takes the fused kernel as training does: q, k, v and out 16 MiB each, the
+    causal mask 4 MiB, softmax_max and softmax_sum 2 MiB each while the kernel runs; no
+    1 GiB score matrix."""
+    def infer():
+        with torch.inference_mode():
+            q, k, v = (torch.empty(1, 8, 8192, 128, dtype=torch.bfloat16, device="npu")
+                       for _ in range(3))
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            assert out.shape == (1, 8, 8192, 128)
+
+    for product in ("A2", "310P"):
+        result = estimate(infer, product=product, workspace=False, capacity=64 << 30)
+        assert result.fits, product
+        if product == "A2":
+            t, stat, mask = block(16 * MiB), block(2 * MiB), block(4 * MiB)
+            assert result.peak_allocated == 4 * t + 2 * stat + mask
+        else:   # below Ascend910B1: the math path, with its scores
+            assert result.peak_allocated >= 8 * 8192 * 8192 * 2

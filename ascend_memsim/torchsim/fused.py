@@ -28,9 +28,10 @@ again from seed and offset; the mask is not saved. :func:`npu_fusion_attention` 
 DECISION: on the current stream (torch_npu takes it on the secondary stream when
 ``gen_mask_parallel``); a direct call of ``torch.ops.npu.*`` takes no mask.
 
-SDPA (:func:`_sdpa`): torch_npu overrides ``aten::scaled_dot_product_attention`` for its
-device (``op_plugin/ops/opapi/ScaledDotProductAttentionKernelNpuOpApi.cpp``, torch 2.5
-and later). On Atlas A2/A3 and the 950 (SoC >= Ascend910B1) it calls
+SDPA (:func:`scaled_dot_product_attention`): torch_npu overrides
+``aten::scaled_dot_product_attention`` for its device
+(``op_plugin/ops/opapi/ScaledDotProductAttentionKernelNpuOpApi.cpp``, torch 2.5 and later).
+On Atlas A2/A3 and the 950 (SoC >= Ascend910B1) it calls
 ``npu_fusion_attention`` (BNSD, head_num = query heads, keep_prob = 1 - dropout_p,
 is_causal as sparse_mode 2 with a 2048 x 2048 ``triu`` bool mask, a bool mask inverted
 with ``logical_not``) when the dtype is float16, bfloat16 or float32, the mask is absent or
@@ -38,9 +39,12 @@ bool, query, key and value are 4-D, heads <= 2048, head size <= 512 and the quer
 multiple of the key's; float32 with a head size not a multiple of 4, and everything else,
 takes torch's math path (a bool mask made a float one first). DECISION: torch_npu's
 "compatible" mode (its ``CheckCompatibleImpl``, off by default) is not modelled, nor its
-fused-infer-attention branch (it needs what the first branch already accepts); the
-override is installed for autograd (training and ``no_grad``), not under
-``torch.inference_mode``, where torch's math path runs.
+fused-infer-attention branch (it needs what the first branch already accepts). torch_npu
+registers the override for the device's backend key (``op_plugin_functions.yaml``,
+``official``), so it serves training, ``no_grad`` and ``torch.inference_mode`` alike: here
+it is installed for autograd's key of the device (training and ``no_grad``), and under
+``torch.inference_mode``, which skips that key and hands the operator whole to the
+dispatch modes, the estimate's tracker calls it (``session.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ import torch
 
 from . import npu as _npu
 
-__all__ = ["register_fused_ops", "npu_fusion_attention", "npu_fusion_attention_grad"]
+__all__ = ["register_fused_ops", "npu_fusion_attention", "npu_fusion_attention_grad",
+           "scaled_dot_product_attention"]
 
 _MAX = 2147483647
 _LAYOUTS = ("BSH", "SBH", "BNSD", "BSND", "TND")
@@ -267,8 +272,9 @@ def _broadcast(mask: Any, query: Any, key: Any) -> Any:
     return mask.expand(target)
 
 
-def _sdpa(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-          is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: Any = None, enable_gqa: bool = False) -> Any:
     """torch_npu's aten::scaled_dot_product_attention for the NPU."""
     if _fused_sdpa_applies(query, key, value, attn_mask):
         if is_causal:
@@ -309,5 +315,6 @@ def register_fused_ops() -> None:
     torch.library.register_autograd("npu::npu_fusion_attention", _backward,
                                     setup_context=_setup_context, lib=lib)
     aten = torch.library.Library("aten", "IMPL")
-    aten.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
+    aten.impl("scaled_dot_product_attention", scaled_dot_product_attention,
+              "AutogradPrivateUse1")
     _libs.extend((lib, aten))

@@ -51,6 +51,7 @@ from . import limits as _limits
 from . import npu as _npu
 from .backend import ensure_npu_backend
 from .categories import ACTS, CATEGORIES, OPTIM, StorageCategories
+from .fused import scaled_dot_product_attention as _npu_sdpa
 from .limits import EstimateStopped
 from .workspace_table import WorkspaceTable
 
@@ -119,6 +120,9 @@ class _Storage:
         self.ref: weakref.ref | None = None
 
 
+_SDPA = torch.ops.aten.scaled_dot_product_attention.default
+
+
 class _Tracker(TorchDispatchMode):
     """Runs each operator (on fake tensors) and allocates the new NPU storages it made."""
 
@@ -128,6 +132,12 @@ class _Tracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
+        if func is _SDPA and args and args[0].device.type == "npu":
+            # torch.inference_mode skips autograd's key, where fused.py installs torch_npu's
+            # override, and the operator arrives here whole: torch_npu's kernel serves it
+            # there as well, so it runs here, its operators tracked as any others
+            with self:
+                return _npu_sdpa(*args, **(kwargs or {}))
         try:
             out = func(*args, **(kwargs or {}))
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
