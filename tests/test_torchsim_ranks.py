@@ -95,6 +95,38 @@ def test_tp_each_rank_holds_one_400_mb_block_per_communicator_used(tmp_path, rec
     assert result.fits and result.first_failure() is None
 
 
+MESH = """
+    import os, torch, torch.distributed as dist
+    import torch_npu
+    from torch.distributed.device_mesh import init_device_mesh
+    torch.npu.set_device(int(os.environ["LOCAL_RANK"]))
+    mesh = init_device_mesh("npu", (2, 2), mesh_dim_names=("dp", "tp"))   # makes the world
+    tp, dp = mesh["tp"], mesh["dp"]                  # slices: one dimension each
+    assert (tp.size(), dp.size()) == (2, 2) and mesh.get_coordinate() is not None
+    x = torch.empty(1 << 20, device="npu")           # 4 MiB
+    dist.all_reduce(x, group=tp.get_group())
+    dist.all_reduce(x, group=mesh.get_group("dp"))
+    import ranks_probe
+    ranks_probe.record()
+"""
+
+
+def test_a_device_mesh_makes_its_groups_and_each_used_one_takes_a_communicator(
+        tmp_path, recorder):
+    result = estimate_ranks(script(tmp_path, MESH), world_size=4, runtime_share=0)
+    assert result.fits, result.first_failure()
+    # on each card: the tp and the dp communicators, 2 x 200 MB each; the world's group,
+    # made by the mesh and never used, none
+    assert recorder == [800 * MiB] * 4
+    for rank, (tp, dp) in enumerate([((0, 1), (0, 2)), ((0, 1), (1, 3)),
+                                     ((2, 3), (0, 2)), ((2, 3), (1, 3))]):
+        f = result.rank(rank)
+        assert sorted(c.ranks for c in f.communicators) == sorted([tp, dp])
+        assert all(c.size == 2 * 200 * MiB for c in f.communicators)
+        assert f.estimate.peak_allocated == block(4 * MiB)
+        assert f.total == f.estimate.peak_reserved + 800 * MiB
+
+
 def test_hccl_buffsize_sets_each_communicator_to_twice_it(tmp_path, recorder, monkeypatch):
     monkeypatch.setenv("HCCL_BUFFSIZE", "64")
     result = estimate_ranks(script(tmp_path, TP), world_size=2, runtime_share=0)

@@ -11,7 +11,9 @@ During a rank's run (:class:`World`, entered by the ranks runner):
 - every group the script makes (``init_process_group``, ``new_group``, ``new_subgroups``,
   device meshes: all go through ``distributed_c10d._new_process_group_helper``) is recorded
   with its global ranks, also the groups this rank is not a member of (every rank makes
-  every group), so the runner knows the job's layout from one rank's run;
+  every group), so the runner knows the job's layout from one rank's run; a device mesh's
+  tensor of ranks is a real one (``init_device_mesh`` runs outside the fake tensors), since
+  torch reads its values (``tolist``) as it makes the mesh;
 - a group whose backend is not HCCL (``gloo`` for CPU-side groups) gets torch's ``fake``
   backend: no device memory, no rendezvous;
 - each ``c10d`` operator (seen by :class:`_Collectives`, a dispatch mode above the
@@ -38,9 +40,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.distributed.device_mesh as mesh_module
 import torch.distributed.distributed_c10d as c10d
 from torch._C._distributed_c10d import FakeProcessGroup, FakeStore, _create_work_from_future
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from .hccl import Communicators, HcclBufferError, group_buffer_size
 
@@ -161,8 +164,22 @@ class World:
                 self.coalescing = False
 
         self._patch(c10d, "_new_process_group_helper", new_process_group_helper)
-        for module in (c10d, dist):
+        make_mesh = mesh_module.init_device_mesh
+
+        def init_device_mesh(*args: Any, **kwargs: Any) -> Any:
+            # a device mesh is a layout of ranks: its tensor is small, on the CPU, and read
+            # for its values (tolist) as the mesh is made, so it is a real tensor, made
+            # outside the fake tensors
+            with _disable_current_modes():
+                return make_mesh(*args, **kwargs)
+
+        for module in (mesh_module, dist):
+            self._patch(module, "init_device_mesh", init_device_mesh)
+        # device_mesh.py holds its own name of init_process_group (a mesh made before any
+        # group makes the default one)
+        for module in (c10d, dist, mesh_module):
             self._patch(module, "init_process_group", init_process_group)
+        for module in (c10d, dist):
             self._patch(module, "batch_isend_irecv", batch_isend_irecv)
         from . import ddp
 
