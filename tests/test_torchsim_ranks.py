@@ -127,6 +127,31 @@ def test_a_device_mesh_makes_its_groups_and_each_used_one_takes_a_communicator(
         assert f.total == f.estimate.peak_reserved + 800 * MiB
 
 
+def test_fsdp2_runs_on_a_mesh_and_each_rank_says_its_memory_is_not_modelled(tmp_path,
+                                                                          recorder):
+    path = script(tmp_path, """
+        import os, torch, torch.distributed as dist
+        import torch_npu
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        torch.npu.set_device(int(os.environ["LOCAL_RANK"]))
+        mesh = init_device_mesh("npu", (2,))
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)).npu()
+        for layer in model:
+            fully_shard(layer, mesh=mesh)
+        model(torch.empty(4, 256, device="npu")).sum().backward()
+        import ranks_probe
+        ranks_probe.record()
+    """)
+    result = estimate_ranks(path, world_size=2, runtime_share=0)
+    assert result.fits, result.first_failure()
+    assert recorder == [400 * MiB, 400 * MiB]     # the mesh's group: one communicator
+    for rank in (0, 1):
+        notes = result.rank(rank).estimate.notes
+        assert len(notes) == 1 and notes[0].startswith(f"fully_shard (FSDP2) at {path}:10 ")
+        assert "not its memory" in notes[0]
+
+
 def test_hccl_buffsize_sets_each_communicator_to_twice_it(tmp_path, recorder, monkeypatch):
     monkeypatch.setenv("HCCL_BUFFSIZE", "64")
     result = estimate_ranks(script(tmp_path, TP), world_size=2, runtime_share=0)

@@ -46,11 +46,22 @@ from torch._C._distributed_c10d import FakeProcessGroup, FakeStore, _create_work
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from .hccl import Communicators, HcclBufferError, group_buffer_size
+from .limits import where
 
-__all__ = ["World", "GroupInfo", "ensure_hccl_backend", "ProcessGroupHCCL"]
+__all__ = ["World", "GroupInfo", "ensure_hccl_backend", "ProcessGroupHCCL", "FSDP2_NOTE"]
 
 #: the rank being run (set by World.__enter__)
 _world: World | None = None
+
+#: what a rank's result says when the script shards with FSDP2. DECISION: FSDP2 runs (its
+#: groups and communicators are the job's), but its memory is not modelled: it frees the
+#: parameters it all-gathers by resizing their storages (``storage.resize_``, which no
+#: dispatch mode sees), so the figures hold them, and they are not checked against a run
+FSDP2_NOTE = ("fully_shard (FSDP2) at {where}: its groups and communicators are counted, but "
+              "not its memory: it frees the parameters it gathers by resizing their "
+              "storages, which the estimate does not follow, so the figures overcount them "
+              "(not checked against a run)")
+_FSDP2 = FSDP2_NOTE.split(" at ", 1)[0]
 
 #: c10d operators that send to or receive from one peer (the int after the group)
 _POINT_TO_POINT = {"send", "recv_"}
@@ -181,12 +192,30 @@ class World:
             self._patch(module, "init_process_group", init_process_group)
         for module in (c10d, dist):
             self._patch(module, "batch_isend_irecv", batch_isend_irecv)
+        self._note_fsdp2()
         from . import ddp
 
         ddp.install(self._patch, self.session)
         _install_options()
         self._mode.__enter__()
         return self
+
+    def _note_fsdp2(self) -> None:
+        """``fully_shard`` (FSDP2) runs on a device mesh, and the rank's result says that its
+        figures are not checked (:data:`FSDP2_NOTE`)."""
+        import torch.distributed.fsdp as fsdp
+
+        original = getattr(fsdp, "fully_shard", None)
+        if original is None:        # a torch without FSDP2
+            return
+        session = self.session
+
+        def fully_shard(*args: Any, **kwargs: Any) -> Any:
+            if not any(n.startswith(_FSDP2) for n in session.notes):   # its first call says it
+                session.notes.append(FSDP2_NOTE.format(where=where(session)))
+            return original(*args, **kwargs)
+
+        self._patch(fsdp, "fully_shard", fully_shard)
 
     def _patch(self, module: Any, name: str, value: Any) -> None:
         self._saved.append((module, name, getattr(module, name)))

@@ -41,8 +41,9 @@ takes torch's math path (a bool mask made a float one first). DECISION: torch_np
 "compatible" mode (its ``CheckCompatibleImpl``, off by default) is not modelled, nor its
 fused-infer-attention branch (it needs what the first branch already accepts). torch_npu
 registers the override for the device's backend key (``op_plugin_functions.yaml`` lists it
-under ``official``, not under ``autograd``, where autograd-key kernels go), so it serves training, ``no_grad`` and ``torch.inference_mode`` alike: here
-it is installed for autograd's key of the device (training and ``no_grad``), and under
+under ``official``, not under ``autograd``, where autograd-key kernels go), so it serves
+training, ``no_grad`` and ``torch.inference_mode`` alike: here it is installed for
+autograd's key of the device (training and ``no_grad``), and under
 ``torch.inference_mode``, which skips that key and hands the operator whole to the
 dispatch modes, the estimate's tracker calls it (``session.py``).
 """
