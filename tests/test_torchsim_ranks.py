@@ -127,29 +127,57 @@ def test_a_device_mesh_makes_its_groups_and_each_used_one_takes_a_communicator(
         assert f.total == f.estimate.peak_reserved + 800 * MiB
 
 
-def test_fsdp2_runs_on_a_mesh_and_each_rank_says_its_memory_is_not_modelled(tmp_path,
-                                                                          recorder):
-    path = script(tmp_path, """
-        import os, torch, torch.distributed as dist
-        import torch_npu
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-        torch.npu.set_device(int(os.environ["LOCAL_RANK"]))
-        mesh = init_device_mesh("npu", (2,))
-        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)).npu()
-        for layer in model:
-            fully_shard(layer, mesh=mesh)
-        model(torch.empty(4, 256, device="npu")).sum().backward()
-        import ranks_probe
-        ranks_probe.record()
-    """)
-    result = estimate_ranks(path, world_size=2, runtime_share=0)
+FSDP2 = """
+    import os, torch, torch.distributed as dist
+    import torch_npu
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    torch.npu.set_device(int(os.environ["LOCAL_RANK"]))
+    mesh = init_device_mesh("npu", (2,))
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)).npu()
+    for layer in model:
+        fully_shard(layer, mesh=mesh)      # each layer gives back what it gathers after use,
+    fully_shard(model, mesh=mesh)          # and the root (no weights of its own) is FSDP's too
+    import ranks_probe
+    ranks_probe.allocated("sharded")
+    x = torch.empty(4, 256, device="npu")
+    out = model(x)
+    ranks_probe.allocated("forward")
+    out.sum().backward()
+    del out
+    opt = torch.optim.Adam(model.parameters())
+    opt.step()
+    ranks_probe.allocated("step")
+"""
+
+
+def test_fsdp2_frees_what_it_gathers_and_holds_a_shard_of_everything_else(tmp_path,
+                                                                           monkeypatch):
+    import sys
+    import types
+
+    from ascend_memsim.torchsim import npu
+
+    seen = {}
+    probe = types.ModuleType("ranks_probe")
+    probe.allocated = lambda when: seen.setdefault(when, []).append(npu.memory_allocated())
+    monkeypatch.setitem(sys.modules, "ranks_probe", probe)
+    result = estimate_ranks(script(tmp_path, FSDP2), world_size=2, runtime_share=0)
     assert result.fits, result.first_failure()
-    assert recorder == [400 * MiB, 400 * MiB]     # the mesh's group: one communicator
+    # by hand, on each rank: half of each layer's weight (128 x 256 floats) and bias (128)
+    params = 2 * (block(128 * 256 * 4) + block(128 * 4))
+    x = block(4 * 256 * 4)
+    assert seen["sharded"] == [params] * 2          # the unsharded originals are gone
+    # after the forward each layer gave back the weights it gathered (resized to 0), not
+    # 2 x 257 KiB: the shards, x, layer 0's output (saved for layer 1's backward) and out
+    assert seen["forward"] == [params + 3 * x] * 2
+    # after the step: the shards, each layer's gradients as views of one reduce-scatter
+    # output of the layer's weight and bias shards, Adam's two states of each shard, and x
+    grads = 2 * block((128 * 256 + 128) * 4)
+    assert seen["step"] == [params + grads + 2 * params + x] * 2
     for rank in (0, 1):
-        notes = result.rank(rank).estimate.notes
-        assert len(notes) == 1 and notes[0].startswith(f"fully_shard (FSDP2) at {path}:10 ")
-        assert "not its memory" in notes[0]
+        f = result.rank(rank)
+        assert [c.ranks for c in f.communicators] == [(0, 1)] and not f.estimate.notes
 
 
 def test_hccl_buffsize_sets_each_communicator_to_twice_it(tmp_path, recorder, monkeypatch):

@@ -14,6 +14,8 @@ During a rank's run (:class:`World`, entered by the ranks runner):
   every group), so the runner knows the job's layout from one rank's run; a device mesh's
   tensor of ranks is a real one (``init_device_mesh`` runs outside the fake tensors), since
   torch reads its values (``tolist``) as it makes the mesh;
+- FSDP2's storage resizes, by which it frees and remakes the parameters it gathers, reach
+  the session (:meth:`World._follow_fsdp2_storage`);
 - a group whose backend is not HCCL (``gloo`` for CPU-side groups) gets torch's ``fake``
   backend: no device memory, no rendezvous;
 - each ``c10d`` operator (seen by :class:`_Collectives`, a dispatch mode above the
@@ -46,22 +48,11 @@ from torch._C._distributed_c10d import FakeProcessGroup, FakeStore, _create_work
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from .hccl import Communicators, HcclBufferError, group_buffer_size
-from .limits import where
 
-__all__ = ["World", "GroupInfo", "ensure_hccl_backend", "ProcessGroupHCCL", "FSDP2_NOTE"]
+__all__ = ["World", "GroupInfo", "ensure_hccl_backend", "ProcessGroupHCCL"]
 
 #: the rank being run (set by World.__enter__)
 _world: World | None = None
-
-#: what a rank's result says when the script shards with FSDP2. DECISION: FSDP2 runs (its
-#: groups and communicators are the job's), but its memory is not modelled: it frees the
-#: parameters it all-gathers by resizing their storages (``storage.resize_``, which no
-#: dispatch mode sees), so the figures hold them, and they are not checked against a run
-FSDP2_NOTE = ("fully_shard (FSDP2) at {where}: its groups and communicators are counted, but "
-              "not its memory: it frees the parameters it gathers by resizing their "
-              "storages, which the estimate does not follow, so the figures overcount them "
-              "(not checked against a run)")
-_FSDP2 = FSDP2_NOTE.split(" at ", 1)[0]
 
 #: c10d operators that send to or receive from one peer (the int after the group)
 _POINT_TO_POINT = {"send", "recv_"}
@@ -192,7 +183,7 @@ class World:
             self._patch(module, "init_process_group", init_process_group)
         for module in (c10d, dist):
             self._patch(module, "batch_isend_irecv", batch_isend_irecv)
-        self._note_fsdp2()
+        self._follow_fsdp2_storage()
         from . import ddp
 
         ddp.install(self._patch, self.session)
@@ -200,22 +191,29 @@ class World:
         self._mode.__enter__()
         return self
 
-    def _note_fsdp2(self) -> None:
-        """``fully_shard`` (FSDP2) runs on a device mesh, and the rank's result says that its
-        figures are not checked (:data:`FSDP2_NOTE`)."""
-        import torch.distributed.fsdp as fsdp
-
-        original = getattr(fsdp, "fully_shard", None)
-        if original is None:        # a torch without FSDP2
+    def _follow_fsdp2_storage(self) -> None:
+        """FSDP2 (``fully_shard``) frees the parameters it all-gathers, and makes them again,
+        by resizing their storage (``free_storage``: ``storage.resize_(0)``,
+        ``alloc_storage``: ``resize_(n)``, in
+        ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``), a storage method no
+        dispatch mode sees: after each the session is told, and gives the block back or
+        takes one of the new size, as torch_npu's allocator does for a storage's resize."""
+        try:
+            from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
+        except ImportError:         # a torch without FSDP2
             return
-        session = self.session
+        track = self.session.track
 
-        def fully_shard(*args: Any, **kwargs: Any) -> Any:
-            if not any(n.startswith(_FSDP2) for n in session.notes):   # its first call says it
-                session.notes.append(FSDP2_NOTE.format(where=where(session)))
-            return original(*args, **kwargs)
+        def resized(original: Any) -> Any:
+            def resize(tensor: torch.Tensor) -> None:
+                original(tensor)
+                track(tensor)
+            return resize
 
-        self._patch(fsdp, "fully_shard", fully_shard)
+        self._patch(_fsdp_param, "free_storage", resized(_fsdp_param.free_storage))
+        alloc = resized(_fsdp_param.alloc_storage)
+        for module in (_fsdp_param, _fsdp_param_group):     # each holds its own name of it
+            self._patch(module, "alloc_storage", alloc)
 
     def _patch(self, module: Any, name: str, value: Any) -> None:
         self._saved.append((module, name, getattr(module, name)))
