@@ -180,6 +180,53 @@ def test_fsdp2_frees_what_it_gathers_and_holds_a_shard_of_everything_else(tmp_pa
         assert [c.ranks for c in f.communicators] == [(0, 1)] and not f.estimate.notes
 
 
+TENSOR_PARALLEL = """
+    import os, torch
+    import torch_npu
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, parallelize_module)
+    torch.npu.set_device(int(os.environ["LOCAL_RANK"]))
+    mesh = init_device_mesh("npu", (2,))
+    mlp = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                              torch.nn.Linear(4096, 1024)).npu()
+    parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    import ranks_probe
+    ranks_probe.allocated("parallel")
+    x = torch.empty(8, 1024, device="npu")
+    y = mlp(x)
+    ranks_probe.allocated("forward")
+    y.sum().backward()
+    ranks_probe.allocated("backward")
+"""
+
+
+def test_dtensor_tensor_parallelism_holds_each_ranks_shards(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from ascend_memsim.torchsim import npu
+
+    seen = {}
+    probe = types.ModuleType("ranks_probe")
+    probe.allocated = lambda when: seen.setdefault(when, []).append(npu.memory_allocated())
+    monkeypatch.setitem(sys.modules, "ranks_probe", probe)
+    result = estimate_ranks(script(tmp_path, TENSOR_PARALLEL), world_size=2, runtime_share=0)
+    assert result.fits, result.first_failure()
+    # by hand: the column-parallel layer keeps 2048 of its 4096 rows and bias, the
+    # row-parallel one 2048 of its 4096 columns and the whole (replicated) bias
+    params = (block(2048 * 1024 * 4) + block(2048 * 4) + block(1024 * 2048 * 4)
+              + block(1024 * 4))
+    assert seen["parallel"] == [params] * 2
+    # x, the ReLU's local output (8 x 2048, kept for both backwards) and y (all-reduced)
+    x, hidden = block(8 * 1024 * 4), block(8 * 2048 * 4)
+    assert seen["forward"] == [params + x + hidden + x] * 2
+    # every shard's gradient, like it; x and y still held
+    assert seen["backward"] == [2 * params + 2 * x] * 2
+    for rank in (0, 1):
+        assert [c.ranks for c in result.rank(rank).communicators] == [(0, 1)]
+
+
 def test_hccl_buffsize_sets_each_communicator_to_twice_it(tmp_path, recorder, monkeypatch):
     monkeypatch.setenv("HCCL_BUFFSIZE", "64")
     result = estimate_ranks(script(tmp_path, TP), world_size=2, runtime_share=0)
