@@ -131,13 +131,14 @@ FSDP2 = """
     import os, torch, torch.distributed as dist
     import torch_npu
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     torch.npu.set_device(int(os.environ["LOCAL_RANK"]))
     mesh = init_device_mesh("npu", (2,))
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)).npu()
+    mp = MixedPrecisionPolicy(param_dtype=PARAM_DTYPE, reduce_dtype=torch.float32)
     for layer in model:
-        fully_shard(layer, mesh=mesh)      # each layer gives back what it gathers after use,
-    fully_shard(model, mesh=mesh)          # and the root (no weights of its own) is FSDP's too
+        fully_shard(layer, mesh=mesh, mp_policy=mp)   # each layer gives back what it gathers,
+    fully_shard(model, mesh=mesh, mp_policy=mp)       # the root (no weights) is FSDP's too
     import ranks_probe
     ranks_probe.allocated("sharded")
     x = torch.empty(4, 256, device="npu")
@@ -151,8 +152,10 @@ FSDP2 = """
 """
 
 
+@pytest.mark.parametrize("param_dtype", ["float32", "bfloat16"])
 def test_fsdp2_frees_what_it_gathers_and_holds_a_shard_of_everything_else(tmp_path,
-                                                                           monkeypatch):
+                                                                           monkeypatch,
+                                                                           param_dtype):
     import sys
     import types
 
@@ -162,17 +165,22 @@ def test_fsdp2_frees_what_it_gathers_and_holds_a_shard_of_everything_else(tmp_pa
     probe = types.ModuleType("ranks_probe")
     probe.allocated = lambda when: seen.setdefault(when, []).append(npu.memory_allocated())
     monkeypatch.setitem(sys.modules, "ranks_probe", probe)
-    result = estimate_ranks(script(tmp_path, FSDP2), world_size=2, runtime_share=0)
+    text = FSDP2.replace("PARAM_DTYPE", f"torch.{param_dtype}")
+    result = estimate_ranks(script(tmp_path, text), world_size=2, runtime_share=0)
     assert result.fits, result.first_failure()
     # by hand, on each rank: half of each layer's weight (128 x 256 floats) and bias (128)
     params = 2 * (block(128 * 256 * 4) + block(128 * 4))
     x = block(4 * 256 * 4)
     assert seen["sharded"] == [params] * 2          # the unsharded originals are gone
     # after the forward each layer gave back the weights it gathered (resized to 0), not
-    # 2 x 257 KiB: the shards, x, layer 0's output (saved for layer 1's backward) and out
-    assert seen["forward"] == [params + 3 * x] * 2
+    # 2 x 257 KiB: the shards, x, layer 0's output (saved for layer 1's backward) and out;
+    # in bfloat16, x cast for layer 0 (which keeps it) and the two outputs at half the size
+    low = block(4 * 256 * 2)
+    held = 3 * x if param_dtype == "float32" else x + 3 * low
+    assert seen["forward"] == [params + held] * 2
     # after the step: the shards, each layer's gradients as views of one reduce-scatter
-    # output of the layer's weight and bias shards, Adam's two states of each shard, and x
+    # output of the layer's weight and bias shards (float32, the reduce dtype), Adam's two
+    # states of each shard, and x
     grads = 2 * block((128 * 256 + 128) * 4)
     assert seen["step"] == [params + grads + 2 * params + x] * 2
     for rank in (0, 1):
