@@ -216,7 +216,9 @@ def test_a_callers_own_gc_freeze_is_kept():
     try:
         frozen = gc.get_freeze_count()
         assert estimate(lambda: torch.empty(8, device="npu")).status == 0
-        assert gc.get_freeze_count() == frozen
+        # still frozen (an unfreeze would leave none): fewer only by the frozen objects
+        # that died meanwhile, none added by the estimate
+        assert 0.9 * frozen < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 

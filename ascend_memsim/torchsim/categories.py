@@ -9,12 +9,25 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-__all__ = ["CATEGORIES", "StorageCategories"]
+__all__ = ["CATEGORIES", "StorageCategories", "wrapped"]
 
 #: what the bytes at the peak are, in the summary's order
 CATEGORIES = ("parameters", "gradients", "optimizer state", "activations and temporaries")
 PARAMS, GRADS, OPTIM, ACTS = CATEGORIES
+
+
+def wrapped(t: torch.Tensor) -> list[torch.Tensor] | None:
+    """For a tensor subclass that wraps others (a DTensor: its local shard), the tensors it
+    wraps; None for a tensor that holds a storage of its own. Such a subclass holds no
+    memory itself (under fake tensors its own storage reports the global size, which no
+    device holds): what it wraps does."""
+    if t.__class__ is FakeTensor or not is_traceable_wrapper_subclass(t):
+        return None
+    names, _ = t.__tensor_flatten__()
+    return [x for x in (getattr(t, n) for n in names) if isinstance(x, torch.Tensor)]
 
 
 class StorageCategories:
@@ -29,7 +42,13 @@ class StorageCategories:
     storage_of: Callable[[Any], Any]
 
     def classify(self, t: Any, category: str) -> None:
-        """Count ``t``'s storage as ``category`` from now on."""
+        """Count ``t``'s storage (or those of the tensors it wraps) as ``category`` from
+        now on."""
+        inner = wrapped(t) if t is not None else None
+        if inner is not None:
+            for x in inner:
+                self.classify(x, category)
+            return
         rec = self.storage_of(t)
         if rec is not None and rec.category != category:
             self.totals[rec.category] -= rec.size

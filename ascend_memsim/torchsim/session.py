@@ -37,7 +37,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensorConverter,
     FakeTensorMode,
 )
-from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -50,7 +50,7 @@ from ..runtime.runtime import Runtime
 from . import limits as _limits
 from . import npu as _npu
 from .backend import ensure_npu_backend
-from .categories import ACTS, CATEGORIES, OPTIM, StorageCategories
+from .categories import ACTS, CATEGORIES, OPTIM, StorageCategories, wrapped
 from .fused import scaled_dot_product_attention as _npu_sdpa
 from .limits import EstimateStopped
 from .workspace_table import WorkspaceTable
@@ -121,14 +121,6 @@ class _Storage:
 
 
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default
-
-
-def _wrapped(t: torch.Tensor) -> list[torch.Tensor]:
-    """The tensors a tensor subclass wraps (a DTensor: its local shard). Such a tensor
-    holds no memory of its own (under fake tensors its own storage reports the global
-    size, which no device holds); what it wraps does."""
-    names, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]
-    return [x for x in (getattr(t, n) for n in names) if isinstance(x, torch.Tensor)]
 
 
 class _Tracker(TorchDispatchMode):
@@ -312,12 +304,13 @@ class Session(StorageCategories):
 
     def track(self, t: torch.Tensor) -> None:
         """Allocate ``t``'s storage if it is a new NPU storage (or grew: ``resize_``); for
-        a tensor that wraps others, theirs (:func:`_wrapped`)."""
+        a tensor that wraps others, theirs (:func:`~.categories.wrapped`)."""
         if t.device.type != "npu":
             return
-        if t.__class__ is not FakeTensor and is_traceable_wrapper_subclass(t):
-            for inner in _wrapped(t):
-                self.track(inner)
+        inner = wrapped(t)
+        if inner is not None:
+            for x in inner:
+                self.track(x)
             return
         st = t.untyped_storage()
         key = id(st)
