@@ -5,6 +5,7 @@ import io
 import json
 import os
 import textwrap
+import warnings
 
 import pytest
 
@@ -186,6 +187,49 @@ def test_fsdp2_frees_what_it_gathers_and_holds_a_shard_of_everything_else(tmp_pa
     for rank in (0, 1):
         f = result.rank(rank)
         assert [c.ranks for c in f.communicators] == [(0, 1)] and not f.estimate.notes
+
+
+FSDP1 = """
+    import os, torch, torch.distributed as dist
+    import torch_npu
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    torch.npu.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("hccl")
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)).npu()
+    model = FSDP(model, device_id=torch.npu.current_device())
+    x = torch.empty(4, 256, device="npu")
+    model(x).sum().backward()
+    import ranks_probe
+    ranks_probe.allocated("backward")
+    opt = torch.optim.Adam(model.parameters())
+    opt.step()
+    ranks_probe.allocated("step")
+"""
+
+
+def test_the_first_fsdp_frees_its_gathered_flat_parameter(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from ascend_memsim.torchsim import npu
+
+    seen = {}
+    probe = types.ModuleType("ranks_probe")
+    probe.allocated = lambda when: seen.setdefault(when, []).append(npu.memory_allocated())
+    monkeypatch.setitem(sys.modules, "ranks_probe", probe)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = estimate_ranks(script(tmp_path, FSDP1), world_size=2, runtime_share=0)
+    assert result.fits, result.first_failure()
+    # torch's own read of a fake tensor's data pointer is not the user's to see
+    assert not [w for w in caught if "data pointer of FakeTensor" in str(w.message)]
+    # by hand: one flat parameter of both layers, 2 x (256 x 256 + 256) floats, half a rank;
+    # after the backward its shard, the gradient's shard and x (the gathered whole freed by
+    # FSDP's storage resize, 526,336 bytes, is not held); after the step Adam's two states
+    shard = block((256 * 256 + 256) * 4)
+    x = block(4 * 256 * 4)
+    assert seen["backward"] == [2 * shard + x] * 2
+    assert seen["step"] == [4 * shard + x] * 2
 
 
 TENSOR_PARALLEL = """

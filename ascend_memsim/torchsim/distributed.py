@@ -14,8 +14,8 @@ During a rank's run (:class:`World`, entered by the ranks runner):
   every group), so the runner knows the job's layout from one rank's run; a device mesh's
   tensor of ranks is a real one (``init_device_mesh`` runs outside the fake tensors), since
   torch reads its values (``tolist``) as it makes the mesh;
-- FSDP2's storage resizes, by which it frees and remakes the parameters it gathers, reach
-  the session (:meth:`World._follow_fsdp2_storage`);
+- FSDP's storage resizes (FSDP2's and the first FSDP's), by which it frees and remakes the
+  parameters it gathers, reach the session (:meth:`World._follow_storage_resizes`);
 - a group whose backend is not HCCL (``gloo`` for CPU-side groups) gets torch's ``fake``
   backend: no device memory, no rendezvous;
 - each ``c10d`` operator (seen by :class:`_Collectives`, a dispatch mode above the
@@ -34,6 +34,7 @@ registered after the first distributed estimate, and outside one its groups cann
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 import types
@@ -53,6 +54,17 @@ __all__ = ["World", "GroupInfo", "ensure_hccl_backend", "ProcessGroupHCCL"]
 
 #: the rank being run (set by World.__enter__)
 _world: World | None = None
+
+#: the helpers by which FSDP resizes a storage, each module holding its own name of them:
+#: FSDP2's ``free_storage`` / ``alloc_storage``, FSDP's and DDP's mixed precision hook's
+#: ``_free_storage`` / ``_alloc_storage`` (``torch/distributed/utils.py``)
+_RESIZERS = (
+    ("torch.distributed.fsdp._fully_shard._fsdp_param", ("free_storage", "alloc_storage")),
+    ("torch.distributed.fsdp._fully_shard._fsdp_param_group", ("alloc_storage",)),
+    ("torch.distributed.fsdp._flat_param", ("_free_storage", "_alloc_storage")),
+    ("torch.distributed.utils", ("_free_storage", "_alloc_storage")),
+    ("torch.distributed.algorithms.ddp_comm_hooks.mixed_precision_hooks", ("_free_storage",)),
+)
 
 #: c10d operators that send to or receive from one peer (the int after the group)
 _POINT_TO_POINT = {"send", "recv_"}
@@ -183,7 +195,7 @@ class World:
             self._patch(module, "init_process_group", init_process_group)
         for module in (c10d, dist):
             self._patch(module, "batch_isend_irecv", batch_isend_irecv)
-        self._follow_fsdp2_storage()
+        self._follow_storage_resizes()
         from . import ddp
 
         ddp.install(self._patch, self.session)
@@ -191,29 +203,28 @@ class World:
         self._mode.__enter__()
         return self
 
-    def _follow_fsdp2_storage(self) -> None:
-        """FSDP2 (``fully_shard``) frees the parameters it all-gathers, and makes them again,
-        by resizing their storage (``free_storage``: ``storage.resize_(0)``,
-        ``alloc_storage``: ``resize_(n)``, in
-        ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``), a storage method no
-        dispatch mode sees: after each the session is told, and gives the block back or
-        takes one of the new size, as torch_npu's allocator does for a storage's resize."""
-        try:
-            from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
-        except ImportError:         # a torch without FSDP2
-            return
+    def _follow_storage_resizes(self) -> None:
+        """FSDP frees the parameters it all-gathers, and makes them again, by resizing their
+        storage (``storage.resize_(0)``, ``resize_(n)``), a storage method no dispatch mode
+        sees: after each of its helpers (:data:`_RESIZERS`) the session is told, and gives
+        the block back or takes one of the new size, as torch_npu's allocator does for a
+        storage's resize."""
         track = self.session.track
 
         def resized(original: Any) -> Any:
-            def resize(tensor: torch.Tensor) -> None:
-                original(tensor)
+            def resize(tensor: torch.Tensor, *args: Any) -> Any:
+                done = original(tensor, *args)
                 track(tensor)
+                return done
             return resize
 
-        self._patch(_fsdp_param, "free_storage", resized(_fsdp_param.free_storage))
-        alloc = resized(_fsdp_param.alloc_storage)
-        for module in (_fsdp_param, _fsdp_param_group):     # each holds its own name of it
-            self._patch(module, "alloc_storage", alloc)
+        for path, names in _RESIZERS:
+            try:
+                module = importlib.import_module(path)
+            except ImportError:         # a torch without it
+                continue
+            for name in names:
+                self._patch(module, name, resized(getattr(module, name)))
 
     def _patch(self, module: Any, name: str, value: Any) -> None:
         self._saved.append((module, name, getattr(module, name)))

@@ -41,6 +41,8 @@ COMPILE_NOTE = ("torch.compile at {where} ran eagerly (TorchDynamo compiles noth
 
 # torch warns of the estimate's own global module hook when a compiled module runs
 _HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
+# and when its own code reads a fake tensor's data pointer (FSDP compares storages so)
+_DATA_PTR_WARNING = r"Accessing the data pointer of FakeTensor is deprecated"
 
 
 class EstimateStopped(RuntimeError):
@@ -78,6 +80,7 @@ def install(session: Any) -> Any:
     kept = warnings.catch_warnings()
     kept.__enter__()
     warnings.filterwarnings("ignore", message=_HOOK_WARNING, category=UserWarning)
+    warnings.filterwarnings("ignore", message=_DATA_PTR_WARNING, category=UserWarning)
 
     def undo() -> None:
         torch.compile = original
