@@ -70,6 +70,26 @@ def test_clean_test_passes_and_leak_check_can_be_turned_off(pytester):
     run(pytester).assert_outcomes(passed=3)
 
 
+def test_a_finished_tests_runtime_is_not_kept(pytester):
+    # pytest keeps every item to the session's end: a runtime the item held would stay, its
+    # devices and records with it, and each collection of the heap would walk them all
+    pytester.makepyfile("""
+        import gc, weakref
+        import pytest
+
+        held = []
+
+        @pytest.mark.memsim(faults=[{"api": "aclrtMalloc", "nth": 99}])
+        def test_one(memsim, memsim_faults):
+            held.append(weakref.ref(memsim))
+
+        def test_two():
+            gc.collect()
+            assert held and held[0]() is None
+        """)
+    run(pytester, "-p", "no:randomly").assert_outcomes(passed=2)
+
+
 def test_blocks_discarded_by_reset_device_are_leaks(pytester):
     pytester.makepyfile(test_reset="""
         import pytest

@@ -502,6 +502,13 @@ def memsim(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         leaked = [b for b in runtime.blocks() if id(b) not in state.reported]
         discarded = [b for b in at_reset if id(b) not in state.reported]
         handles = [h for h in _live_handles(runtime) if id(h) not in state.reported]
+    # the item lives until the session ends, as pytest's items do: what it holds of this
+    # runtime goes now (kept, every test's runtime stayed live and each collection of the
+    # heap walked them all: 1.5 ms a test at 3,000 tests against 0.9 ms at 500)
+    stash = request.node.stash
+    for key in (_state_key, _faults_key):
+        if key in stash:
+            del stash[key]
     if (leak_check and (leaked or discarded or handles)
             and not request.node.stash.get(_call_failed, False)):
         pytest.fail(_leak_report(request.node.nodeid, leaked, discarded, handles),
