@@ -83,6 +83,11 @@ def test_bad_arguments_raise_torch_npus_messages():
         estimate(run(input_layout="BNSD", keep_prob=0.0))
     with pytest.raises(RuntimeError, match=r"sparse_mode value must be in range of \[0,6\]"):
         estimate(run(input_layout="BNSD", sparse_mode=7))
+    # the newest torch_npu's softmax_layout: "" or TND, and TND for a TND input only
+    with pytest.raises(RuntimeError, match="only supported softmax_layout=TND"):
+        estimate(run(input_layout="BNSD", softmax_layout="BNSD"))
+    with pytest.raises(RuntimeError, match="softmax_layout=TND only supported when input_"):
+        estimate(run(input_layout="BNSD", softmax_layout="TND"))
 
 
 def test_forward_and_backward_run_and_autograd_keeps_what_torch_npu_keeps():
@@ -158,6 +163,36 @@ def test_the_dropout_mask_is_held_for_the_call_and_made_again_for_the_gradient()
     # the gradient runs with out, dy, the statistics and the mask, and makes dq, dk, dv
     assert none["backward_peak"] == 2 * block(512 * 1024) + stats + 3 * block(512 * 1024)
     assert dropout["backward_peak"] == none["backward_peak"] + mask
+
+
+def test_a_given_dropout_mask_is_used_and_a_sink_gets_its_gradient():
+    """The newest torch_npu's arguments: a caller's dropout_mask is used as it is (the call
+    makes none; the gradient still makes its own from seed and offset), and a sink, kept
+    for the backward, gets a gradient like it (npu_fusion_attention_grad's fifth
+    result)."""
+    seen = {}
+
+    def run():
+        import torch_npu
+        q, k, v = (torch.empty(1, 2, 2048, 64, dtype=torch.float16, device="npu",
+                               requires_grad=True) for _ in range(3))
+        sink = torch.empty(2, dtype=torch.float32, device="npu", requires_grad=True)
+        given = torch.empty(2 * 2048 * 2048 // 8, dtype=torch.uint8, device="npu")
+        before = allocated()
+        torch_npu.npu.reset_peak_memory_stats()
+        out = torch_npu.npu_fusion_attention(q, k, v, 2, "BNSD", keep_prob=0.9, sink=sink,
+                                             dropout_mask=given)[0]
+        seen["forward_peak"] = npu_module.max_memory_allocated() - before
+        out.backward(torch.ones_like(out))
+        seen["sink_grad"] = (tuple(sink.grad.shape), sink.grad.dtype)
+        seen["q_grad"] = tuple(q.grad.shape)
+
+    assert estimate(run, workspace=False).fits
+    stats = 2 * block(2 * 2048 * 8 * 4)
+    # the output and the statistics; no mask of the call's own (1 MiB)
+    assert seen["forward_peak"] == block(512 * 1024) + stats
+    assert seen["sink_grad"] == ((2,), torch.float32)
+    assert seen["q_grad"] == (1, 2, 2048, 64)
 
 
 def test_the_workspace_table_applies_to_the_forward_and_the_gradient():

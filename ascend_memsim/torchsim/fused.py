@@ -16,14 +16,18 @@ shapes and dtypes (``op_plugin/ops/opapi/FlashAttentionKernelNpuOpApi.cpp``):
   mask's elements, B*N*Sq*Skv (N * sum of q_i*kv_i for TND).
 
 Autograd saves what torch_npu's generated ``NpuFusionAttentionBackward0`` saves (its
-``derivatives.yaml`` entry): query, key, value, pse, padding_mask, atten_mask and the
-results 0 to 3 (attention_out, softmax_max, softmax_sum, softmax_out); the backward is
-``npu_fusion_attention_grad``, which gives dq, dk, dv like query, key, value and dpse like
-pse (an empty tensor without one). No Sq x Skv score matrix is ever made.
+``derivatives.yaml`` entry): query, key, value, pse, padding_mask, atten_mask, sink and
+the results 0 to 3 (attention_out, softmax_max, softmax_sum, softmax_out); the backward is
+``npu_fusion_attention_grad``, which gives dq, dk, dv like query, key, value, dpse like pse
+(an empty tensor without one) and dsink like sink (an empty float32 tensor without one).
+No Sq x Skv score matrix is ever made. The schemas are the newest torch_npu's, with
+``softmax_layout``, ``sink``, ``dropout_mask``, ``seed`` and ``offset``
+(``op_plugin_functions.yaml``).
 
 The dropout mask (``0 < keep_prob < 1``): torch_npu's ``dropout_gen_mask`` makes a uint8
-tensor of ``ceil(numels / 128) * 128 / 8`` bytes for the call, and the gradient makes it
-again from seed and offset; the mask is not saved. :func:`npu_fusion_attention` and
+tensor of ``ceil(numels / 128) * 128 / 8`` bytes for the call unless the caller gives one
+(``dropout_mask``), and the gradient makes it again from seed and offset; the mask is not
+saved. :func:`npu_fusion_attention` and
 :func:`npu_fusion_attention_grad` (the stand-in module's functions) take it for the call.
 DECISION: on the current stream (torch_npu takes it on the secondary stream when
 ``gen_mask_parallel``); a direct call of ``torch.ops.npu.*`` takes no mask.
@@ -66,8 +70,9 @@ _FWD = ("npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_n
         "Tensor? atten_mask=None, float scale=1., float keep_prob=1., "
         "int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, "
         "int[]? prefix=None, int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, "
-        "int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False) "
-        "-> (Tensor, Tensor, Tensor, Tensor, int, int, int)")
+        "int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, "
+        "str softmax_layout=\"\", Tensor? sink=None, Tensor? dropout_mask=None, int seed=0, "
+        "int offset=0) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)")
 _GRAD = ("npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tensor dy, "
          "int head_num, str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, "
          "Tensor? atten_mask=None, Tensor? softmax_max=None, Tensor? softmax_sum=None, "
@@ -75,7 +80,8 @@ _GRAD = ("npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tens
          "float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, "
          "int inner_precise=0, int seed=0, int offset=0, int numels=0, int[]? prefix=None, "
          "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, "
-         "bool gen_mask_parallel=True, bool sync=False) -> (Tensor, Tensor, Tensor, Tensor)")
+         "bool gen_mask_parallel=True, bool sync=False, str softmax_layout=\"\", "
+         "Tensor? sink=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)")
 #: ScaledDotProductAttentionKernelNpuOpApi.cpp: N_LIMIT, D_LIMIT, ATTENMASK_LIMIT
 _N_LIMIT, _D_LIMIT, _MASK = 2048, 512, 2048
 
@@ -138,15 +144,26 @@ def _dims(query: Any, key: Any, value: Any, head_num: int, layout: str,
 def _forward_fake(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
                   atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=_MAX,
                   next_tockens=_MAX, inner_precise=0, prefix=None, actual_seq_qlen=None,
-                  actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False):
+                  actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
+                  softmax_layout="", sink=None, dropout_mask=None, seed=0, offset=0):
     layout = _check(query, key, value, input_layout, keep_prob, sparse_mode,
                     actual_seq_qlen, actual_seq_kvlen)
+    _check_softmax_layout(softmax_layout, layout)
     out_shape, stat_shape, numels = _dims(query, key, value, head_num, layout,
                                           actual_seq_qlen, actual_seq_kvlen)
     out = query.new_empty(out_shape)
     softmax_max = query.new_empty(stat_shape, dtype=torch.float32)
     softmax_sum = query.new_empty(stat_shape, dtype=torch.float32)
-    return out, softmax_max, softmax_sum, query.new_empty((0,)), 0, 0, numels
+    return out, softmax_max, softmax_sum, query.new_empty((0,)), seed, offset, numels
+
+
+def _check_softmax_layout(softmax_layout: str, layout: str) -> None:
+    """The newest torch_npu's softmax_layout: "" or "TND", which only a TND input takes
+    (FlashAttentionKernelNpuOpApi.cpp; the statistics keep their shapes either way)."""
+    if softmax_layout not in ("", "TND"):
+        raise RuntimeError("only supported softmax_layout=TND")
+    if softmax_layout == "TND" and layout != "TND":
+        raise RuntimeError("softmax_layout=TND only supported when input_layout_str=TND")
 
 
 def _grad_fake(query, key, value, dy, head_num, input_layout, *, pse=None, padding_mask=None,
@@ -154,42 +171,49 @@ def _grad_fake(query, key, value, dy, head_num, input_layout, *, pse=None, paddi
                attention_in=None, scale_value=1.0, keep_prob=1.0, pre_tockens=_MAX,
                next_tockens=_MAX, inner_precise=0, seed=0, offset=0, numels=0, prefix=None,
                actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0,
-               gen_mask_parallel=True, sync=False):
+               gen_mask_parallel=True, sync=False, softmax_layout="", sink=None):
     _check(query, key, value, input_layout, keep_prob, sparse_mode, actual_seq_qlen,
            actual_seq_kvlen, dy)
     dpse = torch.empty_like(pse) if pse is not None else query.new_empty((0,))
-    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dpse
+    # like the sink, or an empty float32 tensor without one
+    dsink = (torch.empty_like(sink) if sink is not None
+             else key.new_empty((0,), dtype=torch.float32))
+    return (torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dpse,
+            dsink)
 
 
 # the arguments' positions in the forward schema (setup_context gets them positionally)
 _NAMES = ("query", "key", "value", "head_num", "input_layout", "pse", "padding_mask",
           "atten_mask", "scale", "keep_prob", "pre_tockens", "next_tockens", "inner_precise",
           "prefix", "actual_seq_qlen", "actual_seq_kvlen", "sparse_mode", "gen_mask_parallel",
-          "sync")
-_DEFAULTS = (None, None, 1.0, 1.0, _MAX, _MAX, 0, None, None, None, 0, True, False)
+          "sync", "softmax_layout", "sink", "dropout_mask", "seed", "offset")
+_DEFAULTS = (None, None, 1.0, 1.0, _MAX, _MAX, 0, None, None, None, 0, True, False, "", None,
+             None, 0, 0)
+_SINK = _NAMES.index("sink")
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     args = dict(zip(_NAMES, tuple(inputs) + _DEFAULTS[len(inputs) - 5:]))
     out, softmax_max, softmax_sum, softmax_out, seed, offset, numels = output
     # torch_npu's NpuFusionAttentionBackward0 keeps these (and only these) tensors
+    # (op-plugin's derivatives.yaml; not the dropout mask: the gradient makes it again)
     ctx.save_for_backward(args["query"], args["key"], args["value"], args["pse"],
                           args["padding_mask"], args["atten_mask"], out, softmax_max,
-                          softmax_sum, softmax_out)
+                          softmax_sum, softmax_out, args["sink"])
     # the generated C++ node gets undefined gradients for unused outputs; an
     # autograd.Function would make zeros of softmax_max and softmax_sum
     ctx.set_materialize_grads(False)
-    ctx.args = {name: args[name] for name in _NAMES[8:] + ("head_num", "input_layout")}
+    ctx.args = {name: args[name] for name in _NAMES[8:_SINK] + ("head_num", "input_layout")}
     ctx.rng = (seed, offset, numels)
 
 
 def _backward(ctx: Any, grad: Any, *_unused: Any) -> tuple:
     if grad is None:                  # only the statistics were used: nothing to give back
         return (None,) * len(_NAMES)
-    q, k, v, pse, padding_mask, atten_mask, out, smax, ssum, sout = ctx.saved_tensors
+    q, k, v, pse, padding_mask, atten_mask, out, smax, ssum, sout, sink = ctx.saved_tensors
     a = ctx.args
     seed, offset, numels = ctx.rng
-    dq, dk, dv, dpse = npu_fusion_attention_grad(
+    dq, dk, dv, dpse, dsink = npu_fusion_attention_grad(
         q, k, v, grad, a["head_num"], a["input_layout"], pse=pse, padding_mask=padding_mask,
         atten_mask=atten_mask, softmax_max=smax, softmax_sum=ssum, softmax_in=sout,
         attention_in=out, scale_value=a["scale"], keep_prob=a["keep_prob"],
@@ -197,8 +221,13 @@ def _backward(ctx: Any, grad: Any, *_unused: Any) -> tuple:
         inner_precise=a["inner_precise"], seed=seed, offset=offset, numels=numels,
         prefix=a["prefix"], actual_seq_qlen=a["actual_seq_qlen"],
         actual_seq_kvlen=a["actual_seq_kvlen"], sparse_mode=a["sparse_mode"],
-        gen_mask_parallel=a["gen_mask_parallel"], sync=a["sync"])
-    return (dq, dk, dv, None, None, dpse if pse is not None else None) + (None,) * 13
+        gen_mask_parallel=a["gen_mask_parallel"], sync=a["sync"],
+        softmax_layout=a["softmax_layout"], sink=sink)
+    grads: list[Any] = [None] * len(_NAMES)
+    grads[:3] = dq, dk, dv
+    grads[5] = dpse if pse is not None else None
+    grads[_SINK] = dsink if sink is not None else None
+    return tuple(grads)
 
 
 def _drop_mask(query: Any, keep_prob: float, numels: int) -> Any:
@@ -214,25 +243,30 @@ def npu_fusion_attention(query: Any, key: Any, value: Any, head_num: int, input_
                          next_tockens: int = _MAX, inner_precise: int = 0, prefix: Any = None,
                          actual_seq_qlen: Any = None, actual_seq_kvlen: Any = None,
                          sparse_mode: int = 0, gen_mask_parallel: bool = True,
-                         sync: bool = False) -> tuple:
+                         sync: bool = False, softmax_layout: str = "", sink: Any = None,
+                         dropout_mask: Any = None, seed: int = 0, offset: int = 0) -> tuple:
     """``torch_npu.npu_fusion_attention``: (attention_out, softmax_max, softmax_sum,
-    softmax_out, seed, offset, numels); the dropout mask is held for the call."""
+    softmax_out, seed, offset, numels); the dropout mask is held for the call, unless the
+    caller gives one (``dropout_mask``)."""
     layout = _check(query, key, value, input_layout, keep_prob, sparse_mode, actual_seq_qlen,
                     actual_seq_kvlen)
-    mask = _drop_mask(query, keep_prob, _dims(query, key, value, head_num, layout,
-                                              actual_seq_qlen, actual_seq_kvlen)[2])
+    mask = None
+    if dropout_mask is None:
+        mask = _drop_mask(query, keep_prob, _dims(query, key, value, head_num, layout,
+                                                  actual_seq_qlen, actual_seq_kvlen)[2])
     result = torch.ops.npu.npu_fusion_attention(
         query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale,
         keep_prob, pre_tockens, next_tockens, inner_precise, prefix, actual_seq_qlen,
-        actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync)
+        actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync, softmax_layout, sink,
+        dropout_mask, seed, offset)
     del mask
     return result
 
 
 def npu_fusion_attention_grad(query: Any, key: Any, value: Any, dy: Any, head_num: int,
                               input_layout: str, **kwargs: Any) -> tuple:
-    """``torch_npu.npu_fusion_attention_grad``: (dq, dk, dv, dpse); the dropout mask made
-    again from seed and offset is held for the call."""
+    """``torch_npu.npu_fusion_attention_grad``: (dq, dk, dv, dpse, dsink); the dropout mask
+    made again from seed and offset is held for the call."""
     mask = _drop_mask(query, kwargs.get("keep_prob", 1.0), kwargs.get("numels", 0))
     result = torch.ops.npu.npu_fusion_attention_grad(query, key, value, dy, head_num,
                                                      input_layout, **kwargs)
