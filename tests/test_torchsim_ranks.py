@@ -78,6 +78,22 @@ def recorder(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def seen(monkeypatch):
+    """``import ranks_probe; ranks_probe.allocated(WHEN)`` in a script notes the running
+    rank's allocated bytes under ``WHEN``, one entry per rank."""
+    import sys
+    import types
+
+    from ascend_memsim.torchsim import npu
+
+    noted = {}
+    probe = types.ModuleType("ranks_probe")
+    probe.allocated = lambda when: noted.setdefault(when, []).append(npu.memory_allocated())
+    monkeypatch.setitem(sys.modules, "ranks_probe", probe)
+    return noted
+
+
 def test_tp_each_rank_holds_one_400_mb_block_per_communicator_used(tmp_path, recorder):
     result = estimate_ranks(script(tmp_path, TP), world_size=2, runtime_share=100 * MiB)
     assert result.traced == "every rank" and [c.ranks for c in result.classes] == [(0,), (1,)]
@@ -154,18 +170,8 @@ FSDP2 = """
 
 
 @pytest.mark.parametrize("param_dtype", ["float32", "bfloat16"])
-def test_fsdp2_frees_what_it_gathers_and_holds_a_shard_of_everything_else(tmp_path,
-                                                                           monkeypatch,
+def test_fsdp2_frees_what_it_gathers_and_holds_a_shard_of_everything_else(tmp_path, seen,
                                                                            param_dtype):
-    import sys
-    import types
-
-    from ascend_memsim.torchsim import npu
-
-    seen = {}
-    probe = types.ModuleType("ranks_probe")
-    probe.allocated = lambda when: seen.setdefault(when, []).append(npu.memory_allocated())
-    monkeypatch.setitem(sys.modules, "ranks_probe", probe)
     text = FSDP2.replace("PARAM_DTYPE", f"torch.{param_dtype}")
     result = estimate_ranks(script(tmp_path, text), world_size=2, runtime_share=0)
     assert result.fits, result.first_failure()
@@ -207,16 +213,7 @@ FSDP1 = """
 """
 
 
-def test_the_first_fsdp_frees_its_gathered_flat_parameter(tmp_path, monkeypatch):
-    import sys
-    import types
-
-    from ascend_memsim.torchsim import npu
-
-    seen = {}
-    probe = types.ModuleType("ranks_probe")
-    probe.allocated = lambda when: seen.setdefault(when, []).append(npu.memory_allocated())
-    monkeypatch.setitem(sys.modules, "ranks_probe", probe)
+def test_the_first_fsdp_frees_its_gathered_flat_parameter(tmp_path, seen):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = estimate_ranks(script(tmp_path, FSDP1), world_size=2, runtime_share=0)
@@ -253,16 +250,7 @@ TENSOR_PARALLEL = """
 """
 
 
-def test_dtensor_tensor_parallelism_holds_each_ranks_shards(tmp_path, monkeypatch):
-    import sys
-    import types
-
-    from ascend_memsim.torchsim import npu
-
-    seen = {}
-    probe = types.ModuleType("ranks_probe")
-    probe.allocated = lambda when: seen.setdefault(when, []).append(npu.memory_allocated())
-    monkeypatch.setitem(sys.modules, "ranks_probe", probe)
+def test_dtensor_tensor_parallelism_holds_each_ranks_shards(tmp_path, seen):
     result = estimate_ranks(script(tmp_path, TENSOR_PARALLEL), world_size=2, runtime_share=0)
     assert result.fits, result.first_failure()
     # by hand: the column-parallel layer keeps 2048 of its 4096 rows and bias, the
