@@ -266,15 +266,8 @@ class _Replayer:
         sid = self.streams.get(stream)
         if sid is None:
             sid = _stream_id(self.streams, stream)
-        ws = self.alloc.workspace
-        try:
-            ws.free(ws.malloc(size - 32, sid))
-        except NpuOutOfMemoryError as e:
-            r.problems.append(f"workspace block of {size} bytes not seeded: "
-                              f"{str(e).splitlines()[0]}")
-            return
-        r.workspace_seeded += 1
-        self.took_memory()
+        if seed_workspace_block(self.alloc, size, sid, r):
+            self.took_memory()
 
     def free(self, addr: Any, index: int) -> bool:
         ptr = self.ptrs.pop(addr, None)
@@ -289,6 +282,22 @@ class _Replayer:
     def finish(self) -> None:
         self.result.peak_allocated = self.stats.peak(ALLOCATED_BYTES)
         self.result.retries = self.stats.num_alloc_retries
+
+
+def seed_workspace_block(alloc: Any, size: int, stream: int, r: TensorReplayResult) -> bool:
+    """Take a workspace block of ``size`` bytes (as a snapshot holds it) again through
+    ``alloc``'s workspace allocator on ``stream`` (its request: the size less the 32 bytes
+    it adds) and leave it cached, as after the operator that used it: True, or False with
+    the reason in ``r.problems`` when the device cannot hold it."""
+    ws = alloc.workspace
+    try:
+        ws.free(ws.malloc(size - 32, stream))
+    except NpuOutOfMemoryError as e:
+        r.problems.append(f"workspace block of {size} bytes not seeded: "
+                          f"{str(e).splitlines()[0]}")
+        return False
+    r.workspace_seeded += 1
+    return True
 
 
 class _Stopped(Exception):

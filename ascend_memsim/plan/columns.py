@@ -55,7 +55,12 @@ from ..observe.plain import brief
 from ..observe.snapshot import _stack
 from ..observe.stream import records
 from ..observe.tensor_entries import _END, ALLOC, _int64, tensor_events
-from ..observe.tensor_replay import TensorReplayResult, _seeds, _workspace
+from ..observe.tensor_replay import (
+    TensorReplayResult,
+    _seeds,
+    _workspace,
+    seed_workspace_block,
+)
 from ..runtime.runtime import Runtime
 
 __all__ = ["Columns", "compile_source", "replay_columns", "Run", "identity_applies",
@@ -407,16 +412,9 @@ def _run(c: Columns, r: TensorReplayResult, alloc: NpuCachingAllocator, main: Al
 
     if taker.at <= 0 and not outside(0):
         return
-    ws = alloc.workspace
     for size, sid in c.workspace:
-        try:
-            ws.free(ws.malloc(size - 32, sid))
-        except NpuOutOfMemoryError as e:
-            r.problems.append(f"workspace block of {size} bytes not seeded: "
-                              f"{str(e).splitlines()[0]}")
-            continue
-        r.workspace_seeded += 1
-        took_memory()
+        if seed_workspace_block(alloc, size, sid, r):
+            took_memory()
     ptrs: list[int | None] = [None] * c._addr_count
     malloc, free = alloc.malloc, alloc.free
     for aid, size, sid in c.seeds:
