@@ -158,8 +158,20 @@ def test_the_readme_is_short_and_starts_with_the_two_commands():
     top = "\n".join(readme[:20])
     assert ("    python3 -m venv .venv && . .venv/bin/activate && pip install . && "
             "ascend-memsim demo") in top
-    assert ("    python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && "
-            "python -m pytest -q") in top
+    test_command = ("    python3 -m venv .venv && . .venv/bin/activate && "
+                    "pip install -e '.[test,torch]' && python -m pytest -q")
+    assert test_command in top
+
+
+def test_the_readme_test_command_is_the_one_ci_runs():
+    # a newcomer's run is CI's: the same extras installed, the same pytest command
+    readme = _read("README.md")
+    ci = _read(".ci/run")
+    extras = re.findall(r"pip install[^\n&;]*-e '\.\[([^\]]*)\]'", readme)
+    ci_extras = re.findall(r"pip install[^\n&;]*-e '\.\[([^\]]*)\]'", ci)
+    assert extras and extras[0] == ci_extras[0], (extras, ci_extras)
+    command = next(line for line in readme.splitlines() if "pip install -e" in line)
+    assert command.endswith("python -m pytest -q") and ci.rstrip().endswith("python -m pytest -q")
 
 
 def test_the_readme_links_lead_into_the_docs():

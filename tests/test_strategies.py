@@ -320,3 +320,35 @@ def test_overrides_keep_their_say_over_the_capacity():
             assert self.runtime.get_mem_info(acl.ACL_HBM_MEM)[1] == 128 * MiB
 
     run_state_machine_as_test(Big, settings=_QUICK)
+
+
+def test_the_readmes_property_test_holds_on_a_busy_machine(monkeypatch):
+    # README.md's example, run as a reader runs it (Hypothesis's default settings), with each
+    # draw stretched to 0.15 s as a loaded machine stretches it: 10 draws miss Hypothesis's
+    # one-second budget for its first examples, which must not fail the example
+    import os
+    import re
+    import time
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S)
+                 if "ms.programs(" in b)
+    drawing = ms.programs
+
+    def slow_programs(**kwargs):
+        return drawing(**kwargs).map(lambda program: (time.sleep(0.15), program)[1])
+
+    monkeypatch.setattr(ms, "programs", slow_programs)
+    previous = settings._current_profile
+    settings.load_profile("default")
+    try:
+        # the block calls its test once (max_examples of the default profile, 100, at 0.15 s
+        # each would be 15 s: the block's own settings are kept, the count is ours)
+        block = (block.replace("@settings(", "@settings(max_examples=12, ", 1)
+                 if "@settings(" in block else
+                 "from hypothesis import settings\n"
+                 + block.replace("@given(", "@settings(max_examples=12)\n@given(", 1))
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    finally:
+        settings.load_profile(previous)

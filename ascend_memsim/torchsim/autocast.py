@@ -40,7 +40,7 @@ _libraries: list = []
 def _kernel(op: Any, lower: bool) -> Any:
     # (a key of torch's C extension that its stubs do not list)
     keys = torch._C.DispatchKeySet(
-        torch._C.DispatchKey.AutocastPrivateUse1)  # type: ignore[attr-defined]
+        torch._C.DispatchKey.AutocastPrivateUse1)  # type: ignore[attr-defined,unused-ignore]
 
     def cast(value: Any, dtype: torch.dtype) -> Any:
         if isinstance(value, torch.Tensor) and value.is_floating_point() \

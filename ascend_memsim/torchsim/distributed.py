@@ -104,7 +104,7 @@ def _create_backend(common: Any, options: Any) -> Any:
     world.groups[str(common.group_id)] = GroupInfo(str(common.group_id), ranks,
                                                    group_buffer_size(options))
     # (torch's stubs give _create_internal fewer arguments than its C extension takes)
-    return FakeProcessGroup._create_internal(common.group_rank,  # type: ignore[call-arg]
+    return FakeProcessGroup._create_internal(common.group_rank,  # type: ignore[call-arg,unused-ignore]
                                              common.group_size, None)
 
 

@@ -269,7 +269,7 @@ class Session(StorageCategories):
                        register_optimizer_step_post_hook(self._optimizer_post_hook)]
         self._record_stream = torch.Tensor.record_stream
         # patched for the run (a method the checker takes as fixed), put back on exit
-        torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign,assignment]
+        torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign,assignment,unused-ignore]
         self._thread = threading.get_ident()
         self._engine_run_backward = torch.autograd._engine_run_backward
         torch.autograd._engine_run_backward = self._backward
@@ -288,7 +288,7 @@ class Session(StorageCategories):
             for hook in self._hooks:
                 hook.remove()
             # (put back: see __enter__)
-            torch.Tensor.record_stream = self._record_stream  # type: ignore[method-assign]
+            torch.Tensor.record_stream = self._record_stream  # type: ignore[method-assign,unused-ignore]
             torch.autograd._engine_run_backward = self._engine_run_backward
             self._undo_limits()
             _npu._current = None
@@ -328,7 +328,7 @@ class Session(StorageCategories):
             return
         rec = self._allocate(nbytes, OPTIM if self.in_optimizer else ACTS)
         # (the checker infers no type for a lambda with a default argument)
-        rec.ref = weakref.ref(st, lambda _, key=key: self._died(key))  # type: ignore[misc]
+        rec.ref = weakref.ref(st, lambda _, key=key: self._died(key))  # type: ignore[misc,unused-ignore]
         self._storages[key] = rec
 
     def _allocate(self, nbytes: int, category: str) -> _Storage:
