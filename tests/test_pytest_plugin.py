@@ -5,6 +5,15 @@ from importlib.metadata import entry_points
 
 import pytest
 
+# The plugin imports the fixtures' machinery (and through it the simulator) when a test first
+# asks for a fixture. pytester's in-process runs put sys.modules back as they found it, so a
+# module first imported inside one inner run would be imported afresh by the next, beside the
+# copies other modules still hold: the machinery is imported here, before any inner run, as
+# a real session keeps it from the first fixture to its end.
+import ascend_memsim.acl
+import ascend_memsim.testing._memsim
+import ascend_memsim.testing.npu_allocator  # noqa: F401
+
 # Inner runs load the plugin through its entry point when the package is installed, else by name.
 _INSTALLED = any(ep.value == "ascend_memsim.testing.plugin"
                  for ep in entry_points(group="pytest11"))
@@ -562,3 +571,28 @@ def test_the_readme_first_screen_shows_the_plugin_and_its_example_passes(pyteste
     result = run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*No module named 'acl': *--memsim-acl*"])
+
+
+def test_a_run_that_uses_no_fixture_does_not_import_the_simulator(pytester):
+    # installing the package enables the plugin in every pytest run of the environment: one
+    # that asks for none of it imports none of the simulator (benchmarks/bench_plugin.py
+    # measures the time); the first memsim test imports it
+    pytester.makeconftest("""
+        import sys
+
+        def pytest_sessionfinish(session):
+            loaded = sorted(m for m in sys.modules if m.startswith("ascend_memsim."))
+            with open("loaded.txt", "w") as f:
+                f.write("\\n".join(loaded))
+        """)
+    pytester.makepyfile(test_plain="def test_nothing():\n    assert 1 + 1 == 2\n")
+    pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    loaded = (pytester.path / "loaded.txt").read_text().split()
+    assert "ascend_memsim.testing.plugin" in loaded
+    heavy = [m for m in loaded if m.startswith(("ascend_memsim.runtime", "ascend_memsim.acl",
+                                                "ascend_memsim.allocators",
+                                                "ascend_memsim.testing._memsim"))]
+    assert heavy == []
+    pytester.makepyfile(test_plain="def test_device(memsim):\n    memsim.free(memsim.malloc(8))\n")
+    pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert "ascend_memsim.runtime.runtime" in (pytester.path / "loaded.txt").read_text().split()

@@ -34,23 +34,13 @@ from ..memory.errors import AclError
 from ..memory.sites import Site, capture_site, format_site
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
+from ._keys import CALL_CHECKS
 
-__all__ = ["npu_allocator", "BudgetedAllocator", "ALLOCATOR_KEYS", "MARKER_DOC",
-           "runtime_settings", "CALL_CHECKS"]
-
-#: checks the plugin runs when a test body has passed, before the memsim fixture's own:
-#: each gives a list of problems (the test's failure)
-CALL_CHECKS = pytest.StashKey[list]()
+__all__ = ["budgeted_allocator", "BudgetedAllocator", "ALLOCATOR_KEYS", "runtime_settings"]
 
 #: Every keyword the ``npu_allocator`` marker takes.
 ALLOCATOR_KEYS = ("product", "capacity", "conf", "cann", "device", "max_allocated",
                   "max_reserved", "leak_check")
-
-MARKER_DOC = ("npu_allocator(*, product=None, capacity=None, conf='', cann='9.1.0', device=0, "
-              "max_allocated=None, max_reserved=None, leak_check=True): torch_npu's caching "
-              "allocator the `npu_allocator` fixture yields, with budgets on its allocated "
-              "and reserved peaks (ascend-memsim)")
-
 
 class _BadSettings(Exception):
     pass
@@ -205,10 +195,10 @@ def _check(nodeid: str, alloc: BudgetedAllocator, settings: dict) -> list[str]:
     return problems
 
 
-@pytest.fixture
-def npu_allocator(request: pytest.FixtureRequest, memsim: Runtime) -> Iterator[BudgetedAllocator]:
-    """torch_npu's caching allocator on the ``memsim`` runtime; budgets and leaks fail the
-    test (see :mod:`ascend_memsim.testing.npu_allocator`)."""
+def budgeted_allocator(request: pytest.FixtureRequest,
+                       memsim: Runtime) -> Iterator[BudgetedAllocator]:
+    """The ``npu_allocator`` fixture's body: torch_npu's caching allocator on the ``memsim``
+    runtime; budgets and leaks fail the test."""
     try:
         settings = _allocator_settings(request.node)
         alloc = BudgetedAllocator(memsim, settings["device"], settings.get("conf", ""),
