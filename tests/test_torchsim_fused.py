@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fa
                                             "install the torch extra")
 
 from ascend_memsim.torchsim import estimate  # noqa: E402
-from ascend_memsim.torchsim import npu as npu_module  # noqa: E402
+from ascend_memsim.torchsim.torch_npu import npu as npu_module  # noqa: E402
 from ascend_memsim.torchsim.workspace_table import WorkspaceTable  # noqa: E402
 
 MiB = 1 << 20

@@ -36,7 +36,7 @@ def script(tmp_path, text, name="train.py"):
 
 def device_hccl():
     """The bytes the running rank's simulated card holds for HCCL (its usage by module)."""
-    from ascend_memsim.torchsim import npu
+    from ascend_memsim.torchsim.torch_npu import npu
 
     session = npu.active()
     device = session.runtime.device(session.device)
@@ -85,7 +85,7 @@ def seen(monkeypatch):
     import sys
     import types
 
-    from ascend_memsim.torchsim import npu
+    from ascend_memsim.torchsim.torch_npu import npu
 
     noted = {}
     probe = types.ModuleType("ranks_probe")

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch", reason="the estimate runs torch scripts on 
 from ascend_memsim.allocators.workspace import workspace_block_size  # noqa: E402
 from ascend_memsim.cli import main  # noqa: E402
 from ascend_memsim.torchsim import estimate  # noqa: E402
-from ascend_memsim.torchsim import npu as npu_module  # noqa: E402
+from ascend_memsim.torchsim.torch_npu import npu as npu_module  # noqa: E402
 from ascend_memsim.torchsim.workspace_table import (  # noqa: E402
     MAX_FILE_BYTES,
     WorkspaceTable,

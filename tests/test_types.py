@@ -19,7 +19,8 @@ pytest.importorskip("mypy", reason="mypy comes with the test extra: pip install 
 
 #: appended to pyproject.toml's settings: torch's modules are not read, so every name from
 #: torch is Any, as where torch is missing (its override says ignore_missing_imports)
-_WITHOUT_TORCH = '\n[[tool.mypy.overrides]]\nmodule = ["torch", "torch.*"]\nfollow_imports = "skip"\n'
+_WITHOUT_TORCH = ('\n[[tool.mypy.overrides]]\nmodule = ["torch", "torch.*"]\n'
+                  'follow_imports = "skip"\n')
 
 
 @pytest.mark.parametrize("torch", ["as installed", "absent"])

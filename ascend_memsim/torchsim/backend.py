@@ -1,5 +1,5 @@
 """The ``npu`` device in torch: PrivateUse1 renamed ``npu``, its device module
-:mod:`ascend_memsim.torchsim.npu`, once per process.
+:mod:`ascend_memsim.torchsim.torch_npu.npu`, once per process.
 
 torch lets a process name its PrivateUse1 backend once and register one device module for
 it (``torch.utils.rename_privateuse1_backend``, ``torch._register_device_module``), with no
@@ -23,7 +23,7 @@ def ensure_npu_backend() -> None:
         RuntimeError: PrivateUse1 already has another name (the real torch_npu is imported,
             or another backend is), or ``torch.npu`` is another module.
     """
-    from . import npu
+    from .torch_npu import npu
 
     name = torch._C._get_privateuse1_backend_name()
     if name == "npu" and getattr(torch, "npu", None) is npu:

@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import sys
-import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,7 +197,6 @@ class World:
         from . import ddp
 
         ddp.install(self._patch, self.session)
-        _install_options()
         self._mode.__enter__()
         return self
 
@@ -240,7 +237,6 @@ class World:
             for module, name, value in reversed(self._saved):
                 setattr(module, name, value)
             self._saved.clear()
-            _uninstall_options()
             _world = None
 
     # -- collectives -----------------------------------------------------------------------
@@ -311,23 +307,3 @@ def _with_tensors_future(out: Any) -> Any:
         future.set_result(out[0])
         return out[0], _create_work_from_future(future).boxed()
     return out
-
-
-_OPTION_NAMES = ("torch_npu._C", "torch_npu._C._distributed_c10d")
-
-
-def _install_options() -> None:
-    """``torch_npu._C._distributed_c10d.ProcessGroupHCCL`` on the stand-in torch_npu."""
-    c: Any = types.ModuleType("torch_npu._C._distributed_c10d")
-    c.ProcessGroupHCCL = ProcessGroupHCCL
-    top: Any = types.ModuleType("torch_npu._C")
-    top._distributed_c10d = c
-    sys.modules.update(dict(zip(_OPTION_NAMES, (top, c))))
-    standin: Any = sys.modules.get("torch_npu")
-    if standin is not None:
-        standin._C = top
-
-
-def _uninstall_options() -> None:
-    for name in _OPTION_NAMES:
-        sys.modules.pop(name, None)

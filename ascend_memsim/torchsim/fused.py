@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from . import npu as _npu
+from .torch_npu import npu as _npu
 
 __all__ = ["register_fused_ops", "npu_fusion_attention", "npu_fusion_attention_grad",
            "scaled_dot_product_attention"]

@@ -48,11 +48,11 @@ from ..memory.constants import MemAttr
 from ..memory.profiles import get_profile
 from ..runtime.runtime import Runtime
 from . import limits as _limits
-from . import npu as _npu
 from .backend import ensure_npu_backend
 from .categories import ACTS, CATEGORIES, OPTIM, StorageCategories, wrapped
 from .fused import scaled_dot_product_attention as _npu_sdpa
 from .limits import EstimateStopped
+from .torch_npu import npu as _npu
 from .workspace_table import WorkspaceTable
 
 __all__ = ["Session", "DataDependentOperation", "CATEGORIES", "user_frames"]
@@ -273,7 +273,7 @@ class Session(StorageCategories):
         self._thread = threading.get_ident()
         self._engine_run_backward = torch.autograd._engine_run_backward
         torch.autograd._engine_run_backward = self._backward
-        _npu._current = self
+        _npu.set_active(self)
         self._undo_limits = _limits.install(self)
         self._open = True
         self._fake.__enter__()
@@ -291,7 +291,7 @@ class Session(StorageCategories):
             torch.Tensor.record_stream = self._record_stream  # type: ignore[method-assign,unused-ignore]
             torch.autograd._engine_run_backward = self._engine_run_backward
             self._undo_limits()
-            _npu._current = None
+            _npu.set_active(None)
             self._base = None
 
     def close(self) -> None:

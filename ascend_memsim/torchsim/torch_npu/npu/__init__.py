@@ -24,15 +24,13 @@ running it.
 from __future__ import annotations
 
 import contextlib
-import pickle
-import sys
 import types
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from .limits import graph_refusal
+from ...limits import graph_refusal
 
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device",
@@ -45,53 +43,47 @@ __all__ = [
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "is_bf16_supported",
     "get_amp_supported_dtype", "set_compile_mode", "config", "device",
     "NPUGraph", "graph", "graph_pool_handle", "make_graphed_callables",
-    "is_current_stream_capturing",
+    "is_current_stream_capturing", "utilization", "get_device_capability",
+    "can_device_access_peer", "device_of", "StreamContext", "ipc_collect", "set_option",
+    "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+    "memory_cached", "max_memory_cached",
+    "get_per_process_memory_fraction", "caching_allocator_alloc", "caching_allocator_delete",
+    "get_autocast_dtype", "set_autocast_dtype", "is_autocast_enabled", "set_autocast_enabled",
+    "utils",
 ]
 
 
-#: the running estimate's Session (set by Session.__enter__ and __exit__)
-_current: Any = None
-
-
-def active() -> Any:
-    """The running estimate's session, or None."""
-    return _current
-
-
-def _session() -> Any:
-    session = active()
-    if session is None:
-        raise RuntimeError("no NPU: the stand-in torch_npu answers only inside "
-                           "ascend_memsim.torchsim.estimate (ascend-memsim estimate)")
-    return session
-
-
-def _own() -> int:
-    """The NPU the running estimate's tensors are on (0, or a rank's LOCAL_RANK)."""
-    session = active()
-    return 0 if session is None else session.device
-
-
-def _index(device: Any = None) -> int:
-    """The device index of ``device`` (None, an int, "npu", "npu:0", torch.device)."""
-    if device is None:
-        return _own()
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != "npu":
-            raise ValueError(f"expected an npu device, got {device}")
-        return _own() if device.index is None else device.index
-    if isinstance(device, int) and not isinstance(device, bool):
-        return device
-    raise TypeError(f"invalid device: {device!r}")
-
-
-def _check(device: Any) -> None:
-    if _index(device) != _own():
-        raise RuntimeError(f"invalid device {device!r}: the estimate simulates one NPU "
-                           f"(device {_own()})")
-
+from ._state import (
+    _check,
+    _index,
+    _own,
+    _session,
+    active,
+    set_active,  # noqa: F401  (the session sets itself through torch.npu)
+)
+from .memory import (  # noqa: F401  (the private three: torch_npu.npu._record_memory_history ...)
+    _dump_snapshot,
+    _record_memory_history,
+    _snapshot,
+    caching_allocator_alloc,
+    caching_allocator_delete,
+    empty_cache,
+    get_per_process_memory_fraction,
+    max_memory_allocated,
+    max_memory_cached,
+    max_memory_reserved,
+    memory_allocated,
+    memory_cached,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_stats_as_nested_dict,
+    memory_summary,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
 
 # -- devices ---------------------------------------------------------------------------------
 
@@ -256,6 +248,81 @@ def stream(stream: Stream | None) -> Iterator[None]:
         session.stream = previous
 
 
+class device_of(device):
+    """torch_npu.npu.device_of: the device of a tensor, as a context manager."""
+
+    def __init__(self, obj: Any) -> None:
+        super().__init__(obj.device if obj.device.type == "npu" else None)
+
+
+#: torch_npu.npu.StreamContext: what ``stream(s)`` enters
+StreamContext = stream
+
+
+def utilization(device: Any = None) -> int:
+    """The AI Core's busy share in percent: 0, since fake tensors run no work."""
+    _check(device)
+    return 0
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int] | None:
+    """As torch_npu (``torch_npu/npu/__init__.py``): ``TORCH_NPU_DEVICE_CAPABILITY``
+    ("major.minor") when set, else None, since an NPU has no CUDA capability."""
+    import os
+
+    value = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY")
+    if not value:
+        return None
+    major, _, minor = value.partition(".")
+    return int(major), int(minor or 0)
+
+
+def can_device_access_peer(device_id: Any, peer_device_id: Any) -> bool:
+    """Whether two cards of the node reach each other's memory (HCCS): True for two
+    different cards of the simulated node."""
+    count = device_count()
+    a, b = _index(device_id), _index(peer_device_id)
+    if not (0 <= a < count and 0 <= b < count):
+        raise AssertionError("Invalid device id")
+    return a != b
+
+
+def ipc_collect() -> None:
+    """Nothing is shared between processes in an estimate: nothing to collect."""
+
+
+def set_option(option: dict) -> None:
+    """torch_npu.npu.set_option: accepted, without effect on memory (``npu_config.py``
+    refuses anything but a dict)."""
+    if not isinstance(option, dict):
+        raise TypeError("npu option must be a dict.")
+
+
+# -- random numbers: the generator's state is 16 bytes, as torch_npu's Philox (seed, offset)
+
+_SEED = [0]
+
+
+def get_rng_state(device: Any = "npu") -> torch.Tensor:
+    with torch._subclasses.fake_tensor.unset_fake_temporarily():
+        return torch.tensor(list(_SEED[0].to_bytes(8, "little")) + [0] * 8,
+                            dtype=torch.uint8)
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "npu") -> None:
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
+        raise TypeError("RNG state must be a torch.ByteTensor")
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(max(device_count(), 1))]
+
+
+def set_rng_state_all(new_states: Any) -> None:
+    for state in new_states:
+        set_rng_state(state)
+
+
 # -- ACL graphs: refused (see .limits) -------------------------------------------------------
 
 def _refuse_graph(name: str) -> None:
@@ -289,111 +356,6 @@ def is_current_stream_capturing() -> bool:
     return False
 
 
-# -- memory ----------------------------------------------------------------------------------
-
-def memory_stats(device: Any = None) -> dict:
-    _check(device)
-    return _session().allocator.memory_stats()
-
-
-def memory_stats_as_nested_dict(device: Any = None) -> dict:
-    _check(device)
-    return _session().allocator.stats.nested()
-
-
-def _stat(name: str, device: Any) -> int:
-    return memory_stats(device).get(name, 0)
-
-
-def memory_allocated(device: Any = None) -> int:
-    return _stat("allocated_bytes.all.current", device)
-
-
-def max_memory_allocated(device: Any = None) -> int:
-    return _stat("allocated_bytes.all.peak", device)
-
-
-def memory_reserved(device: Any = None) -> int:
-    return _stat("reserved_bytes.all.current", device)
-
-
-def max_memory_reserved(device: Any = None) -> int:
-    return _stat("reserved_bytes.all.peak", device)
-
-
-memory_cached, max_memory_cached = memory_reserved, max_memory_reserved
-
-
-def reset_peak_memory_stats(device: Any = None) -> None:
-    _check(device)
-    session = _session()
-    with session.allocator._lock:
-        session.allocator.stats.reset_peak()
-
-
-reset_max_memory_allocated = reset_max_memory_cached = reset_peak_memory_stats
-
-
-def empty_cache() -> None:
-    session = _session()
-    session.asked("empty_cache")
-    session.allocator.empty_cache()
-
-
-def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
-    _check(device)
-    session = _session()
-    session.asked("set_per_process_memory_fraction")
-    session.allocator.set_memory_fraction(fraction)
-
-
-def memory_snapshot() -> list:
-    """torch_npu.npu.memory_snapshot(): the segments."""
-    return _session().snapshot()["segments"]
-
-
-def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
-    from ..memory.units import format_bytes
-
-    stats = memory_stats(device)
-    rows = [(key, stats.get(f"{key}.all.current", 0), stats.get(f"{key}.all.peak", 0))
-            for key in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes")]
-    return "\n".join(f"{key:18} current {format_bytes(cur):>12}  peak {format_bytes(peak):>12}"
-                     for key, cur, peak in rows)
-
-
-def _record_memory_history(enabled: Any = "all", context: Any = "all", stacks: str = "all",
-                           max_entries: int = sys.maxsize, device: Any = None) -> None:
-    """torch_npu.npu.memory._record_memory_history: keep the trace (with the user's
-    frames) for _snapshot; ``enabled=None`` stops it (unless the estimate itself was asked
-    for a snapshot)."""
-    session = _session()
-    if enabled in (None, False):
-        if not session.keep_history:
-            session.stop_history()
-    else:
-        session.start_history(max_entries)
-
-
-def _snapshot(device: Any = None) -> dict:
-    return _session().snapshot()
-
-
-def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
-    with open(filename, "wb") as f:
-        pickle.dump(_snapshot(), f)
-
-
-memory = types.ModuleType("torch_npu.npu.memory")
-for _name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
-              "max_memory_reserved", "memory_cached", "max_memory_cached", "memory_stats",
-              "memory_stats_as_nested_dict", "memory_snapshot", "memory_summary",
-              "empty_cache", "reset_peak_memory_stats", "reset_max_memory_allocated",
-              "reset_max_memory_cached", "set_per_process_memory_fraction", "mem_get_info",
-              "_record_memory_history", "_snapshot", "_dump_snapshot"):
-    setattr(memory, _name, globals()[_name])
-
-
 # -- amp, seeds, settings --------------------------------------------------------------------
 
 def get_amp_supported_dtype() -> list:
@@ -405,38 +367,24 @@ def is_bf16_supported() -> bool:
     return True
 
 
-def _autocast(enabled: bool = True, dtype: torch.dtype = torch.float16,
-              cache_enabled: bool = True) -> torch.autocast:
-    """torch_npu.npu.amp.autocast: torch.autocast on the npu device."""
-    return torch.autocast("npu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+def get_autocast_dtype() -> torch.dtype:
+    return torch.get_autocast_dtype("npu")
 
 
-class _GradScaler(torch.amp.GradScaler):
-    """torch_npu.npu.amp.GradScaler on fake tensors.
-
-    DECISION: the step is always taken. torch's scaler reads whether any gradient was
-    infinite (a ``.item()`` of a tensor the estimate has no value of); a skipped step would
-    allocate less, so assuming none is the side that does not underestimate."""
-
-    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000,
-                 enabled: bool = True, **kwargs: Any) -> None:
-        super().__init__("npu", init_scale=init_scale, growth_factor=growth_factor,
-                         backoff_factor=backoff_factor, growth_interval=growth_interval,
-                         enabled=enabled)
-
-    def _maybe_opt_step(self, optimizer: Any, optimizer_state: Any, *args: Any,
-                        **kwargs: Any) -> Any:
-        return optimizer.step(*args, **kwargs)
+def set_autocast_dtype(dtype: torch.dtype) -> None:
+    torch.set_autocast_dtype("npu", dtype)
 
 
-amp: Any = types.ModuleType("torch_npu.npu.amp")
-amp.autocast = _autocast
-amp.GradScaler = _GradScaler
+def is_autocast_enabled() -> bool:
+    return torch.is_autocast_enabled("npu")
+
+
+def set_autocast_enabled(enabled: bool) -> None:
+    torch.set_autocast_enabled("npu", enabled)
 
 
 def manual_seed(seed: int) -> None:
-    pass
+    _SEED[0] = int(seed) & (2 ** 64 - 1)
 
 
 manual_seed_all = manual_seed
@@ -450,7 +398,7 @@ seed_all = seed
 
 
 def initial_seed() -> int:
-    return 0
+    return _SEED[0]
 
 
 def set_compile_mode(jit_compile: bool = False) -> None:
@@ -459,3 +407,9 @@ def set_compile_mode(jit_compile: bool = False) -> None:
 
 #: torch_npu.npu.config (allow_internal_format and the like: accepted, without effect)
 config = types.SimpleNamespace(allow_internal_format=False)
+
+
+from .._missing import not_modelled  # noqa: E402
+from . import amp, utils  # noqa: E402
+
+__getattr__ = not_modelled("torch_npu.npu")

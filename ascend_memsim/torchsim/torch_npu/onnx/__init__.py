@@ -1,0 +1,8 @@
+"""The stand-in ``torch_npu.onnx``: none of its public names is modelled (each raises
+NotModelled, naming it)."""
+
+from .._missing import not_modelled
+
+__all__: list[str] = []
+
+__getattr__ = not_modelled("torch_npu.onnx")
