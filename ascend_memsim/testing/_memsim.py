@@ -6,7 +6,6 @@ not import the simulator).
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
@@ -26,7 +25,7 @@ from ..memory.sites import Frame, Site, format_site
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
 from ._findings import FAIL_ON, failing_findings, findings_text, sanitizer_setting
-from ._keys import CALL_FAILED, FAULTS, MARKER_KEYS, STATE, product_option
+from ._keys import CALL_FAILED, FAULTS, MARKER_KEYS, STATE, merge_keywords, product_option
 from .npu_allocator import runtime_settings
 
 __all__ = ["memsim_runtime", "State", "TOP_SITES"]
@@ -152,13 +151,7 @@ def _merge(settings: dict, args: tuple, kwargs: dict, where: str) -> None:
                            f"{args!r}; write memsim(product='A2', hbm_bytes=...)")
     if args:
         kwargs = {"product": args[0], **kwargs}
-    for key, value in kwargs.items():
-        if key not in MARKER_KEYS:
-            close = difflib.get_close_matches(key, MARKER_KEYS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise _BadSettings(f"{where}: unknown keyword {key!r}{hint}; known: "
-                               f"{list(MARKER_KEYS)}")
-        settings[key] = value
+    merge_keywords(settings, kwargs, MARKER_KEYS, where, _BadSettings)
 
 
 def _settings(request: pytest.FixtureRequest) -> dict:

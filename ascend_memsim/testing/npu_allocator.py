@@ -22,7 +22,6 @@ parameter of ``memsim`` overrides them.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -34,7 +33,7 @@ from ..memory.errors import AclError
 from ..memory.sites import Site, capture_site, format_site
 from ..memory.units import format_bytes, parse_size
 from ..runtime.runtime import Runtime
-from ._keys import CALL_CHECKS
+from ._keys import CALL_CHECKS, merge_keywords
 
 __all__ = ["budgeted_allocator", "BudgetedAllocator", "ALLOCATOR_KEYS", "runtime_settings"]
 
@@ -113,13 +112,8 @@ def _merge(settings: dict, marker: Any) -> None:
     if marker.args:
         raise _BadSettings(f"@pytest.mark.npu_allocator takes keywords only, got "
                            f"{marker.args!r}; write npu_allocator(product='A2', conf=...)")
-    for key, value in marker.kwargs.items():
-        if key not in ALLOCATOR_KEYS:
-            close = difflib.get_close_matches(key, ALLOCATOR_KEYS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise _BadSettings(f"@pytest.mark.npu_allocator: unknown keyword {key!r}{hint}; "
-                               f"known: {list(ALLOCATOR_KEYS)}")
-        settings[key] = value
+    merge_keywords(settings, dict(marker.kwargs), ALLOCATOR_KEYS, "@pytest.mark.npu_allocator",
+                   _BadSettings)
 
 
 def _allocator_settings(node: pytest.Item) -> dict:
