@@ -306,19 +306,19 @@ def snap_actions(snap):
     return [e["action"] for e in snap["device_traces"][0]]
 
 
-@pytest.mark.parametrize("line, op", [
-    ("x[x > 0]", "index.Tensor"),
-    ("torch.nonzero(x)", "nonzero"),
-    ("float(x.sum())", "_local_scalar_dense"),
+@pytest.mark.parametrize("line, op, options", [
+    ("x[x > 0]", "index.Tensor", ()),
+    ("torch.nonzero(x)", "nonzero", ()),
+    ("float(x.sum())", ".item()", ("--item-value", "stop")),
 ])
 def test_data_dependent_operators_stop_with_the_operator_and_the_line(tmp_path, capsys,
-                                                                      line, op):
+                                                                      line, op, options):
     path = script(tmp_path, f"""
         import torch
         x = torch.randn(100).npu()
         y = {line}
     """)
-    code, out = run("estimate", path)
+    code, out = run("estimate", *options, path)
     err = capsys.readouterr().err
     assert code == 1
     assert f"{path}:4 in <module>" in out and op in out

@@ -573,3 +573,24 @@ def test_each_rank_takes_the_operators_workspace_as_one_card_does(tmp_path, monk
     off = estimate_ranks(path, world_size=2, runtime_share=0, workspace=False)
     assert all(c.figures.workspace == 0 for c in off.classes)
     assert off.rank(0).estimate.peak_reserved <= alone.peak_reserved
+
+
+LOGS_ON_EACH_RANK = """
+import torch, torch.distributed as dist
+import torch_npu
+dist.init_process_group("hccl")
+loss = torch.nn.Linear(64, 1).npu()(torch.randn(8, 64).npu()).sum()
+print("rank", dist.get_rank(), "loss", loss.item())
+"""
+
+
+def test_item_value_applies_to_every_rank(tmp_path):
+    # one rank's options are every rank's: the default lets each rank's logging through,
+    # "stop" (None) stops each rank at its read
+    path = script(tmp_path, LOGS_ON_EACH_RANK)
+    result = estimate_ranks(path, world_size=2, runtime_share=0)
+    assert result.fits
+    assert [result.rank(r).estimate.values_read for r in (0, 1)] == [1, 1]
+    stopped = estimate_ranks(path, world_size=2, runtime_share=0, item_value=None)
+    assert not stopped.fits
+    assert all(".item() at" in stopped.rank(r).estimate.stopped for r in (0, 1))

@@ -206,13 +206,46 @@ print("kept", torch.tensor(3).item())
 
 def test_item_value_lets_a_script_that_reads_values_run_on(tmp_path, capsys):
     path = script(tmp_path, LOGS_LOSS)
-    assert estimate(path).stopped is not None            # by default it stops there
+    assert estimate(path, item_value=None).stopped is not None     # "stop": it stops there
     code, out = run("estimate", "--item-value", "0.25", path)
     printed = capsys.readouterr().out
     assert code == 0
     # the value in the tensor's kind; a value torch knows is still the true one
     assert "loss 0.25 0.25\nfinite\nkept 3\n" in printed
     assert "verdict: fits" in out
+
+
+def test_by_default_values_read_are_0_finite_and_counted_with_their_lines(tmp_path, capsys):
+    path = script(tmp_path, LOGS_LOSS)
+    code, out = run("estimate", path)
+    printed = capsys.readouterr().out
+    assert code == 0 and "verdict: fits" in out
+    # 0 in the tensor's kind; a finite value is finite; torch's own value is the true one
+    assert "loss 0.0 0.0\nfinite\nkept 3\n" in printed
+    # three reads of values the fake tensors do not have (.item(), float(), bool of
+    # isfinite(...).all()), listed with their lines; tensor(3).item() is known, not counted
+    assert (f"values read: 3 reads of tensors without values gave 0 (--item-value): "
+            f"{path}:6 in <module> (.item()), {path}:7 in <module> (.item())") in out
+    result = estimate(path)
+    assert result.values_read == 3 and result.item_value == 0
+    assert result.value_sites == [f"{path}:6 in <module> (.item())",
+                                  f"{path}:7 in <module> (.item())"]
+
+
+@pytest.mark.parametrize("value", ["stop", "0.5", "-3"])
+def test_item_value_takes_a_number_or_stop_on_the_command_line(tmp_path, capsys, value):
+    path = script(tmp_path, LOGS_LOSS)
+    code, out = run("estimate", "--item-value", value, path)
+    assert code == (1 if value == "stop" else 0)
+    assert ("verdict: unknown, the script stopped: .item() at" in out) == (value == "stop")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "\uff15", "x"])
+def test_item_value_refuses_what_is_not_a_finite_ascii_number(tmp_path, capsys, value):
+    path = script(tmp_path, LOGS_LOSS)
+    code, _ = run("estimate", f"--item-value={value}", path)
+    assert code == 2
+    assert "--item-value" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("value", [float("nan"), "1", True])

@@ -146,6 +146,21 @@ def _int_in(lo: int, hi: int | None = None) -> Any:
     return parse
 
 
+def _item_value(text: str) -> float | None:
+    """``--item-value``: a finite number written in ASCII, or ``stop`` (None)."""
+    if text == "stop":
+        return None
+    try:
+        if not text.isascii():
+            raise ValueError
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number nor 'stop'") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
+    return value
+
+
 def _policy_arg(text: str) -> int:
     _load()
     try:
@@ -350,9 +365,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-entries", type=int, metavar="N",
                    help="--snapshot keeps the last N trace entries, as torch's "
                         "_record_memory_history(max_entries=N) (default: all)")
-    p.add_argument("--item-value", type=float, metavar="X",
-                   help=".item(), float(t), int(t) and bool(t) of a tensor return X (in the "
-                        "tensor's kind) instead of stopping the script")
+    p.add_argument("--item-value", type=_item_value, default=0.0, metavar="X|stop",
+                   help=".item(), float(t), int(t), bool(t), .tolist() and .numpy() of a "
+                        "tensor without values give X in the tensor's kind (default 0: a "
+                        "logged loss of 0, no inf found); 'stop' stops the script at the "
+                        "first such read; the summary counts the reads")
     p.add_argument("--bisect", action="store_true",
                    help="run the script once, then find by replays of its snapshot the "
                         "smallest capacity that fits and the one from which every larger "

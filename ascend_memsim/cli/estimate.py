@@ -110,7 +110,7 @@ def _estimate_ranks(args: argparse.Namespace, target, overrides: dict,
                    p2p_buffsize=args.p2p_buffsize, runtime_share=args.runtime_share,
                    trace_all=args.trace_all,
                    workspace=False if args.no_workspace else overrides,
-                   task_queue=args.task_queue)
+                   task_queue=args.task_queue, item_value=args.item_value)
     if args.bisect or sweeping(args):
         return search_ranks(args, target, options, out)
     try:

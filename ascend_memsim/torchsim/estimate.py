@@ -19,7 +19,7 @@ from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..allocators.stats import format_size as format_bytes
 from ..memory.errors import InvalidArgument, InvalidArgumentType
 from ..memory.profiles import DEFAULT_PRODUCT
-from .limits import EstimateStopped
+from .limits import DEFAULT_ITEM_VALUE, EstimateStopped
 from .session import CATEGORIES, Session
 from .standin import install_torch_npu, uninstall_torch_npu
 from .workspace_table import WorkspaceTable
@@ -73,6 +73,11 @@ class EstimateResult:
     #: the script's calls that see the device's memory ({"call", "filename", "line",
     #: "name"}): its allocations may depend on the capacity
     device_queries: list[dict] = field(default_factory=list)
+    #: what reads of tensor values gave (None: the first stopped the script), how many the
+    #: script made, and their first distinct lines ("file:line in name (.item())")
+    item_value: float | None = DEFAULT_ITEM_VALUE
+    values_read: int = 0
+    value_sites: list[str] = field(default_factory=list)
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
     snapshot: dict | None = field(default=None, repr=False)
 
@@ -140,6 +145,11 @@ class EstimateResult:
             share = 100.0 * self.device_peak / self.capacity if self.capacity else 0.0
             lines.append(f"  verdict: fits, {format_bytes(self.margin)} to spare (device "
                          f"peak is {share:.1f}% of {format_bytes(self.capacity)})")
+        if self.values_read:
+            lines.append(f"  values read: {self.values_read} reads of tensors without values "
+                         f"gave {self.item_value:g} (--item-value): "
+                         + ", ".join(self.value_sites)
+                         + (", ..." if self.values_read > len(self.value_sites) else ""))
         lines.extend(f"  note: {note}" for note in self.notes)
         lines.append("  not counted: " + "; ".join(self.not_counted_lines()))
         return "\n".join(lines)
@@ -195,7 +205,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
              product: str = DEFAULT_PRODUCT, capacity: int | None = None,
              alloc_conf: str = "", cann: str | None = None,
              snapshot: bool = False, workspace: Mapping[str, Any] | bool | None = None,
-             task_queue: int = 1, item_value: float | None = None,
+             task_queue: int = 1, item_value: float | None = DEFAULT_ITEM_VALUE,
              max_entries: int | None = None) -> EstimateResult:
     """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
     called with no arguments, whose return value, if an int, is its exit status) with fake
@@ -206,8 +216,10 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     :mod:`.workspace_table`, ``workspace`` overriding it (operator name -> bytes per call,
     ``"*"`` for the operators outside the table; False: no workspace at all), from the
     caching allocator or, with ``task_queue`` 2 (``TASK_QUEUE_ENABLE``), from torch_npu's
-    NPUWorkspaceAllocator. ``item_value``: what ``.item()``, ``float(t)`` and the like return
-    (in the tensor's kind) instead of stopping the script. ``max_entries``: the snapshot
+    NPUWorkspaceAllocator. ``item_value``: what ``.item()``, ``float(t)``, ``.tolist()``,
+    ``.numpy()`` and the like of a tensor without values give (in the tensor's kind; 0 by
+    default, see :mod:`.limits`); None stops the script at the first such read. The result
+    counts the reads (``values_read``, ``value_sites``). ``max_entries``: the snapshot
     keeps the last so many trace entries (a ring buffer, as torch's
     ``_record_memory_history(max_entries=...)``; default all, as torch's): each costs about
     300 bytes of host memory, its frames shared with every entry made at the same stack.
@@ -229,12 +241,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
         ValueError: ``task_queue`` is not 0, 1 or 2.
         RuntimeError: another estimate is running, or the real torch_npu is imported.
     """
-    if item_value is not None:
-        if isinstance(item_value, bool) or not isinstance(item_value, (int, float)):
-            raise InvalidArgumentType(f"item_value must be a number, not "
-                                      f"{type(item_value).__name__}")
-        if not math.isfinite(item_value):
-            raise InvalidArgument(f"item_value must be finite, got {item_value}")
+    check_item_value(item_value)
     if max_entries is not None and (max_entries.__class__ is not int or max_entries < 1):
         raise InvalidArgument(f"max_entries must be a positive int, not {max_entries!r}")
     table = workspace_table(workspace, product)
@@ -284,6 +291,22 @@ def workspace_table(workspace: Mapping[str, Any] | bool | None,
     return WorkspaceTable(None if workspace is True else workspace, product=product)
 
 
+def check_item_value(item_value: object) -> None:
+    """``item_value`` is a finite number or None.
+
+    Raises:
+        InvalidArgumentType: not a number (a bool is not one).
+        InvalidArgument: not finite.
+    """
+    if item_value is None:
+        return
+    if isinstance(item_value, bool) or not isinstance(item_value, (int, float)):
+        raise InvalidArgumentType(f"item_value must be a number, not "
+                                  f"{type(item_value).__name__}")
+    if not math.isfinite(item_value):
+        raise InvalidArgument(f"item_value must be finite, got {item_value}")
+
+
 def fill_result(result: EstimateResult, session: Session) -> None:
     """Put the figures of ``session``, whose script has ended, into ``result``."""
     stats = session.allocator.stats
@@ -296,6 +319,8 @@ def fill_result(result: EstimateResult, session: Session) -> None:
     result.stopped = session.stopped
     result.notes = list(session.notes)
     result.device_queries = list(session.device_queries)
+    result.item_value = session.item_value
+    result.values_read, result.value_sites = session.values_read, list(session.value_sites)
     _workspace_figures(result, session)
     if not session.workspace.enabled:
         result.not_counted = ("operator workspaces (switched off)", *result.not_counted)

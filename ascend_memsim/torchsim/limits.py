@@ -17,11 +17,19 @@ tensors (``.item()``).
   allocator model has no pool for. DECISION: refused with the line and the way out (run the
   step uncaptured during the estimate), not guessed; ``is_current_stream_capturing()`` is
   False.
-- ``.item()``, ``float(t)``, ``int(t)``, ``bool(t)`` need a value fake tensors do not have.
-  By default the script stops (:class:`~.session.DataDependentOperation`); with an
-  ``item_value`` each such read returns that value in the tensor's kind (bool: not zero), so
-  a script that logs its loss runs on. A read of a tensor whose value torch knows (one made
-  from a Python number) still gives the true value.
+- ``.item()``, ``float(t)``, ``int(t)``, ``bool(t)``, ``.tolist()`` and ``.numpy()`` need
+  values fake tensors do not have. DECISION: each such read gives ``item_value``
+  (:data:`DEFAULT_ITEM_VALUE`, 0, unless the user gives another) in the tensor's kind (bool:
+  not zero; ``.tolist()`` and ``.numpy()`` every element), and the result counts the reads
+  with their first lines (:data:`VALUE_SITES`). 0 is the value ordinary training loops
+  pass with: a logged loss of 0, GradScaler's and ``clip_grad_norm_``'s checks finding no
+  inf or NaN (``isnan(t).any()`` is False), a DataLoader's seed. A finite value is finite:
+  a bool read of ``torch.isfinite(t)`` (through ``all``, ``any`` and copies,
+  :data:`HEALTHY_KEPT`) gives True, so ``if torch.isfinite(loss).all():`` takes the step as
+  on the machine. ``item_value=None`` (the command line's ``--item-value stop``) stops the
+  script at the first read instead
+  (:class:`~.session.DataDependentOperation`). A read of a tensor whose value torch knows
+  (one made from a Python number) still gives the true value.
 """
 
 from __future__ import annotations
@@ -30,9 +38,24 @@ import warnings
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 
 __all__ = ["EstimateStopped", "UnsupportedFeature", "install", "item", "graph_refusal",
-           "where"]
+           "where", "DEFAULT_ITEM_VALUE", "VALUE_SITES"]
+
+#: what a read of a tensor's value gives by default (see the module's DECISION)
+DEFAULT_ITEM_VALUE = 0.0
+#: the distinct lines of value reads the result lists
+VALUE_SITES = 5
+_aten = torch.ops.aten
+#: operators whose bool output is all True when their input is (torch.isfinite's output is
+#: marked so where it is called: torch decomposes it before the tracker sees it)
+HEALTHY_KEPT = frozenset({
+    _aten.all.default, _aten.all.dim, _aten.all.dims, _aten.any.default, _aten.any.dim,
+    _aten.any.dims, _aten.clone.default, _aten._to_copy.default, _aten.view.default,
+    _aten.reshape.default, _aten.squeeze.default, _aten.unsqueeze.default,
+    _aten.alias.default, _aten.detach.default, _aten.lift_fresh.default,
+})
 
 #: what the summary says of a script that used torch.compile
 COMPILE_NOTE = ("torch.compile at {where} ran eagerly (TorchDynamo compiles nothing under fake "
@@ -75,6 +98,43 @@ def install(session: Any) -> Any:
         return original(model, backend="eager")
 
     torch.compile = compile
+    tolist, numpy = torch.Tensor.tolist, torch.Tensor.numpy
+
+    fake_tolist_before = FakeTensor.tolist
+
+    def fake_tolist(self: torch.Tensor) -> Any:
+        if not isinstance(self, FakeTensor):
+            return tolist(self)
+        value = session.read_value(self, ".tolist()")
+        with unset_fake_temporarily():
+            return tolist(_filled(value, self))
+
+    def fake_numpy(self: torch.Tensor, *, force: bool = False) -> Any:
+        # a real tensor's too: numpy() detaches it, which the fake mode would make a fake one
+        with unset_fake_temporarily():
+            if not isinstance(self, FakeTensor):
+                return numpy(self, force=force)
+        value = session.read_value(self, ".numpy()")
+        with unset_fake_temporarily():
+            return numpy(_filled(value, self))
+
+    # patched for the run (methods the checker takes as fixed; FakeTensor has a tolist of
+    # its own), put back by undo
+    torch.Tensor.tolist = fake_tolist  # type: ignore[method-assign,assignment,unused-ignore]
+    FakeTensor.tolist = fake_tolist  # type: ignore[method-assign,assignment,unused-ignore]
+    torch.Tensor.numpy = fake_numpy  # type: ignore[method-assign,assignment,unused-ignore]
+    isfinite, tensor_isfinite = torch.isfinite, torch.Tensor.isfinite
+
+    def healthy(fn: Any) -> Any:
+        def finite(t: torch.Tensor) -> torch.Tensor:
+            out = fn(t)
+            session.healthy[out] = True
+            return out
+
+        return finite
+
+    torch.isfinite = healthy(isfinite)
+    torch.Tensor.isfinite = healthy(tensor_isfinite)  # type: ignore[method-assign,unused-ignore]
     # the filters as they were come back when the session ends (the script's own included:
     # its process would end there too)
     kept = warnings.catch_warnings()
@@ -84,6 +144,11 @@ def install(session: Any) -> Any:
 
     def undo() -> None:
         torch.compile = original
+        torch.Tensor.tolist = tolist  # type: ignore[method-assign,unused-ignore]
+        FakeTensor.tolist = fake_tolist_before  # type: ignore[method-assign,unused-ignore]
+        torch.Tensor.numpy = numpy  # type: ignore[method-assign,unused-ignore]
+        torch.isfinite = isfinite
+        torch.Tensor.isfinite = tensor_isfinite  # type: ignore[method-assign,unused-ignore]
         kept.__exit__(None, None, None)
 
     return undo
@@ -94,10 +159,16 @@ def item(session: Any, tensor: torch.Tensor) -> Any:
     tensor's kind)."""
     value = session.item_value
     if tensor.dtype is torch.bool:
-        return bool(value)
+        return True if tensor in session.healthy else bool(value)
     if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
         return float(value)
     return int(value)
+
+
+def _filled(value: Any, tensor: torch.Tensor) -> torch.Tensor:
+    """A real CPU tensor of ``tensor``'s shape and dtype, every element ``value`` (call with
+    the fake mode unset)."""
+    return torch.full(tuple(tensor.shape), value, dtype=tensor.dtype)
 
 
 def graph_refusal(session: Any, name: str) -> UnsupportedFeature:

@@ -41,11 +41,12 @@ from .estimate import (
     EstimateResult,
     _collect_young,
     _environment,
+    check_item_value,
     fill_result,
     run_target,
     workspace_table,
 )
-from .limits import EstimateStopped
+from .limits import DEFAULT_ITEM_VALUE, EstimateStopped
 from .ranks_report import RankClass, RankFigures, RanksResult
 from .runtime_share import runtime_share as share_of
 from .runtime_share import take_runtime_share
@@ -97,7 +98,8 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
     table = workspace_table(spec["workspace"], spec["product"])
     session = Session(spec["product"], spec["capacity"], spec["alloc_conf"],
                       cann=spec["cann"], device=local, device_count=cards, workspace=table,
-                      task_queue=spec["task_queue"], history=spec["history"])
+                      task_queue=spec["task_queue"], history=spec["history"],
+                      item_value=spec["item_value"])
     table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, spec["alloc_conf"],
@@ -151,7 +153,8 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
                    hccl_buffsize: int | None = None, p2p_buffsize: int | None = None,
                    runtime_share: int | None = None, trace_all: bool = False,
                    workspace: Mapping[str, Any] | bool | None = None,
-                   task_queue: int = 1, history: bool = False) -> RanksResult:
+                   task_queue: int = 1, history: bool = False,
+                   item_value: float | None = DEFAULT_ITEM_VALUE) -> RanksResult:
     """Run ``target`` (as :func:`~ascend_memsim.torchsim.estimate` runs it) as each rank of
     a ``world_size``-rank job on ``product`` cards (``capacity`` bytes each, default the
     product's), ``cards_per_node`` to a node; each rank's device total is the caching
@@ -159,11 +162,11 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     the runtime's share (``runtime_share`` bytes, default the product's ESTIMATE).
     ``hccl_buffsize`` / ``p2p_buffsize`` (MB) set ``HCCL_BUFFSIZE`` / ``P2P_HCCL_BUFFSIZE``
     for the run (default: the environment's, else 200 and 20). ``trace_all`` traces every
-    rank, not one per class (see the module's docstring). ``workspace`` and ``task_queue``
-    are :func:`~ascend_memsim.torchsim.estimate`'s. ``history`` keeps each traced rank's
-    torch_npu snapshot (``rank(r).estimate.snapshot``, every trace entry) and each
-    communicator's place in it (:attr:`~.hccl.Communicator.entry`), which the searches of
-    :mod:`.ranks_search` replay.
+    rank, not one per class (see the module's docstring). ``workspace``, ``task_queue`` and
+    ``item_value`` are :func:`~ascend_memsim.torchsim.estimate`'s, for every rank.
+    ``history`` keeps each traced rank's torch_npu snapshot (``rank(r).estimate.snapshot``,
+    every trace entry) and each communicator's place in it
+    (:attr:`~.hccl.Communicator.entry`), which the searches of :mod:`.ranks_search` replay.
 
     Raises:
         ValueError: a world size below 1, cards per node outside [1, 64], a negative
@@ -171,6 +174,7 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
         InvalidArgument: an unknown product or a bad capacity.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
     """
+    check_item_value(item_value)
     for label, value, low in (("world_size", world_size, 1),
                               ("cards_per_node", cards_per_node, 1),
                               ("hccl_buffsize", hccl_buffsize, 1),
@@ -192,7 +196,7 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     spec = {"product": product, "capacity": capacity, "alloc_conf": alloc_conf, "cann": cann,
             "cards_per_node": min(cards_per_node, world_size), "world_size": world_size,
             "runtime_share": runtime_share, "environ": environ, "workspace": workspace,
-            "task_queue": task_queue, "history": history}
+            "task_queue": task_queue, "history": history, "item_value": item_value}
     every = trace_all or world_size <= TRACE_ALL_UP_TO
     first, layout = _run_rank(target, argv, 0, spec)
     classes: list[RankClass] = []

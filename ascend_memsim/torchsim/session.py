@@ -121,6 +121,7 @@ class _Storage:
 
 
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default
+_HEALTHY_KEPT = _limits.HEALTHY_KEPT
 
 
 class _Tracker(TorchDispatchMode):
@@ -141,11 +142,13 @@ class _Tracker(TorchDispatchMode):
         try:
             out = func(*args, **(kwargs or {}))
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
-            if (func is torch.ops.aten._local_scalar_dense.default
-                    and self.session.item_value is not None):
-                return _limits.item(self.session, args[0])
-            raise self.session.data_dependent(func, e) from None
+            if func is torch.ops.aten._local_scalar_dense.default:
+                return self.session.read_value(args[0], ".item()")
+            raise self.session.data_dependent(str(func.__name__), type(e).__name__) from None
         track = self.session.track
+        if (func in _HEALTHY_KEPT and isinstance(out, torch.Tensor)
+                and args and args[0] in self.session.healthy):
+            self.session.healthy[out] = True
         if isinstance(out, torch.Tensor):
             track(out)
         elif isinstance(out, (tuple, list)):
@@ -171,7 +174,8 @@ class Session(StorageCategories):
     def __init__(self, product: str, capacity: int | None = None, alloc_conf: str = "",
                  *, cann: str | None = None, history: bool = False, device: int = 0,
                  device_count: int | None = None, workspace: WorkspaceTable | None = None,
-                 task_queue: int = 1, item_value: float | None = None) -> None:
+                 task_queue: int = 1,
+                 item_value: float | None = _limits.DEFAULT_ITEM_VALUE) -> None:
         if task_queue.__class__ is not int or task_queue not in (0, 1, 2):
             raise ValueError(f"TASK_QUEUE_ENABLE should be 0, 1 or 2, not {task_queue!r}")
         profile = get_profile(product)
@@ -220,8 +224,13 @@ class Session(StorageCategories):
         self.keep_history = history
         #: the message of a data-dependent operator that stopped the script
         self.stopped: str | None = None
-        #: what a data-dependent read (.item()) returns; None: it stops the script
+        #: what a read of a tensor's value (.item()) returns; None: it stops the script
         self.item_value = item_value
+        #: the reads of values, and their first distinct lines (see limits)
+        self.values_read = 0
+        self.value_sites: list[str] = []
+        #: bool tensors that are all True when every value is finite (see limits)
+        self.healthy = WeakIdKeyDictionary()
         #: what ran otherwise than on the NPU (torch.compile ran eagerly), for the summary
         self.notes: list[str] = []
         #: the script's calls that see the device's memory (mem_get_info, ...), each once
@@ -449,18 +458,31 @@ class Session(StorageCategories):
 
     # -- failures --------------------------------------------------------------------------
 
-    def data_dependent(self, func: Any, error: Exception) -> DataDependentOperation:
-        frames = self.frames()
-        where = (f"{frames[0]['filename']}:{frames[0]['line']} in {frames[0]['name']}"
-                 if frames else "an unknown line")
-        name = str(getattr(func, "__name__", func))
+    def read_value(self, tensor: torch.Tensor, how: str) -> Any:
+        """A read of ``tensor``'s value (``how``: ".item()", ".tolist()", ...): counted, and
+        answered with :attr:`item_value` in the tensor's kind (see :mod:`.limits`).
+
+        Raises:
+            DataDependentOperation: ``item_value`` is None (stop at the first read).
+        """
+        if self.item_value is None:
+            raise self.data_dependent(how, "the read of a value, with --item-value stop")
+        self.values_read += 1
+        if len(self.value_sites) < _limits.VALUE_SITES:
+            site = f"{_limits.where(self)} ({how})"
+            if site not in self.value_sites:
+                self.value_sites.append(site)
+        return _limits.item(self, tensor)
+
+    def data_dependent(self, name: str, reason: str) -> DataDependentOperation:
+        """The stop of the script at ``name`` (an operator, or a read such as ".item()"),
+        which needs values the fake tensors do not have (``reason``)."""
         error = DataDependentOperation(
-            f"{name} at {where} needs the values of a tensor, and the estimate's tensors "
-            f"have shapes but no values ({type(error).__name__}). The way out: leave this "
-            f"step out of the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the "
+            f"{name} at {_limits.where(self)} needs the values of a tensor, and the "
+            f"estimate's tensors have shapes but no values ({reason}). The way out: leave "
+            f"this step out of the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the "
             f"environment), or give it a shape that does not depend on the data (a fixed "
-            f"mask size, a loss printed only outside the estimate; for .item() and "
-            f"float(t): a value to return, item_value / --item-value)")
+            f"mask size; .item() and float(t) give --item-value, 0 by default)")
         self.stop(error)
         return error
 
