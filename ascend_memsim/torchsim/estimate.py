@@ -319,8 +319,9 @@ def fill_result(result: EstimateResult, session: Session) -> None:
     result.stopped = session.stopped
     result.notes = list(session.notes)
     result.device_queries = list(session.device_queries)
-    result.item_value = session.item_value
-    result.values_read, result.value_sites = session.values_read, list(session.value_sites)
+    values = session.values
+    result.item_value, result.values_read = values.item_value, values.count
+    result.value_sites = list(values.sites)
     _workspace_figures(result, session)
     if not session.workspace.enabled:
         result.not_counted = ("operator workspaces (switched off)", *result.not_counted)

@@ -39,8 +39,9 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["EstimateStopped", "UnsupportedFeature", "install", "item", "graph_refusal",
+__all__ = ["EstimateStopped", "UnsupportedFeature", "install", "ValueReads", "graph_refusal",
            "where", "DEFAULT_ITEM_VALUE", "VALUE_SITES"]
 
 #: what a read of a tensor's value gives by default (see the module's DECISION)
@@ -105,7 +106,7 @@ def install(session: Any) -> Any:
     def fake_tolist(self: torch.Tensor) -> Any:
         if not isinstance(self, FakeTensor):
             return tolist(self)
-        value = session.read_value(self, ".tolist()")
+        value = session.values.read(session, self, ".tolist()")
         with unset_fake_temporarily():
             return tolist(_filled(value, self))
 
@@ -114,7 +115,7 @@ def install(session: Any) -> Any:
         with unset_fake_temporarily():
             if not isinstance(self, FakeTensor):
                 return numpy(self, force=force)
-        value = session.read_value(self, ".numpy()")
+        value = session.values.read(session, self, ".numpy()")
         with unset_fake_temporarily():
             return numpy(_filled(value, self))
 
@@ -128,7 +129,7 @@ def install(session: Any) -> Any:
     def healthy(fn: Any) -> Any:
         def finite(t: torch.Tensor) -> torch.Tensor:
             out = fn(t)
-            session.healthy[out] = True
+            session.values.healthy[out] = True
             return out
 
         return finite
@@ -154,15 +155,40 @@ def install(session: Any) -> Any:
     return undo
 
 
-def item(session: Any, tensor: torch.Tensor) -> Any:
-    """The value a data-dependent read of ``tensor`` gives (``session.item_value`` in the
-    tensor's kind)."""
-    value = session.item_value
-    if tensor.dtype is torch.bool:
-        return True if tensor in session.healthy else bool(value)
-    if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
-        return float(value)
-    return int(value)
+class ValueReads:
+    """The reads of tensors' values in one estimate: what they give (``item_value``; None:
+    the first read stops the script), how many were made, their first distinct lines, and
+    the bool tensors that are all True when every value is finite (see the module's
+    DECISION)."""
+
+    __slots__ = ("item_value", "count", "sites", "healthy")
+
+    def __init__(self, item_value: float | None) -> None:
+        self.item_value = item_value
+        self.count = 0
+        self.sites: list[str] = []
+        self.healthy = WeakIdKeyDictionary()
+
+    def read(self, session: Any, tensor: torch.Tensor, how: str) -> Any:
+        """A read of ``tensor``'s value (``how``: ".item()", ".tolist()", ...), counted;
+        ``item_value`` in the tensor's kind.
+
+        Raises:
+            DataDependentOperation: ``item_value`` is None (stop at the first read).
+        """
+        value = self.item_value
+        if value is None:
+            raise session.data_dependent(how, "the read of a value, with --item-value stop")
+        self.count += 1
+        if len(self.sites) < VALUE_SITES:
+            site = f"{where(session)} ({how})"
+            if site not in self.sites:
+                self.sites.append(site)
+        if tensor.dtype is torch.bool:
+            return True if tensor in self.healthy else bool(value)
+        if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+            return float(value)
+        return int(value)
 
 
 def _filled(value: Any, tensor: torch.Tensor) -> torch.Tensor:

@@ -143,12 +143,12 @@ class _Tracker(TorchDispatchMode):
             out = func(*args, **(kwargs or {}))
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             if func is torch.ops.aten._local_scalar_dense.default:
-                return self.session.read_value(args[0], ".item()")
+                return self.session.values.read(self.session, args[0], ".item()")
             raise self.session.data_dependent(str(func.__name__), type(e).__name__) from None
         track = self.session.track
         if (func in _HEALTHY_KEPT and isinstance(out, torch.Tensor)
-                and args and args[0] in self.session.healthy):
-            self.session.healthy[out] = True
+                and args and args[0] in self.session.values.healthy):
+            self.session.values.healthy[out] = True
         if isinstance(out, torch.Tensor):
             track(out)
         elif isinstance(out, (tuple, list)):
@@ -224,13 +224,9 @@ class Session(StorageCategories):
         self.keep_history = history
         #: the message of a data-dependent operator that stopped the script
         self.stopped: str | None = None
-        #: what a read of a tensor's value (.item()) returns; None: it stops the script
-        self.item_value = item_value
-        #: the reads of values, and their first distinct lines (see limits)
-        self.values_read = 0
-        self.value_sites: list[str] = []
-        #: bool tensors that are all True when every value is finite (see limits)
-        self.healthy = WeakIdKeyDictionary()
+        #: the reads of tensors' values: what they give (None: the first stops the script),
+        #: how many, where (see limits)
+        self.values = _limits.ValueReads(item_value)
         #: what ran otherwise than on the NPU (torch.compile ran eagerly), for the summary
         self.notes: list[str] = []
         #: the script's calls that see the device's memory (mem_get_info, ...), each once
@@ -457,22 +453,6 @@ class Session(StorageCategories):
             self.allocator.record_stream(rec.ptr, stream)
 
     # -- failures --------------------------------------------------------------------------
-
-    def read_value(self, tensor: torch.Tensor, how: str) -> Any:
-        """A read of ``tensor``'s value (``how``: ".item()", ".tolist()", ...): counted, and
-        answered with :attr:`item_value` in the tensor's kind (see :mod:`.limits`).
-
-        Raises:
-            DataDependentOperation: ``item_value`` is None (stop at the first read).
-        """
-        if self.item_value is None:
-            raise self.data_dependent(how, "the read of a value, with --item-value stop")
-        self.values_read += 1
-        if len(self.value_sites) < _limits.VALUE_SITES:
-            site = f"{_limits.where(self)} ({how})"
-            if site not in self.value_sites:
-                self.value_sites.append(site)
-        return _limits.item(self, tensor)
 
     def data_dependent(self, name: str, reason: str) -> DataDependentOperation:
         """The stop of the script at ``name`` (an operator, or a read such as ".item()"),
