@@ -17,6 +17,8 @@ __all__ = ["CATEGORIES", "StorageCategories", "wrapped"]
 #: what the bytes at the peak are, in the summary's order
 CATEGORIES = ("parameters", "gradients", "optimizer state", "activations and temporaries")
 PARAMS, GRADS, OPTIM, ACTS = CATEGORIES
+#: the attribute that marks a parameter whose gradient the session's hook classifies
+_HOOKED = "_ascend_memsim_grad_hooked"
 
 
 def wrapped(t: torch.Tensor) -> list[torch.Tensor] | None:
@@ -32,12 +34,10 @@ def wrapped(t: torch.Tensor) -> list[torch.Tensor] | None:
 
 class StorageCategories:
     """The hooks of a session that classify its storages; the session supplies
-    ``storage_of``, ``_storages``, ``totals`` (bytes per category), ``in_optimizer`` and
-    ``_grad_hooked``."""
+    ``storage_of``, ``_storages``, ``totals`` (bytes per category) and ``in_optimizer``."""
 
     totals: dict[str, int]
     in_optimizer: bool
-    _grad_hooked: Any
     _storages: dict[int, Any]
     storage_of: Callable[[Any], Any]
 
@@ -72,8 +72,10 @@ class StorageCategories:
     def _forward_pre_hook(self, module: torch.nn.Module, args: Any) -> None:
         for p in module.parameters(recurse=False):
             self.classify(p, PARAMS)
-            if p.requires_grad and p not in self._grad_hooked:
-                self._grad_hooked[p] = True
+            # the mark is an attribute, not a weak reference: a module move swaps its
+            # parameters (torch.utils.swap_tensors), which refuses a tensor with one
+            if p.requires_grad and getattr(p, _HOOKED, None) is not self:
+                setattr(p, _HOOKED, self)
                 p.register_post_accumulate_grad_hook(self._grad_hook)
         for b in module.buffers(recurse=False):
             self.classify(b, PARAMS)

@@ -19,6 +19,7 @@ from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..allocators.stats import format_size as format_bytes
 from ..memory.errors import InvalidArgument, InvalidArgumentType
 from ..memory.profiles import DEFAULT_PRODUCT
+from . import process
 from .limits import DEFAULT_ITEM_VALUE, EstimateStopped
 from .session import CATEGORIES, Session
 from .standin import install_torch_npu, uninstall_torch_npu
@@ -78,6 +79,8 @@ class EstimateResult:
     item_value: float | None = DEFAULT_ITEM_VALUE
     values_read: int = 0
     value_sites: list[str] = field(default_factory=list)
+    #: the peak of pinned host memory (pin_memory() copies): the host's, not the device's
+    host_pinned_peak: int = 0
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
     snapshot: dict | None = field(default=None, repr=False)
 
@@ -145,6 +148,9 @@ class EstimateResult:
             share = 100.0 * self.device_peak / self.capacity if self.capacity else 0.0
             lines.append(f"  verdict: fits, {format_bytes(self.margin)} to spare (device "
                          f"peak is {share:.1f}% of {format_bytes(self.capacity)})")
+        if self.host_pinned_peak:
+            lines.append(f"  pinned host memory {format_bytes(self.host_pinned_peak)} at its "
+                         f"peak (pin_memory(): the host's memory, not the device's)")
         if self.values_read:
             lines.append(f"  values read: {self.values_read} reads of tensors without values "
                          f"gave {self.item_value:g} (--item-value): "
@@ -194,8 +200,6 @@ def _run_path(path: str, argv: list[str]) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         runpy.run_path(path, run_name="__main__")
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
         sys.argv, sys.path[:] = saved[0], saved[1]
     return 0
@@ -272,11 +276,17 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
 
 def run_target(target: str | Callable[[], Any], argv: Sequence[str]) -> int:
     """Run ``target``: a script's path as ``__main__`` with ``argv``, or a function called
-    with no arguments; its exit status (a function's int return value, else 0)."""
+    with no arguments; its exit status (a function's int return value, else 0; how the
+    process ends, ``sys.exit``, ``os._exit`` and ``atexit`` included: :mod:`.process`)."""
     if isinstance(target, str):
-        return _run_path(target, list(argv))
-    status = target()
-    return status if type(status) is int else 0
+        path = target
+        return process.run(lambda: _run_path(path, list(argv)))
+
+    def call() -> int:
+        status = target()
+        return status if type(status) is int else 0
+
+    return process.run(call)
 
 
 def workspace_table(workspace: Mapping[str, Any] | bool | None,
@@ -322,6 +332,7 @@ def fill_result(result: EstimateResult, session: Session) -> None:
     values = session.values
     result.item_value, result.values_read = values.item_value, values.count
     result.value_sites = list(values.sites)
+    result.host_pinned_peak = session.pinned.peak
     _workspace_figures(result, session)
     if not session.workspace.enabled:
         result.not_counted = ("operator workspaces (switched off)", *result.not_counted)

@@ -41,8 +41,9 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["EstimateStopped", "UnsupportedFeature", "install", "ValueReads", "graph_refusal",
-           "where", "DEFAULT_ITEM_VALUE", "VALUE_SITES"]
+__all__ = ["EstimateStopped", "DataDependentOperation", "data_dependent", "UnsupportedFeature",
+           "install", "ValueReads", "graph_refusal", "where", "DEFAULT_ITEM_VALUE",
+           "VALUE_SITES"]
 
 #: what a read of a tensor's value gives by default (see the module's DECISION)
 DEFAULT_ITEM_VALUE = 0.0
@@ -72,6 +73,24 @@ _DATA_PTR_WARNING = r"Accessing the data pointer of FakeTensor is deprecated"
 class EstimateStopped(RuntimeError):
     """The script did something the estimate cannot follow; the message names it, the
     script's line and the way out."""
+
+
+class DataDependentOperation(EstimateStopped):
+    """An operator whose output (its shape, or a Python value) depends on the tensors'
+    values, which fake tensors do not have."""
+
+
+def data_dependent(session: Any, name: str, reason: str) -> DataDependentOperation:
+    """The stop of the script at ``name`` (an operator, or a read such as ".item()"), which
+    needs values the fake tensors do not have (``reason``), recorded in ``session``."""
+    error = DataDependentOperation(
+        f"{name} at {where(session)} needs the values of a tensor, and the estimate's "
+        f"tensors have shapes but no values ({reason}). The way out: leave this step out of "
+        f"the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the environment), or give it "
+        f"a shape that does not depend on the data (a fixed mask size; .item() and float(t) "
+        f"give --item-value, 0 by default)")
+    session.stop(error)
+    return error
 
 
 class UnsupportedFeature(EstimateStopped):
@@ -178,7 +197,7 @@ class ValueReads:
         """
         value = self.item_value
         if value is None:
-            raise session.data_dependent(how, "the read of a value, with --item-value stop")
+            raise data_dependent(session, how, "the read of a value, with --item-value stop")
         self.count += 1
         if len(self.sites) < VALUE_SITES:
             site = f"{where(session)} ({how})"

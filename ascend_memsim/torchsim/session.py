@@ -36,10 +36,10 @@ from torch._subclasses.fake_tensor import (
     FakeTensor,
     FakeTensorConverter,
     FakeTensorMode,
+    unset_fake_temporarily,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from torch.utils.weak import WeakIdKeyDictionary
 
 from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
@@ -48,10 +48,14 @@ from ..memory.constants import MemAttr
 from ..memory.profiles import get_profile
 from ..runtime.runtime import Runtime
 from . import limits as _limits
+from . import process as _process
 from .backend import ensure_npu_backend
 from .categories import ACTS, CATEGORIES, OPTIM, StorageCategories, wrapped
+from .checkpoint import install as _install_checkpoints
 from .fused import scaled_dot_product_attention as _npu_sdpa
-from .limits import EstimateStopped
+from .host import PinnedMemory, runs_on_host
+from .host import install as _install_host
+from .limits import DataDependentOperation, EstimateStopped
 from .torch_npu import npu as _npu
 from .workspace_table import WorkspaceTable
 
@@ -74,11 +78,6 @@ def user_frames(frame: Any, stop: Any = None, limit: int = _MAX_FRAMES) -> list[
             frames.append({"filename": name, "line": f.f_lineno, "name": f.f_code.co_name})
         f = f.f_back
     return frames
-
-
-class DataDependentOperation(EstimateStopped):
-    """An operator whose output (its shape, or a Python value) depends on the tensors'
-    values, which fake tensors do not have."""
 
 
 class _Converter(FakeTensorConverter):
@@ -125,14 +124,27 @@ _HEALTHY_KEPT = _limits.HEALTHY_KEPT
 
 
 class _Tracker(TorchDispatchMode):
-    """Runs each operator (on fake tensors) and allocates the new NPU storages it made."""
+    """Runs each operator (on fake tensors) and allocates the new NPU storages it made.
+
+    One operator at a time, whichever thread runs it (the script's threads, autograd's,
+    a DataLoader's pinning thread): torch's FakeTensorMode keeps per-call state on itself
+    (``in_kernel_invocation``), so two threads in it at once would corrupt it."""
 
     def __init__(self, session: Session) -> None:
         super().__init__()
         self.session = session
+        self.lock = threading.RLock()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
+        with self.lock:
+            return self._dispatch(func, args, kwargs)
+
+    def _dispatch(self, func: Any, args: Any, kwargs: Any) -> Any:
+        if runs_on_host(func, args, kwargs or {}):
+            # a real CPU operator: the host side runs as on the machine (see host.py)
+            with unset_fake_temporarily():
+                return func(*args, **(kwargs or {}))
         if func is _SDPA and args and args[0].device.type == "npu":
             # torch.inference_mode skips autograd's key, where fused.py installs torch_npu's
             # override, and the operator arrives here whole: torch_npu's kernel serves it
@@ -144,7 +156,8 @@ class _Tracker(TorchDispatchMode):
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             if func is torch.ops.aten._local_scalar_dense.default:
                 return self.session.values.read(self.session, args[0], ".item()")
-            raise self.session.data_dependent(str(func.__name__), type(e).__name__) from None
+            raise _limits.data_dependent(self.session, str(func.__name__),
+                                         type(e).__name__) from None
         track = self.session.track
         if (func in _HEALTHY_KEPT and isinstance(out, torch.Tensor)
                 and args and args[0] in self.session.values.healthy):
@@ -227,6 +240,8 @@ class Session(StorageCategories):
         #: the reads of tensors' values: what they give (None: the first stops the script),
         #: how many, where (see limits)
         self.values = _limits.ValueReads(item_value)
+        #: pinned host memory (pin_memory() copies), counted apart from the device
+        self.pinned = PinnedMemory()
         #: what ran otherwise than on the NPU (torch.compile ran eagerly), for the summary
         self.notes: list[str] = []
         #: the script's calls that see the device's memory (mem_get_info, ...), each once
@@ -237,10 +252,12 @@ class Session(StorageCategories):
         self._fake = _FakeMode()
         self._tracker = _Tracker(self)
         self._hooks: list = []
-        self._grad_hooked = WeakIdKeyDictionary()
         self._open = False
         self._base: Any = None
         self._thread = 0
+        #: the script's own threads (process.py): an out-of-memory is raised in them
+        self.script_threads: set[int] = set()
+        self.backward_ran = False
         self._deferred: tuple[str, int] | None = None
 
     def frames(self) -> list[dict]:
@@ -279,7 +296,9 @@ class Session(StorageCategories):
         self._engine_run_backward = torch.autograd._engine_run_backward
         torch.autograd._engine_run_backward = self._backward
         _npu.set_active(self)
-        self._undo_limits = _limits.install(self)
+        # what the run patches in torch (limits, host side, checkpoints), undone on exit
+        self._undo = [_limits.install(self), _install_host(self.pinned), _install_checkpoints(),
+                      _process.install_threads(self)]
         self._open = True
         self._fake.__enter__()
         self._tracker.__enter__()
@@ -295,12 +314,16 @@ class Session(StorageCategories):
             # (put back: see __enter__)
             torch.Tensor.record_stream = self._record_stream  # type: ignore[method-assign,unused-ignore]
             torch.autograd._engine_run_backward = self._engine_run_backward
-            self._undo_limits()
+            for undo in reversed(self._undo):
+                undo()
             _npu.set_active(None)
             self._base = None
 
     def close(self) -> None:
-        """Stop tracking (storages that die later free nothing) and close the device."""
+        """Stop tracking (storages that die later free nothing) and close the device; with
+        autograd's NPU thread drained (see process.drain_autograd)."""
+        if self.backward_ran:
+            _process.drain_autograd(self._fake)
         self._open = False
         self._storages.clear()
         self.runtime.close()
@@ -359,7 +382,8 @@ class Session(StorageCategories):
     def _refused(self, error: NpuOutOfMemoryError, nbytes: int) -> None:
         """An allocation failed: raise torch's OutOfMemoryError, or, on an autograd worker
         thread, keep it for the backward call and return."""
-        if threading.get_ident() != self._thread:
+        if threading.get_ident() != self._thread and \
+                threading.get_ident() not in self.script_threads:
             # torch aborts the process when an error leaves an operator there under a device
             # written in Python, so the error waits for the backward call to return (see
             # _backward); nothing is allocated
@@ -424,6 +448,7 @@ class Session(StorageCategories):
         """torch.autograd's _engine_run_backward, then the out-of-memory error of an
         allocation made on an autograd worker thread, raised at the script's backward."""
         self._deferred = None
+        self.backward_ran = True
         try:
             return self._engine_run_backward(*args, **kwargs)
         finally:
@@ -453,18 +478,6 @@ class Session(StorageCategories):
             self.allocator.record_stream(rec.ptr, stream)
 
     # -- failures --------------------------------------------------------------------------
-
-    def data_dependent(self, name: str, reason: str) -> DataDependentOperation:
-        """The stop of the script at ``name`` (an operator, or a read such as ".item()"),
-        which needs values the fake tensors do not have (``reason``)."""
-        error = DataDependentOperation(
-            f"{name} at {_limits.where(self)} needs the values of a tensor, and the "
-            f"estimate's tensors have shapes but no values ({reason}). The way out: leave "
-            f"this step out of the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the "
-            f"environment), or give it a shape that does not depend on the data (a fixed "
-            f"mask size; .item() and float(t) give --item-value, 0 by default)")
-        self.stop(error)
-        return error
 
     def stop(self, error: EstimateStopped) -> EstimateStopped:
         """Record ``error`` as what stopped the script (the first is kept); the error."""

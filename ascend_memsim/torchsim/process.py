@@ -1,0 +1,138 @@
+"""How the script's process ends, in an estimate: every way of ending is a status, never a
+silent "fits".
+
+- ``sys.exit(code)`` anywhere in the script (a function target too): the status Python's own
+  exit would give: None and False are 0, True is 1, an int is itself, anything else (a
+  message) is 1 (:func:`exit_status`).
+- ``os._exit(code)``: in the script's own process it ends the script with that status, and
+  the estimate reports (the real call would end the process before any summary); in a
+  process the script forked (DataLoader workers, ``multiprocessing``) it is the real call.
+- ``atexit`` handlers the script registers run when the script ends, still in the estimate
+  (their allocations are counted, their ``os._exit`` is a status), as its process would run
+  them at its exit.
+- A child the script forks with ``os.fork()`` that returns out of the script ends there with
+  the script's status, instead of going on to print a second summary (:func:`run`).
+- A thread the script starts (``threading.Thread``, a ``ThreadPoolExecutor``'s workers:
+  transformers loads checkpoint shards so) runs on the estimate's fake tensors too, its NPU
+  tensors allocated and freed as the main thread's, an out-of-memory raised in it
+  (:func:`install_threads`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes, _pop_mode, _push_mode
+
+__all__ = ["ScriptExit", "exit_status", "run", "install_threads", "drain_autograd"]
+
+
+class ScriptExit(BaseException):
+    """``os._exit(status)`` in the script's process, unwound to the estimate."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def exit_status(code: object) -> int:
+    """The process status of ``sys.exit(code)``, as Python's exit gives it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):          # True and False too
+        return int(code)
+    return 1
+
+
+def run(body: Callable[[], int]) -> int:
+    """Run the script (``body``, which gives its status) under the module's rules; its
+    status."""
+    pid = os.getpid()
+    real_exit, register = os._exit, atexit.register
+    handlers: list[tuple[Callable[..., Any], tuple, dict]] = []
+
+    def _exit(status: int) -> None:
+        if os.getpid() != pid:
+            real_exit(status)
+        raise ScriptExit(status)
+
+    def at_exit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
+        handlers.append((fn, args, kwargs))
+        return fn
+
+    os._exit, atexit.register = _exit, at_exit  # type: ignore[assignment]
+    try:
+        try:
+            status = body()
+        except SystemExit as e:
+            status = exit_status(e.code)
+        except ScriptExit as e:
+            status = e.status
+        # the handlers last registered run first, as atexit runs them
+        while handlers:
+            fn, args, kwargs = handlers.pop()
+            try:
+                fn(*args, **kwargs)
+            except SystemExit as e:
+                status = status or exit_status(e.code)
+            except ScriptExit as e:
+                return e.status
+    finally:
+        os._exit, atexit.register = real_exit, register
+    if os.getpid() != pid:
+        # a child the script forked came back out of it: it ends here, as its own process
+        real_exit(status)
+    return status
+
+
+def install_threads(session: Any) -> Callable[[], None]:
+    """Make each thread started while ``session`` runs a thread of the script: the session's
+    modes (fake tensors, then the tracker) on its stack while it runs, its ident in
+    ``session.script_threads`` (an out-of-memory is raised there, not deferred as on
+    autograd's threads); a callable that undoes it."""
+    run_thread = threading.Thread.run
+    modes = (session._fake, session._tracker)
+
+    def run_in_session(self: threading.Thread) -> None:
+        # pushed on this thread's own stack, without the modes' __enter__ (whose bookkeeping
+        # is the main thread's)
+        for mode in modes:
+            _push_mode(mode)
+        ident = threading.get_ident()
+        session.script_threads.add(ident)
+        try:
+            run_thread(self)
+        finally:
+            session.script_threads.discard(ident)
+            for _ in modes:
+                _pop_mode()
+
+    threading.Thread.run = run_in_session  # type: ignore[method-assign]
+
+    def undo() -> None:
+        threading.Thread.run = run_thread  # type: ignore[method-assign]
+
+    return undo
+
+
+def drain_autograd(fake_mode: Any) -> None:
+    """Run one backward on autograd's NPU thread with no dispatch mode active, so that the
+    thread has let go of the estimate's backward passes before the caller goes on.
+
+    Why: autograd's device thread drops a finished backward's state (which holds the
+    estimate's dispatch modes, Python objects) after the caller has its result; if the
+    caller's interpreter is shutting down by then, that thread cannot take the GIL and the
+    process aborts ("terminate called without an active exception"). The thread runs its
+    tasks one at a time, so once this backward has run, the earlier ones are let go; this
+    one's state holds no Python mode (the tensors it touches are still held here)."""
+    with fake_mode:
+        leaf = torch.empty((), device="npu", requires_grad=True)
+        out = leaf * 2
+    with _disable_current_modes():
+        out.backward()
+    del out, leaf
