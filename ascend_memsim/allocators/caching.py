@@ -105,15 +105,11 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
 
     def __init__(self, runtime: Any, device: int = 0, conf: object = "", *,
                  cann: str = DEFAULT_CANN, workspace_retry_on_oom: bool = False) -> None:
-        self.conf = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
+        parsed = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
         cann_tuple(cann)  # a CANN version or InvalidArgument, before anything changes
         self.runtime, self.device, self.cann = runtime, device, cann
         runtime.set_device(device)
         self.pad = add_pad_size(runtime.profile.soc_name, cann)
-        # IsMallocPage1GMem (the source): page_size:1g needs CANN >= 8.1.RC1
-        self.page_1g = self.conf.page_size_1g and cann_tuple(cann) >= PAGE_1G_CANN
-        self._plain_rounding = not any(self.conf.roundup_power2_divisions)
-        self.stats = DeviceStats(self.conf.max_split_size)
         self._small, self._large = Pool(True), Pool(False)
         self._active: dict[int, Block] = {}
         #: the ExpandableSegments (expandable_segments:True)
@@ -129,8 +125,33 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         self.workspace = NpuWorkspaceAllocator(self, retry_on_oom=workspace_retry_on_oom)
         self._free_memory_callbacks: list[Any] = []
         self._oom_observers: list[Any] = []
+        self._apply_conf(parsed)
+
+    def _apply_conf(self, conf: AllocatorConfig) -> None:
+        """What the settings decide, from the constructor (or :meth:`configure`)."""
+        self.conf = conf
+        # IsMallocPage1GMem (the source): page_size:1g needs CANN >= 8.1.RC1
+        self.page_1g = conf.page_size_1g and cann_tuple(self.cann) >= PAGE_1G_CANN
+        self._plain_rounding = not any(conf.roundup_power2_divisions)
+        self.stats = DeviceStats(conf.max_split_size)
         # DeviceCachingAllocator's constructor: setMemoryFraction(per_process_memory_fraction)
-        self.set_memory_fraction(self.conf.per_process_memory_fraction)
+        self.set_memory_fraction(conf.per_process_memory_fraction)
+
+    def configure(self, conf: object) -> None:
+        """Take ``conf`` (``PYTORCH_NPU_ALLOC_CONF``'s text) in place of the constructor's,
+        as torch_npu takes the settings it reads when the allocator is first used: only
+        while nothing was ever allocated (the statistics start afresh).
+
+        Raises:
+            AllocatorConfigError: ``conf`` torch_npu refuses (nothing changes).
+            RuntimeError: something was allocated already.
+        """
+        parsed = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
+        with self._lock:
+            if self._active or self.total_allocated_memory or self.stats.num_device_alloc:
+                raise RuntimeError("the allocator's settings are read at its first use: "
+                                   "something was allocated already")
+            self._apply_conf(parsed)
 
     # -- public ---------------------------------------------------------------------------------
 

@@ -344,16 +344,18 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"the product to simulate (default {HELP_DEFAULT_PRODUCT})")
     p.add_argument("--capacity", type=_size_arg,
                    help=f"the device memory, e.g. 32GiB (default: the product's; {_SIZES})")
-    p.add_argument("--alloc-conf", default="",
-                   help="PYTORCH_NPU_ALLOC_CONF, e.g. expandable_segments:True")
+    p.add_argument("--alloc-conf", default=None,
+                   help="PYTORCH_NPU_ALLOC_CONF, e.g. expandable_segments:True (default: as "
+                        "the script's environment has it at its first NPU allocation)")
     p.add_argument("--cann", help="CANN version of the allocator's rules (default 9.1.0)")
     p.add_argument("--snapshot", metavar="OUT.pickle",
                    help="write the torch_npu memory snapshot (segments, blocks, "
                         "device_traces with frames), for replay --allocator torch-npu and "
                         "memory_viz")
-    p.add_argument("--task-queue", type=int, choices=(0, 1, 2), default=1,
+    p.add_argument("--task-queue", type=int, choices=(0, 1, 2), default=None,
                    help="TASK_QUEUE_ENABLE: operators' workspaces come from the caching "
-                        "allocator (0, 1: torch_npu's default) or NPUWorkspaceAllocator (2)")
+                        "allocator (0, 1: torch_npu's default) or NPUWorkspaceAllocator (2) "
+                        "(default: as the script's environment has it)")
     p.add_argument("--workspace-table", metavar="FILE.json",
                    help="override the workspace table: a JSON object of operator names "
                         "(mm, _foreach_add_; * for the rest) and bytes per call")

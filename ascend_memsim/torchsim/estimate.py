@@ -79,6 +79,9 @@ class EstimateResult:
     item_value: float | None = DEFAULT_ITEM_VALUE
     values_read: int = 0
     value_sites: list[str] = field(default_factory=list)
+    #: where the allocator settings and TASK_QUEUE_ENABLE came from ({"alloc_conf": ...,
+    #: "task_queue": ...}: an option, the environment, the script, or the default)
+    sources: dict[str, str] = field(default_factory=dict)
     #: the peak of pinned host memory (pin_memory() copies): the host's, not the device's
     host_pinned_peak: int = 0
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
@@ -112,12 +115,18 @@ class EstimateResult:
         out["fits"], out["margin"] = self.fits, self.margin
         return out
 
+    def _from(self, setting: str) -> str:
+        """" (from ...)" for a setting that is not torch_npu's default or the option's."""
+        source = self.sources.get(setting, "default")
+        return "" if source == "default" or source.startswith("--") else f" (from {source})"
+
     def __str__(self) -> str:
         def size(n: int) -> str:
             return f"{format_bytes(n):>12}"
 
         lines = [f"{self.source}: on {self.product} with {format_bytes(self.capacity)}, "
-                 f"PYTORCH_NPU_ALLOC_CONF={self.alloc_conf or '(default)'}",
+                 f"PYTORCH_NPU_ALLOC_CONF={self.alloc_conf or '(default)'}"
+                 + self._from("alloc_conf"),
                  f"  peak allocated {size(self.peak_allocated)}   (max_memory_allocated)",
                  f"  peak reserved  {size(self.peak_reserved)}   (max_memory_reserved)",
                  "  at the peak of allocated:"]
@@ -126,11 +135,13 @@ class EstimateResult:
                      f"reserved {format_bytes(self.reserved_at_end)}")
         if self.task_queue == 2:
             lines.append(f"  workspace      {size(self.workspace_peak)}   (NPUWorkspaceAllocator, "
-                         f"TASK_QUEUE_ENABLE=2; {self.workspace_calls} calls, largest "
+                         f"TASK_QUEUE_ENABLE=2{self._from('task_queue')}; "
+                         f"{self.workspace_calls} calls, largest "
                          f"{format_bytes(self.workspace_largest_request)})")
         else:
             lines.append(f"  workspace      {size(self.workspace_peak)}   (largest block, in "
-                         f"reserved: TASK_QUEUE_ENABLE={self.task_queue}; "
+                         f"reserved: TASK_QUEUE_ENABLE={self.task_queue}"
+                         f"{self._from('task_queue')}; "
                          f"{self.workspace_calls} calls)")
         lines.append(f"  device peak    {size(self.device_peak)}   (reserved + workspace)")
         if self.out_of_memory is not None:
@@ -163,16 +174,17 @@ class EstimateResult:
 
 @contextlib.contextmanager
 def _environment() -> Any:
-    """ASCEND_MEMSIM_ESTIMATE=1 while the script runs (a script may leave a step out)."""
-    saved = os.environ.get("ASCEND_MEMSIM_ESTIMATE")
+    """ASCEND_MEMSIM_ESTIMATE=1 while the script runs (a script may leave a step out); what
+    the script changes in ``os.environ`` ends with it, as it ends with its process (the next
+    estimate in this process starts from the caller's environment)."""
+    saved = dict(os.environ)
     os.environ["ASCEND_MEMSIM_ESTIMATE"] = "1"
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop("ASCEND_MEMSIM_ESTIMATE", None)
-        else:
-            os.environ["ASCEND_MEMSIM_ESTIMATE"] = saved
+        if os.environ != saved:
+            os.environ.clear()
+            os.environ.update(saved)
 
 
 @contextlib.contextmanager
@@ -207,18 +219,20 @@ def _run_path(path: str, argv: list[str]) -> int:
 
 def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
              product: str = DEFAULT_PRODUCT, capacity: int | None = None,
-             alloc_conf: str = "", cann: str | None = None,
+             alloc_conf: str | None = None, cann: str | None = None,
              snapshot: bool = False, workspace: Mapping[str, Any] | bool | None = None,
-             task_queue: int = 1, item_value: float | None = DEFAULT_ITEM_VALUE,
+             task_queue: int | None = None, item_value: float | None = DEFAULT_ITEM_VALUE,
              max_entries: int | None = None) -> EstimateResult:
     """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
     called with no arguments, whose return value, if an int, is its exit status) with fake
     tensors on a simulated NPU: ``product`` with
     ``capacity`` bytes (default: the product's own), torch_npu's caching allocator under
-    ``alloc_conf`` (``PYTORCH_NPU_ALLOC_CONF``). ``snapshot`` keeps the torch_npu-format
-    snapshot (with every trace entry) in the result. Each operator takes the workspace of
-    :mod:`.workspace_table`, ``workspace`` overriding it (operator name -> bytes per call,
-    ``"*"`` for the operators outside the table; False: no workspace at all), from the
+    ``alloc_conf`` (``PYTORCH_NPU_ALLOC_CONF``; None: as the script's environment has it at
+    its first NPU allocation, see :mod:`.environment`, as ``task_queue``). ``snapshot``
+    keeps the torch_npu-format snapshot (with every trace entry) in the result. Each
+    operator takes the workspace of :mod:`.workspace_table`, ``workspace`` overriding it
+    (operator name -> bytes per call, ``"*"`` for the operators outside the table; False:
+    no workspace at all), from the
     caching allocator or, with ``task_queue`` 2 (``TASK_QUEUE_ENABLE``), from torch_npu's
     NPUWorkspaceAllocator. ``item_value``: what ``.item()``, ``float(t)``, ``.tolist()``,
     ``.numpy()`` and the like of a tensor without values give (in the tensor's kind; 0 by
@@ -255,8 +269,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
         session.start_history(max_entries)
     table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-    result = EstimateResult(str(name), session.product, session.capacity, alloc_conf,
-                            task_queue=task_queue)
+    result = EstimateResult(str(name), session.product, session.capacity, session.alloc_conf)
     previous = install_torch_npu()
     try:
         with _environment(), _collect_young(), session:
@@ -333,6 +346,8 @@ def fill_result(result: EstimateResult, session: Session) -> None:
     result.item_value, result.values_read = values.item_value, values.count
     result.value_sites = list(values.sites)
     result.host_pinned_peak = session.pinned.peak
+    result.alloc_conf, result.task_queue = session.alloc_conf, session.task_queue
+    result.sources = dict(session.startup.sources)
     _workspace_figures(result, session)
     if not session.workspace.enabled:
         result.not_counted = ("operator workspaces (switched off)", *result.not_counted)

@@ -102,8 +102,7 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
                       item_value=spec["item_value"])
     table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-    result = EstimateResult(str(name), session.product, session.capacity, spec["alloc_conf"],
-                            task_queue=spec["task_queue"])
+    result = EstimateResult(str(name), session.product, session.capacity, session.alloc_conf)
     share, _ = share_of(session.product, spec["runtime_share"])
     env = {"RANK": str(rank), "WORLD_SIZE": str(spec["world_size"]),
            "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(cards),
@@ -148,12 +147,12 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
 
 def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
                    world_size: int, product: str = DEFAULT_PRODUCT,
-                   capacity: int | None = None, alloc_conf: str = "",
+                   capacity: int | None = None, alloc_conf: str | None = None,
                    cann: str | None = None, cards_per_node: int = DEFAULT_CARDS_PER_NODE,
                    hccl_buffsize: int | None = None, p2p_buffsize: int | None = None,
                    runtime_share: int | None = None, trace_all: bool = False,
                    workspace: Mapping[str, Any] | bool | None = None,
-                   task_queue: int = 1, history: bool = False,
+                   task_queue: int | None = None, history: bool = False,
                    item_value: float | None = DEFAULT_ITEM_VALUE) -> RanksResult:
     """Run ``target`` (as :func:`~ascend_memsim.torchsim.estimate` runs it) as each rank of
     a ``world_size``-rank job on ``product`` cards (``capacity`` bytes each, default the
@@ -214,7 +213,7 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     return RanksResult(
         source=first.estimate.source, product=first.estimate.product,
         capacity=first.estimate.capacity, world_size=world_size,
-        cards_per_node=spec["cards_per_node"], alloc_conf=alloc_conf,
+        cards_per_node=spec["cards_per_node"], alloc_conf=first.estimate.alloc_conf,
         hccl_buffsize=settings.buffsize, p2p_buffsize=settings.p2p_buffsize,
         runtime_share=share, runtime_share_source=share_source,
         traced="every rank" if every else "one rank per class", classes=classes)

@@ -139,7 +139,7 @@ def _precheck(step: object, window: object, confs: Any = ()) -> None:
                     f"{str(e).strip().rstrip(',')} (in the setting {conf!r})") from None
 
 
-def _trace(target: Any, argv: Any, product: str, top: int | None, alloc_conf: str,
+def _trace(target: Any, argv: Any, product: str, top: int | None, alloc_conf: str | None,
            cann: str | None, options: dict) -> EstimateResult:
     if "snapshot" in options or "max_entries" in options:
         raise InvalidArgument("a search keeps every trace entry of its run: no snapshot or "
@@ -166,13 +166,14 @@ def _check(found: ScriptSearch, target: Any, argv: Any, product: str, cann: str 
 
 
 def fit_script(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
-               product: str = DEFAULT_PRODUCT, alloc_conf: str = "",
+               product: str = DEFAULT_PRODUCT, alloc_conf: str | None = None,
                cann: str | None = None, step: int = 2 * MiB, top: int | None = None,
                window: int = DEFAULT_WINDOW,
                progress: Callable[[int, int], None] | None = None,
                **options: Any) -> ScriptSearch:
     """The smallest capacity on which ``target`` (as :func:`~.estimate.estimate` takes it)
-    fits under ``alloc_conf``, and the one from which every larger one fits: the script
+    fits under ``alloc_conf`` (None: the settings the script's run took from its
+    environment), and the one from which every larger one fits: the script
     runs once at ``top`` (default: the product's own memory), and
     :func:`~ascend_memsim.plan.fit.fit_capacity` searches its snapshot in steps of
     ``step`` (see the module's text for when the script runs again, to check). The other
@@ -187,7 +188,8 @@ def fit_script(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     traced = _trace(target, argv, product, top, alloc_conf, cann, options)
     found = ScriptSearch(traced)
     if traced.fits:
-        found.search = fit_capacity(traced.snapshot, traced.product, alloc_conf=alloc_conf,
+        found.search = fit_capacity(traced.snapshot, traced.product,
+                                    alloc_conf=traced.alloc_conf,
                                     cann=cann or DEFAULT_CANN, step=step,
                                     top=traced.capacity, window=window, progress=progress,
                                     name=traced.source)

@@ -52,6 +52,7 @@ from . import process as _process
 from .backend import ensure_npu_backend
 from .categories import ACTS, CATEGORIES, OPTIM, StorageCategories, wrapped
 from .checkpoint import install as _install_checkpoints
+from .environment import Startup
 from .fused import scaled_dot_product_attention as _npu_sdpa
 from .host import PinnedMemory, runs_on_host
 from .host import install as _install_host
@@ -181,16 +182,25 @@ class Session(StorageCategories):
     through :attr:`allocator` as the script makes and drops them, and each operator takes
     the workspace ``workspace`` (a :class:`WorkspaceTable`) gives it: from the caching
     allocator with ``task_queue`` 0 or 1 (``TASK_QUEUE_ENABLE``, torch_npu's default 1),
-    from its ``NPUWorkspaceAllocator`` with 2.
+    from its ``NPUWorkspaceAllocator`` with 2. ``alloc_conf`` and ``task_queue`` left None
+    are read from the environment at the first allocation (:mod:`.environment`).
+
+    Size: past 350 lines because it is where the tracker, the allocator and the hooks meet
+    (one estimate's state); what has a seam of its own is a module apart: the categories,
+    the limits and value reads, the host side, checkpoints, the process, the environment.
     """
 
-    def __init__(self, product: str, capacity: int | None = None, alloc_conf: str = "",
-                 *, cann: str | None = None, history: bool = False, device: int = 0,
-                 device_count: int | None = None, workspace: WorkspaceTable | None = None,
-                 task_queue: int = 1,
+    def __init__(self, product: str, capacity: int | None = None,
+                 alloc_conf: str | None = None, *, cann: str | None = None,
+                 history: bool = False, device: int = 0, device_count: int | None = None,
+                 workspace: WorkspaceTable | None = None, task_queue: int | None = None,
                  item_value: float | None = _limits.DEFAULT_ITEM_VALUE) -> None:
-        if task_queue.__class__ is not int or task_queue not in (0, 1, 2):
+        if task_queue is not None and (task_queue.__class__ is not int
+                                       or task_queue not in (0, 1, 2)):
             raise ValueError(f"TASK_QUEUE_ENABLE should be 0, 1 or 2, not {task_queue!r}")
+        #: the allocator settings and TASK_QUEUE_ENABLE: given, or read at the first
+        #: allocation (environment.py)
+        self.startup = Startup(alloc_conf, task_queue)
         profile = get_profile(product)
         settings: dict[str, Any] = {"sanitizer": "off"}
         if capacity is not None:
@@ -202,13 +212,14 @@ class Session(StorageCategories):
         self.device, self.device_count = device, device_count or 1
         try:
             extra: dict[str, Any] = {"cann": cann} if cann else {}
-            self.allocator = NpuCachingAllocator(self.runtime, device, alloc_conf, **extra)
+            self.allocator = NpuCachingAllocator(self.runtime, device, alloc_conf or "",
+                                                 **extra)
         except BaseException:
             self.runtime.close()
             raise
-        self.product, self.alloc_conf = self.runtime.profile.name, alloc_conf
+        self.product, self.alloc_conf = self.runtime.profile.name, alloc_conf or ""
         self.workspace = workspace or WorkspaceTable(product=self.product)
-        self.task_queue = task_queue
+        self.task_queue = 1 if task_queue is None else task_queue
         #: operator calls given a workspace; the largest request; calls outside the table
         self.workspace_calls = self.workspace_largest = self.workspace_block = 0
         self.uncovered: dict[str, int] = {}
@@ -360,6 +371,8 @@ class Session(StorageCategories):
         self._storages[key] = rec
 
     def _allocate(self, nbytes: int, category: str) -> _Storage:
+        if self.startup.pending:
+            self._start()
         try:
             ptr = self.allocator.malloc(nbytes, self.stream)
         except NpuOutOfMemoryError as e:
@@ -378,6 +391,16 @@ class Session(StorageCategories):
         if self.task_queue == 2:
             self._note_device()
         return rec
+
+    def _start(self) -> None:
+        """The first allocation: torch_npu's settings as the script left the environment."""
+        startup = self.startup
+        startup.read()
+        if startup.alloc_conf != self.alloc_conf:
+            self.allocator.configure(startup.alloc_conf)
+            self._stats = self.allocator.stats
+            self.alloc_conf = startup.alloc_conf or ""
+        self.task_queue = startup.task_queue if startup.task_queue is not None else 1
 
     def _refused(self, error: NpuOutOfMemoryError, nbytes: int) -> None:
         """An allocation failed: raise torch's OutOfMemoryError, or, on an autograd worker

@@ -1,0 +1,95 @@
+"""torch_npu's settings as the script's environment has them at its first NPU allocation
+(torchsim/environment.py): PYTORCH_NPU_ALLOC_CONF (else PYTORCH_ALLOC_CONF) and
+TASK_QUEUE_ENABLE, the options winning, the summary saying where each came from."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fake tensors; "
+                                           "install the torch extra: pip install -e '.[torch]'")
+
+from ascend_memsim.allocators.conf import AllocatorConfigError  # noqa: E402
+from ascend_memsim.torchsim import estimate  # noqa: E402
+from ascend_memsim.torchsim.environment import task_queue_from_env  # noqa: E402
+
+MiB = 1 << 20
+
+SETS_ITS_OWN = """
+import os
+os.environ["PYTORCH_NPU_ALLOC_CONF"] = "expandable_segments:True"
+os.environ["TASK_QUEUE_ENABLE"] = "2"
+import torch, torch_npu
+x = torch.empty(30 << 20, dtype=torch.uint8, device="npu")
+"""
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("PYTORCH_NPU_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TASK_QUEUE_ENABLE",
+                 "ASCEND_LAUNCH_BLOCKING"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_settings_the_script_puts_in_os_environ_are_read_at_its_first_allocation(
+        tmp_path, clean_env):
+    path = tmp_path / "train.py"
+    path.write_text(SETS_ITS_OWN)
+    result = estimate(str(path), product="A2")
+    # expandable segments map 20 MiB granules: 30 MiB reserves 40; by default a large
+    # block is rounded up to 2 MiB: 32 MiB
+    assert result.peak_reserved == 40 * MiB
+    assert (result.alloc_conf, result.task_queue) == ("expandable_segments:True", 2)
+    assert result.sources == {"alloc_conf": "PYTORCH_NPU_ALLOC_CONF, set by the script",
+                              "task_queue": "TASK_QUEUE_ENABLE, set by the script"}
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (from PYTORCH_NPU_ALLOC_CONF, " \
+           "set by the script)" in str(result)
+    # what the script set ends with it, as with its process
+    import os
+    assert "PYTORCH_NPU_ALLOC_CONF" not in os.environ and "TASK_QUEUE_ENABLE" not in os.environ
+    # the options win over the script
+    given = estimate(str(path), product="A2", alloc_conf="", task_queue=1)
+    assert (given.peak_reserved, given.task_queue) == (32 * MiB, 1)
+    assert given.sources == {"alloc_conf": "--alloc-conf", "task_queue": "--task-queue"}
+
+
+def test_the_callers_environment_is_read_and_named_as_such(tmp_path, clean_env):
+    path = tmp_path / "plain.py"
+    path.write_text("import torch, torch_npu\nx = torch.empty(30 << 20, dtype=torch.uint8, "
+                    "device='npu')\n")
+    clean_env.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:True")
+    clean_env.setenv("ASCEND_LAUNCH_BLOCKING", "1")
+    result = estimate(str(path), product="A2")
+    assert result.peak_reserved == 40 * MiB and result.task_queue == 0
+    assert result.sources == {"alloc_conf": "PYTORCH_ALLOC_CONF in the environment",
+                              "task_queue": "ASCEND_LAUNCH_BLOCKING in the environment"}
+    clean_env.delenv("PYTORCH_ALLOC_CONF")
+    clean_env.delenv("ASCEND_LAUNCH_BLOCKING")
+    plain = estimate(str(path), product="A2")
+    assert plain.sources == {"alloc_conf": "default", "task_queue": "default"}
+    assert (plain.peak_reserved, plain.task_queue) == (32 * MiB, 1)
+
+
+def test_settings_torch_npu_refuses_fail_the_script_at_its_first_allocation(tmp_path,
+                                                                             clean_env):
+    path = tmp_path / "bad.py"
+    path.write_text("import torch, torch_npu\ny = torch.empty(8, device='npu')\n")
+    clean_env.setenv("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True")
+    clean_env.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:True")
+    with pytest.raises(AllocatorConfigError, match="Both PYTORCH_NPU_ALLOC_CONF and "
+                                                  "PYTORCH_ALLOC_CONF have been set"):
+        estimate(str(path), product="A2")
+    clean_env.delenv("PYTORCH_ALLOC_CONF")
+    clean_env.setenv("TASK_QUEUE_ENABLE", "3")
+    with pytest.raises(RuntimeError, match="TASK_QUEUE_ENABLE should be 0, 1 or 2"):
+        estimate(str(path), product="A2")
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({}, (1, None)),
+    ({"TASK_QUEUE_ENABLE": "0"}, (0, "TASK_QUEUE_ENABLE")),
+    ({"TASK_QUEUE_ENABLE": " 2x"}, (2, "TASK_QUEUE_ENABLE")),     # strtol reads " 2"
+    ({"TASK_QUEUE_ENABLE": "abc"}, (0, "TASK_QUEUE_ENABLE")),     # strtol: no digits, 0
+    ({"TASK_QUEUE_ENABLE": "2", "ASCEND_LAUNCH_BLOCKING": "1"}, (0, "ASCEND_LAUNCH_BLOCKING")),
+])
+def test_task_queue_enable_is_read_as_torch_npus_options_manager_reads_it(environ, expected):
+    assert task_queue_from_env(environ) == expected
