@@ -20,6 +20,9 @@ Expandable segments (``expandable_segments:True``) map whole pages of a reserved
 ``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, IPC. Free-memory
 callbacks and out-of-memory observers: :mod:`.callbacks`. The workspace allocator
 (:mod:`.workspace`) is the allocator's ``workspace``.
+
+Size: past 600 lines because its one class is the source's DeviceCachingAllocator, function
+by function (see the class's own Size note); every other part is a module of its own.
 """
 
 from __future__ import annotations
