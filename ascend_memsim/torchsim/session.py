@@ -57,6 +57,8 @@ from .fused import scaled_dot_product_attention as _npu_sdpa
 from .host import PinnedMemory, runs_on_host
 from .host import install as _install_host
 from .limits import DataDependentOperation, EstimateStopped
+from .storages import cuda_refusal
+from .storages import install as _install_storages
 from .torch_npu import npu as _npu
 from .workspace_table import WorkspaceTable
 
@@ -91,6 +93,10 @@ class _Converter(FakeTensorConverter):
         return FakeTensor(fake_mode, t, device, pytype=pytype, dispatch_keys=dispatch_keys)
 
 
+_SET_STORAGE = frozenset({torch.ops.aten.set_.source_Storage,
+                          torch.ops.aten.set_.source_Storage_storage_offset})
+
+
 class _FakeMode(FakeTensorMode):
     """FakeTensorMode for a device that is never real: no constant folding onto it (torch
     would run the operator on the real device when ``torch.npu.is_available()``), and
@@ -104,6 +110,13 @@ class _FakeMode(FakeTensorMode):
 
     def __deepcopy__(self, memo: dict) -> _FakeMode:
         return self
+
+    def _cached_dispatch_impl(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        # torch's dispatch cache keeps its key's arguments: for set_ with a storage, the
+        # storage, which then never dies and its block is never given back
+        if func in _SET_STORAGE:
+            return self._dispatch_impl(func, types, args, kwargs)
+        return super()._cached_dispatch_impl(func, types, args, kwargs)
 
     @property
     def avoid_device_init(self) -> bool:
@@ -309,7 +322,7 @@ class Session(StorageCategories):
         _npu.set_active(self)
         # what the run patches in torch (limits, host side, checkpoints), undone on exit
         self._undo = [_limits.install(self), _install_host(self.pinned), _install_checkpoints(),
-                      _process.install_threads(self)]
+                      _process.install_threads(self), _install_storages(self)]
         self._open = True
         self._fake.__enter__()
         self._tracker.__enter__()
@@ -343,22 +356,33 @@ class Session(StorageCategories):
 
     def track(self, t: torch.Tensor) -> None:
         """Allocate ``t``'s storage if it is a new NPU storage (or grew: ``resize_``); for
-        a tensor that wraps others, theirs (:func:`~.categories.wrapped`)."""
-        if t.device.type != "npu":
+        a tensor that wraps others, theirs (:func:`~.categories.wrapped`).
+
+        Raises:
+            EstimateStopped: ``t`` is on a CUDA device, which an Ascend machine has not.
+        """
+        kind = t.device.type
+        if kind != "npu":
+            if kind == "cuda":
+                raise self.stop(cuda_refusal(self))
             return
         inner = wrapped(t)
         if inner is not None:
             for x in inner:
                 self.track(x)
             return
-        st = t.untyped_storage()
+        self.track_storage(t.untyped_storage())
+
+    def track_storage(self, st: Any) -> None:
+        """Allocate the NPU storage ``st`` if it is new, or again if its size changed
+        (``resize_``: the source's resize, a new block, then the old one goes; 0 bytes
+        gives the block back)."""
         key = id(st)
         rec = self._storages.get(key)
         nbytes = st.nbytes()
         if rec is not None:
             if rec.nbytes == nbytes:
                 return
-            # resize_ (the source's resize: a new block, then the old one goes)
             self._storages.pop(key)
             new = self._allocate(nbytes, rec.category)
             new.ref = rec.ref
