@@ -103,8 +103,11 @@ def _on_devices(obj: Any, locations: dict[int, str], map_location: Any) -> Any:
             device = _target(map_location, saved)
             if torch.device(device).type != "npu":
                 return t
-        out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
-                                  device=device)
+            # a copy of the real tensor: a scalar keeps its value (an optimizer's step)
+            out = t.detach().to(device)
+        else:
+            out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                      device=device)
         if isinstance(t, torch.nn.Parameter):
             return torch.nn.Parameter(out, requires_grad=t.requires_grad)
         return out.requires_grad_(t.requires_grad) if t.requires_grad else out

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+from torch.utils._pytree import tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["EstimateStopped", "DataDependentOperation", "data_dependent", "UnsupportedFeature",
@@ -180,13 +181,62 @@ class ValueReads:
     the bool tensors that are all True when every value is finite (see the module's
     DECISION)."""
 
-    __slots__ = ("item_value", "count", "sites", "healthy")
+    __slots__ = ("item_value", "count", "sites", "healthy", "shadows")
 
     def __init__(self, item_value: float | None) -> None:
         self.item_value = item_value
         self.count = 0
         self.sites: list[str] = []
         self.healthy = WeakIdKeyDictionary()
+        #: NPU scalars whose value is known: the real CPU tensor holding it (see follow)
+        self.shadows = WeakIdKeyDictionary()
+
+    def follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """Keep the real value of an NPU scalar (a tensor of one element) made from
+        values that are known (real CPU tensors, Python numbers, other known scalars): an
+        optimizer's step counter, a scale, a constant moved to the NPU. The operator runs
+        again on the real values, on the CPU; a known scalar that an operator changes from
+        unknown values is forgotten. O(the operator's arguments), and only for operators
+        whose output is an NPU scalar or that write a known one."""
+        shadows = self.shadows
+        scalar = (isinstance(out, FakeTensor) and out.device.type == "npu"
+                  and out.numel() == 1 and func not in _UNINITIALIZED)
+        written = _written(func)
+        if not scalar and not (shadows and written):
+            return
+        known = True
+
+        def real(a: Any) -> Any:
+            nonlocal known
+            if isinstance(a, FakeTensor):
+                shadow = shadows.get(a)
+                if shadow is None:
+                    known = False
+                return shadow
+            if isinstance(a, torch.device) and a.type == "npu":
+                return _CPU
+            if isinstance(a, torch.UntypedStorage):
+                known = False
+            return a
+
+        real_args, real_kwargs = tree_map(real, (args, kwargs))
+        value = None
+        if known:
+            if "device" in real_kwargs:
+                real_kwargs["device"] = _CPU
+            try:
+                with unset_fake_temporarily():
+                    value = func(*real_args, **real_kwargs)
+            except Exception:
+                # what the CPU cannot run, the values are not known of
+                known = False
+        if not known:
+            for i in written:
+                if i < len(args) and isinstance(args[i], FakeTensor):
+                    shadows.pop(args[i], None)
+            return
+        if scalar and isinstance(value, torch.Tensor):
+            shadows[out] = value
 
     def read(self, session: Any, tensor: torch.Tensor, how: str) -> Any:
         """A read of ``tensor``'s value (``how``: ".item()", ".tolist()", ...), counted;
@@ -195,6 +245,10 @@ class ValueReads:
         Raises:
             DataDependentOperation: ``item_value`` is None (stop at the first read).
         """
+        shadow = self.shadows.get(tensor)
+        if shadow is not None:
+            with unset_fake_temporarily():
+                return shadow.item()
         value = self.item_value
         if value is None:
             raise data_dependent(session, how, "the read of a value, with --item-value stop")
@@ -208,6 +262,24 @@ class ValueReads:
         if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
             return float(value)
         return int(value)
+
+
+_CPU = torch.device("cpu")
+#: factories whose values are whatever the memory held: never known
+_UNINITIALIZED = frozenset({_aten.empty.memory_format, _aten.empty_strided.default,
+                            _aten.empty_like.default, _aten.new_empty.default,
+                            _aten.new_empty_strided.default})
+_WRITTEN: dict[Any, tuple[int, ...]] = {}
+
+
+def _written(func: Any) -> tuple[int, ...]:
+    """The positions of the arguments ``func`` writes (its schema's ``Tensor(a!)``)."""
+    found = _WRITTEN.get(func)
+    if found is None:
+        found = _WRITTEN[func] = tuple(
+            i for i, a in enumerate(func._schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write)
+    return found
 
 
 def _filled(value: Any, tensor: torch.Tensor) -> torch.Tensor:

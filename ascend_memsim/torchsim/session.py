@@ -172,10 +172,12 @@ class _Tracker(TorchDispatchMode):
                 return self.session.values.read(self.session, args[0], ".item()")
             raise _limits.data_dependent(self.session, str(func.__name__),
                                          type(e).__name__) from None
+        values = self.session.values
+        values.follow(func, args, kwargs or {}, out)
         track = self.session.track
         if (func in _HEALTHY_KEPT and isinstance(out, torch.Tensor)
-                and args and args[0] in self.session.values.healthy):
-            self.session.values.healthy[out] = True
+                and args and args[0] in values.healthy):
+            values.healthy[out] = True
         if isinstance(out, torch.Tensor):
             track(out)
         elif isinstance(out, (tuple, list)):
@@ -342,6 +344,11 @@ class Session(StorageCategories):
                 undo()
             _npu.set_active(None)
             self._base = None
+
+    def on_exit(self, undo: Any) -> None:
+        """Call ``undo`` when the run ends, before what the session itself patched is put
+        back (last in, first out: a script's patches over the session's)."""
+        self._undo.append(undo)
 
     def close(self) -> None:
         """Stop tracking (storages that die later free nothing) and close the device; with

@@ -47,9 +47,6 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module: types.ModuleType) -> None:
         # already executed under its own name: keep that spec (importlib set the alias's)
         module.__spec__ = self._spec
-        on_import = getattr(module, "_on_import", None)
-        if on_import is not None:
-            on_import()
 
 
 class _Distribution(importlib.metadata.Distribution):
@@ -100,9 +97,11 @@ def install_torch_npu() -> dict:
 def uninstall_torch_npu(previous: dict) -> None:
     """Undo :func:`install_torch_npu` (and what the stand-in's modules changed in torch)."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
-    transfer = sys.modules.get(TREE + ".contrib.transfer_to_npu")
+    transfer = sys.modules.pop(TREE + ".contrib.transfer_to_npu", None)
     if transfer is not None:
+        # undone, and forgotten: the next estimate's import runs the module again
         transfer.undo()
+        vars(sys.modules[TREE + ".contrib"]).pop("transfer_to_npu", None)
     for name in [n for n in sys.modules if n == "torch_npu" or n.startswith("torch_npu.")]:
         del sys.modules[name]
     sys.modules.update(previous)

@@ -11,9 +11,9 @@ are ``torch.npu``'s; ``torch.autocast("cuda")`` is autocast on the NPU; and
 ``init_process_group(backend="nccl")`` is HCCL.
 
 DECISION: each change is recorded and undone when the estimate ends
-(:func:`undo`, called by :func:`~ascend_memsim.torchsim.standin.uninstall_torch_npu`), so
-the process's torch is as it was; the import is answered afresh in each estimate (its loader
-calls :func:`apply`). ``torch.device("cuda")`` itself is not rewritten (torch's C type), but
+(:func:`undo`, called by :func:`~ascend_memsim.torchsim.standin.uninstall_torch_npu`, which
+also forgets the module), so the process's torch is as it was and the next estimate's import
+runs the module again. ``torch.device("cuda")`` itself is not rewritten (torch's C type), but
 every call that takes it is.
 """
 
@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from .._missing import not_modelled
+from ..npu import active
 
 __all__: list[str] = []
 
@@ -134,6 +135,10 @@ def apply() -> None:
         _replace(torch.distributed, "init_process_group",
                  _on_npu(_hccl(torch.distributed.init_process_group)))
         _replace(torch.distributed, "is_nccl_available", lambda: True)
+    session = active()
+    if session is not None:
+        # undone before the session puts back what it patched (torch.load is both's)
+        session.on_exit(undo)
 
 
 def undo() -> None:
@@ -146,5 +151,6 @@ def undo() -> None:
             setattr(owner, name, before)
 
 
-#: the stand-in's loader calls this each time a script imports the module
-_on_import = apply
+# importing the module is what applies it, in an estimate (outside one there is no NPU)
+if active() is not None:
+    apply()

@@ -1,0 +1,115 @@
+"""The gallery (examples/gallery/): scripts written the way torch_npu users write them, each
+run by ``estimate`` with no option beyond the product, and its figures checked by hand from
+the model's shapes: a block of the caching allocator is the request + 32 bytes rounded up to
+512, so parameters, gradients and optimizer states are sums of such blocks."""
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fake tensors; "
+                                           "install the torch extra: pip install -e '.[torch]'")
+
+from ascend_memsim.torchsim import estimate  # noqa: E402
+
+GALLERY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       "examples", "gallery")
+MiB = 1 << 20
+
+
+def block(n):
+    return (n + 32 + 511) // 512 * 512
+
+
+def blocks(shapes, size=4):
+    """The blocks of float32 tensors of these shapes."""
+    total = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        total += block(n * size)
+    return total
+
+
+def run(name, *argv):
+    result = estimate(os.path.join(GALLERY, name), list(argv), product="A2")
+    assert result.status == 0 and result.fits, result
+    return result
+
+
+def test_cnn_with_a_dataloader_of_4_workers_and_pinned_memory(capfd):
+    result = run("cnn_dataloader.py")
+    printed = capfd.readouterr().out
+    assert printed.count("epoch") == 2
+    weights = [(32, 3, 3, 3), (32,), (32,), (32,), (64, 32, 3, 3), (64,), (64,), (64,),
+               (10, 64 * 8 * 8), (10,)]
+    # BatchNorm's running mean and variance (float32) and its batch counter (int64)
+    buffers = blocks([(32,), (32,), (64,), (64,)]) + 2 * block(8)
+    assert result.at_peak["parameters"] == blocks(weights) + buffers
+    # SGD with momentum: one buffer per parameter
+    assert result.at_peak["optimizer state"] in (0, blocks(weights))
+    # each pinned batch: 64 x 3 x 32 x 32 float32 and 64 int64 labels; 4 workers prefetch 2
+    batch = 64 * 3 * 32 * 32 * 4 + 64 * 8
+    assert batch <= result.host_pinned_peak <= 9 * batch
+    # the labels are real (a DataLoader's data is), the loss is a value read: 0
+    assert result.values_read > 0
+
+
+def test_a_cuda_script_with_transfer_to_npu(capfd):
+    result = run("transfer_to_npu_cuda.py")
+    weights = [(8192, 2048), (8192,), (2048, 8192), (2048,)]
+    assert result.at_peak["parameters"] == blocks(weights)
+    assert result.at_peak["optimizer state"] >= 2 * blocks(weights)     # AdamW's two states
+    assert "cuda max allocated" in capfd.readouterr().out
+
+
+def test_a_checkpoint_saved_and_resumed(tmp_path, capfd):
+    run("checkpoint_resume.py", str(tmp_path / "ck.pt"))
+    printed = capfd.readouterr().out
+    weights = [(4096, 1024), (4096,), (1024, 4096), (1024,)]
+    # freed before the load; after the resumed step: parameters, gradients, Adam's two
+    # states, and Adam's step counters, which the load put on the NPU (map_location)
+    assert "allocated after freeing the model 0" in printed
+    resumed = 4 * blocks(weights) + 4 * block(4)
+    assert f"resumed at step 3; allocated {resumed}" in printed
+
+
+def test_a_unittest_suite_passes_and_its_failure_would_be_the_status(capfd):
+    run("unittest_style.py")
+    assert "OK" in capfd.readouterr().err
+
+
+def test_settings_the_script_puts_in_its_environment(capfd):
+    result = run("alloc_conf_in_script.py")
+    assert result.alloc_conf == "expandable_segments:True"
+    assert result.sources["alloc_conf"] == "PYTORCH_NPU_ALLOC_CONF, set by the script"
+    # 3 + 7 + 11 MiB in one expandable segment of 20 MiB granules: 40 MiB
+    assert "reserved 40 MiB for 21 MiB" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("offload", [False, True])
+def test_activation_offload_to_the_host(capfd, offload):
+    result = run("cpu_offload.py", *(["--offload"] if offload else []))
+    held = int(capfd.readouterr().out.split("held before backward ")[1].split()[0])
+    weights = blocks([(4096, 4096), (4096,)] * 8)
+    # without offload each layer keeps its input and its GELU input (64 x 4096 float32,
+    # 1 MiB each) on the device; with it they wait on the host (unpinned: torch's
+    # save_on_cpu pins only when torch.cuda.is_available(), as on an Ascend machine)
+    activations = 16 * block(64 * 4096 * 4)
+    x = block(64 * 4096 * 4)
+    if offload:
+        assert held * MiB <= weights + x + 2 * MiB
+        assert result.host_pinned_peak == 0
+    else:
+        assert held * MiB >= weights + activations - MiB
+
+
+def test_a_gru_and_lstm_tagger():
+    result = run("gru_tagger.py")
+    weights = [(5000, 128),                                   # embedding
+               (768, 128), (768, 256), (768,), (768,),        # GRU forward direction
+               (768, 128), (768, 256), (768,), (768,),        # GRU backward direction
+               (1024, 512), (1024, 256), (1024,), (1024,),    # LSTM
+               (17, 256), (17,)]
+    assert result.at_peak["parameters"] == blocks(weights)
