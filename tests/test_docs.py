@@ -159,7 +159,7 @@ def test_the_readme_is_short_and_starts_with_the_two_commands():
     assert ("    python3 -m venv .venv && . .venv/bin/activate && pip install . && "
             "ascend-memsim demo") in top
     test_command = ("    python3 -m venv .venv && . .venv/bin/activate && "
-                    "pip install -e '.[test,torch]' && python -m pytest -q")
+                    "pip install -e '.[test,torch,stacks]' && python -m pytest -q")
     assert test_command in top
 
 

@@ -113,3 +113,46 @@ def test_a_gru_and_lstm_tagger():
                (1024, 512), (1024, 256), (1024,), (1024,),    # LSTM
                (17, 256), (17,)]
     assert result.at_peak["parameters"] == blocks(weights)
+
+
+# -- the training stacks' own loops (the stacks extra: transformers, peft, accelerate) ------
+
+def _llama_weights(vocab=2000, hidden=512, inter=1376, layers=4):
+    per_layer = [(hidden, hidden)] * 4 + [(inter, hidden)] * 2 + [(hidden, inter)] + \
+        [(hidden,)] * 2
+    return [(vocab, hidden)] + per_layer * layers + [(hidden,), (vocab, hidden)]
+
+
+def test_hf_trainer_fine_tuning_from_a_config(tmp_path, capfd):
+    pytest.importorskip("transformers", reason="the stacks extra: pip install -e '.[stacks]'")
+    result = run("hf_trainer.py", str(tmp_path / "out"))
+    assert "trained on npu:0" in capfd.readouterr().out
+    weights = blocks(_llama_weights())
+    # float32 weights (bf16=True is autocast), their gradients and AdamW's two states of
+    # each are all held at the optimizer's step
+    assert result.at_peak["parameters"] >= weights
+    assert result.peak_allocated >= 4 * weights
+    # the Trainer logs its loss and gradient norm: values read, 0 by default
+    assert result.values_read > 0
+
+
+def test_peft_lora_trains_only_the_adapters(capfd):
+    pytest.importorskip("peft", reason="the stacks extra: pip install -e '.[stacks]'")
+    result = run("peft_lora.py")
+    printed = capfd.readouterr().out
+    # PEFT's own count: r=8 on q_proj and v_proj of 4 layers, A (8 x 512) and B (512 x 8)
+    assert "trainable params: 65,536" in printed
+    adapters = blocks([(8, 512), (512, 8)] * 2 * 4)
+    # AdamW's two states, for the adapters only
+    assert result.at_peak["optimizer state"] == 2 * adapters
+
+
+def test_an_accelerate_loop_takes_the_npu(capfd):
+    pytest.importorskip("accelerate", reason="the stacks extra: pip install -e '.[stacks]'")
+    result = run("accelerate_loop.py")
+    assert "device npu" in capfd.readouterr().out
+    weights = blocks([(4096, 1024), (4096,), (10, 4096), (10,)])
+    assert result.at_peak["parameters"] == weights
+    # AdamW's two states of each parameter, and its step's temporaries
+    assert result.at_peak["optimizer state"] in (0,) or \
+        result.at_peak["optimizer state"] >= 2 * weights
