@@ -109,8 +109,9 @@ TRAIN = """
 
 def test_the_scripts_own_statistics_are_the_simulated_ones(tmp_path, capsys):
     code, out = run("estimate", "--json", script(tmp_path, TRAIN))
-    assert code == 0, capsys.readouterr().err
-    printed = capsys.readouterr().out
+    # with --json, what the script prints goes to stderr: stdout is the JSON alone
+    printed = capsys.readouterr().err
+    assert code == 0, printed
     result = json.loads(out)
     assert f"peaks {result['peak_allocated']} {result['peak_reserved']}" in printed
     # four 4096 x 4096 float32 weights: 256 MiB of parameters, as many of gradients, twice

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fa
 
 from ascend_memsim.torchsim import estimate  # noqa: E402
 
-B, T, I, H = 8, 50, 128, 256
+B, T, IN, H = 8, 50, 128, 256
 
 
 def block(n):
@@ -21,8 +21,8 @@ def test_a_recurrent_layer_runs_forward_and_backward(layer, gates):
 
     def tagger():
         import torch_npu  # noqa: F401
-        m = getattr(torch.nn, layer)(I, H, batch_first=True).npu()
-        x = torch.randn(B, T, I).npu()
+        m = getattr(torch.nn, layer)(IN, H, batch_first=True).npu()
+        x = torch.randn(B, T, IN).npu()
         base = torch.npu.memory_allocated()
         y, _state = m(x)
         out["shape"] = tuple(y.shape)
@@ -38,7 +38,7 @@ def test_a_recurrent_layer_runs_forward_and_backward(layer, gates):
     assert out["shape"] == (B, T, H)
     # after the backward: the gradients of w_ih (gates*H x I), w_hh (gates*H x H) and the two
     # biases, float32, with the output and the final state the script still holds
-    grads = (block(4 * gates * H * I) + block(4 * gates * H * H) + 2 * block(4 * gates * H))
+    grads = (block(4 * gates * H * IN) + block(4 * gates * H * H) + 2 * block(4 * gates * H))
     assert out["backward"] == grads + out["y"] + out["state"]
     if layer == "GRU":
         # each step keeps hy (B x H) and the fused cell's workspace (B x 5H) for backward

@@ -4,6 +4,8 @@ simulated caching allocator; will it fit?"""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import pickle
 import sys
 from collections.abc import Callable
@@ -14,6 +16,21 @@ from .run import script_refusal
 from .script import run_script
 
 __all__ = ["cmd_estimate"]
+
+
+def _snapshot_path_problem(path: str | None) -> str:
+    """Why ``--snapshot PATH`` could not be written, checked before the script runs ('' when
+    it can, or when there is none)."""
+    if not path:
+        return ""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"--snapshot {path}: the folder {folder} does not exist"
+    if os.path.isdir(path):
+        return f"--snapshot {path} is a folder: give a file name"
+    if not os.access(folder, os.W_OK):
+        return f"--snapshot {path}: the folder {folder} is not writable"
+    return ""
 
 
 def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
@@ -38,9 +55,17 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
         print(f"ascend-memsim estimate: error: {overrides}", file=sys.stderr)
         return USAGE_ERROR
     argv = [script, *args.script_args, *getattr(args, "unchecked_args", [])]
+    problem = _snapshot_path_problem(args.snapshot)
+    if problem:
+        print(f"ascend-memsim estimate: error: {problem}", file=sys.stderr)
+        return USAGE_ERROR
 
     def target() -> int:
-        return run_script(script, argv)
+        if not args.json:
+            return run_script(script, argv)
+        # with --json, stdout is the JSON alone: what the script prints goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            return run_script(script, argv)
 
     target.__name__ = script
     if args.world_size is not None:

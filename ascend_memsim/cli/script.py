@@ -100,10 +100,38 @@ def _execute(path: str, namespace: dict) -> int:
         return _status(e.code)
     except BaseException as e:  # the script's failure is its exit status
         tb = e.__traceback__
+        if getattr(e, "_ascend_memsim_user_error", False):
+            # the simulation's answer at the script's line (an out-of-memory, a stop): the
+            # script's own frames, no chain through the simulator's
+            _print_user_traceback(e, path)
+            return 1
         # leave out this frame: the traceback starts in the script, as python's does
         traceback.print_exception(type(e), e, tb.tb_next if tb else None, file=sys.stderr)
         return 1
     return 0
+
+
+#: ascend_memsim's own directory
+_PACKAGES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+
+
+def _print_user_traceback(error: BaseException, path: str) -> None:
+    """``error`` as Python prints it, with the frames of the script and of the code it
+    imported, not those of torch or of ascend_memsim."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not f.filename.startswith(_internal_dirs())]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames),
+             *traceback.format_exception_only(type(error), error)]
+    sys.stderr.write("".join(lines))
+
+
+def _internal_dirs() -> tuple[str, ...]:
+    """The directories of ascend_memsim and (when imported) torch."""
+    dirs = list(_PACKAGES)
+    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+    if torch_file:
+        dirs.append(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
+    return tuple(dirs) + ("<frozen ",)
 
 
 def run_script(path: str, argv: list[str]) -> int:

@@ -75,6 +75,9 @@ class EstimateStopped(RuntimeError):
     """The script did something the estimate cannot follow; the message names it, the
     script's line and the way out."""
 
+    #: a traceback of it shows the script's frames only (cli/script.py)
+    _ascend_memsim_user_error = True
+
 
 class DataDependentOperation(EstimateStopped):
     """An operator whose output (its shape, or a Python value) depends on the tensors'

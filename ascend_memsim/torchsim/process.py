@@ -32,8 +32,10 @@ from torch.utils._python_dispatch import _disable_current_modes, _pop_mode, _pus
 __all__ = ["ScriptExit", "exit_status", "run", "install_threads", "drain_autograd"]
 
 
-class ScriptExit(BaseException):
-    """``os._exit(status)`` in the script's process, unwound to the estimate."""
+class ScriptExit(SystemExit):
+    """``os._exit(status)`` in the script's process, unwound to the estimate (a SystemExit,
+    so a script runner takes it as the script's exit with that status; unlike
+    ``sys.exit``, the script's ``atexit`` handlers do not run after it)."""
 
     def __init__(self, status: int) -> None:
         super().__init__(status)
@@ -69,19 +71,19 @@ def run(body: Callable[[], int]) -> int:
     try:
         try:
             status = body()
+        except ScriptExit as e:
+            return e.status
         except SystemExit as e:
             status = exit_status(e.code)
-        except ScriptExit as e:
-            status = e.status
         # the handlers last registered run first, as atexit runs them
         while handlers:
             fn, args, kwargs = handlers.pop()
             try:
                 fn(*args, **kwargs)
-            except SystemExit as e:
-                status = status or exit_status(e.code)
             except ScriptExit as e:
                 return e.status
+            except SystemExit as e:
+                status = status or exit_status(e.code)
     finally:
         os._exit, atexit.register = real_exit, register
     if os.getpid() != pid:

@@ -496,7 +496,10 @@ class Session(StorageCategories):
         """Raise torch's OutOfMemoryError with torch_npu's message (the first is kept)."""
         if self.failure is None:
             self.failure = {"message": message, "size": nbytes, "frames": frames}
-        raise torch.OutOfMemoryError(message)
+        error = torch.OutOfMemoryError(message)
+        # the script's error at its own line: a traceback need not show the estimate's frames
+        error._ascend_memsim_user_error = True  # type: ignore[attr-defined]
+        raise error from None
 
     def _backward(self, *args: Any, **kwargs: Any) -> Any:
         """torch.autograd's _engine_run_backward, then the out-of-memory error of an
