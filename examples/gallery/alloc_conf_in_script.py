@@ -8,8 +8,8 @@ import os
 
 os.environ["PYTORCH_NPU_ALLOC_CONF"] = "expandable_segments:True"
 
-import torch  # noqa: E402
-import torch_npu  # noqa: E402, F401
+import torch
+import torch_npu  # noqa: F401
 
 
 def main():
