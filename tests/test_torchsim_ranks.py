@@ -594,3 +594,18 @@ def test_item_value_applies_to_every_rank(tmp_path):
     stopped = estimate_ranks(path, world_size=2, runtime_share=0, item_value=None)
     assert not stopped.fits
     assert all(".item() at" in stopped.rank(r).estimate.stopped for r in (0, 1))
+
+
+def test_a_script_that_stops_on_every_rank_is_unknown_not_does_not_fit(tmp_path):
+    path = script(tmp_path, """
+        import torch, torch.distributed as dist
+        import torch_npu
+        dist.init_process_group("hccl")
+        x = torch.randn(100).npu()
+        y = torch.nonzero(x > 0)
+    """)
+    result = estimate_ranks(path, world_size=2, runtime_share=0)
+    text = str(result)
+    assert not result.fits and "DOES NOT FIT" not in text
+    assert "verdict: unknown, rank 0 first: the script stopped: nonzero" in text
+    assert all(result.rank(r).verdict() == "unknown" for r in (0, 1))

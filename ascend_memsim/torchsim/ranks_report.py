@@ -73,6 +73,18 @@ class RankFigures:
         return dict(zip(KINDS, (*held, self.estimate.peak_reserved - sum(held),
                                 self.workspace, self.hccl, self.runtime_share)))
 
+    @property
+    def unknown(self) -> bool:
+        """Whether the script stopped or failed on this rank without running out of memory:
+        the verdict is unknown, not "does not fit"."""
+        est = self.estimate
+        return est.out_of_memory is None and self.margin >= 0 and (
+            est.stopped is not None or est.status != 0)
+
+    def verdict(self) -> str:
+        """``fits``, ``DOES NOT FIT`` or ``unknown`` (the script stopped or failed)."""
+        return "fits" if self.fits else "unknown" if self.unknown else "DOES NOT FIT"
+
     def failure(self) -> str | None:
         """Why this rank does not fit, with the script's line, or None."""
         est = self.estimate
@@ -192,7 +204,7 @@ class RanksResult:
             lines.append(f"  {_ranks_text(c.ranks):<12}{size(f.estimate.peak_reserved):>12}"
                          f"{size(f.workspace):>12}{size(f.hccl):>12}"
                          f"{size(f.runtime_share):>12}{size(f.total):>12}"
-                         f"{size(f.margin):>12}  {'fits' if f.fits else 'DOES NOT FIT'}")
+                         f"{size(f.margin):>12}  {f.verdict()}")
         for c in self.classes:
             f = c.figures
             lines.append(f"  rank {f.rank}" + ("" if len(c.ranks) == 1 else
@@ -207,6 +219,9 @@ class RanksResult:
             low = min(self.classes, key=lambda c: c.figures.margin)
             lines.append(f"  verdict: fits on every rank; the smallest margin is "
                          f"{size(low.figures.margin)} (rank {low.figures.rank})")
+        elif self.rank(first[0]).unknown and all(
+                c.figures.fits or c.figures.unknown for c in self.classes):
+            lines.append(f"  verdict: unknown, rank {first[0]} first: {first[1]}")
         else:
             lines.append(f"  verdict: DOES NOT FIT: rank {first[0]} first: {first[1]}")
         lines.append(f"  runtime share: {size(self.runtime_share)}, "
