@@ -1,4 +1,4 @@
-"""Recurrent layers on the fake NPU (torchsim/rnn.py): RNN, GRU and LSTM run forward and
+"""Recurrent layers on the fake NPU (torchsim/ops/rnn.py): RNN, GRU and LSTM run forward and
 backward; by hand, what their backward leaves and what a GRU's forward keeps per step."""
 
 import pytest

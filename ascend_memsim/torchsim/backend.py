@@ -38,8 +38,8 @@ def ensure_npu_backend() -> None:
     _setup_privateuseone_for_python_backend(rename="npu", backend_module=npu)
     from .autocast import register_autocast
     from .fused import register_fused_ops
-    from .rnn import register_rnn
+    from .ops import register_ops
 
     register_autocast()
     register_fused_ops()
-    register_rnn()
+    register_ops()

@@ -15,10 +15,7 @@ DECISION: torch's ``FakeTensorMode`` gives the tensors (shapes, dtypes, strides,
 optimizers, no storage, no arithmetic), on CPU and NPU alike, so a model far larger than the
 host's memory costs nothing when it is built on the CPU and moved; meta tensors behind a
 subclass would have to reimplement the device propagation FakeTensorMode already does.
-One change to it: its converter memoises each fake tensor it makes from a fresh meta tensor
-with a weak reference, and ``Module.to`` swaps a fake parameter for its moved copy with
-``torch.utils.swap_tensors``, which refuses a tensor with a weak reference; a fresh meta
-tensor can never be looked up again, so :class:`_Converter` does not memoise it.
+The changes to it are in :mod:`.fake` (:class:`~.fake.FakeMode`).
 """
 
 from __future__ import annotations
@@ -33,9 +30,6 @@ import torch
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
-    FakeTensor,
-    FakeTensorConverter,
-    FakeTensorMode,
     unset_fake_temporarily,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -53,6 +47,7 @@ from .backend import ensure_npu_backend
 from .categories import ACTS, CATEGORIES, OPTIM, StorageCategories, wrapped
 from .checkpoint import install as _install_checkpoints
 from .environment import Startup
+from .fake import FakeMode
 from .fused import scaled_dot_product_attention as _npu_sdpa
 from .host import PinnedMemory, runs_on_host
 from .host import install as _install_host
@@ -81,46 +76,6 @@ def user_frames(frame: Any, stop: Any = None, limit: int = _MAX_FRAMES) -> list[
             frames.append({"filename": name, "line": f.f_lineno, "name": f.f_code.co_name})
         f = f.f_back
     return frames
-
-
-class _Converter(FakeTensorConverter):
-    """FakeTensorConverter without the memo of fresh meta tensors (see the module's
-    docstring)."""
-
-    def from_meta_and_device(self, fake_mode: FakeTensorMode, t: torch.Tensor,
-                             device: torch.device, pytype: Any = None,
-                             dispatch_keys: Any = None) -> FakeTensor:
-        return FakeTensor(fake_mode, t, device, pytype=pytype, dispatch_keys=dispatch_keys)
-
-
-_SET_STORAGE = frozenset({torch.ops.aten.set_.source_Storage,
-                          torch.ops.aten.set_.source_Storage_storage_offset})
-
-
-class _FakeMode(FakeTensorMode):
-    """FakeTensorMode for a device that is never real: no constant folding onto it (torch
-    would run the operator on the real device when ``torch.npu.is_available()``), and
-    :class:`_Converter`. A deep copy of a fake tensor (``copy.deepcopy`` of a module, as
-    ``nn.TransformerEncoder`` makes its layers) keeps this mode: a copied mode would make
-    its tensors foreign ones, converted again and memoised."""
-
-    def __init__(self) -> None:
-        super().__init__(allow_non_fake_inputs=True)
-        self.fake_tensor_converter.__class__ = _Converter
-
-    def __deepcopy__(self, memo: dict) -> _FakeMode:
-        return self
-
-    def _cached_dispatch_impl(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        # torch's dispatch cache keeps its key's arguments: for set_ with a storage, the
-        # storage, which then never dies and its block is never given back
-        if func in _SET_STORAGE:
-            return self._dispatch_impl(func, types, args, kwargs)
-        return super()._cached_dispatch_impl(func, types, args, kwargs)
-
-    @property
-    def avoid_device_init(self) -> bool:
-        return True
 
 
 class _Storage:
@@ -275,7 +230,7 @@ class Session(StorageCategories):
         self.device_queries: list[dict] = []
         if history:
             self.start_history()
-        self._fake = _FakeMode()
+        self._fake = FakeMode()
         self._tracker = _Tracker(self)
         self._hooks: list = []
         self._open = False
@@ -498,7 +453,7 @@ class Session(StorageCategories):
             self.failure = {"message": message, "size": nbytes, "frames": frames}
         error = torch.OutOfMemoryError(message)
         # the script's error at its own line: a traceback need not show the estimate's frames
-        error._ascend_memsim_user_error = True  # type: ignore[attr-defined]
+        error._ascend_memsim_user_error = True  # type: ignore[attr-defined,unused-ignore]
         raise error from None
 
     def _backward(self, *args: Any, **kwargs: Any) -> Any:

@@ -72,6 +72,26 @@ _foreach_norm                           16 MiB: ``foreach_reduce_tiling_func.cpp
 _fused_adam_, _fused_adamw_             16 MiB: the system workspace (``optim/fused_adamw/
                                         op_host/fused_adamw_tiling.cpp``;
                                         ``apply_adam_w_v2_tiling.cpp`` ``WORKSPACE_SIZE``).
+npu_add_rms_norm                        16 MiB + 256 bytes (``norm/add_rms_norm/op_host/
+                                        add_rms_norm_tiling.cpp``).
+npu_swiglu, npu_swiglu_backward,        16 MiB: ``WORKSPACE_BUFFER`` (``activation/swi_glu/
+npu_dynamic_quant                       op_host/swi_glu_tiling.cpp``, SwiGlu and
+                                        SwiGluGrad); ``SYS_WORKSPACE_SIZE`` (``quant/
+                                        dynamic_quant/op_host/dynamic_quant_tiling.cpp``).
+npu_rotary_mul, npu_rotary_mul_         16 MiB (ops-transformer ``posembedding/rotary_
+backward; npu_interleave_rope           position_embedding/op_host/rope_rotate_half_
+                                        tiling.cpp``, ``rope_half_grad_tiling.cpp``); 32
+                                        bytes (``interleave_rope_tiling.cpp``).
+npu_moe_token_unpermute, its and        16 MiB: ``GetLibApiWorkSpaceSize`` or 16 MiB
+npu_moe_token_permute's ``_grad_v2``,   (ops-transformer ``moe/moe_token_unpermute``,
+npu_moe_finalize_routing,               ``_unpermute_grad``, ``_permute_grad`` tilings;
+npu_grouped_matmul                      ``moe_finalize_routing_v2_tiling.cpp``
+                                        ``WORKSPACE_RESERVED``; ``gmm/grouped_matmul``
+                                        ``SYS_WORKSPACE_SIZE``). ESTIMATE: the quantised
+                                        grouped matmul templates' extra is not added.
+npu_moe_gating_top_k_softmax            0 (its tilings set ``workspaceSize_ = 0``).
+npu_moe_compute_expert_tokens           16 MiB + experts * cores * 4 (``moe_compute_
+                                        expert_tokens_tiling.cpp``). ESTIMATE: 48 cores.
 ======================================  ==================================================
 
 Every other operator counts 0, and the estimate says how many calls that was.
@@ -257,6 +277,39 @@ _add("_foreach_norm", _fixed(SYSTEM), "16 MiB: foreach_reduce_tiling_func WORK_S
      "(ops-nn)")
 _add("_fused_adam_ _fused_adamw_ _fused_adam _fused_adamw", _fixed(SYSTEM),
      "16 MiB: the system workspace (fused_adamw_tiling, apply_adam_w_v2_tiling; ops-nn)")
+
+# torch_npu's fused operators (ascend_memsim.torchsim.ops), where a tiling gives the figure
+_add("npu_add_rms_norm", _fixed(SYSTEM + 256),
+     "16 MiB + 256: add_rms_norm_tiling usrSize + sysWorkspaceSize (ops-nn)")
+_add("npu_swiglu npu_swiglu_backward", _fixed(SYSTEM),
+     "16 MiB: swi_glu_tiling WORKSPACE_BUFFER, SwiGlu and SwiGluGrad (ops-nn)")
+_add("npu_dynamic_quant", _fixed(SYSTEM), "16 MiB: dynamic_quant_tiling SYS_WORKSPACE_SIZE "
+     "(ops-nn)")
+_add("npu_rotary_mul npu_rotary_mul_backward", _fixed(SYSTEM),
+     "16 MiB: rope_rotate_half_tiling, rope_interleaved_tiling, rope_half_grad_tiling "
+     "sysWorkspaceSize (ops-transformer)")
+_add("npu_interleave_rope", _fixed(32), "32 bytes: interleave_rope_tiling "
+     "DEFAULT_WORKSPACE_SIZE (ops-transformer)")
+_add("npu_moe_token_unpermute npu_moe_token_unpermute_grad_v2 npu_moe_token_permute_grad_v2",
+     _fixed(SYSTEM), "16 MiB: GetLibApiWorkSpaceSize / sysWorkspaceSize of moe_token_"
+     "unpermute, moe_token_unpermute_grad, moe_token_permute_grad tilings (ops-transformer)")
+_add("npu_moe_finalize_routing", _fixed(SYSTEM),
+     "16 MiB: moe_finalize_routing_v2_tiling WORKSPACE_RESERVED (ops-transformer)")
+_add("npu_grouped_matmul", _fixed(SYSTEM), "16 MiB: grouped_matmul_tiling SYS_WORKSPACE_SIZE "
+     "(ops-transformer); ESTIMATE: the quantised templates' extra not added")
+_add("npu_moe_gating_top_k_softmax", _fixed(0),
+     "0: moe_gating_top_k_softmax tilings set workspaceSize_ = 0 (ops-transformer)")
+
+
+def _expert_tokens(args: tuple, out: Any, product: str) -> int:
+    # npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert)
+    experts = args[1] if len(args) > 1 and isinstance(args[1], int) else 0
+    return SYSTEM + experts * CORES * 4
+
+
+_add("npu_moe_compute_expert_tokens", _expert_tokens,
+     "16 MiB + experts * cores * 4: moe_compute_expert_tokens_tiling (ops-transformer); "
+     "ESTIMATE: 48 cores")
 
 _FOREACH = (_fixed(32), "32 bytes: foreach_tiling_class.h WORK_SPACE_SIZE, \"foreach(vector) "
                         "not need workspace\" (ops-nn)")

@@ -15,6 +15,7 @@ import importlib
 
 import torch
 
+from ..ops import OPERATORS as _FAMILY_OPERATORS
 from . import npu
 from ._missing import not_modelled
 
@@ -28,6 +29,9 @@ __version__ = torch.__version__.split("+")[0]
 OPERATORS = {
     "npu_fusion_attention": "..fused",
     "npu_fusion_attention_grad": "..fused",
+    # the families of ascend_memsim.torchsim.ops, as names relative to this package
+    **{name: ".." + home.removeprefix("ascend_memsim.torchsim.")
+       for name, home in _FAMILY_OPERATORS.items()},
 }
 
 #: the subpackages imported when first named (``torch_npu.optim`` after ``import torch_npu``)
