@@ -156,3 +156,26 @@ def test_an_accelerate_loop_takes_the_npu(capfd):
     # AdamW's two states of each parameter, and its step's temporaries
     assert result.at_peak["optimizer state"] in (0,) or \
         result.at_peak["optimizer state"] >= 2 * weights
+
+
+def test_a_decoder_block_on_torch_npus_fused_operators(capfd):
+    result = run("llm_block.py")
+    assert capfd.readouterr().out.count("step") == 2
+    hidden, ffn = 2048, 5632
+    weights = blocks([(3 * hidden, hidden), (hidden, hidden), (2 * ffn, hidden),
+                      (hidden, ffn), (hidden,), (hidden,)], size=2)         # bfloat16
+    assert result.at_peak["parameters"] == weights
+    # AdamW's two states, bfloat16 as the parameters, held from the first step on
+    assert result.at_peak["optimizer state"] >= 2 * weights
+    assert result.peak_allocated >= 3 * weights
+
+
+def test_an_moe_layer_routed_with_torch_npus_moe_operators(capfd):
+    result = run("moe_block.py")
+    assert "(4096, 2048); max allocated" in capfd.readouterr().out
+    tokens, hidden, ffn, experts, top_k = 4096, 2048, 1408, 16, 2
+    weights = blocks([(hidden, experts), (experts, hidden, ffn), (experts, ffn, hidden)],
+                     size=2)
+    # the experts' weights, the tokens, and their top_k copies routed to the experts
+    routed = blocks([(tokens, hidden), (tokens * top_k, hidden)], size=2)
+    assert result.peak_allocated >= weights + routed
