@@ -2,28 +2,14 @@
 shows the script's line and not the simulator's frames, and output paths are checked before
 the script runs."""
 
-import io
 import json
-import textwrap
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fake tensors; "
                                            "install the torch extra: pip install -e '.[torch]'")
 
-from ascend_memsim.cli import main  # noqa: E402
-
-
-def run(*argv):
-    out = io.StringIO()
-    code = main(list(argv), out=out)
-    return code, out.getvalue()
-
-
-def script(tmp_path, text, name="train.py"):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return str(path)
+from test_torchsim import run, script  # noqa: E402
 
 
 def test_json_is_the_whole_of_stdout_and_the_scripts_prints_go_to_stderr(tmp_path, capsys):

@@ -84,7 +84,7 @@ def test_the_surface_against_the_real_wheels_public_names():
                  "torch_npu.dynamo.torchair.get_npu_backend"):
         assert name in out["present"], name
     # the share measured when this was written (the target is 95%: see the note)
-    assert share >= 0.52
+    assert share >= 0.71
 
 
 def test_a_cuda_script_with_transfer_to_npu_counts_its_cuda_tensors_and_torch_is_put_back():
@@ -139,7 +139,7 @@ def test_the_fused_optimizers_keep_the_states_of_their_torch_counterparts():
 def test_a_name_the_stand_in_lacks_says_so_and_hasattr_answers_false():
     def probe(out):
         import torch_npu
-        out["hasattr"] = hasattr(torch_npu.npu, "set_dump"), hasattr(torch_npu, "npu_ffn")
+        out["hasattr"] = hasattr(torch_npu.npu, "MemPool"), hasattr(torch_npu, "npu_ffn")
         try:
             out["value"] = torch_npu.contrib.ROIAlign
         except AttributeError as e:
@@ -148,3 +148,34 @@ def test_a_name_the_stand_in_lacks_says_so_and_hasattr_answers_false():
     out, _ = _run(probe)
     assert out["hasattr"] == (False, False)
     assert out["message"].startswith("torch_npu.contrib.ROIAlign is not modelled")
+
+
+def test_legacy_typed_tensors_and_storages_are_made_on_the_npu():
+    def script(out):
+        import torch_npu
+        a = torch_npu.npu.FloatTensor(256, 1024)                  # 1 MiB, uninitialised
+        b = torch.npu.HalfTensor([1.0, 2.0])                      # from data
+        s = torch.npu.ByteStorage(1 << 20)                        # 1 MiB of storage
+        out["kinds"] = (a.dtype, a.device.type, b.dtype, isinstance(a, torch.npu.FloatTensor),
+                        isinstance(b, torch.npu.FloatTensor), s.nbytes())
+        out["allocated"] = torch.npu.memory_allocated()
+
+    def block(n):
+        return (n + 32 + 511) // 512 * 512
+
+    out, _ = _run(script)
+    assert out["kinds"] == (torch.float32, "npu", torch.float16, True, False, 1 << 20)
+    assert out["allocated"] == 2 * block(1 << 20) + block(4)
+
+
+def test_task_queue_enable_set_from_the_script_decides_where_workspaces_come_from():
+    def script(out):
+        import torch_npu
+        torch_npu.npu.set_task_queue_enable(2)
+        out["mode"] = torch_npu.npu.utils.get_task_queue_enable()
+        x = torch.randn(1024, 1024, device="npu")
+        (x @ x).sum()
+
+    out, result = _run(script)
+    assert out["mode"] == 2 and result.task_queue == 2
+    assert result.sources["task_queue"] == "torch_npu.npu.set_task_queue_enable"

@@ -49,7 +49,11 @@ __all__ = [
     "memory_cached", "max_memory_cached",
     "get_per_process_memory_fraction", "caching_allocator_alloc", "caching_allocator_delete",
     "get_autocast_dtype", "set_autocast_dtype", "is_autocast_enabled", "set_autocast_enabled",
-    "utils",
+    "utils", "set_task_queue_enable", "get_task_queue_enable", "set_sync_debug_mode",
+    "get_sync_debug_mode", "set_op_timeout_ms", "set_deterministic_level",
+    "enable_deterministic_with_backward", "disable_deterministic_with_backward",
+    "check_uce_in_memory", "get_npu_overflow_flag", "clear_npu_overflow_flag",
+    "stress_detect", "ExternalStream", "SyncLaunchStream", "get_allocator_backend",
 ]
 
 
@@ -409,7 +413,101 @@ def set_compile_mode(jit_compile: bool = False) -> None:
 config = types.SimpleNamespace(allow_internal_format=False)
 
 
+# -- switches that change no memory, and one that does ---------------------------------------
+
+def set_task_queue_enable(mode: int) -> None:
+    """TASK_QUEUE_ENABLE set from the script (torch_npu's ``set_task_queue_enable``): where
+    operators' workspaces come from from now on (0, 1: the caching allocator; 2:
+    NPUWorkspaceAllocator)."""
+    if isinstance(mode, bool) or mode not in (0, 1, 2):
+        raise ValueError("TASK_QUEUE_ENABLE should be 0, 1 or 2")
+    session = _session()
+    # it wins over the environment, which is read at the first allocation
+    session.startup.task_queue = session.task_queue = mode
+    session.startup.sources["task_queue"] = "torch_npu.npu.set_task_queue_enable"
+
+
+def get_task_queue_enable() -> int:
+    return int(_session().task_queue)
+
+
+_SYNC_DEBUG = {"default": 0, "warn": 1, "error": 2}
+_sync_debug = [0]
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """How a synchronizing call is reported (time, not memory): kept."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG:
+            raise RuntimeError("invalid value of debug_mode, expected one of "
+                               "`default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG[debug_mode]
+    _sync_debug[0] = int(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    return _sync_debug[0]
+
+
+def set_op_timeout_ms(timeout: int) -> None:
+    """Operators' execution timeout: nothing runs long in an estimate."""
+
+
+def set_deterministic_level(level: int) -> None:
+    """Deterministic operator implementations (the same memory in the model): as torch's
+    ``use_deterministic_algorithms``."""
+    torch.use_deterministic_algorithms(bool(level))
+
+
+def enable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
+    """Marks where deterministic computation starts, forward and backward: the tensor."""
+    return tensor
+
+
+disable_deterministic_with_backward = enable_deterministic_with_backward
+
+
+def check_uce_in_memory(device_id: int) -> int:
+    """Uncorrectable memory errors: 0, none (the simulated HBM has no faults here)."""
+    return 0
+
+
+def get_npu_overflow_flag() -> None:
+    """Refused as on Atlas A2/A3 and 950 (``torch_npu/npu/utils.py``): those keep inf and
+    NaN, and torch_npu tells to use ``npu_check_overflow``."""
+    raise RuntimeError("Unsupported api when soc_version >= Ascend910B1, please use "
+                       "npu_check_overflow")
+
+
+clear_npu_overflow_flag = get_npu_overflow_flag
+
+
+def stress_detect(mode: int = 0) -> int:
+    """The AI cores' self test: 0, passed."""
+    return 0
+
+
+def get_allocator_backend() -> str:
+    """The caching allocator in use: torch_npu's own (``native``)."""
+    return "native"
+
+
+class ExternalStream(Stream):
+    """A stream made outside torch_npu, wrapped: a stream of the simulated runtime."""
+
+    def __init__(self, stream_ptr: int = 0, device: Any = None, **kwargs: Any) -> None:
+        super().__init__(device)
+
+
+class SyncLaunchStream(Stream):
+    """A stream whose tasks launch synchronously (no task queue): a stream as any other."""
+
+
 from .._missing import not_modelled  # noqa: E402
-from . import amp, utils  # noqa: E402
+from . import _typed, amp, memory, npu_config, utils  # noqa: E402
+from ._typed import *  # noqa: E402, F403  (BFloat16Tensor, FloatStorage, ...)
+from .npu_config import *  # noqa: E402, F403  (set_dump, set_device_limit, ...)
+
+__all__ += [*npu_config.__all__, *_typed.__all__]
 
 __getattr__ = not_modelled("torch_npu.npu")

@@ -11,7 +11,10 @@ from ._state import active
 #: read from torch_npu.npu, where the stand-in keeps them (no import cycle)
 _FROM_NPU = ("StreamContext", "current_device", "current_stream", "default_stream", "device",
              "device_of", "ipc_collect", "is_bf16_supported", "set_device", "set_stream",
-             "stream", "synchronize")
+             "stream", "synchronize", "check_uce_in_memory", "clear_npu_overflow_flag",
+             "get_npu_overflow_flag", "get_sync_debug_mode", "set_sync_debug_mode",
+             "get_task_queue_enable", "set_task_queue_enable", "set_op_timeout_ms",
+             "stress_detect", "init_dump", "set_dump", "finalize_dump")
 
 __all__ = [*_FROM_NPU, "get_cann_version", "is_support_inf_nan"]
 
