@@ -609,3 +609,14 @@ def test_a_script_that_stops_on_every_rank_is_unknown_not_does_not_fit(tmp_path)
     assert not result.fits and "DOES NOT FIT" not in text
     assert "verdict: unknown, rank 0 first: the script stopped: nonzero" in text
     assert all(result.rank(r).verdict() == "unknown" for r in (0, 1))
+
+
+@pytest.mark.parametrize("size", [(1 << 20) + 1, 10 ** 8, 2 ** 63])
+def test_a_world_size_past_any_cluster_is_refused_before_anything_runs(tmp_path, capsys, size):
+    path = script(tmp_path, "print('the script ran')\n")
+    with pytest.raises(ValueError, match="world_size must be at most 1,048,576"):
+        estimate_ranks(path, world_size=size)
+    out = io.StringIO()
+    assert main(["estimate", "--world-size", str(size), path], out=out) == 2
+    captured = capsys.readouterr()
+    assert "at most 1,048,576" in captured.err and "the script ran" not in captured.out

@@ -53,10 +53,14 @@ from .runtime_share import take_runtime_share
 from .session import Session
 from .standin import install_torch_npu, uninstall_torch_npu
 
-__all__ = ["estimate_ranks", "TRACE_ALL_UP_TO", "DEFAULT_CARDS_PER_NODE", "class_key"]
+__all__ = ["estimate_ranks", "TRACE_ALL_UP_TO", "MAX_WORLD_SIZE", "DEFAULT_CARDS_PER_NODE",
+           "class_key"]
 
 #: up to this many ranks every rank is traced
 TRACE_ALL_UP_TO = 8
+#: DECISION: the most ranks an estimate takes (2**20 cards): a world size past any cluster
+#: built is refused before anything is made (each rank is given its class, O(world size))
+MAX_WORLD_SIZE = 1 << 20
 #: DECISION: cards per node when not given (an Atlas 800T A2 server holds 8 NPUs)
 DEFAULT_CARDS_PER_NODE = 8
 
@@ -180,6 +184,9 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
                               ("p2p_buffsize", p2p_buffsize, 0)):
         if value is not None and (type(value) is not int or value < low):
             raise ValueError(f"{label} must be a whole number >= {low}, got {value!r}")
+    if world_size > MAX_WORLD_SIZE:
+        raise ValueError(f"world_size must be at most {MAX_WORLD_SIZE:,} (no cluster has more "
+                         f"cards), got {world_size:,}")
     if cards_per_node > 64:
         raise ValueError(f"cards_per_node must be at most 64, got {cards_per_node}")
     share, share_source = share_of(get_profile(product).name, runtime_share)
