@@ -465,3 +465,14 @@ def _parser_help():
     from ascend_memsim.cli import _parser
 
     return _parser().format_help()
+
+
+def test_stats_and_replay_of_a_snapshot_with_nothing_to_replay_both_exit_2(tmp_path, capsys):
+    # a snapshot whose trace holds nothing either replay could take (a shared-list pickle)
+    import pickle
+
+    path = tmp_path / "empty.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [[]]}))
+    for command in ("stats", "replay"):
+        assert main([command, str(path)], out=io.StringIO()) == 2, command
+        assert "nothing to replay" in capsys.readouterr().err

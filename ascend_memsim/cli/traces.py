@@ -22,7 +22,7 @@ from ..observe.stream import TraceStream, open_trace
 from ..observe.tensor_replay import load_source, nothing_replayed, replay_tensors
 from ..observe.trace import from_snapshot, rmm_csv_lines
 from ..observe.viz import MapSnapshot, text_map
-from .common import print_json
+from .common import USAGE_ERROR, print_json
 
 if TYPE_CHECKING:
     from ..plan.fit import FitSearch, Sweep
@@ -355,6 +355,13 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
                     observers=[stats], keep_runtime=True, progress=_progress(args))
     _warn(trace)
+    if result.total == 0:
+        # no event replayed answers nothing ("the whole trace fits" of 0 events): as replay
+        assert result.runtime is not None  # keep_runtime
+        result.runtime.close()
+        print(f"ascend-memsim stats: error: {args.trace}: nothing to replay: no event the "
+              f"device's calls or the caching allocator's could take", file=sys.stderr)
+        return USAGE_ERROR
     # the figures at the end of the trace, before closing the runtime resets the devices
     devices = stats.device_ids() or [0]
     if args.json:
