@@ -240,3 +240,10 @@ def test_a_trace_built_in_memory_is_checked_as_a_file_is():
     good = Trace([{"event": "malloc", "size": 64, "ptr": 64 * i, "stack": shared}
                   for i in range(1, 4)])
     assert replay(good, "A2").mallocs == 3
+
+
+@pytest.mark.parametrize("text", ["\uff15MiB", "\uff11\uff12", "\u0663KiB"])
+def test_parse_size_refuses_digits_of_other_scripts(text):
+    # int() reads them; a size on a command line or in a config is written in ASCII
+    with pytest.raises(InvalidArgument, match="ASCII"):
+        parse_size(text)

@@ -620,3 +620,8 @@ def test_a_world_size_past_any_cluster_is_refused_before_anything_runs(tmp_path,
     assert main(["estimate", "--world-size", str(size), path], out=out) == 2
     captured = capsys.readouterr()
     assert "at most 1,048,576" in captured.err and "the script ran" not in captured.out
+
+
+def test_hccl_buffsize_in_digits_of_another_script_is_refused():
+    with pytest.raises(ValueError, match="not a whole number of MB"):
+        HcclSettings.from_environ({"HCCL_BUFFSIZE": "\uff11\uff12"})

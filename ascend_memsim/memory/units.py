@@ -37,6 +37,9 @@ def parse_size(text: str | int) -> int:
     >>> parse_size("2MB") == parse_size("2MiB") == 2 * 1024 * 1024
     True
 
+    Digits of other scripts are refused (full-width ``"\\uff15MiB"``), though ``int()``
+    would read them.
+
     Raises:
         InvalidArgument: not a size (or a negative one).
     """
@@ -45,6 +48,9 @@ def parse_size(text: str | int) -> int:
             raise InvalidArgument(f"size {text} is negative")
         return text
     s = str(text).strip().replace("_", "").replace(" ", "")
+    if not s.isascii():
+        # int() and float() take any script's digits (full-width ones): a size is ASCII
+        raise InvalidArgument(f"size {text!r} is not a size: write it in ASCII digits")
     units = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
              "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
              "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}

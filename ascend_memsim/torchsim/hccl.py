@@ -76,6 +76,9 @@ def _megabytes(environ: Mapping[str, str], name: str, default: int, low: int) ->
     if text is None:
         return default
     try:
+        if not text.isascii():
+            # int() takes any script's digits (full-width ones): the variable is ASCII
+            raise ValueError
         value = int(text.strip())
     except ValueError:
         raise ValueError(f"{name}={text!r} is not a whole number of MB") from None
