@@ -2,6 +2,8 @@
 (torchsim/environment.py): PYTORCH_NPU_ALLOC_CONF (else PYTORCH_ALLOC_CONF) and
 TASK_QUEUE_ENABLE, the options winning, the summary saying where each came from."""
 
+import textwrap
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fake tensors; "
@@ -93,3 +95,21 @@ def test_settings_torch_npu_refuses_fail_the_script_at_its_first_allocation(tmp_
 ])
 def test_task_queue_enable_is_read_as_torch_npus_options_manager_reads_it(environ, expected):
     assert task_queue_from_env(environ) == expected
+
+
+def test_a_refused_setting_is_refused_again_at_the_next_allocation(tmp_path, clean_env):
+    # torch_npu's static initialiser throws again at each use: a script that catches the
+    # first error does not go on with the defaults
+    path = tmp_path / "catches.py"
+    path.write_text(textwrap.dedent("""
+        import torch, torch_npu
+        for _ in range(2):
+            try:
+                torch.empty(8, device="npu")
+            except RuntimeError as e:
+                print("refused:", e)
+    """))
+    clean_env.setenv("TASK_QUEUE_ENABLE", "7")
+    result = estimate(str(path), product="A2")
+    assert result.status == 0
+    assert result.peak_allocated == 0

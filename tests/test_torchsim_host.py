@@ -262,4 +262,84 @@ def test_the_scripts_threads_allocate_on_the_device_and_their_oom_is_raised_ther
     assert out == {"shards": 8 * block(1 << 20), "freed": 0, "oom": "NPU out of memory"}
     assert not result.fits and "Tried to allocate 1024.00 GiB" in result.out_of_memory["message"]
     import threading
-    assert threading.Thread.run.__qualname__ == "Thread.run"
+    assert threading.Thread._bootstrap_inner.__qualname__ == "Thread._bootstrap_inner"
+
+
+# -- found in review: each of these failed before its fix ------------------------------------
+
+def test_a_dataloader_whose_workers_are_spawned_runs(tmp_path, capfd):
+    # spawn (forkserver is Python 3.14's default on Linux) pickles the worker's loop and
+    # re-imports the script, whose `import torch_npu` the worker's startup hook answers
+    path = tmp_path / "spawned.py"
+    path.write_text(textwrap.dedent("""
+        import torch, torch_npu
+        from torch.utils.data import DataLoader, TensorDataset
+
+        if __name__ == "__main__":
+            data = TensorDataset(torch.arange(64).float().reshape(16, 4), torch.arange(16))
+            loader = DataLoader(data, batch_size=4, num_workers=1,
+                                multiprocessing_context="spawn")
+            print("labels", [int(y.sum()) for _, y in loader])
+    """))
+    result = estimate(str(path), product="A2")
+    assert result.status == 0 and "labels [6, 22, 38, 54]" in capfd.readouterr().out
+
+
+def test_os_exit_ends_the_script_under_the_command_line_without_running_its_handlers(
+        tmp_path, capsys):
+    import io
+
+    from ascend_memsim.cli import main
+    path = tmp_path / "exits.py"
+    path.write_text("import atexit, os\nimport torch, torch_npu\n"
+                    "atexit.register(print, 'a handler ran')\nos._exit(3)\n")
+    assert main(["estimate", str(path)], out=io.StringIO()) == 1
+    captured = capsys.readouterr()
+    assert "a handler ran" not in captured.out + captured.err
+
+
+def test_a_thread_subclass_that_overrides_run_allocates_on_the_device():
+    import threading
+
+    class Loader(threading.Thread):
+        def run(self):
+            self.made = torch.empty(1 << 20, dtype=torch.uint8, device="npu")
+
+    def script(out):
+        t = Loader()
+        t.start()
+        t.join()
+        out["allocated"] = torch.npu.memory_allocated()
+
+    out, _ = _run(script)
+    assert out["allocated"] == block(1 << 20)
+
+
+def test_a_checkpoint_is_loaded_from_a_thread_and_a_callable_map_location_keeps_the_cpu(
+        tmp_path):
+    path = str(tmp_path / "ck.pt")
+    from concurrent.futures import ThreadPoolExecutor
+
+    def script(out):
+        torch.save({"w": torch.empty(1 << 20, dtype=torch.uint8, device="npu")}, path)
+        with ThreadPoolExecutor(1) as pool:
+            loaded = pool.submit(torch.load, path, map_location="npu").result()
+        out["thread"] = loaded["w"].device.type
+        before = torch.npu.memory_allocated()
+        kept = torch.load(path, map_location=lambda storage, location: storage)
+        out["callable"] = kept["w"].device.type, torch.npu.memory_allocated() - before
+
+    out, _ = _run(script)
+    assert out == {"thread": "npu", "callable": ("cpu", 0)}
+
+
+def test_a_random_npu_scalar_leaves_the_scripts_cpu_generator_as_it_was():
+    def script(out):
+        torch.manual_seed(0)
+        torch.randint(0, 10, (1,), device="npu")
+        out["after"] = torch.randint(0, 1000, (3,)).tolist()
+        torch.manual_seed(0)
+        out["plain"] = torch.randint(0, 1000, (3,)).tolist()
+
+    out, _ = _run(script)
+    assert out["after"] == out["plain"]

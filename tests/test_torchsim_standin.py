@@ -179,3 +179,60 @@ def test_task_queue_enable_set_from_the_script_decides_where_workspaces_come_fro
     out, result = _run(script)
     assert out["mode"] == 2 and result.task_queue == 2
     assert result.sources["task_queue"] == "torch_npu.npu.set_task_queue_enable"
+
+
+def test_transfer_to_npu_rewrites_devices_not_file_names(tmp_path):
+    path = tmp_path / "cuda_ckpt"
+    path.mkdir()
+    weights = str(path / "w.pt")
+    torch.save({"w": torch.ones(4)}, weights)
+
+    def script(out):
+        import torch_npu.contrib.transfer_to_npu  # noqa: F401
+        out["w"] = float(torch.load(weights)["w"].sum())
+        out["device"] = torch.empty(4, device="cuda:0").device.type
+
+    out, _ = _run(script)
+    assert out == {"w": 4.0, "device": "npu"}
+
+
+def test_switches_the_script_sets_do_not_outlive_the_estimate():
+    before = torch.are_deterministic_algorithms_enabled()
+
+    def script(out):
+        import torch_npu
+        torch_npu.npu.set_deterministic_level(1)
+        torch_npu.npu.manual_seed(7)
+        torch_npu.npu.set_mm_bmm_format_nd(False)
+
+    _run(script)
+    assert torch.are_deterministic_algorithms_enabled() == before
+
+    def again(out):
+        import torch_npu
+        out["seed"] = torch_npu.npu.initial_seed()
+        out["nd"] = torch_npu.npu.get_mm_bmm_format_nd()
+
+    out, _ = _run(again)
+    assert out == {"seed": 0, "nd": True}
+
+
+def test_a_raw_allocation_first_still_takes_the_scripts_settings(monkeypatch):
+    monkeypatch.delenv("PYTORCH_NPU_ALLOC_CONF", raising=False)
+
+    def script(out):
+        import os
+
+        import torch_npu
+        os.environ["PYTORCH_NPU_ALLOC_CONF"] = "expandable_segments:True"
+        ptr = torch_npu.npu.caching_allocator_alloc(1 << 20)
+        out["ptr"] = ptr != 0
+        torch_npu.npu.caching_allocator_delete(ptr)
+        try:
+            torch_npu.npu.caching_allocator_alloc(1 << 45)
+        except torch.OutOfMemoryError:
+            out["oom"] = "torch's"
+
+    out, result = _run(script)
+    assert out == {"ptr": True, "oom": "torch's"}
+    assert result.alloc_conf == "expandable_segments:True"

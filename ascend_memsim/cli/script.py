@@ -55,8 +55,9 @@ class _ExitHandlers:
                 func, args, kwargs = self._handlers.pop()
             try:
                 func(*args, **kwargs)
-            except SystemExit:
-                pass
+            except SystemExit as e:
+                if getattr(e, "ends_process", False):
+                    raise   # os._exit in a handler: the process ends there
             except BaseException as e:  # as the interpreter: print it, go on
                 print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
                 traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
@@ -97,6 +98,8 @@ def _execute(path: str, namespace: dict) -> int:
         else:
             exec(code, namespace)
     except SystemExit as e:
+        if getattr(e, "ends_process", False):
+            raise   # os._exit (an estimate's): no exit handler runs after it
         return _status(e.code)
     except BaseException as e:  # the script's failure is its exit status
         tb = e.__traceback__

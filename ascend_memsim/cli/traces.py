@@ -355,8 +355,9 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     result = replay(trace, args.product, capacity=args.capacity, policy=args.policy,
                     observers=[stats], keep_runtime=True, progress=_progress(args))
     _warn(trace)
-    if result.total == 0:
-        # no event replayed answers nothing ("the whole trace fits" of 0 events): as replay
+    if result.total == 0 and trace.kind == "snapshot":
+        # a snapshot with nothing to replay answers nothing ("the whole trace fits" of 0
+        # events): an error, as replay's (_device_source)
         assert result.runtime is not None  # keep_runtime
         result.runtime.close()
         print(f"ascend-memsim stats: error: {args.trace}: nothing to replay: no event the "

@@ -261,12 +261,16 @@ def memsim_runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         # The fixture lists leaks itself, as a test failure; the sanitizer reports the rest.
         settings["sanitizer"] = _sanitizer(settings.get("sanitizer", "report"))
         runtime = Runtime(product, **settings)
-        if device is not None:
-            runtime.set_device(device)
-        # last: the kernels are registered (process-wide) once nothing else can fail
-        kernels = ExitStack()
-        if ops:
-            kernels.enter_context(registered_ops(ops))
+        try:
+            if device is not None:
+                runtime.set_device(device)
+            # last: the kernels are registered (process-wide) once nothing else can fail
+            kernels = ExitStack()
+            if ops:
+                kernels.enter_context(registered_ops(ops))
+        except BaseException:
+            runtime.close()     # a runtime made and not handed out is closed here
+            raise
     except (_BadSettings, AclError) as e:
         bad: str | None = f"memsim settings of {request.node.nodeid}: {e}"
     else:

@@ -38,6 +38,10 @@ class StorageCategories:
 
     totals: dict[str, int]
     in_optimizer: bool
+    #: marks the parameters this session hooked (an object of its own: no reference to the
+    #: session stays on a parameter), and the hooks' handles, removed when it ends
+    _token: object
+    _hooks: list
     _storages: dict[int, Any]
     storage_of: Callable[[Any], Any]
 
@@ -74,9 +78,9 @@ class StorageCategories:
             self.classify(p, PARAMS)
             # the mark is an attribute, not a weak reference: a module move swaps its
             # parameters (torch.utils.swap_tensors), which refuses a tensor with one
-            if p.requires_grad and getattr(p, _HOOKED, None) is not self:
-                setattr(p, _HOOKED, self)
-                p.register_post_accumulate_grad_hook(self._grad_hook)
+            if p.requires_grad and getattr(p, _HOOKED, None) is not self._token:
+                setattr(p, _HOOKED, self._token)
+                self._hooks.append(p.register_post_accumulate_grad_hook(self._grad_hook))
         for b in module.buffers(recurse=False):
             self.classify(b, PARAMS)
 

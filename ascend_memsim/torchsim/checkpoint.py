@@ -33,8 +33,9 @@ __all__ = ["NotWeights", "fake_tensor", "install"]
 #: the device a load puts tensors on (torch.load's map_location), while one runs
 _MAP_LOCATION: contextvars.ContextVar[Any] = contextvars.ContextVar("map_location",
                                                                      default=None)
-#: whether an estimate is running (records load as fake tensors only then)
-_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("active", default=False)
+#: whether an estimate is running (records load as fake tensors only then; a flag of the
+#: process, not of a context: the script's threads load too)
+_active = [False]
 
 
 _META = torch.device("meta")
@@ -45,8 +46,14 @@ class NotWeights(RuntimeError):
 
 
 def _target(map_location: Any, saved: str) -> str:
-    """The device a tensor saved from ``saved`` loads onto under ``map_location``."""
-    if map_location is None or callable(map_location):
+    """The device a tensor saved from ``saved`` loads onto under ``map_location``.
+
+    DECISION: a callable ``map_location`` is taken to keep storages on the CPU, as its
+    common form does (``lambda storage, location: storage``); one that moves them elsewhere
+    is not called (it would make real storages on a device the estimate has not)."""
+    if callable(map_location):
+        return "cpu"
+    if map_location is None:
         return saved
     if isinstance(map_location, dict):
         return str(map_location.get(saved, saved))
@@ -62,7 +69,7 @@ def fake_tensor(shape: tuple, stride: tuple, dtype: torch.dtype, device: str,
     Raises:
         NotWeights: outside an estimate.
     """
-    if not _ACTIVE.get():
+    if not _active[0]:
         raise NotWeights(
             "this file was written by an ascend-memsim estimate (ascend-memsim estimate, or "
             "ascend_memsim.torchsim.estimate): its tensors are shapes and dtypes without "
@@ -120,7 +127,7 @@ def _on_devices(obj: Any, locations: dict[int, str], map_location: Any) -> Any:
 def install() -> Callable[[], None]:
     """Patch ``torch.save`` and ``torch.load`` for the run; a callable that undoes it."""
     save, load = torch.save, torch.load
-    active = _ACTIVE.set(True)
+    _active[0] = True
 
     def save_records(obj: object, f: Any, *args: Any, **kwargs: Any) -> None:
         with _fakes_as_records():
@@ -147,6 +154,6 @@ def install() -> Callable[[], None]:
 
     def undo() -> None:
         torch.save, torch.load = save, load
-        _ACTIVE.reset(active)
+        _active[0] = False
 
     return undo

@@ -48,7 +48,7 @@ def task_queue_from_env(environ: Mapping[str, str]) -> tuple[int, str | None]:
         return 1, None
     value = _strtol(text)
     if value not in (0, 1, 2):
-        raise RuntimeError("TASK_QUEUE_ENABLE should be 0, 1 or 2")
+        raise RuntimeError(f"TASK_QUEUE_ENABLE should be 0, 1 or 2 (it is {text!r})")
     return value, TASK_QUEUE_ENV
 
 
@@ -75,13 +75,15 @@ class Startup:
             AllocatorConfigError: both allocator variables are set (torch_npu's error).
             RuntimeError: TASK_QUEUE_ENABLE is not 0, 1 or 2.
         """
-        self.pending = False
+        # what torch_npu reads once and caches; a value it refuses is refused again at the
+        # next use, as its static initialiser throws again
         if self.alloc_conf is None:
             name, self.alloc_conf = alloc_conf_from_env()
             self.sources["alloc_conf"] = self._source(name)
         if self.task_queue is None:
             self.task_queue, name = task_queue_from_env(os.environ)
             self.sources["task_queue"] = self._source(name)
+        self.pending = False
 
     def _source(self, name: str | None) -> str:
         if name is None:

@@ -49,6 +49,9 @@ _META = torch.device("meta")
 def runs_on_host(func: Any, args: tuple, kwargs: dict) -> bool:
     """Whether the operator ``func`` runs for real on the CPU (the module's DECISION). O(its
     arguments); a factory also runs once on the meta device to learn its size."""
+    # the common case first, cheaply: an operator on a fake tensor
+    if args and isinstance(args[0], FakeTensor):
+        return False
     device = kwargs.get("device")
     if device is not None and torch.device(device).type != "cpu":
         return False
@@ -60,7 +63,7 @@ def runs_on_host(func: Any, args: tuple, kwargs: dict) -> bool:
             tensors = True
     if tensors:
         return True
-    if "device" not in {a.name for a in func._schema.arguments}:
+    if not _takes_device(func):
         return False
     try:
         with unset_fake_temporarily():
@@ -69,6 +72,17 @@ def runs_on_host(func: Any, args: tuple, kwargs: dict) -> bool:
         return False
     return (isinstance(out, torch.Tensor)
             and out.numel() * out.element_size() <= HOST_REAL_MAX)
+
+
+_TAKES_DEVICE: dict[Any, bool] = {}
+
+
+def _takes_device(func: Any) -> bool:
+    """Whether ``func`` (a factory) has a ``device`` argument; per operator, once."""
+    found = _TAKES_DEVICE.get(func)
+    if found is None:
+        found = _TAKES_DEVICE[func] = any(a.name == "device" for a in func._schema.arguments)
+    return found
 
 
 class PinnedMemory:
@@ -107,19 +121,31 @@ def _real(value: Any) -> Any:
     return tree_map(real, value)
 
 
-def _worker_loop(loop: Callable[..., Any]) -> Callable[..., Any]:
-    """DataLoader's worker loop, run in the forked worker without the fake tensors' modes,
-    its batches made real (see the module's DECISION)."""
-    signature = inspect.signature(loop)
+#: torch's worker loop, as this module found it (in a spawned worker too, where nothing is
+#: patched)
+_WORKER_LOOP = _worker._worker_loop
 
-    def worker_loop(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)
-        collate = bound.arguments["collate_fn"]
-        bound.arguments["collate_fn"] = lambda batch: _real(collate(batch))
+
+class _RealBatchesLoop:
+    """DataLoader's worker loop, run in the worker without the fake tensors' modes, its
+    batches made real (see the module's DECISION). A stateless class at module level, so
+    that a worker started by spawn or forkserver, which pickles its target, can take it."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(_WORKER_LOOP).bind(*args, **kwargs)
+        bound.arguments["collate_fn"] = _RealCollate(bound.arguments["collate_fn"])
         with _disable_current_modes():
-            return loop(*bound.args, **bound.kwargs)
+            return _WORKER_LOOP(*bound.args, **bound.kwargs)
 
-    return worker_loop
+
+class _RealCollate:
+    """A collate function whose batches leave the worker real (picklable, as the loop)."""
+
+    def __init__(self, collate: Callable[..., Any]) -> None:
+        self.collate = collate
+
+    def __call__(self, batch: Any) -> Any:
+        return _real(self.collate(batch))
 
 
 def install(pinned: PinnedMemory) -> Callable[[], None]:
@@ -137,7 +163,7 @@ def install(pinned: PinnedMemory) -> Callable[[], None]:
         return self in pinned.pinned
 
     tensor.pin_memory, tensor.is_pinned = pin, pinned_now
-    _worker._worker_loop = _worker_loop(loop)
+    _worker._worker_loop = _RealBatchesLoop()
 
     def undo() -> None:
         tensor.pin_memory, tensor.is_pinned = pin_memory, is_pinned

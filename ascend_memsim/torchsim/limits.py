@@ -28,7 +28,7 @@ tensors (``.item()``).
   :data:`HEALTHY_KEPT`) gives True, so ``if torch.isfinite(loss).all():`` takes the step as
   on the machine. ``item_value=None`` (the command line's ``--item-value stop``) stops the
   script at the first read instead
-  (:class:`~.session.DataDependentOperation`). A read of a tensor whose value torch knows
+  (:class:`DataDependentOperation`). A read of a tensor whose value torch knows
   (one made from a Python number) still gives the true value.
 """
 
@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["EstimateStopped", "DataDependentOperation", "data_dependent", "UnsupportedFeature",
@@ -87,12 +87,13 @@ class DataDependentOperation(EstimateStopped):
 def data_dependent(session: Any, name: str, reason: str) -> DataDependentOperation:
     """The stop of the script at ``name`` (an operator, or a read such as ".item()"), which
     needs values the fake tensors do not have (``reason``), recorded in ``session``."""
+    way_out = ("or let reads give a value: --item-value X (item_value=X)"
+               if name.startswith(".") else
+               "or give it a shape that does not depend on the data (a fixed mask size)")
     error = DataDependentOperation(
         f"{name} at {where(session)} needs the values of a tensor, and the estimate's "
         f"tensors have shapes but no values ({reason}). The way out: leave this step out of "
-        f"the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the environment), or give it "
-        f"a shape that does not depend on the data (a fixed mask size; .item() and float(t) "
-        f"give --item-value, 0 by default)")
+        f"the estimate (it runs with ASCEND_MEMSIM_ESTIMATE=1 in the environment), {way_out}")
     session.stop(error)
     return error
 
@@ -202,9 +203,12 @@ class ValueReads:
         unknown values is forgotten. O(the operator's arguments), and only for operators
         whose output is an NPU scalar or that write a known one."""
         shadows = self.shadows
-        scalar = (isinstance(out, FakeTensor) and out.device.type == "npu"
-                  and out.numel() == 1 and func not in _UNINITIALIZED)
         written = _written(func)
+        if not (shadows and written) and not (
+                isinstance(out, FakeTensor) and out.device.type == "npu"):
+            return
+        scalar = (isinstance(out, FakeTensor) and out.device.type == "npu"
+                  and out.numel() == 1 and func not in _NOT_KNOWN)
         if not scalar and not (shadows and written):
             return
         known = True
@@ -234,9 +238,12 @@ class ValueReads:
                 # what the CPU cannot run, the values are not known of
                 known = False
         if not known:
-            for i in written:
-                if i < len(args) and isinstance(args[i], FakeTensor):
-                    shadows.pop(args[i], None)
+            # what the operator wrote is no longer known (positional, out=, lists of them)
+            names = {func._schema.arguments[i].name for i in written}
+            for t in tree_leaves(([args[i] for i in written if i < len(args)],
+                                  [v for k, v in kwargs.items() if k in names])):
+                if isinstance(t, FakeTensor):
+                    shadows.pop(t, None)
             return
         if scalar and isinstance(value, torch.Tensor):
             shadows[out] = value
@@ -272,6 +279,23 @@ _CPU = torch.device("cpu")
 _UNINITIALIZED = frozenset({_aten.empty.memory_format, _aten.empty_strided.default,
                             _aten.empty_like.default, _aten.new_empty.default,
                             _aten.new_empty_strided.default})
+_NOT_KNOWN_CACHE: dict[Any, bool] = {}
+
+
+class _NotKnown:
+    """Operators whose NPU scalar is not followed: uninitialised memory, and random draws
+    (run again on the CPU they would move the script's CPU generator)."""
+
+    def __contains__(self, func: Any) -> bool:
+        found = _NOT_KNOWN_CACHE.get(func)
+        if found is None:
+            found = _NOT_KNOWN_CACHE[func] = (
+                func in _UNINITIALIZED
+                or torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()))
+        return found
+
+
+_NOT_KNOWN = _NotKnown()
 _WRITTEN: dict[Any, tuple[int, ...]] = {}
 
 

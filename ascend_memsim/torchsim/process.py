@@ -37,6 +37,9 @@ class ScriptExit(SystemExit):
     so a script runner takes it as the script's exit with that status; unlike
     ``sys.exit``, the script's ``atexit`` handlers do not run after it)."""
 
+    #: a script runner that sees it does not run the exit handlers after it
+    ends_process = True
+
     def __init__(self, status: int) -> None:
         super().__init__(status)
         self.status = status
@@ -97,7 +100,10 @@ def install_threads(session: Any) -> Callable[[], None]:
     modes (fake tensors, then the tracker) on its stack while it runs, its ident in
     ``session.script_threads`` (an out-of-memory is raised there, not deferred as on
     autograd's threads); a callable that undoes it."""
-    run_thread = threading.Thread.run
+    # (_bootstrap_inner, not run: a subclass overrides run; the thread's body is run from
+    # _bootstrap_inner in every Python the project supports)
+    thread_cls: Any = threading.Thread
+    run_thread = thread_cls._bootstrap_inner
     modes = (session._fake, session._tracker)
 
     def run_in_session(self: threading.Thread) -> None:
@@ -114,10 +120,10 @@ def install_threads(session: Any) -> Callable[[], None]:
             for _ in modes:
                 _pop_mode()
 
-    threading.Thread.run = run_in_session  # type: ignore[method-assign]
+    thread_cls._bootstrap_inner = run_in_session
 
     def undo() -> None:
-        threading.Thread.run = run_thread  # type: ignore[method-assign]
+        thread_cls._bootstrap_inner = run_thread
 
     return undo
 

@@ -12,14 +12,16 @@ Then the operator takes its workspace (:meth:`Session.operator_workspace`, sizes
 :mod:`.workspace_table`) and gives it back, as torch_npu's ``EXEC_NPU_CMD`` does.
 
 DECISION: torch's ``FakeTensorMode`` gives the tensors (shapes, dtypes, strides, autograd,
-optimizers, no storage, no arithmetic), on CPU and NPU alike, so a model far larger than the
-host's memory costs nothing when it is built on the CPU and moved; meta tensors behind a
-subclass would have to reimplement the device propagation FakeTensorMode already does.
+optimizers, no storage, no arithmetic), on the NPU and for the CPU tensors that are not
+small (:mod:`.host`: small CPU tensors are real), so a model far larger than the host's
+memory costs nothing when it is built on the CPU and moved; meta tensors behind a subclass
+would have to reimplement the device propagation FakeTensorMode already does.
 The changes to it are in :mod:`.fake` (:class:`~.fake.FakeMode`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -130,7 +132,7 @@ class _Tracker(TorchDispatchMode):
         values = self.session.values
         values.follow(func, args, kwargs or {}, out)
         track = self.session.track
-        if (func in _HEALTHY_KEPT and isinstance(out, torch.Tensor)
+        if (values.healthy and func in _HEALTHY_KEPT and isinstance(out, torch.Tensor)
                 and args and args[0] in values.healthy):
             values.healthy[out] = True
         if isinstance(out, torch.Tensor):
@@ -233,11 +235,14 @@ class Session(StorageCategories):
         self._fake = FakeMode()
         self._tracker = _Tracker(self)
         self._hooks: list = []
+        self._token = object()
         self._open = False
         self._base: Any = None
         self._thread = 0
         #: the script's own threads (process.py): an out-of-memory is raised in them
         self.script_threads: set[int] = set()
+        #: torch_npu's raw allocations (caching_allocator_alloc), by address
+        self.raw_blocks: dict[int, _Storage] = {}
         self.backward_ran = False
         self._deferred: tuple[str, int] | None = None
 
@@ -276,8 +281,10 @@ class Session(StorageCategories):
         self._thread = threading.get_ident()
         self._engine_run_backward = torch.autograd._engine_run_backward
         torch.autograd._engine_run_backward = self._backward
+        _npu.reset()
         _npu.set_active(self)
-        # what the run patches in torch (limits, host side, checkpoints), undone on exit
+        # what the run patches in torch (limits, host side, checkpoints, threads, storages),
+        # undone on exit, last first
         self._undo = [_limits.install(self), _install_host(self.pinned), _install_checkpoints(),
                       _process.install_threads(self), _install_storages(self)]
         self._open = True
@@ -378,6 +385,29 @@ class Session(StorageCategories):
             self._note_device()
         return rec
 
+    def allocate_raw(self, nbytes: int) -> int:
+        """A block for torch_npu's raw allocation (``caching_allocator_alloc``): counted as
+        a temporary until :meth:`free_raw`; its address."""
+        with self._tracker.lock:
+            rec = self._allocate(nbytes, ACTS)
+            self.raw_blocks[rec.ptr] = rec
+            return rec.ptr
+
+    def free_raw(self, ptr: int) -> None:
+        with self._tracker.lock:
+            rec = self.raw_blocks.pop(ptr, None)
+            if rec is not None:
+                self._release(rec)
+
+    @contextlib.contextmanager
+    def on_stream(self, stream: int) -> Any:
+        """Allocate on ``stream`` in the block."""
+        previous, self.stream = self.stream, stream
+        try:
+            yield
+        finally:
+            self.stream = previous
+
     def _start(self) -> None:
         """The first allocation: torch_npu's settings as the script left the environment."""
         startup = self.startup
@@ -469,9 +499,11 @@ class Session(StorageCategories):
                 self.out_of_memory(*deferred, self.frames())
 
     def _died(self, key: int) -> None:
-        rec = self._storages.pop(key, None)
-        if rec is not None and self._open:
-            self._release(rec)
+        # on whichever thread let the storage go: one change of the books at a time
+        with self._tracker.lock:
+            rec = self._storages.pop(key, None)
+            if rec is not None and self._open:
+                self._release(rec)
 
     def _release(self, rec: _Storage) -> None:
         self.totals[rec.category] -= rec.size

@@ -26,7 +26,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["install_torch_npu", "uninstall_torch_npu", "TREE"]
+__all__ = ["install_torch_npu", "uninstall_torch_npu", "finder", "TREE"]
 
 #: the stand-in package that ``torch_npu`` names
 TREE = "ascend_memsim.torchsim.torch_npu"
@@ -82,6 +82,12 @@ class _Finder(importlib.abc.MetaPathFinder):
         name = getattr(context, "name", None)
         if name is None or re.sub(r"[-_.]+", "_", name).lower() == "torch_npu":
             yield _Distribution()
+
+
+def finder() -> importlib.abc.MetaPathFinder:
+    """A finder of the stand-in under the real names (for the startup hook of a process an
+    estimate's script started)."""
+    return _Finder()
 
 
 def install_torch_npu() -> dict:

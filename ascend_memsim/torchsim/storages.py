@@ -70,15 +70,17 @@ def install(session: Any) -> Callable[[], None]:
     def make(cls: Any, *args: Any, **kwargs: Any) -> Any:
         device = kwargs.get("device")
         if device is not None and torch.device(device).type == "npu" and cls is storage_cls:
-            size = args[0] if args and isinstance(args[0], int) else 0
+            data = args[0] if args else 0
+            size = data if isinstance(data, int) else len(data)   # a size, or its bytes
             return torch.empty(size, dtype=torch.uint8, device=device).untyped_storage()
         return new_storage(cls, *args, **kwargs)
 
     def resize(self: Any, size: int) -> Any:
-        out = saved["resize"](self, size)
-        # a fake tensor's storage is a meta one: a tracked storage is an NPU tensor's
-        if id(self) in session._storages:
-            session.track_storage(self)
+        with session._tracker.lock:
+            out = saved["resize"](self, size)
+            # a fake tensor's storage is a meta one: a tracked storage is an NPU tensor's
+            if id(self) in session._storages:
+                session.track_storage(self)
         return out
 
     def address(t: Any, base: int) -> int:

@@ -20,6 +20,7 @@ every call that takes it is.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -64,10 +65,14 @@ _DEVICE_KEYWORDS = ("device", "device_type", "map_location", "device_id")
 _applied: list[tuple[Any, str, Any]] = []
 
 
+_CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
+
+
 def _npu(value: Any) -> Any:
-    """``value`` with a CUDA device made the NPU (other values as they are)."""
-    if isinstance(value, str) and "cuda" in value:
-        return value.replace("cuda", "npu")
+    """``value`` with a CUDA device made the NPU (other values, a file name with "cuda" in
+    it among them, as they are)."""
+    if isinstance(value, str) and _CUDA_DEVICE.fullmatch(value):
+        return "npu" + value[4:]
     if isinstance(value, torch.device) and value.type == "cuda":
         return torch.device("npu", value.index)
     if isinstance(value, dict):

@@ -376,6 +376,7 @@ def get_autocast_dtype() -> torch.dtype:
 
 
 def set_autocast_dtype(dtype: torch.dtype) -> None:
+    _keep(get_autocast_dtype, lambda d: torch.set_autocast_dtype("npu", d))
     torch.set_autocast_dtype("npu", dtype)
 
 
@@ -384,6 +385,7 @@ def is_autocast_enabled() -> bool:
 
 
 def set_autocast_enabled(enabled: bool) -> None:
+    _keep(is_autocast_enabled, lambda e: torch.set_autocast_enabled("npu", e))
     torch.set_autocast_enabled("npu", enabled)
 
 
@@ -455,8 +457,23 @@ def set_op_timeout_ms(timeout: int) -> None:
 
 def set_deterministic_level(level: int) -> None:
     """Deterministic operator implementations (the same memory in the model): as torch's
-    ``use_deterministic_algorithms``."""
+    ``use_deterministic_algorithms``, put back when the estimate ends."""
+    _keep(torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms)
     torch.use_deterministic_algorithms(bool(level))
+
+
+def _keep(get: Any, put: Any) -> None:
+    """Put back, when the estimate ends, a torch setting the script changes here."""
+    before = get()
+    _session().on_exit(lambda: put(before))
+
+
+def reset() -> None:
+    """What the stand-in's modules keep, as a new process has it (an estimate's start)."""
+    _SEED[0] = 0
+    _sync_debug[0] = 0
+    npu_config.reset()
+    aclnn.allow_hf32 = False
 
 
 def enable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
@@ -504,7 +521,7 @@ class SyncLaunchStream(Stream):
 
 
 from .._missing import not_modelled  # noqa: E402
-from . import _typed, amp, memory, npu_config, utils  # noqa: E402
+from . import _typed, aclnn, amp, memory, npu_config, utils  # noqa: E402
 from ._typed import *  # noqa: E402, F403  (BFloat16Tensor, FloatStorage, ...)
 from .npu_config import *  # noqa: E402, F403  (set_dump, set_device_limit, ...)
 

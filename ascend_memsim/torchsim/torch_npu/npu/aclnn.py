@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ....allocators.rules import DEFAULT_CANN
 from .._missing import not_modelled
+from ._state import active
 
 __all__ = ["allow_hf32", "version"]
 
@@ -15,5 +16,6 @@ allow_hf32 = False
 
 
 def version() -> str:
-    """The aclnn library's version: the modelled CANN release."""
-    return DEFAULT_CANN
+    """The aclnn library's version: the CANN release the running estimate models."""
+    session = active()
+    return DEFAULT_CANN if session is None else str(session.allocator.cann)

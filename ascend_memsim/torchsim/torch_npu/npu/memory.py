@@ -75,15 +75,17 @@ def get_per_process_memory_fraction(device: Any = None) -> float:
 
 def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -> int:
     """A block of the caching allocator (torch_npu's raw alloc), counted as a temporary
-    until :func:`caching_allocator_delete`; its simulated device address."""
+    until :func:`caching_allocator_delete`; its simulated device address. Raises torch's
+    OutOfMemoryError as a tensor's allocation does."""
     _check(device)
     session = _session()
     handle = session.stream if stream is None else getattr(stream, "npu_stream", stream)
-    return session.allocator.malloc(size, handle)
+    with session.on_stream(handle):
+        return int(session.allocate_raw(int(size)))
 
 
 def caching_allocator_delete(mem_ptr: int) -> None:
-    _session().allocator.free(mem_ptr)
+    _session().free_raw(mem_ptr)
 
 
 def empty_cache() -> None:

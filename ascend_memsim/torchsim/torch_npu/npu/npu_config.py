@@ -16,7 +16,16 @@ __all__ = ["set_aoe", "init_dump", "set_dump", "finalize_dump", "set_mm_bmm_form
 
 __getattr__ = not_modelled("torch_npu.npu.npu_config")
 
-_state: dict[str, Any] = {"mm_bmm_nd": True, "device_limits": {}, "stream_limits": {}}
+_state: dict[str, Any] = {}
+
+
+def reset() -> None:
+    """The switches as a new process has them (an estimate's start)."""
+    _state.clear()
+    _state.update({"mm_bmm_nd": True, "device_limits": {}, "stream_limits": {}})
+
+
+reset()
 
 
 def set_aoe(dump_path: str) -> None:
