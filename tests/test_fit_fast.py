@@ -240,3 +240,30 @@ class _Dict:
 
     def as_dict(self):
         return json.loads(json.dumps(self.d))
+
+
+def test_a_worker_that_dies_mid_search_stops_it_with_exit_2_not_an_answer(tmp_path, capsys,
+                                                                          monkeypatch):
+    # a worker killed (kill -9, the host's OOM killer) mid-search: BrokenProcessPool; the
+    # search gives no answer from part of its replays
+    import pickle
+
+    from ascend_memsim.cli import main
+    from ascend_memsim.plan import search as plan_search
+
+    monkeypatch.setattr(plan_search, "_replay_task", _dies)
+    monkeypatch.setattr(plan_search, "_search_task", _dies)
+    path = tmp_path / "dip.pickle"
+    path.write_bytes(pickle.dumps(_recorded(_DIP, 0)))
+    code = main(["replay", str(path), "--product", "A2", "--capacity", "128MiB", "--quiet",
+                 "--sweep", "--jobs", "2"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "a worker process ended before its work was done" in err and "Traceback" not in err
+
+
+def _dies(task):
+    """A worker's task that ends its process (a module's function: the pool pickles it)."""
+    import os
+
+    os._exit(9)

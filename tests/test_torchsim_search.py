@@ -297,3 +297,16 @@ def test_max_entries_keeps_the_last_entries_as_torch_does(tmp_path):
     assert code == 2
     with pytest.raises(ValueError, match="max_entries"):
         estimate(lambda: None, snapshot=True, max_entries=0)
+
+
+def test_a_value_read_is_the_value_the_tensors_dtype_holds():
+    # float32 cannot hold 1e308: a read gives inf, as the tensor would on the machine
+    seen = {}
+
+    def script():
+        import torch_npu  # noqa: F401
+        seen["float32"] = torch.randn(4, device="npu").sum().item()
+        seen["float64"] = torch.randn(4, dtype=torch.float64, device="npu").sum().item()
+
+    estimate(script, item_value=1e308)
+    assert seen == {"float32": float("inf"), "float64": 1e308}

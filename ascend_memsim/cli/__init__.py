@@ -15,6 +15,7 @@ import argparse
 import importlib
 import os
 import sys
+from concurrent.futures import BrokenExecutor
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # imported by _load(), once a command runs (--help needs none of them)
@@ -586,4 +587,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     except (AclError, ValueError, ImportError, OSError) as e:
         message = e.message if isinstance(e, AclError) else str(e)
         print(f"ascend-memsim {args.command}: error: {message}", file=sys.stderr)
+        return USAGE_ERROR
+    except BrokenExecutor as e:
+        # a worker of --jobs died (killed, out of host memory): nothing was decided
+        print(f"ascend-memsim {args.command}: error: a worker process ended before its work "
+              f"was done ({type(e).__name__}); no answer is given from part of a search: run "
+              f"it again, or with --jobs 1", file=sys.stderr)
         return USAGE_ERROR

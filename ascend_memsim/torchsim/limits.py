@@ -270,7 +270,9 @@ class ValueReads:
         if tensor.dtype is torch.bool:
             return True if tensor in self.healthy else bool(value)
         if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
-            return float(value)
+            # the value as the tensor's dtype holds it (1e308 in float32 is inf)
+            with unset_fake_temporarily():
+                return torch.tensor(float(value), dtype=tensor.dtype).item()
         return int(value)
 
 
