@@ -13,6 +13,8 @@ import json
 import random
 import sys
 
+from memory_sizes import capacity
+
 PRODUCTS = ("A2", "A3", "310P", "950PR", "950DT")
 STEPS = 1500
 _SIZES = (1, 7, 32, 33, 64, 100, 512, 1000, 4096, 65536, 1 << 20, 2 << 20, 3 << 20, 5 << 20,
@@ -59,7 +61,7 @@ def run(product: str, steps: int = STEPS) -> list[int]:
         acl.rt.set_device(device)
         refs[device] += 1
 
-    with Runtime(product, hbm_bytes=256 << 20, ddr_bytes=256 << 20, device_count=2,
+    with Runtime(product, **capacity(product, 256 << 20, ddr=256 << 20), device_count=2,
                  sanitizer={"output": None}):
         for call in program(product, steps):
             if call[0] == "malloc":

@@ -9,6 +9,7 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from memory_sizes import capacity
 
 from ascend_memsim import MiB, Runtime, acl, aclrt
 from ascend_memsim.memory.errors import FeatureNotSupported
@@ -67,7 +68,7 @@ def _read(ptr: int, n: int) -> bytes:
 def test_the_barrier_calls_are_not_on_the_built_in_products(product):
     """11-06 产品支持情况: aclrtCmoAsyncWithBarrier / aclrtCmoWaitBarrier 不支持 on every part
     but Atlas 200I/500 A2 (RT_FEATURE_TASK_ASYNC_CMO only in config/mini_v3, as31xm1)."""
-    with Runtime(product, hbm_bytes=64 * MiB, ddr_bytes=64 * MiB if product == "310P" else 0):
+    with Runtime(product, **capacity(product, 64 * MiB)):
         acl.rt.set_device(0)
         ptr, _ = acl.rt.malloc(64, 0)
         assert acl.rt.cmo_async_with_barrier(ptr, 64, INVALID, 1, 0) == FEATURE_NOT_SUPPORT
@@ -198,7 +199,7 @@ def test_the_descriptor_size_is_the_products(product, size):
     on 910_B_93; sizeof(rtDavidCmoAddrInfo), 64, on 950. No device is needed
     (ApiImpl::GetCmoDescSize reads the chip's properties)."""
     assert aclrt.aclrtCmoGetDescSize is acl.rt.cmo_get_desc_size
-    with Runtime(product, hbm_bytes=64 * MiB):
+    with Runtime(product, **capacity(product, 64 * MiB)):
         assert acl.rt.cmo_get_desc_size() == (size, 0)
 
 

@@ -5,6 +5,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 from media_helpers import m, pic_desc, put, read
+from memory_sizes import capacity
 
 import ascend_memsim.acl as acl
 from ascend_memsim import MiB, Runtime, Sanitizer
@@ -51,7 +52,7 @@ def cases(draw):
 @given(cases(), st.integers(0, 2**32 - 1))
 def test_what_the_vpc_writes_stays_in_the_buffer_the_rules_give(case, seed):
     product, src_fmt, (sw, sh), dst_fmt, (dw, dh), interpolation, crop, paste = case
-    with Runtime(product, hbm_bytes=64 * MiB, ddr_bytes=64 * MiB,
+    with Runtime(product, **capacity(product, 64 * MiB, ddr=64 * MiB),
                  sanitizer=Sanitizer(output=None)) as rt:
         rt.set_device(0)
         rules = vpc_rules(rt.profile)

@@ -9,6 +9,7 @@ downscale equals Pillow's ``reduce(2)`` within 1; nearest neighbour, crop and pa
 import numpy as np
 import pytest
 from media_helpers import alloc_pic, m, nv12, pic_desc, put, read
+from memory_sizes import capacity
 from PIL import Image
 
 import ascend_memsim.acl as acl
@@ -22,8 +23,7 @@ NV12, NV21, YUV400, RGB, BGR = 1, 2, 0, 12, 13
 
 
 def runtime(product="A2"):
-    rt = Runtime(product, hbm_bytes=256 * MiB, ddr_bytes=256 * MiB if product == "310P" else None,
-                 sanitizer=Sanitizer(output=None))
+    rt = Runtime(product, **capacity(product, 256 * MiB), sanitizer=Sanitizer(output=None))
     rt.__enter__()
     rt.set_device(0)
     return rt

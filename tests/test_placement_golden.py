@@ -2,7 +2,9 @@
 they were recorded (tests/data/placement.json, made by tests/placement_workload.py before the
 allocator and device were reworked for speed, and made again, identical to what the reworked
 code gives, by the code that first had the fidelity corrections of the cfg APIs' rounding,
-malloc_cached's policies and A2's reserved memory)."""
+malloc_cached's policies and A2's reserved memory). The 310P's were made again when the
+workload stopped giving that DDR-only part HBM: the same placement, each address at DDR's
+base instead of HBM's."""
 
 from __future__ import annotations
 

@@ -121,3 +121,18 @@ def test_a_capacity_given_for_a_simulation_is_its_total():
         get_profile("A2").with_overrides(hbm_bytes=64 * MiB, reserved_bytes=64 * MiB)
     with pytest.raises(InvalidArgument):
         get_profile("A2").with_overrides(reserved_bytes=100)
+
+
+def test_hbm_for_a_ddr_only_part_is_refused_with_its_memories_named():
+    # Runtime("310P", hbm_bytes=...) made a part that does not exist: HBM on a DDR-only part
+    from ascend_memsim import MiB, Runtime
+    from ascend_memsim.memory.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="310P has no HBM: its device memory is DDR"):
+        Runtime("310P", hbm_bytes=64 * MiB)
+    with Runtime("310P", ddr_bytes=64 * MiB) as rt:
+        rt.set_device(0)
+        ptr = rt.malloc(MiB)
+        assert rt.block(ptr).memory == rt.profile.main_memory
+        rt.free(ptr)
+        assert rt.profile.total(rt.profile.main_memory) == 64 * MiB

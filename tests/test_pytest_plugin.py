@@ -596,3 +596,31 @@ def test_a_run_that_uses_no_fixture_does_not_import_the_simulator(pytester):
     pytester.makepyfile(test_plain="def test_device(memsim):\n    memsim.free(memsim.malloc(8))\n")
     pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider").assert_outcomes(passed=1)
     assert "ascend_memsim.runtime.runtime" in (pytester.path / "loaded.txt").read_text().split()
+
+
+def test_each_sanitizer_finding_is_shown_once(pytester):
+    # the failure lists the findings that fail the test; they are not printed again under
+    # "Captured stderr"; a warning that fails nothing is printed once
+    pytester.makepyfile(test_once="""
+        from ascend_memsim import acl
+
+        def test_double_free(memsim):
+            ptr, ret = acl.rt.malloc(100, 0)
+            acl.rt.free(ptr)
+            acl.rt.free(ptr)
+
+        def test_padding_warning_then_a_failure(memsim):
+            ptr, ret = acl.rt.malloc(100, 0)
+            acl.rt.memset(ptr, 128, 0, 120)
+            acl.rt.free(ptr)
+            assert False, "the body fails"
+        """)
+    result = run(pytester, "-rN")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    first = text.split("test_padding_warning_then_a_failure")[0]
+    assert first.count("double-free") == 2   # the failure's heading and its one report
+    assert "Captured stderr" not in first
+    # the body's own failure: its warning printed once, under Captured stderr
+    second = text.split("_ test_padding_warning_then_a_failure _")[1]
+    assert second.count("Captured stderr call") == 1

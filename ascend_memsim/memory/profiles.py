@@ -151,7 +151,8 @@ class Profile:
         """A copy with some fields changed, e.g. ``with_overrides(hbm_bytes=64 * MiB)``.
 
         Raises:
-            InvalidArgument: a field that does not exist, or a value out of range.
+            InvalidArgument: a field that does not exist, a value out of range, or HBM for
+                a part that has none (a DDR-only part's capacity is ``ddr_bytes``).
         """
         known = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - known)
@@ -160,6 +161,11 @@ class Profile:
         changes = {k: v for k, v in changes.items() if v is not None}
         if not changes:
             return self
+        if changes.get("hbm_bytes") and not self.hbm_bytes:
+            # a DDR-only part given HBM would be a part that does not exist
+            raise InvalidArgument(
+                f"{self.name} has no HBM: its device memory is DDR ({self.ddr_bytes} bytes); "
+                f"give its capacity as ddr_bytes=")
         main_key = "hbm_bytes" if changes.get("hbm_bytes", self.hbm_bytes) else "ddr_bytes"
         if main_key in changes and "reserved_bytes" not in changes:
             # DECISION: a capacity given for a simulation is the total its programs see

@@ -7,6 +7,7 @@ not import the simulator).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -105,6 +106,18 @@ class State:
     #: ids of the blocks already reported as the call's leaks
     reported: set = field(default_factory=set)
 
+    def print_findings(self, shown: Sequence[Any] = ()) -> None:
+        """Print the test body's sanitizer findings that are not in ``shown`` (the failure's
+        own) on stderr, as the sanitizer would have as they happened (it prints nowhere in
+        the fixture, so that no finding is printed twice)."""
+        sanitizer = getattr(self.runtime, "sanitizer", None)
+        if sanitizer is None or sanitizer.output is not None:
+            return      # a sanitizer told where to print has printed them
+        skip = {id(r) for r in shown}
+        for report in sanitizer.reports[self.report_mark:][:sanitizer.print_limit]:
+            if id(report) not in skip:
+                print(report.format(), file=sys.stderr)
+
     def mark_call(self) -> None:
         """Before the test body: what is live now is the fixtures', not the body's leaks."""
         self.before_call = {id(b) for b in self.runtime.blocks()}
@@ -128,6 +141,8 @@ class State:
         sanitizer = getattr(self.runtime, "sanitizer", None)
         if sanitizer is not None:
             failing = failing_findings(sanitizer.reports[self.report_mark:], self.fail_on)
+            # each finding once: those that fail the test in its failure, the rest printed
+            self.print_findings(failing)
             if failing:
                 problems.append(findings_text(
                     f"memsim: {nodeid}", failing,
@@ -221,8 +236,9 @@ def _live_handles(runtime: Runtime) -> list:
 
 def _sanitizer(spec: object) -> object:
     """The sanitizer setting with leak reports off (the fixture lists leaks itself), unless a
-    dict turns them on."""
-    return sanitizer_setting(spec, leaks=False)
+    dict turns them on, and printing nowhere unless a dict says where: the fixture shows each
+    finding once (:meth:`State.print_findings`)."""
+    return sanitizer_setting(spec, leaks=False, output=None)
 
 
 def _leak_report(nodeid: str, leaked: list, at_reset: list, handles: Sequence[Any] = ()) -> str:

@@ -184,6 +184,10 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         state.mark_call()
     try:
         result = yield
+    except BaseException:
+        if state is not None:
+            state.print_findings()      # the body's failure is the story; its findings too
+        raise
     finally:
         if state is not None:
             item.user_properties.append(("memsim_peak", state.peak.peak))
