@@ -381,3 +381,21 @@ def test_a_spawned_pool_of_the_script_imports_the_stand_in_and_returns(tmp_path,
     """))
     result = estimate(str(path), product="A2")
     assert result.status == 0 and "squares [0, 1, 4, 9, 16]" in capfd.readouterr().out
+
+
+def test_a_session_that_fails_to_start_leaves_torch_as_it_was(monkeypatch):
+    # an install that fails half-way through the session's start undoes the ones before it
+    from ascend_memsim.torchsim import session as session_module
+
+    save, load, record_stream = torch.save, torch.load, torch.Tensor.record_stream
+
+    def fails(s):
+        raise RuntimeError("an install failed")
+
+    monkeypatch.setattr(session_module, "_install_storages", fails)
+    with pytest.raises(RuntimeError, match="an install failed"):
+        estimate(lambda: None, product="A2")
+    assert (torch.save, torch.load, torch.Tensor.record_stream) == (save, load, record_stream)
+    monkeypatch.undo()
+    # and the next estimate runs: no session was left active
+    assert estimate(lambda: None, product="A2").fits

@@ -272,45 +272,52 @@ class Session(StorageCategories):
         # the caller's frame: the frames recorded stop there, so the same script gives the
         # same snapshot whoever runs it
         self._base = sys._getframe(1)
-        self._hooks = [register_module_forward_pre_hook(self._forward_pre_hook),
-                       register_optimizer_step_pre_hook(self._optimizer_pre_hook),
-                       register_optimizer_step_post_hook(self._optimizer_post_hook)]
-        self._record_stream = torch.Tensor.record_stream
-        # patched for the run (a method the checker takes as fixed), put back on exit
-        torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign,assignment,unused-ignore]
-        self._thread = threading.get_ident()
-        self._engine_run_backward = torch.autograd._engine_run_backward
-        torch.autograd._engine_run_backward = self._backward
-        _npu.reset()
-        _npu.set_active(self)
-        # what the run patches in torch (limits, host side, checkpoints, threads, storages),
-        # undone on exit, last first
-        self._undo = [_limits.install(self), _install_host(self.pinned), _install_checkpoints(),
-                      _process.install_threads(self), _install_storages(self)]
-        self._open = True
-        self._fake.__enter__()
-        self._tracker.__enter__()
+        # every change made for the run is undone by this stack, last first, whatever fails
+        # (an install half-way here, or one undo among them at the end)
+        undo = self._undo = contextlib.ExitStack()
+        try:
+            self._hooks = [register_module_forward_pre_hook(self._forward_pre_hook),
+                           register_optimizer_step_pre_hook(self._optimizer_pre_hook),
+                           register_optimizer_step_post_hook(self._optimizer_post_hook)]
+            undo.callback(lambda: [hook.remove() for hook in self._hooks])
+            # patched for the run (a method the checker takes as fixed)
+            undo.callback(setattr, torch.Tensor, "record_stream", torch.Tensor.record_stream)
+            torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign,assignment,unused-ignore]
+            self._thread = threading.get_ident()
+            self._engine_run_backward = torch.autograd._engine_run_backward
+            undo.callback(setattr, torch.autograd, "_engine_run_backward",
+                          self._engine_run_backward)
+            torch.autograd._engine_run_backward = self._backward
+            _npu.reset()
+            _npu.set_active(self)
+            undo.callback(_npu.set_active, None)
+            # what the run patches in torch: limits, the host side, checkpoints, threads,
+            # storages
+            for install in (lambda: _limits.install(self), lambda: _install_host(self.pinned),
+                            _install_checkpoints, lambda: _process.install_threads(self),
+                            lambda: _install_storages(self)):
+                undo.callback(install())
+            self._open = True
+            self._fake.__enter__()
+            undo.callback(self._fake.__exit__, None, None, None)
+            self._tracker.__enter__()
+        except BaseException:
+            undo.close()
+            self._base = None
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
             self._tracker.__exit__(*exc)
-            self._fake.__exit__(*exc)
         finally:
-            for hook in self._hooks:
-                hook.remove()
-            # (put back: see __enter__)
-            torch.Tensor.record_stream = self._record_stream  # type: ignore[method-assign,unused-ignore]
-            torch.autograd._engine_run_backward = self._engine_run_backward
-            for undo in reversed(self._undo):
-                undo()
-            _npu.set_active(None)
             self._base = None
+            self._undo.close()
 
     def on_exit(self, undo: Any) -> None:
         """Call ``undo`` when the run ends, before what the session itself patched is put
         back (last in, first out: a script's patches over the session's)."""
-        self._undo.append(undo)
+        self._undo.callback(undo)
 
     def close(self) -> None:
         """Stop tracking (storages that die later free nothing) and close the device; with
