@@ -17,6 +17,9 @@ small (:mod:`.host`: small CPU tensors are real), so a model far larger than the
 memory costs nothing when it is built on the CPU and moved; meta tensors behind a subclass
 would have to reimplement the device propagation FakeTensorMode already does.
 The changes to it are in :mod:`.fake` (:class:`~.fake.FakeMode`).
+
+Size: past 600 lines because of :class:`Session` (see its own Size note); the tracker and the
+session's few helpers are what is left beside it.
 """
 
 from __future__ import annotations
