@@ -3,10 +3,12 @@
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ascend_memsim import GiB, InvalidArgument, MiB, Runtime, acl
 from ascend_memsim.cli import main
-from ascend_memsim.memory.units import parse_size
+from ascend_memsim.memory.units import format_bytes, parse_size
 
 
 def test_runtime_profile_and_sanitizer_sizes_accept_text():
@@ -68,3 +70,15 @@ def test_plural_agrees_with_the_count():
     assert [plural(n, "block") for n in (0, 1, 2)] == ["0 blocks", "1 block", "2 blocks"]
     assert plural(1, "entry", "entries") == "1 entry"
     assert plural(5, "entry", "entries") == "5 entries"
+
+
+@given(st.integers(min_value=0, max_value=1 << 50))
+def test_a_printed_size_is_exact_and_short(n):
+    """Teaching output: a size reads as one unit and a small remainder, or as its exact bytes;
+    either way the bytes it names are the bytes there are."""
+    text = format_bytes(n)
+    if "(" in text:             # "2097120 B (2.00 MiB)": exact bytes first
+        assert int(text.split(" B (")[0]) == n
+    else:
+        assert text.count("+") <= 1
+        assert sum(parse_size(part.replace(" ", "")) for part in text.split(" + ")) == n

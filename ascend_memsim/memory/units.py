@@ -82,25 +82,35 @@ _UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)
 
 
 def format_bytes(n: int) -> str:
-    """``4 MiB``, ``2 MiB + 32 B``, ``96 B``: exact, in the largest units that fit.
+    """``4 MiB``, ``2 MiB + 32 B``, ``96 B``: exact, in the largest unit that fits and at most
+    one small remainder (under 1024 of a unit: ``3 MiB + 512 KiB``); a size that needs more
+    is its bytes with one rounded unit: ``2097120 B (2.00 MiB)``.
 
     DECISION: one style everywhere, exact, because the rules this package shows live in the
     last bytes (2,097,152 bytes asked for become 2,097,184, two huge pages): a rounded figure
-    would hide them.
+    would hide them; and readable, so never a sum of three units ("1 MiB + 1023 KiB + 992 B"
+    is 2 MiB less 32 bytes, which no one reads at a glance).
 
     >>> format_bytes(2 * 1024 * 1024 + 32), format_bytes(4 << 20), format_bytes(0)
     ('2 MiB + 32 B', '4 MiB', '0 B')
+    >>> format_bytes((2 << 20) - 32), format_bytes((3 << 20) + (512 << 10))
+    ('2097120 B (2.00 MiB)', '3 MiB + 512 KiB')
     >>> format_bytes(-192)
     '-192 B'
     """
     if n < 0:
         return "-" + format_bytes(-n)
-    parts: list[str] = []
-    for unit, scale in _UNITS:
-        if n >= scale or (not parts and scale == 1):
-            count, n = divmod(n, scale)
-            parts.append(f"{count} {unit}")
-    return " + ".join(parts)
+    index = next(i for i, (_, scale) in enumerate(_UNITS) if n >= scale or scale == 1)
+    unit, scale = _UNITS[index]
+    count, rest = divmod(n, scale)
+    if rest == 0:
+        return f"{count} {unit}"
+    for small, small_scale in _UNITS[index + 1:]:
+        if rest % small_scale == 0 and rest // small_scale < 1024:
+            return f"{count} {unit} + {rest // small_scale} {small}"
+    if f"{n / scale:.2f}" == "1024.00" and index:    # rounds up to the next unit
+        unit, scale = _UNITS[index - 1]
+    return f"{n} B ({n / scale:.2f} {unit})"
 
 
 def human_bytes(n: int) -> str:
