@@ -321,8 +321,13 @@ def test_json_output_of_run_replay_stats_explain_profiles(tmp_path, capsys):
     assert result["replay"]["mallocs"] == 4
     result = json.loads(run("explain", "2MiB", "--json")[1])
     assert result["footprint"] == 4 * MiB and result["page"] == "huge" and result["steps"]
+    assert result["alignment"] == 2 * MiB and result["fallback"][0]["text"].startswith(
+        "fallback, normal pages")
     result = json.loads(run("profiles", "--json")[1])
     assert {p["name"] for p in result} >= {"950PR", "A2", "A3", "310P"}
+    pages = {p["name"]: p["page_bytes"] for p in result}
+    assert pages["A3"] == {"normal": 64, "huge": 2 * MiB, "huge1g": 1 << 30}
+    assert pages["950PR"] == {"normal": 64, "huge": 2 * MiB}
     capsys.readouterr()
 
 

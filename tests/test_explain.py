@@ -14,6 +14,26 @@ def test_the_two_mib_gotcha_on_a2():
     assert "api_ref 11-01, aclrtMalloc" in text and "acl_rt.h" in text
 
 
+def test_only_the_steps_taken_are_numbered():
+    """The untaken branch (HUGE_FIRST's normal pages, for a block that went on huge pages) is a
+    note after the result, not a step; it read "4. fallback, normal pages" before."""
+    e = explain(2 * MiB, 0, product="A2")
+    assert [s.text.split(":")[0] for s in e.steps] == ["size rule", "pages", "huge pages"]
+    assert [s.text.split(":")[0] for s in e.fallback] == ["fallback, normal pages"]
+    last = str(e).splitlines()[-1]
+    assert last.startswith("  only if no huge page can be had: fallback, normal pages")
+    assert explain(100, 0, product="A2").fallback == ()
+
+
+def test_the_page_alignments_are_stated_per_product_and_policy():
+    """A property-test writer reads them instead of hard-coding 64 B, 2 MiB and 1 GiB."""
+    assert get_profile("A3").page_bytes == {"normal": 64, "huge": 2 * MiB, "huge1g": GiB}
+    assert "huge1g" not in get_profile("950PR").page_bytes
+    assert [explain(size, policy, product="A3").alignment
+            for size, policy in ((100, 0), (3 * MiB, 0), (100, 2), (GiB, 6))] == [
+        64, 2 * MiB, 64, GiB]
+
+
 def test_align32_avoids_it():
     e = explain(2 * MiB, 0, product="A2", api="malloc_align32")
     assert (e.rule_size, e.footprint) == (2 * MiB, 2 * MiB)
@@ -73,6 +93,7 @@ def test_explain_agrees_with_the_device(size, policy, product, api):
     capacity = {"hbm_bytes": 64 * MiB} if profile.hbm_bytes else {"ddr_bytes": 64 * MiB}
     block = Device(profile.with_overrides(**capacity)).allocate(size, policy, api=api)
     assert (e.page, e.rule_size, e.footprint) == (block.page, block.rule_size, block.footprint)
+    assert block.ptr % e.alignment == 0 and e.alignment == profile.page_bytes[e.page.value]
 
 
 _ANY_SIZE = st.one_of(st.integers(-2, 2**64 + 2), st.integers(2**64 - 200, 2**64 - 1),

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported by _load(), once a command runs (--help needs none
     from ..memory.explain import explain
     from ..memory.profiles import PROFILES
     from ..memory.units import format_bytes, parse_size
-    from .common import print_json
+    from .common import print_json, to_json
 
 #: exit status for bad usage or unreadable input (argparse uses 2 as well); the same as
 #: common.USAGE_ERROR, named here so that --help imports nothing of the package
@@ -52,7 +52,8 @@ def _load() -> None:
         UINT32_MAX=args.UINT32_MAX, MallocPolicy=constants.MallocPolicy,
         AclError=errors.AclError, InvalidArgument=errors.InvalidArgument,
         explain=explain.explain, PROFILES=profiles.PROFILES, format_bytes=units.format_bytes,
-        parse_size=units.parse_size, print_json=common.print_json)
+        parse_size=units.parse_size, print_json=common.print_json,
+        to_json=common.to_json)
 
 
 def _command(module: str, name: str) -> Any:
@@ -183,7 +184,8 @@ def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_profiles(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
-        print_json(list(PROFILES.values()), out)
+        # page_bytes, a property, with the fields: the start alignments per page kind
+        print_json([{**to_json(p), "page_bytes": p.page_bytes} for p in PROFILES.values()], out)
         return 0
     header = (f"{'name':7} {'memory':14} {'reserved':14} {'aclrtMalloc rounding':32} "
               f"{'1G pages':9} {'usage info':11} {'devices':7}  description")

@@ -5,8 +5,8 @@ aclrtMalloc(size=2097152, policy=HUGE_FIRST) on Atlas A2 training/inference seri
   1. size rule: ALIGN_UP(2097152, 32) + 32 = 2097184  [api_ref 11-01, aclrtMalloc: Atlas A2/A3 round up to 32 bytes, then add 32]
   2. pages: size 2097152 > 1 MiB, so 2 MiB huge pages first, normal pages if none can be had  [acl_rt.h, ACL_MEM_MALLOC_HUGE_FIRST]
   3. huge pages: footprint ALIGN_UP(2097184, 2 MiB) = 4194304 (4 MiB), start aligned to 2 MiB  [memory model: footprint = rule size rounded up to the page size]
-  4. fallback, normal pages: footprint ALIGN_UP(2097184, 64 B) = 2097216 (2 MiB + 64 B), start aligned to 64 B  [memory model: footprint = rule size rounded up to the page size]
   => 4194304 bytes of HBM on huge pages (2097152 requested; 32 B of rounding padding, 2097120 B of page rounding)
+  only if no huge page can be had: fallback, normal pages: footprint ALIGN_UP(2097184, 64 B) = 2097216 (2 MiB + 64 B), start aligned to 64 B  [memory model: footprint = rule size rounded up to the page size]
 """
 
 from __future__ import annotations
@@ -42,7 +42,13 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """The result of :func:`explain`: steps, and the block the request would get first."""
+    """The result of :func:`explain`: the steps taken, the block the request gets on a device
+    with room (its footprint starts on a multiple of ``alignment`` bytes), and the steps of the
+    fallback, taken only when the first page kind cannot be had.
+
+    DECISION: the fallback is a note after the result, not a numbered step: on a device with
+    room the block never takes it (a closeup of a block that fell back shows it as taken).
+    """
 
     request: str
     steps: tuple[Step, ...]
@@ -51,6 +57,8 @@ class Explanation:
     page: Page
     footprint: int
     memory: str
+    alignment: int
+    fallback: tuple[Step, ...] = ()
 
     def __str__(self) -> str:
         lines = [self.request]
@@ -59,6 +67,9 @@ class Explanation:
             f"  => {self.footprint} bytes of {self.memory} on {self.page.value} pages "
             f"({self.size} requested; {self.rule_size - self.size} B of rounding padding, "
             f"{self.footprint - self.rule_size} B of page rounding)")
+        if self.fallback:
+            lines.append(f"  only if no {self.page.value} page can be had: "
+                         + "; ".join(f"{s.text}  [{s.rule}]" for s in self.fallback))
         return "\n".join(lines)
 
 
@@ -162,14 +173,16 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
     first_rule = rule_size(profile, size, pages[0], api, policy)
     steps = [_rule_step(profile, size, pages[0], api, policy),
              _page_step(size, base, policy, api, pages)]
+    fallback: list[Step] = []
     for i, page in enumerate(pages):
+        taken = fallback if i else steps
         rule = rule_size(profile, size, page, api, policy)
         if i and rule != first_rule:
-            steps.append(_rule_step(profile, size, page, api, policy))
+            taken.append(_rule_step(profile, size, page, api, policy))
         granule = PAGE_BYTES[page]
         footprint = align_up(rule, granule)
         label = f"{page.value} pages" if i == 0 else f"fallback, {page.value} pages"
-        steps.append(Step(
+        taken.append(Step(
             f"{label}: footprint ALIGN_UP({rule}, {format_bytes(granule)}) = {footprint} "
             f"({format_bytes(footprint)}), start aligned to {format_bytes(granule)}", _MODEL))
     if not profile.hbm_bytes:
@@ -179,4 +192,5 @@ def explain(size: int, policy: int = MallocPolicy.HUGE_FIRST, *,
                           "acl_rt.h, ACL_MEM_ACCESS_USER_SPACE_READONLY"))
     first = pages[0]
     return Explanation(request, tuple(steps), size, first_rule, first,
-                       align_up(first_rule, PAGE_BYTES[first]), profile.main_memory.value)
+                       align_up(first_rule, PAGE_BYTES[first]), profile.main_memory.value,
+                       PAGE_BYTES[first], tuple(fallback))

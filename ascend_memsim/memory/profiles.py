@@ -23,7 +23,7 @@ from enum import Enum
 from types import MappingProxyType
 
 from .args import as_int
-from .constants import GiB
+from .constants import GiB, MiB
 from .errors import InvalidArgument, InvalidArgumentType
 from .units import parse_size
 
@@ -51,6 +51,12 @@ class SizeRule(str, Enum):
 
 #: Each memory type of a device gets an address window this large; capacities must fit.
 MEMORY_SPAN = 1 << 43
+
+
+#: Page granularity by page kind, in bytes: a block's footprint is a multiple of its page's
+#: size and starts on it. Normal pages are modelled at 64 bytes, the documented
+#: sub-allocation rule (start = ALIGN_UP(m, 64)); huge pages are 2 MiB, and 1 GB pages 1 GiB.
+PAGE_SIZES = MappingProxyType({"normal": 64, "huge": 2 * MiB, "huge1g": GiB})
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +135,18 @@ class Profile:
         except ValueError:
             raise InvalidArgument(f"profile {self.name}: size_rule {self.size_rule!r} is not one "
                                   f"of {[r.value for r in SizeRule]}") from None
+
+    @property
+    def page_bytes(self) -> dict[str, int]:
+        """The page sizes the part has, by page kind (``normal``, ``huge``, ``huge1g``): a
+        block's footprint is a multiple of its page's size and starts on it, so these are the
+        start alignments a property test checks.
+
+        >>> get_profile("A3").page_bytes, get_profile("950PR").page_bytes
+        ({'normal': 64, 'huge': 2097152, 'huge1g': 1073741824}, {'normal': 64, 'huge': 2097152})
+        """
+        return {kind: size for kind, size in PAGE_SIZES.items()
+                if kind != "huge1g" or self.huge1g}
 
     @property
     def main_memory(self) -> Memory:

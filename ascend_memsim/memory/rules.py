@@ -21,9 +21,9 @@ from enum import Enum
 from typing import NamedTuple
 
 from .args import SIZE_MAX, UINT32_MAX, as_int, as_size
-from .constants import GiB, MallocFlag, MallocPolicy, MiB
+from .constants import MallocFlag, MallocPolicy, MiB
 from .errors import FeatureNotSupported, InvalidArgument
-from .profiles import MEMORY_SPAN, Memory, Profile, SizeRule
+from .profiles import MEMORY_SPAN, PAGE_SIZES, Memory, Profile, SizeRule
 
 __all__ = [
     "Page", "Api", "PhysicalApi", "parse_api", "Request", "align_up", "rule_size", "page_order",
@@ -47,9 +47,8 @@ class Page(str, Enum):
     HUGE1G = "huge1g"
 
 
-#: Page granularity: a block's footprint is a multiple of this and starts on it. Normal pages
-#: are modelled at 64 bytes, the documented sub-allocation rule (start = ALIGN_UP(m, 64)).
-PAGE_BYTES = {Page.NORMAL: 64, Page.HUGE: 2 * MiB, Page.HUGE1G: 1 * GiB}
+#: Page granularity by page kind (profiles.PAGE_SIZES, the one place the sizes are written).
+PAGE_BYTES = {page: PAGE_SIZES[page.value] for page in Page}
 
 #: HUGE_FIRST gives normal pages to a request of at most this many bytes (acl_rt.h comment
 #: on ACL_MEM_MALLOC_HUGE_FIRST).

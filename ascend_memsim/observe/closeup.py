@@ -78,7 +78,8 @@ class Closeup:
         b = self.block
         lines: list[str] = []
         try:
-            steps = explain(b.size, b.policy, product=self.product, api=b.api).steps
+            explanation = explain(b.size, b.policy, product=self.product, api=b.api)
+            steps = explanation.steps + explanation.fallback
         except AclError:   # a request explain refuses: the figures alone
             steps = ()
         page = b.page.value
