@@ -7,7 +7,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ascend_memsim import MiB, Runtime
+from ascend_memsim import GiB, MiB, Runtime
 from ascend_memsim.allocators import NpuCachingAllocator, NpuOutOfMemoryError
 from ascend_memsim.cli import main
 from ascend_memsim.memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
@@ -347,3 +347,21 @@ def test_malloc_failures_seen_by_the_recording_are_searched_too():
         snap = alloc.memory_snapshot()
     r = fit_capacity(snap, "A2", top=256 * MiB)
     assert r.smallest == r.all_fit_from == 94 * MiB   # 32 + 62 MiB segments together
+
+
+def test_figures_one_step_apart_never_read_alike():
+    """Issue 36, item 14: "smallest capacity seen to fit: 10.65 GiB" beside "with 10.65 GiB:
+    first failure". Two figures that round alike print exact; the others stay short."""
+    from ascend_memsim.plan.results import FitSearch
+
+    step = 2 * MiB
+    smallest = 5453 * step                                  # 10.65 GiB, as is one step less
+    result = FitSearch("job.pickle", "A2", "", step, top=32 * GiB, lower_bound=4 * GiB,
+                       smallest=smallest, smallest_checked_from=4 * GiB,
+                       all_fit_from=smallest, all_fit_checked_to=smallest + 4 * step,
+                       failure={"index": 7, "size": 600 * MiB, "stream": 0, "message": "oom"},
+                       trials=[(smallest - step, False), (smallest, True)], replays=2)
+    text = str(result)
+    assert "capacity that fits:  10 GiB + 666 MiB (" in text
+    assert "with 10 GiB + 664 MiB: first failure" in text
+    assert "from 4 GiB (the peak allocated" in text and "to 32 GiB in steps of 2 MiB" in text

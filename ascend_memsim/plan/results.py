@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..memory.units import human_bytes, plural
+from ..memory.units import format_bytes, human_bytes, plural
 
 __all__ = ["FitSearch", "Sweep"]
 
@@ -65,7 +66,11 @@ class FitSearch:
         return out
 
     def __str__(self) -> str:
-        mb = human_bytes
+        mb = _distinct_sizes(self.top, self.lower_bound, self.step, self.smallest,
+                             self.smallest_checked_from, self.all_fit_from,
+                             self.all_fit_checked_to, *self.failing_between,
+                             *(c - self.step for c in (self.smallest, self.all_fit_from)
+                               if c is not None))
         head = (f"{self.source} through torch_npu's caching allocator "
                 f"({self.alloc_conf or 'default conf'}) on {self.product}")
         if not self.fits:
@@ -106,6 +111,21 @@ class FitSearch:
         lines.append(f"  {plural(self.replays, 'replay')} in {self.seconds:.2f} s"
                      + _answered(len(self.trials), self.replays))
         return "\n".join(lines)
+
+
+def _distinct_sizes(*capacities: int | None) -> Callable[[int], str]:
+    """:func:`human_bytes` for these capacities, except where two of them would read alike
+    ("seen to fit: 10.65 GiB" beside "with 10.65 GiB: first failure", one step apart): those
+    print exact (:func:`format_bytes`), so no two figures of one report contradict."""
+    seen: dict[str, set[int]] = {}
+    for capacity in capacities:
+        if capacity is not None:
+            seen.setdefault(human_bytes(capacity), set()).add(capacity)
+
+    def show(n: int) -> str:
+        text = human_bytes(n)
+        return format_bytes(n) if len(seen.get(text, ())) > 1 else text
+    return show
 
 
 def _answered(trials: int, replays: int) -> str:
