@@ -247,3 +247,27 @@ def test_parse_size_refuses_digits_of_other_scripts(text):
     # int() reads them; a size on a command line or in a config is written in ASCII
     with pytest.raises(InvalidArgument, match="ASCII"):
         parse_size(text)
+
+
+def test_the_recorded_capacity_goes_with_the_trace_and_the_report_says_so(tmp_path):
+    """Issue 36, item 10: replay --product 950PR took 950PR's 128 GiB while the player kept
+    the recorded 32 MiB, and neither said which or why."""
+    from ascend_memsim.memory.errors import OutOfDeviceMemory
+    from ascend_memsim.observe.player import save_player
+
+    with Runtime("A2", hbm_bytes=32 * MiB) as rt, Recorder(rt) as rec:
+        rt.set_device(0)
+        for _ in range(3):
+            rt.malloc(6 * MiB)
+        with pytest.raises(OutOfDeviceMemory):
+            rt.malloc(24 * MiB)
+    trace = loads(rec.trace.dumps())
+    on_950 = replay(trace, "950PR")
+    assert (on_950.capacity, on_950.fits) == (32 * MiB, False)
+    assert "capacity 32 MiB as recorded on A2 (950PR has 128 GiB; --capacity sets it)" in str(
+        on_950)
+    assert "capacity 1 GiB as given" in str(replay(trace, "950PR", capacity=1 << 30))
+    # a trace that records no capacity replays on the product's own
+    assert "capacity 128 GiB 950PR's own" in str(replay(THREE_2MIB, "950PR"))
+    written = save_player(str(tmp_path / "p.html"), trace, ["950PR", "A2"])
+    assert "on 950PR and A2 on 32 MiB as recorded on A2 (950PR has 128 GiB" in written["summary"]

@@ -401,7 +401,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--product", help="default: the product the trace was recorded on")
         p.add_argument("--capacity", type=_size_arg,
                        help=f"device memory, e.g. 16GiB ({_SIZES}); default: the "
-                            f"recorded capacity on the recorded product, else the product's")
+                            f"capacity the trace records (on any product), else the product's")
         p.add_argument("--policy", type=_policy_arg, help="replace every recorded policy")
         p.add_argument("--quiet", action="store_true", help="no progress display")
 

@@ -248,6 +248,7 @@ def _product(result: ReplayResult, capacity: int, blocks: list[Any], ops: list[A
     failure = result.first_failure
     return {
         "product": result.product, "capacity": capacity, "row_bytes": row_bytes,
+        "capacity_note": result.capacity_note,
         "lines": lines, "blocks": blocks, "ops": ops,
         "peak": [result.peak_index, result.peak_bytes],
         "failures": timeline.failures[:200], "failed": result.failures,
@@ -308,9 +309,9 @@ def player_data(source: Source, products: tuple[str, ...] | list[str] | None = N
     ``device`` is the device drawn (DECISION: by default the first one a block is
     allocated on, since most traces use one device; the page says which).
     ``capacity`` and ``policy`` are passed to each replay. DECISION: without a
-    ``capacity`` every product replays on the first one's (the recorded capacity when the
-    trace was recorded on it, else its own), so that the panels differ by the rules alone,
-    not by the size of the device. Time O(products x replay);
+    ``capacity`` every product replays on the first one's (the capacity the trace records,
+    as ``replay`` takes it on any product, else the first product's own), so that the panels
+    differ by the rules alone, not by the size of the device. Time O(products x replay);
     memory O(allocations of the first ``max_events`` events + timeline points + stacks).
 
     Raises:
@@ -439,8 +440,12 @@ def save_player(path: str, source: Source, products: tuple[str, ...] | list[str]
     encoded = page.encode("utf-8")
     with open(path, "wb") as f:
         f.write(encoded)
+    first = data["products"][0]
+    # the capacity every panel replays on, and why (the first product's replay decided it)
+    note = first["capacity_note"] if options.get("capacity") is None else "as given"
     summary = (f"{data['events']:,} events on " + " and ".join(
-        p["product"] for p in data["products"]) + f", {format_bytes(len(encoded))}")
+        p["product"] for p in data["products"]) + f" on {format_bytes(first['capacity'])} "
+        f"{note}, {format_bytes(len(encoded))}")
     if data["shown"] < data["events"]:
         summary += f"; the slider covers the first {data['shown']:,} events"
     return {"path": path, "bytes": len(encoded), "events": data["events"],

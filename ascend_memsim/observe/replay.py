@@ -125,6 +125,8 @@ class ReplayResult:
     last_device: int = 0
     #: the runtime after the replay, when ``keep_runtime`` (the caller closes it)
     runtime: Runtime | None = None
+    #: where the capacity came from: "as given", the product's own, or as recorded
+    capacity_note: str = ""
 
     @property
     def fits(self) -> bool:
@@ -135,7 +137,8 @@ class ReplayResult:
     def __str__(self) -> str:
         policy = "as recorded" if self.policy is None else policy_name(self.policy)
         lines = [f"replayed {self.replayed} of {self.total} events of {self.name} on "
-                 f"{self.product} (capacity {format_bytes(self.capacity)}, policy {policy})",
+                 f"{self.product}: capacity {format_bytes(self.capacity)}"
+                 f"{' ' * bool(self.capacity_note)}{self.capacity_note}, policy {policy}",
                  f"  {plural(self.mallocs, 'malloc')}, {plural(self.frees, 'free')}, "
                  f"{self.failures} failed; peak "
                  f"footprint {format_bytes(self.peak_bytes)} at event {self.peak_index}"]
@@ -169,23 +172,24 @@ def _capacity_key(product: str) -> str:
 
 
 def _default_capacity(trace: Source, product: str) -> int | None:
-    """DECISION: on the product it was recorded on, a trace replays on the recorded capacity;
-    on another product, on that product's own capacity."""
+    """DECISION: a trace replays on the capacity its header records, on whatever product it
+    replays on, so that ``replay --product`` and the player (which compares products on one
+    capacity) agree and a lesson recorded on a small device keeps its point on another part;
+    the report says so, with the product's own capacity beside it. A trace that records
+    none (a torch snapshot, an RMM log) replays on the product's own capacity."""
     recorded = trace.header.get("product")
     try:
-        same = bool(recorded and get_profile(recorded).name == get_profile(product).name)
-    except AclError:   # a product the simulator does not know: not the one replayed on
-        same = False
-    if same:
-        key = _capacity_key(product)
-        value = trace.header.get(key)
-        if isinstance(value, int) and value > 0:
-            if value % 64 or value > MEMORY_SPAN:
-                raise InvalidArgument(
-                    f"{trace.name}: the trace header's {key}={value} is not a capacity the "
-                    f"simulator takes (a multiple of 64 bytes up to {MEMORY_SPAN}); give one")
-            return value
-    return None
+        key = _capacity_key(recorded) if isinstance(recorded, str) else None
+    except AclError:   # a product the simulator does not know: no capacity to read
+        key = None
+    value = trace.header.get(key) if key else None
+    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return None
+    if value % 64 or value > MEMORY_SPAN:
+        raise InvalidArgument(
+            f"{trace.name}: the trace header's {key}={value} is not a capacity the "
+            f"simulator takes (a multiple of 64 bytes up to {MEMORY_SPAN}); give one")
+    return value
 
 
 def _knows_its_device(trace: Source) -> bool:
@@ -278,7 +282,8 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     ends at the first failed malloc; ``stop_after`` after that event index (for a map at a
     given moment, with ``keep_runtime``). ``observers`` are added to the fresh runtime (e.g.
     a :class:`~ascend_memsim.observe.stats.MemoryStats`). Without ``capacity``, a trace
-    replayed on the product it was recorded on takes the recorded capacity; a malloc
+    replays on the capacity its header records, on any product (:func:`_default_capacity`);
+    a malloc
     recorded as failed is probed, and counts as a failure when it fails again in a trace
     that names its device (:func:`_knows_its_device`). ``timeline`` keeps at most
     ~2,000 points (:class:`Timeline`). ``progress(done, total)`` is called about 100 times,
@@ -291,8 +296,16 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
         InvalidArgument: an unknown product, a bad capacity or API.
     """
     profile = _profile_of(trace, product)
-    if capacity is None:
+    if capacity is not None:
+        capacity_note = "as given"
+    else:
         capacity = _default_capacity(trace, profile.name)
+        own = format_bytes(profile.total(profile.main_memory))
+        capacity_note = f"{profile.name}'s own"
+        if capacity is not None:
+            capacity_note = f"as recorded on {trace.header.get('product')}" + (
+                f" ({profile.name} has {own}; --capacity sets it)"
+                if capacity != profile.capacity(profile.main_memory) else "")
     settings = dict(overrides)
     if capacity is not None:
         settings[_capacity_key(profile.name)] = capacity
@@ -308,7 +321,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     forced_api = Api.parse(api) if api is not None else None
     total_events = len(trace.events) if isinstance(trace, Trace) else 0
     result = ReplayResult(trace.name, rt.profile.name, rt.profile.total(
-        rt.profile.main_memory), policy, total_events)
+        rt.profile.main_memory), policy, total_events, capacity_note=capacity_note)
     name = trace.name
     # (device, recorded ptr) -> (block, stream, allocation site or None before any stack)
     live: dict[tuple[int, Any], tuple[Block, Any, str]] = {}
