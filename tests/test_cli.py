@@ -27,6 +27,10 @@ def test_demo_shows_the_rules():
     assert "<- huge-page fallback" in text
     assert "ret 207001" in text and "no fallback: HUGE_ONLY" in text
     assert "live footprints) ==" in text and ": True" in text
+    # step 8, 1 GB pages: no +32 under HUGE1G_ONLY, one more huge page under HUGE_ONLY
+    assert "(1 GiB, HUGE1G_ONLY)            -> huge1g pages, rule size 1073741824, " \
+           "footprint 1073741824 (1 GiB)" in text
+    assert "footprint 1075838976 (1 GiB + 2 MiB)" in text
 
 
 def test_explain_accepts_size_and_policy_forms():
@@ -175,6 +179,8 @@ def test_demo_on_a_ddr_part_and_on_a_part_without_the_plus32_rule():
     assert code == 0
     assert "<- +32 rule" not in text and "costs 4 MiB of huge pages" not in text
     assert "the +32 does not apply here" in text
+    assert "on 950PR, which has no 1 GB pages: acl.rt.malloc(1 GiB, HUGE1G_ONLY) -> ret 207000" \
+        in text and "8. 1 GB huge pages on A2" in text
 
 
 def test_sizes_that_overflow_or_are_negative_are_usage_errors(capsys):

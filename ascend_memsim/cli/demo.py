@@ -45,6 +45,39 @@ def _hbm_to_ddr(product: str, capacity: int, say: Any) -> None:
         assert acl.rt.reset_device(0) == 0
 
 
+def _one_gib_pages(product: str, say: Any) -> None:
+    """Step 8: 1 GB huge pages (HUGE1G_ONLY), on ``product`` when it has them, else on the
+    first product that does (A2). A device of its own, 4 GiB: each block takes a whole 1 GiB
+    page, so the tour's small device could not hold one."""
+    from .. import acl
+
+    profile = get_profile(product)
+    shown = profile if profile.huge1g else next(p for p in PROFILES.values() if p.huge1g)
+    extra = ("HUGE_ONLY's +32 needs one more 2 MiB page" if shown.size_rule is
+             SizeRule.ALIGN32_PLUS32 else "HUGE_ONLY takes 512 huge pages")
+    say(f"8. 1 GB huge pages on {shown.name}: a 1 GiB request under HUGE1G_ONLY takes exactly "
+        f"one 1 GiB page,")
+    say(f"   the 1 GB policies skipping the +32 (memory.cpp, aclMallocMemInner); {extra}.")
+    with Runtime(shown, sanitizer={"mode": "report", "leaks": False},
+                 hbm_bytes=4 << 30) as rt:      # every part with 1 GB pages has HBM
+        assert acl.rt.set_device(0) == 0
+        for call, policy in (("HUGE1G_ONLY", MallocPolicy.HUGE1G_ONLY),
+                             ("HUGE_ONLY", MallocPolicy.HUGE_ONLY)):
+            ptr, ret = acl.rt.malloc(1 << 30, int(policy))
+            b = rt.block(ptr)
+            assert ret == 0 and b is not None
+            say(f"  {f'acl.rt.malloc(1 GiB, {call})':44} -> {b.page.value} pages, rule size "
+                f"{b.rule_size}, footprint {b.footprint} ({format_bytes(b.footprint)})")
+        assert acl.rt.reset_device(0) == 0
+    if not profile.huge1g:
+        with Runtime(profile, sanitizer={"mode": "report", "leaks": False}):
+            assert acl.rt.set_device(0) == 0
+            _, ret = acl.rt.malloc(1 << 30, int(MallocPolicy.HUGE1G_ONLY))
+            say(f"  on {profile.name}, which has no 1 GB pages: acl.rt.malloc(1 GiB, "
+                f"HUGE1G_ONLY) -> ret {ret}")
+            assert acl.rt.reset_device(0) == 0
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     """A guided tour of the rules on the default product, through the pyacl face."""
     from .. import acl
@@ -152,6 +185,8 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         assert acl.rt.reset_device(0) == 0
     say()
     _hbm_to_ddr(args.product, capacity, say)
+    say()
+    _one_gib_pages(args.product, say)
     say()
     say("Next: ascend-memsim explain 2MiB --policy HUGE_FIRST   (how a size becomes a footprint)")
     say("      ascend-memsim profiles                            (the products and their rules)")
