@@ -273,3 +273,18 @@ def _has_matplotlib() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_when_every_setting_fits_the_default_comes_first_then_least_memory(tmp_path):
+    """Issue 36, item 17: on a roomy card the sweep named "best" the setting with the most
+    margin. By hand (the docstring above), on 2 GiB: every setting fits; the default's worst
+    rank needs 100 + 20 + 60 + 60 + 100 reserved (nothing freed before c, a's 60 MiB cannot
+    hold it) + 400 HCCL + 100 share = 840 MiB; with HCCL_BUFFSIZE=100, 640 MiB."""
+    path = script(tmp_path)
+    found = sweep_ranks(path, world_size=2, capacity=2048 * MiB, runtime_share=100 * MiB,
+                        check=False, **SETTINGS)
+    assert all(r.fits for r in found.results)
+    assert found.best.is_default and found.best.worst.total == 840 * MiB
+    totals = [r.worst.total for r in found.results[1:]]
+    assert totals == sorted(totals) and totals[0] == 640 * MiB
+    assert "every setting fits; the default is enough: A2, 2 ranks" in str(found)

@@ -47,7 +47,7 @@ from ..memory.errors import AllocatorConfigError, InvalidArgument
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from ..plan import DEFAULT_WINDOW, FitSearch, default_candidates, fit_capacity
 from ..plan.columns import Columns, Outside, compile_source, replay_columns
-from .hccl import _HCCL_MODULE
+from .hccl import _HCCL_MODULE, DEFAULT_HCCL_BUFFSIZE
 from .ranks import estimate_ranks
 from .ranks_report import RankFigures, RanksResult, _ranks_text
 from .runtime_share import _RUNTIME_MODULE
@@ -157,6 +157,11 @@ class SettingOutcome:
         """The class with the smallest margin (a failing one first)."""
         return min(self.classes, key=lambda c: (c.fits, c.margin, c.traced_rank))
 
+    @property
+    def is_default(self) -> bool:
+        """torch_npu's and HCCL's own settings: no PYTORCH_NPU_ALLOC_CONF, HCCL_BUFFSIZE=200."""
+        return not self.alloc_conf and self.hccl_buffsize == DEFAULT_HCCL_BUFFSIZE
+
     def label(self) -> str:
         return (f"{self.product}, {self.world_size} ranks, PYTORCH_NPU_ALLOC_CONF="
                 f"{self.alloc_conf or '(default)'}, HCCL_BUFFSIZE={self.hccl_buffsize}")
@@ -240,8 +245,9 @@ class RanksSweep:
                          "fits" if r.fits else f"rank {w.traced_rank}: {w.why()}"))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         left = {0, 2, 8}
-        lines = [f"{self.source}: settings ranked by the worst rank's margin (those that fit "
-                 f"first)"]
+        lines = [f"{self.source}: settings that fit first, the default (no "
+                 f"PYTORCH_NPU_ALLOC_CONF, HCCL_BUFFSIZE={DEFAULT_HCCL_BUFFSIZE}) first among "
+                 f"them, then by the worst rank's device total; the others by its margin"]
         for row in rows:
             lines.append("  " + "  ".join(cell.ljust(w) if i in left else cell.rjust(w)
                                           for i, (cell, w) in enumerate(zip(row, widths)))
@@ -250,7 +256,10 @@ class RanksSweep:
         if best is None:
             lines.append("  verdict: no setting fits")
         else:
-            lines.append(f"  best: {best.label()}: the worst rank ({best.worst.traced_rank}) "
+            every = all(r.fits for r in self.results)
+            lines.append(("  every setting fits; " if every else "  ")
+                         + ("the default is enough" if best.is_default else "best")
+                         + f": {best.label()}: the worst rank ({best.worst.traced_rank}) "
                          f"has {size(best.worst.margin)} to spare")
         if self.check is not None:
             c = self.check
@@ -330,10 +339,11 @@ def sweep_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *
     :func:`~ascend_memsim.plan.default_candidates`), ``hccl_buffsizes`` (MB), ``products``
     (default: ``product``) and ``world_sizes`` (default: ``world_size``) for ``target``
     (as :func:`~.ranks.estimate_ranks` runs it), each on a card of ``capacity`` bytes
-    (default: each product's own), ranked by the worst rank's margin, those that fit first
-    (see the module's text for how: one run per rank class, product and world size, then
-    replays). With ``check``, the best setting is run again and the result says whether the
-    run agrees. ``options`` go to :func:`~.ranks.estimate_ranks` (``cards_per_node``,
+    (default: each product's own), those that fit first: the default settings first among
+    them, then by the worst rank's device total (least memory); the others by the worst
+    rank's margin (see the module's text for how: one run per rank class, product and world
+    size, then replays). With ``check``, the best setting is run again and the result says
+    whether the run agrees. ``options`` go to :func:`~.ranks.estimate_ranks` (``cards_per_node``,
     ``p2p_buffsize``, ``runtime_share``, ``trace_all``, ``workspace``, ``task_queue``).
 
     Raises:
@@ -375,7 +385,11 @@ def sweep_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *
                     outcome.classes.append(one)
                 ranked.append(outcome)
     order = {id(r): i for i, r in enumerate(ranked)}
-    ranked.sort(key=lambda r: (not r.fits, -r.worst.margin, r.worst.total, order[id(r)]))
+    # DECISION: as the single-card sweep ranks, by what a user changes least: those that fit
+    # first, the default settings first among them (nothing to change), then the least
+    # memory on the worst rank; those that do not fit by the worst rank's margin
+    ranked.sort(key=lambda r: (not r.fits, not (r.fits and r.is_default),
+                               r.worst.total if r.fits else -r.worst.margin, order[id(r)]))
     sweep.results = ranked
     if check and sweep.best is not None:
         _check_best(sweep, target, argv, options)
