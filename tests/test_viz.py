@@ -289,3 +289,20 @@ def test_png_map_draws_what_the_svg_draws(a2):
                                         if q.get_hatch())
     finally:
         plt.close(fig)
+
+
+def test_identical_full_lines_fold_as_free_lines_do():
+    """Issue 36, item 9: three 1 GiB-page blocks printed 32 identical lines of G."""
+    from ascend_memsim import GiB, Runtime
+
+    with Runtime("A2", hbm_bytes=8 * GiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        for _ in range(3):
+            rt.malloc(GiB, 6)                              # HUGE1G_ONLY
+        rt.malloc(100)
+        lines = text_map(MapSnapshot.of(rt.device(0))).splitlines()
+    # 3 GiB at 2 MiB a character, 64 to a line: 24 lines of G, one shown
+    assert lines[1] == "+0 MiB      " + "G" * 64
+    assert lines[2].strip() == "... 23 more lines the same (2 GiB + 896 MiB) ..."
+    assert lines[3] == "+3072 MiB   n" + "." * 63
+    assert lines[4].strip() == "... 4 GiB + 896 MiB free to the end ..."

@@ -688,16 +688,33 @@ def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
     lines = [f"{snapshot.title}: {snapshot.counted}, "
              f"{format_bytes(snapshot.used_bytes)} used of {format_bytes(snapshot.capacity)}, "
              f"largest free run {format_bytes(snapshot.largest_free_run)}"]
-    folded = 0
+    folded = repeated = 0
+    previous = ""
+
+    def said_repeats() -> None:
+        # DECISION: full lines the same as the one above fold as free lines do (three 1 GiB
+        # pages were 32 identical lines of G)
+        if repeated:
+            lines.append(f"{'':11} ... {plural(repeated, 'more line')} the same "
+                         f"({format_bytes(repeated * columns * cell)}) ...")
+
     for row in range(-(-cells // columns)):
         text = "".join(char(c) for c in range(row * columns, min(cells, (row + 1) * columns)))
+        if text == previous and len(text) == columns and set(text) != {"."}:
+            repeated += 1
+            continue
+        said_repeats()
+        repeated = 0
         if set(text) == {"."} and row > 0:
             folded += len(text)
+            previous = ""
             continue
         if folded:
             lines.append(f"{'':11} ... {format_bytes(folded * cell)} free ...")
             folded = 0
         lines.append(f"{offset_label(row * columns * cell):11} {text}")
+        previous = text
+    said_repeats()
     if folded:
         lines.append(f"{'':11} ... {format_bytes(folded * cell)} free to the end ...")
     legend: tuple[tuple[str, str], ...] = TEXT_LEGEND
