@@ -240,3 +240,17 @@ def test_replay_takes_the_settings_from_the_environment_as_torch_npu(tmp_path, m
     assert main([*args, "--alloc-conf", "expandable_segment:True"]) == 2
     assert ("Unrecognized key 'expandable_segment' in NPU allocator config. Did you mean "
             "'expandable_segments'?") in capsys.readouterr().err
+
+
+def test_a_huge_setting_is_shown_cut_and_once():
+    """Issue 36, item 29: a 110 KB PYTORCH_NPU_ALLOC_CONF was echoed twice in full."""
+    from ascend_memsim.plan import study
+
+    huge = "x" * 110_000
+    with pytest.raises(AllocatorConfigError) as caught:
+        parse_alloc_conf(huge)
+    assert str(caught.value) == ("Unrecognized key '" + "x" * 60 + "... (110,000 characters)' "
+                                 "in NPU allocator config")
+    with pytest.raises(AllocatorConfigError) as caught:
+        study({"snapshots": [{"segments": []}], "settings": [huge]})
+    assert len(str(caught.value)) < 300 and str(caught.value).count("110,000 characters") == 2

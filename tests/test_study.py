@@ -240,6 +240,9 @@ def test_a_toml_grid_file(snapshots, tmp_path):
      "'max_split_size_mb:1'"),
     ({"snapshots": ["S"], "settings": [1]}, InvalidArgumentType, "a setting must be"),
     ({"snapshots": ["S"], "step": 100}, InvalidArgument, "multiple of 64"),
+    # issue 36, item 29: every cell said "a device needs some memory" on a "0 B" card
+    ({"snapshots": ["S"], "step": 1 << 40}, InvalidArgument,
+     r"step 1 TiB is larger than A2's own card \(60.96 GiB\)"),
     ({"snapshots": ["S"], "window": -1}, InvalidArgument, "window"),
     ({"snapshots": ["S"], "cann": "x"}, InvalidArgument, "CANN"),
     ({"snapshots": [3]}, InvalidArgumentType, "a path or a snapshot dict"),

@@ -378,6 +378,20 @@ def _did_you_mean(key: str) -> str:
     return f". Did you mean '{close[0]}'?" if close else ""
 
 
+#: the most characters of a setting or key that a message shows: a 110 KB setting echoed in
+#: full (twice, with the key) buried what was wrong
+SHOWN_CHARS = 60
+
+
+def shown(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` for a message: at most ``limit`` characters, the cut ones counted.
+
+    >>> shown("x" * 100, 10)
+    'xxxxxxxxxx... (100 characters)'
+    """
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def parse_alloc_conf(text: object = "") -> AllocatorConfig:
     """Parse a ``PYTORCH_NPU_ALLOC_CONF`` string as NPUAllocatorConfig::parseArgs does.
 
@@ -402,10 +416,11 @@ def parse_alloc_conf(text: object = "") -> AllocatorConfig:
         key = tok[i]
         if key not in _ACC_KEYS and key not in _NPU_KEYS:
             raise AllocatorConfigError(
-                f"Unrecognized key '{key}' in NPU allocator config{_did_you_mean(key)}")
+                f"Unrecognized key '{shown(key)}' in NPU allocator config"
+                f"{_did_you_mean(key)}")
         if key not in _SUPPORTED_ACC_KEYS and key not in _NPU_KEYS:
             raise AllocatorConfigError(
-                f"torch_npu not support key '{key}' in NPU allocator config"
+                f"torch_npu not support key '{shown(key)}' in NPU allocator config"
                 f"{_did_you_mean(key)}")
         i = tok.skip_key(i)
         if i + 1 < len(tok):

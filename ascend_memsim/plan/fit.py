@@ -51,7 +51,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..allocators.conf import parse_alloc_conf
+from ..allocators.conf import parse_alloc_conf, shown
 from ..allocators.rules import DEFAULT_CANN, PAGE_1G_CANN, cann_tuple
 from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
@@ -197,7 +197,7 @@ def sweep_settings(source: Any, product: str | None = None, *,
             value = parse_alloc_conf(conf)
         except AllocatorConfigError as e:
             raise AllocatorConfigError(
-                f"{str(e).strip().rstrip(',')} (in the setting {conf!r})") from None
+                f"{str(e).strip().rstrip(',')} (in the setting {shown(conf)!r})") from None
         if conf not in confs:
             confs.append(conf)
             parsed.append(value)

@@ -16,7 +16,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
-from ..allocators.conf import parse_alloc_conf
+from ..allocators.conf import parse_alloc_conf, shown
 from ..allocators.rules import DEFAULT_CANN, cann_tuple
 from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
@@ -164,6 +164,13 @@ class Grid:
             if c is not None and c < step:
                 raise InvalidArgument(f"a capacity must be at least one step "
                                       f"({human_bytes(step)}), got {c}")
+        if None in caps:      # each product's own card: it too must hold one step
+            for p in profiles:
+                card = p.total(p.main_memory)
+                if card < step:
+                    raise InvalidArgument(
+                        f"step {human_bytes(step)} is larger than {p.name}'s own card "
+                        f"({human_bytes(card)}); a step must be at most the smallest capacity")
         if self.settings == "default":
             settings = {p.name: default_candidates(p.name, self.cann) for p in profiles}
         else:
@@ -182,7 +189,7 @@ class Grid:
                     parse_alloc_conf(conf.strip())
                 except AllocatorConfigError as e:
                     raise AllocatorConfigError(f"{str(e).strip().rstrip(',')} (in the "
-                                               f"setting {conf.strip()!r})") from None
+                                               f"setting {shown(conf.strip())!r})") from None
                 if conf.strip() not in own:
                     own.append(conf.strip())
             settings = {p.name: own for p in profiles}

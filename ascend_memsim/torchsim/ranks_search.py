@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..allocators.conf import parse_alloc_conf
+from ..allocators.conf import parse_alloc_conf, shown
 from ..allocators.rules import DEFAULT_CANN
 from ..allocators.stats import format_size as format_bytes
 from ..memory.constants import GiB, MiB
@@ -317,7 +317,7 @@ def _check_lists(candidates: Any, hccl: Any, products: Any, world_sizes: Any,
             parse_alloc_conf(conf.strip())
         except AllocatorConfigError as e:
             raise AllocatorConfigError(
-                f"{str(e).strip().rstrip(',')} (in the setting {conf!r})") from None
+                f"{str(e).strip().rstrip(',')} (in the setting {shown(conf)!r})") from None
         if conf.strip() not in confs:
             confs.append(conf.strip())
     if not confs or not hccl or not products or not world_sizes:

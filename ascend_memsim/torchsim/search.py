@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..allocators.conf import parse_alloc_conf
+from ..allocators.conf import parse_alloc_conf, shown
 from ..allocators.rules import DEFAULT_CANN
 from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgument, InvalidArgumentType
@@ -136,7 +136,7 @@ def _precheck(step: object, window: object, confs: Any = ()) -> None:
                 parse_alloc_conf(conf.strip())
             except AllocatorConfigError as e:
                 raise AllocatorConfigError(
-                    f"{str(e).strip().rstrip(',')} (in the setting {conf!r})") from None
+                    f"{str(e).strip().rstrip(',')} (in the setting {shown(conf)!r})") from None
 
 
 def _trace(target: Any, argv: Any, product: str, top: int | None, alloc_conf: str | None,
