@@ -288,3 +288,34 @@ def test_when_every_setting_fits_the_default_comes_first_then_least_memory(tmp_p
     totals = [r.worst.total for r in found.results[1:]]
     assert totals == sorted(totals) and totals[0] == 640 * MiB
     assert "every setting fits; the default is enough: A2, 2 ranks" in str(found)
+
+
+def test_a_sweep_reports_progress_on_a_terminal_only(tmp_path):
+    """Issue 36, item 16: a 130 s sweep showed nothing. Each run of the script, each replay
+    and the check are reported; the command shows them on a terminal, not when piped, with
+    --quiet or --json."""
+    import argparse
+
+    from ascend_memsim.cli.estimate_ranks import sweep_progress
+
+    seen = []
+    path = script(tmp_path)
+    sweep_ranks(path, world_size=2, capacity=620 * MiB, runtime_share=100 * MiB,
+                progress=lambda *a: seen.append(a), **SETTINGS)
+    assert seen[:2] == [("traced", 0, 1), ("traced", 1, 1)]
+    # one estimate runs both ranks (two classes): 2 x 4 settings replays
+    assert [s for s in seen if s[0] == "replays"] == [("replays", i, 8) for i in range(1, 9)]
+    assert seen[-2:] == [("check", 0, 1), ("check", 1, 1)]
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    quiet = argparse.Namespace(quiet=False, json=False)
+    assert sweep_progress(quiet, io.StringIO()) is None                   # piped
+    assert sweep_progress(argparse.Namespace(quiet=True, json=False), Terminal()) is None
+    assert sweep_progress(argparse.Namespace(quiet=False, json=True), Terminal()) is None
+    terminal = Terminal()
+    show = sweep_progress(quiet, terminal)
+    show("replays", 3, 8)
+    assert terminal.getvalue() == "\r\x1b[Ksweep: replays 3/8, 0:00"

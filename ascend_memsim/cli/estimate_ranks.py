@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any, TextIO
 
 from .common import USAGE_ERROR, print_json
@@ -39,6 +40,24 @@ def _numbers(text: str | None, label: str) -> list[int] | None:
                          f"{text!r}") from None
 
 
+def sweep_progress(args: argparse.Namespace, stream: Any = None) -> Any:
+    """A progress line redrawn on ``stream`` (stderr) while a sweep runs: the phase, the
+    script's runs and the replays done, the time spent. None (silent) when the stream is
+    not a terminal, or with ``--quiet`` or ``--json``."""
+    stream = stream or sys.stderr
+    if args.quiet or args.json or not getattr(stream, "isatty", lambda: False)():
+        return None
+    started = time.monotonic()
+    names = {"traced": "runs of the script", "replays": "replays", "check": "checking the best"}
+
+    def show(phase: str, done: int, total: int) -> None:
+        spent = int(time.monotonic() - started)
+        counts = f" {done}/{total}" if phase != "check" else ""
+        stream.write(f"\r\x1b[Ksweep: {names[phase]}{counts}, {spent // 60}:{spent % 60:02d}")
+        stream.flush()
+    return show
+
+
 def search_ranks(args: argparse.Namespace, target: Any, options: dict,
                  out: TextIO) -> int:
     """Run :func:`~ascend_memsim.torchsim.ranks_search.sweep_ranks` or
@@ -67,8 +86,14 @@ def search_ranks(args: argparse.Namespace, target: Any, options: dict,
             hccl = _numbers(args.sweep_hccl, "--sweep-hccl")
             if hccl is not None:
                 lists["hccl_buffsizes"] = hccl
-            found = sweep_ranks(target, world_size=args.world_size, product=args.product,
-                                capacity=args.capacity, **lists, **options)
+            progress = sweep_progress(args)
+            try:
+                found = sweep_ranks(target, world_size=args.world_size, product=args.product,
+                                    capacity=args.capacity, progress=progress,
+                                    **lists, **options)
+            finally:
+                if progress is not None:     # the line goes before the table is printed
+                    sys.stderr.write("\r\x1b[K")
         else:
             found = bisect_ranks(target, world_size=args.world_size, product=args.product,
                                  alloc_conf=args.alloc_conf or "", step=args.step,

@@ -273,14 +273,26 @@ class RanksSweep:
         return "\n".join(lines)
 
 
+#: ``progress(phase, done, total)``: "traced" (runs of the script), "replays", "check"
+Progress = Callable[[str, int, int], None]
+
+
+def _no_progress(phase: str, done: int, total: int) -> None:
+    pass
+
+
 def _traces(target: Any, argv: Any, world_sizes: Sequence[int], products: Sequence[str],
-            options: dict) -> dict[tuple[str, int], RanksResult]:
+            options: dict, progress: Progress = _no_progress
+            ) -> dict[tuple[str, int], RanksResult]:
     """One distributed estimate with the history kept, per product and world size."""
     out = {}
+    total = len(products) * len(world_sizes)
+    progress("traced", 0, total)
     for product in products:
         for n in world_sizes:
             out[product, n] = estimate_ranks(target, argv, world_size=n, product=product,
                                              capacity=TRACE_CAPACITY, history=True, **options)
+            progress("traced", len(out), total)
     return out
 
 
@@ -334,7 +346,7 @@ def sweep_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *
                 products: Sequence[str] | None = None,
                 world_sizes: Sequence[int] | None = None,
                 cann: str | None = None, check: bool = True,
-                **options: Any) -> RanksSweep:
+                progress: Progress | None = None, **options: Any) -> RanksSweep:
     """Every combination of ``candidates`` (``PYTORCH_NPU_ALLOC_CONF``; default
     :func:`~ascend_memsim.plan.default_candidates`), ``hccl_buffsizes`` (MB), ``products``
     (default: ``product``) and ``world_sizes`` (default: ``world_size``) for ``target``
@@ -343,7 +355,9 @@ def sweep_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *
     them, then by the worst rank's device total (least memory); the others by the worst
     rank's margin (see the module's text for how: one run per rank class, product and world
     size, then replays). With ``check``, the best setting is run again and the result says
-    whether the run agrees. ``options`` go to :func:`~.ranks.estimate_ranks` (``cards_per_node``,
+    whether the run agrees. ``progress(phase, done, total)`` is told of each run of the
+    script ("traced"), each replay ("replays") and the check ("check"). ``options`` go to
+    :func:`~.ranks.estimate_ranks` (``cards_per_node``,
     ``p2p_buffsize``, ``runtime_share``, ``trace_all``, ``workspace``, ``task_queue``).
 
     Raises:
@@ -357,7 +371,9 @@ def sweep_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *
     confs, hccls, products, sizes = _check_lists(candidates, hccl_buffsizes, products,
                                                  world_sizes, world_size, product, cann)
     options = dict(options, cann=cann)
-    traces = _traces(target, argv, sizes, products, options)
+    progress = progress or _no_progress
+    traces = _traces(target, argv, sizes, products, options, progress)
+    replays = sum(len(t.classes) for t in traces.values()) * len(confs) * len(hccls)
     sweep = RanksSweep(next(iter(traces.values())).source, traced_runs=sum(
         len(t.classes) for t in traces.values()))
     ranked = []
@@ -378,6 +394,7 @@ def sweep_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *
                         run = replay_columns(columns[f.rank], profile, card, parsed, cann,
                                              outside=blocks)
                     sweep.replays += 1
+                    progress("replays", sweep.replays, replays)
                     one = ClassOutcome(c.ranks, f.rank, run.fits, run.result.peak_reserved,
                                        f.workspace, _hccl_of(f, hccl), f.runtime_share, card,
                                        run.result.first_failure)
@@ -392,7 +409,9 @@ def sweep_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *
                                r.worst.total if r.fits else -r.worst.margin, order[id(r)]))
     sweep.results = ranked
     if check and sweep.best is not None:
+        progress("check", 0, 1)
         _check_best(sweep, target, argv, options)
+        progress("check", 1, 1)
     sweep.seconds = time.perf_counter() - started
     return sweep
 
