@@ -326,8 +326,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="with --world-size: the card counts --sweep tries (default "
                             "--world-size); implies --sweep")
         g.add_argument("--quiet", action="store_true",
-                       help="with --world-size --sweep: no progress display (it shows on a "
-                            "terminal only)")
+                       help="with --world-size --sweep: no progress line (on a terminal)")
         g.add_argument("--plot", metavar="OUT",
                        help="with --world-size: draw each rank class's card stacked by kind "
                             "against the capacity, OUT.png or OUT.svg (the plot extra); "

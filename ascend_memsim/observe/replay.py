@@ -171,7 +171,7 @@ def _capacity_key(product: str) -> str:
     return "hbm_bytes" if get_profile(product).hbm_bytes else "ddr_bytes"
 
 
-def _default_capacity(trace: Source, product: str) -> int | None:
+def _default_capacity(trace: Source) -> int | None:
     """DECISION: a trace replays on the capacity its header records, on whatever product it
     replays on, so that ``replay --product`` and the player (which compares products on one
     capacity) agree and a lesson recorded on a small device keeps its point on another part;
@@ -299,7 +299,7 @@ def replay(trace: Source, product: str | None = None, *, capacity: int | None = 
     if capacity is not None:
         capacity_note = "as given"
     else:
-        capacity = _default_capacity(trace, profile.name)
+        capacity = _default_capacity(trace)
         own = format_bytes(profile.total(profile.main_memory))
         capacity_note = f"{profile.name}'s own"
         if capacity is not None:

@@ -145,9 +145,13 @@ class DaskCluster(Executor):
         self._cluster: Any = None
         self._client: Any = None
         if address is None:
+            # DECISION: the cluster's own logs only at CRITICAL: a task's error reaches the
+            # study as its exception, and what the workers log at ERROR on a clean close is
+            # a race ("Failed to communicate with scheduler during heartbeat", a traceback,
+            # seen on a loaded machine) that reads as a crash
             self._cluster = LocalCluster(
                 n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                dashboard_address=":0", silence_logs=logging.ERROR)
+                dashboard_address=":0", silence_logs=logging.CRITICAL)
         try:
             self._client = Client(self._cluster if address is None else address)
             running = self._client.run(_worker_version)
