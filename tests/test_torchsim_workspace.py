@@ -81,6 +81,10 @@ def test_with_the_default_task_queue_the_workspace_is_a_caching_allocator_block(
     assert result.workspace_peak == 20 * MiB + 512
     assert result.peak_reserved == result.device_peak == 20 * MiB + 22 * MiB
     assert result.peak_allocated == 2 * (4 * MiB + 512) + 20 * MiB + 512
+    # issue 36, item 28: the breakdown at the peak summed to 8 MiB + 1 KiB of the 28 MiB
+    assert result.at_peak["workspace"] == 20 * MiB + 512
+    assert sum(result.at_peak.values()) == result.peak_allocated
+    assert "    workspace (of one operator)     20.00 MiB\n" in str(result)
     traces = result.snapshot["device_traces"][0]
     taken = [e for e in traces if e["action"] == "alloc" and e["size"] == 20 * MiB]
     assert [e["frames"][0] for e in taken] == [
@@ -138,6 +142,10 @@ def test_a_job_that_fits_without_workspace_does_not_fit_with_it():
     assert not with_it.fits
     assert with_it.out_of_memory["message"].startswith(
         "NPU out of memory. Tried to allocate 22.00 MiB")
+    # the verdict names the workspace and the script's line, not "<workspace>:0"
+    verdict = next(line for line in str(with_it).splitlines() if "verdict" in line)
+    assert "for the workspace of mm at " in verdict and "<workspace>" not in verdict
+    assert verdict.split(" at ")[-1].startswith(__file__)
     with_it = estimate(square(), capacity=capacity, task_queue=2)
     assert with_it.out_of_memory["message"].startswith(
         "NPU out of memory. NPUWorkspaceAllocator tried to allocate 20.00 MiB")

@@ -131,6 +131,9 @@ class EstimateResult:
                  f"  peak reserved  {size(self.peak_reserved)}   (max_memory_reserved)",
                  "  at the peak of allocated:"]
         lines += [f"    {name:28} {size(self.at_peak.get(name, 0))}" for name in CATEGORIES]
+        if self.at_peak.get("workspace"):      # the peak is at an operator's workspace block
+            lines.append(f"    {'workspace (of one operator)':28} "
+                         f"{size(self.at_peak['workspace'])}")
         lines.append(f"  at the end: allocated {format_bytes(self.allocated_at_end)}, "
                      f"reserved {format_bytes(self.reserved_at_end)}")
         if self.task_queue == 2:
@@ -146,8 +149,11 @@ class EstimateResult:
         lines.append(f"  device peak    {size(self.device_peak)}   (reserved + workspace)")
         if self.out_of_memory is not None:
             oom = self.out_of_memory
-            where = oom["frames"][0] if oom["frames"] else None
+            # an operator's workspace is named, then the script's line that called it
+            workspace = [f["name"] for f in oom["frames"] if f["filename"] == "<workspace>"]
+            where = next((f for f in oom["frames"] if f["filename"] != "<workspace>"), None)
             lines.append("  verdict: DOES NOT FIT: " + oom["message"].split(" (", 1)[0]
+                         + (f" for the {workspace[0]}" if workspace else "")
                          + (f" at {where['filename']}:{where['line']} in {where['name']}"
                             if where else ""))
             lines.append(f"    {oom['message']}")

@@ -480,7 +480,12 @@ class Session(StorageCategories):
                 self._note_device()
             else:
                 ptr = self.allocator.malloc(size, self.stream)
-                self.workspace_block = max(self.workspace_block, self.allocator.block_size(ptr))
+                block = self.allocator.block_size(ptr)
+                self.workspace_block = max(self.workspace_block, block)
+                allocated = self._stats.current(ALLOCATED_BYTES)
+                if allocated > self._peak:     # the peak is at this operator's workspace
+                    self._peak = allocated
+                    self.at_peak = dict(self.totals, workspace=block)
                 self.allocator.free(ptr)
         except NpuOutOfMemoryError as e:
             self._refused(e, size)
