@@ -12,18 +12,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fake tensors; "
                                            "install the torch extra: pip install -e '.[torch]'")
 
-from ascend_memsim.torchsim import estimate  # noqa: E402
+from test_torchsim_host import _run  # noqa: E402  (one estimate of a function, checked to run)
+
 from ascend_memsim.torchsim.torch_npu._missing import NotModelled  # noqa: E402
 
 SURFACE = os.path.join(os.path.dirname(__file__), "data", "torch_npu_surface.json")
 MiB = 1 << 20
-
-
-def _run(fn, **kwargs):
-    out = {}
-    result = estimate(lambda: fn(out), product="A2", **kwargs)
-    assert result.status == 0, result
-    return out, result
 
 
 def test_libraries_probes_find_the_stand_in_as_a_package_of_its_version():

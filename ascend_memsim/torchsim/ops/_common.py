@@ -4,6 +4,7 @@ outputs or saved tensors depend on them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -11,7 +12,8 @@ import torch
 from ...allocators.rules import DEFAULT_CANN, cann_tuple
 from ..torch_npu import npu as _npu
 
-__all__ = ["DTYPES", "dtype_of", "rstd_shape", "halved", "product", "cann", "mx_scale_shape"]
+__all__ = ["DTYPES", "dtype_of", "rstd_shape", "halved", "product", "cann", "mx_scale_shape",
+           "define"]
 
 #: torch_npu's dtype numbers (an ``int`` argument of a schema takes a ``torch.dtype`` as its
 #: ScalarType number, and torch_npu's own types as theirs): ``TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_
@@ -72,3 +74,16 @@ def cann() -> tuple[int, int, int]:
     session = _npu.active()
     version = DEFAULT_CANN if session is None else session.allocator.cann
     return cann_tuple(version)
+
+
+def define(lib: Any, schemas: tuple[str, ...], fakes: Mapping[str, Callable[..., Any]],
+           autograd: Mapping[str, tuple[Callable[..., Any], Callable[..., Any]]] | None = None
+           ) -> None:
+    """Define one family's operators in ``lib`` (the ``npu`` namespace): each schema, each
+    operator's fake kernel, and the (backward, setup_context) of those that have autograd."""
+    for schema in schemas:
+        lib.define(schema)
+    for name, fake in fakes.items():
+        torch.library.register_fake(f"npu::{name}", fake, lib=lib)
+    for name, (backward, setup) in (autograd or {}).items():
+        torch.library.register_autograd(f"npu::{name}", backward, setup_context=setup, lib=lib)

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ._common import halved
+from ._common import define, halved
 
 __all__ = ["register", "npu_swiglu", "npu_swiglu_backward", "npu_clipped_swiglu",
            "npu_fast_gelu", "npu_fast_gelu_backward", "fast_gelu", "npu_gelu_mul"]
@@ -93,19 +93,19 @@ def _fast_gelu_grad(ctx: Any, grad: Any) -> Any:
 def register(lib: Any) -> None:
     """Define the family's operators in ``lib`` (the ``npu`` namespace), their fake kernels
     and autograd."""
-    for schema in _SCHEMAS:
-        lib.define(schema)
-    for name, fake in (("npu_swiglu", _swiglu_fake), ("npu_swiglu_backward", _like_second),
-                       ("npu_clipped_swiglu", _clipped_swiglu_fake),
-                       ("npu_fast_gelu", _like), ("fast_gelu", _like),
-                       ("npu_fast_gelu_backward", _like_second),
-                       ("npu_gelu_mul", _gelu_mul_fake)):
-        torch.library.register_fake(f"npu::{name}", fake, lib=lib)
-    torch.library.register_autograd("npu::npu_swiglu", _swiglu_grad,
-                                    setup_context=_setup_swiglu, lib=lib)
-    for name in ("npu_fast_gelu", "fast_gelu"):
-        torch.library.register_autograd(f"npu::{name}", _fast_gelu_grad,
-                                        setup_context=_setup_fast_gelu, lib=lib)
+    define(lib, _SCHEMAS, {
+        "npu_swiglu": _swiglu_fake,
+        "npu_swiglu_backward": _like_second,
+        "npu_clipped_swiglu": _clipped_swiglu_fake,
+        "npu_fast_gelu": _like,
+        "fast_gelu": _like,
+        "npu_fast_gelu_backward": _like_second,
+        "npu_gelu_mul": _gelu_mul_fake,
+    }, {
+        "npu_swiglu": (_swiglu_grad, _setup_swiglu),
+        "npu_fast_gelu": (_fast_gelu_grad, _setup_fast_gelu),
+        "fast_gelu": (_fast_gelu_grad, _setup_fast_gelu),
+    })
 
 
 def npu_swiglu(self: Any, dim: int = -1) -> Any:

@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from ._common import dtype_of
+from ._common import define, dtype_of
 
 __all__ = ["register", "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2",
            "npu_incre_flash_attention", "npu_prompt_flash_attention", "npu_scaled_masked_softmax",
@@ -269,21 +269,20 @@ def _softmax_grad(ctx: Any, grad: Any) -> tuple:
 def register(lib: Any) -> None:
     """Define the family's operators in ``lib`` (the ``npu`` namespace), their fake kernels
     and autograd."""
-    for schema in _SCHEMAS:
-        lib.define(schema)
-    for name, fake in (("npu_fused_infer_attention_score", _fia_fake),
-                       ("npu_fused_infer_attention_score_v2", _fia_v2_fake),
-                       ("npu_incre_flash_attention", _ifa_fake),
-                       ("npu_prompt_flash_attention", _pfa_fake),
-                       ("npu_scaled_masked_softmax", _softmax_fake),
-                       ("npu_scaled_masked_softmax_backward", _softmax_backward_fake),
-                       ("npu_scatter_pa_kv_cache", _in_place),
-                       ("npu_gather_pa_kv_cache", _in_place),
-                       ("npu_scatter_nd_update_", _returns_self),
-                       ("npu_attention_update", _attention_update_fake)):
-        torch.library.register_fake(f"npu::{name}", fake, lib=lib)
-    torch.library.register_autograd("npu::npu_scaled_masked_softmax", _softmax_grad,
-                                    setup_context=_setup_softmax, lib=lib)
+    define(lib, _SCHEMAS, {
+        "npu_fused_infer_attention_score": _fia_fake,
+        "npu_fused_infer_attention_score_v2": _fia_v2_fake,
+        "npu_incre_flash_attention": _ifa_fake,
+        "npu_prompt_flash_attention": _pfa_fake,
+        "npu_scaled_masked_softmax": _softmax_fake,
+        "npu_scaled_masked_softmax_backward": _softmax_backward_fake,
+        "npu_scatter_pa_kv_cache": _in_place,
+        "npu_gather_pa_kv_cache": _in_place,
+        "npu_scatter_nd_update_": _returns_self,
+        "npu_attention_update": _attention_update_fake,
+    }, {
+        "npu_scaled_masked_softmax": (_softmax_grad, _setup_softmax),
+    })
 
 
 def npu_fused_infer_attention_score(query: Any, key: Any, value: Any, **kwargs: Any) -> tuple:

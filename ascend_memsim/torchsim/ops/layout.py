@@ -44,6 +44,8 @@ from typing import Any
 
 import torch
 
+from ._common import define
+
 __all__ = ["register", "npu_format_cast", "npu_format_cast_", "npu_confusion_transpose",
            "npu_confusion_transpose_backward", "npu_transpose", "npu_transpose_batchmatmul"]
 
@@ -134,21 +136,19 @@ def _confusion_grad(ctx: Any, grad: Any) -> tuple:
 def register(lib: Any) -> None:
     """Define the family's operators in ``lib`` (the ``npu`` namespace), their fake kernels
     and autograd."""
-    for schema in _SCHEMAS:
-        lib.define(schema)
-    for name, fake in (("npu_format_cast", _format_cast_fake),
-                       ("npu_format_cast.Tensor", _format_cast_fake),
-                       ("npu_format_cast_.acl_format", _format_cast_inplace_fake),
-                       ("npu_format_cast_", _format_cast_inplace_fake),
-                       ("npu_confusion_transpose", _confusion_fake),
-                       ("npu_confusion_transpose_backward", _confusion_backward_fake),
-                       ("npu_transpose", _transpose_fake),
-                       ("npu_transpose_batchmatmul", _transpose_bmm_fake)):
-        torch.library.register_fake(f"npu::{name}", fake, lib=lib)
-    torch.library.register_autograd("npu::npu_format_cast", _format_cast_grad,
-                                    setup_context=_setup_format_cast, lib=lib)
-    torch.library.register_autograd("npu::npu_confusion_transpose", _confusion_grad,
-                                    setup_context=_setup_confusion, lib=lib)
+    define(lib, _SCHEMAS, {
+        "npu_format_cast": _format_cast_fake,
+        "npu_format_cast.Tensor": _format_cast_fake,
+        "npu_format_cast_.acl_format": _format_cast_inplace_fake,
+        "npu_format_cast_": _format_cast_inplace_fake,
+        "npu_confusion_transpose": _confusion_fake,
+        "npu_confusion_transpose_backward": _confusion_backward_fake,
+        "npu_transpose": _transpose_fake,
+        "npu_transpose_batchmatmul": _transpose_bmm_fake,
+    }, {
+        "npu_format_cast": (_format_cast_grad, _setup_format_cast),
+        "npu_confusion_transpose": (_confusion_grad, _setup_confusion),
+    })
 
 
 def npu_format_cast(self: Any, acl_format: Any, **kwargs: Any) -> Any:

@@ -80,7 +80,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException
 
-from ._common import cann, dtype_of, product
+from ._common import cann, define, dtype_of, product
 
 __all__ = ["register", "npu_moe_token_permute", "npu_moe_token_permute_grad_v2",
            "npu_moe_token_unpermute", "npu_moe_token_unpermute_grad_v2",
@@ -324,24 +324,22 @@ def _gmm_fake(x, weight, *, group_list=None, split_item=0, group_type=None,
 def register(lib: Any) -> None:
     """Define the family's operators in ``lib`` (the ``npu`` namespace), their fake kernels
     and autograd."""
-    for schema in _SCHEMAS:
-        lib.define(schema)
-    for name, fake in (("npu_moe_token_permute", _permute_fake),
-                       ("npu_moe_token_permute_grad_v2", _permute_grad_fake),
-                       ("npu_moe_token_unpermute", _unpermute_fake),
-                       ("npu_moe_token_unpermute_grad_v2", _unpermute_grad_fake),
-                       ("npu_moe_init_routing", _init_routing_fake),
-                       ("npu_moe_init_routing_v2", _init_routing_v2_fake),
-                       ("npu_moe_gating_top_k_softmax", _gating_fake),
-                       ("npu_moe_finalize_routing", _finalize_fake),
-                       ("npu_moe_compute_expert_tokens", _expert_tokens_fake),
-                       ("npu_grouped_matmul", _gmm_fake),
-                       ("npu_grouped_matmul.List", _gmm_fake)):
-        torch.library.register_fake(f"npu::{name}", fake, lib=lib)
-    torch.library.register_autograd("npu::npu_moe_token_permute", _permute_grad,
-                                    setup_context=_setup_permute, lib=lib)
-    torch.library.register_autograd("npu::npu_moe_token_unpermute", _unpermute_grad,
-                                    setup_context=_setup_unpermute, lib=lib)
+    define(lib, _SCHEMAS, {
+        "npu_moe_token_permute": _permute_fake,
+        "npu_moe_token_permute_grad_v2": _permute_grad_fake,
+        "npu_moe_token_unpermute": _unpermute_fake,
+        "npu_moe_token_unpermute_grad_v2": _unpermute_grad_fake,
+        "npu_moe_init_routing": _init_routing_fake,
+        "npu_moe_init_routing_v2": _init_routing_v2_fake,
+        "npu_moe_gating_top_k_softmax": _gating_fake,
+        "npu_moe_finalize_routing": _finalize_fake,
+        "npu_moe_compute_expert_tokens": _expert_tokens_fake,
+        "npu_grouped_matmul": _gmm_fake,
+        "npu_grouped_matmul.List": _gmm_fake,
+    }, {
+        "npu_moe_token_permute": (_permute_grad, _setup_permute),
+        "npu_moe_token_unpermute": (_unpermute_grad, _setup_unpermute),
+    })
 
 
 def npu_moe_token_permute(tokens: Any, indices: Any, num_out_tokens: Any = None,

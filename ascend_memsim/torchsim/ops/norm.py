@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ._common import rstd_shape
+from ._common import define, rstd_shape
 
 __all__ = ["register", "npu_rms_norm", "npu_rms_norm_backward", "npu_add_rms_norm"]
 
@@ -75,13 +75,13 @@ def _rms_norm_grad(ctx: Any, dy: Any, _drstd: Any) -> tuple:
 def register(lib: Any) -> None:
     """Define the family's operators in ``lib`` (the ``npu`` namespace), their fake kernels
     and autograd."""
-    for schema in _SCHEMAS:
-        lib.define(schema)
-    torch.library.register_fake("npu::npu_rms_norm", _rms_norm_fake, lib=lib)
-    torch.library.register_fake("npu::npu_rms_norm_backward", _rms_norm_backward_fake, lib=lib)
-    torch.library.register_fake("npu::npu_add_rms_norm", _add_rms_norm_fake, lib=lib)
-    torch.library.register_autograd("npu::npu_rms_norm", _rms_norm_grad,
-                                    setup_context=_setup_rms_norm, lib=lib)
+    define(lib, _SCHEMAS, {
+        "npu_rms_norm": _rms_norm_fake,
+        "npu_rms_norm_backward": _rms_norm_backward_fake,
+        "npu_add_rms_norm": _add_rms_norm_fake,
+    }, {
+        "npu_rms_norm": (_rms_norm_grad, _setup_rms_norm),
+    })
 
 
 def npu_rms_norm(self: Any, gamma: Any, epsilon: float = 1e-6) -> tuple:

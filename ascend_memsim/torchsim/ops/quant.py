@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from ._common import DTYPES, dtype_of, mx_scale_shape
+from ._common import DTYPES, define, dtype_of, mx_scale_shape
 
 __all__ = ["register", "npu_dynamic_quant", "npu_quant_matmul", "npu_quantize",
            "npu_dynamic_mx_quant", "npu_dynamic_mx_quant_with_dual_axis",
@@ -208,18 +208,17 @@ def _kronecker_fake(x, p1, p2, clip_ratio=None, dst_dtype=None, dst_type_max=Non
 def register(lib: Any) -> None:
     """Define the family's operators in ``lib`` (the ``npu`` namespace) and their fake
     kernels."""
-    for schema in _SCHEMAS:
-        lib.define(schema)
-    for name, fake in (("npu_dynamic_quant", _dynamic_quant_fake),
-                       ("npu_quant_matmul", _quant_matmul_fake),
-                       ("npu_quantize", _quantize_fake),
-                       ("npu_dynamic_mx_quant", _dynamic_mx_quant_fake),
-                       ("npu_dynamic_mx_quant_with_dual_axis", _dual_axis_fake),
-                       ("npu_dynamic_block_mx_quant", _block_mx_fake),
-                       ("npu_dynamic_block_quant", _block_quant_fake),
-                       ("npu_grouped_dynamic_mx_quant", _grouped_mx_fake),
-                       ("npu_kronecker_quant", _kronecker_fake)):
-        torch.library.register_fake(f"npu::{name}", fake, lib=lib)
+    define(lib, _SCHEMAS, {
+        "npu_dynamic_quant": _dynamic_quant_fake,
+        "npu_quant_matmul": _quant_matmul_fake,
+        "npu_quantize": _quantize_fake,
+        "npu_dynamic_mx_quant": _dynamic_mx_quant_fake,
+        "npu_dynamic_mx_quant_with_dual_axis": _dual_axis_fake,
+        "npu_dynamic_block_mx_quant": _block_mx_fake,
+        "npu_dynamic_block_quant": _block_quant_fake,
+        "npu_grouped_dynamic_mx_quant": _grouped_mx_fake,
+        "npu_kronecker_quant": _kronecker_fake,
+    })
 
 
 def npu_dynamic_quant(input: Any, **kwargs: Any) -> tuple:

@@ -39,6 +39,8 @@ from typing import Any
 
 import torch
 
+from ._common import define
+
 __all__ = ["register", "npu_rotary_mul", "npu_rotary_mul_backward",
            "npu_apply_rotary_pos_emb", "npu_interleave_rope"]
 
@@ -107,15 +109,14 @@ def _rotary_mul_grad(ctx: Any, grad: Any) -> tuple:
 def register(lib: Any) -> None:
     """Define the family's operators in ``lib`` (the ``npu`` namespace), their fake kernels
     and autograd."""
-    for schema in _SCHEMAS:
-        lib.define(schema)
-    for name, fake in (("npu_rotary_mul", _rotary_mul_fake),
-                       ("npu_rotary_mul_backward", _rotary_mul_backward_fake),
-                       ("npu_apply_rotary_pos_emb", _apply_rotary_pos_emb_fake),
-                       ("npu_interleave_rope", _interleave_rope_fake)):
-        torch.library.register_fake(f"npu::{name}", fake, lib=lib)
-    torch.library.register_autograd("npu::npu_rotary_mul", _rotary_mul_grad,
-                                    setup_context=_setup_rotary_mul, lib=lib)
+    define(lib, _SCHEMAS, {
+        "npu_rotary_mul": _rotary_mul_fake,
+        "npu_rotary_mul_backward": _rotary_mul_backward_fake,
+        "npu_apply_rotary_pos_emb": _apply_rotary_pos_emb_fake,
+        "npu_interleave_rope": _interleave_rope_fake,
+    }, {
+        "npu_rotary_mul": (_rotary_mul_grad, _setup_rotary_mul),
+    })
 
 
 def npu_rotary_mul(self: Any, r1: Any, r2: Any, rotary_mode: str = "half",
