@@ -49,8 +49,9 @@ def test_cnn_with_a_dataloader_of_4_workers_and_pinned_memory(capfd):
     assert result.at_peak["parameters"] == blocks(weights) + buffers
     # SGD with momentum: one buffer per parameter
     assert result.at_peak["optimizer state"] in (0, blocks(weights))
-    # each pinned batch: 64 x 3 x 32 x 32 float32 and 64 int64 labels; 4 workers prefetch 2
-    batch = 64 * 3 * 32 * 32 * 4 + 64 * 8
+    # each pinned batch: 64 x 3 x 32 x 32 float32 (786,432 B: a 1 MiB block of the host
+    # allocator, a power of two) and 64 int64 labels (512 B); 4 workers prefetch 2
+    batch = (1 << 20) + 512
     assert batch <= result.host_pinned_peak <= 9 * batch
     # the labels are real (a DataLoader's data is), the loss is a value read: 0
     assert result.values_read > 0

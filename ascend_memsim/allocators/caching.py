@@ -17,7 +17,9 @@ fallback to normal pages, fragmentation) apply underneath.
 (1049088, 20)
 
 Expandable segments (``expandable_segments:True``) map whole pages of a reserved range through
-``Runtime.vmm`` (:mod:`.expandable`). Not modelled: graph pools and MemPool, IPC. Free-memory
+``Runtime.vmm`` (:mod:`.expandable`). Memory pools (``torch_npu.npu.MemPool``,
+``use_mem_pool``) are the source's private pools: :meth:`NpuCachingAllocator.create_pool`.
+Not modelled: graph capture's pools (capture is refused), IPC. Free-memory
 callbacks and out-of-memory observers: :mod:`.callbacks`. The workspace allocator
 (:mod:`.workspace`) is the allocator's ``workspace``.
 
@@ -33,7 +35,7 @@ from typing import Any, cast
 
 from ..memory.constants import ErrorCode, MallocPolicy, MemAttr
 from ..memory.errors import AclError, InvalidArgument, InvalidArgumentType, NpuOutOfMemoryError
-from .blocks import Block, Pool, size_key
+from .blocks import Block, Pool, PrivatePool, size_key
 from .callbacks import AllocatorCallbacks
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
 from .events import StreamEvents
@@ -114,6 +116,10 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         runtime.set_device(device)
         self.pad = add_pad_size(runtime.profile.soc_name, cann)
         self._small, self._large = Pool(True), Pool(False)
+        #: the private pools (graph_pools), by MemPool id; a freeable one has use_count 0
+        self._pools: dict[tuple[int, int], PrivatePool] = {}
+        #: allocation_scopes_: (pool id, thread ident) routing that thread's allocations
+        self._scopes: list[tuple[tuple[int, int], int]] = []
         self._active: dict[int, Block] = {}
         #: the ExpandableSegments (expandable_segments:True)
         self._expandable: list[Any] = []
@@ -122,6 +128,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         self.total_allocated_memory = 0
         self.allowed_memory_maximum: int | None = None
         self._lock = threading.RLock()
+        self._next_pool_uid = 1  # MemPool.cpp's uid_, from 1
         #: device_traces entries when record_history is on (None: off, torch_npu's default)
         self._history: deque[Any] | None = None
         #: torch_npu's workspace allocator for this device (NPUWorkspaceAllocator.cpp)
@@ -226,13 +233,109 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
             self.runtime.streams.stream(stream)
             block.stream_uses.add(stream)
 
-    def empty_cache(self) -> None:
+    def empty_cache(self, pool_id: tuple[int, int] | None = None) -> None:
         """emptyCache (the source): synchronise the device, empty the workspace allocator's
         cache (``NPUWorkspaceAllocator::emptyCache``), then free every wholly free segment
-        (release_cached_blocks)."""
+        (release_cached_blocks), a freeable private pool's too. With ``pool_id`` (a
+        MemPool's ``emptyCache(mempool_id)``), only that pool's, and only once it is
+        freeable (its use count 0)."""
         with self._lock:
             self._ensure_device()
-            self._empty_cache()
+            if pool_id is None:
+                self._empty_cache()
+            else:
+                self.runtime.synchronize_device()
+                self._release_cached_blocks(pool_id)
+
+    # -- memory pools (the source's PrivatePool; torch_npu.npu.MemPool, use_mem_pool) --------
+
+    def create_pool(self, *, use_on_oom: bool = False, no_split: bool = False,
+                    custom: bool = False) -> tuple[int, int]:
+        """A new private pool with use count 1, as ``MemPool()`` makes one
+        (``MemPool.cpp``: the id ``{0, uid_++}`` of a user-created pool, then
+        createOrIncrefPool, setUseOnOOM, setNoSplit): its id."""
+        with self._lock:
+            pool_id = (0, self._next_pool_uid)
+            self._next_pool_uid += 1
+            private = self._pools[pool_id] = PrivatePool(pool_id, custom)
+            private.use_on_oom, private.no_split = use_on_oom, no_split
+            return pool_id
+
+    def _private(self, pool_id: object) -> PrivatePool:
+        private = self._pools.get(pool_id) if isinstance(pool_id, tuple) else None
+        if private is None:
+            raise InvalidArgument(f"Could not find pool of id {pool_id!r}")
+        return private
+
+    def begin_allocate_to_pool(self, pool_id: tuple[int, int],
+                               thread: int | None = None) -> None:
+        """beginAllocateToPool with the filter of ``_npu_beginAllocateCurrentThreadToPool``
+        (``csrc/npu/Module.cpp``): allocations of ``thread`` (the caller's by default) go to
+        the pool until :meth:`end_allocate_to_pool`; the pool's use count goes up by one.
+
+        Raises:
+            InvalidArgument: no such pool, or allocations already go to it.
+        """
+        with self._lock:
+            private = self._private(pool_id)
+            if any(pid == pool_id for pid, _ in self._scopes):
+                raise InvalidArgument(
+                    f"beginAllocateToPool: already recording to mempool_id {pool_id}")
+            private.use_count += 1
+            self._scopes.append((pool_id, threading.get_ident() if thread is None else thread))
+
+    def end_allocate_to_pool(self, pool_id: tuple[int, int]) -> None:
+        """endAllocateToPool: allocations no longer go to the pool (its use count is left to
+        :meth:`release_pool`, as the source leaves it)."""
+        with self._lock:
+            self._scopes = [(pid, t) for pid, t in self._scopes if pid != pool_id]
+
+    def release_pool(self, pool_id: tuple[int, int]) -> None:
+        """releasePool: one use fewer; at 0 the pool is freeable (``empty_cache`` frees its
+        wholly free segments).
+
+        Raises:
+            InvalidArgument: no such pool, or its use count is 0 already.
+        """
+        with self._lock:
+            private = self._private(pool_id)
+            if private.use_count == 0:
+                raise InvalidArgument(f"mempool_id {pool_id} was released already")
+            private.use_count -= 1
+
+    def set_use_on_oom(self, pool_id: tuple[int, int], use_on_oom: bool) -> None:
+        """setUseOnOOM: whether the pool is an allocation's last resort (a MemPool's
+        destructor turns it off)."""
+        with self._lock:
+            self._private(pool_id).use_on_oom = use_on_oom
+
+    def pool_use_count(self, pool_id: tuple[int, int]) -> int:
+        """getPoolUseCount: the MemPools and scopes using the pool."""
+        with self._lock:
+            return self._private(pool_id).use_count
+
+    def _get_pool(self, small: bool) -> Pool:
+        """get_pool (the source): the private pool of the newest scope routing the calling
+        thread, else the device's own. O(s) for s scopes open (usually none)."""
+        thread = threading.get_ident()
+        for pool_id, scope_thread in reversed(self._scopes):
+            if scope_thread == thread:
+                private = self._pools[pool_id]
+                return private.small if small else private.large
+        return self._small if small else self._large
+
+    def _mempool_fallback(self, pool: Pool, size: int, stream: int) -> Block | None:
+        """try_mempool_fallback (the source): for an allocation outside any pool that found
+        no memory, a cached block of a ``use_on_oom`` pool."""
+        if pool.owner is not None:
+            return None
+        for private in self._pools.values():
+            if private.use_on_oom:
+                block = self._get_free_block(private.small if pool.small else private.large,
+                                             size, stream)
+                if block is not None:
+                    return block
+        return None
 
     def _empty_cache(self) -> None:
         self.runtime.synchronize_device()
@@ -256,6 +359,11 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         with self._lock:
             return self.stats.flat()
 
+    def reset_accumulated_stats(self) -> None:
+        """resetAccumulatedStats (the source): see :meth:`DeviceStats.reset_accumulated`."""
+        with self._lock:
+            self.stats.reset_accumulated()
+
     def block_size(self, ptr: int) -> int:
         """The size of the allocated block at ``ptr`` (the rounded size, or more when the
         rest was not worth splitting off)."""
@@ -274,10 +382,11 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         else:
             size = round_size(orig_size, conf, self.pad)
         small = size <= K_SMALL_SIZE
-        pool = self._small if small else self._large
+        pool = self._get_pool(small) if self._scopes else self._small if small else self._large
         block = self._get_free_block(pool, size, stream)
         if block is None:
             block = self._new_block(pool, size, orig_size, stream)
+            pool = block.pool  # a use_on_oom pool's, when it gave the block
         align = conf.base_addr_aligned_size
         if (conf.expandable_segments and size >= K_ROUND_LARGE and align
                 and block.ptr % align):
@@ -285,7 +394,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
             # next multiple, leaving the bytes before it a free block
             offset = align - block.ptr % align
             if offset + size <= block.size:
-                aligned = Block(block.ptr + offset, block.size - offset, stream, pool.small)
+                aligned = Block(block.ptr + offset, block.size - offset, stream, pool)
                 aligned.segment = block.segment
                 aligned.splice(block, block.next)
                 block.size = offset
@@ -317,7 +426,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
                 self._garbage_collect()
             block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
             if block is None and not rejected[0]:
-                if self._release_available_cached_blocks(pool, size, stream):
+                # try_mempool_fallback (a use_on_oom pool's cached block), then the release
+                block = self._mempool_fallback(pool, size, stream)
+                if block is None and self._release_available_cached_blocks(pool, size, stream):
                     block = self._alloc_block(pool, size, alloc_size, stream, False, rejected)
         if block is None and not rejected[0]:
             # "Free all non-split cached blocks and retry alloc." after synchronising the
@@ -410,6 +521,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
                 return None
             raise
         self.total_allocated_memory += alloc_size
+        if pool.owner is not None:
+            pool.owner.malloc_count += 1
         self.stats.add(SEGMENT, pool.small, 1)
         self.stats.add(RESERVED_BYTES, pool.small, alloc_size)
         if alloc_size >= self.conf.max_split_size:
@@ -417,7 +530,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         self.stats.num_device_alloc += 1
         if self._history is not None:
             self._trace("segment_alloc", ptr, alloc_size, stream)
-        return Block(ptr, alloc_size, stream, pool.small)
+        return Block(ptr, alloc_size, stream, pool)
 
     def _alloc_found_block(self, block: Block, pool: Pool, size: int, orig_size: int,
                            stream: int) -> Block:
@@ -427,14 +540,16 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         stats, small = self.stats, pool.small
         remaining = block.size - size
         expandable = block.segment is not None
-        if small or self.conf.expandable_segments:
+        if pool.owner is not None and pool.owner.no_split:
+            split = False
+        elif small or self.conf.expandable_segments:
             split = remaining >= K_MIN_BLOCK_SIZE
         else:
             split = size < self.conf.max_split_size and remaining > K_SMALL_SIZE
         already_split = block.is_split()
         if split:
             rest = block
-            block = Block(rest.ptr, size, stream, small)
+            block = Block(rest.ptr, size, stream, pool)
             block.segment = rest.segment
             block.prev = rest.prev
             if block.prev is not None:
@@ -480,7 +595,7 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
     def _free_block(self, block: Block) -> None:
         """free_block and try_merge_blocks (the source): back to the pool, merged with free
         neighbours of the same segment."""
-        pool = self._small if block.small else self._large
+        pool = block.pool
         original_size, requested = block.size, block.requested_size
         if self._history is not None:
             self._trace("free_completed", block.ptr, requested, block.stream)
@@ -528,8 +643,10 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
 
     def _release_block(self, block: Block) -> None:
         """release_block (the source): aclrtFree a whole free segment and uncount it."""
-        pool = self._small if block.small else self._large
+        pool = block.pool
         self.runtime.free(block.ptr)
+        if pool.owner is not None:
+            pool.owner.malloc_count -= 1
         if self._history is not None:
             self._trace("segment_free", block.ptr, block.size, block.stream)
         self.stats.num_device_free += 1
@@ -552,12 +669,24 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         for block in to_unmap:
             self._unmap_block(block, pool)
 
-    def _release_cached_blocks(self) -> None:
+    def _release_cached_blocks(self, pool_id: tuple[int, int] | None = None) -> None:
         """release_cached_blocks (the source): wait for outstanding events, then free every
-        wholly free segment of both pools."""
+        wholly free segment of both pools; then those of each freeable private pool (use
+        count 0), forgetting a pool left with no segment. With ``pool_id``, that pool's
+        only (``emptyCache(mempool_id)``, when it is freeable)."""
+        # DECISION: every outstanding event is waited for, also for one pool's release (the
+        # source waits for that pool's only); the blocks go back to their own pools either way
         self._synchronize_and_free_events()
-        self._release_blocks(self._large)
-        self._release_blocks(self._small)
+        if pool_id is None:
+            self._release_blocks(self._large)
+            self._release_blocks(self._small)
+        for pid, private in list(self._pools.items()):
+            if private.use_count or (pool_id is not None and pid != pool_id):
+                continue
+            self._release_blocks(private.small)
+            self._release_blocks(private.large)
+            if private.malloc_count == 0:
+                del self._pools[pid]
 
     def _release_available_cached_blocks(self, pool: Pool, size: int, stream: int) -> bool:
         """release_available_cached_blocks (the source): with max_split_size set, free one

@@ -172,7 +172,7 @@ class ExpandableBlocks:
             page = conf.segment_size or K_LARGE_BUFFER
         segment = ExpandableSegment(self.runtime, self.device, stream, page)
         self._expandable.append(segment)
-        candidate = Block(segment.ptr, segment.size, stream, pool.small)
+        candidate = Block(segment.ptr, segment.size, stream, pool)
         candidate.mapped, candidate.segment = False, segment
         pool.unmapped[(stream, candidate.ptr)] = candidate
         return candidate
@@ -185,7 +185,7 @@ class ExpandableBlocks:
         del pool.unmapped[(to_map.stream, to_map.ptr)]
         to_map.mapped = True
         if mapped < to_map.size:
-            rest = Block(to_map.ptr + mapped, to_map.size - mapped, to_map.stream, pool.small)
+            rest = Block(to_map.ptr + mapped, to_map.size - mapped, to_map.stream, pool)
             rest.mapped, rest.segment = False, to_map.segment
             rest.splice(to_map, to_map.next)
             pool.unmapped[(rest.stream, rest.ptr)] = rest
@@ -229,13 +229,13 @@ class ExpandableBlocks:
         pool.erase(block)
         before = start - block.ptr
         if before > 0:
-            head = Block(block.ptr, before, block.stream, pool.small)
+            head = Block(block.ptr, before, block.stream, pool)
             head.segment = block.segment
             head.splice(block.prev, block)
             pool.insert(head)
         after = block.size - before - size
         if after > 0:
-            tail = Block(start + size, after, block.stream, pool.small)
+            tail = Block(start + size, after, block.stream, pool)
             tail.segment = block.segment
             tail.splice(block, block.next)
             pool.insert(tail)

@@ -55,18 +55,21 @@ class Stat:
         return {"current": self.current, "peak": self.peak, "allocated": self.allocated,
                 "freed": self.freed}
 
+    def reset_accumulated(self) -> None:
+        self.allocated = self.freed = 0
+
 
 class StatView:
     """One Stat of an array (``kind`` 0 the aggregate, 1 the small pool, 2 the large pool),
-    read live from :attr:`DeviceStats.values`."""
+    read live from :attr:`DeviceStats.values` (and ``freed`` from :attr:`DeviceStats.base`)."""
 
-    __slots__ = ("_values", "_i", "_kind")
+    __slots__ = ("_values", "_base", "_i", "_kind")
 
-    def __init__(self, values: list[int], i: int, kind: int) -> None:
-        self._values, self._i, self._kind = values, i, kind
+    def __init__(self, values: list[int], base: list[int], i: int, kind: int) -> None:
+        self._values, self._base, self._i, self._kind = values, base, i, kind
 
-    def _field(self, offset: int) -> int:
-        v, i = self._values, self._i + offset
+    def _field(self, offset: int, values: list[int] | None = None) -> int:
+        v, i = self._values if values is None else values, self._i + offset
         return v[i] + v[i + 1] if self._kind == 0 else v[i + self._kind - 1]
 
     @property
@@ -85,7 +88,8 @@ class StatView:
 
     @property
     def freed(self) -> int:
-        return self.allocated - self.current
+        # the decreases since the last reset_accumulated: increases minus the growth since
+        return self.allocated - self.current + self._field(0, self._base)
 
     def as_dict(self) -> dict[str, int]:
         return {"current": self.current, "peak": self.peak, "allocated": self.allocated,
@@ -117,8 +121,11 @@ class DeviceStats:
 
     def __init__(self, max_split_size: int) -> None:
         self.values = [0] * _WIDTH
+        #: each pool's current value at the last reset_accumulated (what ``freed`` counts from)
+        self.base = [0] * _WIDTH
         for i, name in zip(range(0, _WIDTH, 8), ARRAYS):
-            setattr(self, name, tuple(StatView(self.values, i, k) for k in range(3)))
+            setattr(self, name, tuple(StatView(self.values, self.base, i, k)
+                                      for k in range(3)))
         self.oversize_allocations = Stat()
         self.oversize_segments = Stat()
         self.num_alloc_retries = 0
@@ -185,6 +192,19 @@ class DeviceStats:
             v[array + 6] = v[array] + v[array + 1]
         for stat in (self.oversize_allocations, self.oversize_segments):
             stat.peak = stat.current
+
+    def reset_accumulated(self) -> None:
+        """resetAccumulatedStats (NPUCachingAllocator.cpp,
+        torch_npu.npu.reset_accumulated_memory_stats): every Stat's allocated and freed, and
+        the counters, start again from 0."""
+        v, base = self.values, self.base
+        for array in range(0, _WIDTH, 8):
+            v[array + 4] = v[array + 5] = 0
+            base[array], base[array + 1] = v[array], v[array + 1]
+        self.num_alloc_retries = self.num_ooms = self.num_sync_all_streams = 0
+        self.num_device_alloc = self.num_device_free = self.num_oom_rejections = 0
+        for stat in (self.oversize_allocations, self.oversize_segments):
+            stat.reset_accumulated()
 
     def current(self, array: int) -> int:
         """The aggregate's current value of ``array``."""

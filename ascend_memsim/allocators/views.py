@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..memory.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from .blocks import Block, Pool
+    from .blocks import Block, Pool, PrivatePool
     from .workspace import NpuWorkspaceAllocator
 
 __all__ = ["SnapshotViews"]
@@ -35,6 +35,7 @@ class SnapshotViews:
     _active: dict[int, Block]
     _small: Pool
     _large: Pool
+    _pools: dict[tuple[int, int], PrivatePool]
     if TYPE_CHECKING:
         def _pending(self) -> list[Block]: ...
     #: called for each trace entry while the history is on: its ``frames`` (a list of
@@ -64,7 +65,7 @@ class SnapshotViews:
         history.append({"action": action, key: addr, "size": size, "stream": stream,
                         "pool_id": (0, 0), "frames": frames() if frames else []})
 
-    def memory_snapshot(self) -> dict[str, Any]:
+    def memory_snapshot(self, pool_id: tuple[int, int] | None = None) -> dict[str, Any]:
         """torch_npu.npu.memory._snapshot()'s dict: ``segments`` sorted by address, each with
         torch_npu's keys and its ``blocks``, and ``device_traces`` (one list per device;
         empty unless :meth:`record_history` is on). Frames are empty unless
@@ -74,7 +75,7 @@ class SnapshotViews:
         (``NPUWorkspaceAllocator.cpp`` ``get_segm``, ``get_trace``)."""
         with self._lock:
             segments = []
-            for seg in self.segments():
+            for seg in self.segments(pool_id):
                 blocks = [{"address": b["address"], "size": b["size"],
                            "requested_size": b["requested_size"], "state": b["state"],
                            "frames": []} for b in seg["blocks"]]
@@ -85,7 +86,7 @@ class SnapshotViews:
                     "total_size": seg["total_size"], "allocated_size": allocated,
                     "active_size": sum(b["size"] for b in active),
                     "requested_size": sum(b["requested_size"] for b in active),
-                    "stream": seg["stream"], "segment_pool_id": (0, 0),
+                    "stream": seg["stream"], "segment_pool_id": seg["pool_id"],
                     "segment_type": "small" if seg["small"] else "large",
                     "is_expandable": seg["expandable"], "frames": [], "blocks": blocks})
             # the workspace allocator's blocks after the caching allocator's segments, and
@@ -93,7 +94,8 @@ class SnapshotViews:
             # get_trace (NPUWorkspaceAllocator.cpp), merged as Module.cpp memorySnapshot does;
             # the source never marks its block allocated, so the block shows "inactive"
             head: list[dict[str, Any]] = []
-            for ptr, size, requested, stream in self.workspace.blocks():
+            for ptr, size, requested, stream in (self.workspace.blocks() if pool_id is None
+                                                 else ()):
                 segments.append({
                     "device": self.device, "address": ptr, "total_size": size,
                     "allocated_size": 0, "active_size": 0, "requested_size": 0,
@@ -109,16 +111,22 @@ class SnapshotViews:
                 traces[self.device] = head + [dict(e) for e in self._history]
             return {"segments": segments, "device_traces": traces}
 
-    def segments(self) -> list[dict[str, Any]]:
-        """The segments, by address: ``address``, ``total_size``, ``stream``, ``small``,
-        ``expandable`` and
+    def segments(self, pool_id: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+        """The segments, by address (a memory pool's only, with ``pool_id``): ``address``,
+        ``total_size``, ``stream``, ``small``, ``expandable``, ``pool_id`` ((0, 0) for the
+        device's own pools, a MemPool's id) and
         ``blocks`` (``address``, ``size``, ``requested_size``, ``state``: "active_allocated",
         "active_pending_free" or "inactive", torch_npu's snapshot words)."""
         with self._lock:
             heads = {}
             b: Block | None
-            for b in [*self._active.values(), *self._small.blocks.values(),
-                      *self._large.blocks.values(), *self._pending()]:
+            cached = [self._small, self._large,
+                      *(p for pp in self._pools.values() for p in (pp.small, pp.large))]
+            for b in [*self._active.values(), *(b for p in cached for b in p.blocks.values()),
+                      *self._pending()]:
+                owner = b.pool.owner
+                if pool_id is not None and (owner is None or owner.id != pool_id):
+                    continue
                 while b.prev is not None:
                     b = b.prev
                 heads[b.ptr] = b
@@ -137,6 +145,8 @@ class SnapshotViews:
                         out.append({"address": blocks[0]["address"],
                                     "total_size": sum(x["size"] for x in blocks),
                                     "stream": head.stream, "small": head.small,
+                                    "pool_id": (0, 0) if head.pool.owner is None
+                                    else head.pool.owner.id,
                                     "expandable": head.segment is not None, "blocks": blocks})
                         blocks = []
                     b = b.next

@@ -18,8 +18,10 @@ A DataLoader runs as the script asks (:func:`install` patches it for the run):
   real tensors of the same shapes and dtypes, filled with 0, the value of reads of tensors
   without values (:mod:`.limits`), since a fake tensor cannot cross to another process;
 - ``pin_memory=True`` (and ``Tensor.pin_memory()`` anywhere): the pinned copy is made, as a
-  real (or fake) CPU tensor, and its bytes are counted as pinned host memory until it
-  dies (:class:`PinnedMemory`; the result's ``host_pinned_peak``), not on the device.
+  real (or fake) CPU tensor, and its block of the host caching allocator is counted as
+  pinned host memory, not on the device (:class:`PinnedMemory`: blocks of a power of two,
+  kept when the copy dies until ``torch.npu.host_empty_cache()``; the result's
+  ``host_pinned_peak``, and ``torch.npu.host_memory_stats()``).
 """
 
 from __future__ import annotations
@@ -85,29 +87,106 @@ def _takes_device(func: Any) -> bool:
     return found
 
 
+#: host_memory_stats' Stats (c10's Stat: current, peak, allocated, freed)
+_HOST_STATS = ("allocations", "allocated_bytes", "active_requests", "active_bytes")
+
+
 class PinnedMemory:
-    """Pinned host memory: the bytes of the pinned copies alive, and their peak. Each copy
-    is counted from ``pin_memory()`` until it dies. Thread-safe (a DataLoader pins on a
-    thread of its own)."""
+    """Pinned host memory as torch's caching host allocator holds it, which torch_npu's
+    default host allocator is (``NPUCachingHostAllocatorImpl`` derives from
+    ``at::CachingHostAllocatorImpl``, ``aten/src/ATen/core/CachingHostAllocator.h``):
+
+    - ``allocate`` rounds each copy's bytes up to a power of two (``PowerOf2Ceil``) and takes
+      a free block of that size, or pins a new one (``allocate_host_memory``);
+    - ``free`` (the copy dies) puts its block on the free list, still pinned;
+    - ``empty_cache`` (``torch.npu.host_empty_cache()``) gives every free block back.
+
+    :attr:`current` and :attr:`peak` are the pinned bytes held (blocks in use and cached: the
+    host's memory the estimate reports, a peak over the whole run that the script's resets
+    do not move); :meth:`stats` is ``host_memory_stats``'s nested dict. O(1) per copy (a
+    free list per power of two). DECISION: the simulation takes no time, so the time
+    counters are 0 with the count of calls. Thread-safe (a DataLoader pins on a thread of its
+    own)."""
 
     def __init__(self) -> None:
         self.current = self.peak = 0
         self._lock = threading.Lock()
         #: the pinned copies alive (by identity: a tensor's == compares elements)
         self.pinned = WeakIdKeyDictionary()
+        #: free blocks by size (a power of two): their count
+        self._free: dict[int, int] = {}
+        self._stats = {name: dict.fromkeys(("current", "peak", "allocated", "freed"), 0)
+                       for name in _HOST_STATS}
+        self.num_host_alloc = self.num_host_free = 0
+
+    def _update(self, name: str, amount: int) -> None:
+        stat = self._stats[name]
+        stat["current"] += amount
+        if amount > 0:
+            stat["allocated"] += amount
+            stat["peak"] = max(stat["peak"], stat["current"])
+        else:
+            stat["freed"] -= amount
 
     def add(self, t: torch.Tensor) -> torch.Tensor:
         nbytes = t.untyped_storage().nbytes()
+        if nbytes == 0:
+            return t                        # allocate(0): no block
+        size = 1 << (nbytes - 1).bit_length()
         with self._lock:
-            self.current += nbytes
-            self.peak = max(self.peak, self.current)
+            if self._free.get(size):
+                self._free[size] -= 1
+            else:
+                self._update("allocations", 1)
+                self._update("allocated_bytes", size)
+                self.num_host_alloc += 1
+                self.current += size
+                self.peak = max(self.peak, self.current)
+            self._update("active_requests", 1)
+            self._update("active_bytes", size)
         self.pinned[t] = True
-        weakref.finalize(t, self._drop, nbytes)
+        weakref.finalize(t, self._drop, size)
         return t
 
-    def _drop(self, nbytes: int) -> None:
+    def _drop(self, size: int) -> None:
         with self._lock:
-            self.current -= nbytes
+            self._update("active_requests", -1)
+            self._update("active_bytes", -size)
+            self._free[size] = self._free.get(size, 0) + 1
+
+    def empty_cache(self) -> None:
+        """host_empty_cache: every free block goes back to the host."""
+        with self._lock:
+            for size, count in self._free.items():
+                self._update("allocations", -count)
+                self._update("allocated_bytes", -size * count)
+                self.num_host_free += count
+                self.current -= size * count
+            self._free.clear()
+
+    def stats(self) -> dict[str, Any]:
+        """host_memory_stats_as_nested_dict's dict."""
+        with self._lock:
+            out: dict[str, Any] = {name: dict(stat) for name, stat in self._stats.items()}
+            out["num_host_alloc"], out["num_host_free"] = self.num_host_alloc, self.num_host_free
+            for name, count in (("host_alloc_time", self.num_host_alloc),
+                                ("host_free_time", self.num_host_free)):
+                out[name] = {"total": 0, "max": 0, "min": 0, "count": count, "avg": 0}
+            return out
+
+    def reset_accumulated(self) -> None:
+        """resetAccumulatedStats (the host allocator's): every Stat's allocated and freed,
+        and the two counters, go to 0."""
+        with self._lock:
+            for stat in self._stats.values():
+                stat["allocated"] = stat["freed"] = 0
+            self.num_host_alloc = self.num_host_free = 0
+
+    def reset_peak(self) -> None:
+        """resetPeakStats (the host allocator's): each Stat's peak becomes its current."""
+        with self._lock:
+            for stat in self._stats.values():
+                stat["peak"] = stat["current"]
 
 
 def _real(value: Any) -> Any:

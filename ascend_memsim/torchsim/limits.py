@@ -43,8 +43,8 @@ from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["EstimateStopped", "DataDependentOperation", "data_dependent", "UnsupportedFeature",
-           "install", "ValueReads", "graph_refusal", "where", "DEFAULT_ITEM_VALUE",
-           "VALUE_SITES"]
+           "install", "ValueReads", "graph_refusal", "custom_allocator_refusal", "where",
+           "DEFAULT_ITEM_VALUE", "VALUE_SITES"]
 
 #: what a read of a tensor's value gives by default (see the module's DECISION)
 DEFAULT_ITEM_VALUE = 0.0
@@ -100,6 +100,16 @@ def data_dependent(session: Any, name: str, reason: str) -> DataDependentOperati
 
 class UnsupportedFeature(EstimateStopped):
     """A feature the estimate refuses (ACL graph capture): the message says why."""
+
+
+def custom_allocator_refusal(session: Any, name: str) -> UnsupportedFeature:
+    """The refusal of a custom allocator taking the place of torch_npu's caching one."""
+    return UnsupportedFeature(
+        f"{name} at {where(session)}: a custom allocator (NPUPluggableAllocator) would take "
+        f"the place of torch_npu's caching allocator, and its policy is in its .so, which the "
+        f"estimate cannot run. The way out: leave the default allocator in place during the "
+        f"estimate (if not os.environ.get('ASCEND_MEMSIM_ESTIMATE'): ...); a MemPool over a "
+        f"custom allocator is modelled, its segments counted as torch_npu's own")
 
 
 def where(session: Any) -> str:
@@ -321,7 +331,8 @@ def graph_refusal(session: Any, name: str) -> UnsupportedFeature:
     """The refusal of ACL graph capture (``name``, called at the script's line)."""
     return UnsupportedFeature(
         f"{name} at {where(session)}: ACL graph capture is not simulated (a captured "
-        f"graph's tensors live in a private memory pool the estimate does not model). The "
+        f"graph replays its operators on the tensors of a private memory pool fixed at "
+        f"capture, and the estimate captures no graph). The "
         f"way out: run the step uncaptured during the estimate (if "
         f"os.environ.get('ASCEND_MEMSIM_ESTIMATE'): call it directly); its peak is the "
         f"memory the graph's pool would hold")

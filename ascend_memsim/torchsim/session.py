@@ -565,10 +565,11 @@ class Session(StorageCategories):
         self.allocator.trace_frames = None
         self.allocator.record_history(False)
 
-    def snapshot(self) -> dict:
-        """torch_npu.npu.memory._snapshot(): segments, blocks (with the frames of the
-        allocation that made each live block) and device_traces."""
-        snap = self.allocator.memory_snapshot()
+    def snapshot(self, pool_id: tuple[int, int] | None = None) -> dict:
+        """torch_npu.npu.memory._snapshot(): segments (a memory pool's only, with
+        ``pool_id``), blocks (with the frames of the allocation that made each live block)
+        and device_traces."""
+        snap = self.allocator.memory_snapshot(pool_id)
         frames = self._frames
         for seg in snap["segments"]:
             for block in seg["blocks"]:
