@@ -113,3 +113,31 @@ def test_a_refused_setting_is_refused_again_at_the_next_allocation(tmp_path, cle
     result = estimate(str(path), product="A2")
     assert result.status == 0
     assert result.peak_allocated == 0
+
+
+FRACTION_OF_ONE = """
+import torch, torch_npu
+torch.npu.set_per_process_memory_fraction(1.0)
+x = torch.empty(600 << 20, dtype=torch.uint8, device="npu")
+del x
+y = torch.empty(700 << 20, dtype=torch.uint8, device="npu")
+"""
+
+
+def test_torch_npu_selects_a_releases_behaviours_and_the_summary_names_it(tmp_path, clean_env):
+    # allocators/releases.py: up to 2.9 a fraction of 1.0 caps, and the cap turns
+    # garbage_collection_threshold on (0.1 of 4 GiB: the cached 602 MiB segment goes before
+    # the 702 MiB one is made); PYTORCH_ALLOC_CONF is read from 2.10 only
+    path = tmp_path / "fraction.py"
+    path.write_text(FRACTION_OF_ONE)
+    clean_env.setenv("PYTORCH_ALLOC_CONF", "garbage_collection_threshold:0.1")
+    old = estimate(str(path), product="A2", capacity=4 << 30, torch_npu="2.6",
+                   alloc_conf="garbage_collection_threshold:0.1")
+    new = estimate(str(path), product="A2", capacity=4 << 30)
+    assert (old.peak_reserved, new.peak_reserved) == (702 * MiB, (602 + 702) * MiB)
+    assert old.torch_npu == "2.6" and new.torch_npu == "2.15"
+    assert str(old).splitlines()[0].endswith(", torch_npu 2.6")
+    # the newest read the caller's PYTORCH_ALLOC_CONF; 2.9 does not know the variable
+    assert new.sources["alloc_conf"] == "PYTORCH_ALLOC_CONF in the environment"
+    unread = estimate(str(path), product="A2", capacity=4 << 30, torch_npu="2.9")
+    assert unread.alloc_conf == "" and unread.sources["alloc_conf"] == "default"

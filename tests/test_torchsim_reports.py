@@ -53,3 +53,17 @@ def test_a_snapshot_path_is_checked_before_the_script_runs(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 2
     assert "does not exist" in captured.err and "the script ran" not in captured.out
+
+
+def test_torch_npu_is_checked_before_the_script_runs(tmp_path, capsys):
+    path = script(tmp_path, """
+        import torch, torch_npu
+        print("the script ran")
+    """)
+    for args in (("--torch-npu", "2.99"), ("--torch-npu", "2.6", "--bisect")):
+        code, _ = run("estimate", *args, path)
+        captured = capsys.readouterr()
+        assert code == 2 and "--torch-npu" in captured.err
+        assert "the script ran" not in captured.out
+    code, out = run("estimate", "--torch-npu", "2.7.1", path)
+    assert code == 0 and ", torch_npu 2.7" in out

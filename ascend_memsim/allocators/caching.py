@@ -40,6 +40,7 @@ from .callbacks import AllocatorCallbacks
 from .conf import SIZE_MAX, AllocatorConfig, parse_alloc_conf
 from .events import StreamEvents
 from .expandable import ExpandableBlocks
+from .releases import NEWEST, TorchNpuRelease
 from .rules import (
     DEFAULT_CANN,
     K_EXTRA_LARGE_BUFFER,
@@ -89,6 +90,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
 
     ``conf`` is a ``PYTORCH_NPU_ALLOC_CONF`` string or an :class:`AllocatorConfig`;
     ``cann`` is the CANN version the +32 pad and 1 GiB pages depend on (default 9.1.0);
+    ``torch_npu`` is the release whose behaviours apply (:mod:`.releases`: the settings it
+    knows, what ``set_memory_fraction(1.0)`` does; the newest by default);
     ``workspace_retry_on_oom`` picks the older workspace allocator's retry (see
     :class:`~.workspace.NpuWorkspaceAllocator`, reached as :attr:`workspace`).
     The constructor makes ``device`` current on the calling thread (torch_npu's device
@@ -109,8 +112,10 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
     """
 
     def __init__(self, runtime: Any, device: int = 0, conf: object = "", *,
-                 cann: str = DEFAULT_CANN, workspace_retry_on_oom: bool = False) -> None:
-        parsed = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
+                 cann: str = DEFAULT_CANN, workspace_retry_on_oom: bool = False,
+                 torch_npu: TorchNpuRelease = NEWEST) -> None:
+        self.release = torch_npu
+        parsed = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf, torch_npu)
         cann_tuple(cann)  # a CANN version or InvalidArgument, before anything changes
         self.runtime, self.device, self.cann = runtime, device, cann
         runtime.set_device(device)
@@ -145,7 +150,9 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         self._plain_rounding = not any(conf.roundup_power2_divisions)
         self.stats = DeviceStats(conf.max_split_size)
         # DeviceCachingAllocator's constructor: setMemoryFraction(per_process_memory_fraction)
-        self.set_memory_fraction(conf.per_process_memory_fraction)
+        # (from 2.10; before, no cap until the script sets one)
+        if not self.release.caps_at_one:
+            self.set_memory_fraction(conf.per_process_memory_fraction)
 
     def configure(self, conf: object) -> None:
         """Take ``conf`` (``PYTORCH_NPU_ALLOC_CONF``'s text) in place of the constructor's,
@@ -156,7 +163,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
             AllocatorConfigError: ``conf`` torch_npu refuses (nothing changes).
             RuntimeError: something was allocated already.
         """
-        parsed = conf if isinstance(conf, AllocatorConfig) else parse_alloc_conf(conf)
+        parsed = (conf if isinstance(conf, AllocatorConfig)
+                  else parse_alloc_conf(conf, self.release))
         with self._lock:
             if self._active or self.total_allocated_memory or self.stats.num_device_alloc:
                 raise RuntimeError("the allocator's settings are read at its first use: "
@@ -344,12 +352,13 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
 
     def set_memory_fraction(self, fraction: float) -> None:
         """setMemoryFraction (the source): cap the segments at ``fraction`` of the device's
-        total (aclrtGetMemInfo(ACL_HBM_MEM)); 1.0 removes the cap."""
+        total (aclrtGetMemInfo(ACL_HBM_MEM)); 1.0 removes the cap (before torch_npu 2.10:
+        1.0 caps at the total, and turns garbage collection on, see :mod:`.releases`)."""
         if fraction.__class__ not in (int, float) or not 0 <= fraction <= 1:
             raise InvalidArgument(f"invalid fraction:{fraction}. Please set within [0, 1].")
         with self._lock:
             self.allowed_memory_maximum = None
-            if fraction < 1.0:
+            if fraction < 1.0 or self.release.caps_at_one:
                 self._ensure_device()
                 _free, total = self.runtime.get_mem_info(MemAttr.HBM_MEM)
                 self.allowed_memory_maximum = int(fraction * total)

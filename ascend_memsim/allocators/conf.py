@@ -26,10 +26,13 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..memory.constants import MiB
 from ..memory.errors import AllocatorConfigError, InvalidArgumentType
+
+if TYPE_CHECKING:
+    from .releases import TorchNpuRelease
 
 __all__ = ["AllocatorConfig", "AllocatorConfigError", "parse_alloc_conf", "alloc_conf_from_env",
            "ALLOC_CONF_ENV", "ACC_ALLOC_CONF_ENV", "SIZE_MAX",
@@ -392,8 +395,10 @@ def shown(text: str, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def parse_alloc_conf(text: object = "") -> AllocatorConfig:
-    """Parse a ``PYTORCH_NPU_ALLOC_CONF`` string as NPUAllocatorConfig::parseArgs does.
+def parse_alloc_conf(text: object = "", release: TorchNpuRelease | None = None
+                     ) -> AllocatorConfig:
+    """Parse a ``PYTORCH_NPU_ALLOC_CONF`` string as NPUAllocatorConfig::parseArgs does (of
+    ``release``'s branch for the keys it knows: :mod:`.releases`; the newest by default).
 
     Keys are checked first (unknown: "Unrecognized key"; a c10 key torch_npu does not take:
     "torch_npu not support key"), then the common keys, then torch_npu's, then the
@@ -414,6 +419,9 @@ def parse_alloc_conf(text: object = "") -> AllocatorConfig:
     i = 0
     while i < len(tok):
         key = tok[i]
+        if release is not None and not release.newest and key not in release.keys:
+            raise AllocatorConfigError(f"{release.unknown_key(shown(key))} (torch_npu "
+                                       f"{release.version} does not know it)")
         if key not in _ACC_KEYS and key not in _NPU_KEYS:
             raise AllocatorConfigError(
                 f"Unrecognized key '{shown(key)}' in NPU allocator config"
@@ -445,11 +453,13 @@ ALLOC_CONF_ENV = "PYTORCH_NPU_ALLOC_CONF"
 ACC_ALLOC_CONF_ENV = "PYTORCH_ALLOC_CONF"
 
 
-def alloc_conf_from_env(environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+def alloc_conf_from_env(environ: Mapping[str, str] | None = None,
+                        release: TorchNpuRelease | None = None) -> tuple[str | None, str]:
     """(the variable, its settings) as torch_npu takes them from ``environ`` (default
-    ``os.environ``): ``PYTORCH_NPU_ALLOC_CONF``, else ``PYTORCH_ALLOC_CONF``; ``(None, "")``
-    when neither is set (torch_npu's defaults). A variable set to "" counts as set, as
-    ``c10::utils::get_env`` reports it.
+    ``os.environ``): ``PYTORCH_NPU_ALLOC_CONF``, else ``PYTORCH_ALLOC_CONF`` (from 2.10:
+    ``release``'s rule, the newest by default); ``(None, "")`` when neither is set
+    (torch_npu's defaults). A variable set to "" counts as set, as ``c10::utils::get_env``
+    reports it.
 
     Raises:
         AllocatorConfigError: both are set, with torch_npu's message.
@@ -457,6 +467,8 @@ def alloc_conf_from_env(environ: Mapping[str, str] | None = None) -> tuple[str |
     if environ is None:
         environ = os.environ
     npu, acc = environ.get(ALLOC_CONF_ENV), environ.get(ACC_ALLOC_CONF_ENV)
+    if release is not None and not release.reads_acc_env:
+        acc = None
     if npu is not None and acc is not None:
         raise AllocatorConfigError(f"Both {ALLOC_CONF_ENV} and {ACC_ALLOC_CONF_ENV} have been "
                                    f"set, please set only one of them.")

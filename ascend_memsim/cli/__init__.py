@@ -326,7 +326,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="with --world-size: the card counts --sweep tries (default "
                             "--world-size); implies --sweep")
         g.add_argument("--quiet", action="store_true",
-                       help="with --world-size --sweep: no progress line (on a terminal)")
+                       help="--bisect, --sweep: no progress line (drawn on a terminal "
+                            "only: never when piped or with --json)")
         g.add_argument("--plot", metavar="OUT",
                        help="with --world-size: draw each rank class's card stacked by kind "
                             "against the capacity, OUT.png or OUT.svg (the plot extra); "
@@ -353,6 +354,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="PYTORCH_NPU_ALLOC_CONF, e.g. expandable_segments:True (default: as "
                         "the script's environment has it at its first NPU allocation)")
     p.add_argument("--cann", help="CANN version of the allocator's rules (default 9.1.0)")
+    p.add_argument("--torch-npu", metavar="VERSION",
+                   help="the torch_npu release whose allocator behaviours apply (2.1 .. 2.15: "
+                        "the settings it knows, set_per_process_memory_fraction(1.0), "
+                        "PYTORCH_ALLOC_CONF); default the newest")
     p.add_argument("--snapshot", metavar="OUT.pickle",
                    help="write the torch_npu memory snapshot (segments, blocks, "
                         "device_traces with frames), for replay --allocator torch-npu and "

@@ -8,14 +8,15 @@ import contextlib
 import os
 import pickle
 import sys
+import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from .common import USAGE_ERROR, print_json
 from .run import script_refusal
 from .script import run_script
 
-__all__ = ["cmd_estimate"]
+__all__ = ["cmd_estimate", "search_progress"]
 
 
 def _snapshot_path_problem(path: str | None) -> str:
@@ -30,6 +31,26 @@ def _snapshot_path_problem(path: str | None) -> str:
         return f"--snapshot {path} is a folder: give a file name"
     if not os.access(folder, os.W_OK):
         return f"--snapshot {path}: the folder {folder} is not writable"
+    return ""
+
+
+def _torch_npu_problem(args: argparse.Namespace) -> str:
+    """Why ``--torch-npu`` cannot be taken (checked before the script runs), or ""."""
+    if args.torch_npu is None:
+        return ""
+    from ..allocators.releases import release
+
+    try:
+        release(args.torch_npu)
+    except ValueError as e:
+        return f"--torch-npu: {e}"
+    # DECISION: the searches replay the traced run with the newest release's allocator;
+    # until they take a release, --torch-npu is for a run and its figures
+    from .estimate_ranks import sweeping
+
+    if args.bisect or sweeping(args):
+        return ("--torch-npu is for a run's figures (one card or --world-size); the searches "
+                "(--bisect, --sweep...) replay with the newest release's allocator")
     return ""
 
 
@@ -55,7 +76,7 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
         print(f"ascend-memsim estimate: error: {overrides}", file=sys.stderr)
         return USAGE_ERROR
     argv = [script, *args.script_args, *getattr(args, "unchecked_args", [])]
-    problem = _snapshot_path_problem(args.snapshot)
+    problem = _snapshot_path_problem(args.snapshot) or _torch_npu_problem(args)
     if problem:
         print(f"ascend-memsim estimate: error: {problem}", file=sys.stderr)
         return USAGE_ERROR
@@ -86,7 +107,7 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
                       alloc_conf=args.alloc_conf, cann=args.cann,
                       snapshot=bool(args.snapshot), workspace=workspace,
                       task_queue=args.task_queue, item_value=args.item_value,
-                      max_entries=args.max_entries)
+                      max_entries=args.max_entries, torch_npu=args.torch_npu)
     if args.snapshot:
         with open(args.snapshot, "wb") as f:
             pickle.dump(result.snapshot, f)
@@ -135,7 +156,8 @@ def _estimate_ranks(args: argparse.Namespace, target, overrides: dict,
                    p2p_buffsize=args.p2p_buffsize, runtime_share=args.runtime_share,
                    trace_all=args.trace_all,
                    workspace=False if args.no_workspace else overrides,
-                   task_queue=args.task_queue, item_value=args.item_value)
+                   task_queue=args.task_queue, item_value=args.item_value,
+                   torch_npu=args.torch_npu)
     if args.bisect or sweeping(args):
         return search_ranks(args, target, options, out)
     try:
@@ -154,24 +176,60 @@ def _estimate_ranks(args: argparse.Namespace, target, overrides: dict,
     return 0 if result.fits else 1
 
 
+def search_progress(args: argparse.Namespace, stream: Any = None) -> Any:
+    """A progress line redrawn on ``stream`` (stderr) while ``--bisect`` or ``--sweep``
+    runs (:data:`ascend_memsim.torchsim.search.Progress`): the phase (the script's run with
+    its trace entries so far, reading the trace, each replay of about as many as the
+    bisection of the range takes, the runs that check the answer) and the time spent. None
+    (silent) when the stream is not a terminal, or with ``--quiet`` or ``--json``."""
+    stream = stream or sys.stderr
+    if args.quiet or args.json or not getattr(stream, "isatty", lambda: False)():
+        return None
+    started = time.monotonic()
+    what = "sweep" if args.sweep or args.sweep_conf is not None else "bisect"
+
+    def show(phase: str, done: int, total: int) -> None:
+        if phase == "traced":
+            text = "running the script once" if done < total else "the script ran"
+        elif phase == "entries":
+            text = f"running the script once: {done:,} trace entries"
+        elif phase == "replays":
+            text = (f"reading the trace for about {total} replays" if not done else
+                    f"replay {done} of about {total}" if done <= total else
+                    f"replay {done}, around the answer")
+        else:
+            text = f"checking the answer by running the script: {done}/{total}"
+        spent = int(time.monotonic() - started)
+        stream.write(f"\r\x1b[K{what}: {text}, {spent // 60}:{spent % 60:02d}")
+        stream.flush()
+    return show
+
+
 def _search(args: argparse.Namespace, out: TextIO, target: Callable[[], int],
             workspace: dict | bool) -> int:
     """estimate --bisect / --sweep: the script run once at --capacity (the top of the
     search), its snapshot searched; exit 0 when it fits (--sweep: with some setting)."""
     from ..torchsim.search import fit_script, sweep_script
 
+    sweep = args.sweep or args.sweep_conf is not None
+    if sweep and args.alloc_conf:
+        print("ascend-memsim estimate: --sweep tries its own settings; give yours with "
+              "--sweep-conf 'A;B;...', not --alloc-conf", file=sys.stderr)
+        return USAGE_ERROR
+    progress = search_progress(args)
     common = dict(product=args.product, cann=args.cann, step=args.step, top=args.capacity,
                   window=args.window, item_value=args.item_value, workspace=workspace,
-                  task_queue=args.task_queue)
-    if args.sweep or args.sweep_conf is not None:
-        if args.alloc_conf:
-            print("ascend-memsim estimate: --sweep tries its own settings; give yours with "
-                  "--sweep-conf 'A;B;...', not --alloc-conf", file=sys.stderr)
-            return USAGE_ERROR
-        candidates = None if args.sweep_conf is None else args.sweep_conf.split(";")
-        found = sweep_script(target, candidates=candidates, **common)
-    else:
-        found = fit_script(target, alloc_conf=args.alloc_conf, **common)
+                  task_queue=args.task_queue, progress=progress)
+    try:
+        if sweep:
+            candidates = None if args.sweep_conf is None else args.sweep_conf.split(";")
+            found = sweep_script(target, candidates=candidates, **common)
+        else:
+            found = fit_script(target, alloc_conf=args.alloc_conf, **common)
+    finally:
+        if progress is not None:     # the line goes before the answer is printed
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
     if args.snapshot and found.traced.snapshot is not None:
         with open(args.snapshot, "wb") as f:
             pickle.dump(found.traced.snapshot, f)

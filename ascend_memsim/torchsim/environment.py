@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 
 from ..allocators.conf import ACC_ALLOC_CONF_ENV, ALLOC_CONF_ENV, alloc_conf_from_env
+from ..allocators.releases import NEWEST, TorchNpuRelease
 
 __all__ = ["Startup", "task_queue_from_env", "TASK_QUEUE_ENV", "BLOCKING_ENV"]
 
@@ -58,8 +59,9 @@ class Startup:
     each came from (:attr:`sources`: ``"--alloc-conf"``, ``"PYTORCH_NPU_ALLOC_CONF in the
     environment"``, ``"PYTORCH_NPU_ALLOC_CONF, set by the script"``, ``"default"``, ...)."""
 
-    def __init__(self, alloc_conf: str | None, task_queue: int | None) -> None:
-        self.alloc_conf, self.task_queue = alloc_conf, task_queue
+    def __init__(self, alloc_conf: str | None, task_queue: int | None,
+                 release: TorchNpuRelease = NEWEST) -> None:
+        self.alloc_conf, self.task_queue, self.release = alloc_conf, task_queue, release
         self.sources = {"alloc_conf": "--alloc-conf" if alloc_conf is not None else "default",
                         "task_queue": "--task-queue" if task_queue is not None else "default"}
         #: the variables as the estimate found them, to tell the script's from the caller's
@@ -78,7 +80,7 @@ class Startup:
         # what torch_npu reads once and caches; a value it refuses is refused again at the
         # next use, as its static initialiser throws again
         if self.alloc_conf is None:
-            name, self.alloc_conf = alloc_conf_from_env()
+            name, self.alloc_conf = alloc_conf_from_env(release=self.release)
             self.sources["alloc_conf"] = self._source(name)
         if self.task_queue is None:
             self.task_queue, name = task_queue_from_env(os.environ)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..allocators.releases import NEWEST
 from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..allocators.stats import format_size as format_bytes
 from ..memory.errors import InvalidArgument, InvalidArgumentType
@@ -84,6 +85,8 @@ class EstimateResult:
     sources: dict[str, str] = field(default_factory=dict)
     #: the peak of pinned host memory (pin_memory() copies): the host's, not the device's
     host_pinned_peak: int = 0
+    #: the torch_npu release line whose behaviours applied (--torch-npu; the newest known)
+    torch_npu: str = NEWEST.version
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
     snapshot: dict | None = field(default=None, repr=False)
 
@@ -126,7 +129,7 @@ class EstimateResult:
 
         lines = [f"{self.source}: on {self.product} with {format_bytes(self.capacity)}, "
                  f"PYTORCH_NPU_ALLOC_CONF={self.alloc_conf or '(default)'}"
-                 + self._from("alloc_conf"),
+                 + self._from("alloc_conf") + f", torch_npu {self.torch_npu}",
                  f"  peak allocated {size(self.peak_allocated)}   (max_memory_allocated)",
                  f"  peak reserved  {size(self.peak_reserved)}   (max_memory_reserved)",
                  "  at the peak of allocated:"]
@@ -228,7 +231,7 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
              alloc_conf: str | None = None, cann: str | None = None,
              snapshot: bool = False, workspace: Mapping[str, Any] | bool | None = None,
              task_queue: int | None = None, item_value: float | None = DEFAULT_ITEM_VALUE,
-             max_entries: int | None = None) -> EstimateResult:
+             max_entries: int | None = None, torch_npu: str | None = None) -> EstimateResult:
     """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
     called with no arguments, whose return value, if an int, is its exit status) with fake
     tensors on a simulated NPU: ``product`` with
@@ -247,6 +250,10 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     keeps the last so many trace entries (a ring buffer, as torch's
     ``_record_memory_history(max_entries=...)``; default all, as torch's): each costs about
     300 bytes of host memory, its frames shared with every entry made at the same stack.
+    ``torch_npu``: the release whose allocator behaviours apply ("2.6", "2.9.0": the
+    settings it knows, what ``set_per_process_memory_fraction(1.0)`` does, whether
+    ``PYTORCH_ALLOC_CONF`` is read; see ``ascend_memsim/allocators/releases.py``), the
+    newest by default.
 
     The target sees ``import torch_npu``, ``torch.device("npu")``, ``.npu()`` and
     ``torch_npu.npu.*`` answered by the simulated device; its own ``max_memory_reserved()``
@@ -262,7 +269,8 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
             ``max_entries``.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
         WorkspaceTableError: ``workspace`` is not operator names and sizes.
-        ValueError: ``task_queue`` is not 0, 1 or 2.
+        ValueError: ``task_queue`` is not 0, 1 or 2, or ``torch_npu`` a release the model
+            does not know.
         RuntimeError: another estimate is running, or the real torch_npu is imported.
     """
     check_item_value(item_value)
@@ -270,7 +278,8 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
         raise InvalidArgument(f"max_entries must be a positive int, not {max_entries!r}")
     table = workspace_table(workspace, product)
     session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot,
-                      workspace=table, task_queue=task_queue, item_value=item_value)
+                      workspace=table, task_queue=task_queue, item_value=item_value,
+                      torch_npu=torch_npu)
     if snapshot and max_entries is not None:
         session.start_history(max_entries)
     table.product = session.product
@@ -354,6 +363,7 @@ def fill_result(result: EstimateResult, session: Session) -> None:
     result.host_pinned_peak = session.pinned.peak
     result.alloc_conf, result.task_queue = session.alloc_conf, session.task_queue
     result.sources = dict(session.startup.sources)
+    result.torch_npu = session.release.version
     _workspace_figures(result, session)
     if not session.workspace.enabled:
         result.not_counted = ("operator workspaces (switched off)", *result.not_counted)

@@ -103,7 +103,7 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
     session = Session(spec["product"], spec["capacity"], spec["alloc_conf"],
                       cann=spec["cann"], device=local, device_count=cards, workspace=table,
                       task_queue=spec["task_queue"], history=spec["history"],
-                      item_value=spec["item_value"])
+                      item_value=spec["item_value"], torch_npu=spec["torch_npu"])
     table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, session.alloc_conf)
@@ -157,7 +157,8 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
                    runtime_share: int | None = None, trace_all: bool = False,
                    workspace: Mapping[str, Any] | bool | None = None,
                    task_queue: int | None = None, history: bool = False,
-                   item_value: float | None = DEFAULT_ITEM_VALUE) -> RanksResult:
+                   item_value: float | None = DEFAULT_ITEM_VALUE,
+                   torch_npu: str | None = None) -> RanksResult:
     """Run ``target`` (as :func:`~ascend_memsim.torchsim.estimate` runs it) as each rank of
     a ``world_size``-rank job on ``product`` cards (``capacity`` bytes each, default the
     product's), ``cards_per_node`` to a node; each rank's device total is the caching
@@ -165,8 +166,9 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     the runtime's share (``runtime_share`` bytes, default the product's ESTIMATE).
     ``hccl_buffsize`` / ``p2p_buffsize`` (MB) set ``HCCL_BUFFSIZE`` / ``P2P_HCCL_BUFFSIZE``
     for the run (default: the environment's, else 200 and 20). ``trace_all`` traces every
-    rank, not one per class (see the module's docstring). ``workspace``, ``task_queue`` and
-    ``item_value`` are :func:`~ascend_memsim.torchsim.estimate`'s, for every rank.
+    rank, not one per class (see the module's docstring). ``workspace``, ``task_queue``,
+    ``item_value`` and ``torch_npu`` are :func:`~ascend_memsim.torchsim.estimate`'s, for
+    every rank.
     ``history`` keeps each traced rank's torch_npu snapshot (``rank(r).estimate.snapshot``,
     every trace entry) and each communicator's place in it
     (:attr:`~.hccl.Communicator.entry`), which the searches of :mod:`.ranks_search` replay.
@@ -202,7 +204,8 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     spec = {"product": product, "capacity": capacity, "alloc_conf": alloc_conf, "cann": cann,
             "cards_per_node": min(cards_per_node, world_size), "world_size": world_size,
             "runtime_share": runtime_share, "environ": environ, "workspace": workspace,
-            "task_queue": task_queue, "history": history, "item_value": item_value}
+            "task_queue": task_queue, "history": history, "item_value": item_value,
+            "torch_npu": torch_npu}
     every = trace_all or world_size <= TRACE_ALL_UP_TO
     first, layout = _run_rank(target, argv, 0, spec)
     classes: list[RankClass] = []

@@ -42,6 +42,7 @@ from torch.utils._pytree import tree_leaves
 
 from .. import checks as _checks  # noqa: F401  (registers the checker and config keys)
 from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
+from ..allocators.releases import NEWEST, release
 from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..memory.constants import MemAttr
 from ..memory.profiles import get_profile
@@ -169,13 +170,16 @@ class Session(StorageCategories):
                  alloc_conf: str | None = None, *, cann: str | None = None,
                  history: bool = False, device: int = 0, device_count: int | None = None,
                  workspace: WorkspaceTable | None = None, task_queue: int | None = None,
-                 item_value: float | None = _limits.DEFAULT_ITEM_VALUE) -> None:
+                 item_value: float | None = _limits.DEFAULT_ITEM_VALUE,
+                 torch_npu: str | None = None) -> None:
+        #: the torch_npu release whose behaviours apply (allocators/releases.py)
+        self.release = NEWEST if torch_npu is None else release(torch_npu)
         if task_queue is not None and (task_queue.__class__ is not int
                                        or task_queue not in (0, 1, 2)):
             raise ValueError(f"TASK_QUEUE_ENABLE should be 0, 1 or 2, not {task_queue!r}")
         #: the allocator settings and TASK_QUEUE_ENABLE: given, or read at the first
         #: allocation (environment.py)
-        self.startup = Startup(alloc_conf, task_queue)
+        self.startup = Startup(alloc_conf, task_queue, self.release)
         profile = get_profile(product)
         settings: dict[str, Any] = {"sanitizer": "off"}
         if capacity is not None:
@@ -188,7 +192,7 @@ class Session(StorageCategories):
         try:
             extra: dict[str, Any] = {"cann": cann} if cann else {}
             self.allocator = NpuCachingAllocator(self.runtime, device, alloc_conf or "",
-                                                 **extra)
+                                                 torch_npu=self.release, **extra)
         except BaseException:
             self.runtime.close()
             raise
