@@ -144,6 +144,22 @@ def test_bisect_gives_each_rank_class_its_smallest_card(tmp_path, monkeypatch):
     assert "DOES NOT FIT" not in str(small) and "890" not in str(small)
 
 
+def test_bisect_takes_the_settings_the_run_took_from_its_environment(tmp_path, monkeypatch):
+    # as the single-card --bisect: without --alloc-conf, the replays use what the traced
+    # run read (PYTORCH_NPU_ALLOC_CONF here), not the defaults
+    path = script(tmp_path, emb=50)
+    monkeypatch.setenv("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True")
+    from_env = bisect_ranks(path, world_size=2, runtime_share=100 * MiB)
+    monkeypatch.delenv("PYTORCH_NPU_ALLOC_CONF")
+    given = bisect_ranks(path, world_size=2, runtime_share=100 * MiB,
+                         alloc_conf="expandable_segments:True")
+    default = bisect_ranks(path, world_size=2, runtime_share=100 * MiB)
+    assert from_env.alloc_conf == given.alloc_conf == "expandable_segments:True"
+    assert [c.needs for c in from_env.classes] == [c.needs for c in given.classes]
+    assert default.alloc_conf == "" and [c.needs for c in default.classes] == [
+        890 * MiB, 840 * MiB]
+
+
 def test_outside_blocks_resize_only_what_hccl_buffsize_sizes(tmp_path):
     """A group with its own hccl_buffer_size and a send/receive pair keep their sizes when
     the sweep changes HCCL_BUFFSIZE; the world group's follows it."""

@@ -96,7 +96,7 @@ def search_ranks(args: argparse.Namespace, target: Any, options: dict,
                     sys.stderr.write("\r\x1b[K")
         else:
             found = bisect_ranks(target, world_size=args.world_size, product=args.product,
-                                 alloc_conf=args.alloc_conf or "", step=args.step,
+                                 alloc_conf=args.alloc_conf, step=args.step,
                                  window=args.window, top=args.capacity,
                                  hccl_buffsize=args.hccl_buffsize, **options)
     except ValueError as e:

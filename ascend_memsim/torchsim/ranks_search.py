@@ -535,11 +535,14 @@ class RanksBisect:
 
 
 def bisect_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
-                 world_size: int, product: str = DEFAULT_PRODUCT, alloc_conf: str = "",
+                 world_size: int, product: str = DEFAULT_PRODUCT,
+                 alloc_conf: str | None = None,
                  cann: str | None = None, step: int = 2 * MiB, top: int | None = None,
                  window: int = DEFAULT_WINDOW, **options: Any) -> RanksBisect:
-    """The smallest card each rank class of ``target`` fits on under ``alloc_conf``, its
-    communicators and the runtime's share included: each class traced once, then
+    """The smallest card each rank class of ``target`` fits on under ``alloc_conf`` (None:
+    the settings the traced run took from its environment or the script, as
+    :func:`~.search.fit_script` takes them), its communicators and the runtime's share
+    included: each class traced once, then
     :func:`~ascend_memsim.plan.fit_capacity` over its replays in steps of ``step`` up to
     ``top`` (default :data:`TRACE_CAPACITY`), and the answer raised until the device total
     is within it. ``options`` go to :func:`~.ranks.estimate_ranks` (``hccl_buffsize``,
@@ -550,11 +553,15 @@ def bisect_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = (), 
     """
     started = time.perf_counter()
     cann = cann or DEFAULT_CANN
-    parse_alloc_conf(alloc_conf)
+    if alloc_conf is not None:
+        parse_alloc_conf(alloc_conf)
     profile = get_profile(product)
     top = TRACE_CAPACITY if top is None else top
     traced = estimate_ranks(target, argv, world_size=world_size, product=product,
-                            capacity=TRACE_CAPACITY, history=True, cann=cann, **options)
+                            capacity=TRACE_CAPACITY, history=True, cann=cann,
+                            alloc_conf=alloc_conf, **options)
+    if alloc_conf is None:
+        alloc_conf = traced.classes[0].figures.estimate.alloc_conf
     found = RanksBisect(traced.source, traced.product, world_size, alloc_conf,
                         traced.hccl_buffsize, profile.total(profile.main_memory), step, top,
                         traced=traced)
