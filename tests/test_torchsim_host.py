@@ -304,6 +304,30 @@ def test_a_dataloader_whose_workers_are_spawned_runs(tmp_path, capfd):
     assert result.status == 0 and "labels [6, 22, 38, 54]" in capfd.readouterr().out
 
 
+@spawned
+def test_a_spawned_multiprocessing_pool_imports_the_stand_in_and_returns(tmp_path, capfd):
+    # each spawned child re-imports the script (its `import torch_npu` answered by the
+    # startup hook) and runs its task on the CPU; the pool ends instead of hanging
+    path = tmp_path / "pool.py"
+    path.write_text(textwrap.dedent("""
+        import multiprocessing as mp
+        import torch, torch_npu
+
+        def work(n):
+            import torch_npu
+            return int(torch.arange(n).sum()), hasattr(torch_npu, "npu_rms_norm")
+
+        if __name__ == "__main__":
+            with mp.get_context("spawn").Pool(2) as pool:
+                print("results", pool.map(work, [4, 5, 6]))
+            x = torch.empty(1 << 20, device="npu")
+    """))
+    result = estimate(str(path), product="A2")
+    printed = capfd.readouterr().out
+    assert result.status == 0 and "results [(6, True), (10, True), (15, True)]" in printed
+    assert result.peak_allocated == block(4 << 20)
+
+
 def test_os_exit_ends_the_script_under_the_command_line_without_running_its_handlers(
         tmp_path, capsys):
     import io
