@@ -92,6 +92,31 @@ npu_grouped_matmul                      ``moe_finalize_routing_v2_tiling.cpp``
 npu_moe_gating_top_k_softmax            0 (its tilings set ``workspaceSize_ = 0``).
 npu_moe_compute_expert_tokens           16 MiB + experts * cores * 4 (``moe_compute_
                                         expert_tokens_tiling.cpp``). ESTIMATE: 48 cores.
+npu_lightning_indexer                   16 MiB + 2,361,344 bytes per cube core (A2/A3), or
+                                        + 4 * align128(S2) * 4 per cube core (950):
+                                        ``LiCalcWorkspaceSize`` (``attention/lightning_
+                                        indexer/op_host/lightning_indexer_tiling.cpp``).
+                                        ESTIMATE: 24 cube cores; S2 the key's sequence axis.
+npu_sparse_flash_attention              16 MiB + per cube core 2 x (score block * 6 +
+                                        output block * 4 + 2 KiB) + 2,359,296 + 4,096
+                                        (A2/A3), or + 128 * 576 * itemsize * 3 (950):
+                                        ``SFAMlaTiling::GetWorkspaceSize`` (``sparse_flash_
+                                        attention_tiling.cpp``). ESTIMATE: 24 cube cores,
+                                        the largest blocks (128 rows, 512 keys), no flash
+                                        decoding.
+npu_all_gather_base_mm,                 16 MiB + x2 copied ND to NZ (K, N aligned to 256
+npu_mm_reduce_scatter_base              bytes of elements) + the gathered x1 when it is not
+                                        an output, or + the whole (M, N) product for the
+                                        reduce-scatter: ``MC2SetWorkspace``,
+                                        ``MC2SetWorkspaceReduceScatter`` (``mc2/all_gather_
+                                        matmul``, ``mc2/matmul_reduce_scatter`` op_tiling).
+                                        ESTIMATE: a bias's float32 copy not added.
+npu_alltoallv_gmm, npu_gmm_alltoallv    16 MiB + A * H1 * itemsize, twice without
+                                        ``permute_out``; 16 MiB + A * N1 * 2 (``allto_allv_
+                                        grouped_mat_mul_tiling.cpp``, ``grouped_mat_mul_
+                                        allto_allv_tiling.cpp``, A3).
+npu_convert_weight_to_int4pack          0: no device kernel (packed on the host,
+                                        ``ConvertWeightToINT4PackKernelNpuOpApi.cpp``).
 ======================================  ==================================================
 
 Every other operator counts 0, and the estimate says how many calls that was.
@@ -121,6 +146,8 @@ MiB = 1 << 20
 SYSTEM = 16 * MiB
 #: ESTIMATE: vector cores of Atlas A2/A3's 910B1/B2 (see the module's docstring)
 CORES = 48
+#: ESTIMATE: their cube (AI) cores, one to two vector cores
+CUBE_CORES = 24
 #: the largest override file read (an override table is a few lines)
 MAX_FILE_BYTES = 1 << 20
 _MAX_KEYS = 10_000
@@ -310,6 +337,103 @@ def _expert_tokens(args: tuple, out: Any, product: str) -> int:
 _add("npu_moe_compute_expert_tokens", _expert_tokens,
      "16 MiB + experts * cores * 4: moe_compute_expert_tokens_tiling (ops-transformer); "
      "ESTIMATE: 48 cores")
+
+
+
+def _numel(x: Any) -> int:
+    n = 1
+    for d in x.shape:
+        n *= int(d)
+    return n
+
+
+def _lightning_indexer(args: tuple, out: Any, product: str) -> int:
+    # LiCalcWorkspaceSize: per cube core, two 512 x 512 float32 score blocks, the top-k
+    # decode buffers (2 * 8 * 2 * 2048 * 4) and their parameters (2 * 8 * 16 * 8)
+    if not product.startswith("950"):
+        return SYSTEM + CUBE_CORES * (512 * 512 * 4 * 2 + 2 * 8 * 2 * 2048 * 4 + 2 * 8 * 16 * 8)
+    key = _tensor(args[1]) if len(args) > 1 else None
+    s2 = int(key.shape[0 if key.dim() == 3 else 1]) if key is not None else 0
+    return SYSTEM + CUBE_CORES * 4 * _up(s2, 128) * 4
+
+
+def _sparse_flash_attention(args: tuple, out: Any, product: str) -> int:
+    query = _tensor(args[0]) if args else None
+    if query is None:
+        return SYSTEM
+    if product.startswith("950"):
+        return SYSTEM + CUBE_CORES * 128 * 576 * query.element_size() * 3
+    d = _up(int(query.shape[-1]), 32)
+    score = 512 * 128            # s2 base (512) x the 128-row m base, the largest block
+    per_core = (2 * (score * 4 + score * 2 + d * 128 * 4 + 128 * 4 + 128 * 4)
+                + 4 * 512 * (512 + 64) * 2 + 4 * 128 * 4 * 2)
+    return SYSTEM + CUBE_CORES * per_core
+
+
+def _nd2nz(k: int, n: int, item: int) -> int:
+    """MC2's copy of x2 in NZ: K and N aligned to 256 bytes of elements."""
+    step = max(256 // item, 1)
+    return _up(k, step) * _up(n, step) * item
+
+
+def _all_gather_mm(args: tuple, out: Any, product: str) -> int:
+    x1, x2 = (_tensor(a) for a in args[:2])
+    if x1 is None or x2 is None:
+        return SYSTEM
+    item = x1.element_size()
+    size = SYSTEM + _nd2nz(int(x1.shape[1]), int(x2.shape[1]), item)
+    gathered = out[1] if isinstance(out, (tuple, list)) and len(out) > 1 else None
+    if gathered is not None and gathered.numel() == 0 and len(args) > 3:
+        # not an output: the gathered x1 goes to the workspace (isStorageGather false)
+        size += _up(_numel(x1) * item, 512) * int(args[3])
+    return size
+
+
+def _mm_reduce_scatter(args: tuple, out: Any, product: str) -> int:
+    x1, x2 = (_tensor(a) for a in args[:2])
+    if x1 is None or x2 is None:
+        return SYSTEM
+    item = out.element_size() if _tensor(out) is not None else x1.element_size()
+    product_bytes = _up(int(x1.shape[0]) * int(x2.shape[1]) * item, 512)
+    return SYSTEM + _nd2nz(int(x1.shape[1]), int(x2.shape[1]), x1.element_size()) + product_bytes
+
+
+def _alltoallv_gmm(args: tuple, out: Any, product: str) -> int:
+    x = _tensor(args[0]) if args else None
+    if x is None or not isinstance(out, (tuple, list)):
+        return SYSTEM
+    comm = int(out[0].shape[0]) * int(x.shape[1]) * x.element_size()
+    return SYSTEM + comm + (comm if out[2] is None else 0)
+
+
+def _gmm_alltoallv(args: tuple, out: Any, product: str) -> int:
+    x = _tensor(args[0]) if args else None
+    if x is None or not isinstance(out, (tuple, list)):
+        return SYSTEM
+    # FP16_DATASIZE: the tiling counts 2 bytes whatever the dtype
+    return SYSTEM + int(x.shape[0]) * int(out[0].shape[1]) * 2
+
+
+_add("npu_lightning_indexer", _lightning_indexer,
+     "16 MiB + per cube core buffers: lightning_indexer_tiling LiCalcWorkspaceSize "
+     "(ops-transformer); ESTIMATE: 24 cube cores")
+_add("npu_sparse_flash_attention", _sparse_flash_attention,
+     "16 MiB + per cube core buffers: SFAMlaTiling::GetWorkspaceSize (ops-transformer); "
+     "ESTIMATE: 24 cube cores, the largest blocks, no flash decoding")
+_add("npu_all_gather_base_mm", _all_gather_mm,
+     "16 MiB + NZ copy of x2 + the gathered x1 unless output: all_gather_matmul_tiling "
+     "MC2SetWorkspace (ops-transformer); ESTIMATE: bias copy not added")
+_add("npu_mm_reduce_scatter_base", _mm_reduce_scatter,
+     "16 MiB + NZ copy of x2 + the (M, N) product: matmul_reduce_scatter_tiling "
+     "MC2SetWorkspaceReduceScatter (ops-transformer); ESTIMATE: bias copy not added")
+_add("npu_alltoallv_gmm", _alltoallv_gmm,
+     "16 MiB + A * H1 * itemsize (twice without permute_out): allto_allv_grouped_mat_mul "
+     "tiling (ops-transformer)")
+_add("npu_gmm_alltoallv", _gmm_alltoallv,
+     "16 MiB + A * N1 * 2: grouped_mat_mul_allto_allv_tiling SetWorkspace (ops-transformer)")
+_add("npu_convert_weight_to_int4pack", _fixed(0),
+     "0: no device kernel, the packing is on the host (op-plugin "
+     "ConvertWeightToINT4PackKernelNpuOpApi.cpp)")
 
 _FOREACH = (_fixed(32), "32 bytes: foreach_tiling_class.h WORK_SPACE_SIZE, \"foreach(vector) "
                         "not need workspace\" (ops-nn)")

@@ -24,13 +24,18 @@ family                    operators
                           npu_moe_finalize_routing, npu_moe_compute_expert_tokens,
                           npu_grouped_matmul
 :mod:`.quant`             npu_dynamic_quant, npu_quant_matmul, npu_quantize, the MX and
-                          block quantisations, npu_kronecker_quant
+                          block quantisations, npu_kronecker_quant,
+                          npu_convert_weight_to_int4pack
 :mod:`.rnn`               torch's fused GRU cell (meta kernels; nn.RNN, GRU, LSTM run)
 :mod:`.infer_attention`   npu_fused_infer_attention_score (+ _v2),
                           npu_incre_flash_attention, npu_prompt_flash_attention,
                           npu_scaled_masked_softmax (+ _backward), the paged KV cache's
                           scatter and gather, npu_scatter_nd_update\\_,
-                          npu_attention_update
+                          npu_kv_rmsnorm_rope_cache, npu_attention_update
+:mod:`.sparse_attention`  npu_lightning_indexer (+ _grad), npu_sparse_flash_attention
+                          (+ _grad), vllm-ascend's npu_sparse_attention_score
+:mod:`.comm_matmul`       npu_all_gather_base_mm, npu_mm_reduce_scatter_base,
+                          npu_alltoallv_gmm, npu_gmm_alltoallv
 ========================  ===============================================================
 """
 
@@ -43,7 +48,8 @@ import torch
 __all__ = ["register_ops", "OPERATORS", "FAMILIES"]
 
 #: the family modules, in the order they are registered
-FAMILIES = ("norm", "rotary", "activation", "layout", "moe", "quant", "infer_attention")
+FAMILIES = ("norm", "rotary", "activation", "layout", "moe", "quant", "infer_attention",
+            "sparse_attention", "comm_matmul")
 
 _HOME = "ascend_memsim.torchsim.ops."
 
@@ -64,13 +70,19 @@ OPERATORS: dict[str, str] = {
                 "npu_moe_compute_expert_tokens npu_grouped_matmul"),
         ("quant", "npu_dynamic_quant npu_quant_matmul npu_quantize npu_dynamic_mx_quant "
                   "npu_dynamic_mx_quant_with_dual_axis npu_dynamic_block_mx_quant "
-                  "npu_dynamic_block_quant npu_grouped_dynamic_mx_quant npu_kronecker_quant"),
+                  "npu_dynamic_block_quant npu_grouped_dynamic_mx_quant npu_kronecker_quant "
+                  "npu_convert_weight_to_int4pack"),
         ("infer_attention", "npu_fused_infer_attention_score "
                             "npu_fused_infer_attention_score_v2 npu_incre_flash_attention "
                             "npu_prompt_flash_attention npu_scaled_masked_softmax "
                             "npu_scaled_masked_softmax_backward npu_scatter_pa_kv_cache "
                             "npu_gather_pa_kv_cache npu_scatter_nd_update_ "
-                            "npu_attention_update"),
+                            "npu_kv_rmsnorm_rope_cache npu_attention_update"),
+        ("sparse_attention", "npu_lightning_indexer npu_lightning_indexer_grad "
+                             "npu_sparse_flash_attention npu_sparse_flash_attention_grad "
+                             "npu_sparse_attention_score"),
+        ("comm_matmul", "npu_all_gather_base_mm npu_mm_reduce_scatter_base npu_alltoallv_gmm "
+                        "npu_gmm_alltoallv"),
     )
     for name in names.split()
 }

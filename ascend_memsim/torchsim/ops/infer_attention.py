@@ -2,7 +2,8 @@
 ``_v2``), ``npu_incre_flash_attention``, ``npu_prompt_flash_attention``,
 ``npu_scaled_masked_softmax`` and its gradient, the paged KV cache's
 ``npu_scatter_pa_kv_cache`` and ``npu_gather_pa_kv_cache``, ``npu_scatter_nd_update_``
-(vllm-ascend's cache writes), ``npu_attention_update``.
+(vllm-ascend's cache writes), ``npu_kv_rmsnorm_rope_cache`` (MLA's cache write),
+``npu_attention_update``.
 
 Schemas: ``op_plugin/config/op_plugin_functions.yaml`` (Ascend/op-plugin at 517f2e7d).
 Outputs (the torch_npu 2.14.0 wheel's ``torch_npu/op_plugin/meta/_meta_registrations.py``
@@ -28,6 +29,17 @@ and op-plugin's kernels):
   arguments in place and return nothing (``ScatterPaKvCacheNpuOpApi.cpp``,
   ``GatherPaKvCacheKernelNpuOpApi.cpp``): no memory; ``npu_scatter_nd_update_(x, indices,
   updates)`` writes ``x`` and returns it (``scatter_nd_update__meta``);
+- ``npu_kv_rmsnorm_rope_cache(kv (B, N, S, D), gamma (Dv,), cos, sin (B, N, S, Dk), index,
+  k_cache, ckv_cache)`` (``KvRmsNormRopeCacheNpuOpApi.cpp``): writes the RMS-normed part
+  (Dv) and the rotated part (Dk) of ``kv`` into ``ckv_cache`` and ``k_cache`` and returns
+  them (``std::tie(k_cache, ckv_cache, k_rope, c_kv)``: no new memory, though the schema
+  marks no alias and the meta registration says ``empty_like``; the kernel is followed, as
+  for ``npu_apply_rotary_pos_emb``), and two new tensors in kv's dtype, ``k_rope``
+  (B, N, S, Dk) and ``c_kv`` (B, N, S, Dv), made whatever ``is_output_kv`` says:
+  Dk = cos.size(3), Dv = gamma.size(0); with a 4-D ``v`` whose last axis is 128, the
+  ``aclnnKvRmsNormRopeCacheV2`` path: Dk = 192, Dv = 128. DECISION: that V2 kernel is taken
+  as present (the kernel asks the CANN whether it has it; the estimate's CANN is a recent
+  one). The kernel's checks are kept: kv and cos 4-D, gamma 1-D;
 - ``npu_attention_update(lse, local_out, update_type)``: out like ``local_out[0]``, lse_out
   like ``lse[0]`` when ``update_type`` is 1 (``AttentionUpdateKernelNpuOpApi.cpp``; an
   undefined tensor otherwise, an empty one here).
@@ -52,7 +64,8 @@ from ._common import define, dtype_of
 __all__ = ["register", "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2",
            "npu_incre_flash_attention", "npu_prompt_flash_attention", "npu_scaled_masked_softmax",
            "npu_scaled_masked_softmax_backward", "npu_scatter_pa_kv_cache",
-           "npu_gather_pa_kv_cache", "npu_scatter_nd_update_", "npu_attention_update"]
+           "npu_gather_pa_kv_cache", "npu_scatter_nd_update_", "npu_kv_rmsnorm_rope_cache",
+           "npu_attention_update"]
 
 
 def _opt(names: str, kind: str = "Tensor?") -> str:
@@ -117,6 +130,11 @@ _SCHEMAS = (
     "Tensor seq_lens, Tensor(a!) key, Tensor(b!) value, *, Tensor? seq_offset=None, "
     "bool is_seq_lens_cumsum=False) -> ()",
     "npu_scatter_nd_update_(Tensor(a!) self, Tensor indices, Tensor updates) -> Tensor(a!)",
+    "npu_kv_rmsnorm_rope_cache(Tensor kv, Tensor gamma, Tensor cos, Tensor sin, Tensor index, "
+    "Tensor k_cache, Tensor ckv_cache, *, Tensor? k_rope_scale=None, Tensor? c_kv_scale=None, "
+    "Tensor? k_rope_offset=None, Tensor? c_kv_offset=None, Tensor? v=None, "
+    "float epsilon=1e-5, str cache_mode='Norm', bool is_output_kv=False) "
+    "-> (Tensor, Tensor, Tensor, Tensor)",
     "npu_attention_update(Tensor[] lse, Tensor[] local_out, int update_type) "
     "-> (Tensor, Tensor)",
 )
@@ -246,6 +264,24 @@ def _returns_self(x, *args):
     return x
 
 
+#: KvRmsNormRopeCacheNpuOpApi.cpp: the V2 kernel's Dk and Dv (V1 takes cos's and gamma's)
+_V2_DK, _V2_DV = 192, 128
+
+
+def _kv_rmsnorm_rope_cache_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
+                                k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
+                                c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+                                is_output_kv=False):
+    for name, x, dims in (("kv", kv, 4), ("gamma", gamma, 1), ("cos", cos, 4)):
+        if x.dim() != dims:
+            raise RuntimeError(f"{dims}D tensor expected for input {name}")
+    v2 = v is not None and v.dim() == 4 and v.shape[3] == _V2_DV
+    dk, dv = (_V2_DK, _V2_DV) if v2 else (cos.shape[3], gamma.shape[0])
+    lead = tuple(kv.shape[:3])
+    # the caches are written in place and returned (std::tie(k_cache, ckv_cache, ...))
+    return k_cache, ckv_cache, kv.new_empty((*lead, dk)), kv.new_empty((*lead, dv))
+
+
 def _attention_update_fake(lse, local_out, update_type):
     lse_out = torch.empty_like(lse[0]) if update_type == 1 else lse[0].new_empty((0,))
     return torch.empty_like(local_out[0]), lse_out
@@ -279,6 +315,7 @@ def register(lib: Any) -> None:
         "npu_scatter_pa_kv_cache": _in_place,
         "npu_gather_pa_kv_cache": _in_place,
         "npu_scatter_nd_update_": _returns_self,
+        "npu_kv_rmsnorm_rope_cache": _kv_rmsnorm_rope_cache_fake,
         "npu_attention_update": _attention_update_fake,
     }, {
         "npu_scaled_masked_softmax": (_softmax_grad, _setup_softmax),
@@ -337,6 +374,14 @@ def npu_gather_pa_kv_cache(key_cache: Any, value_cache: Any, block_tables: Any, 
 def npu_scatter_nd_update_(self: Any, indices: Any, updates: Any) -> Any:
     """``torch_npu.npu_scatter_nd_update_``: ``self``, written in place."""
     return torch.ops.npu.npu_scatter_nd_update_(self, indices, updates)
+
+
+def npu_kv_rmsnorm_rope_cache(kv: Any, gamma: Any, cos: Any, sin: Any, index: Any,
+                              k_cache: Any, ckv_cache: Any, **kwargs: Any) -> tuple:
+    """``torch_npu.npu_kv_rmsnorm_rope_cache``: (k_cache, ckv_cache, written in place;
+    k_rope, c_kv, new)."""
+    return torch.ops.npu.npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, k_cache,
+                                                   ckv_cache, **kwargs)
 
 
 def npu_attention_update(lse: Any, local_out: Any, update_type: int) -> tuple:

@@ -1,7 +1,8 @@
 """torch_npu's quantisation operators on the fake NPU: ``npu_dynamic_quant``,
 ``npu_quant_matmul``, ``npu_quantize``, and the MX and block quantisations
 (``npu_dynamic_mx_quant``, ``_with_dual_axis``, ``npu_dynamic_block_mx_quant``,
-``npu_dynamic_block_quant``, ``npu_grouped_dynamic_mx_quant``), ``npu_kronecker_quant``.
+``npu_dynamic_block_quant``, ``npu_grouped_dynamic_mx_quant``), ``npu_kronecker_quant``,
+``npu_convert_weight_to_int4pack``.
 
 Schemas: ``op_plugin/config/op_plugin_functions.yaml`` (Ascend/op-plugin at 517f2e7d). A
 dtype argument is torch_npu's number (``torch.int8`` passes as 1, ``torch_npu.hifloat8`` as
@@ -32,14 +33,27 @@ dtype argument is torch_npu's number (``torch.int8`` passes as 1, ``torch_npu.hi
 - ``npu_kronecker_quant(x, p1, p2)`` (``npu_kronecker_quant_meta``): int4 values packed in
   int32, x's shape with the last axis / 8, and a float32 scale (x.size(0),); with the MX-FP4
   ``dst_dtype`` (296) and a 3-D x, uint8 (x0, x1 * x2 / 2) and a uint8 scale
-  (x0, ceil(x1 * x2 / 64), 2).
+  (x0, ceil(x1 * x2 / 64), 2);
+- ``npu_convert_weight_to_int4pack(weight, inner_k_tiles)``
+  (``op_plugin/ops/opapi/ConvertWeightToINT4PackKernelNpuOpApi.cpp``; torch_npu's meta
+  registrations have none): below Ascend 950, an int32 weight (2-D or 3-D, the last axis a
+  multiple of 8) packed on the host, 8 values an int32, into an int32
+  (weight.size(-2), weight.size(-1) / 8) tensor copied to the device: a 3-D weight gives
+  that 2-D shape too, as the kernel sizes it (vllm-ascend's ``w4a16.py`` flattens the
+  experts into the rows first); on the 950 (``npu_convert_weight_to_b4pack``) an int32 or
+  float32 (float4 e2m1 values) weight keeps its shape with the last axis / 8, and its dtype.
+  The kernel's checks are kept, with its messages: 2 or 3 dimensions, int32 or float32
+  (int32 alone below the 950: it reads the values as int32), no zero axis, the last a
+  multiple of 8, contiguous. ESTIMATE: an NZ weight's padded storage is not modelled (its
+  shape is taken as ND, as :mod:`.layout` takes a format cast).
 
 Autograd: none of these has a derivative in op-plugin's ``derivatives.yaml``.
 
 Workspace (``workspace_table.py``): 16 MiB for ``npu_dynamic_quant`` (``SYS_WORKSPACE_SIZE``,
 ``quant/dynamic_quant/op_host/dynamic_quant_tiling.cpp``, hicann/ops-nn). ESTIMATE: the
 others are left to the table's default (``npu_quant_matmul``'s depends on its template;
-the MX quantisations' tilings are arch35 ones).
+the MX quantisations' tilings are arch35 ones). ``npu_convert_weight_to_int4pack`` runs no
+device kernel (the packing is on the host): 0 in the table.
 """
 
 from __future__ import annotations
@@ -48,12 +62,13 @@ from typing import Any
 
 import torch
 
-from ._common import DTYPES, define, dtype_of, mx_scale_shape
+from ._common import DTYPES, define, dtype_of, mx_scale_shape, product
 
 __all__ = ["register", "npu_dynamic_quant", "npu_quant_matmul", "npu_quantize",
            "npu_dynamic_mx_quant", "npu_dynamic_mx_quant_with_dual_axis",
            "npu_dynamic_block_mx_quant", "npu_dynamic_block_quant",
-           "npu_grouped_dynamic_mx_quant", "npu_kronecker_quant"]
+           "npu_grouped_dynamic_mx_quant", "npu_kronecker_quant",
+           "npu_convert_weight_to_int4pack"]
 
 _SCHEMAS = (
     "npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, "
@@ -82,6 +97,7 @@ _SCHEMAS = (
     "npu_kronecker_quant(Tensor x, Tensor kronecker_p1, Tensor kronecker_p2, "
     "float? clip_ratio=None, int? dst_dtype=None, float? dst_type_max=None) "
     "-> (Tensor out, Tensor quant_scale)",
+    "npu_convert_weight_to_int4pack(Tensor weight, int inner_k_tiles=0) -> Tensor",
 )
 _QUINT4X2, _HIFLOAT8, _FLOAT4_E2M1 = 16, 290, 296
 _FLOAT8 = (torch.float8_e5m2, torch.float8_e4m3fn)
@@ -205,6 +221,30 @@ def _kronecker_fake(x, p1, p2, clip_ratio=None, dst_dtype=None, dst_type_max=Non
     return _packed(x, 8, torch.int32), x.new_empty((x.shape[0],), dtype=torch.float32)
 
 
+def _int4pack_fake(weight, inner_k_tiles=0):
+    # ConvertWeightToINT4PackKernelNpuOpApi.cpp: int4pack_params_check, then the packing
+    if not weight.is_contiguous():
+        raise RuntimeError("weight should be contiguous")
+    if weight.dim() not in (2, 3):
+        raise RuntimeError(f"weight shape only support dim num 2/3, but it is {weight.dim()}")
+    if weight.dtype not in (torch.int32, torch.float32):
+        raise RuntimeError(f"weight dtype only support int32 and float32, but it is "
+                           f"{weight.dtype}")
+    if any(d <= 0 for d in weight.shape):
+        raise RuntimeError("weight dim should be greater than 0")
+    if weight.shape[-1] % 8:
+        raise RuntimeError(f"weight last dim should be the multiple of 8, but it is "
+                           f"{weight.shape[-1]}")
+    if product().startswith("950"):
+        # npu_convert_weight_to_b4pack: the shape with the last axis / 8, weight's dtype
+        return _packed(weight, 8, weight.dtype)
+    if weight.dtype != torch.int32:
+        # the packing reads the host copy as int32 (data_ptr<int32_t>), which torch refuses
+        raise RuntimeError("npu_convert_weight_to_int4pack: below Ascend 950 the weight must "
+                           "be int32 (expected scalar type Int but found Float)")
+    return weight.new_empty((weight.shape[-2], weight.shape[-1] // 8), dtype=torch.int32)
+
+
 def register(lib: Any) -> None:
     """Define the family's operators in ``lib`` (the ``npu`` namespace) and their fake
     kernels."""
@@ -218,6 +258,7 @@ def register(lib: Any) -> None:
         "npu_dynamic_block_quant": _block_quant_fake,
         "npu_grouped_dynamic_mx_quant": _grouped_mx_fake,
         "npu_kronecker_quant": _kronecker_fake,
+        "npu_convert_weight_to_int4pack": _int4pack_fake,
     })
 
 
@@ -267,3 +308,9 @@ def npu_kronecker_quant(x: Any, kronecker_p1: Any, kronecker_p2: Any, clip_ratio
     """``torch_npu.npu_kronecker_quant``: (int4 values packed in int32, scale)."""
     return torch.ops.npu.npu_kronecker_quant(x, kronecker_p1, kronecker_p2, clip_ratio,
                                              dst_dtype, dst_type_max)
+
+
+def npu_convert_weight_to_int4pack(weight: Any, inner_k_tiles: int = 0) -> Any:
+    """``torch_npu.npu_convert_weight_to_int4pack``: 8 int4 (float4 on the 950) values an
+    element; (k, n / 8) int32 below the 950."""
+    return torch.ops.npu.npu_convert_weight_to_int4pack(weight, inner_k_tiles)
