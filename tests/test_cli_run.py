@@ -368,3 +368,13 @@ def test_run_keeps_its_leak_check_when_the_script_configures_the_sanitizer(tmp_p
     code, _ = run("run", script)
     err = capsys.readouterr().err
     assert code == 1 and "100-byte host block at" in err and "(leak: 1)" in err
+
+
+def test_a_sys_exit_in_an_atexit_handler_is_printed_and_leaves_the_status(tmp_path, capsys):
+    # as the interpreter (Python 3.11 to 3.13): "Exception ignored in atexit callback",
+    # the script's own status kept
+    path = tmp_path / "handler_exits.py"
+    path.write_text("import atexit, sys\natexit.register(sys.exit, 5)\nsys.exit(3)\n")
+    assert main(["run", str(path)], out=io.StringIO()) == 3
+    err = capsys.readouterr().err
+    assert "Exception ignored in atexit callback" in err and "SystemExit: 5" in err

@@ -230,6 +230,10 @@ def test_torch_load_and_save_are_torchs_again_after_the_estimate(tmp_path):
     ("os._exit(4)", 4),
     ("atexit.register(os._exit, 5)", 5),
     ("atexit.register(lambda: torch.empty(1 << 20, device='npu'))", 0),
+    # as the interpreter: a sys.exit in a handler is printed and ignored
+    ("atexit.register(sys.exit, 5)", 0),
+    ("atexit.register(sys.exit, 5)\nsys.exit(2)", 2),
+    ("atexit.register(print, 'never')\natexit.unregister(print)\nsys.exit(6)", 6),
 ])
 def test_every_way_a_script_ends_is_its_status_never_a_silent_fit(tmp_path, ending, status):
     path = tmp_path / "ends.py"

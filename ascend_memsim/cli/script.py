@@ -17,60 +17,12 @@ import os
 import pkgutil
 import runpy
 import sys
-import threading
 import traceback
 import types
-from collections.abc import Callable
-from typing import Any
+
+from ..runtime.exits import ExitHandlers, exit_status
 
 __all__ = ["run_script"]
-
-
-class _ExitHandlers:
-    """What ``atexit.register`` / ``atexit.unregister`` do, for the handlers registered while
-    the script runs: kept here, run when the script ends (last registered first)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._handlers: list[tuple[Callable, tuple, dict]] = []
-
-    def register(self, func: Callable, /, *args: Any, **kwargs: Any) -> Callable:
-        if not callable(func):
-            raise TypeError("the first argument must be callable")
-        with self._lock:
-            self._handlers.append((func, args, kwargs))
-        return func
-
-    def unregister(self, func: Callable, /) -> None:
-        with self._lock:
-            self._handlers = [h for h in self._handlers if h[0] != func]
-
-    def run(self) -> None:
-        """Call each handler once, last registered first; an exception in one is printed
-        (as the interpreter does: "Exception ignored in atexit callback") and the rest run."""
-        while True:
-            with self._lock:
-                if not self._handlers:
-                    return
-                func, args, kwargs = self._handlers.pop()
-            try:
-                func(*args, **kwargs)
-            except SystemExit as e:
-                if getattr(e, "ends_process", False):
-                    raise   # os._exit in a handler: the process ends there
-            except BaseException as e:  # as the interpreter: print it, go on
-                print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
-                traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
-
-
-def _status(code: object) -> int:
-    """The exit status of ``sys.exit(code)``, as the interpreter computes it."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    return 1
 
 
 def _code_of(path: str) -> types.CodeType:
@@ -100,7 +52,7 @@ def _execute(path: str, namespace: dict) -> int:
     except SystemExit as e:
         if getattr(e, "ends_process", False):
             raise   # os._exit (an estimate's): no exit handler runs after it
-        return _status(e.code)
+        return exit_status(e.code)
     except BaseException as e:  # the script's failure is its exit status
         tb = e.__traceback__
         if getattr(e, "_ascend_memsim_user_error", False):
@@ -152,7 +104,7 @@ def run_script(path: str, argv: list[str]) -> int:
     script's (its libraries' too: a real process would run them at its exit), and none
     registered before. Threads the script leaves running are not waited for.
     """
-    handlers = _ExitHandlers()
+    handlers = ExitHandlers()
     saved = (sys.argv, list(sys.path), sys.modules.get("__main__"), atexit.register,
              atexit.unregister)
     module = types.ModuleType("__main__")

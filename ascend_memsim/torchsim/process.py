@@ -3,13 +3,15 @@ silent "fits".
 
 - ``sys.exit(code)`` anywhere in the script (a function target too): the status Python's own
   exit would give: None and False are 0, True is 1, an int is itself, anything else (a
-  message) is 1 (:func:`exit_status`).
+  message) is 1 (:func:`~ascend_memsim.runtime.exits.exit_status`).
 - ``os._exit(code)``: in the script's own process it ends the script with that status, and
   the estimate reports (the real call would end the process before any summary); in a
   process the script forked (DataLoader workers, ``multiprocessing``) it is the real call.
 - ``atexit`` handlers the script registers run when the script ends, still in the estimate
-  (their allocations are counted, their ``os._exit`` is a status), as its process would run
-  them at its exit.
+  (their allocations are counted, their ``os._exit`` is a status; their errors, a
+  ``sys.exit`` too, are printed and change nothing), as its process would run them at its
+  exit (:class:`~ascend_memsim.runtime.exits.ExitHandlers`, which ``ascend-memsim run``
+  shares).
 - A child the script forks with ``os.fork()`` that returns out of the script ends there with
   the script's status, instead of going on to print a second summary (:func:`run`).
 - A thread the script starts (``threading.Thread``, a ``ThreadPoolExecutor``'s workers:
@@ -29,7 +31,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes, _pop_mode, _push_mode
 
-__all__ = ["ScriptExit", "exit_status", "run", "install_threads", "drain_autograd"]
+from ..runtime.exits import ExitHandlers, exit_status
+
+__all__ = ["ScriptExit", "run", "install_threads", "drain_autograd"]
 
 
 class ScriptExit(SystemExit):
@@ -45,32 +49,20 @@ class ScriptExit(SystemExit):
         self.status = status
 
 
-def exit_status(code: object) -> int:
-    """The process status of ``sys.exit(code)``, as Python's exit gives it."""
-    if code is None:
-        return 0
-    if isinstance(code, int):          # True and False too
-        return int(code)
-    return 1
-
-
 def run(body: Callable[[], int]) -> int:
     """Run the script (``body``, which gives its status) under the module's rules; its
     status."""
     pid = os.getpid()
-    real_exit, register = os._exit, atexit.register
-    handlers: list[tuple[Callable[..., Any], tuple, dict]] = []
+    real_exit, register, unregister = os._exit, atexit.register, atexit.unregister
+    handlers = ExitHandlers()
 
     def _exit(status: int) -> None:
         if os.getpid() != pid:
             real_exit(status)
         raise ScriptExit(status)
 
-    def at_exit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
-        handlers.append((fn, args, kwargs))
-        return fn
-
-    os._exit, atexit.register = _exit, at_exit  # type: ignore[assignment]
+    os._exit = _exit  # type: ignore[assignment]
+    atexit.register, atexit.unregister = handlers.register, handlers.unregister
     try:
         try:
             status = body()
@@ -78,17 +70,12 @@ def run(body: Callable[[], int]) -> int:
             return e.status
         except SystemExit as e:
             status = exit_status(e.code)
-        # the handlers last registered run first, as atexit runs them
-        while handlers:
-            fn, args, kwargs = handlers.pop()
-            try:
-                fn(*args, **kwargs)
-            except ScriptExit as e:
-                return e.status
-            except SystemExit as e:
-                status = status or exit_status(e.code)
+        try:
+            handlers.run()
+        except ScriptExit as e:
+            return e.status
     finally:
-        os._exit, atexit.register = real_exit, register
+        os._exit, atexit.register, atexit.unregister = real_exit, register, unregister
     if os.getpid() != pid:
         # a child the script forked came back out of it: it ends here, as its own process
         real_exit(status)
