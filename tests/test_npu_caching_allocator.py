@@ -261,6 +261,26 @@ def test_record_stream_delays_reuse_until_the_stream_has_run(rt):
     check(alloc)
 
 
+def test_erase_stream_undoes_record_stream_on_the_blocks_own_stream(rt):
+    # eraseStream (the source): the stream leaves the block's uses, so its free does not wait;
+    # the allocator-wide wrapper keeps the uses of a block made on another than the current
+    alloc = NpuCachingAllocator(rt)
+    side = rt.streams.create_stream()
+    p = alloc.malloc(4 * MiB)
+    alloc.record_stream(p, side)
+    alloc.erase_stream(p, side, current=0)
+    alloc.free(p)
+    assert [b["state"] for b in only_segment(alloc)["blocks"]] == ["inactive"]
+    q = alloc.malloc(4 * MiB, stream=side)
+    alloc.record_stream(q, 0)
+    alloc.erase_stream(q, 0, current=0)             # made on `side`, not the current: kept
+    alloc.free(q)
+    assert "active_pending_free" in [b["state"] for s in alloc.segments() for b in s["blocks"]]
+    with pytest.raises(InvalidArgument, match="invalid device pointer"):
+        alloc.erase_stream(q, side)
+    check(alloc)
+
+
 def test_roundup_power2_divisions():
     # round_size / roundup_power2_next_division: 4 divisions between 16 and 32 MiB
     with Runtime("A2", hbm_bytes=256 * MiB) as rt:

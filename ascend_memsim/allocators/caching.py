@@ -241,6 +241,23 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
             self.runtime.streams.stream(stream)
             block.stream_uses.add(stream)
 
+    def erase_stream(self, ptr: int, stream: int, current: int | None = None) -> None:
+        """eraseStream (the source): undo :meth:`record_stream`, so freeing the block no
+        longer waits for ``stream``. The allocator-wide wrapper's rule comes first: a block
+        allocated on a stream other than ``current`` (the device's current stream, when
+        given) keeps its uses. O(1).
+
+        Raises:
+            InvalidArgument: not a block this allocator handed out ("invalid device pointer").
+        """
+        with self._lock:
+            block = self._active.get(ptr) if ptr.__class__ is int else None
+            if block is None:
+                raise InvalidArgument(f"invalid device pointer: {ptr!r}")
+            if current is not None and block.stream != current:
+                return
+            block.stream_uses.discard(stream)
+
     def empty_cache(self, pool_id: tuple[int, int] | None = None) -> None:
         """emptyCache (the source): synchronise the device, empty the workspace allocator's
         cache (``NPUWorkspaceAllocator::emptyCache``), then free every wholly free segment

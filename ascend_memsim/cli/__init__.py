@@ -7,6 +7,10 @@ Every subcommand is a function ``cmd_<name>(args, out) -> exit code``; :func:`ma
 One convention everywhere: results go to ``out`` (stdout), diagnostics (warnings about a
 trace, progress, what ``run`` found in the script, errors) to stderr. ``--json`` replaces
 a command's result text with one JSON document.
+
+Size: past 600 lines because it is the argument parser of every subcommand (each option with
+its help text), kept in this one module so that ``--help`` imports nothing of the package;
+each command's work is in a module of its own.
 """
 
 from __future__ import annotations

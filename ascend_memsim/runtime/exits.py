@@ -33,7 +33,7 @@ class ExitHandlers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._handlers: list[tuple[Callable[..., Any], tuple, dict]] = []
+        self._handlers: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
 
     def register(self, func: Callable[..., Any], /, *args: Any,
                  **kwargs: Any) -> Callable[..., Any]:

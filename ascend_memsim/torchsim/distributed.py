@@ -48,7 +48,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from .hccl import Communicators, HcclBufferError, group_buffer_size
 
-__all__ = ["World", "GroupInfo", "ensure_hccl_backend", "ProcessGroupHCCL"]
+__all__ = ["World", "GroupInfo", "ensure_hccl_backend", "ProcessGroupHCCL", "current_world"]
 
 #: the rank being run (set by World.__enter__)
 _world: World | None = None
@@ -117,6 +117,11 @@ def ensure_hccl_backend() -> None:
         return
     dist.Backend.register_backend("hccl", _create_backend, extended_api=True,
                                   devices=["npu"])
+
+
+def current_world() -> World | None:
+    """The rank being run, or None outside a distributed estimate."""
+    return _world
 
 
 def _non_hccl_to_fake(backend: Any) -> Any:
@@ -254,11 +259,28 @@ class World:
                 if opname in _POINT_TO_POINT and i + 1 < len(args):
                     peer = args[i + 1]
                 break
-        if pg is None:
+        # not an HCCL group (torch's fake backend for gloo), or the pair's communicator
+        if pg is None or not self.use_group(pg, peer):
             return
+        if opname == "barrier":
+            # ProcessGroupHCCL::barrier: a one-element float on the device, all-reduced
+            torch.ones(1, device=torch.device("npu", self.session.device))
+
+    def use_group(self, pg: Any, peer: int | None = None) -> bool:
+        """Make the communicator a collective of ``pg`` (an HCCL group of this rank) uses
+        on this rank's device, if it is the first use: the pair's for a send or receive
+        with ``peer`` (not coalesced), when P2P communicators are on, else the group's; an
+        HCCL group's operators that are not c10d operators (torch_npu's uneven
+        collectives) call it themselves. False when ``pg`` is not an HCCL group of this
+        rank, or the pair's communicator served.
+
+        Raises:
+            torch.OutOfMemoryError: the device cannot hold the communicator's buffer (at the
+                script's line).
+        """
         info = self.groups.get(pg.group_name)
         if info is None:
-            return          # not an HCCL group (torch's fake backend for gloo)
+            return False
         session = self.session
         # torch's deprecation wrapper (all_gather_into_tensor) is not the script's line
         frames = [f for f in session.frames()
@@ -268,13 +290,11 @@ class World:
                 me = info.ranks[pg.rank()]
                 if self.communicators.for_pair(info.name, info.ranks,
                                                (me, info.ranks[peer]), frames):
-                    return
+                    return False
             self.communicators.for_group(info.name, info.ranks, info.buffsize, frames)
         except HcclBufferError as e:
             session.out_of_memory(str(e), e.size, frames)
-        if opname == "barrier":
-            # ProcessGroupHCCL::barrier: a one-element float on the device, all-reduced
-            torch.ones(1, device=torch.device("npu", session.device))
+        return True
 
 
 class _Collectives(TorchDispatchMode):

@@ -15,7 +15,9 @@ DECISION: one device: every NPU tensor is on the simulated device 0 (``device_co
 and events order nothing (fake tensors run no work); a stream's handle is the simulated
 runtime's, so the allocator keeps blocks per stream as torch_npu does. ACL graph capture
 (``NPUGraph``, ``graph``, ``make_graphed_callables``, ``graph_pool_handle``) is refused, see
-:mod:`.limits`. The calls that see the device's memory (``mem_get_info``,
+:mod:`.limits`, and so is device fault recovery (``stop_device``, ``restart_device``, see
+:mod:`._recovery`); the calls of a capture (task groups) fail as outside one, see
+:mod:`.graphs`. The calls that see the device's memory (``mem_get_info``,
 ``get_device_properties``, ``set_per_process_memory_fraction``, ``empty_cache``) are told to
 the session (:meth:`~.session.Session.asked`): a search by replays checks such a script by
 running it.
@@ -29,8 +31,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-
-from ...limits import graph_refusal
 
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device",
@@ -54,6 +54,16 @@ __all__ = [
     "enable_deterministic_with_backward", "disable_deterministic_with_backward",
     "check_uce_in_memory", "get_npu_overflow_flag", "clear_npu_overflow_flag",
     "stress_detect", "ExternalStream", "SyncLaunchStream", "get_allocator_backend",
+    "ExternalEvent", "CubeMathType", "matmul", "conv", "use_compatible_impl",
+    "are_compatible_impl_enabled", "current_blas_handle", "obfuscation_initialize",
+    "obfuscation_finalize", "obfuscation_calculate", "graph_task_group_begin",
+    "graph_task_group_end", "graph_task_update_begin", "graph_task_update_end",
+    "super_kernel_scope_begin", "super_kernel_scope_end", "NpuGraphOpHandler",
+    "register_npu_graph_handler", "mstx", "npurt", "stop_device", "restart_device",
+    "MemPool", "use_mem_pool", "NPUPluggableAllocator", "change_current_allocator",
+    "empty_virt_addr_cache", "reset_accumulated_memory_stats", "host_empty_cache",
+    "host_memory_stats", "host_memory_stats_as_nested_dict",
+    "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
 ]
 
 
@@ -66,13 +76,21 @@ from ._state import (
     set_active,  # noqa: F401  (the session sets itself through torch.npu)
 )
 from .memory import (  # noqa: F401  (the private three: torch_npu.npu._record_memory_history ...)
+    MemPool,
+    NPUPluggableAllocator,
     _dump_snapshot,
     _record_memory_history,
     _snapshot,
     caching_allocator_alloc,
     caching_allocator_delete,
+    change_current_allocator,
     empty_cache,
+    empty_virt_addr_cache,
+    get_allocator_backend,
     get_per_process_memory_fraction,
+    host_empty_cache,
+    host_memory_stats,
+    host_memory_stats_as_nested_dict,
     max_memory_allocated,
     max_memory_cached,
     max_memory_reserved,
@@ -83,10 +101,14 @@ from .memory import (  # noqa: F401  (the private three: torch_npu.npu._record_m
     memory_stats,
     memory_stats_as_nested_dict,
     memory_summary,
+    reset_accumulated_host_memory_stats,
+    reset_accumulated_memory_stats,
     reset_max_memory_allocated,
     reset_max_memory_cached,
+    reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
+    use_mem_pool,
 )
 
 # -- devices ---------------------------------------------------------------------------------
@@ -296,10 +318,12 @@ def ipc_collect() -> None:
 
 
 def set_option(option: dict) -> None:
-    """torch_npu.npu.set_option: accepted, without effect on memory (``npu_config.py``
-    refuses anything but a dict)."""
+    """torch_npu.npu.set_option: kept in the option table (:mod:`._options`: what
+    ``matmul.allow_hf32`` and the like read back), without effect on memory
+    (``npu_config.py`` refuses anything but a dict)."""
     if not isinstance(option, dict):
         raise TypeError("npu option must be a dict.")
+    _options.set_options(option)
 
 
 # -- random numbers: the generator's state is 16 bytes, as torch_npu's Philox (seed, offset)
@@ -325,39 +349,6 @@ def get_rng_state_all() -> list:
 def set_rng_state_all(new_states: Any) -> None:
     for state in new_states:
         set_rng_state(state)
-
-
-# -- ACL graphs: refused (see .limits) -------------------------------------------------------
-
-def _refuse_graph(name: str) -> None:
-    session = _session()
-    raise session.stop(graph_refusal(session, name))
-
-
-class NPUGraph:
-    """torch_npu.npu.NPUGraph (``torch_npu/npu/graphs.py``) during an estimate: refused."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        _refuse_graph("torch_npu.npu.NPUGraph")
-
-
-class graph:
-    """torch_npu.npu.graph (a capture context) during an estimate: refused."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        _refuse_graph("torch_npu.npu.graph")
-
-
-def make_graphed_callables(*args: Any, **kwargs: Any) -> Any:
-    _refuse_graph("torch_npu.npu.make_graphed_callables")
-
-
-def graph_pool_handle() -> Any:
-    _refuse_graph("torch_npu.npu.graph_pool_handle")
-
-
-def is_current_stream_capturing() -> bool:
-    return False
 
 
 # -- amp, seeds, settings --------------------------------------------------------------------
@@ -473,6 +464,8 @@ def reset() -> None:
     _SEED[0] = 0
     _sync_debug[0] = 0
     npu_config.reset()
+    _options.reset()
+    graphs.reset()
     aclnn.allow_hf32 = False
 
 
@@ -489,31 +482,52 @@ def check_uce_in_memory(device_id: int) -> int:
     return 0
 
 
-def get_npu_overflow_flag() -> None:
-    """Refused as on Atlas A2/A3 and 950 (``torch_npu/npu/utils.py``): those keep inf and
-    NaN, and torch_npu tells to use ``npu_check_overflow``."""
-    raise RuntimeError("Unsupported api when soc_version >= Ascend910B1, please use "
-                       "npu_check_overflow")
-
-
-clear_npu_overflow_flag = get_npu_overflow_flag
-
-
 def stress_detect(mode: int = 0) -> int:
     """The AI cores' self test: 0, passed."""
     return 0
 
 
-def get_allocator_backend() -> str:
-    """The caching allocator in use: torch_npu's own (``native``)."""
-    return "native"
-
-
 class ExternalStream(Stream):
-    """A stream made outside torch_npu, wrapped: a stream of the simulated runtime."""
+    """A stream made outside torch_npu, wrapped: the simulated runtime's stream
+    ``stream_ptr`` names (one ``npurt().npuStreamCreate`` made), else a new stream of it."""
 
     def __init__(self, stream_ptr: int = 0, device: Any = None, **kwargs: Any) -> None:
-        super().__init__(device)
+        handle = None
+        if isinstance(stream_ptr, int) and not isinstance(stream_ptr, bool) and stream_ptr:
+            try:
+                _session().runtime.streams.stream(stream_ptr)
+                handle = stream_ptr
+            except (LookupError, ValueError, TypeError):
+                handle = None
+        super().__init__(device, _handle=handle)
+
+
+class ExternalEvent(Event):
+    """torch_npu.npu.ExternalEvent (``torch_npu/npu/streams.py``): an event a capture takes as
+    an external node, waitable before it is recorded and ``reset`` before reuse; it orders
+    nothing here, as :class:`Event`."""
+
+    def __init__(self) -> None:
+        super().__init__(enable_timing=False, blocking=False, interprocess=False)
+
+    def reset(self, stream: Stream | None = None) -> None:
+        """Clear the recorded flag (nothing is recorded here)."""
+
+    def __repr__(self) -> str:
+        return "<torch_npu.npu.ExternalEvent uninitialized>"
+
+
+def npurt() -> types.ModuleType:
+    """The raw runtime calls (``npuHostRegister``, ``npuHostUnregister``, ``npuStreamCreate``,
+    ``npuStreamDestroy``), answered by the simulated runtime (:mod:`._npurt`).
+
+    Raises:
+        RuntimeError: outside an estimate (no NPU).
+    """
+    _session()
+    from . import _npurt
+
+    return _npurt
 
 
 class SyncLaunchStream(Stream):
@@ -521,9 +535,41 @@ class SyncLaunchStream(Stream):
 
 
 from .._missing import not_modelled  # noqa: E402
-from . import _typed, aclnn, amp, memory, npu_config, utils  # noqa: E402
+from . import _options, _typed, aclnn, amp, graphs, memory, npu_config, utils  # noqa: E402
+from ._options import (  # noqa: E402
+    CubeMathType,
+    are_compatible_impl_enabled,
+    conv,
+    matmul,
+    use_compatible_impl,
+)
+from ._recovery import restart_device, stop_device  # noqa: E402
 from ._typed import *  # noqa: E402, F403  (BFloat16Tensor, FloatStorage, ...)
+from .graphs import (  # noqa: E402
+    NPUGraph,
+    NpuGraphOpHandler,
+    graph,
+    graph_pool_handle,
+    graph_task_group_begin,
+    graph_task_group_end,
+    graph_task_update_begin,
+    graph_task_update_end,
+    is_current_stream_capturing,
+    make_graphed_callables,
+    register_npu_graph_handler,
+    super_kernel_scope_begin,
+    super_kernel_scope_end,
+)
+from .mstx import mstx  # noqa: E402  (the class: torch_npu.npu.mstx.mark(...))
 from .npu_config import *  # noqa: E402, F403  (set_dump, set_device_limit, ...)
+from .utils import (  # noqa: E402
+    clear_npu_overflow_flag,
+    current_blas_handle,
+    get_npu_overflow_flag,
+    obfuscation_calculate,
+    obfuscation_finalize,
+    obfuscation_initialize,
+)
 
 __all__ += [*npu_config.__all__, *_typed.__all__]
 

@@ -1,6 +1,6 @@
 """The stand-in ``torch_npu.utils``: the CANN version, thread affinity (no effect), combined
-tensors (one flat buffer holding several tensors, as the fused optimizers make) and
-``save_async``."""
+tensors (one flat buffer holding several tensors, as the fused optimizers make),
+``save_async`` and the flop counter (:mod:`.flops_count`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import torch
 
 from .._missing import not_modelled
 from ..npu.utils import get_cann_version
+from .flops_count import FlopsCounter
 
 __all__ = ["get_cann_version", "set_thread_affinity", "reset_thread_affinity",
            "npu_combine_tensors", "is_combined_tensor_valid", "get_part_combined_tensor",
-           "save_async"]
+           "save_async", "FlopsCounter"]
 
 __getattr__ = not_modelled("torch_npu.utils")
 
