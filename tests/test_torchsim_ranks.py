@@ -287,6 +287,33 @@ def test_a_group_never_used_and_a_job_without_collectives_hold_no_hccl(tmp_path,
     assert all(c.figures.hccl == 0 and not c.figures.communicators for c in result.classes)
 
 
+def test_asking_an_hccl_group_its_comm_name_makes_its_communicator(tmp_path, capfd):
+    # ProcessGroupHCCL::getHcclCommName: init_comm=False answers "" before the communicator
+    # is made; the default makes it (2 x HCCL_BUFFSIZE of 200 MB), and its name is what the
+    # MC2 operators take
+    text = """
+        import os, torch, torch.distributed as dist
+        import torch_npu
+        rank = int(os.environ["RANK"])
+        torch.npu.set_device(rank)
+        dist.init_process_group("hccl")
+        backend = dist.new_group([0, 1])._get_backend(torch.device("npu"))
+        print("before", repr(backend.get_hccl_comm_name(rank, init_comm=False)))
+        name = backend.get_hccl_comm_name(rank)
+        x = torch.empty(64, 128, dtype=torch.float16, device="npu")
+        w = torch.empty(128, 256, dtype=torch.float16, device="npu")
+        out, _ = torch_npu.npu_all_gather_base_mm(x, w, name, 2)
+        print("gathered", tuple(out.shape))
+    """
+    result = estimate_ranks(script(tmp_path, text), world_size=2, runtime_share=0)
+    printed = capfd.readouterr().out
+    assert printed.count("before ''") == 2 and printed.count("gathered (128, 256)") == 2
+    assert result.rank(0).hccl == result.rank(1).hccl == 400 * MiB
+    # outside the run the backend class is as torch made it
+    from torch._C._distributed_c10d import FakeProcessGroup
+    assert not hasattr(FakeProcessGroup, "get_hccl_comm_name")
+
+
 def test_hccl_buffer_size_in_pg_options_sets_that_group_only(tmp_path, recorder):
     text = TP.replace("tp = dist.new_group([0, 1])", """\
 import torch_npu._C._distributed_c10d as c10d_npu

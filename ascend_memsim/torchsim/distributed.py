@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,9 @@ _RESIZERS = (
     ("torch.distributed.utils", ("_free_storage", "_alloc_storage")),
     ("torch.distributed.algorithms.ddp_comm_hooks.mixed_precision_hooks", ("_free_storage",)),
 )
+
+#: what World._patch saves for a name the patched object did not have
+_ABSENT = object()
 
 #: c10d operators that send to or receive from one peer (the int after the group)
 _POINT_TO_POINT = {"send", "recv_"}
@@ -102,8 +106,12 @@ def _create_backend(common: Any, options: Any) -> Any:
     world.groups[str(common.group_id)] = GroupInfo(str(common.group_id), ranks,
                                                    group_buffer_size(options))
     # (torch's stubs give _create_internal fewer arguments than its C extension takes)
-    return FakeProcessGroup._create_internal(common.group_rank,  # type: ignore[call-arg,unused-ignore]
-                                             common.group_size, None)
+    backend = FakeProcessGroup._create_internal(common.group_rank,  # type: ignore[call-arg,unused-ignore]
+                                                common.group_size, None)
+    # the backend's group, for its get_hccl_comm_name (the backend is held here, so its id
+    # is not reused while the rank runs)
+    world.backends[id(backend)] = (backend, str(common.group_id))
+    return backend
 
 
 def ensure_hccl_backend() -> None:
@@ -144,6 +152,8 @@ class World:
         self.communicators = Communicators(session.runtime,
                                            session.allocator.history_length)
         self.coalescing = False
+        #: id of each HCCL backend made -> (the backend, its group's name)
+        self.backends: dict[int, tuple[Any, str]] = {}
         self._saved: list[tuple[Any, str, Any]] = []
         self._mode = _Collectives(self)
 
@@ -199,6 +209,7 @@ class World:
         for module in (c10d, dist):
             self._patch(module, "batch_isend_irecv", batch_isend_irecv)
         self._follow_storage_resizes()
+        self._patch(FakeProcessGroup, "get_hccl_comm_name", self._comm_name_method())
         from . import ddp
 
         ddp.install(self._patch, self.session)
@@ -228,8 +239,37 @@ class World:
             for name in names:
                 self._patch(module, name, resized(getattr(module, name)))
 
+    def _comm_name_method(self) -> Callable[..., str]:
+        """``ProcessGroupHCCL.get_hccl_comm_name(rankid, init_comm=True)`` for the HCCL
+        backends of the run (``torch_npu/csrc/distributed/Init.cpp``,
+        ``ProcessGroupHCCL::getHcclCommName``): the group's communicator, made now unless
+        ``init_comm`` is False (then "" if it is not made yet), and its name, which the
+        MC2 operators take as ``hcom``. DECISION: the name is the group's (HCCL makes up
+        its own, which no script reads for anything but passing it back)."""
+        world = self
+
+        def get_hccl_comm_name(backend: Any, rankid: int, *args: Any, **kwargs: Any) -> str:
+            if not isinstance(rankid, int) or rankid < 0:
+                raise RuntimeError(f"Invalid rank {rankid}")
+            entry = world.backends.get(id(backend))
+            if entry is None or entry[0] is not backend:
+                raise RuntimeError("get_hccl_comm_name: not an HCCL group of this estimate")
+            info = world.groups[entry[1]]
+            if not kwargs.get("init_comm", True) and not world.communicators.made(info.name):
+                return ""
+            session = world.session
+            try:
+                world.communicators.for_group(info.name, info.ranks, info.buffsize,
+                                              session.frames())
+            except HcclBufferError as e:
+                session.out_of_memory(str(e), e.size, session.frames())
+            return info.name
+
+        return get_hccl_comm_name
+
     def _patch(self, module: Any, name: str, value: Any) -> None:
-        self._saved.append((module, name, getattr(module, name)))
+        """Set ``module.name`` for the run (a name it did not have is removed after)."""
+        self._saved.append((module, name, getattr(module, name, _ABSENT)))
         setattr(module, name, value)
 
     def __exit__(self, *exc: Any) -> None:
@@ -240,7 +280,10 @@ class World:
                 dist.destroy_process_group()
         finally:
             for module, name, value in reversed(self._saved):
-                setattr(module, name, value)
+                if value is _ABSENT:
+                    delattr(module, name)
+                else:
+                    setattr(module, name, value)
             self._saved.clear()
             _world = None
 

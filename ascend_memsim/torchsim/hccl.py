@@ -188,6 +188,10 @@ class Communicators:
     def total(self) -> int:
         return sum(c.size for c in self._made.values())
 
+    def made(self, group: str) -> bool:
+        """Whether the group's communicator is made."""
+        return ("group", group) in self._made
+
     def for_group(self, group: str, ranks: tuple[int, ...], buffsize: int | None,
                   frames: list) -> Communicator:
         """The group's communicator, made now if it is the group's first use."""
