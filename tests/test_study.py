@@ -17,6 +17,7 @@ from ascend_memsim.plan import Grid, cells, fit_capacity, read_grid, study
 from ascend_memsim.plan import cache as cache_module
 from ascend_memsim.plan import search as search_module
 from ascend_memsim.plan.cache import cell_key
+from ascend_memsim.plan.study import CacheWarning
 
 GRID = {"products": "A2,950PR", "capacities": [64 * 1024 * MiB]}
 
@@ -178,13 +179,29 @@ def test_a_damaged_cache_entry_is_replayed_not_trusted(snapshots, tmp_path):
     first = study(grid, cache=tmp_path)
     [entry] = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs]
     good = json.loads(open(entry).read())
-    for bad in ("{not json", json.dumps(dict(good, fits=1)), json.dumps(dict(good, smallest=True)),
-                json.dumps(dict(good, extra=1)), json.dumps([good]),
-                " " * (cache_module.MAX_ENTRY_BYTES + 1) + json.dumps(good)):
+    assert set(good) == {"key", "answer", "checksum"} and entry.endswith(good["key"] + ".json")
+    key, answer = good["key"], good["answer"]
+
+    def signed(**changes):
+        """An entry whose checksum matches its changed answer."""
+        changed = dict(answer, **changes)
+        return json.dumps({"key": key, "answer": changed,
+                           "checksum": cache_module.checksum(key, changed)})
+
+    for bad, why in (
+            ("{not json", "not JSON"),
+            (signed(fits=1), "fits has the type int, not bool"),
+            (signed(smallest=True), "smallest has the type bool, not int or NoneType"),
+            (signed(extra=1), "does not have the fields of one"),
+            (json.dumps([good]), "not a cache entry"),
+            (json.dumps(dict(good, answer=dict(answer, retries=answer["retries"] + 1))),
+             "checksum does not match"),
+            (" " * (cache_module.MAX_ENTRY_BYTES + 1) + json.dumps(good), "larger than 64 KiB")):
         with open(entry, "w") as f:
             f.write(bad)
-        again = study(grid, cache=tmp_path)
-        assert again.cached == 0 and _answers(again) == _answers(first)
+        with pytest.warns(CacheWarning, match=why):
+            again = study(grid, cache=tmp_path)
+        assert again.cached == 0 and again.ignored == 1 and _answers(again) == _answers(first)
     assert study(grid, cache=tmp_path).cached == 1     # rewritten whole by the last run
 
 

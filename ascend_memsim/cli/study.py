@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+import warnings
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from ..plan.grid import Grid, read_grid
-from ..plan.study import StudyProgress, study
+from ..plan.study import CacheWarning, StudyProgress, study
 from .common import print_json
 
-__all__ = ["cmd_study", "default_cache", "progress_printer"]
+__all__ = ["cmd_study", "default_cache", "progress_printer", "cache_warnings_printed"]
 
 
 def default_cache() -> str:
@@ -49,6 +52,27 @@ def progress_printer(stream: Any = None) -> StudyProgress:
     return show
 
 
+@contextlib.contextmanager
+def cache_warnings_printed(stream: Any = None) -> Iterator[None]:
+    """While in the block, each :class:`CacheWarning` is printed on ``stream`` (stderr) as it
+    comes, ``ascend-memsim study: warning: ...``, every one of them (Python's filters would
+    show a message once); other warnings are shown as Python shows them."""
+    stream = stream or sys.stderr
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", CacheWarning)
+        shown = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+            if issubclass(category, CacheWarning):
+                print(f"ascend-memsim study: warning: {message}", file=stream)
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 def cmd_study(args: argparse.Namespace, out: TextIO) -> int:
     grid = read_grid(args.grid) if args.grid else Grid(snapshots=[])
     if args.snapshots:
@@ -68,8 +92,9 @@ def cmd_study(args: argparse.Namespace, out: TextIO) -> int:
     cache = None if args.no_cache else (args.cache or default_cache())
     shown = None if args.quiet else progress_printer()
     try:
-        found = study(grid, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler,
-                      cache=cache, progress=shown)
+        with cache_warnings_printed():
+            found = study(grid, jobs=args.jobs, executor=args.executor,
+                          scheduler=args.scheduler, cache=cache, progress=shown)
     except KeyboardInterrupt:
         where = (f"the answers so far are kept in {cache}: run the same command again to "
                  f"resume" if cache else "nothing was kept (--no-cache)")

@@ -16,10 +16,22 @@ Processes (``jobs`` > 1 on one machine): by ``fork`` where the platform has it, 
 snapshots' bytes shared copy-on-write (nothing sent); elsewhere pickled once to each worker.
 Dask: the bytes scattered to every worker once (``Client.scatter(broadcast=True)``); tasks
 take them by reference.
+
+A scheduler's address is checked before anything is sent (a scheme distributed can connect
+over, a port where the scheme has one), and the connection to it has a deadline, Dask's own
+connect timeout (:func:`connect_timeout`): ``Client(address, timeout=...)`` bounds the TCP
+connect and the client's registration, not the handshake between them
+(``distributed.comm.core.connect`` awaits the peer's handshake with no timeout), so a server
+that accepts and then says nothing would hold the study for ever. Whatever goes wrong there,
+a silence, bytes that are no Dask message (one announcing a 1 TiB frame makes numpy's
+allocation fail), a transport distributed no longer has, a scheduler with no workers, ends in
+:class:`ClusterUnavailable` naming the address and what happened.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import multiprocessing
 from abc import ABC, abstractmethod
@@ -33,9 +45,15 @@ from .cells import CellTask, forget, run_task
 from .grid import Snapshot
 
 __all__ = ["Executor", "Inline", "Processes", "DaskCluster", "executor_kind", "make_executor",
-           "EXECUTORS"]
+           "EXECUTORS", "ClusterUnavailable", "connect_timeout"]
 
 EXECUTORS = ("inline", "processes", "dask")
+
+
+class ClusterUnavailable(ConnectionError):
+    """The Dask scheduler at an address cannot run a study: no answer in time, an answer
+    that is no Dask scheduler's, no worker joining; the message names the address and why
+    (the error distributed raised is its ``__cause__``)."""
 
 
 class Executor(ABC):
@@ -152,19 +170,62 @@ class DaskCluster(Executor):
             self._cluster = LocalCluster(
                 n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
                 dashboard_address=":0", silence_logs=logging.CRITICAL)
-        try:
-            self._client = Client(self._cluster if address is None else address)
-            running = self._client.run(_worker_version)
-            versions = set(running.values())
-        except BaseException:
+            try:
+                self._client = Client(self._cluster)
+                running = self._client.run(_worker_version)
+            except BaseException:
+                self.close()
+                raise
+        else:
+            running = self._connect(address)
+        if not all(isinstance(v, str) for v in running.values()):
             self.close()
-            raise
+            raise ClusterUnavailable(f"the workers of {address or 'a local Dask cluster'} "
+                                     f"did not say which ascend-memsim they run")
+        versions = set(running.values())
         if versions - {__version__}:
             self.close()
             raise InvalidArgument(f"the cluster's workers run ascend-memsim "
                                   f"{', '.join(sorted(versions))}, this process "
                                   f"{__version__}: the answers (and the cache) need one version")
         self.workers = len(running)
+
+    def _connect(self, address: str) -> dict[str, Any]:
+        """Connect to the scheduler at ``address`` within :func:`connect_timeout`, wait as
+        long for a worker, and ask each worker its ascend-memsim version.
+
+        Raises:
+            InvalidArgument: an address distributed cannot connect to.
+            ClusterUnavailable: the connection failed, timed out, or met no Dask scheduler;
+                no worker joined in time.
+        """
+        _check_address(address)
+        timeout = connect_timeout()
+        where = f"the Dask scheduler at {address}"
+        try:
+            # half the deadline for the TCP connect and its retries (its own error, e.g.
+            # "connection refused", arrives before the deadline), the whole for the rest
+            self._client = _deadline_client()(address, timeout=timeout / 2)
+        except Exception as e:
+            raise ClusterUnavailable(f"cannot use {where}: {_why(e, timeout)}") from e
+        try:
+            try:
+                self._client.wait_for_workers(1, timeout=timeout)
+            except TimeoutError as e:
+                raise ClusterUnavailable(f"{where} has no workers: none joined within "
+                                         f"{timeout:g} s (start one: dask worker "
+                                         f"{address})") from e
+            running: dict[str, Any] = self._client.run(_worker_version)
+        except ClusterUnavailable:
+            self.close()
+            raise
+        except Exception as e:
+            self.close()
+            raise ClusterUnavailable(f"cannot use {where}: {_why(e, timeout)}") from e
+        except BaseException:
+            self.close()
+            raise
+        return running
 
     def run(self, snapshots: dict[str, Snapshot],
             tasks: list[CellTask]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
@@ -195,6 +256,81 @@ class DaskCluster(Executor):
     def describe(self) -> str:
         where = self.address or "a local cluster"
         return f"Dask ({where}, {self.workers} workers)"
+
+
+def connect_timeout() -> float:
+    """The deadline of a connection to a scheduler, in seconds: Dask's own
+    ``distributed.comm.timeouts.connect`` (30 s unless the user's Dask configuration, e.g.
+    ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=60s``, says otherwise), applied to the whole
+    connection: the TCP connect, the handshake and the client's registration."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    seconds = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    if seconds is None or not seconds > 0:
+        raise InvalidArgument("Dask's distributed.comm.timeouts.connect must be a positive "
+                              "time for a study to reach a scheduler")
+    return float(seconds)
+
+
+def _check_address(address: str) -> None:
+    """Raise InvalidArgument for an address distributed cannot connect to (an unknown
+    scheme, a transport it no longer has, a missing port), before any connection."""
+    from distributed import __version__ as version
+    from distributed.comm import parse_address
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, loc = parse_address(address)
+        backend = get_backend(scheme)
+    except ValueError as e:
+        raise InvalidArgument(f"the scheduler address {address!r}: {e}") from None
+    try:
+        # ucx:// in distributed 2025.x and later: a connector that cannot be made
+        backend.get_connector()
+    except Exception as e:
+        raise InvalidArgument(f"the scheduler address {address!r}: Dask distributed "
+                              f"{version} cannot connect over {scheme}:// "
+                              f"({type(e).__name__}: {e})") from None
+    try:
+        backend.get_address_host_port(loc)
+    except NotImplementedError:
+        pass      # a transport of no hosts and ports (inproc://, within this process)
+    except ValueError as e:
+        raise InvalidArgument(f"the scheduler address {address!r}: {e} (e.g. "
+                              f"tcp://10.0.0.1:8786)") from None
+
+
+@functools.cache
+def _deadline_client() -> type:
+    """distributed's ``Client`` whose start, the whole connection, ends within twice its
+    ``timeout`` (``distributed.utils.sync``'s ``callback_timeout``, which ``Client.start``
+    passes on), and which closes itself when it does not start."""
+    from distributed import Client
+
+    class DeadlineClient(Client):
+        def start(self, **kwargs: Any) -> None:
+            try:
+                super().start(callback_timeout=2 * self._timeout, **kwargs)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.close(timeout=self._timeout)
+                raise
+
+    return DeadlineClient
+
+
+def _why(e: Exception, timeout: float) -> str:
+    """What went wrong connecting to a scheduler, for a person."""
+    if isinstance(e, TimeoutError):
+        return (f"no answer as a Dask scheduler within {timeout:g} s (Dask's "
+                f"distributed.comm.timeouts.connect); is something else listening there?")
+    cause = e.__cause__
+    detail = f"{e}" + (f" ({type(cause).__name__}: {cause})" if str(cause or "") else "")
+    if isinstance(e, OSError):
+        return f"cannot connect: {detail}"
+    return (f"what came back is no Dask scheduler's answer ({type(e).__name__}: "
+            f"{detail[:300]})")
 
 
 def executor_kind(executor: str | None, jobs: int, scheduler: str | None) -> str:

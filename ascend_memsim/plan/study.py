@@ -16,22 +16,29 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..memory.errors import InvalidArgumentType
+from ..allocators.conf import parse_alloc_conf
+from ..memory.errors import AclError, InvalidArgumentType
 from ..memory.profiles import get_profile
 from ..memory.units import human_bytes, plural
-from .cache import ResultCache, cell_key
+from .cache import CacheWarning, DamagedEntry, ResultCache, cell_key
 from .cells import ANSWER_FIELDS, CellTask
 from .executors import executor_kind, make_executor
 from .fit import _check_jobs
 from .grid import Grid
 
-__all__ = ["study", "Study", "StudyRow", "StudyProgress"]
+__all__ = ["study", "Study", "StudyRow", "StudyProgress", "CacheWarning", "answer_problem",
+           "MAX_WARNINGS"]
+
+#: a study warns about this many cache entries one by one, then says how many more
+MAX_WARNINGS = 10
 
 #: Called after the cache was read and after each task: (cells answered, cells in all, what
 #: was just answered: ``"cache"`` or ``"SNAPSHOT on PRODUCT up to CAPACITY"``).
@@ -86,6 +93,8 @@ class Study:
     rows: list[StudyRow] = field(default_factory=list)
     #: the cells answered from the cache
     cached: int = 0
+    #: the cache entries found but not trusted (each warned about, its cell replayed)
+    ignored: int = 0
     #: the replays this study ran
     replays: int = 0
     seconds: float = 0.0
@@ -98,7 +107,8 @@ class Study:
         return all(r.fits for r in self.rows)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"cells": len(self.rows), "cached": self.cached, "replays": self.replays,
+        return {"cells": len(self.rows), "cached": self.cached, "ignored": self.ignored,
+                "replays": self.replays,
                 "seconds": self.seconds, "executor": self.executor,
                 "rows": [r.as_dict() for r in self.rows]}
 
@@ -164,11 +174,22 @@ def study(grid: Grid | dict[str, Any], *, jobs: int | None = 1, executor: str | 
     as :data:`StudyProgress`. A snapshot that cannot be searched gets rows with its
     ``error``; the other cells are answered.
 
+    The cache folder is made and checked before anything else is read. A cache entry that
+    is damaged, made for another cell, or whose answer the search could not have given
+    (:func:`answer_problem`) is not used: its cell is replayed and a :class:`CacheWarning`
+    says which entry and why (the first :data:`MAX_WARNINGS`, then how many more). An
+    answer that cannot be written to the cache is warned about (the first, then how many in
+    all), and the study goes on.
+
     Raises:
         InvalidArgument(Type): a bad grid value, executor, jobs or scheduler; a snapshot
-            that cannot be read.
+            that cannot be read; a cache folder that is not a directory or cannot be
+            written to.
         AllocatorConfigError: a setting torch_npu refuses (the message names it).
         ImportError: the dask executor without Dask distributed installed.
+        ClusterUnavailable: (a ``ConnectionError``) the Dask scheduler at ``scheduler``
+            cannot be used: no answer in time, not a Dask scheduler, no workers (the
+            message names it and why).
     """
     started = time.perf_counter()
     if isinstance(grid, dict):
@@ -177,8 +198,12 @@ def study(grid: Grid | dict[str, Any], *, jobs: int | None = 1, executor: str | 
         raise InvalidArgumentType(f"grid must be a Grid or a dict, not {type(grid).__name__}")
     jobs = _check_jobs(jobs)
     kind = executor_kind(executor, jobs, scheduler)
-    g = grid.checked()
     store = None if cache is None else ResultCache(cache, ANSWER_FIELDS)
+    if store is not None:
+        store.prepare()
+    g = grid.checked()
+    ignored: list[str] = []
+    unkept = 0
     rows: dict[tuple[Any, ...], StudyRow] = {}
     order: list[tuple[Any, ...]] = []
     tasks: list[CellTask] = []
@@ -199,7 +224,21 @@ def study(grid: Grid | dict[str, Any], *, jobs: int | None = 1, executor: str | 
                     row = rows[cell] = StudyRow(snap.name, snap.sha256, product, top, conf)
                     keys[cell] = cell_key(snap.sha256, product, top, conf, g.cann, g.step,
                                           g.window)
-                    found = store.get(keys[cell]) if store is not None else None
+                    found = None
+                    if store is not None:
+                        try:
+                            found = store.get(keys[cell])
+                            problem = "" if found is None else answer_problem(
+                                found, top, g.step, len(snap.data), conf)
+                        except DamagedEntry as e:
+                            problem = str(e)
+                        if problem:
+                            found = None
+                            ignored.append(
+                                f"the cache entry {store.path(keys[cell])} ({snap.name} on "
+                                f"{product} up to {human_bytes(top)}, "
+                                f"{conf or '(default)'}) is not used, its cell is replayed: "
+                                f"{problem}")
                     if found is None:
                         missing.append(conf)
                     else:
@@ -208,11 +247,16 @@ def study(grid: Grid | dict[str, Any], *, jobs: int | None = 1, executor: str | 
                     tasks.append(CellTask(snap.sha256, snap.name, product, top,
                                           tuple(settings), tuple(missing), g.cann, g.step,
                                           g.window))
+    for text in ignored[:MAX_WARNINGS]:
+        warnings.warn(text, CacheWarning, stacklevel=2)
+    if len(ignored) > MAX_WARNINGS:
+        warnings.warn(f"{len(ignored) - MAX_WARNINGS} more cache entries in {cache} are not "
+                      f"used, their cells replayed", CacheWarning, stacklevel=2)
     cached = len(order) - sum(len(t.missing) for t in tasks)
     done = cached
     if progress is not None:
         progress(done, len(order), "cache")
-    result = Study(cached=cached)
+    result = Study(cached=cached, ignored=len(ignored))
     needed = {t.sha256 for t in tasks}
     snapshots = {s.sha256: s for s in g.snapshots if s.sha256 in needed}
     # the longest tasks first (by the snapshot's size times the settings searched), so that
@@ -239,11 +283,23 @@ def study(grid: Grid | dict[str, Any], *, jobs: int | None = 1, executor: str | 
                 _fill(row, answer, cached=False)
                 result.replays += row.replays
                 if store is not None:
-                    store.put(keys[cell], answer)
+                    try:
+                        store.put(keys[cell], answer)
+                    except OSError as e:
+                        # the first said as it happens (a full disk, the folder removed),
+                        # how many in all at the end; the table is whole either way
+                        unkept += 1
+                        if unkept == 1:
+                            warnings.warn(f"cannot keep an answer in the cache: "
+                                          f"{store.path(keys[cell])}: {e.strerror or e}; the "
+                                          f"study goes on", CacheWarning, stacklevel=2)
             done += len(task.missing)
             if progress is not None:
                 progress(done, len(order), f"{task.name} on {task.product} up to "
                                            f"{human_bytes(task.capacity)}")
+    if unkept > 1:
+        warnings.warn(f"{unkept} answers in all could not be kept in the cache folder "
+                      f"{cache}: a study run again replays them", CacheWarning, stacklevel=2)
     result.rows = [rows[c] for c in order]
     result.seconds = time.perf_counter() - started
     return result
@@ -253,3 +309,77 @@ def _fill(row: StudyRow, answer: dict[str, Any], cached: bool) -> None:
     for name in ANSWER_FIELDS:
         setattr(row, name, answer[name])
     row.cached = cached
+
+
+_SIZES = ("lower_bound", "peak_allocated", "peak_reserved", "peak_device")
+
+
+def answer_problem(answer: dict[str, Any], capacity: int, step: int, snapshot_bytes: int,
+                   setting: str) -> str:
+    """Why ``answer`` (a cache entry's, of the right fields and types) cannot be what the
+    capacity search answers for a cell searched up to ``capacity`` in steps of ``step``, of
+    a snapshot of ``snapshot_bytes`` bytes, with ``setting``; "" when it can. Time O(1) but
+    for a ``same_as`` setting, parsed (linear in its length).
+
+    What :func:`~ascend_memsim.plan.search.search` answers, checked here: a search that does
+    not fit ran one replay, at the top, and holds no figure (``FitSearch``'s defaults); one
+    that fits has ``step <= lower_bound <= smallest <= all_fit_from <= capacity``, each a
+    multiple of the step (every capacity it replays is), a smallest equal to the lower bound
+    only when exact, peaks ``allocated <= reserved <= device <= all_fit_from`` (the replay
+    at ``all_fit_from`` fits) with the peak allocated under the lower bound (the bound is
+    the top run's peak allocated rounded up, and a run that fits allocates alike at every
+    capacity), at most one replay per step up to the capacity (each replay is at a step of
+    its own), and at most one retry per byte of the snapshot (a retry is one allocation of
+    it). An answer taken from ``same_as`` ran no replay and took no time.
+    """
+    a = answer
+    mb = human_bytes
+    for name in (*_SIZES, "smallest", "all_fit_from"):
+        if a[name] is not None and not 0 <= a[name] <= capacity:
+            # the value itself is not printed: it may be thousands of digits
+            return f"{name} is not between 0 and the capacity searched, {mb(capacity)}"
+    if not 0 <= a["retries"] <= snapshot_bytes:
+        return (f"retries is not between 0 and one per byte of the snapshot "
+                f"({snapshot_bytes:,} bytes)")
+    if not (math.isfinite(a["seconds"]) and a["seconds"] >= 0):
+        return "seconds is not a time"
+    same_as, replays = a["same_as"], a["replays"]
+    if same_as is None:
+        most = capacity // step
+        if not 1 <= replays <= most:
+            return (f"replays is not between 1 and one per step up to the capacity "
+                    f"({most:,})")
+    else:
+        if same_as == setting:
+            return "it says it replays alike its own setting"
+        if replays != 0 or a["seconds"] != 0.0:
+            return "it is another setting's answer, yet ran replays of its own"
+        try:
+            parse_alloc_conf(same_as)
+        except (AclError, ValueError):
+            return "same_as is not an allocator setting"
+    if not a["fits"]:
+        if (a["smallest"], a["all_fit_from"], a["smallest_exact"], a["retries"],
+                *(a[n] for n in _SIZES)) != (None, None, False, 0, 0, 0, 0, 0):
+            return "it does not fit, yet holds the figures of a fit"
+        if same_as is None and replays != 1:
+            return "it does not fit, yet ran more than the one replay at the top"
+        return ""
+    smallest, all_from, lower = a["smallest"], a["all_fit_from"], a["lower_bound"]
+    if smallest is None or all_from is None:
+        return "it fits, yet names no capacity that fits"
+    if smallest % step or all_from % step or lower % step:
+        return f"a capacity in it is not a multiple of the step, {mb(step)}"
+    if not step <= lower <= smallest <= all_from <= capacity:
+        return (f"it fits from {mb(all_from)}, the smallest {mb(smallest)}, with a lower "
+                f"bound of {mb(lower)}: not in that order between one step ({mb(step)}) "
+                f"and the capacity ({mb(capacity)})")
+    if smallest == lower and not a["smallest_exact"]:
+        return "its smallest is the lower bound, yet not exact"
+    if not a["peak_allocated"] <= a["peak_reserved"] <= a["peak_device"] <= all_from:
+        return (f"its peaks (allocated, reserved, device) are not in order up to the "
+                f"capacity that fits, {mb(all_from)}")
+    if a["peak_allocated"] > lower:
+        return (f"its peak allocated, {mb(a['peak_allocated'])}, is above the lower bound, "
+                f"{mb(lower)}")
+    return ""
