@@ -141,8 +141,15 @@ def test_replay_bisect_plot_map_stats(tmp_path):
     assert "first failure" in open(out).read()
     svg = str(tmp_path / "p.svg")
     assert run("plot", path, "-o", svg, "--what", "timeline", "--quiet")[0] == 0
-    code, text = run("map", path, "--at", "end", "--quiet")
+    code, text = run("map", path, "--at", "end", "--cell", "2MiB", "--quiet")
     assert code == 0 and "HhHhHhn" in text
+    # by default the scale comes from the span the blocks use: 12 MiB + 128 B in about 8
+    # lines of 64 is 24 KiB a character, 32 KiB up to a power of two; each 4 MiB block two
+    # lines, its 2 MiB of data a line of H, its padding and page rounding one of h
+    code, text = run("map", path, "--at", "end", "--quiet")
+    assert code == 0 and "one character = 32 KiB (scaled to the 12 MiB + 128 B" in text
+    assert "+2 MiB      " + "h" * 64 in text.splitlines()
+    assert run("map", path, "--cell", "96", "--quiet")[0] == 2
     code, text = run("stats", path, "--quiet")
     # the 100-byte aclrtMallocWithCfg block: ALIGN_UP(100, 32) = 128, no +32 (memory.cpp)
     assert code == 0 and "footprint_bytes all" in text and "12 MiB + 128 B" in text

@@ -118,7 +118,10 @@ def test_the_scripts_own_statistics_are_the_simulated_ones(tmp_path, capsys):
     # that of AdamW state
     weights = 4 * block(4096 * 4096 * 4) + 4 * block(4096 * 4)
     assert result["at_peak"]["parameters"] == weights
-    assert result["fits"] and result["margin"] == result["capacity"] - result["peak_reserved"]
+    # the margin leaves out the runtime's share, taken before the script (A2's ESTIMATE)
+    assert result["runtime_share"] == 512 << 20
+    assert result["fits"] and result["margin"] == (result["capacity"] - result["peak_reserved"]
+                                                   - result["runtime_share"])
     assert "HCCL" in " ".join(result["not_counted"])
 
 
@@ -164,7 +167,7 @@ def test_out_of_memory_in_backward_is_raised_at_the_backward_call(tmp_path):
         raise SystemExit(3)
     """)
     code = ("import sys\nfrom ascend_memsim.torchsim import estimate\n"
-            f"r = estimate({path!r}, capacity=40 << 20, workspace=False)\n"
+            f"r = estimate({path!r}, capacity=40 << 20, workspace=False, runtime_share=0)\n"
             "print(r.status, r.out_of_memory['frames'][0]['line'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
@@ -369,3 +372,27 @@ def test_the_package_and_the_cli_work_without_torch(tmp_path):
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert done.returncode == 2
     assert "estimate needs torch" in done.stderr
+
+
+def test_one_card_takes_the_runtimes_share_as_each_rank_does(tmp_path):
+    # runtime_share.py: A2's ESTIMATE, 512 MiB, taken from the device before the script.
+    # By hand: 30 MiB + 32 bytes rounds to 30 MiB + 512, in a segment rounded up to 2 MiB
+    # steps (above 10 MiB): 32 MiB. So 544 MiB fits with nothing to spare, 542 MiB does not
+    path = script(tmp_path, "import torch, torch_npu\n"
+                            "x = torch.empty(30 << 20, dtype=torch.uint8, device='npu')\n")
+    from ascend_memsim.torchsim import estimate_ranks
+
+    exact = estimate(path, product="A2", capacity=544 << 20)
+    assert exact.fits and exact.runtime_share == 512 << 20 and exact.margin == 0
+    assert "runtime share    512.00 MiB" in str(exact)
+    short = estimate(path, product="A2", capacity=542 << 20)
+    assert not short.fits and short.out_of_memory["frames"][0]["line"] == 2
+    # the same total as one rank of --world-size 1
+    rank = estimate_ranks(path, world_size=1, product="A2", capacity=544 << 20).rank(0)
+    assert rank.total == exact.device_peak + exact.runtime_share == 544 << 20
+    # left out with 0, from Python and the command line
+    assert estimate(path, product="A2", capacity=32 << 20, runtime_share=0).fits
+    code, out = run("estimate", "--capacity", "32MiB", "--runtime-share", "0", path)
+    assert code == 0 and "runtime share" not in out
+    code, out = run("estimate", "--capacity", "544MiB", "--runtime-share", "1GiB", path)
+    assert code == 1 and "the runtime's share of 1073741824 bytes does not fit" in out

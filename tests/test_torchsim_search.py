@@ -39,7 +39,7 @@ import torch_npu
 
 MiB = 1 << 20
 free, total = torch_npu.npu.mem_get_info()
-chunks = min(8, total // (64 * MiB))
+chunks = min(8, free // (64 * MiB))   # free: the runtime took its share first
 held = [torch.empty(32 * MiB, dtype=torch.uint8, device="npu") for _ in range(chunks)]
 """
 
@@ -310,3 +310,70 @@ def test_a_value_read_is_the_value_the_tensors_dtype_holds():
 
     estimate(script, item_value=1e308)
     assert seen == {"float32": float("inf"), "float64": 1e308}
+
+
+class Terminal(io.StringIO):
+    """stderr as a terminal: the search draws its progress line on it."""
+
+    def isatty(self):
+        return True
+
+
+def test_bisect_reports_its_phases_and_replays_as_it_goes(tmp_path, monkeypatch):
+    """A --bisect over a script of a million small tensors ran 3.5 minutes showing nothing:
+    the run of the script (with its trace entries so far), the reading of the trace, each
+    replay of about as many as a bisection of the range takes, are reported."""
+    import ascend_memsim.torchsim.search as search
+
+    monkeypatch.setattr(search, "TICK", 0.02)
+    # FRAG holds its twelve 6 MiB tensors at once, each a block of 6 MiB + 512 (torch_npu's
+    # 32 bytes of padding, rounded up to 512): peak allocated 12 x (6 MiB + 512), so the
+    # lowest capacity searched is 74 MiB (37 steps of 2 MiB); up to 1 GiB (512 steps):
+    # 512 - 37 = 475 steps, 9 halvings (2**9 = 512 >= 475 > 256): about 2 + 9 = 11 replays
+    seen = []
+    path = script(tmp_path, FRAG + "import time\ntime.sleep(0.5)\n")
+    found = fit_script(path, top=1 << 30, progress=lambda *a: seen.append(a))
+    assert found.fits and found.traced.peak_allocated == 12 * (6 * MiB + 512)
+    assert search.about_replays(74 * MiB, 1 << 30, 2 * MiB) == 11
+    assert seen[0] == ("traced", 0, 1)
+    ran = seen.index(("traced", 1, 1))
+    # while the script ran (half a second asleep at its end): its entries so far, the last
+    # told during the sleep: every entry up to the last allocation (the frees of the
+    # script's teardown come after it)
+    entries = [done for phase, done, _ in seen[1:ran]]
+    assert entries and all(phase == "entries" for phase, _, _ in seen[1:ran])
+    assert entries == sorted(entries)
+    trace = found.traced.snapshot["device_traces"][0]
+    assert entries[-1] == 1 + max(i for i, e in enumerate(trace) if e["action"] == "alloc")
+    replays = found.search.replays
+    assert seen[ran + 1:] == [("replays", i, 11) for i in range(replays + 1)]
+
+
+def test_bisect_draws_its_progress_on_a_terminal_only(tmp_path, monkeypatch):
+    path = script(tmp_path, FRAG)
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    code, out = run("estimate", "--bisect", "--capacity", "1GiB", path)
+    assert code == 0 and "every capacity from" in out
+    drawn = terminal.getvalue()
+    lines = [line for line in drawn.split("\r\x1b[K") if line]
+    # each phase on one line redrawn in place, the time spent after it; cleared at the end
+    said = [line.rsplit(", ", 1)[0] for line in lines]
+    assert said[0] == "bisect: running the script once"
+    assert said[said.index("bisect: the script ran") + 1] == \
+        "bisect: reading the trace for about 11 replays"
+    assert "bisect: replay 1 of about 11" in said
+    assert all(line.rsplit(", ", 1)[1][:2] in ("0:", "1:") for line in lines)
+    assert drawn.endswith("\r\x1b[K")
+    # a sweep of two settings: about 11 replays each
+    terminal.seek(0)
+    terminal.truncate()
+    code, _ = run("estimate", "--sweep-conf", ";expandable_segments:True", "--capacity",
+                  "1GiB", path)
+    assert code == 0 and "sweep: replay 1 of about 22, " in terminal.getvalue()
+    # piped, with --quiet or --json: nothing drawn
+    for argv, stream in ((["--bisect"], io.StringIO()), (["--bisect", "--quiet"], Terminal()),
+                         (["--bisect", "--json"], Terminal())):
+        monkeypatch.setattr("sys.stderr", stream)
+        code, _ = run("estimate", *argv, "--capacity", "1GiB", path)
+        assert code == 0 and stream.getvalue() == ""

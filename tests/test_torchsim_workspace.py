@@ -56,7 +56,7 @@ def test_a_matmul_takes_20_mib_from_the_workspace_allocator_kept_across_steps():
     # the tensors' 20 MiB segment (a and the product fit one kLargeBuffer) and the block
     assert result.peak_reserved == 20 * MiB
     assert result.device_peak == 20 * MiB + block
-    assert result.margin == result.capacity - result.device_peak
+    assert result.margin == result.capacity - result.device_peak - result.runtime_share
 
 
 def test_the_workspace_grows_to_the_largest_request_and_keeps_it():
@@ -133,11 +133,16 @@ def test_an_operator_outside_the_table_counts_zero_and_is_reported():
 def test_a_job_that_fits_without_workspace_does_not_fit_with_it():
     # By hand: the 4 MiB matrix and its product (4 MiB + 512 each) share one 20 MiB
     # segment (kLargeBuffer); the matmul's 20 MiB workspace needs a 22 MiB segment
-    # (TASK_QUEUE_ENABLE=1) or workspace block (2). 32 MiB holds 20 MiB, not 42 MiB.
-    capacity = 32 * MiB
+    # (TASK_QUEUE_ENABLE=1) or workspace block (2). 32 MiB holds 20 MiB, not 42 MiB; the
+    # runtime's share is taken first (512 MiB, A2's ESTIMATE), so the card has that more
+    capacity = 512 * MiB + 32 * MiB
     without = estimate(square(), capacity=capacity, workspace=False)
     assert without.fits and without.peak_reserved == 20 * MiB
+    assert without.runtime_share == 512 * MiB and without.margin == 12 * MiB
     assert "operator workspaces (switched off)" in str(without)
+    assert "runtime share    512.00 MiB" in str(without)
+    not_counted = next(line for line in str(without).splitlines() if "not counted" in line)
+    assert "HCCL" in not_counted and "runtime's context" not in not_counted
     with_it = estimate(square(), capacity=capacity)
     assert not with_it.fits
     assert with_it.out_of_memory["message"].startswith(
@@ -149,7 +154,10 @@ def test_a_job_that_fits_without_workspace_does_not_fit_with_it():
     with_it = estimate(square(), capacity=capacity, task_queue=2)
     assert with_it.out_of_memory["message"].startswith(
         "NPU out of memory. NPUWorkspaceAllocator tried to allocate 20.00 MiB")
-    assert estimate(square(), capacity=48 * MiB, task_queue=2).fits
+    assert estimate(square(), capacity=512 * MiB + 48 * MiB, task_queue=2).fits
+    # without the share, as before it was counted: 32 MiB alone holds the job
+    assert estimate(square(), capacity=32 * MiB, workspace=False, runtime_share=0).fits
+    assert not estimate(square(), capacity=512 * MiB + 20 * MiB - 64, workspace=False).fits
 
 
 @pytest.mark.parametrize("content, says", [

@@ -57,9 +57,14 @@ def test_map_folds_long_free_stretches(a2):
 
 def test_text_map_characters(a2):
     _scene(a2)
-    lines = text_map(MapSnapshot.of(a2.device(0))).splitlines()
+    # at a huge page a character (the scale the characters are named for)
+    lines = text_map(MapSnapshot.of(a2.device(0)), cell=2 * MiB).splitlines()
     assert lines[1].split()[-1].startswith("HhHn.")
-    assert "one character = 2 MiB" in lines[-1]
+    assert lines[-2].startswith("one character = 2 MiB: ")
+    # the 100 B block (footprint 128 B, no +32 with aclrtMallocWithCfg) is the one smaller
+    # than a character, at 6 MiB: after the 4 MiB of the first block and the 2 MiB of the
+    # second
+    assert lines[-1] == "smaller than a character (2 MiB), each drawn as one: 100 B at +6 MiB"
 
 
 def test_timeline_svg_and_html_page_parse(a2):
@@ -291,8 +296,9 @@ def test_png_map_draws_what_the_svg_draws(a2):
         plt.close(fig)
 
 
-def test_identical_full_lines_fold_as_free_lines_do():
-    """Issue 36, item 9: three 1 GiB-page blocks printed 32 identical lines of G."""
+def test_the_text_map_is_scaled_to_the_trace_marks_block_edges_and_lists_small_blocks():
+    """Issue 36, item 9: the text map was fixed at 2 MiB a character, so three 1 GiB blocks
+    were 32 lines of G with no edge between them and the 100 B block was not named."""
     from ascend_memsim import GiB, Runtime
 
     with Runtime("A2", hbm_bytes=8 * GiB, sanitizer="off") as rt:
@@ -301,8 +307,171 @@ def test_identical_full_lines_fold_as_free_lines_do():
             rt.malloc(GiB, 6)                              # HUGE1G_ONLY
         rt.malloc(100)
         lines = text_map(MapSnapshot.of(rt.device(0))).splitlines()
-    # 3 GiB at 2 MiB a character, 64 to a line: 24 lines of G, one shown
+    # the blocks span 3 GiB + 192 B (the 100 B block: ALIGN_UP(100, 32) + 32 = 160 B, 192 B
+    # on the 64 B granule); in about 8 lines of 64 that is 3 GiB / 512 = 6 MiB a character,
+    # up to a power of two: 8 MiB; a 1 GiB block is 128 characters, two lines
+    g = "G" * 64
+    assert lines[1:9] == [
+        "+0 MiB      " + g,
+        "            ... 1 more line the same (512 MiB) ...",
+        "+1024 MiB   |" + g[1:],                 # the second block's edge
+        "+1536 MiB   " + g,
+        "+2048 MiB   |" + g[1:],                 # the third's
+        "+2560 MiB   " + g,
+        "+3072 MiB   n" + "." * 63,             # the 100 B block, one character
+        # 8 GiB - (3 GiB + 512 MiB drawn)
+        "            ... 4 GiB + 512 MiB free to the end ...",
+    ]
+    assert lines[9].startswith("one character = 8 MiB (scaled to the 3 GiB + 192 B the "
+                               "blocks span): G 1 GiB pages, ")
+    assert lines[9].endswith(", | a block starts after one drawn alike")
+    assert lines[10] == ("smaller than a character (8 MiB), each drawn as one: "
+                         "100 B at +3072 MiB")
+
+
+def test_identical_full_lines_fold_as_free_lines_do():
+    """Issue 36, item 9 (the first part): full lines the same as the one above fold."""
+    from ascend_memsim import GiB, Runtime
+
+    with Runtime("A2", hbm_bytes=8 * GiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        rt.malloc(GiB, 6)
+        lines = text_map(MapSnapshot.of(rt.device(0)), cell=2 * MiB).splitlines()
+    # 1 GiB at 2 MiB a character, 64 to a line: 8 lines of G, one shown
     assert lines[1] == "+0 MiB      " + "G" * 64
-    assert lines[2].strip() == "... 23 more lines the same (2 GiB + 896 MiB) ..."
-    assert lines[3] == "+3072 MiB   n" + "." * 63
-    assert lines[4].strip() == "... 4 GiB + 896 MiB free to the end ..."
+    assert lines[2].strip() == "... 7 more lines the same (896 MiB) ..."
+    assert lines[3].strip() == "... 7 GiB free to the end ..."
+
+
+def test_a_block_smaller_than_a_character_shows_beside_a_larger_one():
+    """Its own character, not its neighbour's, where both share one; listed by size, or
+    counted by size when there are many."""
+    from types import SimpleNamespace
+
+    from ascend_memsim.memory.rules import Page
+
+    def block(ptr, size, footprint, fallback=False):
+        return SimpleNamespace(ptr=ptr, size=size, rule_size=size, footprint=footprint,
+                               page=Page.NORMAL, fallback=fallback)
+
+    # a 3 MiB HUGE_FIRST fallback (normal pages) and a 100 B block right after it: the
+    # second character holds 1 MiB of the fallback and the 192 B block; the fallback's F
+    # would win it
+    big = block(0, 3 * MiB, 3 * MiB, fallback=True)
+    snap = MapSnapshot("t", 0, 16 * MiB, [big, block(3 * MiB, 100, 192)])
+    lines = text_map(snap, cell=2 * MiB).splitlines()
+    assert lines[1] == "+0 MiB      Fn......"
+    assert lines[-1] == "smaller than a character (2 MiB), each drawn as one: 100 B at +3 MiB"
+    # nine of them (i = 0..6 of 100 B, i = 7, 8 of 200 B): their sizes counted, the most
+    # frequent first
+    many = [block(4 * MiB + 256 * i, 100 if i < 7 else 200, 256) for i in range(9)]
+    snap = MapSnapshot("t", 0, 16 * MiB, [big, *many])
+    assert text_map(snap, cell=2 * MiB).splitlines()[-1] == (
+        "smaller than a character (2 MiB), each drawn as one: 9 blocks: 7 x 100 B, 2 x 200 B")
+
+
+def test_the_scale_of_the_text_map_is_a_power_of_two_of_64_bytes_or_more(a2):
+    from ascend_memsim.memory.errors import InvalidArgument
+    from ascend_memsim.observe.viz import text_scale
+
+    a2.malloc(100)
+    snap = MapSnapshot.of(a2.device(0))
+    # 192 B used: the finest scale, 64 B a character, three characters of the block
+    assert text_scale(snap) == 64
+    assert text_map(snap).splitlines()[1] == "+0 MiB      NNN" + "." * 61
+    for cell in (0, 32, 96, 3 * MiB, 2.0 * MiB, True):
+        with pytest.raises(InvalidArgument, match="power of two"):
+            text_map(snap, cell=cell)
+    with pytest.raises(InvalidArgument, match="more than 4096 lines"):
+        # a 1 GiB block at 64 B a character is 262,144 lines of 64
+        with __import__("ascend_memsim").Runtime("A2", hbm_bytes=2 << 30,
+                                                  sanitizer="off") as rt:
+            rt.set_device(0)
+            rt.malloc(1 << 30, 6)
+            text_map(MapSnapshot.of(rt.device(0)), cell=64)
+    for bad in (0, -1, 1.5):
+        with pytest.raises(InvalidArgument, match="positive int"):
+            text_map(snap, columns=bad)
+        with pytest.raises(InvalidArgument, match="positive int"):
+            text_scale(snap, lines=bad)
+
+
+def _callouts(fig):
+    from matplotlib.text import Annotation
+
+    return [t for t in fig.axes[0].texts if isinstance(t, Annotation)]
+
+
+def test_png_labels_a_block_too_small_to_see_beside_it():
+    """Issue 36, item 9: beside three 1 GiB blocks the 100 B request is a sliver of its row
+    (64 MiB), and had no label: it gets one beside it, in its row, with a line to it."""
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from ascend_memsim import GiB, Runtime
+    from ascend_memsim.observe.png import draw_figure
+    from ascend_memsim.observe.viz import PAGE_COLORS
+
+    with Runtime("A2", hbm_bytes=8 * GiB, sanitizer="off") as rt:
+        rt.set_device(0)
+        for _ in range(3):
+            rt.malloc(GiB, 6)
+        rt.malloc(100)
+        snapshot = MapSnapshot.of(rt.device(0))
+    fig = draw_figure(snapshot=snapshot)
+    try:
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        callouts = _callouts(fig)
+        assert [c.get_text() for c in callouts] == ["100 B requested, aclrtMalloc"]
+        # the line ends on the block's requested bytes (the blue rectangle), the box stands
+        # to its right in the same row, clear of it
+        blue = [p for p in ax.patches if isinstance(p, Rectangle)
+                and p.get_facecolor()[:3] == pytest.approx(
+                    tuple(int(PAGE_COLORS["normal"][i:i + 2], 16) / 255 for i in (1, 3, 5)))]
+        assert len(blue) == 1
+        x, y = callouts[0].xy
+        assert x == pytest.approx(blue[0].get_x() + blue[0].get_width() / 2)
+        assert y == pytest.approx(blue[0].get_y() + blue[0].get_height() / 2)
+        assert callouts[0].xyann[1] == y
+        box = callouts[0].get_bbox_patch().get_window_extent()
+        block_right = ax.transData.transform((blue[0].get_x() + blue[0].get_width(), y))[0]
+        assert box.x0 > block_right
+        assert "too small" not in ax.get_title(loc="left")
+    finally:
+        plt.close(fig)
+
+
+def test_png_callouts_share_a_box_where_they_would_cross_and_say_what_is_left():
+    pytest.importorskip("matplotlib", reason="PNG output needs the optional plot extra")
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+
+    from ascend_memsim.memory.rules import Page
+    from ascend_memsim.observe.png import draw_figure
+
+    def block(ptr, size):
+        return SimpleNamespace(ptr=ptr, size=size, rule_size=size, footprint=256,
+                               page=Page.NORMAL, fallback=False, extra=None,
+                               module_name="APP", api=SimpleNamespace(value="aclrtMalloc"))
+
+    # three 100 B blocks side by side at the start of the first 2 MiB row: one box
+    fig = draw_figure(snapshot=MapSnapshot("t", 0, 64 * MiB, [block(256 * i, 100 + i)
+                                                              for i in range(3)]))
+    try:
+        assert [c.get_text() for c in _callouts(fig)] == [
+            "3 blocks: 100 B, 101 B, 102 B requested"]
+    finally:
+        plt.close(fig)
+    # twelve, each at the start of its own row (rows of 2 MiB): eight boxes (the most
+    # drawn), four named in the heading as left unlabelled
+    fig = draw_figure(snapshot=MapSnapshot("t", 0, 64 * MiB, [block(2 * MiB * i, 100)
+                                                              for i in range(12)]))
+    try:
+        assert len(_callouts(fig)) == 8
+        assert "4 more blocks too small to see at this scale, not labelled" in " ".join(
+            fig.axes[0].get_title(loc="left").split())
+    finally:
+        plt.close(fig)

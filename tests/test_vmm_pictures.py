@@ -78,7 +78,7 @@ def test_the_text_map_and_the_svg_show_a_physical_handle_with_its_pages():
     with Runtime("A2", hbm_bytes=64 * MiB, sanitizer="off") as rt:
         ptr, handle = _device_with_a_handle(rt)
         snapshot = MapSnapshot.of(rt.device(0))
-        text = text_map(snapshot)
+        text = text_map(snapshot, cell=2 * MiB)
         assert "1 block and 1 physical handle" in text
         assert "nPP." in text and "P physical handle (2 MiB pages)" in text
         svg = map_svg(snapshot)
@@ -91,7 +91,7 @@ def test_the_text_map_and_the_svg_show_a_physical_handle_with_its_pages():
 
 
 def test_the_cli_map_of_a_trace_shows_physical_memory_at_its_peak(trace_file):
-    code, text = run("map", trace_file, "--quiet")
+    code, text = run("map", trace_file, "--cell", "2MiB", "--quiet")
     assert code == 0 and "1 block and 1 physical handle" in text and "nPP" in text
 
 

@@ -108,7 +108,11 @@ class SnapshotViews:
                             for action in ("workspace_snapshot", "segment_alloc", "alloc"))
             traces: list[list[Any]] = [[] for _ in range(self.runtime.device_count)]
             if self._history is not None:
-                traces[self.device] = head + [dict(e) for e in self._history]
+                # DECISION: the snapshot shares the history's entries (never changed once
+                # appended) instead of copying each, so a run's trace costs its bytes once,
+                # not twice, at the end; a caller that edits an entry of one snapshot edits
+                # it in the later ones too (torch's are fresh dicts)
+                traces[self.device] = head + list(self._history)
             return {"segments": segments, "device_traces": traces}
 
     def segments(self, pool_id: tuple[int, int] | None = None) -> list[dict[str, Any]]:

@@ -316,8 +316,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="P2P_HCCL_BUFFSIZE for the run (default: the environment's, "
                             "else 20; 0: send/recv use the group's communicator)")
         g.add_argument("--runtime-share", type=_size_arg, metavar="SIZE",
-                       help="what CANN and torch_npu hold on a card before the first tensor "
-                            "(default: the product's ESTIMATE, 512MiB on A2)")
+                       help="what CANN and torch_npu hold on a card before the first tensor, "
+                            "on one card as on each rank (default: the product's ESTIMATE, "
+                            "512MiB on A2; 0 leaves it out)")
         g.add_argument("--trace-all", action="store_true",
                        help="trace every rank, not one per class of alike ranks")
         g.add_argument("--sweep-hccl", metavar="MB,MB,...",
@@ -465,6 +466,11 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--at", default="failure",
                        help="when to draw the map: failure (default, else peak), peak, end, "
                             "or an event number")
+        if name == "map":
+            p.add_argument("--cell", type=_size_arg, metavar="SIZE",
+                           help="the bytes a character stands for, a power of two from 64 "
+                                "(e.g. 2MiB, a huge page; default: chosen from the span the "
+                                "blocks use, about 8 lines; the legend says it)")
         if name == "plot":
             p.add_argument("-o", "--output", metavar="OUT",
                            help="OUT.html (default), OUT.svg or OUT.png (needs the plot extra)")

@@ -176,7 +176,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
             say(f"      {line}")
         say()
         say("6. The device now, one character per 2 MiB:")
-        for line in text_map(MapSnapshot.of(rt.device(0))).splitlines():
+        for line in text_map(MapSnapshot.of(rt.device(0)), cell=2 * MiB).splitlines():
             say(f"  {line}")
         if args.html:
             save_picture(args.html, snapshot=MapSnapshot.of(rt.device(0)),

@@ -107,7 +107,8 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
                       alloc_conf=args.alloc_conf, cann=args.cann,
                       snapshot=bool(args.snapshot), workspace=workspace,
                       task_queue=args.task_queue, item_value=args.item_value,
-                      max_entries=args.max_entries, torch_npu=args.torch_npu)
+                      max_entries=args.max_entries, torch_npu=args.torch_npu,
+                      runtime_share=args.runtime_share)
     if args.snapshot:
         with open(args.snapshot, "wb") as f:
             pickle.dump(result.snapshot, f)
@@ -219,6 +220,7 @@ def _search(args: argparse.Namespace, out: TextIO, target: Callable[[], int],
     progress = search_progress(args)
     common = dict(product=args.product, cann=args.cann, step=args.step, top=args.capacity,
                   window=args.window, item_value=args.item_value, workspace=workspace,
+                  runtime_share=args.runtime_share,
                   task_queue=args.task_queue, progress=progress)
     try:
         if sweep:

@@ -21,7 +21,7 @@ from ..observe.stats import MemoryStats
 from ..observe.stream import TraceStream, open_trace
 from ..observe.tensor_replay import load_source, nothing_replayed, replay_tensors
 from ..observe.trace import from_snapshot, rmm_csv_lines
-from ..observe.viz import MapSnapshot, text_map
+from ..observe.viz import MapSnapshot, check_cell, text_map
 from .common import USAGE_ERROR, print_json
 
 if TYPE_CHECKING:
@@ -344,8 +344,10 @@ def _player(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_map(args: argparse.Namespace, out: TextIO) -> int:
+    if args.cell is not None:
+        check_cell(args.cell)       # before the replay, which may take long
     _, _, snapshot = _replay_for_picture(args, out)
-    print(text_map(snapshot), file=out)
+    print(text_map(snapshot, cell=args.cell), file=out)
     return 0
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..memory.constants import MiB
 from ..memory.rules import PAGE_BYTES
-from ..memory.units import format_bytes
+from ..memory.units import format_bytes, plural
 from .closeup import PART_WORDS
 from .regions import PHYSICAL_COLOR, is_physical
 from .viz import (
@@ -58,6 +58,8 @@ _MAP_HEAD_IN = 1.6
 _LINE_IN = 0.17
 #: the fewest lines a map is given, however many maps share the height
 _MIN_LINES = 8
+#: the most blocks too narrow for their label that get one beside them (a callout)
+_CALLOUTS = 8
 #: inches of a close-up: its title and bars; each line of its rules
 _CLOSEUP_IN = 2.6
 _WHY_IN = 0.17
@@ -230,6 +232,8 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     px_per_mib = ax.get_position().width * _FIG_WIDTH * _DPI / row_mib
     char_px = 7 * 0.62 * _DPI / 72
     position: dict[int, int] = {}
+    #: (x, width, row position, block) of each block too narrow for its label
+    unlabelled: list[tuple[float, float, int, Any]] = []
     y: int | None  # a row's position (None: a row not drawn)
     for y, (kind, a, b) in enumerate(lines):
         if kind == "row":
@@ -269,7 +273,10 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
                     ax.text(x + 4 / px_per_mib, y, label, va="center", fontsize=7,
                             color="#000000" if part == "data" else "#444444",
                             style="normal" if part == "data" else "italic")
+                elif pos == start and part == "data":
+                    unlabelled.append((x, w, y, blk))
             pos = stop
+    left = _callouts(ax, unlabelled, row_mib, px_per_mib, char_px)
     # block boundaries: a dark line where each footprint begins and ends
     for r, at in footprint_edges(snapshot, row_bytes):
         if r in position:
@@ -304,6 +311,9 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
         f"{snapshot.counted} use {format_bytes(snapshot.used_bytes)} of "
         f"{format_bytes(snapshot.capacity)}; free {format_bytes(snapshot.free_bytes)}, "
         f"largest free run {format_bytes(snapshot.largest_free_run)}")
+    if left:
+        summary += (f"; {plural(left, 'more block')} too small to see at this scale, "
+                    f"not labelled")
     # other processes' memory this one maps: named under the figures (not this heap's)
     mapped = [f"mapped from another process: {entry.label}" for entry in snapshot.imports[:8]]
     if len(snapshot.imports) > 8:
@@ -335,6 +345,90 @@ def _draw_map(ax: Any, fig: Any, snapshot: MapSnapshot,
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0),
               ncol=min(len(handles), 5 if snapshot.legend is None else 3), fontsize=7.5,
               frameon=False)
+
+
+def _callouts(ax: Any, unlabelled: list[tuple[float, float, int, Any]], row_mib: float,
+              px_per_mib: float, char_px: float) -> int:
+    """Label blocks too narrow for their label (a 100 B request in a row of 64 MiB is a
+    sliver): the label in a box beside the block, in its row, with a line to it. Blocks a
+    callout would cover or cross share it ("3 blocks: 100 B, 2 KiB, 4 KiB requested"), so
+    no line runs through another's box. At most :data:`_CALLOUTS` callouts, the first by
+    address; returns the count of blocks left unlabelled (no room, or past the most).
+    O(blocks unlabelled)."""
+    gap = 18 / px_per_mib
+    by_row: dict[int, list[tuple[float, float, int, Any]]] = {}
+    for item in unlabelled:
+        by_row.setdefault(item[2], []).append(item)
+    made = labelled = 0
+    for y, items in by_row.items():
+        i, ends = 0, 0.0
+        while i < len(items) and made < _CALLOUTS:
+            j, last_end = i + 1, items[i][0] + items[i][1]
+            first = [b for _, _, _, b in items[i:i + _NAMED]]
+            sizes = [format_bytes(b.size) for b in first]
+            while True:
+                at = max(last_end + gap, ends + gap / 2)
+                text = _callout_text(first, sizes, j - i, (row_mib - at) * px_per_mib - 10,
+                                     char_px)
+                width = (len(text) * char_px + 10) / px_per_mib
+                # a block under the box or its line joins it
+                if j < len(items) and items[j][0] <= at + width + gap / 2:
+                    last_end = max(last_end, items[j][0] + items[j][1])
+                    j += 1
+                    continue
+                break
+            group, i = items[i:j], j
+            first_x = group[0][0]
+            if not text or at + width > row_mib:
+                # no room to the right: to the left of the first, if nothing is drawn there
+                text = _callout_text(first, sizes, len(group), float("inf"), char_px)
+                width = (len(text) * char_px + 10) / px_per_mib
+                at = first_x - gap - width
+                if at < ends or at < 0:
+                    continue
+            ends = at + width
+            ax.annotate(text, xy=((first_x + last_end) / 2 if len(group) == 1 else
+                                  (last_end if at > first_x else first_x), y),
+                        xytext=(at + 5 / px_per_mib, y), va="center", fontsize=7, zorder=4,
+                        bbox={"boxstyle": "round,pad=0.25", "facecolor": "#FFFFFF",
+                              "edgecolor": "#555555", "linewidth": 0.6},
+                        arrowprops={"arrowstyle": "-", "color": "#333333", "linewidth": 0.8,
+                                    "shrinkA": 0, "shrinkB": 1})
+            made += 1
+            labelled += len(group)
+    return len(unlabelled) - labelled
+
+
+#: the most sizes a callout names (more never fit in a row)
+_NAMED = 16
+
+
+def _callout_text(first: list[Any], sizes: list[str], count: int, room_px: float,
+                  char_px: float) -> str:
+    """A callout's words in ``room_px`` pixels for ``count`` blocks, ``first`` the first of
+    them (at most :data:`_NAMED`) and ``sizes`` theirs as words: one block's label as inside
+    a block wide enough; several blocks' count and as many of their sizes as fit ("" when
+    not even the count does). O(:data:`_NAMED`)."""
+    room = room_px / char_px      # characters
+    if count == 1:
+        text = segment_label("data", first[0], first[0].size, float("inf"))
+        return text if len(text) <= room else sizes[0] if len(sizes[0]) <= room else ""
+    # "N blocks: " + sizes joined by ", " + (" and M more") + " requested"
+    head, tail = f"{count} blocks: ", " requested"
+    length = len(head) + len(tail)
+    shown = 0
+    for size in sizes:
+        more = count - shown - 1
+        extra = (2 if shown else 0) + len(size) + (len(f" and {more} more") if more else 0)
+        if length + extra > room:
+            break
+        length += (2 if shown else 0) + len(size)
+        shown += 1
+    if not shown:
+        text = f"{count} small blocks"
+        return text if len(text) <= room else ""
+    more = count - shown
+    return head + ", ".join(sizes[:shown]) + (f" and {more} more" if more else "") + tail
 
 
 def _closeup_why(closeup: Closeup) -> list[str]:

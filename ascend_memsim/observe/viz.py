@@ -5,15 +5,18 @@
   rounding (a huge page's unused tail), so the cost of each rule is visible at a glance.
 - :func:`timeline_svg`: bytes in use (footprints) over the events of a replay, stacked by
   component, with the capacity and each failed malloc marked.
-- :func:`text_map`: one character per 2 MiB page, for terminals.
+- :func:`text_map` (:mod:`.textmap`, named here too): the device in characters for
+  terminals, at a scale chosen from the span its blocks use, each block's start and the
+  blocks smaller than a character shown.
 - :func:`html_page`: self-contained HTML (inline SVG, no script, no network) around them.
 
 :func:`ascend_memsim.observe.pictures.save_picture` writes them to a file by its extension.
 
-Size: about 730 lines, on purpose: the pictures share their geometry (rows, colours,
+Size: about 660 lines, on purpose: the pictures share their geometry (rows, colours,
 headings, the labels and edges the PNG draws too) and one import path; the PNG itself is
-:mod:`ascend_memsim.observe.png`, and regions of other kinds (a caching allocator's blocks,
-:mod:`.allocmap`) bring their own fill, label and tip rather than a branch here.
+:mod:`ascend_memsim.observe.png`, the text map :mod:`.textmap`, and regions of other kinds
+(a caching allocator's blocks, :mod:`.allocmap`) bring their own fill, label and tip rather
+than a branch here.
 """
 
 from __future__ import annotations
@@ -24,19 +27,31 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from ..memory.constants import MiB
 from ..memory.device import Block
 from ..memory.rules import PAGE_BYTES, Page
 from ..memory.units import format_bytes, plural
 from .regions import PHYSICAL_COLOR, is_physical, physical_regions
 from .sharedmap import IMPORT_COLOR, SharingView, imports_svg
+from .textmap import (
+    BOUNDARY_TEXT,
+    FALLBACK_TEXT,
+    PHYSICAL_TEXT,
+    POOL_TEXT,
+    TEXT_LEGEND,
+    check_cell,
+    offset_label,
+    text_map,
+    text_scale,
+)
 
 if TYPE_CHECKING:
     from ..memory.device import Device
     from .replay import Timeline
 
-__all__ = ["MapSnapshot", "map_svg", "timeline_svg", "text_map", "html_page",
-           "stack_svg", "timeline_steps", "PAGE_COLORS", "FALLBACK_COLOR", "FALLBACK_LABEL"]
+__all__ = ["MapSnapshot", "map_svg", "timeline_svg", "text_map", "text_scale", "check_cell",
+           "html_page", "stack_svg", "timeline_steps", "offset_label", "PAGE_COLORS",
+           "FALLBACK_COLOR", "FALLBACK_LABEL", "TEXT_LEGEND", "PHYSICAL_TEXT", "POOL_TEXT",
+           "FALLBACK_TEXT", "BOUNDARY_TEXT"]
 
 ROW_BYTES = PAGE_BYTES[Page.HUGE]
 
@@ -207,10 +222,6 @@ def _heading(title: str, subtitle: str, x: float, room: float) -> tuple[list[str
         out.append(f'<text x="{x}" y="{y}" class="sub">{html.escape(line)}</text>')
         y += 14
     return out, y
-
-
-def offset_label(offset: int) -> str:
-    return f"+{offset // MiB} MiB" if offset % MiB == 0 else f"+{format_bytes(offset)}"
 
 
 def footprint_edges(snapshot: MapSnapshot, row_bytes: int, *, outlines: bool = False
@@ -622,113 +633,6 @@ def _nice_count(n: int) -> int:
         if mult * magnitude >= raw:
             return cast("int", mult * magnitude)
     return raw
-
-
-#: Text map characters: the cell's strongest content wins, in this order.
-TEXT_LEGEND = (("G", "1 GiB pages"), ("H", "huge page with requested bytes"),
-               ("h", "huge page holding only padding / page rounding"),
-               ("N", "normal-page blocks fill the 2 MiB"),
-               ("n", "normal-page blocks, partly"), (".", "free"))
-#: The text map's character for physical memory (shown in the legend when there is some).
-PHYSICAL_TEXT = "P"
-#: ... and for a stream-ordered pool's granule (with a SharingView)
-POOL_TEXT = "M"
-#: ... and for normal pages of a block HUGE_FIRST wanted on huge pages (a fallback)
-FALLBACK_TEXT = "F"
-
-
-def text_map(snapshot: MapSnapshot, *, columns: int = 64) -> str:
-    """One character per 2 MiB of the device, ``columns`` per line; free lines fold.
-
-    >>> from ascend_memsim import Runtime, MiB
-    >>> with Runtime("A2", hbm_bytes=16 * MiB) as rt:
-    ...     _ = rt.set_device(0)
-    ...     _ = rt.malloc(2 * MiB)
-    ...     print(text_map(MapSnapshot.of(rt.device(0))).splitlines()[1])
-    +0 MiB      Hh......
-    """
-    cell = ROW_BYTES
-    cells = -(-snapshot.capacity // cell)
-    while cells > 4096 * 64:
-        cell *= 2
-        cells = -(-snapshot.capacity // cell)
-    data: dict[int, dict[str, int]] = {}
-    for start, end, part, b in snapshot.segments():
-        pos = start
-        while pos < end:
-            c = pos // cell
-            stop = min(end, (c + 1) * cell)
-            key = ("P" if is_physical(b) else POOL_TEXT if getattr(b, "counted_as", None)
-                   == "pool granule" else "G" if b.page is Page.HUGE1G
-                   else "H" if b.page is Page.HUGE else FALLBACK_TEXT if b.fallback
-                   else "n")
-            slot = data.setdefault(c, {})
-            slot[key + part] = slot.get(key + part, 0) + stop - pos
-            pos = stop
-
-    def char(c: int) -> str:
-        slot = data.get(c)
-        if not slot:
-            return "."
-        if any(k.startswith("P") for k in slot):
-            return PHYSICAL_TEXT
-        if any(k.startswith(POOL_TEXT) for k in slot):
-            return POOL_TEXT
-        if any(k.startswith("G") for k in slot):
-            return "G"
-        if slot.get("Hdata"):
-            return "H"
-        if slot.get(FALLBACK_TEXT + "data"):
-            return FALLBACK_TEXT
-        if any(k.startswith("H") for k in slot) and not any(k[0] in "nF" for k in slot):
-            return "h"
-        normal = sum(v for k, v in slot.items() if k[0] in "nF")
-        return "N" if normal >= cell * 0.95 else "n"
-
-    lines = [f"{snapshot.title}: {snapshot.counted}, "
-             f"{format_bytes(snapshot.used_bytes)} used of {format_bytes(snapshot.capacity)}, "
-             f"largest free run {format_bytes(snapshot.largest_free_run)}"]
-    folded = repeated = 0
-    previous = ""
-
-    def said_repeats() -> None:
-        # DECISION: full lines the same as the one above fold as free lines do (three 1 GiB
-        # pages were 32 identical lines of G)
-        if repeated:
-            lines.append(f"{'':11} ... {plural(repeated, 'more line')} the same "
-                         f"({format_bytes(repeated * columns * cell)}) ...")
-
-    for row in range(-(-cells // columns)):
-        text = "".join(char(c) for c in range(row * columns, min(cells, (row + 1) * columns)))
-        if text == previous and len(text) == columns and set(text) != {"."}:
-            repeated += 1
-            continue
-        said_repeats()
-        repeated = 0
-        if set(text) == {"."} and row > 0:
-            folded += len(text)
-            previous = ""
-            continue
-        if folded:
-            lines.append(f"{'':11} ... {format_bytes(folded * cell)} free ...")
-            folded = 0
-        lines.append(f"{offset_label(row * columns * cell):11} {text}")
-        previous = text
-    said_repeats()
-    if folded:
-        lines.append(f"{'':11} ... {format_bytes(folded * cell)} free to the end ...")
-    legend: tuple[tuple[str, str], ...] = TEXT_LEGEND
-    if snapshot.handles:
-        pages = " or ".join(sorted({b.pages for b in snapshot.blocks if is_physical(b)}))
-        legend = ((PHYSICAL_TEXT, f"physical handle ({pages})"), *legend)
-    if any(getattr(b, "counted_as", None) == "pool granule" for b in snapshot.blocks):
-        legend = ((POOL_TEXT, "memory pool granule"), *legend)
-    if any(b.fallback for b in snapshot.blocks):
-        legend = ((FALLBACK_TEXT, "normal pages of a HUGE_FIRST fallback"), *legend)
-    lines.append(f"one character = {format_bytes(cell)}: " + ", ".join(
-        f"{ch} {label}" for ch, label in legend))
-    lines += [f"mapped from another process: {entry.label}" for entry in snapshot.imports]
-    return "\n".join(lines)
 
 
 def html_page(title: str, *sections: tuple[str, str]) -> str:

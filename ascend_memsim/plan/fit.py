@@ -165,21 +165,23 @@ def sweep_settings(source: Any, product: str | None = None, *,
                    cann: str = DEFAULT_CANN, step: int = 2 * MiB, top: int | None = None,
                    window: int = DEFAULT_WINDOW, device: int | None = None,
                    progress: Progress | None = None, name: str | None = None,
-                   jobs: int | None = 1, _plain: bool = False) -> Sweep:
+                   jobs: int | None = 1, outside: tuple[Outside, ...] = (),
+                   _plain: bool = False) -> Sweep:
     """Run :func:`fit_capacity` for each allocator setting in ``candidates`` (default:
     :func:`default_candidates`) over one reading of ``source``, and rank them (see
     :attr:`Sweep.results`). Every candidate is parsed before any replay. A setting that
     cannot change any replay of this source (a ``max_split_size_mb`` above every request
     and the segment it makes) gets the answer of the first setting it replays alike, with no
     replay of its own (:attr:`Sweep.same_as`). ``jobs`` worker processes run the settings'
-    searches side by side (1: all in this process; None: one per core); the answers are the
+    searches side by side (1: all in this process; None: one per core); ``outside`` blocks
+    are taken in every replay, as :func:`fit_capacity` takes them; the answers are the
     same.
 
     Raises:
         InvalidArgument: a bad source, product, step, top, window, jobs or candidate list.
         AllocatorConfigError: a candidate torch_npu refuses (the message names it).
     """
-    src = Source(source, product, name, device)
+    src = Source(source, product, name, device, outside)
     step, top, window = _limits(src, step, top, window, cann)
     jobs = _check_jobs(jobs)
     if candidates is None:

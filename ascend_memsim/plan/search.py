@@ -218,7 +218,10 @@ def search(src: Source, conf: str, cann: str, step: int, top: int, window: int, 
         empty = nothing_replayed(first)
         if empty is not None:
             raise InvalidArgument(empty)
-        lower = result.lower_bound = max(step, -(-first.peak_allocated // step) * step)
+        # no capacity below the peak of allocated bytes and the blocks held outside the
+        # allocator from the start (the runtime's share) can hold the job
+        held = sum(b.size for b in src.outside if b.at == 0)
+        lower = result.lower_bound = max(step, -(-(first.peak_allocated + held) // step) * step)
         hint = min(top, max(lower, -(-first.peak_device // step) * step))
         found = _probe(fits, lower, hint, top, step, window, trials.prefetch)
         result.trials = sorted(trials.asked.items())

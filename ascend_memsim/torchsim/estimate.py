@@ -19,9 +19,10 @@ from ..allocators.releases import NEWEST
 from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..allocators.stats import format_size as format_bytes
 from ..memory.errors import InvalidArgument, InvalidArgumentType
-from ..memory.profiles import DEFAULT_PRODUCT
+from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from . import process
 from .limits import DEFAULT_ITEM_VALUE, EstimateStopped
+from .runtime_share import runtime_share as share_of
 from .session import CATEGORIES, Session
 from .standin import install_torch_npu, uninstall_torch_npu
 from .workspace_table import WorkspaceTable
@@ -33,6 +34,8 @@ NOT_COUNTED = (
     "HCCL communication buffers",
     "the CANN runtime's context, streams and operator binaries",
 )
+#: NOT_COUNTED's entry that the runtime's share (runtime_share) counts when it is not 0
+_RUNTIME_CONTEXT = NOT_COUNTED[1]
 
 
 @dataclass
@@ -87,6 +90,10 @@ class EstimateResult:
     host_pinned_peak: int = 0
     #: the torch_npu release line whose behaviours applied (--torch-npu; the newest known)
     torch_npu: str = NEWEST.version
+    #: the runtime's own share of the device, taken before the script ran
+    #: (:mod:`.runtime_share`), and where the figure comes from
+    runtime_share: int = 0
+    runtime_share_source: str = ""
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
     snapshot: dict | None = field(default=None, repr=False)
 
@@ -96,13 +103,15 @@ class EstimateResult:
 
     @property
     def margin(self) -> int:
-        """The device's memory less the peak of its bytes (reserved + workspace)."""
-        return self.capacity - self.device_peak
+        """The device's memory less the peak of its bytes (reserved + workspace) and the
+        runtime's share."""
+        return self.capacity - self.device_peak - self.runtime_share
 
     def not_counted_lines(self) -> list[str]:
         """What the estimate does not count, the operators outside the workspace table
         first (with their calls)."""
-        lines = list(self.not_counted)
+        lines = [line for line in self.not_counted
+                 if not (self.runtime_share and line == _RUNTIME_CONTEXT)]
         if self.uncovered:
             calls = sorted(self.uncovered.items(), key=lambda kv: (-kv[1], kv[0]))
             names = ", ".join(f"{name} {n}" for name, n in calls[:8])
@@ -150,6 +159,12 @@ class EstimateResult:
                          f"{self._from('task_queue')}; "
                          f"{self.workspace_calls} calls)")
         lines.append(f"  device peak    {size(self.device_peak)}   (reserved + workspace)")
+        if self.runtime_share:
+            source = ("ESTIMATE, --runtime-share sets it"
+                      if self.runtime_share_source.startswith("ESTIMATE")
+                      else self.runtime_share_source)
+            lines.append(f"  runtime share  {size(self.runtime_share)}   (the CANN runtime's "
+                         f"context, taken before the script: {source})")
         if self.out_of_memory is not None:
             oom = self.out_of_memory
             # an operator's workspace is named, then the script's line that called it
@@ -165,9 +180,11 @@ class EstimateResult:
         elif self.status:
             lines.append(f"  verdict: unknown, the script failed (exit status {self.status})")
         else:
-            share = 100.0 * self.device_peak / self.capacity if self.capacity else 0.0
+            used = self.device_peak + self.runtime_share
+            share = 100.0 * used / self.capacity if self.capacity else 0.0
             lines.append(f"  verdict: fits, {format_bytes(self.margin)} to spare (device "
-                         f"peak is {share:.1f}% of {format_bytes(self.capacity)})")
+                         f"peak{' and runtime share' if self.runtime_share else ''} "
+                         f"{share:.1f}% of {format_bytes(self.capacity)})")
         if self.host_pinned_peak:
             lines.append(f"  pinned host memory {format_bytes(self.host_pinned_peak)} at its "
                          f"peak (pin_memory(): the host's memory, not the device's)")
@@ -231,7 +248,8 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
              alloc_conf: str | None = None, cann: str | None = None,
              snapshot: bool = False, workspace: Mapping[str, Any] | bool | None = None,
              task_queue: int | None = None, item_value: float | None = DEFAULT_ITEM_VALUE,
-             max_entries: int | None = None, torch_npu: str | None = None) -> EstimateResult:
+             max_entries: int | None = None, torch_npu: str | None = None,
+             runtime_share: int | None = None) -> EstimateResult:
     """Run ``target`` (a script's path, run as ``__main__`` with ``argv``, or a function
     called with no arguments, whose return value, if an int, is its exit status) with fake
     tensors on a simulated NPU: ``product`` with
@@ -253,7 +271,10 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     ``torch_npu``: the release whose allocator behaviours apply ("2.6", "2.9.0": the
     settings it knows, what ``set_per_process_memory_fraction(1.0)`` does, whether
     ``PYTORCH_ALLOC_CONF`` is read; see ``ascend_memsim/allocators/releases.py``), the
-    newest by default.
+    newest by default. ``runtime_share``: the bytes the CANN runtime holds on the device
+    before the first tensor (its context, streams, operator binaries), taken from the
+    device before the script runs, as :func:`~.ranks.estimate_ranks` takes it on each rank
+    (default: the product's ESTIMATE, :mod:`.runtime_share`; 0 leaves it out).
 
     The target sees ``import torch_npu``, ``torch.device("npu")``, ``.npu()`` and
     ``torch_npu.npu.*`` answered by the simulated device; its own ``max_memory_reserved()``
@@ -269,14 +290,15 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
             ``max_entries``.
         AllocatorConfigError: an ``alloc_conf`` torch_npu refuses.
         WorkspaceTableError: ``workspace`` is not operator names and sizes.
-        ValueError: ``task_queue`` is not 0, 1 or 2, or ``torch_npu`` a release the model
-            does not know.
+        ValueError: ``task_queue`` is not 0, 1 or 2, ``torch_npu`` a release the model
+            does not know, or ``runtime_share`` negative.
         RuntimeError: another estimate is running, or the real torch_npu is imported.
     """
     check_item_value(item_value)
     if max_entries is not None and (max_entries.__class__ is not int or max_entries < 1):
         raise InvalidArgument(f"max_entries must be a positive int, not {max_entries!r}")
     table = workspace_table(workspace, product)
+    share, share_source = share_of(get_profile(product).name, runtime_share)
     session = Session(product, capacity, alloc_conf, cann=cann, history=snapshot,
                       workspace=table, task_queue=task_queue, item_value=item_value,
                       torch_npu=torch_npu)
@@ -285,10 +307,12 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, session.alloc_conf)
+    result.runtime_share, result.runtime_share_source = share, share_source
     previous = install_torch_npu()
     try:
         with _environment(), _collect_young(), session:
             try:
+                session.take_runtime_share(result.runtime_share)
                 result.status = run_target(target, argv)
             except (torch.OutOfMemoryError, EstimateStopped):
                 result.status = 1

@@ -34,7 +34,6 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..memory.errors import AclError
 from ..memory.profiles import DEFAULT_PRODUCT, get_profile
 from .distributed import World
 from .estimate import (
@@ -49,7 +48,6 @@ from .estimate import (
 from .limits import DEFAULT_ITEM_VALUE, EstimateStopped
 from .ranks_report import RankClass, RankFigures, RanksResult
 from .runtime_share import runtime_share as share_of
-from .runtime_share import take_runtime_share
 from .session import Session
 from .standin import install_torch_npu, uninstall_torch_npu
 
@@ -107,7 +105,8 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
     table.product = session.product
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, session.alloc_conf)
-    share, _ = share_of(session.product, spec["runtime_share"])
+    share, source = share_of(session.product, spec["runtime_share"])
+    result.runtime_share, result.runtime_share_source = share, source
     env = {"RANK": str(rank), "WORLD_SIZE": str(spec["world_size"]),
            "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(cards),
            "GROUP_RANK": str(rank // cards), "MASTER_ADDR": "127.0.0.1",
@@ -120,11 +119,7 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
     try:
         with _environment(), _rank_environment(env), _collect_young(), session:
             try:
-                try:
-                    take_runtime_share(session.runtime, share)
-                except AclError as e:
-                    session.out_of_memory(f"the runtime's share of {share} bytes does not "
-                                          f"fit on the device: {e}", share, [])
+                session.take_runtime_share(share)
                 with world:
                     result.status = run_target(target, argv)
             except (torch.OutOfMemoryError, EstimateStopped):

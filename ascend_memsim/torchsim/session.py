@@ -45,6 +45,7 @@ from ..allocators import NpuCachingAllocator, NpuOutOfMemoryError
 from ..allocators.releases import NEWEST, release
 from ..allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ..memory.constants import MemAttr
+from ..memory.errors import AclError
 from ..memory.profiles import get_profile
 from ..runtime.runtime import Runtime
 from . import limits as _limits
@@ -58,6 +59,7 @@ from .fused import scaled_dot_product_attention as _npu_sdpa
 from .host import PinnedMemory, runs_on_host
 from .host import install as _install_host
 from .limits import DataDependentOperation, EstimateStopped
+from .runtime_share import take_runtime_share
 from .storages import cuda_refusal
 from .storages import install as _install_storages
 from .torch_npu import npu as _npu
@@ -495,6 +497,15 @@ class Session(StorageCategories):
             self._refused(e, size)
         finally:
             self._in_workspace = None
+
+    def take_runtime_share(self, share: int) -> None:
+        """Take the runtime's own share of the device (:mod:`.runtime_share`) before the
+        script runs; an out-of-memory verdict when the device cannot hold it."""
+        try:
+            take_runtime_share(self.runtime, share)
+        except AclError as e:
+            self.out_of_memory(f"the runtime's share of {share} bytes does not fit on the "
+                               f"device: {e}", share, [])
 
     def out_of_memory(self, message: str, nbytes: int, frames: list) -> None:
         """Raise torch's OutOfMemoryError with torch_npu's message (the first is kept)."""

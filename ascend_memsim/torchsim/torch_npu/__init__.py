@@ -39,7 +39,7 @@ OPERATORS = {
 #: torch_npu.<name> -> (the stand-in module, its name there), as torch_npu's lazy exports
 PYTHON_NAMES = {
     "HiFloat8Tensor": (".utils.hif8_tensor", "HiFloat8Tensor"),
-    "erase_stream": (".npu.utils", "_erase_stream"),
+    "erase_stream": (".npu._erase_stream", "_erase_stream"),
     "matmul_checksum": (".utils._checksum", "matmul_checksum"),
 }
 

@@ -91,7 +91,7 @@ def is_current_stream_capturing() -> bool:
 # -- task groups: only inside a capture ------------------------------------------------------
 
 def _stream_handle(stream: Any, call: str) -> int:
-    from . import Stream
+    from .streams import Stream
 
     if not isinstance(stream, Stream):
         raise TypeError(f"{call}: stream must be a torch_npu.npu.Stream, not "

@@ -26,7 +26,7 @@ __getattr__ = not_modelled("torch_npu.npu.mstx")
 
 
 def _stream_ok(stream: Any, call: str) -> bool:
-    from . import Stream
+    from .streams import Stream
 
     if stream and not isinstance(stream, Stream):
         warnings.warn(f"Invalid stream for mstx.{call} function. Please provide a valid "
