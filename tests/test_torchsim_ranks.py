@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fa
 
 from ascend_memsim.cli import main  # noqa: E402
 from ascend_memsim.torchsim import estimate_ranks  # noqa: E402
-from ascend_memsim.torchsim.hccl import HcclSettings, group_buffer_size  # noqa: E402
-from ascend_memsim.torchsim.ranks import class_key  # noqa: E402
+from ascend_memsim.torchsim.ranks.hccl import HcclSettings, group_buffer_size  # noqa: E402
+from ascend_memsim.torchsim.ranks.run import class_key  # noqa: E402
 
 MiB = 1 << 20
 #: the TP toy's reserved bytes by hand: its 2 MiB weight in a 20 MiB large segment
@@ -329,7 +329,7 @@ import torch_npu._C._distributed_c10d as c10d_npu
 
 
 def test_hccl_buffer_size_must_be_an_int():
-    from ascend_memsim.torchsim.distributed import ProcessGroupHCCL
+    from ascend_memsim.torchsim.ranks.distributed import ProcessGroupHCCL
 
     options = ProcessGroupHCCL.Options()
     options.hccl_config = {"hccl_buffer_size": 1.5}

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fa
 
 from ascend_memsim.cli import main  # noqa: E402
 from ascend_memsim.torchsim import estimate_ranks  # noqa: E402
-from ascend_memsim.torchsim.ranks_search import (  # noqa: E402
+from ascend_memsim.torchsim.ranks.search import (  # noqa: E402
     TRACE_CAPACITY,
     bisect_ranks,
     outside_blocks,
@@ -222,7 +222,7 @@ def test_the_picture_has_a_row_per_class_for_8_and_1024_ranks(tmp_path):
                                              "plot extra)")
     from PIL import Image
 
-    from ascend_memsim.torchsim.ranks_plot import picture_rows, plot_ranks
+    from ascend_memsim.torchsim.ranks.plot import picture_rows, plot_ranks
 
     path = script(tmp_path, emb=50)
     text = open(path).read().replace("tp = dist.new_group([0, 1])",

@@ -60,11 +60,11 @@ def sweep_progress(args: argparse.Namespace, stream: Any = None) -> Any:
 
 def search_ranks(args: argparse.Namespace, target: Any, options: dict,
                  out: TextIO) -> int:
-    """Run :func:`~ascend_memsim.torchsim.ranks_search.sweep_ranks` or
-    :func:`~ascend_memsim.torchsim.ranks_search.bisect_ranks`; print the table (or
+    """Run :func:`~ascend_memsim.torchsim.ranks.search.sweep_ranks` or
+    :func:`~ascend_memsim.torchsim.ranks.search.bisect_ranks`; print the table (or
     ``--json``), draw ``--plot``. Exit 0 when it fits (a sweep: some setting, checked by a
     run; a bisection: on the product's card), 1 otherwise."""
-    from ..torchsim.ranks_search import bisect_ranks, sweep_ranks
+    from ..torchsim.ranks.search import bisect_ranks, sweep_ranks
 
     sweep = sweeping(args)
     if sweep and args.bisect:
@@ -133,8 +133,8 @@ def _bisect_picture(found: Any) -> tuple[Any, list]:
 
 
 def plot(path: str, result: Any, needs: list | None = None, title: str | None = None) -> None:
-    """Draw a distributed estimate (:func:`~ascend_memsim.torchsim.ranks_plot.plot_ranks`)."""
-    from ..torchsim.ranks_plot import plot_ranks
+    """Draw a distributed estimate (:func:`~ascend_memsim.torchsim.ranks.plot.plot_ranks`)."""
+    from ..torchsim.ranks.plot import plot_ranks
 
     plot_ranks(path, result, needs=needs, title=title)
     print(f"{path} written", file=sys.stderr)

@@ -3,8 +3,8 @@ allocated and freed through torch_npu's simulated caching allocator: will it fit
 
 A front end, as :mod:`ascend_memsim.acl` is for pyacl programs: this package imports torch
 (only it does: ``import ascend_memsim`` works without torch). :func:`estimate` runs a script
-or a function, :func:`estimate_ranks` each rank of a distributed job (:mod:`.distributed`,
-:mod:`.hccl`, :mod:`.runtime_share`); :mod:`.torch_npu` is the stand-in ``torch_npu``, a
+or a function, :func:`estimate_ranks` each rank of a distributed job (:mod:`.ranks`,
+:mod:`.runtime_share`); :mod:`.torch_npu` is the stand-in ``torch_npu``, a
 tree shaped like the real package (``torch_npu.npu`` is also ``torch.npu``); :mod:`.session`
 tracks the storages; :mod:`.standin` serves ``torch_npu`` for the run. :func:`fit_script`
 and :func:`sweep_script` (:mod:`.search`) run a
@@ -15,8 +15,7 @@ script once and search the capacity and the allocator settings by replays of its
 
 from .estimate import NOT_COUNTED, EstimateResult, estimate
 from .limits import EstimateStopped, UnsupportedFeature
-from .ranks import estimate_ranks
-from .ranks_report import RanksResult
+from .ranks import RanksResult, estimate_ranks
 from .search import ScriptSearch, fit_script, sweep_script
 from .session import DataDependentOperation
 

@@ -8,7 +8,7 @@ Each takes the HCCL group's name (``hcom``, from
 a plain int (``world_size``, ``ep_world_size``): the output shapes follow that argument, as
 the kernels size them, so under ``ascend-memsim estimate --world-size N`` a script that passes
 ``dist.get_world_size(group)`` (the stand-in's world gives each rank the job's size, see
-:mod:`..distributed`) gets the rows each rank would get. Outputs (the kernels,
+:mod:`..ranks.distributed`) gets the rows each rank would get. Outputs (the kernels,
 ``op_plugin/ops/opapi/*.cpp``, which the meta registrations in ``_meta_registrations.py``
 follow):
 

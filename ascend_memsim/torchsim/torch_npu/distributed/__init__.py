@@ -1,5 +1,5 @@
 """The stand-in ``torch_npu.distributed``: HCCL is the backend of a distributed estimate
-(:mod:`ascend_memsim.torchsim.hccl`), and torch_npu's own collectives with per-rank sizes.
+(:mod:`ascend_memsim.torchsim.ranks.hccl`), and torch_npu's own collectives with per-rank sizes.
 
 The uneven collectives (``torch_npu/distributed/distributed_c10d.py`` for the Python checks;
 ``ProcessGroupHCCL::_allgather_base_uneven`` / ``_reduce_scatter_base_uneven`` in
@@ -16,9 +16,10 @@ The uneven collectives (``torch_npu/distributed/distributed_c10d.py`` for the Py
   rank passes the same square matrix.
 
 Each writes into tensors the caller made, so what it costs on the device is the group's
-HCCL communicator on its first use (:meth:`~ascend_memsim.torchsim.distributed.World.use_group`),
-and for ``op=AVG`` the in-place division of the output by the group's size (``PREMUL_SUM``:
-the in-place scaling of the input), as ``ProcessGroupHCCL`` runs them. The split sizes are
+HCCL communicator on its first use
+(:meth:`~ascend_memsim.torchsim.ranks.distributed.World.use_group`), and for ``op=AVG`` the
+in-place division of the output by the group's size (``PREMUL_SUM``: the in-place scaling of
+the input), as ``ProcessGroupHCCL`` runs them. The split sizes are
 checked as torch_npu checks them (empty: ``dim 0`` must divide equally; else one size per
 rank, summing to ``dim 0``); the fake process group moves no data.
 
@@ -77,7 +78,7 @@ def _group(group: Any, name: str, output: Any, input: Any) -> Any:
 def _use(group: Any) -> None:
     """The group's HCCL communicator, on its first use (``group._get_backend(npu)`` first:
     a group without an HCCL backend fails there, as in torch_npu)."""
-    from ...distributed import current_world
+    from ...ranks.distributed import current_world
 
     world = current_world()
     if world is None or group.group_name not in world.groups:

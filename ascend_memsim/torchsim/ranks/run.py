@@ -34,9 +34,8 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..memory.profiles import DEFAULT_PRODUCT, get_profile
-from .distributed import World
-from .estimate import (
+from ...memory.profiles import DEFAULT_PRODUCT, get_profile
+from ..estimate import (
     EstimateResult,
     _collect_young,
     _environment,
@@ -45,11 +44,12 @@ from .estimate import (
     run_target,
     workspace_table,
 )
-from .limits import DEFAULT_ITEM_VALUE, EstimateStopped
-from .ranks_report import RankClass, RankFigures, RanksResult
-from .runtime_share import runtime_share as share_of
-from .session import Session
-from .standin import install_torch_npu, uninstall_torch_npu
+from ..limits import DEFAULT_ITEM_VALUE, EstimateStopped
+from ..runtime_share import runtime_share as share_of
+from ..session import Session
+from ..standin import install_torch_npu, uninstall_torch_npu
+from .distributed import World
+from .report import RankClass, RankFigures, RanksResult
 
 __all__ = ["estimate_ranks", "TRACE_ALL_UP_TO", "MAX_WORLD_SIZE", "DEFAULT_CARDS_PER_NODE",
            "class_key"]
@@ -166,7 +166,7 @@ def estimate_ranks(target: str | Callable[[], Any], argv: list[str] | tuple = ()
     every rank.
     ``history`` keeps each traced rank's torch_npu snapshot (``rank(r).estimate.snapshot``,
     every trace entry) and each communicator's place in it
-    (:attr:`~.hccl.Communicator.entry`), which the searches of :mod:`.ranks_search` replay.
+    (:attr:`~.hccl.Communicator.entry`), which the searches of :mod:`.search` replay.
 
     Raises:
         ValueError: a world size below 1, cards per node outside [1, 64], a negative

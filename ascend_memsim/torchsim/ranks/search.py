@@ -39,18 +39,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..allocators.conf import parse_alloc_conf, shown
-from ..allocators.rules import DEFAULT_CANN
-from ..allocators.stats import format_size as format_bytes
-from ..memory.constants import GiB, MiB
-from ..memory.errors import AllocatorConfigError, InvalidArgument
-from ..memory.profiles import DEFAULT_PRODUCT, get_profile
-from ..plan import DEFAULT_WINDOW, FitSearch, default_candidates, fit_capacity
-from ..plan.columns import Columns, Outside, compile_source, replay_columns
+from ...allocators.conf import parse_alloc_conf, shown
+from ...allocators.rules import DEFAULT_CANN
+from ...allocators.stats import format_size as format_bytes
+from ...memory.constants import GiB, MiB
+from ...memory.errors import AllocatorConfigError, InvalidArgument
+from ...memory.profiles import DEFAULT_PRODUCT, get_profile
+from ...plan import DEFAULT_WINDOW, FitSearch, default_candidates, fit_capacity
+from ...plan.columns import Columns, Outside, compile_source, replay_columns
+from ..runtime_share import _RUNTIME_MODULE
 from .hccl import _HCCL_MODULE, DEFAULT_HCCL_BUFFSIZE
-from .ranks import estimate_ranks
-from .ranks_report import RankFigures, RanksResult, _ranks_text
-from .runtime_share import _RUNTIME_MODULE
+from .report import RankFigures, RanksResult, _ranks_text
+from .run import estimate_ranks
 
 __all__ = ["sweep_ranks", "bisect_ranks", "RanksSweep", "RanksBisect", "SettingOutcome",
            "ClassOutcome", "ClassNeed", "TRACE_CAPACITY", "DEFAULT_HCCL_SWEEP",

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..allocators.stats import format_size as format_bytes
-from .estimate import EstimateResult
+from ...allocators.stats import format_size as format_bytes
+from ..estimate import EstimateResult
+from ..session import CATEGORIES
 from .hccl import Communicator
-from .session import CATEGORIES
 
 __all__ = ["RankFigures", "RankClass", "RanksResult", "MODELLED", "KINDS", "NOT_COUNTED_RANKS"]
 

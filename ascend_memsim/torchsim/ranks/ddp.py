@@ -53,7 +53,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .categories import GRADS
+from ..categories import GRADS
 
 __all__ = ["install"]
 

@@ -15,8 +15,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from ..allocators.stats import format_size as format_bytes
-from .ranks_report import KINDS, RankFigures, RanksResult, _ranks_text
+from ...allocators.stats import format_size as format_bytes
+from .report import KINDS, RankFigures, RanksResult, _ranks_text
 
 __all__ = ["plot_ranks", "picture_rows", "MAX_ROWS", "KIND_COLORS"]
 

@@ -47,8 +47,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..memory.constants import MODULE_NAMES, MallocAttrType, MallocPolicy, MiB
-from ..memory.errors import AclError
+from ...memory.constants import MODULE_NAMES, MallocAttrType, MallocPolicy, MiB
+from ...memory.errors import AclError
 
 __all__ = [
     "DEFAULT_HCCL_BUFFSIZE", "DEFAULT_P2P_HCCL_BUFFSIZE", "HcclSettings", "Communicator",
