@@ -19,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 GALLERY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -40,10 +41,13 @@ def _imports(path: str) -> list[str]:
 
 
 def _timed(command: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of ``command`` run to its end."""
+    """Wall seconds and peak RSS (KiB) of ``command`` run to its end, in a folder of its own
+    (what a script writes, such as the Trainer's output folder, goes there)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
+    with tempfile.TemporaryDirectory() as folder:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, cwd=folder)
+        _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):

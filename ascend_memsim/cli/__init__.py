@@ -341,14 +341,22 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "estimate", help="will a torch_npu training script fit? run it on fake tensors",
-        usage="ascend-memsim estimate [options] SCRIPT.py [ARGS ...] [-- ARGS ...]",
+        usage="ascend-memsim estimate [options] (SCRIPT.py | -m MODULE | LAUNCHER ...) "
+              "[ARGS ...] [-- ARGS ...]",
         description="Run an unchanged torch_npu script on the CPU with fake tensors (shapes, "
                     "no values, no memory), every NPU storage allocated and freed through "
                     "torch_npu's caching allocator on a simulated device; print the peaks, "
                     "what they hold and whether the job fits. Needs torch. estimate's "
                     "options go before SCRIPT.py; after -- every argument goes to the "
-                    "script. Exit status 1 when the script runs out of memory or fails.")
-    p.add_argument("script", metavar="SCRIPT.py", nargs="?", help="the torch_npu script")
+                    "script. The command may be a launcher as typed (torchrun, deepspeed, "
+                    "accelerate launch, llamafactory-cli, a console script): its ranks are "
+                    "taken from its own arguments. Exit status 1 when the script runs out "
+                    "of memory or fails.")
+    p.add_argument("script", metavar="SCRIPT.py", nargs="?",
+                   help="the torch_npu script, or a launcher (torchrun, deepspeed, "
+                        "accelerate launch, llamafactory-cli) or console script")
+    p.add_argument("-m", dest="module", metavar="MODULE",
+                   help="run MODULE as python -m does (its arguments after it)")
     p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                    help="the script's arguments")
     p.add_argument("--product", default=HELP_DEFAULT_PRODUCT,
@@ -578,14 +586,19 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         # versions)
         after = argv[argv.index("--") + 1:]
         argv = argv[:argv.index("--")]
+    if argv[:1] == ["estimate"] and "-m" in argv[:-1]:
+        # `estimate [options] -m MODULE ARGS`: as with python -m, what follows the module is
+        # the module's
+        at = argv.index("-m") + 2
+        after, argv = argv[at:] + (after or []), argv[:at]
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else USAGE_ERROR
     if args.command in ("run", "estimate"):
-        if args.script is None and after:
+        if args.script is None and after and not getattr(args, "module", None):
             args.script, after = after[0], after[1:]
-        if args.script is None:
+        if args.script is None and not getattr(args, "module", None):
             print(f"ascend-memsim {args.command}: error: the script to run is missing "
                   f"(ascend-memsim {args.command} [options] SCRIPT.py [ARGS ...])",
                   file=sys.stderr)

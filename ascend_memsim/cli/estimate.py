@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from .common import USAGE_ERROR, print_json
-from .run import script_refusal
-from .script import run_script
+from .run import misplaced_options
+from .script import run_entry, run_module, run_script
 
 __all__ = ["cmd_estimate", "search_progress"]
 
@@ -32,6 +32,40 @@ def _snapshot_path_problem(path: str | None) -> str:
     if not os.access(folder, os.W_OK):
         return f"--snapshot {path}: the folder {folder} is not writable"
     return ""
+
+
+def _launched_ranks(args: argparse.Namespace, program: Any) -> str:
+    """Take the launcher's ranks as ``--world-size`` (and its processes a node as
+    ``--cards-per-node``); why not, when ``--world-size`` says otherwise, or ""."""
+    if program.world_size is None:
+        return ""
+    if args.world_size is not None and args.world_size != program.world_size:
+        return (f"--world-size {args.world_size}, but {program.launcher} starts "
+                f"{program.world_size} ranks: give one of the two")
+    args.world_size = program.world_size
+    args.cards_per_node = program.cards_per_node or args.cards_per_node
+    return ""
+
+
+def _target(program: Any, json: bool) -> Any:
+    """What each rank's process runs (:class:`~ascend_memsim.torchsim.stacks.launchers.
+    Program`) as an estimate's target: the launcher's environment set for the run (it ends
+    with it), the rank's arguments (DeepSpeed's ``--local_rank=N``), the script, module or
+    console script run as its process would run it. With ``--json`` what it prints goes to
+    stderr, so that stdout is the JSON alone."""
+    def target() -> int:
+        os.environ.update(program.env)
+        local = os.environ.get("LOCAL_RANK")
+        argv = program.rank_argv(int(local) if program.world_size and local else None)
+        run = {"script": run_script, "module": run_module, "entry": run_entry}[program.kind]
+        if not json:
+            return int(run(program.target, argv))
+        with contextlib.redirect_stdout(sys.stderr):
+            return int(run(program.target, argv))
+
+    target.__name__ = f"{program.target} ({program.launcher})" if program.launcher \
+        else program.target
+    return target
 
 
 def _torch_npu_problem(args: argparse.Namespace) -> str:
@@ -59,14 +93,17 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     ``--json``); exit 1 when it ran out of memory or failed, else 0.
 
     The script runs as ``run`` runs one (its exit, atexit handlers and module teardown
-    inside the estimate, so the storages its globals hold are freed as in its process)."""
-    script = args.script
-    refusal = script_refusal(args, "estimate")
+    inside the estimate, so the storages its globals hold are freed as in its process). The
+    command may be ``-m MODULE`` or a launcher as typed
+    (:mod:`ascend_memsim.torchsim.stacks.launchers`): then each rank runs what the launcher
+    would start, and the launcher's own arguments give the ranks."""
+    refusal = misplaced_options(args) if args.script is not None else ""
     if refusal:
         print(refusal, file=sys.stderr)
         return USAGE_ERROR
     try:
         from ..torchsim import estimate
+        from ..torchsim.stacks.launchers import LaunchError, resolve
     except ImportError as e:
         print(f"ascend-memsim estimate: error: estimate needs torch ({e}); install it, e.g. "
               f"pip install 'ascend-memsim[torch]'", file=sys.stderr)
@@ -75,20 +112,20 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     if isinstance(overrides, str):
         print(f"ascend-memsim estimate: error: {overrides}", file=sys.stderr)
         return USAGE_ERROR
-    argv = [script, *args.script_args, *getattr(args, "unchecked_args", [])]
-    problem = _snapshot_path_problem(args.snapshot) or _torch_npu_problem(args)
+    words = [*(["-m", args.module] if args.module else []),
+             *([args.script] if args.script is not None else []), *args.script_args,
+             *getattr(args, "unchecked_args", [])]
+    try:
+        program = resolve(words, args.cards_per_node)
+    except LaunchError as e:
+        print(f"ascend-memsim estimate: error: {e}", file=sys.stderr)
+        return USAGE_ERROR
+    problem = (_snapshot_path_problem(args.snapshot) or _torch_npu_problem(args)
+               or _launched_ranks(args, program))
     if problem:
         print(f"ascend-memsim estimate: error: {problem}", file=sys.stderr)
         return USAGE_ERROR
-
-    def target() -> int:
-        if not args.json:
-            return run_script(script, argv)
-        # with --json, stdout is the JSON alone: what the script prints goes to stderr
-        with contextlib.redirect_stdout(sys.stderr):
-            return run_script(script, argv)
-
-    target.__name__ = script
+    target = _target(program, args.json)
     if args.world_size is not None:
         return _estimate_ranks(args, target, overrides, out)
     if args.plot or args.sweep_hccl or args.sweep_products or args.sweep_world_sizes:

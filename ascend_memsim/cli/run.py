@@ -155,10 +155,10 @@ def script_refusal(args: argparse.Namespace, command: str) -> str:
     the command's own options written after it; '' when it can."""
     if not os.path.isfile(args.script):
         return f"ascend-memsim {command}: no such script: {args.script}"
-    return _misplaced_options(args)
+    return misplaced_options(args)
 
 
-def _misplaced_options(args: argparse.Namespace) -> str:
+def misplaced_options(args: argparse.Namespace) -> str:
     """The refusal of run's own options written after the script ('' when there are none).
 
     DECISION: an option of run's after SCRIPT.py is refused (exit 2), neither taken nor

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import importlib
 import io
 import os
 import pkgutil
@@ -19,10 +20,12 @@ import runpy
 import sys
 import traceback
 import types
+from collections.abc import Callable
+from typing import Any
 
 from ..runtime.exits import ExitHandlers, exit_status
 
-__all__ = ["run_script"]
+__all__ = ["run_script", "run_module", "run_entry"]
 
 
 def _code_of(path: str) -> types.CodeType:
@@ -43,12 +46,21 @@ def _execute(path: str, namespace: dict) -> int:
     except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte (Python < 3.12)
         traceback.print_exception(type(e), e, None, file=sys.stderr)
         return 1
-    try:
+    def body() -> None:
         if code is None:
             # a zip application: runpy finds its __main__.py (its globals are runpy's copy)
             namespace.update(runpy.run_path(path, run_name="__main__"))
         else:
             exec(code, namespace)
+
+    return _status_of(body, path)
+
+
+def _status_of(body: Callable[[], object], path: str) -> int:
+    """Run ``body`` as a process's main code; its exit status (a traceback printed on an
+    error; the value ``body`` returns is a console script's ``sys.exit(main())``)."""
+    try:
+        returned = body()
     except SystemExit as e:
         if getattr(e, "ends_process", False):
             raise   # os._exit (an estimate's): no exit handler runs after it
@@ -63,7 +75,7 @@ def _execute(path: str, namespace: dict) -> int:
         # leave out this frame: the traceback starts in the script, as python's does
         traceback.print_exception(type(e), e, tb.tb_next if tb else None, file=sys.stderr)
         return 1
-    return 0
+    return exit_status(returned)
 
 
 #: ascend_memsim's own directory
@@ -132,3 +144,47 @@ def run_script(path: str, argv: list[str]) -> int:
     gc.collect()
     sys.argv, sys.path[:] = saved[0], saved[1]
     return status
+
+
+def _as_process(argv: list[str], path_entry: str, body: Callable[[], int]) -> int:
+    """``body`` (which gives an exit status) with ``sys.argv = argv``, ``path_entry`` first on
+    ``sys.path`` and the ``atexit`` handlers registered meanwhile run after it, as
+    :func:`run_script` runs a script; everything restored afterwards."""
+    handlers = ExitHandlers()
+    saved = (sys.argv, list(sys.path), atexit.register, atexit.unregister)
+    try:
+        sys.argv = list(argv)
+        sys.path.insert(0, path_entry)
+        atexit.register, atexit.unregister = handlers.register, handlers.unregister
+        status = body()
+        handlers.run()
+    finally:
+        atexit.register, atexit.unregister = saved[2], saved[3]
+        sys.argv, sys.path[:] = saved[0], saved[1]
+    gc.collect()
+    return status
+
+
+def run_module(module: str, argv: list[str]) -> int:
+    """``python -m module ARGS`` (``argv`` is ``[module, *ARGS]``) as :func:`run_script` runs a
+    script: runpy's ``run_module`` as ``__main__`` (``sys.argv[0]`` its file), the current
+    directory first on ``sys.path``, as ``python -m`` puts it; the exit status."""
+    def main() -> None:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+    return _as_process(argv, os.getcwd(), lambda: _status_of(main, module))
+
+
+def run_entry(entry: str, argv: list[str]) -> int:
+    """A console script (``entry`` "module:function", as its ``console_scripts`` entry point
+    names it) with ``sys.argv = argv``: ``sys.exit(function())``, as pip's wrapper runs it;
+    the exit status."""
+    module_name, _, attr = entry.partition(":")
+
+    def call() -> object:
+        function: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            function = getattr(function, part)
+        return function()
+
+    return _as_process(argv, os.getcwd(), lambda: _status_of(call, module_name))

@@ -47,6 +47,7 @@ from ..estimate import (
 from ..limits import DEFAULT_ITEM_VALUE, EstimateStopped
 from ..runtime_share import runtime_share as share_of
 from ..session import Session
+from ..stacks.process_state import forget as forget_process_state
 from ..standin import install_torch_npu, uninstall_torch_npu
 from .distributed import World
 from .report import RankClass, RankFigures, RanksResult
@@ -115,6 +116,8 @@ def _run_rank(target: str | Callable[[], Any], argv: Sequence[str], rank: int,
     # FakeTensorMode's dispatch cache is the class's: an output made for "npu" (no index) on
     # the last rank's device would come back on that device
     FakeTensorMode.cache_clear()
+    # each rank is a process of its own on the machine: no library state from the last one
+    forget_process_state()
     previous = install_torch_npu()
     try:
         with _environment(), _rank_environment(env), _collect_young(), session:
