@@ -167,3 +167,22 @@ def test_reset_accumulated_stats_counts_allocated_and_freed_from_zero_again():
         assert stats["allocated_bytes.all.freed"] == 2 * BLOCK
         assert stats["allocated_bytes.all.current"] == 0
         check(alloc)
+
+
+def test_a_dropped_pool_is_released_at_the_allocators_next_call_not_inside_one():
+    # ~MemPool runs from Python's collector, which may interrupt the allocator's own work:
+    # drop_pool only notes it; the next malloc, empty_cache, statistics or snapshot does it
+    with Runtime("A2", hbm_bytes=256 * MiB) as rt:
+        alloc = NpuCachingAllocator(rt)
+        pool = alloc.create_pool()
+        alloc.begin_allocate_to_pool(pool)
+        alloc.free(alloc.malloc(4 * MiB))
+        alloc.end_allocate_to_pool(pool)
+        alloc.release_pool(pool)
+        with alloc._lock:                                # as if inside the allocator's work
+            alloc.drop_pool(pool)
+            assert alloc._pools[pool].use_count == 1     # nothing changed yet
+        assert reserved(alloc) == 0                      # the statistics call released it
+        with pytest.raises(InvalidArgument):
+            alloc.pool_use_count(pool)
+        check(alloc)

@@ -125,6 +125,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         self._pools: dict[tuple[int, int], PrivatePool] = {}
         #: allocation_scopes_: (pool id, thread ident) routing that thread's allocations
         self._scopes: list[tuple[tuple[int, int], int]] = []
+        #: pools whose MemPool is gone (drop_pool), released at the allocator's next call
+        self._dropped: list[tuple[int, int]] = []
         self._active: dict[int, Block] = {}
         #: the ExpandableSegments (expandable_segments:True)
         self._expandable: list[Any] = []
@@ -197,6 +199,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         if size == 0:
             return 0
         with self._lock:
+            if self._dropped:
+                self._drain_dropped()
             self._ensure_device()
             return self._malloc(size, stream).ptr
 
@@ -266,6 +270,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         freeable (its use count 0)."""
         with self._lock:
             self._ensure_device()
+            if self._dropped:
+                self._drain_dropped()
             if pool_id is None:
                 self._empty_cache()
             else:
@@ -334,6 +340,25 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
         with self._lock:
             self._private(pool_id).use_on_oom = use_on_oom
 
+    def drop_pool(self, pool_id: tuple[int, int]) -> None:
+        """~MemPool (``MemPool.cpp``: setUseOnOOM(false), releasePool, emptyCache(id)), as a
+        MemPool's finalizer calls it: noted here and done at the allocator's next malloc,
+        ``empty_cache`` or statistics. DECISION: deferred, because Python's collector may run
+        a finalizer in the middle of this allocator's own work (under its re-entrant lock),
+        where the source's C++ destructor never interrupts it. O(1)."""
+        self._dropped.append(pool_id)
+
+    def _drain_dropped(self) -> None:
+        while self._dropped:
+            pool_id = self._dropped.pop()
+            private = self._pools.get(pool_id)
+            if private is None or private.use_count == 0:
+                continue
+            private.use_on_oom = False
+            private.use_count -= 1
+            self.runtime.synchronize_device()
+            self._release_cached_blocks(pool_id)
+
     def pool_use_count(self, pool_id: tuple[int, int]) -> int:
         """getPoolUseCount: the MemPools and scopes using the pool."""
         with self._lock:
@@ -383,6 +408,8 @@ class NpuCachingAllocator(SnapshotViews, ExpandableBlocks, AllocatorCallbacks, S
     def memory_stats(self) -> dict[str, Any]:
         """torch_npu.npu.memory_stats: ``"allocated_bytes.all.current"`` and the rest."""
         with self._lock:
+            if self._dropped:
+                self._drain_dropped()
             return self.stats.flat()
 
     def reset_accumulated_stats(self) -> None:

@@ -36,8 +36,11 @@ class SnapshotViews:
     _small: Pool
     _large: Pool
     _pools: dict[tuple[int, int], PrivatePool]
+    _dropped: list[tuple[int, int]]
     if TYPE_CHECKING:
         def _pending(self) -> list[Block]: ...
+
+        def _drain_dropped(self) -> None: ...
     #: called for each trace entry while the history is on: its ``frames`` (a list of
     #: {"filename", "line", "name"}, innermost first); None: no frames, as before
     trace_frames: Callable[[], list[Any]] | None = None
@@ -122,6 +125,8 @@ class SnapshotViews:
         ``blocks`` (``address``, ``size``, ``requested_size``, ``state``: "active_allocated",
         "active_pending_free" or "inactive", torch_npu's snapshot words)."""
         with self._lock:
+            if self._dropped:
+                self._drain_dropped()
             heads = {}
             b: Block | None
             cached = [self._small, self._large,

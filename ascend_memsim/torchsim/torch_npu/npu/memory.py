@@ -256,13 +256,11 @@ class MemPool:
         return memory_snapshot(self._id)
 
     def __del__(self) -> None:
-        # ~MemPool (MemPool.cpp): setUseOnOOM(false), releasePool, emptyCache(id); nothing
-        # once the estimate that made it is over (its device is gone)
+        # ~MemPool (MemPool.cpp): setUseOnOOM(false), releasePool, emptyCache(id), done by
+        # the allocator at its next call; nothing once the estimate that made it is over
         session = getattr(self, "_session", None)
         if session is not None and active() is session:
-            self._allocator.set_use_on_oom(self._id, False)
-            self._allocator.release_pool(self._id)
-            self._allocator.empty_cache(self._id)
+            self._allocator.drop_pool(self._id)
 
 
 @contextlib.contextmanager
