@@ -22,6 +22,16 @@ A DataLoader runs as the script asks (:func:`install` patches it for the run):
   pinned host memory, not on the device (:class:`PinnedMemory`: blocks of a power of two,
   kept when the copy dies until ``torch.npu.host_empty_cache()``; the result's
   ``host_pinned_peak``, and ``torch.npu.host_memory_stats()``).
+
+A module moved (``model.to("npu")``, ``.half()``) keeps its parameter objects, as on the
+machine: torch swaps a fake parameter's contents into the same object
+(``torch.utils.swap_tensors``, which ``Module._apply`` takes for every ``FakeTensor``) where
+the machine's real parameter takes ``param.data = moved``; the swap refuses a parameter
+that something holds a weak reference to (DeepSpeed's ``WeakIdNameMap`` of parameter names
+puts a ``weakref.finalize`` on each), which the machine's move never looks at. During the
+run that refusal is left out for a fake parameter (:func:`_swap_tensors`): the weak
+references stay with the object, which is the parameter before and after, as they do on
+the machine.
 """
 
 from __future__ import annotations
@@ -110,7 +120,9 @@ class PinnedMemory:
 
     def __init__(self) -> None:
         self.current = self.peak = 0
-        self._lock = threading.Lock()
+        # re-entrant: a copy's finalizer (_drop) may run from the collector while stats()
+        # builds its dicts under the lock on the same thread
+        self._lock = threading.RLock()
         #: the pinned copies alive (by identity: a tensor's == compares elements)
         self.pinned = WeakIdKeyDictionary()
         #: free blocks by size (a power of two): their count
@@ -227,6 +239,30 @@ class _RealCollate:
         return _real(self.collate(batch))
 
 
+class _NoWeakReferences:
+    """What ``torch.utils`` sees of the ``weakref`` module while a fake parameter swaps."""
+
+    @staticmethod
+    def getweakrefs(obj: Any) -> list:
+        return []
+
+
+def _swap_tensors(swap: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """``torch.utils.swap_tensors`` that swaps a fake ``t1`` even when weak references to it
+    are held (see the module's docstring); its other checks stay. O(1)."""
+    def swap_tensors(t1: Any, t2: Any) -> None:
+        if not (isinstance(t1, FakeTensor) and weakref.getweakrefs(t1)):
+            return swap(t1, t2)
+        utils: Any = torch.utils
+        module, utils.weakref = utils.weakref, _NoWeakReferences
+        try:
+            return swap(t1, t2)
+        finally:
+            utils.weakref = module
+
+    return swap_tensors
+
+
 def install(pinned: PinnedMemory) -> Callable[[], None]:
     """Patch torch for the run (pinning counted in ``pinned``, DataLoader workers as the
     module says); a callable that undoes it."""
@@ -243,9 +279,12 @@ def install(pinned: PinnedMemory) -> Callable[[], None]:
 
     tensor.pin_memory, tensor.is_pinned = pin, pinned_now
     _worker._worker_loop = _RealBatchesLoop()
+    swap = torch.utils.swap_tensors
+    torch.utils.swap_tensors = _swap_tensors(swap)
 
     def undo() -> None:
         tensor.pin_memory, tensor.is_pinned = pin_memory, is_pinned
         _worker._worker_loop = loop
+        torch.utils.swap_tensors = swap
 
     return undo
