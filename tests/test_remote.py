@@ -332,18 +332,17 @@ def test_hostile_messages_get_errors_and_the_owner_serves_on(owned, monkeypatch)
     # a wrong key, and a peer that never authenticates, do not stop the owner
     with pytest.raises(mpc.AuthenticationError):
         mpc.Client(owner.address, authkey=b"wrong")
-    monkeypatch.setattr(owner_module, "HANDSHAKE_SECONDS", 0.2)
     import socket
     silent = socket.socket(socket.AF_UNIX if isinstance(owner.address, str) else socket.AF_INET)
     silent.connect(owner.address)
     silent.settimeout(WAIT)
-    silent.recv(1024)  # the challenge
-    assert silent.recv(1024) == b""  # dropped, not waited on
-    silent.close()
-    # the owner's own face and a new worker connection work throughout
+    silent.recv(1024)  # the challenge, then silence
+    # the owner's own face and a new worker connection work throughout, the silent one
+    # still in its handshake (test_remote_hostile: it is dropped at its deadline)
     conn2, pid2 = _peer(owner)
     assert _ask(conn2, {"call": "rt.device_get_bare_tgid", "args": []})["ok"] == (pid2, 0)
     conn2.close()
+    silent.close()
     assert owner.wait_ended(pid2, WAIT)
     assert acl.rt.get_device() == (0, 0)
 

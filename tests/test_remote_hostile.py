@@ -1,18 +1,22 @@
 """Real worker processes under stress (ascend_memsim.remote): a worker that forks after
-connecting, an owner that cannot start a thread or is flooded with idle connections, host
-buffers a worker drops, and changed arrays that do not fit in one frame."""
+connecting, an owner that cannot start a thread or is flooded with idle or broken
+connections (an honest worker still gets in at once), host buffers a worker drops, changed
+arrays that do not fit in one frame, and frames past the limits of what the owner reads."""
 
 import json
 import multiprocessing as mp
 import os
 import socket
+import struct
 import threading
+import time
 from multiprocessing import connection as mpc
 
 import numpy as np
 import pytest
 
 from ascend_memsim import MiB, Runtime, acl, serve
+from ascend_memsim.remote import _acceptor as acceptor_module
 from ascend_memsim.remote import owner as owner_module
 from ascend_memsim.remote import wire
 from ascend_memsim.remote import worker as worker_module
@@ -194,9 +198,49 @@ def test_the_owner_accepts_on_after_a_thread_fails_to_start_and_closes_cleanly(m
         conn.close()
 
 
-def test_idle_connections_cost_no_thread_and_are_dropped(owned, monkeypatch):
-    _, owner = owned
-    monkeypatch.setattr(owner_module, "HANDSHAKE_SECONDS", 0.05)
+def _family(owner):
+    return socket.AF_UNIX if isinstance(owner.address, str) else socket.AF_INET
+
+
+def _idle(owner, count, seconds=5.0):
+    """Up to ``count`` connections to the owner that never say a word, opened within
+    ``seconds`` (a connect that finds the listen queue full tries again)."""
+    idle = []
+    deadline = time.monotonic() + seconds
+    while len(idle) < count and time.monotonic() < deadline:
+        sock = socket.socket(_family(owner))
+        sock.settimeout(1.0)
+        try:
+            sock.connect(owner.address)
+        except OSError:  # the queue is full for now
+            sock.close()
+            time.sleep(0.005)
+            continue
+        idle.append(sock)
+    return idle
+
+
+@pytest.mark.parametrize("count", [5, 300])
+def test_idle_connections_do_not_delay_an_honest_worker(owned, count):
+    # issue 19 and 26: the handshakes went one at a time, each idle connection ahead holding
+    # the queue for its whole deadline (5 s): 5 idle made a worker wait 24 s, 20 made it fail
+    # at 60 s, 300 more than 30 s; now they go side by side
+    _, owner = owned  # the default handshake deadline
+    assert owner_module.HANDSHAKE_SECONDS == 5.0
+    idle = _idle(owner, count)
+    try:
+        # within 2 s, while every idle connection is still within its own 5 s
+        conn, pid = worker_module._dial(owner.address, owner.authkey, 2.0)
+        conn.send_bytes(wire.pack({"call": "rt.device_get_bare_tgid", "args": []}))
+        assert wire.receive(conn, time.monotonic() + WAIT)["ok"] == (pid, 0)
+        conn.close()
+        assert len(idle) == count  # the flood was all there at once
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_idle_connections_cost_no_thread_and_are_dropped(monkeypatch):
     started = []
     start = threading.Thread.start
 
@@ -204,24 +248,106 @@ def test_idle_connections_cost_no_thread_and_are_dropped(owned, monkeypatch):
         started.append(thread.name)
         return start(thread)
 
-    monkeypatch.setattr(threading.Thread, "start", counting_start)
-    family = socket.AF_UNIX if isinstance(owner.address, str) else socket.AF_INET
-    idle = []
-    for _ in range(48):  # three times the listen queue (owner_module.BACKLOG)
-        sock = socket.socket(family)
-        sock.connect(owner.address)  # blocks while the listen queue is full
-        sock.settimeout(WAIT)
-        idle.append(sock)
-    # an honest worker waits for room in the full queue, and is served after them
-    conn = mpc.Client(owner.address, authkey=owner.authkey)
-    assert conn.poll(WAIT) and "pid" in wire.unpack(conn.recv_bytes())
-    for sock in idle:  # each was challenged in turn, then dropped for its silence
-        while sock.recv(1024):
-            pass
-        sock.close()
-    # no thread, no timer, for a connection without the key: one for the honest worker
-    assert started == ["memsim-owner-worker"]
-    conn.close()
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": None}) as rt:
+        with serve(rt, env=False, handshake_timeout=0.3, sanitizer={"output": None}) as owner:
+            monkeypatch.setattr(threading.Thread, "start", counting_start)
+            idle = _idle(owner, 48)  # three times the kernel's old listen queue (16)
+            # an honest worker is served at once, the idle ones still waiting
+            conn = mpc.Client(owner.address, authkey=owner.authkey)
+            assert conn.poll(WAIT) and "pid" in wire.unpack(conn.recv_bytes())
+            dropped = time.monotonic()
+            for sock in idle:  # each was challenged, then dropped for its silence
+                sock.settimeout(WAIT)
+                while sock.recv(1024):
+                    pass
+                sock.close()
+            # at their deadline, 0.3 s after they came, not one after the other
+            assert time.monotonic() - dropped < 0.3 + 2.0
+            assert len(idle) == 48
+            # no thread, no timer, for a connection without the key: one for the honest
+            # worker
+            assert started == ["memsim-owner-worker"]
+            conn.close()
+
+
+def test_peers_that_break_the_handshake_are_dropped_at_once_and_others_get_in():
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": None}) as rt:
+        with serve(rt, env=False, sanitizer={"output": None}) as owner:
+            bad = []
+            for garbage in (struct.pack("!i", 1 << 30),       # a frame far past 256 bytes
+                            struct.pack("!i", -1) + bytes(8),  # the 8-byte form: too big
+                            struct.pack("!i", 16) + bytes(16),  # a wrong response
+                            b"\x00\x00"):                     # half a header, then closed
+                sock = socket.socket(_family(owner))
+                sock.connect(owner.address)
+                sock.settimeout(WAIT)
+                sock.sendall(garbage)
+                bad.append(sock)
+            bad[-1].shutdown(socket.SHUT_WR)
+            conn, pid = _greeted(owner)
+            for sock in bad:  # the challenge, maybe the refusal, then closed: at once, not
+                # at the 5 s deadline (a reset when what it sent was left unread)
+                begun = time.monotonic()
+                try:
+                    while sock.recv(1024):
+                        pass
+                except ConnectionResetError:
+                    pass
+                assert time.monotonic() - begun < 4.0
+                sock.close()
+            with pytest.raises(mpc.AuthenticationError):  # a wrong key hears so
+                mpc.Client(owner.address, authkey=b"wrong")
+            conn.send_bytes(wire.pack({"call": "rt.device_get_bare_tgid", "args": []}))
+            assert wire.receive(conn, time.monotonic() + WAIT)["ok"] == (pid, 0)
+            conn.close()
+
+
+def test_past_the_most_pending_the_oldest_idle_connection_makes_room(monkeypatch):
+    monkeypatch.setattr(acceptor_module, "MAX_PENDING", 8)
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": None}) as rt:
+        with serve(rt, env=False, sanitizer={"output": None}) as owner:
+            idle = _idle(owner, 12)
+            conn, _ = _greeted(owner)  # the newest always gets its turn
+            conn.close()
+            # 12 idle and the honest one past a room of 8: the 5 oldest dropped (at once),
+            # the 7 newest still waiting
+            ended = []
+            for sock in idle:
+                sock.settimeout(0.2)
+                try:
+                    sock.recv(1024)  # the challenge
+                    ended.append(sock.recv(1024) == b"")
+                except TimeoutError:
+                    ended.append(False)
+                sock.close()
+            assert ended == [True] * 5 + [False] * 7
+
+
+def test_a_bug_admitting_one_connection_ends_that_one_only(monkeypatch, caplog):
+    feed = wire.Admission.feed
+    failed = []
+
+    def failing_feed(self, data):
+        if not failed:
+            failed.append(data)
+            raise RuntimeError("a bug")
+        return feed(self, data)
+
+    monkeypatch.setattr(wire.Admission, "feed", failing_feed)
+    with Runtime("A2", hbm_bytes=64 * MiB, sanitizer={"output": None}) as rt:
+        with serve(rt, env=False, sanitizer={"output": None}) as owner:
+            with pytest.raises(worker_module.OwnerLost, match="closed the connection"):
+                _greeted(owner)
+            conn, _ = _greeted(owner)  # the acceptor lives on
+            conn.close()
+    assert failed and "a bug" in caplog.text
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "5"])
+def test_a_handshake_timeout_is_a_number_of_seconds(bad):
+    with Runtime("A2", hbm_bytes=64 * MiB) as rt:
+        with pytest.raises(ValueError, match="handshake_timeout"):
+            serve(rt, env=False, handshake_timeout=bad)
 
 
 def test_connect_gives_up_on_an_owner_that_never_answers():
@@ -367,3 +493,65 @@ def test_two_changed_30_mib_arrays_at_the_real_frame_limit(owned):
     assert worker("_two_changed_big_arrays", 30 * MiB) == [(1, 0), (1, 0), b"\x00\x07",
                                                            b"\x01\x01"]
     worker.exit()
+
+
+# -- 7. frames past what the owner reads ------------------------------------------------------
+
+def _ask(conn, data):
+    conn.send_bytes(data)
+    return wire.receive(conn, time.monotonic() + WAIT)
+
+
+def test_a_frame_of_more_values_than_the_limit_is_refused_and_the_worker_served_on(owned):
+    # issue 27: a 60 MiB frame of small values took the owner to 2.35 GB; the count of values
+    # is now refused before anything is parsed (values(): one more for each , : [ {)
+    _, owner = owned
+    conn, pid = _greeted(owner)
+    zeros = b",".join([b"0"] * wire.MAX_VALUES)  # 2**20 - 1 commas, 2 MiB
+    frame = b'{"D":[["call","rt.get_device_count"],["args",{"L":[' + zeros + b']}]]}'
+    # commas: the zeros' 2**20 - 1 and 3 more; colons 2; [ 4; { 2; and one
+    assert wire.values(frame) == (wire.MAX_VALUES - 1 + 3) + 2 + 4 + 2 + 1
+    reply = _ask(conn, frame)
+    assert reply["raise"] == "ValueError"
+    assert f"over the limit of {wire.MAX_VALUES}" in reply["message"]
+    # the frame was read whole: the connection reads on
+    assert _ask(conn, wire.pack({"call": "rt.device_get_bare_tgid", "args": []}))["ok"] == \
+        (pid, 0)
+    conn.close()
+
+
+def test_a_frame_over_the_size_limit_is_refused_before_its_body_is_read(owned):
+    _, owner = owned
+    conn, pid = _greeted(owner)
+    # a header alone: the owner answers without waiting for the 64 MiB it announces
+    os.write(conn.fileno(), struct.pack("!i", wire.MAX_MESSAGE + 1))
+    reply = wire.receive(conn, time.monotonic() + WAIT)
+    assert reply["raise"] == "ValueError"
+    assert reply["message"] == (f"connection ended: a frame of {wire.MAX_MESSAGE + 1} bytes, "
+                                f"over {wire.MAX_MESSAGE}")
+    assert owner.wait_ended(pid, WAIT)
+    conn.close()
+
+
+def test_a_read_of_more_than_a_message_carries_is_refused_before_it_is_made(owned, monkeypatch):
+    _, owner = owned
+    read = []
+    real = owner_module.pointers.ptr_to_bytes
+    monkeypatch.setattr(owner_module.pointers, "ptr_to_bytes",
+                        lambda *args: read.append(args[1:]) or real(*args))
+    conn, _ = _greeted(owner)
+    assert _ask(conn, wire.pack({"call": "rt.set_device", "args": [0]}))["ok"] == 0
+    size = wire.MAX_BYTES + 1  # a host block that big is backed as it is written: untouched
+    ptr, ret = _ask(conn, wire.pack({"call": "rt.malloc_host", "args": [size]}))["ok"]
+    assert ret == 0 and ptr
+    for call, args in (("util.ptr_to_bytes", [ptr, size]),
+                       ("util.ptr_to_numpy", [ptr, (size,), 2])):  # int8
+        reply = _ask(conn, wire.pack({"call": call, "args": args}))
+        assert reply["raise"] == "ValueError", reply
+        assert f"{size} bytes do not fit in one message" in reply["message"]
+    assert read == []  # nothing read only to be refused at the reply
+    assert _ask(conn, wire.pack({"call": "util.ptr_to_bytes", "args": [ptr, 4]}))["ok"] == \
+        bytes(4)
+    assert read == [(ptr, 4)]
+    assert _ask(conn, wire.pack({"call": "rt.free_host", "args": [ptr]}))["ok"] == 0
+    conn.close()

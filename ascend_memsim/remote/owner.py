@@ -4,7 +4,8 @@
 ``127.0.0.1`` where there are none) with a random key, and puts both in this process's
 environment (:data:`ENV_ADDRESS`, :data:`ENV_KEY`), so the workers it starts afterwards
 (``multiprocessing``, spawn or fork) find it with ``ascend_memsim.connect()``. Each connection
-is one worker process: the owner authenticates it (HMAC challenge, ``multiprocessing.connection``),
+is one worker process: the owner authenticates it (HMAC challenge, ``multiprocessing.connection``;
+all connections at once on one thread, :mod:`._acceptor`, so an idle one delays no one),
 spawns a simulated process for it on ``rt``'s machine (``rt.spawn_process()``, its own pid) and
 serves its calls on a thread of its own, acting as that process
 (:func:`~ascend_memsim.runtime.process.acting_as`): a call is a pyacl function's name and
@@ -18,14 +19,15 @@ a *copy* of the buffer in the worker's simulated process here; the worker sends 
 of its arrays that changed before each call, and gets back the bytes of the copies a call
 changed (a copy to host, a synchronize that ends an async one), which it writes into its
 objects. ``malloc_host`` blocks live here; a worker reads them with ``ptr_to_bytes`` /
-``ptr_to_numpy`` (a copy, not a view).
+``ptr_to_numpy`` (a copy, not a view; at most :data:`~.wire.MAX_BYTES`, refused before it is
+read).
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-import multiprocessing
+import math
 import os
 import secrets
 import socket
@@ -56,6 +58,7 @@ from ..runtime.active import current_runtime
 from ..runtime.config import parse_config
 from ..runtime.process import acting_as
 from . import wire
+from ._acceptor import Acceptor
 
 __all__ = ["Owner", "serve", "ENV_ADDRESS", "ENV_KEY", "HANDSHAKE_SECONDS"]
 
@@ -66,13 +69,11 @@ ENV_ADDRESS = "ASCEND_MEMSIM_OWNER"
 ENV_KEY = "ASCEND_MEMSIM_OWNER_KEY"
 #: the most frames of a worker's stack a call carries (its site in reports)
 SITE_FRAMES = 16
-#: DECISION: a connection that has not authenticated within this many seconds is dropped.
-#: The acceptor thread authenticates one connection at a time (a connection costs no thread
-#: before it holds the key), so a silent peer delays the next by at most this; the ones not
-#: reached yet wait in the listen queue of :data:`BACKLOG` (beyond it, the kernel's)
+#: DECISION: a connection that has not authenticated within this many seconds of its
+#: arrival is dropped (``serve(rt, handshake_timeout=...)``). The acceptor thread holds every
+#: connection in its handshake at once (none costs a thread before it holds the key), so a
+#: silent peer delays no one else
 HANDSHAKE_SECONDS = 5.0
-#: the listen queue: connections not accepted yet
-BACKLOG = 16
 #: the acl.rt calls that take a Python callable or a host thread: not served (the owner
 #: cannot run a worker's function)
 NOT_SERVED = frozenset(("rt.launch_callback", "rt.process_report", "rt.subscribe_report",
@@ -87,13 +88,16 @@ class Owner:
     ``with serve(rt) as owner:`` ... ; :meth:`close` ends every worker's process.
     """
 
-    def __init__(self, runtime: Any, *, env: bool = True, **process_options: Any) -> None:
+    def __init__(self, runtime: Any, *, env: bool = True,
+                 handshake_timeout: float | None = None, **process_options: Any) -> None:
+        if handshake_timeout is None:
+            handshake_timeout = HANDSHAKE_SECONDS
+        if (type(handshake_timeout) not in (int, float) or not math.isfinite(handshake_timeout)
+                or handshake_timeout <= 0):
+            raise ValueError(f"handshake_timeout: a number of seconds > 0, not "
+                             f"{handshake_timeout!r}")
         self.runtime = runtime
         self.authkey = secrets.token_bytes(32)
-        family = "AF_UNIX" if hasattr(socket, "AF_UNIX") else "AF_INET"
-        address = ("127.0.0.1", 0) if family == "AF_INET" else None
-        self._listener = mpc.Listener(address, family=family, backlog=BACKLOG)
-        self.address = self._listener.address
         self._process_options = process_options
         self._lock = threading.Condition()
         self._closing = False
@@ -103,17 +107,15 @@ class Owner:
         #: (``(call, description)`` pairs); a pid is here once its process has ended
         self.ended: dict[int, list[tuple[str, str]]] = {}
         self._threads: list[threading.Thread] = []
-        #: the connection the acceptor is authenticating (close() wakes it)
-        self._pending: mpc.Connection | None = None
+        self._acceptor = Acceptor(self.authkey, handshake_timeout=float(handshake_timeout),
+                                  admitted=self._admitted)
+        self.address = self._acceptor.address
         self._saved_env: dict[str, str | None] = {}
         if env:
             for name, value in ((ENV_ADDRESS, _show_address(self.address)),
                                 (ENV_KEY, self.authkey.hex())):
                 self._saved_env[name] = os.environ.get(name)
                 os.environ[name] = value
-        self._acceptor = threading.Thread(target=self._accept, name="memsim-owner-accept",
-                                          daemon=True)
-        self._acceptor.start()
         self._os_pid = os.getpid()
         _LIVE.add(self)
 
@@ -140,15 +142,10 @@ class Owner:
                 return
             self._closing = True
             sessions = list(self.sessions.values())
-            pending = self._pending
         _LIVE.discard(self)
         deadline = time.monotonic() + timeout
         try:
-            if pending is not None:
-                _shutdown(pending)
-            self._wake()
-            self._acceptor.join(timeout)
-            self._listener.close()
+            self._acceptor.close(timeout)
             for session in sessions:
                 session.shutdown()
             for thread in list(self._threads):  # a call that never returns is left behind
@@ -160,50 +157,11 @@ class Owner:
                 else:
                     os.environ[name] = value
 
-    def _wake(self) -> None:
-        """Wake the acceptor from ``accept()`` with a connection of no one (bounded: when the
-        listen queue is full, the acceptor has connections to wake it already)."""
-        family = socket.AF_UNIX if isinstance(self.address, str) else socket.AF_INET
-        try:
-            with socket.socket(family) as sock:
-                sock.settimeout(1.0)
-                sock.connect(self.address)
-        except OSError:
-            pass
-
     # -- serving --------------------------------------------------------------------------
 
-    def _accept(self) -> None:
-        """Accept and authenticate connections one at a time; each one that holds the key is
-        served on a thread of its own. Nothing a peer does, and no thread that cannot start,
-        ends this loop: only close() does."""
-        while not self._closing:
-            try:
-                conn = self._listener.accept()
-            except OSError:  # a peer gone before accept, or out of descriptors: try again
-                time.sleep(0.01)
-                continue
-            try:
-                self._admit(conn)
-            except Exception:  # a bug here: that connection ends, the acceptor lives on
-                log.error("accepting a worker:\n%s", traceback.format_exc())
-                conn.close()
-
-    def _admit(self, conn: mpc.Connection) -> None:
-        with self._lock:
-            if self._closing:
-                conn.close()
-                return
-            self._pending = conn
-        try:
-            wire.handshake(conn, self.authkey, time.monotonic() + HANDSHAKE_SECONDS, owner=True)
-        except (OSError, EOFError, multiprocessing.AuthenticationError, ValueError,
-                AssertionError):
-            conn.close()  # a wrong key, silence past the deadline, or a closed peer
-            return
-        finally:
-            with self._lock:
-                self._pending = None
+    def _admitted(self, conn: mpc.Connection) -> None:
+        """Serve a connection that has proved the key on a thread of its own (the acceptor
+        calls this)."""
         thread = threading.Thread(target=self._serve, args=(conn,), daemon=True,
                                   name="memsim-owner-worker")
         try:
@@ -253,13 +211,19 @@ def serving_here() -> bool:
     return any(owner._os_pid == os.getpid() for owner in list(_LIVE))
 
 
-def serve(runtime: Any, *, env: bool = True, **process_options: Any) -> Owner:
+def serve(runtime: Any, *, env: bool = True, handshake_timeout: float | None = None,
+          **process_options: Any) -> Owner:
     """Serve ``runtime``'s machine to worker processes (see the module docstring).
 
     ``env``: put the address and key in ``os.environ`` for the workers this process starts.
-    ``process_options``: for each worker's ``rt.spawn_process`` (``sanitizer``, ...).
+    ``handshake_timeout``: seconds a connection has to prove the key (default
+    :data:`HANDSHAKE_SECONDS`). ``process_options``: for each worker's ``rt.spawn_process``
+    (``sanitizer``, ...).
+
+    Raises:
+        ValueError: a handshake_timeout that is not a number of seconds > 0.
     """
-    return Owner(runtime, env=env, **process_options)
+    return Owner(runtime, env=env, handshake_timeout=handshake_timeout, **process_options)
 
 
 def _show_address(address: Any) -> str:
@@ -309,10 +273,12 @@ class _Session:
         _shutdown(self.conn)
 
     def run(self) -> None:
-        """Serve calls until the worker closes the connection or a frame cannot be read."""
+        """Serve calls until the worker closes the connection or a frame cannot be read.
+        One frame is read and parsed at a time, in memory bounded by its size
+        (:mod:`.wire`)."""
         while True:
             try:
-                data = self.conn.recv_bytes(wire.MAX_MESSAGE)
+                message = wire.receive(self.conn)
             except EOFError:
                 return
             except OSError as e:  # over MAX_MESSAGE (the stream can no longer be read), reset
@@ -321,18 +287,26 @@ class _Session:
                 except OSError:
                     pass
                 return
-            try:
-                reply = self.handle(wire.unpack(data))
-            except wire.WireError as e:
+            except wire.WireError as e:  # read whole: the next frame can be read
                 reply = {"raise": "ValueError", "message": f"a bad message: {e}"}
-            except Exception as e:  # a bug here: the worker hears of it, the owner lives on
-                log.error("serving worker process %d:\n%s", self.process.pid,
-                          traceback.format_exc())
-                reply = {"raise": "RuntimeError", "message": f"the owner failed: {e!r}"}
+            else:
+                reply = self._answer(message)
+                del message  # its values go before the next frame is read
             try:
                 self.send(reply)
             except OSError:
                 return
+
+    def _answer(self, message: dict) -> dict:
+        """The reply to one message: its call's, or the error that stopped it."""
+        try:
+            return self.handle(message)
+        except wire.WireError as e:
+            return {"raise": "ValueError", "message": f"a bad message: {e}"}
+        except Exception as e:  # a bug here: the worker hears of it, the owner lives on
+            log.error("serving worker process %d:\n%s", self.process.pid,
+                      traceback.format_exc())
+            return {"raise": "RuntimeError", "message": f"the owner failed: {e!r}"}
 
     def handle(self, message: dict) -> dict:
         """Run one call; its reply (an error of the call is in the reply, not raised).
@@ -450,10 +424,16 @@ class _Session:
         return ptr
 
     def ptr_to_bytes(self, ptr: Any, size: Any) -> bytes:
+        if type(size) is int and size > wire.MAX_BYTES:  # never read only to be refused
+            raise ValueError(f"ptr_to_bytes: {size} bytes do not fit in one message (at "
+                             f"most {wire.MAX_BYTES})")
         return pointers.ptr_to_bytes(self.process, ptr, size)
 
     def ptr_to_numpy(self, ptr: Any, shape: Any, np_type: Any) -> tuple:
-        array = util.ptr_to_numpy(ptr, shape, np_type)
+        array = util.ptr_to_numpy(ptr, shape, np_type)  # a view: nothing copied yet
+        if array.nbytes > wire.MAX_BYTES:
+            raise ValueError(f"ptr_to_numpy: {array.nbytes} bytes do not fit in one message "
+                             f"(at most {wire.MAX_BYTES})")
         return array.dtype.str, list(array.shape), array.tobytes()
 
 

@@ -53,7 +53,8 @@ __all__ = ["Worker", "connect", "OwnerLost", "CALL_SECONDS", "CONNECT_SECONDS"]
 #: (TimeoutError); the owner's own end of file ends it at once
 CALL_SECONDS = 300.0
 #: DECISION: connect() gives up (OwnerLost) when the owner has not accepted, authenticated
-#: and greeted it in this many seconds (it authenticates one connection at a time)
+#: and greeted it in this many seconds (the owner admits connections side by side: an idle
+#: one ahead of this worker does not delay it)
 CONNECT_SECONDS = 60.0
 
 #: how many of the worker's frames go with each call (its site in the owner's reports)
@@ -156,9 +157,10 @@ class Worker:
         try:
             self._conn.send_bytes(data)
             while True:
-                if not self._conn.poll(self.timeout):
-                    raise self._lose(f"the owner did not answer in {self.timeout} s")
-                reply = wire.unpack(self._conn.recv_bytes(wire.MAX_MESSAGE))
+                try:
+                    reply = wire.receive(self._conn, time.monotonic() + self.timeout)
+                except TimeoutError:
+                    raise self._lose(f"the owner did not answer in {self.timeout} s") from None
                 if reply.get("more") is not True:
                     return reply
                 for ptr, now in reply.get("pull", ()):
