@@ -596,3 +596,15 @@ def test_tensor_entries_with_fields_outside_64_bits_are_named(tmp_path):
         "wide.pickle: entry 2: field 'stream' is a list of 1 item, not an integer; ignored",
         "wide.pickle: entry 3: field 'addr' is a list of 1 item, not an integer; ignored"]
     assert r.actions["skipped"] == {"alloc": 3, "free_completed": 1}
+
+
+def test_a_snapshot_of_many_bad_entries_lists_the_first_problems_and_counts_the_rest():
+    # a file that names a bad entry a million times costs its reader a line, not a million
+    from ascend_memsim.observe.snapshot import MAX_PROBLEMS, read_snapshot
+
+    bad = {"action": "alloc", "addr": 4096}                  # no size: ignored, a problem
+    events, _, problems = read_snapshot({"segments": [], "device_traces": [[bad] * 5000]})
+    assert events == [] and len(problems) == MAX_PROBLEMS + 1
+    # (the 5,000 entries' problems, and the snapshot's own: no segment)
+    more = int(problems[-1].split()[2].replace(",", ""))
+    assert more >= 5000 - MAX_PROBLEMS and "more problems like these" in problems[-1]

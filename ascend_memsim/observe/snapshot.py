@@ -193,11 +193,38 @@ def _stream(value: Any) -> Any:
     return None if value in (0, None) else value
 
 
+#: the problems of a snapshot described one by one; the rest are counted
+MAX_PROBLEMS = 100
+
+
+class _Problems:
+    """A snapshot's problems: the first :data:`MAX_PROBLEMS`, then a count. O(1) memory past
+    the limit."""
+
+    def __init__(self) -> None:
+        self.first: list[str] = []
+        self.more = 0
+
+    def append(self, text: str) -> None:
+        if len(self.first) < MAX_PROBLEMS:
+            self.first.append(text)
+        else:
+            self.more += 1
+
+    def listed(self) -> list[str]:
+        if not self.more:
+            return self.first
+        return [*self.first, f"... and {self.more:,} more problems like these (the first "
+                             f"{MAX_PROBLEMS} are listed)"]
+
+
 def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict[str, Any]], dict[str, Any],
                   list[str]]:
     """The events, header and problems of snapshot ``obj`` (see the module docstring).
 
-    Bad entries are left out and described in the problems, never raised.
+    Bad entries are left out and described in the problems, never raised: the first
+    :data:`MAX_PROBLEMS` one by one, then one line counting the rest (a file of a million bad
+    entries costs its reader a line, not a million).
 
     Raises:
         SnapshotError: ``obj`` is not a snapshot at all.
@@ -207,7 +234,7 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict[str, An
                             f"'device_traces')")
     if isinstance(obj, list):
         obj = {"segments": obj}
-    problems: list[str] = []
+    problems = _Problems()
     header: dict[str, Any] = {"source": "torch-snapshot"}
     segments = obj.get("segments") or []
     traces = obj.get("device_traces")
@@ -363,7 +390,7 @@ def read_snapshot(obj: Any, name: str = "<snapshot>") -> tuple[list[dict[str, An
         value = obj.get("memsim", {}).get(field) if isinstance(obj.get("memsim"), dict) else None
         if value is not None:
             header[field] = value
-    return events, header, problems
+    return events, header, problems.listed()
 
 
 def _call(entry: dict[str, Any]) -> dict[str, Any]:
