@@ -602,7 +602,7 @@ def test_a_snapshot_of_many_bad_entries_lists_the_first_problems_and_counts_the_
     # a file that names a bad entry a million times costs its reader a line, not a million
     from ascend_memsim.observe.snapshot import MAX_PROBLEMS, read_snapshot
 
-    bad = {"action": "alloc", "addr": 4096}                  # no size: ignored, a problem
+    bad = {"action": "bogus", "addr": 4096, "size": 512}    # an unknown action: a problem
     entries = [dict(bad) for _ in range(5000)]
     events, _, problems = read_snapshot({"segments": [], "device_traces": [entries]})
     assert events == [] and len(problems) == MAX_PROBLEMS + 1
