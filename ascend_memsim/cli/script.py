@@ -72,8 +72,10 @@ def _status_of(body: Callable[[], object], path: str) -> int:
             # script's own frames, no chain through the simulator's
             _print_user_traceback(e, path)
             return 1
-        # leave out this frame: the traceback starts in the script, as python's does
-        traceback.print_exception(type(e), e, tb.tb_next if tb else None, file=sys.stderr)
+        # leave out this module's frames: the traceback starts in the script, as python's
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb, file=sys.stderr)
         return 1
     return exit_status(returned)
 
