@@ -550,6 +550,98 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_study)
 
     p = sub.add_parser(
+        "plan", help="the largest micro-batch that fits, and the layout: estimates of a script",
+        usage="ascend-memsim plan [options] -- COMMAND [ARGS with {NAME} ...]",
+        description="Search a script's knobs for what fits: the largest value of one that "
+                    "memory grows with (--vary NAME=LO..HI, by bisection: ceil(log2(range)) "
+                    "+ 2 estimates at most), on each point of a grid of others (--grid, "
+                    "--env, --set, --product, --capacity, --world-size, --alloc-conf, "
+                    "--hccl-buffsize). {NAME} in the command, an --env or a --set value "
+                    "stands for an axis's value. Each cell is one estimate in a process of "
+                    "its own, in local processes or on a Dask cluster (the study extra); "
+                    "every answer is kept in a cache, so a plan run again resumes. Prints a "
+                    "row per grid point and the configuration to run. Exit status 1 when "
+                    "nothing fits with the margin.")
+    p.add_argument("job", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="after --: the script (or launcher, as estimate takes it) and its "
+                        "arguments, e.g. -- train.py --micro-batch {micro_batch}")
+    g = p.add_argument_group("the axes")
+    g.add_argument("--vary", metavar="NAME=LO..HI",
+                   help="the knob memory grows with, searched for its largest value that "
+                        "fits (whole numbers, e.g. micro_batch=1..256)")
+    g.add_argument("--grid", action="append", metavar="NAME=a,b,c",
+                   help="a grid axis of the script's own (repeatable; values separated by "
+                        "',', or by ';' when one holds a comma)")
+    g.add_argument("--env", action="append", metavar="NAME[=VALUES]",
+                   help="an environment variable of every cell: NAME=a,b an axis, "
+                        "NAME=VALUE fixed ({NAME} allowed), NAME alone its value here; each "
+                        "is in the cache key (repeatable)")
+    g.add_argument("--set", action="append", nargs=2, metavar=("FILE", "KEY.PATH=VALUES"),
+                   help="a config file's key (JSON, YAML with PyYAML, TOML), set in a copy "
+                        "the command is pointed at: KEY.PATH=a,b an axis, =VALUE or "
+                        "={NAME} fixed or from an axis (repeatable)")
+    g.add_argument("--product", metavar="P[,P...]",
+                   help=f"the product(s) to simulate (default {HELP_DEFAULT_PRODUCT})")
+    g.add_argument("--capacity", metavar="SIZE[,SIZE...]",
+                   help=f"the card's memory, e.g. 32GiB,64GiB (default: the product's; "
+                        f"{_SIZES})")
+    g.add_argument("--world-size", metavar="N[,N...]",
+                   help="run each cell as N ranks (estimate --world-size), a list an axis")
+    g.add_argument("--alloc-conf", metavar="'A;B;...'",
+                   help="PYTORCH_NPU_ALLOC_CONF values separated by ';' (an empty one is "
+                        "the default conf)")
+    g.add_argument("--hccl-buffsize", metavar="MB[,MB...]",
+                   help="HCCL_BUFFSIZE values (with --world-size)")
+    g.add_argument("--estimate-args", metavar="'ARGS'",
+                   help="more of estimate's own options for every cell, e.g. "
+                        "'--runtime-share 0 --cann 8.2.0' (one option alone: "
+                        "--estimate-args=--no-workspace)")
+    g.add_argument("--input", action="append", metavar="FILE",
+                   help="a file the job reads that its command does not name: its content "
+                        "is in the cache key (repeatable)")
+    g = p.add_argument_group("the answer")
+    g.add_argument("--margin", default="5", metavar="PERCENT",
+                   help="the part of the card that must stay free for a value to fit "
+                        "(default 5)")
+    g.add_argument("--batch", metavar="EXPR",
+                   help="with --seq: the batch, an axis or a number (or a product of "
+                        "them, a*b); tokens per step per card = batch x seq / cards rank "
+                        "the configurations")
+    g.add_argument("--seq", metavar="EXPR", help="the sequence length (an axis or a number)")
+    g.add_argument("--cards", metavar="EXPR",
+                   help="the cards one --batch is spread over (default 1: a per-card "
+                        "micro-batch; e.g. tp*pp, or world_size for a global batch)")
+    g.add_argument("--plot", metavar="OUT.png",
+                   help="draw each grid point's device total against the searched value, "
+                        "with the card's capacity (.png or .svg; the plot extra)")
+    json_option(p)
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress line (drawn on a terminal only: never when piped or "
+                        "with --json)")
+    g = p.add_argument_group("where the cells run")
+    g.add_argument("--jobs", type=_int_in(1, 1024), metavar="N",
+                   help="cells at a time (default: one per core)")
+    g.add_argument("--executor", choices=("inline", "processes", "dask"),
+                   help="inline: one cell at a time; processes: --jobs at a time here; "
+                        "dask: a Dask cluster (--scheduler, else a local one of --jobs "
+                        "workers). Default: dask with --scheduler, else processes (inline "
+                        "for --jobs 1)")
+    g.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="a Dask scheduler's address (its workers see the script and its "
+                        "files at the same paths)")
+    g.add_argument("--cache", metavar="DIR",
+                   help="where answers are kept (default $XDG_CACHE_HOME/ascend-memsim/plan, "
+                        "else ~/.cache/ascend-memsim/plan)")
+    g.add_argument("--no-cache", action="store_true", help="keep no answers and read none")
+    g.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="the most one cell may take; past it the cell is killed and its "
+                        "grid point says so (default 3600)")
+    g.add_argument("--cold-start", action="store_true",
+                   help="start every cell as a new interpreter, not a fork of one that has "
+                        "imported torch (the same answers, 2 to 3 s slower a cell)")
+    p.set_defaults(func=_command(".plan", "cmd_plan"))
+
+    p = sub.add_parser(
         "export", help="write a trace for other tools: memory_viz snapshot, RMM CSV log",
         description="Write TRACE as a PyTorch memory snapshot that memory_viz "
                     "(pytorch.org/memory_viz) opens, or as RMM's logging_resource_adaptor CSV.")

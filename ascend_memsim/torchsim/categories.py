@@ -74,14 +74,16 @@ class StorageCategories:
                 rec.category = category
 
     def _forward_pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        for p in module.parameters(recurse=False):
+        # torch.nn.Module's own methods: a module may shadow them (Megatron-core's
+        # DistributedDataParallel keeps its gradient buffers in a list named ``buffers``)
+        for p in torch.nn.Module.parameters(module, recurse=False):
             self.classify(p, PARAMS)
             # the mark is an attribute, not a weak reference: a module move swaps its
             # parameters (torch.utils.swap_tensors), which refuses a tensor with one
             if p.requires_grad and getattr(p, _HOOKED, None) is not self._token:
                 setattr(p, _HOOKED, self._token)
                 self._hooks.append(p.register_post_accumulate_grad_hook(self._grad_hook))
-        for b in module.buffers(recurse=False):
+        for b in torch.nn.Module.buffers(module, recurse=False):
             self.classify(b, PARAMS)
 
     def _grad_hook(self, p: torch.Tensor) -> None:

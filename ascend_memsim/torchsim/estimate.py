@@ -24,10 +24,11 @@ from . import process
 from .limits import DEFAULT_ITEM_VALUE, EstimateStopped
 from .runtime_share import runtime_share as share_of
 from .session import CATEGORIES, Session
+from .stacks.process_state import forget as forget_process_state
 from .standin import install_torch_npu, uninstall_torch_npu
 from .workspace_table import WorkspaceTable
 
-__all__ = ["estimate", "EstimateResult", "NOT_COUNTED"]
+__all__ = ["estimate", "EstimateResult", "NOT_COUNTED", "settings_line"]
 
 #: device memory a real job takes that the estimate does not model (said in every summary)
 NOT_COUNTED = (
@@ -94,6 +95,9 @@ class EstimateResult:
     #: (:mod:`.runtime_share`), and where the figure comes from
     runtime_share: int = 0
     runtime_share_source: str = ""
+    #: the training stack's settings that shaped the peak (micro-batch, recompute, ZeRO
+    #: stage, ...: name -> value), as the stack's adaptation noted them (stacks/)
+    stack_settings: dict[str, str] = field(default_factory=dict)
     #: the torch_npu-format snapshot (segments, blocks, device_traces), if asked for
     snapshot: dict | None = field(default=None, repr=False)
 
@@ -193,6 +197,8 @@ class EstimateResult:
                          f"gave {self.item_value:g} (--item-value): "
                          + ", ".join(self.value_sites)
                          + (", ..." if self.values_read > len(self.value_sites) else ""))
+        if self.stack_settings:
+            lines.append("  " + settings_line(self.stack_settings))
         lines.extend(f"  note: {note}" for note in self.notes)
         lines.append("  not counted: " + "; ".join(self.not_counted_lines()))
         return "\n".join(lines)
@@ -308,6 +314,8 @@ def estimate(target: str | Callable[[], Any], argv: list[str] | tuple = (), *,
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     result = EstimateResult(str(name), session.product, session.capacity, session.alloc_conf)
     result.runtime_share, result.runtime_share_source = share, share_source
+    # a run is a process of its own on the machine: no library state from an earlier run
+    forget_process_state()
     previous = install_torch_npu()
     try:
         with _environment(), _collect_young(), session:
@@ -341,6 +349,11 @@ def run_target(target: str | Callable[[], Any], argv: Sequence[str]) -> int:
     return process.run(call)
 
 
+def settings_line(settings: Mapping[str, str]) -> str:
+    """The summary's line of a training stack's settings: "settings: name value; ..."."""
+    return "settings: " + "; ".join(f"{name} {value}" for name, value in settings.items())
+
+
 def workspace_table(workspace: Mapping[str, Any] | bool | None,
                     product: str) -> WorkspaceTable:
     """The table of :func:`estimate`'s ``workspace`` argument.
@@ -372,8 +385,10 @@ def check_item_value(item_value: object) -> None:
 def fill_result(result: EstimateResult, session: Session) -> None:
     """Put the figures of ``session``, whose script has ended, into ``result``."""
     stats = session.allocator.stats
-    result.peak_allocated = stats.peak(ALLOCATED_BYTES)
-    result.peak_reserved = stats.peak(RESERVED_BYTES)
+    # the whole run's peaks, which the script's reset_peak_memory_stats does not move
+    allocated, reserved = session.peaks_before_reset
+    result.peak_allocated = max(allocated, stats.peak(ALLOCATED_BYTES))
+    result.peak_reserved = max(reserved, stats.peak(RESERVED_BYTES))
     result.allocated_at_end = stats.current(ALLOCATED_BYTES)
     result.reserved_at_end = stats.current(RESERVED_BYTES)
     result.at_peak = dict(session.at_peak)
@@ -388,6 +403,7 @@ def fill_result(result: EstimateResult, session: Session) -> None:
     result.alloc_conf, result.task_queue = session.alloc_conf, session.task_queue
     result.sources = dict(session.startup.sources)
     result.torch_npu = session.release.version
+    result.stack_settings = dict(session.stack_settings)
     _workspace_figures(result, session)
     if not session.workspace.enabled:
         result.not_counted = ("operator workspaces (switched off)", *result.not_counted)

@@ -28,14 +28,24 @@ machine: torch swaps a fake parameter's contents into the same object
 (``torch.utils.swap_tensors``, which ``Module._apply`` takes for every ``FakeTensor``) where
 the machine's real parameter takes ``param.data = moved``; the swap refuses a parameter
 that something holds a weak reference to (DeepSpeed's ``WeakIdNameMap`` of parameter names
-puts a ``weakref.finalize`` on each), which the machine's move never looks at. During the
-run that refusal is left out for a fake parameter (:func:`_swap_tensors`): the weak
-references stay with the object, which is the parameter before and after, as they do on
-the machine.
+puts a ``weakref.finalize`` on each), which the machine's move never looks at. DECISION:
+during the run that refusal is left out for a fake parameter (:func:`_swap_tensors`): the
+weak references stay with the object, which is the parameter before and after, as they do
+on the machine.
+
+A module moved from real CPU tensors to the NPU keeps its tied parameters tied (one
+``Parameter`` held by two modules: a language model's input embedding and output head).
+On the machine the move changes such a parameter in place (``param.data = moved``: the new
+tensor's type is the old one's), so every module that holds it sees the moved one; a real
+tensor and a fake one are of different types, and ``Module._apply`` then gives each module
+a new ``Parameter`` of its own, a second copy of the tied weight on the device. During the
+run a move converts each tensor once and gives the modules that shared a parameter the one
+moved parameter (:func:`_apply_keeping_ties`), as on the machine.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import threading
 import weakref
@@ -263,6 +273,50 @@ def _swap_tensors(swap: Callable[[Any, Any], None]) -> Callable[[Any, Any], None
     return swap_tensors
 
 
+#: whether a Module._apply is under way (its children's calls are part of it)
+_APPLYING: contextvars.ContextVar[bool] = contextvars.ContextVar("applying", default=False)
+
+
+def _apply_keeping_ties(apply: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.nn.Module._apply`` that converts each tensor once and keeps tied parameters
+    tied (see the module's docstring): the modules that held one parameter before hold the
+    first module's converted one after. O(parameters) more than torch's own, for a module
+    with tied parameters; torch's own, unchanged, for any other."""
+    def keeping_ties(self: torch.nn.Module, fn: Callable[..., Any], *args: Any,
+                     **kwargs: Any) -> Any:
+        if _APPLYING.get():
+            return apply(self, fn, *args, **kwargs)
+        holders: dict[int, list[tuple[torch.nn.Module, str]]] = {}
+        for module in self.modules():
+            for name, p in module._parameters.items():
+                if p is not None:
+                    holders.setdefault(id(p), []).append((module, name))
+        tied = [places for places in holders.values() if len(places) > 1]
+        if not tied:
+            return apply(self, fn, *args, **kwargs)
+        done: dict[int, tuple[Any, Any]] = {}
+
+        def once(t: Any) -> Any:
+            # keyed by identity, with the tensor kept, so that an id is not reused
+            seen = done.get(id(t))
+            if seen is None or seen[0] is not t:
+                seen = done[id(t)] = (t, fn(t))
+            return seen[1]
+
+        token = _APPLYING.set(True)
+        try:
+            out = apply(self, once, *args, **kwargs)
+        finally:
+            _APPLYING.reset(token)
+        for (first, name), *others in tied:
+            kept = first._parameters[name]
+            for module, other in others:
+                module._parameters[other] = kept
+        return out
+
+    return keeping_ties
+
+
 def install(pinned: PinnedMemory) -> Callable[[], None]:
     """Patch torch for the run (pinning counted in ``pinned``, DataLoader workers as the
     module says); a callable that undoes it."""
@@ -281,10 +335,13 @@ def install(pinned: PinnedMemory) -> Callable[[], None]:
     _worker._worker_loop = _RealBatchesLoop()
     swap = torch.utils.swap_tensors
     torch.utils.swap_tensors = _swap_tensors(swap)
+    module_apply = torch.nn.Module._apply
+    torch.nn.Module._apply = _apply_keeping_ties(module_apply)  # type: ignore[method-assign,unused-ignore]
 
     def undo() -> None:
         tensor.pin_memory, tensor.is_pinned = pin_memory, is_pinned
         _worker._worker_loop = loop
         torch.utils.swap_tensors = swap
+        torch.nn.Module._apply = module_apply  # type: ignore[method-assign,unused-ignore]
 
     return undo

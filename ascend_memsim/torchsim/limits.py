@@ -119,9 +119,37 @@ def where(session: Any) -> str:
             if frames else "an unknown line")
 
 
+#: the Library holding the NPU's kernel of aten::_local_scalar_dense (once per process)
+_SCALAR_READ: list = []
+
+
+def _register_scalar_read() -> None:
+    """The NPU's own kernel of ``aten::_local_scalar_dense``: a read of the value, as the
+    tracker gives it. torch reaches the backend's kernel past the dispatch modes when it
+    makes a tensor from a list of device scalars (``torch.tensor([t1, t2])``, the data read
+    with the Python key excluded: ``torch/csrc/utils/tensor_new.cpp``), as Megatron-core's
+    local fallback of Apex's ``multi_tensor_l2norm`` does
+    (``megatron/core/utils.py``, ``local_multi_tensor_l2_norm``)."""
+    if _SCALAR_READ:
+        return
+    from .torch_npu.npu._state import active
+
+    def read(tensor: torch.Tensor) -> Any:
+        session = active()
+        if session is None:
+            raise RuntimeError("no NPU: the stand-in torch_npu answers only inside an "
+                               "estimate")
+        return session.values.read(session, tensor, ".item()")
+
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_local_scalar_dense", read, "PrivateUse1")
+    _SCALAR_READ.append(lib)
+
+
 def install(session: Any) -> Any:
     """Put ``torch.compile`` in the estimate's hands for the session; a callable that undoes
     it."""
+    _register_scalar_read()
     original = torch.compile
 
     def compile(model: Any = None, **kwargs: Any) -> Any:

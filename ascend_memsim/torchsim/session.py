@@ -60,6 +60,10 @@ from .host import PinnedMemory, runs_on_host
 from .host import install as _install_host
 from .limits import DataDependentOperation, EstimateStopped
 from .runtime_share import take_runtime_share
+from .stacks.deepspeed import install as _install_deepspeed
+from .stacks.hf import install as _install_hf
+from .stacks.megatron import install as _install_megatron
+from .stacks.torchtitan import install as _install_torchtitan
 from .storages import cuda_refusal
 from .storages import install as _install_storages
 from .torch_npu import npu as _npu
@@ -221,6 +225,9 @@ class Session(StorageCategories):
         #: the categories' bytes when allocated bytes were at their highest
         self.at_peak = dict(self.totals)
         self._peak = 0
+        #: the allocator's (allocated, reserved) peaks before the script's last
+        #: reset_peak_memory_stats: the estimate's peaks are the whole run's
+        self.peaks_before_reset = (0, 0)
         self.in_optimizer = False
         #: the first allocation that failed: message, size, frames
         self.failure: dict | None = None
@@ -254,6 +261,13 @@ class Session(StorageCategories):
         self.raw_blocks: dict[int, _Storage] = {}
         self.backward_ran = False
         self._deferred: tuple[str, int] | None = None
+        #: the settings of the training stack that shaped the peak (name -> value), which
+        #: a stack's adaptation notes (stacks/): the summary's settings line
+        self.stack_settings: dict[str, str] = {}
+        #: what the new storages hold while a stack's own code makes them (its adaptation
+        #: sets it around that code: DeepSpeed's gradient buckets), else activations and
+        #: temporaries; an optimizer's step makes optimizer state whatever it says
+        self.new_category: str | None = None
 
     def frames(self) -> list[dict]:
         """The script's frames at this moment (see :func:`user_frames`); while an operator
@@ -301,10 +315,13 @@ class Session(StorageCategories):
             _npu.set_active(self)
             undo.callback(_npu.set_active, None)
             # what the run patches in torch: limits, the host side, checkpoints, threads,
-            # storages
+            # storages; DeepSpeed's, Hugging Face's, Megatron-core's and torchtitan's
+            # adaptations, which take effect if the script imports them
             for install in (lambda: _limits.install(self), lambda: _install_host(self.pinned),
                             _install_checkpoints, lambda: _process.install_threads(self),
-                            lambda: _install_storages(self)):
+                            lambda: _install_storages(self), lambda: _install_deepspeed(self),
+                            lambda: _install_hf(self), lambda: _install_megatron(self),
+                            lambda: _install_torchtitan(self)):
                 undo.callback(install())
             self._open = True
             self._fake.__enter__()
@@ -374,7 +391,7 @@ class Session(StorageCategories):
             self._storages[key] = new
             self._release(rec)
             return
-        rec = self._allocate(nbytes, OPTIM if self.in_optimizer else ACTS)
+        rec = self._allocate(nbytes, OPTIM if self.in_optimizer else self.new_category or ACTS)
         # (the checker infers no type for a lambda with a default argument)
         rec.ref = weakref.ref(st, lambda _, key=key: self._died(key))  # type: ignore[misc,unused-ignore]
         self._storages[key] = rec

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +126,42 @@ def ensure_hccl_backend() -> None:
         return
     dist.Backend.register_backend("hccl", _create_backend, extended_api=True,
                                   devices=["npu"])
+    _register_coalesced_meta()
+
+
+#: the Library that holds the Meta kernels of _register_coalesced_meta (once per process)
+_META_KERNELS: list = []
+
+
+def _register_coalesced_meta() -> None:
+    """Meta kernels (what fake tensors run) for the c10d operators torch registers for CPU,
+    CUDA and PrivateUse1 only (``torch/csrc/distributed/c10d/Ops.cpp``; the dispatcher has
+    no Meta kernel for them): the coalesced collectives ``dist._coalescing_manager`` issues
+    (Megatron-core's gradient buckets and distributed optimizer) and ``gather_into_tensor_``.
+    Each writes its outputs in place and gives a work whose future holds them, as the fake
+    process group moves no data; once per process."""
+    if _META_KERNELS:
+        return
+    lib = torch.library.Library("c10d", "IMPL")
+
+    def work(tensors: list) -> Any:
+        future: torch.futures.Future = torch.futures.Future()
+        future.set_result(list(tensors))
+        return _create_work_from_future(future).boxed()
+
+    lib.impl("allreduce_coalesced_",
+             lambda tensors, pg, op, async_op=True, timeout=-1: work(tensors), "Meta")
+    lib.impl("allgather_coalesced_",
+             lambda outputs, inputs, pg, async_op=True:
+             work([t for ts in outputs for t in ts]), "Meta")
+    lib.impl("allgather_into_tensor_coalesced_",
+             lambda outputs, inputs, pg, async_op=True: work(outputs), "Meta")
+    lib.impl("reduce_scatter_tensor_coalesced_",
+             lambda outputs, inputs, pg, op, async_op=True, timeout=-1: work(outputs), "Meta")
+    lib.impl("gather_into_tensor_",
+             lambda output, input, pg, root, async_op=True, timeout=-1:
+             (output, work([output])), "Meta")
+    _META_KERNELS.append(lib)
 
 
 def current_world() -> World | None:
@@ -208,8 +245,17 @@ class World:
             self._patch(module, "init_process_group", init_process_group)
         for module in (c10d, dist):
             self._patch(module, "batch_isend_irecv", batch_isend_irecv)
+            self._patch(module, "all_gather_object", _all_gather_object)
         self._follow_storage_resizes()
+        self._classify_fsdp2_shards()
         self._patch(FakeProcessGroup, "get_hccl_comm_name", self._comm_name_method())
+        from torch.distributed.tensor import _random as dtensor_random
+
+        self._patch(dtensor_random.OffsetBasedRNGTracker, "_get_device_state",
+                    _rng_state_on_host)
+        if self.session.device:
+            self._patch(torch.Tensor, "to", _to_own_device(torch.Tensor.to,
+                                                           self.session.device))
         from . import ddp
 
         ddp.install(self._patch, self.session)
@@ -238,6 +284,37 @@ class World:
                 continue
             for name in names:
                 self._patch(module, name, resized(getattr(module, name)))
+
+    def _classify_fsdp2_shards(self) -> None:
+        """FSDP2's sharded parameters and their gradients counted as what they are from the
+        first forward on. The session's module hooks see a module's own parameters as it
+        runs, which under FSDP2 are the all-gathered ones (``FSDPParamGroup.pre_forward``
+        swaps them in); the shards it keeps between steps, and the sharded gradients its
+        reduce-scatter gives (``foreach_reduce``: ``sharded_param.grad = ...``), would
+        otherwise count as activations until the optimizer's first step. O(parameters of
+        the group) per call."""
+        try:
+            from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+        except ImportError:         # a torch without FSDP2
+            return
+        from ..categories import GRADS, PARAMS
+
+        classify = self.session.classify
+        pre_forward, post_backward = FSDPParamGroup.pre_forward, FSDPParamGroup.post_backward
+
+        def classified_pre_forward(group: Any, *args: Any, **kwargs: Any) -> Any:
+            for fsdp_param in group.fsdp_params:
+                classify(fsdp_param.sharded_param, PARAMS)
+            return pre_forward(group, *args, **kwargs)
+
+        def classified_post_backward(group: Any, *args: Any, **kwargs: Any) -> Any:
+            done = post_backward(group, *args, **kwargs)
+            for fsdp_param in group.fsdp_params:
+                classify(fsdp_param.sharded_param.grad, GRADS)
+            return done
+
+        self._patch(FSDPParamGroup, "pre_forward", classified_pre_forward)
+        self._patch(FSDPParamGroup, "post_backward", classified_post_backward)
 
     def _comm_name_method(self) -> Callable[..., str]:
         """``ProcessGroupHCCL.get_hccl_comm_name(rankid, init_comm=True)`` for the HCCL
@@ -353,6 +430,70 @@ class _Collectives(TorchDispatchMode):
             return func(*args, **(kwargs or {}))
         self.world.collective(func._opname, args)
         return _with_tensors_future(func(*args, **(kwargs or {})))
+
+
+def _all_gather_object(object_list: list, obj: Any, group: Any = None,
+                       weights_only: bool = False) -> None:
+    """``torch.distributed.all_gather_object`` on the fake process group: the object's bytes
+    go to the group's device and through its all-gather (so its communicator is made, as
+    torch's own function makes it, ``distributed_c10d.py``), and every rank's entry is a copy
+    of this rank's object.
+
+    DECISION: the other ranks' objects are this rank's: every rank runs the same script, and
+    the fake process group moves no bytes (torch's own function would unpickle bytes it never
+    received). Megatron-core gathers each rank's optimizer parameter-group keys this way
+    (``megatron/core/optimizer/__init__.py``, ``_get_param_groups``), the same on every
+    rank of a job."""
+    if c10d._rank_not_in_group(group):
+        return
+    data = pickle.dumps(obj)
+    size = dist.get_world_size(group)
+    device = c10d._get_object_coll_device(group)
+    mine = torch.empty(len(data), dtype=torch.uint8, device=device)
+    gathered = torch.empty(len(data) * size, dtype=torch.uint8, device=device)
+    dist.all_gather_into_tensor(gathered, mine, group=group)
+    for i in range(size):
+        # (this rank's own bytes, just made)
+        object_list[i] = pickle.loads(data)
+
+
+def _to_own_device(to: Any, index: int) -> Any:
+    """``Tensor.to`` (and so ``Module.to``) with an "npu" device without an index put on the
+    rank's device ``index``, as torch_npu's device guard puts it (the current device).
+
+    torch fills the missing index from the backend's device guard
+    (``aten/src/ATen/native/TensorConversions.cpp``, ``ensure_has_index``), and the guard
+    torch gives a backend written in Python always answers device 0
+    (``torch/csrc/acc/Module.cpp``, ``PythonDeviceGuard::getDevice``): without this a rank
+    on card 1 would move its model to card 0."""
+    own = torch.device("npu", index)
+
+    def bare(device: Any) -> bool:
+        if isinstance(device, str):
+            return device == "npu"
+        return (isinstance(device, torch.device) and device.type == "npu"
+                and device.index is None)
+
+    def to_(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if args and bare(args[0]):
+            args = (own, *args[1:])
+        if bare(kwargs.get("device")):
+            kwargs["device"] = own
+        return to(self, *args, **kwargs)
+
+    return to_
+
+
+def _rng_state_on_host(tracker: Any) -> torch.Tensor:
+    """DTensor's random-number tracker's ``_get_device_state``
+    (``torch/distributed/tensor/_random.py``, ``OffsetBasedRNGTracker``), which a random
+    operator on a DTensor (a sharded parameter's ``normal_`` at FSDP2's or TP's weight
+    initialisation) calls: the generator's state as ``get_rng_state`` gives it, a real CPU
+    tensor, not moved to the device first. torch moves it there and back (for its own
+    checks) before giving it to ``set_rng_state``; a fake tensor's values are lost on the
+    way, and a state without values cannot be set. What is not counted: the state's 16 bytes
+    on the device (one 512-byte block, for the operator's duration)."""
+    return tracker._device_handle.get_rng_state()
 
 
 def _with_tensors_future(out: Any) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...allocators.stats import format_size as format_bytes
-from ..estimate import EstimateResult
+from ..estimate import EstimateResult, settings_line
 from ..session import CATEGORIES
 from .hccl import Communicator
 
@@ -214,6 +214,8 @@ class RanksResult:
                 lines.append(f"      HCCL {comm.kind} communicator, group {comm.group} "
                              f"(ranks {_ranks_text(comm.ranks)}): {size(comm.size)}")
             lines += [f"    note: {note}" for note in f.estimate.notes]
+            if f.estimate.stack_settings:
+                lines.append("    " + settings_line(f.estimate.stack_settings))
         first = self.first_failure()
         if first is None:
             low = min(self.classes, key=lambda c: c.figures.margin)

@@ -43,3 +43,17 @@ def _accelerate(state: Any) -> None:
 
 
 register("accelerate.state", _accelerate)
+
+
+def _dtensor(tensor: Any) -> None:
+    # torch/distributed/tensor/_sharding_prop.py: DTensor's sharding propagation is cached
+    # (in Python and in its C++ fast path) by the operator's schema, whose device mesh
+    # compares equal to the next rank's: the output's spec would name the last rank's mesh
+    # object (FSDP2 on a named mesh refuses a parameter whose mesh is not its own).
+    # _clear_sharding_prop_cache is torch's own reset (torch/distributed/tensor/debug)
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+
+    _clear_sharding_prop_cache()
+
+
+register("torch.distributed.tensor", _dtensor)

@@ -7,7 +7,8 @@ keyword) becomes ``"npu"`` in torch's tensor factories, ``torch.load``, ``Tensor
 ``Tensor.new_*``, ``Module.to``; ``Tensor.cuda`` and ``Module.cuda`` are ``.npu``;
 ``Tensor.is_cuda`` answers for the NPU; the ``torch.cuda`` functions a script calls
 (``is_available``, ``device_count``, ``set_device``, the memory statistics, streams, ...)
-are ``torch.npu``'s; ``torch.autocast("cuda")`` is autocast on the NPU; and
+are ``torch.npu``'s, and so are ``torch.cuda.random``'s and ``torch.cuda.default_generators``;
+``torch.autocast("cuda")`` is autocast on the NPU; and
 ``init_process_group(backend="nccl")`` is HCCL.
 
 DECISION: each change is recorded and undone when the estimate ends
@@ -61,8 +62,8 @@ _CUDA_NAMES = (
 )
 _DEVICE_KEYWORDS = ("device", "device_type", "map_location", "device_id")
 
-#: what apply() replaced: (owner, attribute, the value before), undone in reverse
-_applied: list[tuple[Any, str, Any]] = []
+#: what apply() replaced: (owner, attribute, the value before, ours), undone in reverse
+_applied: list[tuple[Any, str, Any, Any]] = []
 
 
 _CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
@@ -92,9 +93,13 @@ def _on_npu(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _current(owner: Any, name: str) -> Any:
+    return (owner.__dict__.get(name, _ABSENT) if isinstance(owner, type)
+            else getattr(owner, name, _ABSENT))
+
+
 def _replace(owner: Any, name: str, value: Any) -> None:
-    _applied.append((owner, name, owner.__dict__.get(name, _ABSENT)
-                     if isinstance(owner, type) else getattr(owner, name, _ABSENT)))
+    _applied.append((owner, name, _current(owner, name), value))
     setattr(owner, name, value)
 
 
@@ -134,6 +139,23 @@ def apply() -> None:
     for name in _CUDA_NAMES:
         if hasattr(npu, name):
             _replace(torch.cuda, name, getattr(npu, name))
+    # torch.cuda.random's names are torch_npu.npu.random's, their device argument "cuda" the
+    # NPU, and the cards' default generators are the NPU's (the real module's _patch_cuda,
+    # _device_wrapper(torch.cuda.random, [...]) and _update_cuda_default_generators):
+    # Megatron-core's RNG tracker sets a card's state through both
+    for name in npu.random.__all__:
+        value = getattr(npu.random, name)
+        if name in ("get_rng_state", "set_rng_state"):
+            value = _on_npu(value)
+            _replace(torch.cuda, name, value)
+        _replace(torch.cuda.random, name, value)
+    _replace(torch.cuda, "default_generators", npu.default_generators)
+    # the legacy typed tensors (torch.cuda.FloatTensor, ...) are torch.npu's, as the real
+    # module's _patch_cuda gives torch.cuda every name of torch_npu.npu.__all__ (Megatron-core
+    # tells float tensors by isinstance against them: megatron/core/transformer/module.py)
+    for name in npu._typed.__all__:
+        if name.endswith("Tensor"):
+            _replace(torch.cuda, name, getattr(npu, name))
     _replace(torch.amp.autocast_mode.autocast, "__init__",
              _on_npu(torch.amp.autocast_mode.autocast.__init__))
     if torch.distributed.is_available():
@@ -147,9 +169,14 @@ def apply() -> None:
 
 
 def undo() -> None:
-    """Put back everything :func:`apply` replaced."""
+    """Put back everything :func:`apply` replaced and is still its own: a name that another
+    patch of the run has put back already (a distributed estimate's ``init_process_group``
+    and ``Tensor.to``, put back when the rank's process group goes, before this undo) is
+    left as that patch put it, not set to that patch's replacement."""
     while _applied:
-        owner, name, before = _applied.pop()
+        owner, name, before, ours = _applied.pop()
+        if _current(owner, name) is not ours:
+            continue
         if before is _ABSENT:
             delattr(owner, name)
         else:

@@ -272,30 +272,20 @@ def set_option(option: dict) -> None:
     _options.set_options(option)
 
 
-# -- random numbers: the generator's state is 16 bytes, as torch_npu's Philox (seed, offset)
+# -- random numbers: each card's default generator (torch_npu/npu/random.py) --------------
 
-_SEED = [0]
-
-
-def get_rng_state(device: Any = "npu") -> torch.Tensor:
-    with torch._subclasses.fake_tensor.unset_fake_temporarily():
-        return torch.tensor(list(_SEED[0].to_bytes(8, "little")) + [0] * 8,
-                            dtype=torch.uint8)
-
-
-def set_rng_state(new_state: torch.Tensor, device: Any = "npu") -> None:
-    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
-        raise TypeError("RNG state must be a torch.ByteTensor")
-
-
-def get_rng_state_all() -> list:
-    return [get_rng_state(i) for i in range(max(device_count(), 1))]
-
-
-def set_rng_state_all(new_states: Any) -> None:
-    for state in new_states:
-        set_rng_state(state)
-
+from ._generators import default_generators  # noqa: E402,F401  (torch.npu.default_generators)
+from .random import (  # noqa: E402
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 
 # -- amp, seeds, settings --------------------------------------------------------------------
 
@@ -324,24 +314,6 @@ def is_autocast_enabled() -> bool:
 def set_autocast_enabled(enabled: bool) -> None:
     _keep(is_autocast_enabled, lambda e: torch.set_autocast_enabled("npu", e))
     torch.set_autocast_enabled("npu", enabled)
-
-
-def manual_seed(seed: int) -> None:
-    _SEED[0] = int(seed) & (2 ** 64 - 1)
-
-
-manual_seed_all = manual_seed
-
-
-def seed() -> None:
-    pass
-
-
-seed_all = seed
-
-
-def initial_seed() -> int:
-    return _SEED[0]
 
 
 def set_compile_mode(jit_compile: bool = False) -> None:
@@ -407,7 +379,7 @@ def _keep(get: Any, put: Any) -> None:
 
 def reset() -> None:
     """What the stand-in's modules keep, as a new process has it (an estimate's start)."""
-    _SEED[0] = 0
+    _generators.reset()
     _sync_debug[0] = 0
     npu_config.reset()
     _options.reset()
@@ -447,7 +419,18 @@ def npurt() -> types.ModuleType:
 
 
 from .._missing import not_modelled  # noqa: E402
-from . import _options, _typed, aclnn, amp, graphs, memory, npu_config, utils  # noqa: E402
+from . import (  # noqa: E402
+    _generators,
+    _options,
+    _typed,
+    aclnn,
+    amp,
+    graphs,
+    memory,
+    npu_config,
+    random,  # noqa: F401  (torch_npu.npu.random, an attribute as in torch_npu)
+    utils,
+)
 from ._options import (  # noqa: E402
     CubeMathType,
     are_compatible_impl_enabled,

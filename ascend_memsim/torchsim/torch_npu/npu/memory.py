@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
+from ....allocators.stats import ALLOCATED_BYTES, RESERVED_BYTES
 from ...limits import custom_allocator_refusal
 from .._missing import not_modelled
 from ._state import _check, _session, active
@@ -75,10 +76,17 @@ memory_cached, max_memory_cached = memory_reserved, max_memory_reserved
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
+    """resetPeakStats: the script's peaks start again from the current figures; the
+    estimate's own are the whole run's (the peaks so far are kept in the session's
+    ``peaks_before_reset`` first: torchtitan resets them at every logged step)."""
     _check(device)
     session = _session()
     with session.allocator._lock:
-        session.allocator.stats.reset_peak()
+        stats = session.allocator.stats
+        session.peaks_before_reset = tuple(
+            max(kept, stats.peak(name)) for kept, name in zip(
+                session.peaks_before_reset, (ALLOCATED_BYTES, RESERVED_BYTES)))
+        stats.reset_peak()
 
 
 reset_max_memory_allocated = reset_max_memory_cached = reset_peak_memory_stats
