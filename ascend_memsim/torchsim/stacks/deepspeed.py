@@ -61,6 +61,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from ...allocators.stats import format_size
 from ..categories import GRADS, OPTIM, PARAMS
 from ..limits import UnsupportedFeature, where
+from .imports import AfterImport
 
 __all__ = ["install", "CANN_ENVIRONMENT", "ANSWERED_OPS", "HOST_SETTING"]
 
@@ -116,45 +117,6 @@ def _ours(name: str) -> bool:
     return name == _PACKAGE or name.startswith(_PACKAGE + ".")
 
 
-class _AdaptingLoader(importlib.abc.Loader):
-    """DeepSpeed's own loader, then the run's adaptations once the package has run."""
-
-    def __init__(self, loader: Any, after: Callable[[Any], None]) -> None:
-        self.loader, self.after = loader, after
-
-    def create_module(self, spec: Any) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self.loader.exec_module(module)
-        self.after(module)
-
-    def __getattr__(self, name: str) -> Any:
-        # get_source, get_resource_reader, is_package...: DeepSpeed's loader answers
-        return getattr(self.loader, name)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """First on ``sys.meta_path`` during the run: sees the script's ``import deepspeed``."""
-
-    def __init__(self, run: _Run) -> None:
-        self.run = run
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != _PACKAGE:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is not None:
-                self.run.set_environment()
-                spec.loader = _AdaptingLoader(spec.loader, self.run.adapt)
-                return spec
-        return None
-
-
 class _Run:
     """One run's DeepSpeed: the modules set aside, the environment set, the adaptations."""
 
@@ -173,8 +135,8 @@ class _Run:
         self.hooks: list = []
         #: (object, name, value) put back when the run ends
         self.restore: list[tuple[Any, str, Any]] = []
-        self.finder = _Finder(self)
-        sys.meta_path.insert(0, self.finder)
+        self.finder = AfterImport(_PACKAGE.__eq__, self.adapt,
+                                  found=lambda name: self.set_environment()).install()
 
     # -- the run's DeepSpeed ----------------------------------------------------------------
 
@@ -366,7 +328,7 @@ class _Run:
             hook.remove()
         for owner, name, value in reversed(self.restore):
             setattr(owner, name, value)
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self.finder]
+        self.finder.remove()
         for name in [n for n in sys.modules if _ours(n)]:
             del sys.modules[name]
         sys.modules.update(self.hidden)

@@ -33,11 +33,12 @@ undone when the run ends.
 
 from __future__ import annotations
 
-import importlib.abc
 import json
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from .imports import AfterImport
 
 __all__ = ["install", "trainer_settings", "sparse_safetensors_header", "MARK"]
 
@@ -62,49 +63,6 @@ def install(session: Any) -> Callable[[], None]:
 # -- post-import hooks ---------------------------------------------------------------------
 
 
-class _AfterExec(importlib.abc.Loader):
-    """A module's own loader, then the adaptations for it; gives the module its own loader
-    back once it is executed."""
-
-    def __init__(self, loader: Any, after: Callable[[Any], None]) -> None:
-        self.loader, self.after = loader, after
-
-    def create_module(self, spec: Any) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        module.__loader__ = self.loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        self.after(module)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)
-
-
-class _Watcher(importlib.abc.MetaPathFinder):
-    """First on ``sys.meta_path`` during the run: finds a watched module with the finders
-    after it, and wraps its loader in :class:`_AfterExec`."""
-
-    def __init__(self, run: _Run) -> None:
-        self.run = run
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name not in self.run.pending:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _AfterExec(spec.loader, self.run.imported)
-                return spec
-        return None
-
-
 class _Run:
     """One run's adaptations: the modules watched, the undos of those applied."""
 
@@ -113,8 +71,7 @@ class _Run:
         #: module name -> the adaptation to apply when it is imported
         self.pending: dict[str, Callable[[Any, Any], Callable[[], None]]] = {}
         self.undos: list[Callable[[], None]] = []
-        self.watcher = _Watcher(self)
-        sys.meta_path.insert(0, self.watcher)
+        self.watcher = AfterImport(self.pending.__contains__, self.imported).install()
 
     def watch(self, name: str, adapt: Callable[[Any, Any], Callable[[], None]]) -> None:
         module = sys.modules.get(name)
@@ -129,7 +86,7 @@ class _Run:
             self.undos.append(adapt(module, self.session))
 
     def undo(self) -> None:
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self.watcher]
+        self.watcher.remove()
         while self.undos:
             self.undos.pop()()
         _forget_probes()

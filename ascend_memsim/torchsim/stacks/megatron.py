@@ -45,7 +45,6 @@ by name when asked for (``masked_softmax_fusion`` with 16-bit inputs,
 
 from __future__ import annotations
 
-import importlib.abc
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +53,7 @@ import torch
 
 from ..categories import GRADS, OPTIM, PARAMS
 from . import process_state
+from .imports import AfterImport
 
 __all__ = ["install", "TYPE_NOTE", "JIT_NOTE"]
 
@@ -336,59 +336,24 @@ _ADAPT: dict[str, Callable[[_Run, Any], None]] = {
 }
 
 
-class _Loader(importlib.abc.Loader):
-    """The module's own loader, then the run's change."""
-
-    def __init__(self, loader: Any, run: _Run, name: str) -> None:
-        self.loader, self.run, self.name = loader, run, name
-
-    def create_module(self, spec: Any) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        # the module keeps its own loader (this one holds the run)
-        module.__spec__.loader = module.__loader__ = self.loader
-        self.loader.exec_module(module)
-        self.run.loaded = True
-        self.run.adapt(self.name, module)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """First on ``sys.meta_path`` during the run: the modules of :data:`_ADAPT`, found by
-    the finders after it, loaded by :class:`_Loader`."""
-
-    def __init__(self, run: _Run) -> None:
-        self.run = run
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name not in _ADAPT:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _Loader(spec.loader, self.run, name)
-                return spec
-        return None
-
-
 def install(session: Any) -> Callable[[], None]:
     """Adapt Megatron-core for ``session``'s run (see the module), now for what is imported
     and at their import for the rest; the callable that undoes it. O(1) when the script
     never imports Megatron-core."""
     run = _Run(session)
-    finder = _Finder(run)
-    sys.meta_path.insert(0, finder)
+
+    def loaded(module: Any) -> None:
+        run.loaded = True
+        run.adapt(module.__name__, module)
+
+    finder = AfterImport(_ADAPT.__contains__, loaded).install()
     for name in _ADAPT:
         module = sys.modules.get(name)
         if module is not None:
             run.adapt(name, module)
 
     def undo() -> None:
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not finder]
+        finder.remove()
         run.undo()
 
     return undo
