@@ -9,7 +9,6 @@ Figures by hand: torch_npu's caching allocator makes each storage a block of its
 rounded up to 512 (:func:`block`); ``workspace=False`` throughout."""
 
 import importlib
-import math
 import sys
 import textwrap
 import types
@@ -18,6 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torchsim runs scripts on torch's fake tensors; "
                                             "install the torch extra")
+
+from test_torchsim_ops import allocated, block, blocks, t  # noqa: E402  (the same rules)
 
 from ascend_memsim.torchsim import estimate, estimate_ranks, ops  # noqa: E402
 from ascend_memsim.torchsim.torch_npu import OPERATORS as STANDIN  # noqa: E402
@@ -38,25 +39,6 @@ NEW = {"npu_all_gather_base_mm", "npu_mm_reduce_scatter_base", "npu_alltoallv_gm
        "npu_gmm_alltoallv", "npu_convert_weight_to_int4pack", "npu_kv_rmsnorm_rope_cache",
        "npu_lightning_indexer", "npu_lightning_indexer_grad", "npu_sparse_flash_attention",
        "npu_sparse_flash_attention_grad", "npu_sparse_attention_score"}
-
-
-def block(nbytes: int) -> int:
-    """A storage's block on A2: the +32 pad, then 512-byte steps (round_size, AddPadSize);
-    an empty storage takes none."""
-    return -(-(nbytes + 32) // 512) * 512 if nbytes else 0
-
-
-def blocks(*outs: tuple) -> int:
-    """The blocks of tensors given as (shape, dtype)."""
-    return sum(block(math.prod(shape) * dtype.itemsize) for shape, dtype in outs)
-
-
-def allocated() -> int:
-    return npu_module.memory_allocated()
-
-
-def t(*shape: int, dtype: torch.dtype = BF, grad: bool = False) -> torch.Tensor:
-    return torch.empty(shape, dtype=dtype, device="npu", requires_grad=grad)
 
 
 def i32(*shape: int) -> torch.Tensor:

@@ -5,18 +5,15 @@ plan_job`)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
-import warnings
-from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ..plan.cache import CacheWarning
 from ..plan.job import JobProgress, plan_job
 from ..plan.job_plot import plot_plan, plot_problem
 from .common import USAGE_ERROR, print_json
+from .study import cache_warnings_printed
 
 __all__ = ["cmd_plan", "default_cache", "plan_progress", "parse_margin"]
 
@@ -70,25 +67,6 @@ def plan_progress(args: argparse.Namespace, stream: Any = None) -> JobProgress |
     return show
 
 
-@contextlib.contextmanager
-def _cache_warnings_printed(stream: Any = None) -> Iterator[None]:
-    """Each :class:`CacheWarning` printed on ``stream`` (stderr) as it comes."""
-    stream = stream or sys.stderr
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", CacheWarning)
-        shown = warnings.showwarning
-
-        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                 file: TextIO | None = None, line: str | None = None) -> None:
-            if issubclass(category, CacheWarning):
-                print(f"ascend-memsim plan: warning: {message}", file=stream)
-            else:
-                shown(message, category, filename, lineno, file, line)
-
-        warnings.showwarning = show
-        yield
-
-
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     """Run the plan; print the table (or ``--json``); exit 0 when a configuration fits
     (one is recommended), 1 when none does, 2 for bad usage, 130 when interrupted (the
@@ -108,7 +86,7 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     cache = None if args.no_cache else (args.cache or default_cache())
     progress = plan_progress(args)
     try:
-        with _cache_warnings_printed():
+        with cache_warnings_printed(command="plan"):
             found = plan_job(
                 command, vary=args.vary, grid=args.grid or (), env=args.env or (),
                 keys=[tuple(k) for k in args.set or ()], product=args.product,

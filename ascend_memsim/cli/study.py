@@ -53,9 +53,9 @@ def progress_printer(stream: Any = None) -> StudyProgress:
 
 
 @contextlib.contextmanager
-def cache_warnings_printed(stream: Any = None) -> Iterator[None]:
+def cache_warnings_printed(stream: Any = None, command: str = "study") -> Iterator[None]:
     """While in the block, each :class:`CacheWarning` is printed on ``stream`` (stderr) as it
-    comes, ``ascend-memsim study: warning: ...``, every one of them (Python's filters would
+    comes, ``ascend-memsim COMMAND: warning: ...``, every one of them (Python's filters would
     show a message once); other warnings are shown as Python shows them."""
     stream = stream or sys.stderr
     with warnings.catch_warnings():
@@ -65,7 +65,7 @@ def cache_warnings_printed(stream: Any = None) -> Iterator[None]:
         def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                  file: TextIO | None = None, line: str | None = None) -> None:
             if issubclass(category, CacheWarning):
-                print(f"ascend-memsim study: warning: {message}", file=stream)
+                print(f"ascend-memsim {command}: warning: {message}", file=stream)
             else:
                 shown(message, category, filename, lineno, file, line)
 

@@ -38,7 +38,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .imports import AfterImport
+from .imports import Adaptations
 
 __all__ = ["install", "trainer_settings", "sparse_safetensors_header", "MARK"]
 
@@ -53,43 +53,19 @@ _PROBES = ("transformers.utils.import_utils", "accelerate.utils.imports")
 def install(session: Any) -> Callable[[], None]:
     """Apply this module's adaptations for ``session``'s run (each when its library is
     imported); a callable that undoes them."""
-    run = _Run(session)
+    run = Adaptations(session)
     run.watch("safetensors.torch", _save_shapes)
     run.watch("transformers.trainer", _note_settings)
     _forget_probes()
-    return run.undo
 
-
-# -- post-import hooks ---------------------------------------------------------------------
-
-
-class _Run:
-    """One run's adaptations: the modules watched, the undos of those applied."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        #: module name -> the adaptation to apply when it is imported
-        self.pending: dict[str, Callable[[Any, Any], Callable[[], None]]] = {}
-        self.undos: list[Callable[[], None]] = []
-        self.watcher = AfterImport(self.pending.__contains__, self.imported).install()
-
-    def watch(self, name: str, adapt: Callable[[Any, Any], Callable[[], None]]) -> None:
-        module = sys.modules.get(name)
-        if module is not None:
-            self.undos.append(adapt(module, self.session))
-        else:
-            self.pending[name] = adapt
-
-    def imported(self, module: Any) -> None:
-        adapt = self.pending.pop(module.__name__, None)
-        if adapt is not None:
-            self.undos.append(adapt(module, self.session))
-
-    def undo(self) -> None:
-        self.watcher.remove()
-        while self.undos:
-            self.undos.pop()()
+    def undo() -> None:
+        run.undo()
         _forget_probes()
+
+    return undo
+
+
+# -- the device probes' caches ---------------------------------------------------------------
 
 
 def _forget_probes() -> None:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AfterImport"]
+__all__ = ["AfterImport", "Adaptations"]
 
 
 class _AfterExec(importlib.abc.Loader):
@@ -68,3 +68,33 @@ class AfterImport(importlib.abc.MetaPathFinder):
                     spec.loader = _AfterExec(spec.loader, self.after)
                 return spec
         return None
+
+
+class Adaptations:
+    """One run's adaptations of a stack: ``watch(name, adapt)`` applies ``adapt(module,
+    session)`` (which gives its undo) to the module ``name`` now if it is imported, else when
+    it is; :meth:`undo` removes the hook and undoes every adaptation applied, last first."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        #: module name -> the adaptation to apply when it is imported
+        self.pending: dict[str, Callable[[Any, Any], Callable[[], None]]] = {}
+        self.undos: list[Callable[[], None]] = []
+        self.watcher = AfterImport(self.pending.__contains__, self.imported).install()
+
+    def watch(self, name: str, adapt: Callable[[Any, Any], Callable[[], None]]) -> None:
+        module = sys.modules.get(name)
+        if module is not None:
+            self.undos.append(adapt(module, self.session))
+        else:
+            self.pending[name] = adapt
+
+    def imported(self, module: Any) -> None:
+        adapt = self.pending.pop(module.__name__, None)
+        if adapt is not None:
+            self.undos.append(adapt(module, self.session))
+
+    def undo(self) -> None:
+        self.watcher.remove()
+        while self.undos:
+            self.undos.pop()()

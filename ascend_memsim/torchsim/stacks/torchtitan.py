@@ -56,7 +56,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import process_state
-from .imports import AfterImport
+from .imports import Adaptations
 
 __all__ = ["install", "npu_attention", "trainer_settings"]
 
@@ -67,41 +67,11 @@ KEEP_FLEX = frozenset({"vlm"})
 def install(session: Any) -> Callable[[], None]:
     """Apply this module's adaptations for ``session``'s run (each when its torchtitan
     module is imported); a callable that undoes them."""
-    run = _Run(session)
+    run = Adaptations(session)
     run.watch("torchtitan.tools.utils", _choose_device)
     run.watch("torchtitan.config.manager", _npu_config)
     run.watch("torchtitan.trainer", _trainer)
     return run.undo
-
-
-# -- post-import hooks ---------------------------------------------------------------------
-
-
-class _Run:
-    """One run's adaptations: the modules still awaited, the undos of those applied."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self.pending: dict[str, Callable[[Any, Any], Callable[[], None]]] = {}
-        self.undos: list[Callable[[], None]] = []
-        self.watcher = AfterImport(self.pending.__contains__, self.imported).install()
-
-    def watch(self, name: str, adapt: Callable[[Any, Any], Callable[[], None]]) -> None:
-        module = sys.modules.get(name)
-        if module is not None:
-            self.undos.append(adapt(module, self.session))
-        else:
-            self.pending[name] = adapt
-
-    def imported(self, module: Any) -> None:
-        adapt = self.pending.pop(module.__name__, None)
-        if adapt is not None:
-            self.undos.append(adapt(module, self.session))
-
-    def undo(self) -> None:
-        self.watcher.remove()
-        while self.undos:
-            self.undos.pop()()
 
 
 # -- the device ----------------------------------------------------------------------------
