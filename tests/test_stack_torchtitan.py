@@ -57,6 +57,26 @@ def llama3_debugmodel_2layers():
 """
 
 
+#: a folder holding tyro >= 0.9 and typeguard (.ci/run fills it), put before the environment's
+#: tyro for torchtitan: LLaMA-Factory 0.9.5 pins tyro < 0.9 in its metadata but never imports
+#: it, torchtitan 0.3.0 needs tyro.constructors (tyro 0.9) and its metadata asks for any tyro
+TYRO_ENV = "ASCEND_MEMSIM_TEST_TYRO"
+
+
+def _newer_tyro():
+    """Make ``import tyro`` find the folder named by TYRO_ENV, when the environment's tyro is
+    older than torchtitan needs (nothing here has imported tyro yet: only torchtitan uses it)."""
+    folder = os.environ.get(TYRO_ENV)
+    if not folder:
+        return
+    import tyro
+    if hasattr(tyro, "constructors"):
+        return
+    sys.path.insert(0, os.path.abspath(folder))
+    for name in [m for m in sys.modules if m.split(".")[0] in ("tyro", "typeguard")]:
+        del sys.modules[name]
+
+
 def block(n):
     return (n + 32 + 511) // 512 * 512
 
@@ -112,12 +132,15 @@ def model_states(layers, dp, tp, seq):
 def assets(tmp_path_factory):
     """torchtitan (imported outside any estimate: its device choice is then "cuda", which
     the run makes again), a tokenizer and a data set, and the 2-layer config module."""
+    _newer_tyro()
     try:
         import torchtitan.trainer  # noqa: F401
         from torchtitan.tools import utils
     except AttributeError as e:                 # pragma: no cover - depends on the install
         pytest.skip(f"torchtitan does not import with the installed tyro ({e}): torchtitan "
-                    f"0.3.0 needs tyro >= 0.9 (tyro.constructors), LLaMA-Factory pins < 0.9")
+                    f"0.3.0 needs tyro >= 0.9 (tyro.constructors), LLaMA-Factory pins < 0.9; "
+                    f"set {TYRO_ENV} to a folder holding tyro >= 0.9 (pip install --no-deps "
+                    f"--target DIR 'tyro>=0.9' 'typeguard>=4'), as .ci/run does")
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     CHOSEN_BEFORE[:] = [utils.device_type]
