@@ -286,6 +286,24 @@ def test_zero3_model_states_fall_as_16_bytes_a_parameter(run):
     assert after[2] - after[8] == 16 * P // 2 - 16 * P // 8
 
 
+def test_zero3_leaves_torchs_classes_as_they_were(run):
+    # zero.Init's exit leaves Module.__init_subclass__ set to a bound method (DeepSpeed's
+    # partition_parameters.py, unpatch_init_and_builtins); the run puts torch's classes back
+    run("zero3", 2)
+    assert "__init_subclass__" not in vars(torch.nn.Module)
+    assert "__new__" not in vars(torch.Tensor)
+
+    class Named:
+        def __init_subclass__(cls):
+            cls.named = cls.__name__
+
+    class Layer(torch.nn.Module, Named):
+        pass
+
+    # a class made after the run chains __init_subclass__ past Module, as in a new process
+    assert Layer.named == "Layer"
+
+
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 def test_zero3_published_offload_config_holds_model_states_on_the_host(run, world_size):
     result, after = run("zero3_offload", world_size)

@@ -27,6 +27,11 @@ logger's handlers). DeepSpeed modules imported before the run (by the caller, a 
 an estimate before this one) are set aside for the run and put back after it, and the ones
 the run imported are forgotten, so each run, and each rank, imports DeepSpeed as its process
 would; the ``DeepSpeed`` logger's handlers are put back as they were (each import adds one).
+What ZeRO-3's ``zero.Init`` leaves on torch's classes is put back too
+(:func:`_torch_classes`): its exit sets ``torch.nn.Module.__init_subclass__`` to the bound
+method it saved (``partition_parameters.py``, ``unpatch_init_and_builtins``), which stops
+``__init_subclass__`` chaining past ``Module`` for every class made after it (a class of
+``nn.Module`` and another base with an ``__init_subclass__``: torchtitan's models).
 
 DECISION, the environment: the names CANN's ``set_env.sh`` exports with a value that is a
 directory of the toolkit (:data:`CANN_ENVIRONMENT`, the toolkit's default install path), set
@@ -135,6 +140,7 @@ class _Run:
         self.hooks: list = []
         #: (object, name, value) put back when the run ends
         self.restore: list[tuple[Any, str, Any]] = []
+        self.classes = _torch_classes()
         self.finder = AfterImport(_PACKAGE.__eq__, self.adapt,
                                   found=lambda name: self.set_environment()).install()
 
@@ -328,6 +334,7 @@ class _Run:
             hook.remove()
         for owner, name, value in reversed(self.restore):
             setattr(owner, name, value)
+        _put_back(self.classes)
         self.finder.remove()
         for name in [n for n in sys.modules if _ours(n)]:
             del sys.modules[name]
@@ -340,6 +347,32 @@ class _Run:
         _restore_logger(self.logger)
         self.session.notes[:] = [note for note in self.session.notes
                                  if not _import_compile_note(note)]
+
+
+#: what ``zero.Init`` sets on torch's classes (``partition_parameters.py``,
+#: ``patch_init_and_builtins``) and does not take away
+_ZERO_INIT_NAMES = ((torch.nn.Module, ("__init_subclass__", "_old_init_subclass", "_old_apply",
+                                       "apply")),
+                    (torch.Tensor, ("__old_new__", "__new__")))
+_ABSENT = object()
+
+
+def _torch_classes() -> list[tuple[type, str, Any]]:
+    """The class attributes of :data:`_ZERO_INIT_NAMES` as they are (:data:`_ABSENT` where
+    the class's own ``__dict__`` has none)."""
+    return [(cls, name, vars(cls).get(name, _ABSENT))
+            for cls, names in _ZERO_INIT_NAMES for name in names]
+
+
+def _put_back(saved: list[tuple[type, str, Any]]) -> None:
+    """Make each class attribute of ``saved`` what it was."""
+    for cls, name, value in saved:
+        if vars(cls).get(name, _ABSENT) is value:
+            continue
+        if value is _ABSENT:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, value)
 
 
 def _import_compile_note(note: str) -> bool:
