@@ -4,13 +4,14 @@
 LLaMA-Factory's example configs for LoRA and full-parameter SFT, with a tiny model and a
 synthetic dataset written to the test's folder (no hub, no network).
 
-The configs are LLaMA-Factory's, copied below as released (hiyouga/LLaMA-Factory, tag
-v0.9.5, commit 7af909522a951e3ad9f022ea6f88b6755257eaa5, the installed release; the
-package does not ship its examples): ``examples/train_lora/qwen3_lora_sft.yaml`` (the
-``llama3_lora_sft.yaml`` of earlier releases, renamed in commit 95ac3f2373b8) and
-``examples/train_full/qwen3_full_sft.yaml``. Only the model, the dataset, the output folder
-and the step count are changed (:func:`config`); the full SFT example's ``deepspeed`` key is
-left out (DeepSpeed ZeRO-3 is another page's: here the full model trains data-parallel).
+The configs are LLaMA-Factory's, copied to ``tests/data/llamafactory/`` as released
+(hiyouga/LLaMA-Factory, tag v0.9.5, commit 7af909522a951e3ad9f022ea6f88b6755257eaa5, the
+installed release; the package does not ship its examples):
+``examples/train_lora/qwen3_lora_sft.yaml`` (the ``llama3_lora_sft.yaml`` of earlier
+releases, renamed in commit 95ac3f2373b8) and ``examples/train_full/qwen3_full_sft.yaml``.
+Only the model, the dataset, the output folder and the step count are changed
+(:func:`config`); the full SFT example's ``deepspeed`` key is left out (DeepSpeed ZeRO-3 is
+another page's: here the full model trains data-parallel).
 
 The figures are the stacks' own arithmetic, by hand: each tensor is a block of torch_npu's
 caching allocator (the request + 32 bytes, rounded up to 512: ``round_size``); the model is
@@ -30,88 +31,14 @@ yaml = pytest.importorskip("yaml", reason="LLaMA-Factory's configs are YAML")
 
 from ascend_memsim.torchsim import estimate, estimate_ranks  # noqa: E402
 
-#: examples/train_lora/qwen3_lora_sft.yaml at v0.9.5, as released
-LORA_SFT = """\
-### model
-model_name_or_path: Qwen/Qwen3-4B-Instruct-2507
-trust_remote_code: true
+#: LLaMA-Factory's examples at v0.9.5, as released: examples/train_lora/qwen3_lora_sft.yaml and
+#: examples/train_full/qwen3_full_sft.yaml (benchmarks/bench_stacks.py runs the first too)
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "llamafactory")
+with open(os.path.join(EXAMPLES, "qwen3_lora_sft.yaml"), encoding="utf-8") as f:
+    LORA_SFT = f.read()
+with open(os.path.join(EXAMPLES, "qwen3_full_sft.yaml"), encoding="utf-8") as f:
+    FULL_SFT = f.read()
 
-### method
-stage: sft
-do_train: true
-finetuning_type: lora
-lora_rank: 8
-lora_target: all
-
-### dataset
-dataset: identity,alpaca_en_demo
-template: qwen3_nothink
-cutoff_len: 2048
-max_samples: 1000
-preprocessing_num_workers: 16
-dataloader_num_workers: 4
-
-### output
-output_dir: saves/qwen3-4b/lora/sft
-logging_steps: 10
-save_steps: 500
-plot_loss: true
-overwrite_output_dir: true
-save_only_model: false
-report_to: none  # choices: [none, wandb, tensorboard, swanlab, mlflow]
-
-### train
-per_device_train_batch_size: 1
-gradient_accumulation_steps: 8
-learning_rate: 1.0e-4
-num_train_epochs: 3.0
-lr_scheduler_type: cosine
-warmup_ratio: 0.1
-bf16: true
-ddp_timeout: 180000000
-resume_from_checkpoint: null
-"""
-
-#: examples/train_full/qwen3_full_sft.yaml at v0.9.5, as released
-FULL_SFT = """\
-### model
-model_name_or_path: Qwen/Qwen3-4B-Instruct-2507
-trust_remote_code: true
-
-### method
-stage: sft
-do_train: true
-finetuning_type: full
-deepspeed: examples/deepspeed/ds_z3_config.json  # choices: [ds_z0_config.json, ds_z2_config.json, ds_z3_config.json]
-
-### dataset
-dataset: identity,alpaca_en_demo
-template: qwen3_nothink
-cutoff_len: 2048
-max_samples: 1000
-preprocessing_num_workers: 16
-dataloader_num_workers: 4
-
-### output
-output_dir: saves/qwen3-4b/full/sft
-logging_steps: 10
-save_steps: 500
-plot_loss: true
-overwrite_output_dir: true
-save_only_model: false
-report_to: none  # choices: [none, wandb, tensorboard, swanlab, mlflow]
-
-### train
-per_device_train_batch_size: 1
-gradient_accumulation_steps: 2
-learning_rate: 1.0e-5
-num_train_epochs: 3.0
-lr_scheduler_type: cosine
-warmup_ratio: 0.1
-bf16: true
-ddp_timeout: 180000000
-resume_from_checkpoint: null
-"""  # noqa: E501  (the example's own line)
 
 # the tiny model: Qwen3's shapes, one layer
 VOCAB, HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, LAYERS = 64, 64, 128, 4, 2, 16, 1
