@@ -9,7 +9,8 @@ MLP, AdamW, two training steps), its micro-batch and sequence length its argumen
 - the largest micro-batch from 1 to 256 that fits on a 16 GiB card (no runtime share) with
   5% of it free, one cell at a time: the estimates run (at most ceil(log2(256)) + 2 = 10),
   the seconds, warm (each cell forked from a process that imported torch once) and cold
-  (each cell a new interpreter);
+  (each cell a new interpreter); the answer checked by two plain ``ascend-memsim estimate``
+  runs, at it (5% or more of the card left) and one above (less);
 - a grid of 2 sequence lengths x 2 allocator settings, each point bisected over 1..256 on
   an 8 GiB card, on a Dask ``LocalCluster`` of 1 worker and of 2 (each started before the
   clock, its workers' warm-start servers warmed by a first small plan): the seconds and
@@ -23,10 +24,12 @@ Prints one table; the answers are checked identical on every executor and every 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,6 +126,18 @@ def ceiling() -> float:
     return one / two
 
 
+def plain_margin(folder: str, micro_batch: int) -> float:
+    """The part of the card a plain ``estimate`` of the largest-batch job leaves free at
+    ``micro_batch``."""
+    command = [sys.executable, "-m", "ascend_memsim", "estimate", "--capacity",
+               LARGEST["capacity"], *LARGEST["estimate_args"].split(), "--json",
+               *[a.format(micro_batch=micro_batch, seq=256) for a in COMMAND]]
+    out = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path[:1])})
+    result = json.loads(out.stdout)
+    return result["margin"] / result["capacity"]
+
+
 def _answers(plan) -> list:
     return [(p.values, p.largest, p.peak_reserved, p.margin, p.first_over, p.why, p.error)
             for p in plan.points]
@@ -157,6 +172,7 @@ def main() -> None:
                                 dashboard_address=":0", silence_logs=logging.CRITICAL)
                 for n in (1, 2)}
     largest = runs = grid_runs = 0
+    at = above = 0.0
     for _ in range(rounds):
         seconds.setdefault("ceiling", []).append(ceiling())
         plan, t = _timed(folder, **LARGEST)
@@ -164,6 +180,10 @@ def main() -> None:
         if runs > most_runs(1, 256):
             raise SystemExit(f"{runs} estimates, more than {most_runs(1, 256)}")
         note("largest micro-batch, warm", plan, t)
+        at, above = plain_margin(folder, largest), plain_margin(folder, largest + 1)
+        if not at >= 0.05 > above:
+            raise SystemExit(f"plain runs leave {at:.2%} at {largest} and {above:.2%} at "
+                             f"{largest + 1}: the answer is not the largest that fits")
         plan, t = _timed(folder, cold=True, **LARGEST)
         note("largest micro-batch, cold", plan, t)
         for n, cluster in clusters.items():
@@ -193,7 +213,9 @@ def main() -> None:
 
     rows = [("job", "a decoder (vocabulary 8,192, width 512, 4 blocks, AdamW), 2 steps"),
             ("largest micro-batch in 1..256", f"{largest} on 16 GiB with 5% free: {runs} "
-                                               f"estimates (at most {most_runs(1, 256)})")]
+                                               f"estimates (at most {most_runs(1, 256)})"),
+            ("checked by plain runs", f"{at:.2%} of the card free at {largest}, "
+                                      f"{above:.2%} at {largest + 1}")]
     for what in ("largest micro-batch, warm", "largest micro-batch, cold"):
         rows.append((what, f"{med(what):6.2f} s  (rounds: {runs_of(what)} s)"))
     rows.append(("grid", f"seq 256,512 x 2 allocator settings, micro-batch 1..256 on 8 GiB: "
