@@ -69,7 +69,10 @@ def _newer_tyro():
     folder = os.environ.get(TYRO_ENV)
     if not folder:
         return
-    import tyro
+    try:
+        import tyro
+    except ImportError:
+        tyro = None
     if hasattr(tyro, "constructors"):
         return
     sys.path.insert(0, os.path.abspath(folder))
