@@ -8,10 +8,10 @@ The configs are LLaMA-Factory's, copied to ``tests/data/llamafactory/`` as relea
 (hiyouga/LLaMA-Factory, tag v0.9.5, commit 7af909522a951e3ad9f022ea6f88b6755257eaa5, the
 installed release; the package does not ship its examples):
 ``examples/train_lora/qwen3_lora_sft.yaml`` (the ``llama3_lora_sft.yaml`` of earlier
-releases, renamed in commit 95ac3f2373b8) and ``examples/train_full/qwen3_full_sft.yaml``.
-Only the model, the dataset, the output folder and the step count are changed
-(:func:`config`); the full SFT example's ``deepspeed`` key is left out (DeepSpeed ZeRO-3 is
-another page's: here the full model trains data-parallel).
+releases, renamed in commit 95ac3f2373b8), ``examples/train_full/qwen3_full_sft.yaml`` and
+the DeepSpeed config it names, ``examples/deepspeed/ds_z3_config.json``. Only the model, the
+dataset, the output folder and the step count are changed (:func:`config`); the full SFT
+example runs with its ZeRO-3 config and, its ``deepspeed`` key left out, data-parallel.
 
 The figures are the stacks' own arithmetic, by hand: each tensor is a block of torch_npu's
 caching allocator (the request + 32 bytes, rounded up to 512: ``round_size``); the model is
@@ -232,3 +232,58 @@ def test_full_sft_holds_weights_gradients_and_two_adam_states(config, tmp_path, 
         assert sorted(tuple(f.get_slice(k).get_shape()) for k in f.keys()) == sorted(WEIGHTS)
     # float32 (the weights were upcast to train)
     assert saved.stat().st_size > numel(WEIGHTS) * 4 > saved.stat().st_blocks * 512
+
+
+def zero3_partition(world_size):
+    """The elements of every weight ZeRO-3 keeps on one rank: each padded to a multiple of
+    the ranks and split (``deepspeed/runtime/zero/partition_parameters.py``,
+    ``_padding_size``), flat in one group (``sub_group_size`` 1e9)."""
+    return sum(-(-numel([shape]) // world_size) for shape in WEIGHTS)
+
+
+def test_full_sft_with_its_zero3_config_partitions_the_model_states(config):
+    # the example as released: its deepspeed key names examples/deepspeed/ds_z3_config.json
+    # (v0.9.5), here beside it; LLaMA-Factory runs DeepSpeed under torchrun only
+    # (hparams/parser.py: "Please use `FORCE_TORCHRUN=1` to launch DeepSpeed training"), so
+    # one card is torchrun's one process too
+    path = config(FULL_SFT)
+    with open(path) as f:
+        keys = yaml.safe_load(f)
+    keys["deepspeed"] = os.path.join(EXAMPLES, "ds_z3_config.json")
+    with open(path, "w") as f:
+        yaml.safe_dump(keys, f)
+    kinds = {}
+    for n in (1, 2, 8):
+        ranks = estimate_ranks(launcher(), [path], world_size=n, product="A2")
+        assert sorted(r for c in ranks.classes for r in c.ranks) == list(range(n))
+        for c in ranks.classes:
+            assert c.figures.estimate.status == 0 and c.figures.fits, ranks
+            assert c.figures.kinds() == ranks.classes[0].figures.kinds()
+        settings = ranks.classes[0].figures.estimate.stack_settings
+        kinds[n] = ranks.classes[0].figures.kinds()
+        # the config's "auto" values, filled by transformers' integration from the model's
+        # width (integrations/deepspeed.py, trainer_config_finalize): hidden^2,
+        # 0.9 hidden^2, 10 hidden
+        assert (settings["zero_optimization.stage"], settings["reduce_bucket_size"],
+                settings["stage3_prefetch_bucket_size"],
+                settings["stage3_param_persistence_threshold"]) == (
+            "3", f"{HIDDEN * HIDDEN:,}", f"{int(0.9 * HIDDEN * HIDDEN):,}", f"{10 * HIDDEN:,}")
+        s = zero3_partition(n)
+        # the bf16 gradient partition, and the contiguous reduce bucket of reduce_bucket_size
+        # bf16 elements (stage3.py, _setup_for_real_optimizer) with the step's gradient norm
+        assert kinds[n]["gradients"] == block(2 * s) + block(2 * HIDDEN * HIDDEN) + block(4)
+    # the weights: the bf16 partition falls with the ranks, what a layer gathers does not
+    # (on one rank the partition is the whole weight and nothing is gathered apart)
+    assert kinds[2]["parameters"] - kinds[8]["parameters"] == \
+        block(2 * zero3_partition(2)) - block(2 * zero3_partition(8))
+    # the optimizer: the fp32 weights and AdamW's two moments of the partition (12 bytes an
+    # element), with the same few scalars on every world size
+    rest = {n: kinds[n]["optimizer"] - 3 * block(4 * zero3_partition(n)) for n in kinds}
+    assert rest[1] == rest[2] == rest[8] <= 5 * 512
+    # 16 bytes an element of the partition in all: the model states fall as the ranks
+    # grow (the partition is 41,184 / 20,592 / 5,148 elements), the activations do not
+    assert [zero3_partition(n) for n in (1, 2, 8)] == [numel(WEIGHTS), 20592, 5148]
+    states = {n: kinds[n]["optimizer"] + kinds[n]["gradients"] + kinds[n]["parameters"]
+              for n in kinds}
+    assert states[1] > states[2] > states[8]
+    assert kinds[1]["activations"] == kinds[2]["activations"] == kinds[8]["activations"]
