@@ -28,7 +28,7 @@ than this model's partitioned states save on 16 ranks, which is why DeepSpeed's 
 to the model (``"auto"``: hidden x hidden in the HF integration).
 
 Run: ``python benchmarks/bench_plan_grid.py`` (needs torch, the stacks extra for DeepSpeed and
-the study extra; about 25 minutes on 2 cores).
+the study extra; about 20 minutes on 2 cores).
 """
 
 from __future__ import annotations
