@@ -18,67 +18,12 @@ here it is there, as ``__all__`` says.
 """
 
 from .._missing import not_modelled
-from .function import (
-    fuse_add_softmax_dropout,
-    matmul_transpose,
-    npu_batched_multiclass_nms,
-    npu_bbox_coder_decode_xywh2xyxy,
-    npu_bbox_coder_encode_xyxy2xywh,
-    npu_bbox_coder_encode_yolo,
-    npu_fast_condition_index_put,
-    npu_fused_attention,
-    npu_fused_attention_with_layernorm,
-    npu_multiclass_nms,
-    npu_single_level_responsible_flags,
-    roll,
-)
-from .module import (
-    ChannelShuffle,
-    DCNv2,  # noqa: F401  (imported by torch_npu's contrib, outside its __all__)
-    Focus,
-    LabelSmoothingCrossEntropy,
-    LinearA8W8Quant,
-    LinearQuant,
-    LinearWeightQuant,
-    ModulatedDeformConv,
-    MultiheadAttention,
-    NpuCachedDropout,
-    NpuDropPath,
-    NpuFairseqDropout,
-    Prefetcher,
-    PSROIPool,
-    ROIAlign,
-)
+from .function import *  # noqa: F403  (contrib re-exports both trees, as torch_npu's does)
+from .function import __all__ as _FUNCTIONS
+from .module import *  # noqa: F403
+from .module import __all__ as _MODULES
 
-__all__ = [
-    # from function
-    "npu_multiclass_nms",
-    "npu_batched_multiclass_nms",
-    "npu_single_level_responsible_flags",
-    "npu_fast_condition_index_put",
-    "npu_bbox_coder_encode_yolo",
-    "npu_bbox_coder_encode_xyxy2xywh",
-    "npu_bbox_coder_decode_xywh2xyxy",
-    "fuse_add_softmax_dropout",
-    "roll",
-    "matmul_transpose",
-    "npu_fused_attention_with_layernorm",
-    "npu_fused_attention",
-    # from module
-    "ChannelShuffle",
-    "Prefetcher",
-    "LabelSmoothingCrossEntropy",
-    "ROIAlign",
-    "ModulatedDeformConv",
-    "PSROIPool",
-    "NpuFairseqDropout",
-    "NpuCachedDropout",
-    "MultiheadAttention",
-    "NpuDropPath",
-    "Focus",
-    "LinearA8W8Quant",
-    "LinearQuant",
-    "LinearWeightQuant",
-]
+#: both trees' names; DCNv2 is imported by torch_npu's contrib but left out of its __all__
+__all__ = [*_FUNCTIONS, *(name for name in _MODULES if name != "DCNv2")]
 
 __getattr__ = not_modelled("torch_npu.contrib")
